@@ -1,0 +1,5 @@
+import sys
+
+from servesim.cli import main
+
+sys.exit(main())

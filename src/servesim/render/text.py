@@ -1,0 +1,177 @@
+"""Aligned plain-text tables for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["disagg_text", "specdec_text", "table"]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    """Right-aligned columns (the first left-aligned) under a rule."""
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, r)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(cells, widths))
+        ]
+        return (indent + "  ".join(parts)).rstrip()
+
+    rule = indent + "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def _f(x: float | None, spec: str, none: str = "unstable") -> str:
+    return none if x is None else format(x, spec)
+
+
+def specdec_text(s: dict[str, Any]) -> str:
+    a = s["assumptions"]
+    out: list[str] = []
+    out.append("SPECULATIVE DECODING ECONOMICS")
+    out.append(
+        "  model: S = sum_{i<=k} alpha^i / (k d + 1 + c k g(u)),  g(u) = 1.001 / (1.001 - u);"
+        " i.i.d. acceptance"
+    )
+    if "case" in s:
+        c = s["case"]
+        out.append("")
+        out.append(
+            f"[0] Your case: alpha={c['alpha']:g} k={c['k']} d={c['d']:g} c={c['c']:g} u={c['u']:g}"
+        )
+        out.append(f"  E[n] = {c['expected_tokens']:.3f} tokens/cycle")
+        out.append(f"  T_cycle = {c['cycle_time_target_steps']:.3f} target steps")
+        out.append(f"  speedup = {c['speedup']:.3f}x  ({c['verdict']})")
+        out.append(f"  optimal k at this u = {c['optimal_k']}")
+        be = c["break_even_alpha"]
+        out.append(
+            f"  break-even alpha at k={c['k']} = {be:.3f}"
+            if be < 1.0
+            else f"  break-even alpha at k={c['k']}: none (even alpha = 1 does not pay)"
+        )
+    alphas = sorted({g["alpha"] for g in s["grid"]})
+    ks = sorted({g["k"] for g in s["grid"]})
+    cell = {(g["k"], g["alpha"]): g for g in s["grid"]}
+    out.append("")
+    out.append(
+        f"[1] Speedup grid at u={a['u']:g}, d={a['d']:g}, c={a['c']:g}"
+        "  (rows k, columns alpha; * = optimal k in the column)"
+    )
+    rows = []
+    for k in ks:
+        r = [str(k)]
+        for al in alphas:
+            g = cell[(k, al)]
+            r.append(f"{g['speedup']:.2f}{'*' if g['optimal'] else ' '}")
+        rows.append(r)
+    out.append(table(["k"] + [f"a={al:g} " for al in alphas], rows))
+    out.append("")
+    out.append("[2] Presets, best k at u=0 and at u=0.7")
+    rows = [
+        [
+            p["name"],
+            f"{p['alpha']:g}",
+            f"{p['d']:g}",
+            f"{p['c']:g}",
+            str(p["best_k_u0"]),
+            f"{p['speedup_u0']:.2f}x",
+            str(p["best_k_u07"]),
+            f"{p['speedup_u07']:.2f}x",
+            f"{p['turn_off_u']:.3f}",
+        ]
+        for p in s["presets"]
+    ]
+    out.append(
+        table(["preset", "alpha", "d", "c", "k*(u=0)", "S(u=0)", "k*(u=.7)", "S(u=.7)", "off above u"], rows)
+    )
+    sp = s["sweep_preset"]
+    out.append("")
+    out.append(
+        f"[3] Utilization sweep for {sp['name']} (alpha={sp['alpha']:g}, d={sp['d']:g}, c={sp['c']:g}):"
+        " when to turn it off"
+    )
+    rows = [
+        [f"{r['u']:.2f}", str(r["best_k"]), f"{r['speedup']:.3f}x", r["verdict"]]
+        for r in s["utilization_sweep"]
+    ]
+    out.append(table(["u", "best k", "speedup", "verdict"], rows))
+    off = s["turn_off_u"]
+    out.append(
+        f"  turn speculation off above u = {off:.3f} (best-k speedup falls below 1.0)"
+        if off > 0
+        else "  speculation never pays for this preset"
+    )
+    return "\n".join(out) + "\n"
+
+
+def disagg_text(s: dict[str, Any]) -> str:
+    w, nd = s["workload"], s["node"]
+    out: list[str] = []
+    out.append(f"COLOCATED vs DISAGGREGATED: preset {s['preset']}")
+    out.append(
+        f"  {s['nodes']} nodes of {nd['model']} (prefill {nd['prefill_tokens_per_s']:g} tok/s,"
+        f" decode {nd['decode_tokens_per_s']:g} tok/s, TPOT_base {nd['tpot_base_ms']:g} ms),"
+        f" beta={s['beta']:g}, link {s['link']['name']} ({s['link']['GBps']:g} GB/s)"
+    )
+    out.append(
+        f"  rate {w['rate_per_s']:g} req/s; SLOs: TTFT <= {w['slo_ttft_ms']:g} ms,"
+        f" TPOT <= {w['slo_tpot_ms']:g} ms"
+    )
+    out.append("")
+    kv = s["kv_transfer"]
+    out.append(
+        f"[KV] {w['prompt_tokens']}-token prompt = {kv[0]['kv_bytes'] / 1e9:.3f} GB of KV"
+        f" ({nd['kv_bytes_per_token']:,.0f} B/token)"
+    )
+    out.append(
+        table(
+            ["link", "GB/s", "transfer ms"],
+            [[x["link"], f"{x['GBps']:g}", f"{x['transfer_ms']:.1f}"] for x in kv],
+        )
+    )
+    out.append("")
+    out.append("[MIXES] colocated vs the best disaggregated split (goodput = req/s meeting both SLOs)")
+    rows = []
+    for r in s["rows"]:
+        co, de = r["colocated"], r["disaggregated"]
+        rows.append(
+            [
+                r["mix"],
+                f"{r['prompt_tokens']}/{r['output_tokens']}",
+                _f(co["ttft_ms"], ".0f"),
+                f"{co['tpot_ms']:.1f}",
+                f"{co['goodput_rps']:.3f}",
+                f"{de['prefill_nodes']}p/{de['decode_nodes']}d",
+                _f(de["ttft_ms"], ".0f"),
+                f"{de['tpot_ms']:.1f}",
+                f"{de['goodput_rps']:.3f}",
+                r["winner"] + (" (tie)" if r["tie"] else ""),
+            ]
+        )
+    out.append(
+        table(
+            ["mix", "P/O tokens", "co TTFT", "co TPOT", "co good", "split", "dis TTFT",
+             "dis TPOT", "dis good", "winner"],
+            rows,
+        )
+    )
+    out.append("  TTFT (mean) and TPOT in ms, goodput in req/s; 'unstable': utilization >= 1, goodput 0;")
+    out.append("  a tie (goodputs within 0.1% of the rate) goes to colocation, the simpler deployment")
+    out.append("")
+    out.append("[CROSSOVER] link bandwidth at which disaggregation strictly beats colocation (own mix)")
+    xo, at = s["crossover_link_GBps"], s["crossover_at"]
+    if xo is None:
+        out.append(
+            "  none: at no link bandwidth does the best split serve more goodput than colocation"
+        )
+    else:
+        out.append(
+            f"  disaggregation wins when link >= {xo:g} GB/s (best split {at['split']};"
+            f" KV transfer {at['kv_transfer_ms']:.0f} ms of the {w['slo_ttft_ms']:g} ms TTFT budget)"
+        )
+        out.append(f"  exact break-even: {s['crossover_exact_GBps']:.3f} GB/s")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,260 @@
+"""The numbers each command shows, as plain dicts (the JSON schema of the CLI).
+
+These functions only compute; rendering to a table, JSON or CSV happens in
+:mod:`servesim.render`.  Times in the output are milliseconds (``*_ms``),
+rates requests per second (``*_rps``), bandwidths GB/s (10^9 B/s).  An unstable
+queue has ``stable: false``, ``ttft_ms: null`` and goodput 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from servesim import speculative as sd
+from servesim.kvcache import LINKS, Link
+from servesim.serving import (
+    DEFAULT_NODE,
+    GOODPUT_TIE_FRACTION,
+    WORKLOAD_PRESETS,
+    NodeSpec,
+    ServingResult,
+    Workload,
+    best_split,
+    colocated,
+    compare,
+    link_crossover,
+    mixes,
+)
+
+__all__ = [
+    "GRID_ALPHAS",
+    "GRID_KS",
+    "KV_TABLE_LINKS",
+    "SWEEP_US",
+    "disagg_summary",
+    "specdec_summary",
+]
+
+GRID_ALPHAS: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+GRID_KS: tuple[int, ...] = tuple(range(1, 11))
+SWEEP_US: tuple[float, ...] = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.93, 0.95, 0.99)
+KV_TABLE_LINKS: tuple[str, ...] = ("nvlink", "rdma", "tcp")
+
+Row = dict[str, Any]
+
+
+def _ms(seconds: float) -> float | None:
+    """Seconds to milliseconds; None for an infinite (unstable) time."""
+    return None if math.isinf(seconds) else seconds * 1e3
+
+
+def specdec_summary(
+    *,
+    u: float = 0.0,
+    d: float = sd.DEFAULT_D,
+    c: float = sd.DEFAULT_C,
+    preset: str = "mtp",
+    alpha: float | None = None,
+    k: int | None = None,
+    k_max: int = sd.DEFAULT_K_MAX,
+) -> dict[str, Any]:
+    """Speedup grid at (u, d, c), the presets at u = 0 and 0.7, and a utilization sweep.
+
+    The sweep uses ``preset``, or the user's own (alpha, d, c) when ``alpha`` is
+    given; a ``case`` entry prices the user's own point when ``alpha`` or ``k``
+    is given.
+    """
+    p = sd.SPECDEC_PRESETS[preset]
+    grid: list[Row] = []
+    for a in GRID_ALPHAS:
+        best = sd.optimal_k(a, d, c, u, k_max=max(GRID_KS))
+        for kk in GRID_KS:
+            grid.append(
+                {"k": kk, "alpha": a, "speedup": sd.speedup(kk, a, d, c, u), "optimal": kk == best}
+            )
+    presets: list[Row] = []
+    for name, q in sd.SPECDEC_PRESETS.items():
+        k0 = sd.optimal_k(q.alpha, q.d, q.c, 0.0, k_max)
+        k7 = sd.optimal_k(q.alpha, q.d, q.c, 0.7, k_max)
+        presets.append(
+            {
+                "name": name,
+                "alpha": q.alpha,
+                "d": q.d,
+                "c": q.c,
+                "best_k_u0": k0,
+                "speedup_u0": sd.speedup(k0, q.alpha, q.d, q.c, 0.0),
+                "best_k_u07": k7,
+                "speedup_u07": sd.speedup(k7, q.alpha, q.d, q.c, 0.7),
+                "turn_off_u": sd.turn_off_utilization(q.alpha, q.d, q.c, k_max),
+            }
+        )
+    if alpha is not None:
+        s_name, s_alpha, s_d, s_c = "custom", alpha, d, c
+    else:
+        s_name, s_alpha, s_d, s_c = preset, p.alpha, p.d, p.c
+    sweep: list[Row] = []
+    for uu in sorted({*SWEEP_US, u}):
+        kk = sd.optimal_k(s_alpha, s_d, s_c, uu, k_max)
+        r = sd.evaluate(kk, s_alpha, s_d, s_c, uu)
+        sweep.append({"u": uu, "best_k": kk, "speedup": r.speedup, "verdict": r.verdict})
+    out: dict[str, Any] = {
+        "assumptions": {
+            "acceptance": "i.i.d. per drafted token (optimistic, seed section 7)",
+            "verify_cost": "t_target (1 + c k g(u)), g(u) = (1 + 1e-3) / (1 - u + 1e-3)",
+            "u": u,
+            "d": d,
+            "c": c,
+            "k_max": k_max,
+        },
+        "grid": grid,
+        "presets": presets,
+        "sweep_preset": {"name": s_name, "alpha": s_alpha, "d": s_d, "c": s_c},
+        "utilization_sweep": sweep,
+        "turn_off_u": sd.turn_off_utilization(s_alpha, s_d, s_c, k_max),
+    }
+    if alpha is not None or k is not None:
+        a = p.alpha if alpha is None else alpha
+        cd, cc = (d, c) if alpha is not None else (p.d, p.c)
+        kk = sd.optimal_k(a, cd, cc, u, k_max) if k is None else k
+        r = sd.evaluate(kk, a, cd, cc, u)
+        out["case"] = {
+            "alpha": a,
+            "k": kk,
+            "d": cd,
+            "c": cc,
+            "u": u,
+            "expected_tokens": r.expected_tokens,
+            "cycle_time_target_steps": r.cycle_time,
+            "speedup": r.speedup,
+            "verdict": r.verdict,
+            "optimal_k": sd.optimal_k(a, cd, cc, u, k_max),
+            "break_even_alpha": sd.break_even_alpha(kk, cd, cc, u),
+        }
+    return out
+
+
+def _coloc_row(r: ServingResult) -> Row:
+    return {
+        "nodes": r.prefill_nodes,
+        "ttft_ms": _ms(r.ttft_mean_s),
+        "tpot_ms": r.tpot_s * 1e3,
+        "goodput_rps": r.goodput_rps,
+        "stable": r.stable,
+        "p_ttft_ok": r.p_ttft_ok,
+        "tpot_ok": r.tpot_ok,
+        "prefill_utilization": r.prefill_utilization,
+        "decode_utilization": r.decode_utilization,
+    }
+
+
+def _disagg_row(r: ServingResult) -> Row:
+    return {
+        "prefill_nodes": r.prefill_nodes,
+        "decode_nodes": r.decode_nodes,
+        "ttft_ms": _ms(r.ttft_mean_s),
+        "tpot_ms": r.tpot_s * 1e3,
+        "goodput_rps": r.goodput_rps,
+        "stable": r.stable,
+        "p_ttft_ok": r.p_ttft_ok,
+        "tpot_ok": r.tpot_ok,
+        "kv_transfer_ms": r.kv_transfer_s * 1e3,
+        "prefill_utilization": r.prefill_utilization,
+        "decode_utilization": r.decode_utilization,
+    }
+
+
+def disagg_summary(
+    preset: str = "chat",
+    *,
+    link: Link | None = None,
+    nodes: int = 8,
+    beta: float = 0.5,
+    rate_per_s: float | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    node: NodeSpec = DEFAULT_NODE,
+) -> dict[str, Any]:
+    """Colocated vs best disaggregated split for each mix, the KV table and the crossover."""
+    wl = WORKLOAD_PRESETS[preset]
+    changes: dict[str, Any] = {}
+    if rate_per_s is not None:
+        changes["rate_per_s"] = rate_per_s
+    if slo_ttft_s is not None:
+        changes["slo_ttft_s"] = slo_ttft_s
+    if slo_tpot_s is not None:
+        changes["slo_tpot_s"] = slo_tpot_s
+    wl = replace(wl, **changes)
+    ln = LINKS["rdma"] if link is None else link
+    return _disagg(wl, preset, ln, nodes, beta, node)
+
+
+def _disagg(
+    wl: Workload, preset: str, ln: Link, nodes: int, beta: float, node: NodeSpec
+) -> dict[str, Any]:
+    rows: list[Row] = []
+    for label, w in mixes(wl):
+        co = colocated(w, node, nodes, beta)
+        de = best_split(w, node, nodes, ln)
+        rows.append(
+            {
+                "mix": label,
+                "prompt_tokens": w.prompt_tokens,
+                "output_tokens": w.output_tokens,
+                "colocated": _coloc_row(co),
+                "disaggregated": _disagg_row(de),
+                "winner": compare(co, de, w.rate_per_s),
+                "tie": abs(co.goodput_rps - de.goodput_rps) <= GOODPUT_TIE_FRACTION * w.rate_per_s
+                and co.goodput_rps + de.goodput_rps > 0,
+            }
+        )
+    kv_bytes = node.kv.bytes_for(wl.prompt_tokens)
+    kv_links = [LINKS[n] for n in KV_TABLE_LINKS]
+    if ln not in kv_links:
+        kv_links.append(ln)
+    kv_table = [
+        {"link": x.name, "GBps": x.GBps, "kv_bytes": kv_bytes, "transfer_ms": x.transfer_s(kv_bytes) * 1e3}
+        for x in kv_links
+    ]
+    xo = link_crossover(wl, node, nodes, beta)
+    at = None
+    if xo.ladder_GBps is not None:
+        at = {
+            "GBps": xo.ladder_GBps,
+            "kv_transfer_ms": kv_bytes / (xo.ladder_GBps * 1e9) * 1e3,
+            "split": best_split(wl, node, nodes, Link("x", xo.ladder_GBps * 1e9)).split,
+        }
+    return {
+        "preset": preset,
+        "assumptions": {
+            "queueing": "M/M/c prefill queue (Poisson arrivals, exponential service)",
+            "interference": "TPOT_coloc = TPOT_base (1 + beta rho_p)",
+            "decode": "no decode-side queueing; stable iff lambda O < nodes R_d",
+            "kv_transfer": "whole prompt cache sent after prefill, no overlap",
+            "tie": "goodputs within 0.1% of the rate are a tie, won by colocation",
+        },
+        "nodes": nodes,
+        "beta": beta,
+        "link": {"name": ln.name, "GBps": ln.GBps},
+        "workload": {
+            "prompt_tokens": wl.prompt_tokens,
+            "output_tokens": wl.output_tokens,
+            "rate_per_s": wl.rate_per_s,
+            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
+            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
+        },
+        "node": {
+            "model": node.kv.name,
+            "prefill_tokens_per_s": node.prefill_tokens_per_s,
+            "decode_tokens_per_s": node.decode_tokens_per_s,
+            "tpot_base_ms": node.tpot_base_s * 1e3,
+            "kv_bytes_per_token": node.kv.bytes_per_token,
+        },
+        "kv_transfer": kv_table,
+        "rows": rows,
+        "crossover_link_GBps": xo.ladder_GBps,
+        "crossover_exact_GBps": xo.exact_GBps,
+        "crossover_at": at,
+    }
