@@ -1,0 +1,115 @@
+"""Argument types and the command-module contract of the CLI.
+
+Each argparse ``type=`` here rejects bad input with a message naming the
+valid range; argparse adds the flag name, and :class:`Parser` prints it as one
+line with exit status 2 (no usage dump, no traceback).
+
+A command module (``servesim.cli`` and any module listed in
+``servesim.cli.COMMAND_MODULES``) exposes ``register(sub)``, which adds its
+subparser(s) with ``set_defaults(run=FUNC)``; ``FUNC(args)`` returns an
+:class:`Output`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+__all__ = ["FORMATS", "Output", "Parser", "add_format", "choice", "integer", "link", "number"]
+
+FORMATS = ("table", "json", "csv")
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a command produced: the JSON data, its text table and its CSV rows."""
+
+    data: Any
+    text: str
+    csv_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def number(lo: float | None, hi: float | None, *, lo_open: bool = False, hi_open: bool = False,
+            scale: float = 1.0) -> Callable[[str], float]:
+    """An argparse type: a finite float in the given range (argparse names the flag)."""
+    lo_s = "" if lo is None else f"{'(' if lo_open else '['}{lo:g}"
+    hi_s = "" if hi is None else f"{hi:g}{')' if hi_open else ']'}"
+    if lo is not None and hi is not None:
+        valid = f"a number in {lo_s}, {hi_s}"
+    elif lo is not None:
+        valid = f"a number {'>' if lo_open else '>='} {lo:g}"
+    else:
+        valid = "a finite number"
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number: must be {valid}") from None
+        bad = (
+            not math.isfinite(x)
+            or (lo is not None and (x < lo or (lo_open and x == lo)))
+            or (hi is not None and (x > hi or (hi_open and x == hi)))
+        )
+        if bad:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be {valid}")
+        return x * scale
+
+    return parse
+
+
+def integer(lo: int, why: str = "") -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer: must be an integer >= {lo}{why}"
+            ) from None
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be an integer >= {lo}{why}")
+        return n
+
+    return parse
+
+
+def link(text: str) -> Any:
+    from servesim.kvcache import LINKS, Link
+
+    if text in LINKS:
+        return LINKS[text]
+    try:
+        gbps = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a known link: must be one of {', '.join(LINKS)} or a bandwidth in GB/s > 0"
+        ) from None
+    if not math.isfinite(gbps) or gbps <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be a bandwidth in GB/s > 0")
+    return Link(f"{gbps:g} GB/s", gbps * 1e9)
+
+
+def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in names:
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}: must be one of {', '.join(names)}")
+        return text
+
+    return parse
+
+
+def add_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", type=choice(FORMATS, "format"), default="table",
+                   help="output format: table (default), json or csv")
+
+
