@@ -72,7 +72,7 @@ class Link:
         check_real("link_bytes_per_s", self.bytes_per_s, lo=0.0, lo_open=True)
 
     @property
-    def GBps(self) -> float:  # noqa: N802 - unit spelling
+    def GBps(self) -> float:
         """Bandwidth in GB/s (10^9 bytes per second)."""
         return self.bytes_per_s / 1e9
 

@@ -30,8 +30,8 @@ __all__ = [
     "erlang_b",
     "erlang_c",
     "mmc_mean_wait_s",
-    "mmc_wait_tail",
     "mmc_wait_quantile_s",
+    "mmc_wait_tail",
 ]
 
 

@@ -264,7 +264,7 @@ def link_crossover(
     node: NodeSpec,
     nodes: int,
     beta: float = 0.5,
-    ladder_GBps: Sequence[float] = CROSSOVER_LADDER_GBPS,  # noqa: N803 - unit spelling
+    ladder_GBps: Sequence[float] = CROSSOVER_LADDER_GBPS,
 ) -> Crossover:
     """Scan link bandwidth for the point where the best split beats colocated goodput.
 

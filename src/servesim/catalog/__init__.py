@@ -9,7 +9,7 @@ the ``tomli`` backport on Python 3.10).
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ class CatalogError(ValueError):
     """A catalog file is missing, malformed or has an invalid entry."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_builtin(name: str) -> dict[str, Any]:
     """Parse a TOML file shipped in ``servesim/catalog``."""
     text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")

@@ -12,12 +12,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
     """Right-aligned columns (the first left-aligned) under a rule."""
     widths = [len(h) for h in headers]
     for r in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, r)]
+        widths = [max(w, len(cell)) for w, cell in zip(widths, r, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
         parts = [
             cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(cells, widths))
+            for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
         ]
         return (indent + "  ".join(parts)).rstrip()
 

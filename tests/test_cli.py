@@ -1,0 +1,132 @@
+"""The command line in a subprocess: golden outputs, formats, bad input.
+
+Golden files live in tests/golden/.  After an intended change to an output,
+regenerate them with ``SERVESIM_UPDATE_GOLDEN=1 pytest tests/test_cli.py`` and
+review the diff.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from tests.cli_helpers import ROOT, run_cli
+
+GOLDEN = ROOT / "tests" / "golden"
+UPDATE = os.environ.get("SERVESIM_UPDATE_GOLDEN") == "1"
+
+# Every command of the seed's "How to run" section, plus the other formats.
+CASES = {
+    "specdec": ["specdec"],
+    "specdec_preset_mtp": ["specdec", "--preset", "mtp"],
+    "specdec_util_07": ["specdec", "--util", "0.7"],
+    "specdec_own_case": ["specdec", "--alpha", "0.6", "--k", "4", "--d", "0.2", "--util", "0.5"],
+    "disagg_chat": ["disagg", "--preset", "chat"],
+    "disagg_rag": ["disagg", "--preset", "rag"],
+    "disagg_agent": ["disagg", "--preset", "agent"],
+    "disagg_rag_tcp": ["disagg", "--preset", "rag", "--link", "tcp"],
+    "disagg_chat_2_tcp": ["disagg", "--preset", "chat", "--nodes", "2", "--link", "tcp"],
+    "disagg_rag_slo32": ["disagg", "--preset", "rag", "--slo-tpot-ms", "32"],
+    "all": ["all"],
+    "specdec_json": ["specdec", "--format", "json"],
+    "disagg_rag_json": ["disagg", "--preset", "rag", "--format", "json"],
+    "disagg_rag_csv": ["disagg", "--preset", "rag", "--format", "csv"],
+    "specdec_csv": ["specdec", "--format", "csv"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_output(name):
+    res = run_cli(*CASES[name])
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    path = GOLDEN / f"{name}.txt"
+    if UPDATE:
+        path.write_text(res.stdout)
+    assert res.stdout == path.read_text(), f"output of {CASES[name]} changed; see {path}"
+
+
+def test_seed_entry_point_works_without_installing():
+    # `python -S` hides site-packages, so the shim must fall back to src/.
+    res = run_cli("disagg", "--preset", "rag", entry=("-S", "spec_decode_sim.py"))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == (GOLDEN / "disagg_rag.txt").read_text()
+
+
+def test_specdec_json_schema():
+    data = json.loads(run_cli("specdec", "--format", "json").stdout)
+    assert {"grid", "presets", "utilization_sweep"} <= set(data)
+    keys = {"name", "alpha", "d", "c", "best_k_u0", "speedup_u0", "best_k_u07", "speedup_u07"}
+    assert all(keys <= set(p) for p in data["presets"])
+    assert all({"u", "best_k", "speedup", "verdict"} <= set(r) for r in data["utilization_sweep"])
+    ks = [r["best_k"] for r in data["utilization_sweep"]]
+    assert ks == sorted(ks, reverse=True) and ks[0] == 6 and ks[-1] == 1
+
+
+def test_disagg_json_schema():
+    data = json.loads(run_cli("disagg", "--preset", "chat", "--nodes", "2", "--link", "tcp",
+                              "--format", "json").stdout)
+    row = data["rows"][0]
+    assert {"mix", "prompt_tokens", "output_tokens", "colocated", "disaggregated"} <= set(row)
+    assert {"ttft_ms", "tpot_ms", "goodput_rps", "stable"} <= set(row["colocated"])
+    assert {"prefill_nodes", "decode_nodes", "ttft_ms", "tpot_ms", "goodput_rps", "stable"} <= set(
+        row["disaggregated"]
+    )
+    # The one-node decode pool is unstable: a result, with null TTFT and zero goodput.
+    dis = row["disaggregated"]
+    assert dis["stable"] is False and dis["ttft_ms"] is None and dis["goodput_rps"] == 0.0
+    assert row["colocated"]["stable"] is True and row["colocated"]["goodput_rps"] > 0
+    assert data["crossover_link_GBps"] is None
+
+
+def test_csv_parses_with_one_header():
+    text = run_cli("disagg", "--preset", "rag", "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["mix"] for r in rows] == ["own", "prefill-heavy", "balanced", "decode-heavy"]
+    assert float(rows[0]["colocated_tpot_ms"]) == pytest.approx(29.8, abs=0.05)
+    assert rows[0]["crossover_link_GBps"] == "2.5"
+
+
+def test_same_inputs_same_bytes():
+    a = run_cli("all", "--format", "json").stdout
+    b = run_cli("all", "--format", "json").stdout
+    assert a == b and len(a) > 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "fragment"),
+    [
+        (["specdec", "--alpha", "1.5"], "--alpha", "[0, 1]"),
+        (["specdec", "--alpha", "-0.1"], "--alpha", "[0, 1]"),
+        (["specdec", "--util", "1"], "--util", "[0, 1)"),
+        (["specdec", "--util", "nan"], "--util", "[0, 1)"),
+        (["specdec", "--k", "0"], "--k", ">= 1"),
+        (["specdec", "--d", "-1"], "--d", ">= 0"),
+        (["specdec", "--preset", "magic"], "--preset", "small-draft"),
+        (["disagg", "--nodes", "0"], "--nodes", ">= 2"),
+        (["disagg", "--nodes", "-3"], "--nodes", ">= 2"),
+        (["disagg", "--nodes", "two"], "--nodes", "integer"),
+        (["disagg", "--rate", "0"], "--rate", "> 0"),
+        (["disagg", "--rate", "inf"], "--rate", "> 0"),
+        (["disagg", "--link", "carrier-pigeon"], "--link", "nvlink"),
+        (["disagg", "--link", "-5"], "--link", "> 0"),
+        (["disagg", "--link", "0"], "--link", "> 0"),
+        (["disagg", "--beta", "-0.1"], "--beta", ">= 0"),
+        (["disagg", "--slo-ttft-ms", "0"], "--slo-ttft-ms", "> 0"),
+        (["disagg", "--slo-tpot-ms", "nan"], "--slo-tpot-ms", "> 0"),
+        (["disagg", "--preset", "video"], "--preset", "chat"),
+        (["all", "--format", "xml"], "--format", "table"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, flag, fragment):
+    res = run_cli(*args)
+    assert res.returncode == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert flag in lines[0] and fragment in lines[0] and "Traceback" not in res.stderr
+    assert args[args.index(flag) + 1] in lines[0]  # the value itself is named
