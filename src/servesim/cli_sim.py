@@ -8,5 +8,5 @@ from typing import Any
 __all__ = ["register"]
 
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
+def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add this module's subcommands (placeholder until the commands land)."""
