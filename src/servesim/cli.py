@@ -19,7 +19,7 @@ from typing import Any
 from servesim import __version__
 from servesim._checks import ParameterError
 from servesim.catalog import CatalogError
-from servesim.cliargs import Output, Parser, add_format, choice, integer, link, number
+from servesim.cliargs import Output, Parser, add_format, choice, integer, link, number, plot_path
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "servesim.cli_sim",
     "servesim.cli_roofline",
     "servesim.cli_inputs",
+    "servesim.cli_plan",
 )
 """Modules that add further subcommands, in the order they appear in --help."""
 
@@ -55,11 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
     sp.add_argument("--k-max", type=integer(1), default=DEFAULT_K_MAX,
                     help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
+    sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save the speedup heatmap and the utilization sweep")
     add_format(sp)
     sp.set_defaults(run=_specdec)
 
     dp = sub.add_parser("disagg", help="colocated vs disaggregated serving: TTFT, TPOT, goodput, crossover")
     add_disagg_arguments(dp, list(WORKLOAD_PRESETS))
+    dp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save goodput vs arrival rate and vs link bandwidth")
     add_format(dp)
     dp.set_defaults(run=_disagg)
 
@@ -96,6 +101,11 @@ def _specdec(args: argparse.Namespace) -> Output:
 
     data = specdec_summary(u=args.util, d=args.d, c=args.c, preset=args.preset,
                            alpha=args.alpha, k=args.k, k_max=args.k_max)
+    if args.plot is not None:
+        from servesim.figures import specdec_figure
+        from servesim.render.plots import save
+
+        save(specdec_figure(args.d, args.c, args.util), args.plot)
     return Output(data, render.specdec_text(data), _specdec_rows(data))
 
 
@@ -105,6 +115,20 @@ def _disagg(args: argparse.Namespace) -> Output:
 
     data = disagg_summary(args.preset, link=args.link, nodes=args.nodes, beta=args.beta,
                           rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s)
+    if args.plot is not None:
+        from dataclasses import replace
+
+        from servesim.figures import disagg_figure
+        from servesim.kvcache import LINKS
+        from servesim.render.plots import save
+        from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+
+        w = data["workload"]
+        wl = replace(WORKLOAD_PRESETS[args.preset], rate_per_s=w["rate_per_s"],
+                     slo_ttft_s=w["slo_ttft_ms"] / 1e3, slo_tpot_s=w["slo_tpot_ms"] / 1e3)
+        ln = LINKS["rdma"] if args.link is None else args.link
+        save(disagg_figure(wl, DEFAULT_NODE, args.nodes, args.beta, ln, data["crossover_exact_GBps"]),
+             args.plot)
     return Output(data, render.disagg_text(data), _disagg_rows(data))
 
 

@@ -16,9 +16,12 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["FORMATS", "Output", "Parser", "add_format", "choice", "integer", "link", "number"]
+__all__ = [
+    "FORMATS", "Output", "Parser", "add_format", "choice", "integer", "link", "number", "plot_path",
+]
 
 FORMATS = ("table", "json", "csv")
 
@@ -113,3 +116,13 @@ def add_format(p: argparse.ArgumentParser) -> None:
                    help="output format: table (default), json or csv")
 
 
+
+
+def plot_path(text: str) -> Path:
+    """An argparse type: a .png or .svg file in an existing folder."""
+    p = Path(text)
+    if p.suffix.lower() not in (".png", ".svg"):
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: the file must end in .png or .svg")
+    if not p.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: folder {str(p.parent)!r} does not exist")
+    return p

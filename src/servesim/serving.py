@@ -86,8 +86,10 @@ class NodeSpec:
     decode_tokens_per_s: float
     tpot_base_s: float
     kv: KVShape
+    gpus: int = 1  # GPUs in one node (replica), for goodput per GPU
 
     def __post_init__(self) -> None:
+        check_int("gpus", self.gpus, lo=1)
         check_real("prefill_tokens_per_s", self.prefill_tokens_per_s, lo=0.0, lo_open=True)
         check_real("decode_tokens_per_s", self.decode_tokens_per_s, lo=0.0, lo_open=True)
         check_real("tpot_base_s", self.tpot_base_s, lo=0.0, lo_open=True)
@@ -317,6 +319,7 @@ def _load_catalog() -> tuple[NodeSpec, dict[str, Workload]]:
         decode_tokens_per_s=n["decode_tokens_per_s"],
         tpot_base_s=n["tpot_base_s"],
         kv=MODELS[n["model"]],
+        gpus=n["gpus"],
     )
     fields = ("prompt_tokens", "output_tokens", "rate_per_s", "slo_ttft_s", "slo_tpot_s")
     workloads = {

@@ -258,3 +258,85 @@ def _disagg(
         "crossover_exact_GBps": xo.exact_GBps,
         "crossover_at": at,
     }
+
+
+def _candidate_row(c: Any) -> Row:
+    r = c.result
+    return {
+        "architecture": c.architecture,
+        "prefill_nodes": c.prefill_nodes,
+        "decode_nodes": c.decode_nodes if c.architecture == "disaggregated" else 0,
+        "speculative_k": c.speculative_k,
+        "speculative_speedup": c.speculative_speedup,
+        "label": c.label,
+        "ttft_ms": _ms(r.ttft_mean_s),
+        "tpot_ms": r.tpot_s * 1e3,
+        "attainment": c.attainment,
+        "meets_target": c.meets_target,
+        "goodput_rps": c.goodput_rps,
+        "goodput_per_gpu": c.goodput_per_gpu,
+        "stable": r.stable,
+        "kv_transfer_ms": r.kv_transfer_s * 1e3,
+        "binding_constraint": c.binding_constraint,
+    }
+
+
+def plan_summary(
+    req: Any,
+    *,
+    preset: str,
+    top: int = 10,
+    with_sensitivity: bool = True,
+    jobs: int = 1,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Rank deployments (see :mod:`servesim.planner`) as a plain dict."""
+    from servesim.planner import plan
+
+    p = plan(req, with_sensitivity=with_sensitivity, jobs=jobs, progress=progress)
+    wl = req.workload
+    best = p.recommended
+    return {
+        "preset": preset,
+        "question": (
+            f"How should {wl.rate_per_s:g} req/s of '{preset}' traffic ({wl.prompt_tokens}-token prompts, "
+            f"{wl.output_tokens}-token outputs) be served on {req.nodes} nodes joined by "
+            f"{req.link.name}, so that {req.attainment_target:.0%} of requests meet TTFT <= "
+            f"{wl.slo_ttft_s * 1e3:g} ms and TPOT <= {wl.slo_tpot_s * 1e3:g} ms?"
+        ),
+        "assumptions": {
+            "closed_form": "M/M/c prefill queue, deterministic TPOT, seed section 3",
+            "speculation": (
+                "off" if req.speculation is None else
+                f"{req.speculation.name} (alpha={req.speculation.alpha:g}, d={req.speculation.d:g}, "
+                f"c={req.speculation.c:g}); TPOT / S(k, u) with u = pool compute utilization; "
+                "decode capacity unchanged"
+            ),
+            "attainment_target": req.attainment_target,
+            "tie": "goodputs within 0.1% of the rate are a tie, won by the simpler deployment",
+        },
+        "nodes": req.nodes,
+        "gpus_per_node": req.node.gpus,
+        "link": {"name": req.link.name, "GBps": req.link.GBps},
+        "workload": {
+            "prompt_tokens": wl.prompt_tokens,
+            "output_tokens": wl.output_tokens,
+            "rate_per_s": wl.rate_per_s,
+            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
+            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
+        },
+        "recommendation": _candidate_row(best),
+        "ranked": [_candidate_row(c) for c in p.ranked[:top]],
+        "candidates_evaluated": len(p.ranked),
+        "smallest_fleet": p.smallest_fleet,
+        "sensitivity": [
+            {
+                "parameter": s.parameter,
+                "baseline": s.baseline,
+                "flips_at": s.flips_at,
+                "direction": s.direction,
+                "new_choice": s.new_choice,
+            }
+            for s in p.sensitivity
+        ],
+    }

@@ -5,6 +5,6 @@ string; printing is the CLI's job.
 """
 
 from servesim.render.formats import to_csv, to_json
-from servesim.render.text import disagg_text, specdec_text, table
+from servesim.render.text import disagg_text, plan_text, specdec_text, table
 
-__all__ = ["disagg_text", "specdec_text", "table", "to_csv", "to_json"]
+__all__ = ["disagg_text", "plan_text", "specdec_text", "table", "to_csv", "to_json"]

@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["disagg_text", "specdec_text", "table"]
+__all__ = ["disagg_text", "plan_text", "sensitivity_lines", "specdec_text", "table"]
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
-    """Right-aligned columns (the first left-aligned) under a rule."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ",
+          left: Sequence[int] = (0,)) -> str:
+    """Right-aligned columns (those in ``left`` left-aligned) under a rule."""
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, r, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
         parts = [
-            cell.ljust(w) if i == 0 else cell.rjust(w)
+            cell.ljust(w) if i in left else cell.rjust(w)
             for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
         ]
         return (indent + "  ".join(parts)).rstrip()
@@ -174,4 +175,68 @@ def disagg_text(s: dict[str, Any]) -> str:
             f" KV transfer {at['kv_transfer_ms']:.0f} ms of the {w['slo_ttft_ms']:g} ms TTFT budget)"
         )
         out.append(f"  exact break-even: {s['crossover_exact_GBps']:.3f} GB/s")
+    return "\n".join(out) + "\n"
+
+
+_SENS_NAMES = {
+    "link_GBps": ("link bandwidth", "GB/s"),
+    "rate_per_s": ("arrival rate", "req/s"),
+    "prompt_share": ("prompt share of tokens", ""),
+    "alpha": ("acceptance alpha", ""),
+}
+
+
+def sensitivity_lines(s: dict[str, Any]) -> list[str]:
+    """One sentence per input: how far it can move before the recommendation flips."""
+    lines = []
+    for x in s["sensitivity"]:
+        name, unit = _SENS_NAMES.get(x["parameter"], (x["parameter"], ""))
+        unit = f" {unit}" if unit else ""
+        if x["flips_at"] is None:
+            lines.append(f"  {name}: {x['baseline']:.4g}{unit}; the choice holds over the range scanned")
+        else:
+            lines.append(
+                f"  {name}: {x['baseline']:.4g}{unit}; flips to {x['new_choice']} "
+                f"{'below' if x['direction'] == 'down' else 'above'} {x['flips_at']:.4g}{unit}"
+            )
+    return lines
+
+
+def plan_text(s: dict[str, Any]) -> str:
+    w = s["workload"]
+    out = ["DEPLOYMENT PLAN", f"  {s['question']}", ""]
+    r = s["recommendation"]
+    out.append(f"[RECOMMENDATION] {r['label']}")
+    out.append(
+        f"  goodput {r['goodput_rps']:.3f} req/s ({r['goodput_per_gpu']:.3f} per GPU), "
+        f"attainment {r['attainment']:.2%}, TTFT {_f(r['ttft_ms'], '.0f')} ms, TPOT {r['tpot_ms']:.1f} ms"
+    )
+    out.append(f"  {r['binding_constraint']}")
+    sf = s["smallest_fleet"]
+    out.append(
+        f"  smallest fleet meeting the target at {w['rate_per_s']:g} req/s: {sf} nodes"
+        if sf is not None
+        else "  no fleet up to 256 nodes meets the target at this rate"
+    )
+    out.append("")
+    out.append(f"[RANKED] top {len(s['ranked'])} of {s['candidates_evaluated']} deployments")
+    rows = [
+        [
+            str(i + 1),
+            c["label"],
+            f"{c['goodput_rps']:.3f}",
+            f"{c['goodput_per_gpu']:.3f}",
+            f"{c['attainment']:.1%}",
+            _f(c["ttft_ms"], ".0f"),
+            f"{c['tpot_ms']:.1f}",
+            c["binding_constraint"],
+        ]
+        for i, c in enumerate(s["ranked"])
+    ]
+    headers = ["#", "deployment", "goodput", "per GPU", "attain", "TTFT", "TPOT", "binding constraint"]
+    out.append(table(headers, rows, left=(1, 7)))
+    if s["sensitivity"]:
+        out.append("")
+        out.append("[SENSITIVITY] how far each input can move before the recommendation flips")
+        out.extend(sensitivity_lines(s))
     return "\n".join(out) + "\n"

@@ -1,0 +1,128 @@
+"""CLI commands: ``plan`` (rank deployments) and ``report`` (HTML + Markdown to hand on)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
+
+__all__ = ["register"]
+
+
+def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
+    from servesim.cli import add_disagg_arguments
+    from servesim.serving import WORKLOAD_PRESETS
+    from servesim.speculative import SPECDEC_PRESETS
+
+    add_disagg_arguments(p, list(WORKLOAD_PRESETS))
+    p.add_argument("--spec", type=choice([*SPECDEC_PRESETS, "none"], "speculative preset"), default="mtp",
+                   help="speculative preset to consider on each pool, or none (default mtp)")
+    p.add_argument("--k-max", type=integer(1), default=8, help="largest draft length tried (default 8)")
+    p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9,
+                   help="fraction of requests that must meet both SLOs, in (0, 1] (default 0.9)")
+    p.add_argument("--target-rate", type=number(0.0, None, lo_open=True), default=None,
+                   help="plan for this rate (req/s) on the smallest fleet that meets the target")
+    p.add_argument("--top", type=integer(1), default=10, help="how many ranked deployments to show")
+    p.add_argument("--jobs", type=integer(1), default=1, help="local processes for the sweeps (default 1)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("plan", help="rank deployments (colocated, every split, speculation on/off)")
+    _add_plan_arguments(p)
+    p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                   help="save goodput vs arrival rate for colocated and the best split")
+    add_format(p)
+    p.set_defaults(run=run_plan)
+
+    r = sub.add_parser("report", help="write a self-contained HTML report and the same as Markdown")
+    _add_plan_arguments(r)
+    r.add_argument("--out", type=Path, default=Path("servesim-report"), metavar="DIR",
+                   help="folder for report.html, report.md and its figures (default servesim-report)")
+    add_format(r)
+    r.set_defaults(run=run_report)
+
+
+def _request(args: argparse.Namespace) -> tuple[Any, str]:
+    from servesim.kvcache import LINKS
+    from servesim.planner import PlanRequest, smallest_fleet
+    from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+    from servesim.speculative import SPECDEC_PRESETS
+
+    wl = WORKLOAD_PRESETS[args.preset]
+    changes: dict[str, Any] = {}
+    if args.rate is not None:
+        changes["rate_per_s"] = args.rate
+    if args.target_rate is not None:
+        changes["rate_per_s"] = args.target_rate
+    if args.slo_ttft_s is not None:
+        changes["slo_ttft_s"] = args.slo_ttft_s
+    if args.slo_tpot_s is not None:
+        changes["slo_tpot_s"] = args.slo_tpot_s
+    req = PlanRequest(
+        workload=replace(wl, **changes),
+        node=DEFAULT_NODE,
+        link=LINKS["rdma"] if args.link is None else args.link,
+        nodes=args.nodes,
+        beta=args.beta,
+        attainment_target=args.attainment,
+        speculation=None if args.spec == "none" else SPECDEC_PRESETS[args.spec],
+        k_max=args.k_max,
+    )
+    if args.target_rate is not None:
+        n = smallest_fleet(req)
+        if n is not None:
+            req = replace(req, nodes=n)
+    return req, args.preset
+
+
+def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    from servesim.planner import plan_stages
+    from servesim.progress import Progress
+    from servesim.summary import plan_summary
+
+    req, preset = _request(args)
+    bar = Progress(plan_stages(req), "planning", enabled=not args.quiet)
+    try:
+        data = plan_summary(req, preset=preset, top=args.top, jobs=args.jobs, progress=bar.advance)
+    finally:
+        bar.close()
+    return req, data
+
+
+def run_plan(args: argparse.Namespace) -> Output:
+    from servesim import render
+
+    req, data = _plan_data(args)
+    if args.plot is not None:
+        from servesim.figures import plan_figure
+        from servesim.render.plots import save
+
+        save(plan_figure(req.workload, req.node, req.nodes, req.beta, req.link), args.plot)
+    return Output(data, render.plan_text(data), [{"table": "ranked", **c} for c in data["ranked"]])
+
+
+def run_report(args: argparse.Namespace) -> Output:
+    from servesim.render.content import report_blocks
+    from servesim.render.report import write_report
+    from servesim.summary import disagg_summary, specdec_summary
+
+    req, plan_data = _plan_data(args)
+    wl = req.workload
+    dis = disagg_summary(args.preset, link=req.link, nodes=req.nodes, beta=req.beta, rate_per_s=wl.rate_per_s,
+                         slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s, node=req.node)
+    spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
+    command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    blocks = report_blocks(req, plan_data, dis, spec, command=command)
+    title = f"servesim report: {args.preset} on {req.nodes} nodes"
+    written = write_report(blocks, args.out, title)
+    files = {k: str(v) for k, v in written.items()}
+    text = (f"wrote {files['html']} (self-contained) and {files['markdown']} "
+            f"with {len(files) - 2} figures\nrecommendation: {plan_data['recommendation']['label']}\n")
+    rows = [{"file": k, "path": v} for k, v in files.items()]
+    return Output({"files": files, "plan": plan_data}, text, rows)

@@ -1,0 +1,119 @@
+"""The report: Markdown tables parse, HTML renders in headless Chromium with every image loaded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from servesim.render.report import Block, to_html, to_markdown, write_report
+from tests.cli_helpers import run_cli
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    res = run_cli("report", "--preset", "rag", "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert "report.html" in res.stdout
+    return out
+
+
+def test_markdown_tables_parse(report_dir):
+    from markdown_it import MarkdownIt
+
+    text = (report_dir / "report.md").read_text()
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    tables = [t for t in tokens if t.type == "table_open"]
+    assert len(tables) >= 4
+    # Every body row has as many cells as its header.
+    widths: list[int] = []
+    cells = 0
+    for t in tokens:
+        if t.type in ("th_open", "td_open"):
+            cells += 1
+        elif t.type == "tr_close":
+            widths.append(cells)
+            cells = 0
+        elif t.type == "table_close":
+            assert len(set(widths)) == 1, widths
+            widths = []
+    for name in ("goodput_vs_rate.png", "disaggregation.png", "speculative.png"):
+        assert f"]({name})" in text and (report_dir / name).stat().st_size > 10_000
+
+
+def test_html_is_self_contained(report_dir):
+    page = (report_dir / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3
+    assert "http://" not in page and "https://" not in page
+    assert "colocated" in page and "Assumptions and caveats" in page
+
+
+def test_blocks_render_the_same_content_in_both_formats():
+    blocks = [Block("h1", "T"), Block("p", "a | b <c>"), Block("ul", items=("x",)),
+              Block("table", headers=("h1", "h2"), rows=(("1", "p|q"),))]
+    md, page = to_markdown(blocks), to_html(blocks, "T")
+    assert "a | b <c>" in md and "a | b &lt;c&gt;" in page
+    assert "| 1 | p\\|q |" in md and '<td class="n">1</td><td>p|q</td>' in page
+
+
+def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path):
+    write_report([Block("h1", "T")], tmp_path, "T")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]
+    assert oct((tmp_path / "report.md").stat().st_mode & 0o777) != "0o600"
+
+
+def _png_pixels_vary(path: Path) -> bool:
+    """Decode an 8-bit RGB(A) PNG (no filters needed for a variance check) and see if it is not blank."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    return len(set(raw[i:i + 3] for i in range(0, min(len(raw), 3_000_000), 997))) > 20
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (.ci/run installs it)")
+def test_html_renders_in_headless_chromium(report_dir, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    errors: list[str] = []
+    with playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((report_dir / "report.html").as_uri())
+            page.wait_for_load_state("load")
+            images = page.evaluate(
+                "Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])"
+            )
+            shot = tmp_path / "shot.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert len(images) == 3
+    assert all(ok and w > 100 and h > 100 for ok, w, h in images), images
+    assert errors == []
+    assert shot.stat().st_size > 50_000 and _png_pixels_vary(shot)
+
+
+def test_report_bad_input_is_one_line():
+    res = run_cli("report", "--attainment", "0", "--out", os.devnull)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "--attainment" in res.stderr
