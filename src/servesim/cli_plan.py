@@ -29,6 +29,8 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="plan for this rate (req/s) on the smallest fleet that meets the target")
     p.add_argument("--top", type=integer(1), default=10, help="how many ranked deployments to show")
     p.add_argument("--jobs", type=integer(1), default=1, help="local processes for the sweeps (default 1)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run the sweeps on the Ray cluster at ADDRESS ('auto', 'local' or host:port)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -89,7 +91,8 @@ def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     req, preset = _request(args)
     bar = Progress(plan_stages(req), "planning", enabled=not args.quiet)
     try:
-        data = plan_summary(req, preset=preset, top=args.top, jobs=args.jobs, progress=bar.advance)
+        data = plan_summary(req, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
+                            progress=bar.advance)
     finally:
         bar.close()
     return req, data

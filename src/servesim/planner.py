@@ -334,32 +334,25 @@ def plan(
     with_sensitivity: bool = True,
     max_nodes: int = 256,
     jobs: int = 1,
+    ray_address: str | None = None,
     progress: Callable[[], None] | None = None,
 ) -> Plan:
     """Rank every deployment of ``req`` and say how robust the choice is.
 
-    ``jobs > 1`` runs the independent sensitivity scans in that many local
-    processes; ``progress`` is called once per finished stage.
+    The independent sensitivity scans run in ``jobs`` local processes, or on
+    the Ray cluster at ``ray_address`` (see :mod:`servesim.parallel`);
+    ``progress`` is called once per finished stage.
     """
+    from servesim.parallel import map_tasks
+
     check_int("nodes", req.nodes, lo=2)
-    check_int("jobs", jobs, lo=1)
     tick = progress or (lambda: None)
     ranked = _rank(candidates(req), req.workload.rate_per_s)
     tick()
     sens: list[Sensitivity] = []
     if with_sensitivity:
-        params = sensitivity_parameters(req)
-        if jobs > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                for s in pool.map(sensitivity_one, [req] * len(params), params):
-                    sens.append(s)
-                    tick()
-        else:
-            for p in params:
-                sens.append(sensitivity_one(req, p))
-                tick()
+        tasks = [(req, p) for p in sensitivity_parameters(req)]
+        sens = map_tasks(sensitivity_one, tasks, jobs=jobs, ray_address=ray_address, progress=tick)
     fleet = smallest_fleet(req, max_nodes)
     tick()
     return Plan(req, ranked, sens, fleet)

@@ -288,12 +288,13 @@ def plan_summary(
     top: int = 10,
     with_sensitivity: bool = True,
     jobs: int = 1,
+    ray_address: str | None = None,
     progress: Any = None,
 ) -> dict[str, Any]:
     """Rank deployments (see :mod:`servesim.planner`) as a plain dict."""
     from servesim.planner import plan
 
-    p = plan(req, with_sensitivity=with_sensitivity, jobs=jobs, progress=progress)
+    p = plan(req, with_sensitivity=with_sensitivity, jobs=jobs, ray_address=ray_address, progress=progress)
     wl = req.workload
     best = p.recommended
     return {
