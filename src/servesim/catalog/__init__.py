@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,10 @@ class CatalogError(ValueError):
 @cache
 def load_builtin(name: str) -> dict[str, Any]:
     """Parse a TOML file shipped in ``servesim/catalog``."""
-    text = resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    # The files sit beside this module (package data); a plain path read avoids the
+    # ~10 ms that importing importlib.resources costs at start-up.
+    with (Path(__file__).parent / name).open("rb") as fh:
+        return tomllib.load(fh)
 
 
 def load_file(path: str | Path) -> dict[str, Any]:
