@@ -20,7 +20,8 @@ speculative decoding on the decode side:
 
 Ranking: deployments that meet the target first, then higher goodput, then
 the simpler deployment (colocated before split, speculation off before on),
-then lower TPOT, then lower mean TTFT.  Goodputs within ``GOODPUT_TIE_FRACTION`` of the rate are
+then lower TPOT, then more headroom (a less utilized busiest pool), then lower
+mean TTFT.  Goodputs within ``GOODPUT_TIE_FRACTION`` of the rate are
 a tie, so the recommendation is the simplest deployment within that tolerance
 of the best.
 
@@ -201,11 +202,16 @@ def candidates(req: PlanRequest, wl: Workload | None = None) -> list[Candidate]:
     return out
 
 
+def _busiest(c: Candidate) -> float:
+    """Utilization of the busier pool: less is more headroom for traffic growth."""
+    return max(c.result.prefill_utilization, c.result.decode_utilization)
+
+
 def _rank(cands: list[Candidate], rate_per_s: float) -> list[Candidate]:
     ordered = sorted(
         cands,
         key=lambda c: (not c.meets_target, -c.goodput_rps, c.complexity, c.result.tpot_s,
-                       c.result.ttft_mean_s),
+                       _busiest(c), c.result.ttft_mean_s),
     )
     if not ordered:
         return ordered
@@ -215,7 +221,7 @@ def _rank(cands: list[Candidate], rate_per_s: float) -> list[Candidate]:
         c for c in ordered
         if c.meets_target == top.meets_target and c.goodput_rps >= top.goodput_rps - tol
     ]
-    best = min(tied, key=lambda c: (c.complexity, c.result.tpot_s, c.result.ttft_mean_s))
+    best = min(tied, key=lambda c: (c.complexity, c.result.tpot_s, _busiest(c), c.result.ttft_mean_s))
     return [best] + [c for c in ordered if c is not best]
 
 
