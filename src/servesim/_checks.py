@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
-__all__ = ["ParameterError", "check_int", "check_real"]
+__all__ = ["InputError", "ParameterError", "check_int", "check_real"]
 
 
 class ParameterError(ValueError):
@@ -21,6 +21,13 @@ class ParameterError(ValueError):
         self.value = value
         self.valid = valid
         super().__init__(f"{name}={value!r} is invalid: must be {valid}")
+
+
+class InputError(ValueError):
+    """An input file (trace, metrics scrape, benchmark result) is missing or malformed.
+
+    The message names the file and, where there is one, the line and field.
+    """
 
 
 def check_real(

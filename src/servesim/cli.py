@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from servesim import __version__
-from servesim._checks import ParameterError
+from servesim._checks import InputError, ParameterError
 from servesim.catalog import CatalogError
 from servesim.cliargs import Output, Parser, add_format, choice, integer, link, number, plot_path
 
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         out: Output = args.run(args)
-    except (ParameterError, CatalogError) as exc:
+    except (ParameterError, CatalogError, InputError) as exc:
         print(f"servesim {args.command}: error: {exc}", file=sys.stderr)
         return 2
     fmt = getattr(args, "format", "table")

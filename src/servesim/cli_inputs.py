@@ -1,12 +1,356 @@
-"""CLI commands: trace, fit-alpha, calibrate (issue 5)."""
+"""CLI commands on real inputs (issue 5): ``trace summarize``, ``fit-alpha``, ``calibrate``.
+
+* ``servesim trace summarize FILE`` -- count, span, rate, burstiness, length
+  percentiles and (Mooncake) prefix reuse of an Azure, Mooncake or BurstGPT
+  trace (:mod:`servesim.traces`), with ``--plot FILE.png``.
+* ``servesim fit-alpha FILE [FILE2]`` -- the i.i.d. acceptance alpha from
+  vLLM or SGLang Prometheus metrics, or from a typed-in figure with
+  ``--value`` (:mod:`servesim.telemetry`).
+* ``servesim calibrate FILE...`` -- prefill rate, TPOT_base and beta from
+  measured TTFT/TPOT points (:mod:`servesim.calibrate`).
+
+File problems raise :class:`servesim.traces.InputError`, which the CLI
+``servesim.cli.main`` prints as one line with exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
+
+from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
 
 __all__ = ["register"]
 
+_TRACE_FORMATS = ("azure", "mooncake", "burstgpt")  # servesim.traces.TRACE_FORMATS (not imported: numpy-free)
+_DEFINITIONS = ("per-position", "accept-length", "accept-rate")  # servesim.telemetry.DEFINITIONS
+_ENGINES = ("vllm", "sglang")
+
+
+def _values(text: str) -> list[float]:
+    """An argparse type: one number or a comma-separated list of numbers >= 0."""
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number or a comma-separated list of numbers"
+        ) from None
+    if not vals or not all(math.isfinite(v) and v >= 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: numbers must be finite and >= 0")
+    return vals
+
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add this module's subcommands (placeholder until the commands land)."""
+    """Add ``trace``, ``fit-alpha`` and ``calibrate``."""
+    from servesim.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
+
+    tp = sub.add_parser("trace", help="request traces: summarize an Azure, Mooncake or BurstGPT trace")
+    tsub = tp.add_subparsers(dest="trace_command", metavar="ACTION", parser_class=type(tp))
+    tsub.required = True
+    ts = tsub.add_parser("summarize", help="count, rate, burstiness, length percentiles, prefix reuse")
+    ts.add_argument("file", metavar="FILE", help="trace file (.csv, .jsonl; .gz accepted)")
+    ts.add_argument("--trace-format", type=choice(_TRACE_FORMATS, "trace format"), default=None,
+                    help=f"{', '.join(_TRACE_FORMATS)} (default: detected from the first line)")
+    ts.add_argument("--window-s", type=number(0.0, None, lo_open=True), default=60.0,
+                    help="window for the peak-to-mean arrival rate, seconds > 0 (default 60)")
+    ts.add_argument("--block-tokens", type=integer(1), default=512,
+                    help="tokens per hash_ids block (Mooncake: 512, the default)")
+    ts.add_argument("--cache-blocks", type=integer(1), default=None,
+                    help="prefix-cache capacity in blocks, LRU (default: unbounded)")
+    ts.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save arrival rate over time and length histograms")
+    add_format(ts)
+    ts.set_defaults(run=_trace_summarize)
+
+    fp = sub.add_parser("fit-alpha", help="acceptance alpha from vLLM/SGLang metrics or a published figure")
+    fp.add_argument("files", nargs="*", metavar="FILE",
+                    help="one Prometheus scrape (file, '-' for stdin, or http URL), or two for the "
+                         "interval between them")
+    fp.add_argument("--value", type=_values, default=None,
+                    help="a published figure instead of a scrape (per-position: comma-separated p_1,p_2,...)")
+    fp.add_argument("--from", dest="definition", type=choice(_DEFINITIONS, "definition"), default=None,
+                    help="what to fit from: per-position, accept-length (mean, bonus included) or "
+                         "accept-rate (default: the richest the input has)")
+    fp.add_argument("--k", type=integer(1), default=None,
+                    help="draft tokens per cycle of the measurement, when the input does not say")
+    fp.add_argument("--engine", type=choice(_ENGINES, "engine"), default="vllm",
+                    help="whose accept-rate definition a --value uses: vllm (accepted/drafted) or "
+                         "sglang (length/(k+1)) (default vllm)")
+    fp.add_argument("--exclude-bonus", action="store_true",
+                    help="the --value accept-length excludes the bonus token")
+    fp.add_argument("--model", default=None, help="model_name label to use when a scrape has several")
+    fp.add_argument("--interval-s", type=number(0.0, None, lo_open=True), default=None,
+                    help="seconds between two scrapes (default: their sample or file times)")
+    fp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
+                    help="compute utilization u in [0, 1) for the second optimal k (default 0)")
+    fp.add_argument("--d", type=number(0.0, None), default=DEFAULT_D,
+                    help=f"draft-cost ratio t_draft/t_target >= 0 (default {DEFAULT_D:g})")
+    fp.add_argument("--c", type=number(0.0, None), default=DEFAULT_C,
+                    help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
+    fp.add_argument("--k-max", type=integer(1), default=DEFAULT_K_MAX,
+                    help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
+    add_format(fp)
+    fp.set_defaults(run=_fit_alpha)
+
+    cp = sub.add_parser("calibrate", help="fit prefill rate, TPOT_base and beta to measured TTFT/TPOT points")
+    cp.add_argument("files", nargs="+", metavar="FILE",
+                    help="a CSV (rate_per_s,mean_ttft_ms,mean_tpot_ms,prompt_tokens,output_tokens[,nodes]) "
+                         "or vLLM benchmark_serving.py result JSON files")
+    cp.add_argument("--nodes", type=integer(1), default=1,
+                    help="replicas the benchmark drove (default 1)")
+    cp.add_argument("--model", default=None,
+                    help="KV shape from the model catalog (default: the default node's)")
+    cp.add_argument("--decode-tokens-per-s", type=number(0.0, None, lo_open=True), default=None,
+                    help="decode capacity per node, not identified by the fit (default: the default node's)")
+    cp.add_argument("--save", default=None, metavar="FILE.toml",
+                    help="write the fitted node and beta as TOML")
+    add_format(cp)
+    cp.set_defaults(run=_calibrate)
+
+
+# ---------------------------------------------------------------------------
+# trace summarize
+
+
+def _trace_summarize(args: argparse.Namespace) -> Output:
+    from servesim.traces import load_trace, plot_trace, summarize_trace
+
+    tr = load_trace(args.file, args.trace_format, block_tokens=args.block_tokens,
+                    cache_blocks=args.cache_blocks)
+    s = summarize_trace(tr, args.window_s)
+    data = s.as_dict()
+    if args.plot is not None:
+        data["plot"] = str(plot_trace(tr, args.plot, args.window_s))
+    row = {k: v for k, v in data.items() if k != "prefix"}
+    if data["prefix"] is not None:
+        row["prefix"] = data["prefix"]
+    return Output(data, _trace_text(data), [row])
+
+
+def _g(x: float | None, spec: str) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _trace_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    out = [f"TRACE {d['path']} ({d['format']})"]
+    lines = [
+        ("requests", f"{d['requests']:,}"),
+        ("duration", f"{d['duration_s']:,.1f} s ({d['duration_s'] / 60:.1f} min)"),
+        ("rate", f"{_g(d['rate_per_s'], '.4g')} req/s (1 / mean interarrival)"),
+        ("interarrival CV", f"{_g(d['interarrival_cv'], '.3f')} (1 = Poisson, > 1 burstier)"),
+        ("peak / mean rate", f"{d['peak_to_mean']:.3f} (peak {d['peak_rate_per_s']:.4g} req/s over "
+                             f"{d['windows']} whole {d['window_s']:g} s windows)"),
+    ]
+    if d["zero_output_requests"]:
+        lines.append(("zero-output requests", f"{d['zero_output_requests']:,} (failed requests?)"))
+    width = max(len(k) for k, _ in lines)
+    out += [f"  {k.ljust(width)}  {v}" for k, v in lines]
+    out.append("")
+    rows = []
+    for name in ("prompt_tokens", "output_tokens"):
+        st = d[name]
+        rows.append([name.replace("_tokens", ""), f"{st['mean']:.1f}", str(st["min"]), f"{st['p50']:g}",
+                     f"{st['p90']:g}", f"{st['p99']:g}", str(st["max"])])
+    out.append(table(["tokens", "mean", "min", "p50", "p90", "p99", "max"], rows))
+    pf = d["prefix"]
+    if pf is not None:
+        cap = "unbounded" if pf["cache_blocks"] is None else f"LRU of {pf['cache_blocks']:,} blocks"
+        out.append("")
+        out.append(f"  prefix cache from hash_ids ({pf['block_tokens']}-token blocks, {cap} cache):")
+        out.append(f"    prompt tokens reusable  {pf['reuse_rate']:.1%} "
+                   f"({pf['cached_tokens']:,} of {pf['prompt_tokens']:,})")
+        out.append(f"    block hit rate          {pf['block_hit_rate']:.1%}")
+        out.append(f"    requests with a hit     {pf['requests_with_hit']:.2%}")
+    if "plot" in d:
+        out.append("")
+        out.append(f"  plot: {d['plot']}")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# fit-alpha
+
+
+def _fit_alpha(args: argparse.Namespace) -> Output:
+    from servesim.telemetry import counters_from_value, fit_alpha, read_counters
+    from servesim.traces import InputError
+
+    if args.value is not None:
+        if args.files:
+            raise InputError("give either scrape files or --value, not both")
+        if args.definition is None:
+            raise InputError("--value needs --from: which definition the figure is "
+                             f"({', '.join(_DEFINITIONS)})")
+        counts = counters_from_value(args.definition, args.value, engine=args.engine,
+                                     length_includes_bonus=not args.exclude_bonus)
+    else:
+        if not 1 <= len(args.files) <= 2:
+            raise InputError(
+                f"give one or two Prometheus scrapes (FILE [FILE2]) or --value; got {len(args.files)} files"
+            )
+        counts = read_counters(args.files, model=args.model, interval_s=args.interval_s)
+    fit = fit_alpha(counts, definition=args.definition, k=args.k, util=args.util, d=args.d, c=args.c,
+                    k_max=args.k_max)
+    data = fit.as_dict()
+    return Output(data, _fit_text(data), _fit_rows(data))
+
+
+_INPUT_WORDS = {
+    "per-position": "per-position acceptance counts (maximum likelihood)",
+    "accept-length": "mean accepted length, bonus token included (method of moments)",
+    "accept-rate": "acceptance rate (method of moments)",
+}
+
+
+def _fit_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    out = [f"ACCEPTANCE FIT {d['source']} ({d['engine']})"]
+    n = d["num_drafts"]
+    span = ""
+    if d["interval_s"]:
+        span = f" over {d['interval_s']:,.1f} s (from {d['interval_from']})"
+        if d["drafts_per_s"] is not None:
+            span += f" ({d['drafts_per_s']:,.1f} cycles/s)"
+    cycles = f", N = {n:,.0f} cycles{span}" if n is not None else ""
+    out.append(f"  k = {d['k']} draft tokens per cycle{cycles}")
+    rate_def = ("vLLM accepted/drafted = E[A]/k" if d["engine"] == "vllm"
+                else "SGLang spec_accept_rate = E[n]/(k+1)")
+    word = _INPUT_WORDS[d["input_definition"]]
+    if d["input_definition"] == "accept-rate":
+        word += f"; {rate_def}"
+    out.append(f"  input: {word}")
+    iv = d["input_value"]
+    shown = ", ".join(f"{x:.4g}" for x in iv) if isinstance(iv, (list, tuple)) else f"{iv:.4g}"
+    out.append(f"         value {shown}")
+    ci = ""
+    if d["alpha_lo"] is not None:
+        ci = f"   95% interval [{d['alpha_lo']:.4f}, {d['alpha_hi']:.4f}]"
+    out.append(f"  alpha (conditional, i.i.d. model) = {d['alpha']:.4f}{ci}")
+    out.append(f"    interval: {d['interval']}")
+    t = d["iid_test"]
+    if t is not None:
+        verdict = "consistent with i.i.d." if t["consistent_at_5pct"] else "NOT i.i.d. (p < 0.05)"
+        out.append(f"  i.i.d. test (likelihood ratio): G = {t['statistic']:.3g}, df = {t['df']}, "
+                   f"p = {t['p_value']:.3g}: {verdict}; max |q_i - alpha| = {t['max_abs_deviation']:.4f}")
+    obs, iid = d["observed"], d["iid"]
+    out.append("")
+    heads = ["position i", *(str(i) for i in range(1, d["k"] + 1))]
+    rows = []
+    if obs["marginal"] is not None:
+        rows.append(["observed p_i = P(A>=i)", *(f"{x:.4f}" for x in obs["marginal"])])
+    rows.append(["i.i.d. alpha^i", *(f"{x:.4f}" for x in iid["marginal"])])
+    if obs["conditional"] is not None:
+        rows.append(["observed q_i = p_i/p_(i-1)", *(_g(x, ".4f") for x in obs["conditional"])])
+    out.append(table(heads, rows))
+    out.append("")
+    defs = [
+        ("conditional alpha", None, d["alpha"]),
+        ("mean accepted length, no bonus E[A]", obs["mean_accepted_no_bonus"], iid["mean_accepted_no_bonus"]),
+        ("mean accepted length + bonus E[n]", obs["mean_accepted_with_bonus"],
+         iid["mean_accepted_with_bonus"]),
+        ("vLLM acceptance rate E[A]/k", obs["vllm_acceptance_rate"], iid["vllm_acceptance_rate"]),
+        ("SGLang accept rate E[n]/(k+1)", obs["sglang_accept_rate"], iid["sglang_accept_rate"]),
+    ]
+    out.append(table(["definition", "observed", "i.i.d. at alpha"],
+                     [[name, _g(o, ".4f") if o is not None else "-", f"{m:.4f}"] for name, o, m in defs]))
+    out.append("")
+    out.append(f"  optimal k (servesim.speculative, d = {d['d']:g}, c = {d['c']:g}):")
+    rows = []
+    for o in d["optimal"]:
+        band = "-"
+        if o["k_at_alpha_lo"] is not None:
+            band = f"{o['k_at_alpha_lo']}..{o['k_at_alpha_hi']}"
+        rows.append([f"{o['u']:.2f}", str(o["k"]), f"{o['speedup']:.3f}x",
+                     f"{o['speedup_at_measured_k']:.3f}x", band])
+    out.append(table(["u", "k*", "speedup at k*", f"speedup at k={d['k']}", "k* over interval"], rows))
+    if d["warnings"]:
+        out.append("")
+        out.append("  warnings:")
+        out += [f"  - {w}" for w in d["warnings"]]
+    return "\n".join(out) + "\n"
+
+
+def _fit_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{
+        "table": "fit", "source": d["source"], "engine": d["engine"], "input": d["input_definition"],
+        "k": d["k"], "num_drafts": d["num_drafts"], "alpha": d["alpha"], "alpha_lo": d["alpha_lo"],
+        "alpha_hi": d["alpha_hi"],
+        "iid_p_value": None if d["iid_test"] is None else d["iid_test"]["p_value"],
+    }]
+    obs = d["observed"]
+    for i in range(d["k"]):
+        rows.append({
+            "table": "position", "position": i + 1,
+            "observed_marginal": None if obs["marginal"] is None else obs["marginal"][i],
+            "observed_conditional": None if obs["conditional"] is None else obs["conditional"][i],
+            "iid_marginal": d["iid"]["marginal"][i],
+        })
+    rows += [{"table": "optimal_k", **o} for o in d["optimal"]]
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# calibrate
+
+
+def _calibrate(args: argparse.Namespace) -> Output:
+    from pathlib import Path
+
+    from servesim.calibrate import calibrate, read_points
+    from servesim.kvcache import MODELS
+    from servesim.traces import InputError
+
+    kv = None
+    if args.model is not None:
+        if args.model not in MODELS:
+            raise InputError(f"--model {args.model!r}: unknown; one of {', '.join(MODELS)}")
+        kv = MODELS[args.model]
+    points, notes = read_points(args.files, nodes=args.nodes)
+    cal = calibrate(points, decode_tokens_per_s=args.decode_tokens_per_s, kv=kv, warnings=notes)
+    data = cal.as_dict()
+    if args.save is not None:
+        path = Path(args.save)
+        try:
+            path.write_text(cal.to_toml(), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        data["saved"] = str(path)
+    rows = [{"table": "node", **data["node"], "beta": data["beta"],
+             "ttft_rms_rel": data["ttft_rms_rel"], "tpot_rms_rel": data["tpot_rms_rel"]}]
+    rows += [{"table": "point", **p} for p in data["points"]]
+    return Output(data, _calibrate_text(data), rows)
+
+
+def _calibrate_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    nd = d["node"]
+    out = [f"CALIBRATION from {len(d['points'])} measured points (colocated closed form, seed 3.3)",
+           "  TTFT = W_q(M/M/N) + P/R_p,  TPOT = TPOT_base (1 + beta rho_p),  rho_p = lambda P / (N R_p)",
+           f"  prefill R_p   {nd['prefill_tokens_per_s']:,.0f} tokens/s per node",
+           f"  TPOT_base     {nd['tpot_base_s'] * 1e3:.3f} ms",
+           f"  beta          {d['beta']:.4f}",
+           f"  decode R_d    {nd['decode_tokens_per_s']:,.0f} tokens/s per node (given, not fitted)",
+           f"  KV shape      {nd['model']}",
+           ""]
+    rows = [
+        [p["source"], f"{p['rate_per_s']:.3g}", f"{p['prefill_utilization']:.3f}",
+         f"{p['ttft_s'] * 1e3:.1f}", f"{p['ttft_model_s'] * 1e3:.1f}", f"{p['ttft_rel_residual']:+.1%}",
+         f"{p['tpot_s'] * 1e3:.2f}", f"{p['tpot_model_s'] * 1e3:.2f}", f"{p['tpot_rel_residual']:+.1%}"]
+        for p in d["points"]
+    ]
+    out.append(table(["point", "req/s", "rho_p", "TTFT ms", "model", "resid", "TPOT ms", "model", "resid"],
+                     rows))
+    out.append(f"  rms relative residual: TTFT {d['ttft_rms_rel']:.1%}, TPOT {d['tpot_rms_rel']:.1%}")
+    if "saved" in d:
+        out.append(f"  saved: {d['saved']}")
+    if d["warnings"]:
+        out.append("")
+        out.append("  warnings:")
+        out += [f"  - {w}" for w in d["warnings"]]
+    return "\n".join(out) + "\n"
+
