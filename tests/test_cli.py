@@ -32,6 +32,10 @@ CASES = {
     "disagg_chat_2_tcp": ["disagg", "--preset", "chat", "--nodes", "2", "--link", "tcp"],
     "disagg_rag_slo32": ["disagg", "--preset", "rag", "--slo-tpot-ms", "32"],
     "all": ["all"],
+    "disagg_rag_h100_roofline": ["disagg", "--preset", "rag", "--model", "llama-3-70b", "--gpu", "h100-sxm",
+                                 "--tp", "8"],
+    "roofline_70b_h100": ["roofline", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8"],
+    "plan_rag": ["plan", "--preset", "rag", "--quiet"],
     "specdec_json": ["specdec", "--format", "json"],
     "disagg_rag_json": ["disagg", "--preset", "rag", "--format", "json"],
     "disagg_rag_csv": ["disagg", "--preset", "rag", "--format", "csv"],
@@ -130,3 +134,23 @@ def test_bad_input_is_one_line_exit_2(args, flag, fragment):
     assert len(lines) == 1, res.stderr
     assert flag in lines[0] and fragment in lines[0] and "Traceback" not in res.stderr
     assert args[args.index(flag) + 1] in lines[0]  # the value itself is named
+
+
+def test_model_without_gpu_is_one_line_exit_2():
+    res = run_cli("disagg", "--preset", "rag", "--model", "llama-3-70b")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "--model and --gpu go together" in res.stderr
+
+
+def test_calibrated_node_drives_disagg(tmp_path):
+    from servesim.calibrate import calibrate, read_points
+
+    points, warnings = read_points([ROOT / "tests" / "data" / "calibration_points.csv"])
+    cal = calibrate(points, warnings=warnings)
+    path = tmp_path / "node.toml"
+    path.write_text(cal.to_toml())
+    data = json.loads(run_cli("disagg", "--preset", "rag", "--calibration", str(path),
+                              "--format", "json").stdout)
+    assert data["node"]["source"] == f"calibrated ({path})"
+    assert data["node"]["prefill_tokens_per_s"] == pytest.approx(cal.node.prefill_tokens_per_s)
+    assert data["beta"] == pytest.approx(cal.beta)

@@ -85,14 +85,54 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    help="prefill-to-decode link: nvlink, rdma, tcp, ... or GB/s (default rdma)")
     p.add_argument("--nodes", type=integer(2, " (one prefill and one decode node at least)"), default=8,
                    help="fleet size N >= 2 (default 8)")
-    p.add_argument("--beta", type=number(0.0, None), default=0.5,
-                   help="chunked-prefill interference coefficient >= 0 (default 0.5)")
+    p.add_argument("--beta", type=number(0.0, None), default=None,
+                   help="chunked-prefill interference coefficient >= 0 (default 0.5, or the calibrated one)")
     p.add_argument("--rate", type=number(0.0, None, lo_open=True), default=None,
                    help="arrival rate in req/s > 0 (default: the preset's)")
     p.add_argument("--slo-ttft-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
                    dest="slo_ttft_s", help="TTFT SLO in ms > 0 (default: the preset's)")
     p.add_argument("--slo-tpot-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
                    dest="slo_tpot_s", help="TPOT SLO in ms > 0 (default: the preset's)")
+    g = p.add_argument_group("the node (default: the seed's node in workloads.toml)")
+    g.add_argument("--model", default=None, help="derive the node from the roofline: catalog model, "
+                   "e.g. llama-3-70b (needs --gpu)")
+    g.add_argument("--gpu", default=None, help="catalog GPU for --model, e.g. h100-sxm")
+    g.add_argument("--tp", type=integer(1), default=8,
+                   help="tensor-parallel GPUs per node for --model (default 8)")
+    g.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                   help="extra catalog TOML (GPUs, models, links); may be repeated")
+    g.add_argument("--calibration", default=None, metavar="FILE",
+                   help="use the node and beta fitted by `servesim calibrate` (its TOML output)")
+
+
+def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
+    """The node, beta and a one-line description of where the node came from.
+
+    ``--calibration`` wins, then ``--model/--gpu/--tp`` (the roofline node, its
+    decode batch sized so that TPOT_base meets the workload's TPOT SLO), then the
+    seed's node.  ``--beta`` overrides a calibrated beta; the default is 0.5.
+    """
+    from servesim.serving import DEFAULT_NODE
+
+    if args.calibration is not None:
+        from servesim.calibrate import load_calibration
+
+        node, beta = load_calibration(args.calibration)
+        return node, beta if args.beta is None else args.beta, f"calibrated ({args.calibration})"
+    beta = 0.5 if args.beta is None else args.beta
+    if args.model is None and args.gpu is None:
+        return DEFAULT_NODE, beta, "seed node (workloads.toml)"
+    if args.model is None or args.gpu is None:
+        raise InputError("--model and --gpu go together (both name catalog entries), "
+                         "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
+    from servesim.catalog.schema import load_catalog
+    from servesim.roofline import derive_node
+
+    d = derive_node(args.model, args.gpu, args.tp, prompt_tokens=wl.prompt_tokens,
+                    output_tokens=wl.output_tokens, tpot_slo_s=wl.slo_tpot_s,
+                    catalog=load_catalog(*args.catalog))
+    return d.node, beta, (f"roofline: {args.model} on {args.tp} x {args.gpu}, decode batch {d.batch} "
+                          f"(limited by {d.batch_limited_by})")
 
 
 def _specdec(args: argparse.Namespace) -> Output:
@@ -114,21 +154,22 @@ def _disagg(args: argparse.Namespace) -> Output:
     from servesim.summary import disagg_summary
 
     data = disagg_summary(args.preset, link=args.link, nodes=args.nodes, beta=args.beta,
-                          rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s)
+                          rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s,
+                          node_from=lambda wl: resolve_node(args, wl))
     if args.plot is not None:
         from dataclasses import replace
 
         from servesim.figures import disagg_figure
         from servesim.kvcache import LINKS
         from servesim.render.plots import save
-        from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+        from servesim.serving import WORKLOAD_PRESETS
 
         w = data["workload"]
         wl = replace(WORKLOAD_PRESETS[args.preset], rate_per_s=w["rate_per_s"],
                      slo_ttft_s=w["slo_ttft_ms"] / 1e3, slo_tpot_s=w["slo_tpot_ms"] / 1e3)
         ln = LINKS["rdma"] if args.link is None else args.link
-        save(disagg_figure(wl, DEFAULT_NODE, args.nodes, args.beta, ln, data["crossover_exact_GBps"]),
-             args.plot)
+        node, beta, _ = resolve_node(args, wl)
+        save(disagg_figure(wl, node, args.nodes, beta, ln, data["crossover_exact_GBps"]), args.plot)
     return Output(data, render.disagg_text(data), _disagg_rows(data))
 
 

@@ -51,9 +51,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _request(args: argparse.Namespace) -> tuple[Any, str]:
+    from servesim.cli import resolve_node
     from servesim.kvcache import LINKS
     from servesim.planner import PlanRequest, smallest_fleet
-    from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+    from servesim.serving import WORKLOAD_PRESETS
     from servesim.speculative import SPECDEC_PRESETS
 
     wl = WORKLOAD_PRESETS[args.preset]
@@ -66,12 +67,14 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         changes["slo_ttft_s"] = args.slo_ttft_s
     if args.slo_tpot_s is not None:
         changes["slo_tpot_s"] = args.slo_tpot_s
+    wl = replace(wl, **changes)
+    node, beta, _ = resolve_node(args, wl)
     req = PlanRequest(
-        workload=replace(wl, **changes),
-        node=DEFAULT_NODE,
+        workload=wl,
+        node=node,
         link=LINKS["rdma"] if args.link is None else args.link,
         nodes=args.nodes,
-        beta=args.beta,
+        beta=beta,
         attainment_target=args.attainment,
         speculation=None if args.spec == "none" else SPECDEC_PRESETS[args.spec],
         k_max=args.k_max,

@@ -9,6 +9,7 @@ queue has ``stable: false``, ``ttft_ms: null`` and goodput 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -171,13 +172,19 @@ def disagg_summary(
     *,
     link: Link | None = None,
     nodes: int = 8,
-    beta: float = 0.5,
+    beta: float | None = None,
     rate_per_s: float | None = None,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     node: NodeSpec = DEFAULT_NODE,
+    node_from: Callable[[Workload], tuple[NodeSpec, float, str]] | None = None,
 ) -> dict[str, Any]:
-    """Colocated vs best disaggregated split for each mix, the KV table and the crossover."""
+    """Colocated vs best disaggregated split for each mix, the KV table and the crossover.
+
+    ``node_from(workload) -> (node, beta, source)`` derives the node from the
+    final workload (the roofline node depends on its lengths and SLO); without
+    it ``node`` and ``beta`` (default 0.5) are used as given.
+    """
     wl = WORKLOAD_PRESETS[preset]
     changes: dict[str, Any] = {}
     if rate_per_s is not None:
@@ -188,11 +195,16 @@ def disagg_summary(
         changes["slo_tpot_s"] = slo_tpot_s
     wl = replace(wl, **changes)
     ln = LINKS["rdma"] if link is None else link
-    return _disagg(wl, preset, ln, nodes, beta, node)
+    if node_from is not None:
+        node, b, source = node_from(wl)
+    else:
+        b = 0.5 if beta is None else beta
+        source = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
+    return _disagg(wl, preset, ln, nodes, b, node, source)
 
 
 def _disagg(
-    wl: Workload, preset: str, ln: Link, nodes: int, beta: float, node: NodeSpec
+    wl: Workload, preset: str, ln: Link, nodes: int, beta: float, node: NodeSpec, source: str
 ) -> dict[str, Any]:
     rows: list[Row] = []
     for label, w in mixes(wl):
@@ -246,6 +258,8 @@ def _disagg(
             "slo_tpot_ms": wl.slo_tpot_s * 1e3,
         },
         "node": {
+            "source": source,
+            "gpus": node.gpus,
             "model": node.kv.name,
             "prefill_tokens_per_s": node.prefill_tokens_per_s,
             "decode_tokens_per_s": node.decode_tokens_per_s,

@@ -114,14 +114,15 @@ def disagg_text(s: dict[str, Any]) -> str:
     out: list[str] = []
     out.append(f"COLOCATED vs DISAGGREGATED: preset {s['preset']}")
     out.append(
-        f"  {s['nodes']} nodes of {nd['model']} (prefill {nd['prefill_tokens_per_s']:g} tok/s,"
-        f" decode {nd['decode_tokens_per_s']:g} tok/s, TPOT_base {nd['tpot_base_ms']:g} ms),"
+        f"  {s['nodes']} nodes of {nd['model']} (prefill {nd['prefill_tokens_per_s']:,.0f} tok/s,"
+        f" decode {nd['decode_tokens_per_s']:,.0f} tok/s, TPOT_base {nd['tpot_base_ms']:.3g} ms),"
         f" beta={s['beta']:g}, link {s['link']['name']} ({s['link']['GBps']:g} GB/s)"
     )
     out.append(
         f"  rate {w['rate_per_s']:g} req/s; SLOs: TTFT <= {w['slo_ttft_ms']:g} ms,"
         f" TPOT <= {w['slo_tpot_ms']:g} ms"
     )
+    out.append(f"  node: {nd['source']}")
     out.append("")
     kv = s["kv_transfer"]
     out.append(
