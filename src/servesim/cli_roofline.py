@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from servesim.cliargs import Output, add_format, integer, number
+from servesim.cliargs import Output, add_format, integer, number, plot_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.roofline import Efficiency, GPUSpec, ModelSpec
@@ -65,6 +65,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help=f"share of HBM for weights and KV, in (0, 1] (default {DEFAULT_MEMORY_FRACTION:g})")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="a TOML file of extra [gpu.NAME] / [model.NAME] / [link.NAME] entries (repeatable)")
+    p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                   help="save speedup vs batch per preset and arithmetic intensity vs the ridge point")
     add_format(p)
     p.set_defaults(run=_run)
 
@@ -90,6 +92,14 @@ def _run(args: argparse.Namespace) -> Output:
         efficiency=Efficiency(args.memory_efficiency, args.compute_efficiency, args.interconnect_efficiency),
         memory_fraction=args.memory_fraction,
     )
+    if args.plot is not None:
+        from servesim.render import plots
+
+        fig, axes = plots.figure(2)
+        plots.plot_roofline_speedup(axes[0], data["rows"], data["presets"])
+        plots.plot_roofline_intensity(axes[1], data["rows"], data["ridge_flops_per_byte"],
+                                      data["intensity_k"])
+        plots.save(fig, args.plot)
     return Output(data, roofline_text(data), _rows(data))
 
 

@@ -24,6 +24,8 @@ __all__ = [
     "figure",
     "plot_goodput_vs_link",
     "plot_goodput_vs_rate",
+    "plot_roofline_intensity",
+    "plot_roofline_speedup",
     "plot_speedup_heatmap",
     "plot_ttft_distribution",
     "plot_utilization",
@@ -130,3 +132,31 @@ def png_bytes(fig: Any) -> bytes:
     finally:
         plt.close(fig)
     return buf.getvalue()
+
+
+def plot_roofline_speedup(ax: Any, rows: Sequence[dict[str, Any]], presets: Sequence[dict[str, Any]]) -> None:
+    """Best-k speedup of each preset vs decode batch, with each preset's turn-off batch."""
+    batches = [r["batch"] for r in rows]
+    for p in presets:
+        name = p["name"]
+        (line,) = ax.semilogx(batches, [r["speedup"][name] for r in rows], marker=".", label=name)
+        if p.get("turn_off_batch") is not None:
+            ax.axvline(p["turn_off_batch"], color=line.get_color(), ls=":", lw=1)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xlabel("decode batch B")
+    ax.set_ylabel("best-k speedup")
+    ax.set_title("Speculation vs batch (dotted: turn it off above)")
+    ax.legend(fontsize=8)
+
+
+def plot_roofline_intensity(ax: Any, rows: Sequence[dict[str, Any]], ridge: float, k: int) -> None:
+    """Arithmetic intensity of the weight GEMMs, plain and speculative, against the ridge point."""
+    batches = [r["batch"] for r in rows]
+    ax.loglog(batches, [r["weights_intensity_flops_per_byte"] for r in rows], marker=".", label="plain: B")
+    ax.loglog(batches, [r["spec_weights_intensity_flops_per_byte"] for r in rows], marker=".",
+              label=f"speculative: B (k+1), k={k}")
+    ax.axhline(ridge, color="red", ls="--", lw=1, label=f"ridge {ridge:.0f} FLOP/B")
+    ax.set_xlabel("decode batch B")
+    ax.set_ylabel("FLOP per byte of weights")
+    ax.set_title("Arithmetic intensity vs the ridge point")
+    ax.legend(fontsize=8)
