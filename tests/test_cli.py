@@ -154,3 +154,31 @@ def test_calibrated_node_drives_disagg(tmp_path):
     assert data["node"]["source"] == f"calibrated ({path})"
     assert data["node"]["prefill_tokens_per_s"] == pytest.approx(cal.node.prefill_tokens_per_s)
     assert data["beta"] == pytest.approx(cal.beta)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["specdec"],
+        ["disagg", "--preset", "rag"],
+        ["plan", "--preset", "rag", "--spec", "none", "--quiet"],
+        ["roofline", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8"],
+        ["calibrate", "tests/data/calibration_points.csv"],
+        ["fit-alpha", "--value", "3.2", "--from", "accept-length", "--k", "4"],
+        ["trace", "summarize", "tests/data/mooncake_conversation_head.jsonl"],
+    ],
+    ids=lambda a: a[0],
+)
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_every_command_saves_its_plot(args, suffix, tmp_path):
+    path = tmp_path / f"plot{suffix}"
+    res = run_cli(*args, "--plot", str(path))
+    assert res.returncode == 0, res.stderr
+    data = path.read_bytes()
+    assert len(data) > 5_000
+    assert data.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in data[:2000]
+
+
+def test_plot_path_must_be_png_or_svg(tmp_path):
+    res = run_cli("specdec", "--plot", str(tmp_path / "x.pdf"))
+    assert res.returncode == 2 and ".png or .svg" in res.stderr and "x.pdf" in res.stderr

@@ -90,6 +90,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
     fp.add_argument("--k-max", type=integer(1), default=DEFAULT_K_MAX,
                     help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
+    fp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save measured per-position acceptance against the fitted i.i.d. alpha^i")
     add_format(fp)
     fp.set_defaults(run=_fit_alpha)
 
@@ -105,6 +107,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     help="decode capacity per node, not identified by the fit (default: the default node's)")
     cp.add_argument("--save", default=None, metavar="FILE.toml",
                     help="write the fitted node and beta as TOML")
+    cp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save measured vs fitted TTFT and TPOT against the arrival rate")
     add_format(cp)
     cp.set_defaults(run=_calibrate)
 
@@ -195,6 +199,12 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
     fit = fit_alpha(counts, definition=args.definition, k=args.k, util=args.util, d=args.d, c=args.c,
                     k_max=args.k_max)
     data = fit.as_dict()
+    if args.plot is not None:
+        from servesim.render import plots
+
+        fig, axes = plots.figure(1)
+        plots.plot_acceptance(axes[0], data)
+        plots.save(fig, args.plot)
     return Output(data, _fit_text(data), _fit_rows(data))
 
 
@@ -322,6 +332,12 @@ def _calibrate(args: argparse.Namespace) -> Output:
     rows = [{"table": "node", **data["node"], "beta": data["beta"],
              "ttft_rms_rel": data["ttft_rms_rel"], "tpot_rms_rel": data["tpot_rms_rel"]}]
     rows += [{"table": "point", **p} for p in data["points"]]
+    if args.plot is not None:
+        from servesim.render import plots
+
+        fig, axes = plots.figure(2)
+        plots.plot_calibration(axes, data["points"])
+        plots.save(fig, args.plot)
     return Output(data, _calibrate_text(data), rows)
 
 

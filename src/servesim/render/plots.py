@@ -22,6 +22,8 @@ from servesim.curves import GoodputCurves, SpeedupSurface, UtilizationCurve
 
 __all__ = [
     "figure",
+    "plot_acceptance",
+    "plot_calibration",
     "plot_goodput_vs_link",
     "plot_goodput_vs_rate",
     "plot_roofline_intensity",
@@ -160,3 +162,30 @@ def plot_roofline_intensity(ax: Any, rows: Sequence[dict[str, Any]], ridge: floa
     ax.set_ylabel("FLOP per byte of weights")
     ax.set_title("Arithmetic intensity vs the ridge point")
     ax.legend(fontsize=8)
+
+
+def plot_acceptance(ax: Any, fit: dict[str, Any]) -> None:
+    """Per-position acceptance: measured P(A >= i) against the fitted i.i.d. alpha^i."""
+    iid = fit["iid"]["marginal"]
+    pos = list(range(1, len(iid) + 1))
+    ax.plot(pos, iid, "o-", label=f"i.i.d. alpha^i, alpha = {fit['alpha']:.3f}")
+    obs = fit["observed"].get("marginal")
+    if obs:
+        ax.bar(pos, obs, alpha=0.4, label="measured P(A >= i)")
+    ax.set_xlabel("draft position i")
+    ax.set_ylabel("probability position i is accepted")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Acceptance by position ({fit['engine']}, {fit['input_definition']})")
+    ax.legend(fontsize=8)
+
+
+def plot_calibration(axes: Sequence[Any], points: Sequence[dict[str, Any]]) -> None:
+    """Measured vs fitted TTFT and TPOT at each measured arrival rate."""
+    rates = [p["rate_per_s"] for p in points]
+    for ax, key, label in ((axes[0], "ttft", "TTFT"), (axes[1], "tpot", "TPOT")):
+        ax.plot(rates, [p[f"{key}_s"] * 1e3 for p in points], "o", label="measured")
+        ax.plot(rates, [p[f"{key}_model_s"] * 1e3 for p in points], "x-", label="fitted closed form")
+        ax.set_xlabel("arrival rate (req/s)")
+        ax.set_ylabel(f"mean {label} (ms)")
+        ax.set_title(f"{label}: measured vs fitted")
+        ax.legend(fontsize=8)
