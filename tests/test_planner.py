@@ -97,3 +97,22 @@ def test_bad_request_names_the_parameter():
     with pytest.raises(ParameterError) as info:
         _req(attainment_target=1.5)
     assert info.value.name == "attainment_target"
+
+
+def test_plan_from_a_trace_uses_its_mean_lengths_and_rate():
+    import json
+
+    from servesim.traces import load_trace, workload_from_trace
+    from tests.cli_helpers import ROOT, run_cli
+
+    path = ROOT / "tests" / "data" / "mooncake_conversation_head.jsonl"
+    tr = load_trace(path)
+    wl = workload_from_trace(tr, slo_ttft_s=2.0, slo_tpot_s=0.05)
+    assert wl.prompt_tokens == round(float(tr.prompt_tokens.mean()))
+    assert wl.rate_per_s == pytest.approx((tr.requests - 1) / float(tr.arrival_s[-1] - tr.arrival_s[0]))
+    res = run_cli("plan", "--trace", str(path), "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+                  "--format", "json", "--quiet", "--spec", "none")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["workload"]["prompt_tokens"] == wl.prompt_tokens
+    assert data["workload"]["rate_per_s"] == pytest.approx(wl.rate_per_s)

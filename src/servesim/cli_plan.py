@@ -25,6 +25,11 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k-max", type=integer(1), default=8, help="largest draft length tried (default 8)")
     p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9,
                    help="fraction of requests that must meet both SLOs, in (0, 1] (default 0.9)")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="take the workload (mean lengths, mean rate) from an Azure, Mooncake or BurstGPT "
+                        "trace; SLOs from --slo-* or the preset")
+    p.add_argument("--rate-scale", type=number(0.0, None, lo_open=True), default=1.0,
+                   help="replay the trace this many times faster (default 1)")
     p.add_argument("--target-rate", type=number(0.0, None, lo_open=True), default=None,
                    help="plan for this rate (req/s) on the smallest fleet that meets the target")
     p.add_argument("--top", type=integer(1), default=10, help="how many ranked deployments to show")
@@ -58,6 +63,13 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
     from servesim.speculative import SPECDEC_PRESETS
 
     wl = WORKLOAD_PRESETS[args.preset]
+    preset = args.preset
+    if args.trace is not None:
+        from servesim.traces import load_trace, workload_from_trace
+
+        tr = load_trace(args.trace, rate_scale=args.rate_scale)
+        wl = workload_from_trace(tr, slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s)
+        preset = f"trace {wl.name}"
     changes: dict[str, Any] = {}
     if args.rate is not None:
         changes["rate_per_s"] = args.rate
@@ -83,7 +95,7 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         n = smallest_fleet(req)
         if n is not None:
             req = replace(req, nodes=n)
-    return req, args.preset
+    return req, preset
 
 
 def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -120,12 +132,12 @@ def run_report(args: argparse.Namespace) -> Output:
 
     req, plan_data = _plan_data(args)
     wl = req.workload
-    dis = disagg_summary(args.preset, link=req.link, nodes=req.nodes, beta=req.beta, rate_per_s=wl.rate_per_s,
-                         slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s, node=req.node)
+    dis = disagg_summary(plan_data["preset"], workload=wl, link=req.link, nodes=req.nodes, beta=req.beta,
+                         node=req.node)
     spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     blocks = report_blocks(req, plan_data, dis, spec, command=command)
-    title = f"servesim report: {args.preset} on {req.nodes} nodes"
+    title = f"servesim report: {plan_data['preset']} on {req.nodes} nodes"
     written = write_report(blocks, args.out, title)
     files = {k: str(v) for k, v in written.items()}
     text = (f"wrote {files['html']} (self-contained) and {files['markdown']} "

@@ -178,14 +178,17 @@ def disagg_summary(
     slo_tpot_s: float | None = None,
     node: NodeSpec = DEFAULT_NODE,
     node_from: Callable[[Workload], tuple[NodeSpec, float, str]] | None = None,
+    workload: Workload | None = None,
 ) -> dict[str, Any]:
     """Colocated vs best disaggregated split for each mix, the KV table and the crossover.
 
     ``node_from(workload) -> (node, beta, source)`` derives the node from the
     final workload (the roofline node depends on its lengths and SLO); without
-    it ``node`` and ``beta`` (default 0.5) are used as given.
+    it ``node`` and ``beta`` (default 0.5) are used as given.  ``workload``
+    replaces the preset's (e.g. one derived from a trace); ``preset`` then only
+    labels the output.
     """
-    wl = WORKLOAD_PRESETS[preset]
+    wl = WORKLOAD_PRESETS[preset] if workload is None else workload
     changes: dict[str, Any] = {}
     if rate_per_s is not None:
         changes["rate_per_s"] = rate_per_s

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from servesim.serving import Workload
+
 __all__ = [
     "AZURE_HEADER",
     "BURSTGPT_COLUMNS",
@@ -58,6 +60,7 @@ __all__ = [
     "load_trace",
     "plot_trace",
     "summarize_trace",
+    "workload_from_trace",
 ]
 
 TRACE_FORMATS: tuple[str, ...] = ("azure", "mooncake", "burstgpt")
@@ -708,3 +711,31 @@ def plot_trace(trace: TraceArrays, out_path: str | Path, window_s: float = 60.0)
         raise InputError(f"{out}: cannot write the plot: {exc.strerror or exc}") from exc
     return out
 
+
+
+def workload_from_trace(
+    tr: TraceArrays, *, slo_ttft_s: float, slo_tpot_s: float, name: str | None = None
+) -> Workload:
+    """The closed form's one-mix view of a trace: mean lengths and the mean rate.
+
+    ``rate = (n - 1) / (t_last - t_first)``; prompt and output tokens are the
+    means, rounded (at least 1).  Everything the closed form then ignores
+    (burstiness, the length spread, prefix hits) is what ``simulate --trace``
+    puts back.
+    """
+    from servesim.serving import Workload
+
+    n = tr.requests
+    if n < 2:
+        raise InputError(f"{tr.path}: a workload needs at least 2 requests to have a rate; it has {n}")
+    span = float(tr.arrival_s[-1] - tr.arrival_s[0])
+    if span <= 0:
+        raise InputError(f"{tr.path}: every request arrives at the same instant; the rate is undefined")
+    return Workload(
+        name=name or Path(tr.path).stem,
+        prompt_tokens=max(1, round(float(tr.prompt_tokens.mean()))),
+        output_tokens=max(1, round(float(tr.output_tokens.mean()))),
+        rate_per_s=(n - 1) / span,
+        slo_ttft_s=slo_ttft_s,
+        slo_tpot_s=slo_tpot_s,
+    )
