@@ -105,7 +105,7 @@ def test_plan_from_a_trace_uses_its_mean_lengths_and_rate():
     from servesim.traces import load_trace, workload_from_trace
     from tests.cli_helpers import ROOT, run_cli
 
-    path = ROOT / "tests" / "data" / "mooncake_conversation_head.jsonl"
+    path = ROOT / "tests" / "data" / "azure_code_head.csv"
     tr = load_trace(path)
     wl = workload_from_trace(tr, slo_ttft_s=2.0, slo_tpot_s=0.05)
     assert wl.prompt_tokens == round(float(tr.prompt_tokens.mean()))
