@@ -1,12 +1,321 @@
-"""CLI commands: simulate, validate (issue 3)."""
+"""CLI commands: simulate, validate (issue 3).
+
+A thin layer that imports numpy only when a command runs: flags are parsed
+here (types from :mod:`servesim.cliargs`, so bad input is one line and exit
+status 2), the numbers come from :mod:`servesim.sim.report` and
+:mod:`servesim.sim.validate`, the text from :mod:`servesim.sim.text`.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from servesim.cliargs import Output, add_format, choice, integer, number
+
 __all__ = ["register"]
+
+# Registration must not import numpy: the seed's stdlib-only entry point
+# (``python -S spec_decode_sim.py``) builds the whole parser.  These mirror
+# servesim.sim's values; tests/test_sim_cli.py checks that they agree.
+SERVICE_KINDS = ("exp", "det", "lognormal", "gamma")
+LINK_CONTENTION = ("node", "shared", "none")
+DEFAULT_SEED = 20240601
+
+
+def _split(text: str) -> tuple[int, int]:
+    """'2p/6d' or '2,6' -> (2, 6)."""
+    cleaned = text.replace("p", "").replace("d", "").replace("/", ",")
+    parts = cleaned.split(",")
+    try:
+        p, d = (int(x) for x in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a split: must be like 2p/6d or 2,6 (prefill, decode nodes >= 1)"
+        ) from None
+    if p < 1 or d < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: prefill and decode nodes must be >= 1")
+    return p, d
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add this module's subcommands (placeholder until the commands land)."""
+    """Add ``simulate`` and ``validate``."""
+    from servesim.cli import add_disagg_arguments
+    from servesim.serving import WORKLOAD_PRESETS
+
+    sp = sub.add_parser(
+        "simulate",
+        help="simulate a G/G/c queue, or (--preset) colocated vs disaggregated serving, "
+        "beside the closed forms",
+        description="Without --preset: a G/G/c FCFS queue (--servers, --rate, --service ...) against "
+        "Erlang-C and the M/G/c approximations.  With --preset: the request-level serving simulation of "
+        "colocated and disaggregated deployments (TTFT/TPOT percentiles, goodput) against servesim "
+        "disagg's closed form.",
+    )
+    add_disagg_arguments(sp, list(WORKLOAD_PRESETS))
+    sp.set_defaults(preset=None)
+    sp.add_argument("--servers", type=integer(1), default=8, help="queue mode: servers c >= 1 (default 8)")
+    sp.add_argument(
+        "--service",
+        type=choice(SERVICE_KINDS, "service"),
+        default=None,
+        help="service time: exp, det, lognormal, gamma (default exp; with --preset: det, the "
+        "prefill time P / R_p; exp gives the M/M/c assumption)",
+    )
+    sp.add_argument(
+        "--service-mean-s",
+        type=number(0.0, None, lo_open=True),
+        default=1.0,
+        help="queue mode: mean service time in s > 0 (default 1)",
+    )
+    sp.add_argument(
+        "--service-cv",
+        type=number(0.0, None, lo_open=True),
+        default=1.0,
+        help="queue mode: coefficient of variation of lognormal/gamma service > 0 (default 1)",
+    )
+    sp.add_argument(
+        "--arrival-cv",
+        type=number(0.0, None, lo_open=True),
+        default=1.0,
+        help="interarrival coefficient of variation > 0: 1 = Poisson (default), > 1 bursty (gamma)",
+    )
+    sp.add_argument(
+        "--split",
+        type=_split,
+        default=None,
+        help="with --preset: disaggregated split such as 2p/6d (default: the closed form's best)",
+    )
+    sp.add_argument(
+        "--prompt-cv",
+        type=number(0.0, None),
+        default=0.0,
+        help="with --preset: lognormal prompt lengths of this cv >= 0 around the preset's mean "
+        "(default 0: one length)",
+    )
+    sp.add_argument(
+        "--link-contention",
+        type=choice(LINK_CONTENTION, "link contention"),
+        default="node",
+        help="with --preset: KV link as one FCFS queue per prefill node (node, default), one for "
+        "the pool (shared), or none (the closed form)",
+    )
+    sp.add_argument(
+        "--kv-streaming",
+        action="store_true",
+        help="with --preset: stream the KV cache layer by layer, overlapping transfer and prefill",
+    )
+    sp.add_argument(
+        "--decode-slots",
+        type=integer(1),
+        default=None,
+        help="with --preset: batch slots per decode node (default floor(R_d TPOT_base))",
+    )
+    sp.add_argument(
+        "--no-decode-slots",
+        action="store_true",
+        help="with --preset: unlimited decode slots (the closed form: no decode-side queueing)",
+    )
+    sp.add_argument(
+        "--attainment-target",
+        type=number(0.0, 1.0),
+        default=0.9,
+        help="with --preset: SLO attainment target in [0, 1] (default 0.9, as DistServe)",
+    )
+    sp.add_argument(
+        "--requests",
+        type=integer(1),
+        default=None,
+        help="requests simulated in total (default 1,000,000; with --preset 100,000 per architecture)",
+    )
+    sp.add_argument(
+        "--replications",
+        type=integer(1),
+        default=None,
+        help="independent replications for the 95%% intervals (default 10; with --preset 5)",
+    )
+    sp.add_argument(
+        "--warmup",
+        type=number(0.0, 1.0, hi_open=True),
+        default=0.1,
+        help="fraction of each replication's first requests left out, in [0, 1) (default 0.1)",
+    )
+    sp.add_argument(
+        "--seed", type=integer(0), default=DEFAULT_SEED, help=f"seed >= 0 (default {DEFAULT_SEED})"
+    )
+    sp.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="leave out sim_wall_s and sim_requests_per_s (wall-clock), for byte-identical output",
+    )
+    add_format(sp)
+    sp.set_defaults(run=_simulate)
+
+    vp = sub.add_parser(
+        "validate",
+        help="closed forms vs simulation: agreement table (PASS/FAIL) and the bias of each "
+        "section-7 assumption",
+    )
+    vp.add_argument(
+        "--requests",
+        type=integer(1),
+        default=1_000_000,
+        help="requests per M/M/c and M/G/c case (default 1,000,000)",
+    )
+    vp.add_argument(
+        "--serving-requests",
+        type=integer(1),
+        default=100_000,
+        help="requests per serving simulation (default 100,000)",
+    )
+    vp.add_argument(
+        "--cycles", type=integer(1), default=1_000_000, help="speculative cycles per case (default 1,000,000)"
+    )
+    vp.add_argument(
+        "--replications",
+        type=integer(2, " (intervals need a spread)"),
+        default=10,
+        help="independent replications per case (default 10)",
+    )
+    vp.add_argument(
+        "--seed", type=integer(0), default=DEFAULT_SEED, help=f"seed >= 0 (default {DEFAULT_SEED})"
+    )
+    vp.add_argument(
+        "--no-crossover",
+        action="store_true",
+        help="skip the simulated link-crossover rows (a best-split search per bandwidth)",
+    )
+    add_format(vp)
+    vp.set_defaults(run=_validate)
+
+
+def _simulate(args: argparse.Namespace) -> Output:
+    from servesim._checks import ParameterError
+    from servesim.sim import text
+
+    if args.preset is None:
+        from servesim.sim.report import queue_summary
+
+        if args.rate is None:
+            raise ParameterError("rate", None, "given in req/s > 0 (or use --preset for a workload)")
+        data = queue_summary(
+            servers=args.servers,
+            rate_per_s=args.rate,
+            service=args.service or "exp",
+            service_mean_s=args.service_mean_s,
+            service_cv=args.service_cv,
+            arrival_cv=args.arrival_cv,
+            requests=args.requests or 1_000_000,
+            replications=args.replications or 10,
+            warmup_fraction=args.warmup,
+            seed=args.seed,
+            timing=not args.no_timing,
+        )
+        rows = []
+        cis = {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}
+        for qty, ci in cis.items():
+            rows.append(
+                {
+                    "model": data["model"],
+                    "servers": data["servers"],
+                    "rate_per_s": data["rate_per_s"],
+                    "requests": data["requests"],
+                    "stable": data["stable"],
+                    "quantity": qty,
+                    "simulated": data[qty],
+                    "ci95_low": data[ci][0],
+                    "ci95_high": data[ci][1],
+                    **{key: m[qty] for key, m in data["closed_form"].items()},
+                }
+            )
+        return Output(data, text.queue_text(data), rows)
+
+    from servesim.sim.cluster import SimSettings
+    from servesim.sim.report import serving_summary
+
+    if args.service not in (None, "exp", "det"):
+        raise ParameterError(
+            "service", args.service, "exp or det with --preset (prefill time per prompt length)"
+        )
+    if args.split is not None and sum(args.split) != args.nodes:
+        raise ParameterError(
+            "split", f"{args.split[0]}p/{args.split[1]}d", f"prefill + decode nodes = --nodes ({args.nodes})"
+        )
+    settings = SimSettings(
+        prefill_service="exponential" if args.service == "exp" else "deterministic",
+        link_contention=args.link_contention,
+        kv_streaming=args.kv_streaming,
+        decode_slots=not args.no_decode_slots,
+        slots_per_node=args.decode_slots,
+    )
+    from servesim.cli import resolve_node
+
+    data = serving_summary(
+        args.preset,
+        node_from=lambda wl: resolve_node(args, wl),
+        link=args.link,
+        nodes=args.nodes,
+        beta=args.beta,
+        rate_per_s=args.rate,
+        slo_ttft_s=args.slo_ttft_s,
+        slo_tpot_s=args.slo_tpot_s,
+        split=args.split,
+        prompt_cv=args.prompt_cv,
+        arrival_cv=args.arrival_cv,
+        settings=settings,
+        requests=args.requests or 100_000,
+        replications=args.replications or 5,
+        warmup_fraction=args.warmup,
+        attainment_target=args.attainment_target,
+        seed=args.seed,
+        timing=not args.no_timing,
+    )
+    rows = []
+    for arch in ("colocated", "disaggregated"):
+        rows.append(
+            {
+                "preset": data["preset"],
+                "architecture": arch,
+                "source": "closed_form",
+                **_csv_safe(data[arch]["closed_form"]),
+            }
+        )
+        rows.append(
+            {
+                "preset": data["preset"],
+                "architecture": arch,
+                "source": "simulated",
+                **_csv_safe(data[arch]["simulated"]),
+            }
+        )
+    return Output(data, text.serving_text(data), rows)
+
+
+def _csv_safe(row: dict[str, Any]) -> dict[str, Any]:
+    """Intervals [low, high] become {low, high} so that CSV flattening gives *_low / *_high columns."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out[k] = _csv_safe(v)
+        elif isinstance(v, list) and len(v) == 2:
+            out[k] = {"low": v[0], "high": v[1]}
+        else:
+            out[k] = v
+    return out
+
+
+def _validate(args: argparse.Namespace) -> Output:
+    from servesim.sim import text
+    from servesim.sim.validate import validate_summary
+
+    data = validate_summary(
+        requests=args.requests,
+        serving_requests=args.serving_requests,
+        cycles=args.cycles,
+        replications=args.replications,
+        seed=args.seed,
+        crossover=not args.no_crossover,
+    )
+    rows = [{"table": "agreement", **r} for r in data["agreement"]]
+    rows += [{"table": "bias", **r} for r in data["bias"]]
+    return Output(data, text.validate_text(data), rows)

@@ -1,0 +1,123 @@
+"""Discrete-event and Monte Carlo checks of the closed forms (seed section 7 in numbers).
+
+The simulator takes the same frozen parameter objects as the closed forms
+(:class:`servesim.serving.Workload`, :class:`servesim.serving.NodeSpec`,
+:class:`servesim.kvcache.Link`, :class:`servesim.speculative.SpecDecPreset`'s
+alpha/d/c) plus a seed or ``numpy.random.Generator``; nothing is seeded
+globally and the same inputs give the same numbers.
+
+* :func:`simulate_queue`: a G/G/c FCFS queue (numba-compiled recursion) with
+  Poisson, bursty or explicit arrivals and any service distribution.
+* :func:`simulate_serving`, :func:`compare_deployments`, :func:`replay_trace`:
+  request-level colocated and disaggregated serving (TTFT/TPOT percentiles,
+  goodput, attainment), with :class:`SimSettings` saying which closed-form
+  simplification to relax.
+* :func:`simulate_specdec`: speculative cycles under i.i.d., position-dependent
+  and bursty (Markov) acceptance.
+* Every estimate is an :class:`Estimate` with a 95% interval from independent
+  replications; the first ``warmup_fraction`` (default 0.1) of each
+  replication's requests is left out (the system starts empty).
+"""
+
+from servesim.sim.cluster import (
+    CLOSED_FORM,
+    DEFAULT_SETTINGS,
+    LINK_CONTENTION,
+    PREFILL_SERVICE,
+    Colocated,
+    Deployment,
+    DeploymentComparison,
+    Disaggregated,
+    Latency,
+    Requests,
+    RequestTimes,
+    ServingSim,
+    SimSettings,
+    best_split_sim,
+    compare_deployments,
+    decode_slots_per_node,
+    link_crossover_sim,
+    replay_trace,
+    run,
+    sample_requests,
+    simulate_serving,
+    slo_capacity_per_s,
+)
+from servesim.sim.distributions import (
+    Arrivals,
+    Deterministic,
+    Distribution,
+    Empirical,
+    Exponential,
+    Gamma,
+    Lognormal,
+    Mixture,
+    RenewalArrivals,
+    TraceArrivals,
+    gamma_arrivals,
+    poisson_arrivals,
+    scv,
+)
+from servesim.sim.queue import QueueSim, simulate_queue
+from servesim.sim.specdec import (
+    AcceptanceModel,
+    IidAcceptance,
+    MarkovAcceptance,
+    PositionalAcceptance,
+    SpecDecSim,
+    linear_profile,
+    simulate_specdec,
+)
+from servesim.sim.stats import DEFAULT_SEED, DEFAULT_WARMUP_FRACTION, Estimate, estimate, replication_rngs
+
+__all__ = [
+    "CLOSED_FORM",
+    "DEFAULT_SEED",
+    "DEFAULT_SETTINGS",
+    "DEFAULT_WARMUP_FRACTION",
+    "LINK_CONTENTION",
+    "PREFILL_SERVICE",
+    "AcceptanceModel",
+    "Arrivals",
+    "Colocated",
+    "Deployment",
+    "DeploymentComparison",
+    "Deterministic",
+    "Disaggregated",
+    "Distribution",
+    "Empirical",
+    "Estimate",
+    "Exponential",
+    "Gamma",
+    "IidAcceptance",
+    "Latency",
+    "Lognormal",
+    "MarkovAcceptance",
+    "Mixture",
+    "PositionalAcceptance",
+    "QueueSim",
+    "RenewalArrivals",
+    "RequestTimes",
+    "Requests",
+    "ServingSim",
+    "SimSettings",
+    "SpecDecSim",
+    "TraceArrivals",
+    "best_split_sim",
+    "compare_deployments",
+    "decode_slots_per_node",
+    "estimate",
+    "gamma_arrivals",
+    "linear_profile",
+    "link_crossover_sim",
+    "poisson_arrivals",
+    "replay_trace",
+    "replication_rngs",
+    "run",
+    "sample_requests",
+    "scv",
+    "simulate_queue",
+    "simulate_serving",
+    "simulate_specdec",
+    "slo_capacity_per_s",
+]

@@ -1,0 +1,409 @@
+"""The numbers ``servesim simulate`` shows, as plain dicts (the command's JSON schema).
+
+Pure computation: no printing, no rendering (see :mod:`servesim.sim.text`).
+Queue mode reports seconds (``*_s``); serving mode reports milliseconds
+(``*_ms``) like ``servesim disagg``.  An interval is ``[low, high]`` (95%,
+Student t over replications).  ``sim_wall_s`` and ``sim_requests_per_s`` are
+wall-clock measurements, the only fields that differ between two runs with
+the same seed; ``timing=False`` leaves them out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from servesim._checks import ParameterError
+from servesim.kvcache import LINKS, Link
+from servesim.mgc import GGc
+from servesim.queueing import MMc
+from servesim.serving import (
+    DEFAULT_NODE,
+    WORKLOAD_PRESETS,
+    NodeSpec,
+    ServingResult,
+    Workload,
+    colocated,
+    disaggregated,
+)
+from servesim.serving import best_split as cf_best_split
+from servesim.serving import compare as cf_compare
+from servesim.sim import _kernels as kern
+from servesim.sim.cluster import (
+    DEFAULT_SETTINGS,
+    ServingSim,
+    SimSettings,
+    compare_deployments,
+    decode_slots_per_node,
+)
+from servesim.sim.distributions import (
+    Deterministic,
+    Distribution,
+    Exponential,
+    Gamma,
+    Lognormal,
+    RenewalArrivals,
+    gamma_arrivals,
+    poisson_arrivals,
+    scv,
+)
+from servesim.sim.queue import QueueSim, simulate_queue
+from servesim.sim.stats import DEFAULT_SEED, Estimate
+
+__all__ = ["SERVICE_KINDS", "queue_summary", "service_distribution", "serving_summary", "sim_row"]
+
+SERVICE_KINDS: tuple[str, ...] = ("exp", "det", "lognormal", "gamma")
+"""Service-time distributions of ``simulate``'s queue mode."""
+
+
+def service_distribution(kind: str, mean_s: float, cv: float = 1.0) -> Distribution:
+    """exp (c_s^2 = 1), det (0), lognormal or gamma with coefficient of variation ``cv``."""
+    if kind == "exp":
+        return Exponential(mean_s)
+    if kind == "det":
+        return Deterministic(mean_s)
+    if kind == "lognormal":
+        return Lognormal(mean_s, cv)
+    if kind == "gamma":
+        return Gamma(mean_s, cv)
+    raise ParameterError("service", kind, f"one of {', '.join(SERVICE_KINDS)}")
+
+
+def _arrivals(rate_per_s: float, cv: float) -> RenewalArrivals:
+    return poisson_arrivals(rate_per_s) if cv == 1.0 else gamma_arrivals(rate_per_s, cv)
+
+
+def _num(x: float) -> float | None:
+    return None if (math.isinf(x) or math.isnan(x)) else x
+
+
+def _ci(e: Estimate, scale: float = 1.0) -> list[float | None]:
+    if not math.isfinite(e.half_width):
+        return [None, None]
+    return [e.low * scale, e.high * scale]
+
+
+def _kendall(arrival_cv: float, service: str) -> str:
+    a = "M" if arrival_cv == 1.0 else "G"
+    s = {"exp": "M", "det": "D"}.get(service, "G")
+    return f"{a}/{s}/c"
+
+
+def queue_summary(
+    *,
+    servers: int,
+    rate_per_s: float,
+    service: str = "exp",
+    service_mean_s: float = 1.0,
+    service_cv: float = 1.0,
+    arrival_cv: float = 1.0,
+    requests: int = 1_000_000,
+    replications: int = 10,
+    warmup_fraction: float = 0.1,
+    seed: int = DEFAULT_SEED,
+    timing: bool = True,
+) -> dict[str, Any]:
+    """Simulate one G/G/c queue and set Erlang-C and the M/G/c approximations beside it."""
+    dist = service_distribution(service, service_mean_s, service_cv)
+    arr = _arrivals(rate_per_s, arrival_cv)
+    kern.compile_queue_kernels()  # outside the timed region
+    t0 = time.perf_counter()
+    q = simulate_queue(
+        servers,
+        arr,
+        dist,
+        requests=requests,
+        replications=replications,
+        warmup_fraction=warmup_fraction,
+        seed=seed,
+    )
+    wall = time.perf_counter() - t0
+    ca2, cs2 = arr.scv, scv(dist)
+    mmc = MMc(servers, rate_per_s, 1.0 / dist.mean)
+    models: dict[str, dict[str, Any]] = {
+        "erlang_c": {
+            "mean_wait_s": _num(mmc.mean_wait_s()),
+            "p_wait": mmc.p_wait,
+            "wait_p99_s": _num(mmc.wait_quantile_s(0.99)),
+            "exact": ca2 == 1.0 and cs2 == 1.0,
+        }
+    }
+    for key, method in (("allen_cunneen", "allen-cunneen"), ("kimura", "kimura")):
+        g = GGc(servers, rate_per_s, dist.mean, ca2, cs2, method)
+        models[key] = {
+            "mean_wait_s": _num(g.mean_wait_s()),
+            "p_wait": g.p_wait,
+            "wait_p99_s": _num(g.wait_quantile_s(0.99)),
+            "exact": ca2 == 1.0 and cs2 == 1.0,
+        }
+    out: dict[str, Any] = {
+        "mode": "queue",
+        "model": _kendall(arrival_cv, service).replace("c", str(servers)),
+        "servers": servers,
+        "rate_per_s": rate_per_s,
+        "service": service,
+        "service_mean_s": dist.mean,
+        "service_scv": cs2,
+        "arrival_scv": ca2,
+        "utilization": q.utilization,
+        "stable": q.stable,
+        "requests": q.requests,
+        "measured_requests": q.measured_requests,
+        "replications": q.replications,
+        "warmup_fraction": q.warmup_fraction,
+        "seed": seed,
+        "mean_wait_s": _num(q.mean_wait_s.mean),
+        "mean_wait_ci95_s": _ci(q.mean_wait_s),
+        "p_wait": q.p_wait.mean,
+        "p_wait_ci95": _ci(q.p_wait),
+        "wait_p50_s": _num(q.wait_p50_s.mean),
+        "wait_p90_s": _num(q.wait_p90_s.mean),
+        "wait_p99_s": _num(q.wait_p99_s.mean),
+        "wait_p99_ci95_s": _ci(q.wait_p99_s),
+        "closed_form": models,
+        "agreement": _queue_agreement(q, models) if q.stable else [],
+    }
+    if timing:
+        out["sim_wall_s"] = wall
+        out["sim_requests_per_s"] = q.requests / wall if wall > 0 else None
+    return out
+
+
+def _queue_agreement(q: QueueSim, models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Closed form vs simulation per quantity.
+
+    ``relative_error = (closed - simulated) / simulated`` (how far the formula
+    is off, as a fraction of what the simulation measured) and
+    ``z = (simulated - closed) / SE`` (SE from the replication spread).
+    """
+    rows = []
+    for key, m in models.items():
+        for qty, est in (("mean_wait_s", q.mean_wait_s), ("p_wait", q.p_wait), ("wait_p99_s", q.wait_p99_s)):
+            cf = m[qty]
+            se = est.se
+            rel = None if cf is None or est.mean == 0 else (cf - est.mean) / est.mean
+            z = None if cf is None or not se or math.isnan(se) else (est.mean - cf) / se
+            rows.append(
+                {
+                    "closed_form": key,
+                    "quantity": qty,
+                    "closed": cf,
+                    "simulated": est.mean,
+                    "relative_error": rel,
+                    "z": z,
+                }
+            )
+    return rows
+
+
+def _latency_ms(s: ServingSim, which: str) -> dict[str, Any]:
+    lat = s.ttft_s if which == "ttft" else s.tpot_s
+    return {
+        "mean": _num(lat.mean.mean * 1e3),
+        "mean_ci95": _ci(lat.mean, 1e3),
+        "p50": _num(lat.p50.mean * 1e3),
+        "p90": _num(lat.p90.mean * 1e3),
+        "p99": _num(lat.p99.mean * 1e3),
+        "p99_ci95": _ci(lat.p99, 1e3),
+    }
+
+
+def sim_row(s: ServingSim) -> dict[str, Any]:
+    """A simulated deployment as a JSON-ready dict (milliseconds, req/s)."""
+    return {
+        "split": s.split,
+        "stable": s.stable,
+        "prefill_utilization": s.prefill_utilization,
+        "decode_utilization": s.decode_utilization,
+        "link_utilization": s.link_utilization,
+        "ttft_ms": _latency_ms(s, "ttft"),
+        "tpot_ms": _latency_ms(s, "tpot"),
+        "prefill_wait_ms": _num(s.prefill_wait_s.mean * 1e3),
+        "link_wait_ms": _num(s.link_wait_s.mean * 1e3),
+        "decode_wait_ms": _num(s.decode_wait_s.mean * 1e3),
+        "attainment": s.attainment.mean,
+        "attainment_ci95": _ci(s.attainment),
+        "goodput_rps": s.goodput_rps.mean,
+        "goodput_ci95": _ci(s.goodput_rps),
+        "meets_attainment_target": s.meets_target,
+        "goodput_at_target_rps": s.goodput_at_target_rps,
+    }
+
+
+def _cf_row(r: ServingResult, rate_per_s: float) -> dict[str, Any]:
+    """The closed form's figures; TTFT p99 = S + t_xfer + the M/M/c wait quantile."""
+    q = MMc(r.prefill_nodes, rate_per_s, 1.0 / r.prefill_s)
+    p99 = q.wait_quantile_s(0.99) + r.prefill_s + r.kv_transfer_s if r.stable else math.inf
+    return {
+        "split": r.split,
+        "stable": r.stable,
+        "ttft_mean_ms": _num(r.ttft_mean_s * 1e3),
+        "ttft_p99_ms": _num(p99 * 1e3),
+        "tpot_ms": r.tpot_s * 1e3,
+        "p_ttft_ok": r.p_ttft_ok,
+        "goodput_rps": r.goodput_rps,
+    }
+
+
+def _mgc_rows(
+    s: ServingSim,
+    wl_rate: float,
+    prompt: Distribution,
+    node: NodeSpec,
+    arrival_scv: float,
+    settings: SimSettings,
+) -> dict[str, Any]:
+    """The prefill queue's mean wait: Erlang-C, Allen-Cunneen, Kimura vs the simulation (ms)."""
+    mean_s = prompt.mean / node.prefill_tokens_per_s
+    # service c_s^2: P / R_p has the prompt's c^2; exponential service multiplies by an
+    # independent Exp(1): E[S^2] = 2 E[(P/R_p)^2], so c_s^2 = 2 (1 + c_P^2) - 1
+    cs2 = scv(prompt) if settings.prefill_service == "deterministic" else 2.0 * (1.0 + scv(prompt)) - 1.0
+    c = s.prefill_nodes
+    ac = GGc(c, wl_rate, mean_s, arrival_scv, cs2, "allen-cunneen")
+    ki = GGc(c, wl_rate, mean_s, arrival_scv, cs2, "kimura")
+    sim = s.prefill_wait_s.mean
+    return {
+        "servers": c,
+        "service_scv": cs2,
+        "arrival_scv": arrival_scv,
+        "erlang_c_ms": _num(ac.mmc.mean_wait_s() * 1e3),
+        "allen_cunneen_ms": _num(ac.mean_wait_s() * 1e3),
+        "kimura_ms": _num(ki.mean_wait_s() * 1e3),
+        "simulated_ms": _num(sim * 1e3),
+        "simulated_ci95_ms": _ci(s.prefill_wait_s, 1e3),
+    }
+
+
+def serving_summary(
+    preset: str = "chat",
+    *,
+    link: Link | None = None,
+    nodes: int = 8,
+    beta: float | None = None,
+    rate_per_s: float | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    split: tuple[int, int] | None = None,
+    prompt_cv: float = 0.0,
+    arrival_cv: float = 1.0,
+    settings: SimSettings = DEFAULT_SETTINGS,
+    requests: int = 100_000,
+    replications: int = 5,
+    warmup_fraction: float = 0.1,
+    attainment_target: float = 0.9,
+    seed: int = DEFAULT_SEED,
+    node: NodeSpec = DEFAULT_NODE,
+    node_from: Callable[[Workload], tuple[NodeSpec, float, str]] | None = None,
+    workload: Workload | None = None,
+    timing: bool = True,
+) -> dict[str, Any]:
+    """Colocated vs a disaggregated split: closed form beside the simulation, per architecture.
+
+    ``split`` defaults to the closed form's best split; ``prompt_cv`` > 0 draws
+    prompt lengths from a lognormal of the preset's mean; ``arrival_cv`` != 1
+    makes arrivals gamma-bursty.  ``node_from`` / ``workload`` as in
+    :func:`servesim.summary.disagg_summary`: ``node_from(workload) -> (node,
+    beta, source)`` derives the node from the final workload; otherwise
+    ``node`` and ``beta`` (default 0.5) are used.
+    """
+    wl = WORKLOAD_PRESETS[preset] if workload is None else workload
+    changes: dict[str, Any] = {}
+    if rate_per_s is not None:
+        changes["rate_per_s"] = rate_per_s
+    if slo_ttft_s is not None:
+        changes["slo_ttft_s"] = slo_ttft_s
+    if slo_tpot_s is not None:
+        changes["slo_tpot_s"] = slo_tpot_s
+    wl = replace(wl, **changes)
+    ln = LINKS["rdma"] if link is None else link
+    if node_from is not None:
+        node, beta, source = node_from(wl)
+    else:
+        beta = 0.5 if beta is None else beta
+        source = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
+    cf_co = colocated(wl, node, nodes, beta)
+    cf_de = (
+        cf_best_split(wl, node, nodes, ln)
+        if split is None
+        else disaggregated(wl, node, split[0], split[1], ln)
+    )
+    prompt: Distribution = (
+        Deterministic(float(wl.prompt_tokens))
+        if prompt_cv == 0.0
+        else Lognormal(float(wl.prompt_tokens), prompt_cv)
+    )
+    arr = _arrivals(wl.rate_per_s, arrival_cv)
+    t0 = time.perf_counter()
+    cmp = compare_deployments(
+        wl,
+        node,
+        nodes,
+        ln,
+        beta=beta,
+        split=(cf_de.prefill_nodes, cf_de.decode_nodes),
+        settings=settings,
+        arrivals=arr,
+        prompt_tokens=None if prompt_cv == 0.0 else prompt,
+        requests=requests,
+        replications=replications,
+        warmup_fraction=warmup_fraction,
+        attainment_target=attainment_target,
+        seed=seed,
+    )
+    wall = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "mode": "serving",
+        "preset": preset,
+        "assumptions": {
+            "prefill_service": settings.prefill_service,
+            "link_contention": settings.link_contention,
+            "kv_streaming": settings.kv_streaming,
+            "decode_slots_per_node": decode_slots_per_node(node, settings) if settings.decode_slots else None,
+            "arrivals": "poisson" if arrival_cv == 1.0 else f"gamma, cv {arrival_cv:g}",
+            "prompt_tokens": "fixed" if prompt_cv == 0.0 else f"lognormal, cv {prompt_cv:g}",
+            "ttft": "arrival to first token; disaggregated: to the start of decode (KV on the decode node)",
+            "tpot_colocated": "TPOT_base (1 + beta f), f = prefill busy fraction of the node over the"
+            " request's own decode window",
+            "warmup": f"first {warmup_fraction:g} of each replication dropped",
+        },
+        "nodes": nodes,
+        "beta": beta,
+        "node": {
+            "source": source,
+            "model": node.kv.name,
+            "prefill_tokens_per_s": node.prefill_tokens_per_s,
+            "decode_tokens_per_s": node.decode_tokens_per_s,
+            "tpot_base_ms": node.tpot_base_s * 1e3,
+            "kv_bytes_per_token": node.kv.bytes_per_token,
+        },
+        "link": {"name": ln.name, "GBps": ln.GBps},
+        "workload": {
+            "prompt_tokens": wl.prompt_tokens,
+            "output_tokens": wl.output_tokens,
+            "rate_per_s": wl.rate_per_s,
+            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
+            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
+            "attainment_target": attainment_target,
+        },
+        "requests": cmp.colocated.requests + cmp.disaggregated.requests,
+        "requests_per_architecture": cmp.colocated.requests,
+        "replications": replications,
+        "seed": seed,
+        "colocated": {"closed_form": _cf_row(cf_co, wl.rate_per_s), "simulated": sim_row(cmp.colocated)},
+        "disaggregated": {
+            "closed_form": _cf_row(cf_de, wl.rate_per_s),
+            "simulated": sim_row(cmp.disaggregated),
+        },
+        "prefill_queue": {
+            "colocated": _mgc_rows(cmp.colocated, wl.rate_per_s, prompt, node, arr.scv, settings),
+            "disaggregated": _mgc_rows(cmp.disaggregated, wl.rate_per_s, prompt, node, arr.scv, settings),
+        },
+        "winner": {"closed_form": cf_compare(cf_co, cf_de, wl.rate_per_s), "simulated": cmp.winner},
+    }
+    if timing:
+        out["sim_wall_s"] = wall
+        out["sim_requests_per_s"] = out["requests"] / wall if wall > 0 else None
+    return out
