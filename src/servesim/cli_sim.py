@@ -144,6 +144,31 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--seed", type=integer(0), default=DEFAULT_SEED, help=f"seed >= 0 (default {DEFAULT_SEED})"
     )
     sp.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="replay an Azure, Mooncake or BurstGPT trace through colocated and every split "
+        "(SLOs from --slo-* or the preset)",
+    )
+    sp.add_argument(
+        "--rate-scale",
+        type=number(0.0, None, lo_open=True),
+        default=1.0,
+        help="with --trace: replay this many times faster (default 1)",
+    )
+    sp.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help="with --trace (Mooncake hash_ids): also replay with cached prefixes skipping their prefill "
+        "and transfer",
+    )
+    sp.add_argument(
+        "--cache-blocks",
+        type=integer(1),
+        default=None,
+        help="with --prefix-cache: LRU capacity in 512-token blocks (default unbounded)",
+    )
+    sp.add_argument(
         "--no-timing",
         action="store_true",
         help="leave out sim_wall_s and sim_requests_per_s (wall-clock), for byte-identical output",
@@ -193,6 +218,8 @@ def _simulate(args: argparse.Namespace) -> Output:
     from servesim._checks import ParameterError
     from servesim.sim import text
 
+    if args.trace is not None:
+        return _replay(args)
     if args.preset is None:
         from servesim.sim.report import queue_summary
 
@@ -289,6 +316,37 @@ def _simulate(args: argparse.Namespace) -> Output:
             }
         )
     return Output(data, text.serving_text(data), rows)
+
+
+def _replay(args: argparse.Namespace) -> Output:
+    from servesim.cli import resolve_node
+    from servesim.kvcache import LINKS
+    from servesim.serving import WORKLOAD_PRESETS
+    from servesim.sim import text
+    from servesim.sim.cluster import SimSettings
+    from servesim.sim.replay import trace_replay_summary
+    from servesim.traces import load_trace, workload_from_trace
+
+    tr = load_trace(args.trace, cache_blocks=args.cache_blocks, rate_scale=args.rate_scale)
+    base = WORKLOAD_PRESETS[args.preset or "chat"]
+    x = base.slo_ttft_s if args.slo_ttft_s is None else args.slo_ttft_s
+    y = base.slo_tpot_s if args.slo_tpot_s is None else args.slo_tpot_s
+    node, beta, source = resolve_node(args, workload_from_trace(tr, slo_ttft_s=x, slo_tpot_s=y))
+    settings = SimSettings(
+        prefill_service="exponential" if args.service == "exp" else "deterministic",
+        link_contention=args.link_contention,
+        kv_streaming=args.kv_streaming,
+        decode_slots=not args.no_decode_slots,
+        slots_per_node=args.decode_slots,
+    )
+    data = trace_replay_summary(
+        tr, node, nodes=args.nodes, link=LINKS["rdma"] if args.link is None else args.link, beta=beta,
+        slo_ttft_s=x, slo_tpot_s=y, settings=settings, prefix_cache=args.prefix_cache,
+        attainment_target=args.attainment_target, seed=args.seed, node_source=source,
+    )
+    rows = [{"deployment": r["deployment"], "architecture": r["architecture"],
+             "closed_form": r["closed_form"], "replay": _csv_safe(r["replay"])} for r in data["rows"]]
+    return Output(data, text.trace_text(data), rows)
 
 
 def _csv_safe(row: dict[str, Any]) -> dict[str, Any]:

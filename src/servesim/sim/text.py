@@ -10,7 +10,7 @@ from typing import Any
 
 from servesim.render.text import table
 
-__all__ = ["queue_text", "serving_text", "validate_text"]
+__all__ = ["queue_text", "serving_text", "trace_text", "validate_text"]
 
 
 def _f(x: Any, spec: str, none: str = "-") -> str:
@@ -265,4 +265,64 @@ def validate_text(d: dict[str, Any]) -> str:
         out.append(f"  {i}. relaxed: {relaxation}")
         out.append(f"     case: {case}")
         out.append(f"     baseline: {baseline}")
+    return "\n".join(out) + "\n"
+
+
+def trace_text(d: dict[str, Any]) -> str:
+    t, w, nd = d["trace"], d["workload"], d["node"]
+    out = [
+        f"TRACE REPLAY: {t['path']} ({t['format']}, {t['requests']:,} requests, {t['rate_per_s']:.3f} req/s)",
+        f"  {d['nodes']} nodes, link {d['link']['name']} ({d['link']['GBps']:g} GB/s), beta={d['beta']:g};"
+        f" node: {nd['source']}",
+        f"  SLOs TTFT <= {w['slo_ttft_ms']:g} ms, TPOT <= {w['slo_tpot_ms']:g} ms;"
+        f" attainment target {w['attainment_target']:.0%}",
+        f"  closed form from the trace's means: P/O {w['prompt_tokens']}/{w['output_tokens']} tokens at"
+        f" {w['rate_per_s']:.3f} req/s, Poisson; replay: the trace's own arrivals and lengths",
+        "",
+    ]
+    rows = []
+    for r in d["rows"]:
+        cf, rp = r["closed_form"], r["replay"]
+        rows.append([
+            r["deployment"],
+            _f(cf["ttft_mean_ms"], ".0f", "unstable"),
+            _f(rp["ttft_ms"]["mean"], ".0f"),
+            _f(rp["ttft_ms"]["p50"], ".0f"),
+            _f(rp["ttft_ms"]["p90"], ".0f"),
+            _f(rp["ttft_ms"]["p99"], ".0f"),
+            f"{cf['tpot_ms']:.1f}",
+            _f(rp["tpot_ms"]["mean"], ".1f"),
+            _f(rp["tpot_ms"]["p99"], ".1f"),
+            f"{cf['goodput_rps']:.3f}",
+            f"{rp['goodput_rps']:.3f}",
+            f"{rp['attainment']:.1%}",
+        ])
+    out.append(table(["deployment", "cf TTFT", "TTFT mean", "p50", "p90", "p99", "cf TPOT", "TPOT mean",
+                      "p99", "cf good", "goodput", "attain"], rows))
+    out.append("  ms and req/s; cf = closed form from the trace's means; the other columns replay the trace")
+    b = d["best"]
+    out.append("")
+    for src in ("closed_form", "replay"):
+        x = b[src]
+        out.append(
+            f"  best by {src.replace('_', ' ')}: colocated {x['colocated_goodput_rps']:.3f} req/s vs"
+            f" {x['split']} {x['split_goodput_rps']:.3f} req/s -> {x['winner']}"
+        )
+    if "prefix_cache" in d:
+        out.append("")
+        if d["prefix_cache"] is None:
+            out.append("[PREFIX CACHE] this trace has no hash_ids: nothing to reuse")
+        else:
+            out.append(f"[PREFIX CACHE] {d['trace']['cached_prompt_fraction']:.1%} of prompt tokens are"
+                       " cached prefixes: their prefill (and, split, their transfer) is skipped")
+            rows = []
+            for e in d["prefix_cache"]:
+                a, c = e["without_cache"], e["with_cache"]
+                rows.append([e["deployment"],
+                             _f(a["ttft_ms"]["mean"], ".0f"), _f(c["ttft_ms"]["mean"], ".0f"),
+                             _f(a["ttft_ms"]["p99"], ".0f"), _f(c["ttft_ms"]["p99"], ".0f"),
+                             _f(a["tpot_ms"]["mean"], ".1f"), _f(c["tpot_ms"]["mean"], ".1f"),
+                             f"{a['goodput_rps']:.3f}", f"{c['goodput_rps']:.3f}"])
+            out.append(table(["deployment", "TTFT", "cached", "p99", "cached", "TPOT", "cached",
+                              "goodput", "cached"], rows))
     return "\n".join(out) + "\n"
