@@ -43,7 +43,7 @@ def test_closed_form_columns_price_the_trace_means(tmp_path):
 
 
 def test_prefix_cache_skips_work_on_both_architectures(tmp_path):
-    tr, s = _summary(_mooncake(tmp_path), prefix_cache=True)
+    _, s = _summary(_mooncake(tmp_path), prefix_cache=True)
     # Every second request reuses its partner's 6 leading blocks: 3,072 of 4,096 tokens.
     assert s["trace"]["cached_prompt_fraction"] == pytest.approx(200 * 3072 / (400 * 4096))
     archs = {e["architecture"] for e in s["prefix_cache"]}
