@@ -36,6 +36,13 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=integer(1), default=1, help="local processes for the sweeps (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run the sweeps on the Ray cluster at ADDRESS ('auto', 'local' or host:port)")
+    p.add_argument("--simulate", action="store_true",
+                   help="re-score the top candidates with the simulator and show where the ranking changes")
+    p.add_argument("--simulate-top", type=integer(1), default=5,
+                   help="how many top candidates to simulate (default 5)")
+    p.add_argument("--sim-requests", type=integer(100), default=50_000,
+                   help="simulated requests per candidate (default 50,000)")
+    p.add_argument("--seed", type=integer(0), default=20240601, help="simulation seed (default 20240601)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -104,10 +111,13 @@ def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from servesim.summary import plan_summary
 
     req, preset = _request(args)
-    bar = Progress(plan_stages(req), "planning", enabled=not args.quiet)
+    simulate = ({"top": args.simulate_top, "requests": args.sim_requests, "seed": args.seed}
+                if args.simulate else None)
+    stages = plan_stages(req) + (min(args.simulate_top, 2 * req.nodes) if args.simulate else 0)
+    bar = Progress(stages, "planning", enabled=not args.quiet)
     try:
         data = plan_summary(req, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
-                            progress=bar.advance)
+                            progress=bar.advance, simulate=simulate)
     finally:
         bar.close()
     return req, data

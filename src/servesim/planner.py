@@ -208,10 +208,13 @@ def _busiest(c: Candidate) -> float:
 
 
 def _rank(cands: list[Candidate], rate_per_s: float) -> list[Candidate]:
+    # Goodput in steps of the tie tolerance, so that a 1e-9 req/s difference cannot
+    # outrank simplicity or headroom further down the list either.
+    step = GOODPUT_TIE_FRACTION * rate_per_s
     ordered = sorted(
         cands,
-        key=lambda c: (not c.meets_target, -c.goodput_rps, c.complexity, c.result.tpot_s,
-                       _busiest(c), c.result.ttft_mean_s),
+        key=lambda c: (not c.meets_target, -math.floor(c.goodput_rps / step), c.complexity,
+                       c.result.tpot_s, _busiest(c), c.result.ttft_mean_s),
     )
     if not ordered:
         return ordered

@@ -307,14 +307,19 @@ def plan_summary(
     jobs: int = 1,
     ray_address: str | None = None,
     progress: Any = None,
+    simulate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Rank deployments (see :mod:`servesim.planner`) as a plain dict."""
+    """Rank deployments (see :mod:`servesim.planner`) as a plain dict.
+
+    ``simulate`` (keyword arguments of :func:`servesim.sim.rescore.rescore`,
+    e.g. ``{"top": 5}``) re-scores the top candidates with the simulator.
+    """
     from servesim.planner import plan
 
     p = plan(req, with_sensitivity=with_sensitivity, jobs=jobs, ray_address=ray_address, progress=progress)
     wl = req.workload
     best = p.recommended
-    return {
+    out = {
         "preset": preset,
         "question": (
             f"How should {wl.rate_per_s:g} req/s of '{preset}' traffic ({wl.prompt_tokens}-token prompts, "
@@ -358,3 +363,9 @@ def plan_summary(
             for s in p.sensitivity
         ],
     }
+    if simulate is not None:
+        from servesim.sim.rescore import rescore
+
+        out["simulated"] = rescore(req, p.ranked, jobs=jobs, ray_address=ray_address, progress=progress,
+                                   **simulate)
+    return out

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["disagg_text", "plan_text", "sensitivity_lines", "specdec_text", "table"]
+__all__ = [
+    "disagg_text", "plan_text", "sensitivity_lines", "simulated_lines", "specdec_text", "table",
+]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ",
@@ -240,4 +242,35 @@ def plan_text(s: dict[str, Any]) -> str:
         out.append("")
         out.append("[SENSITIVITY] how far each input can move before the recommendation flips")
         out.extend(sensitivity_lines(s))
+    if "simulated" in s:
+        out.extend(["", *simulated_lines(s["simulated"])])
     return "\n".join(out) + "\n"
+
+
+def simulated_lines(sim: dict[str, Any]) -> list[str]:
+    """The re-scored candidates: closed-form rank beside simulated rank and figures."""
+    st = sim["settings"]
+    out = [
+        f"[SIMULATED] the top {len(sim['rows'])} re-scored by simulation ({st['requests']:,} requests,"
+        f" {st['replications']} replications, seed {st['seed']}; prefill {st['prefill_service']},"
+        f" link contention {st['link_contention']}, decode slots {'on' if st['decode_slots'] else 'off'})"
+    ]
+    rows = []
+    for r in sim["rows"]:
+        sm = r["simulated"]
+        lo, hi = sm["goodput_ci95"]
+        ci = "" if lo is None or hi is None else f" [{lo:.3f}, {hi:.3f}]"
+        rows.append([
+            r["label"], str(r["closed_form_rank"]), str(r["simulated_rank"]),
+            f"{r['closed_form_goodput_rps']:.3f}", f"{sm['goodput_rps']:.3f}{ci}", f"{sm['attainment']:.1%}",
+            _f(sm["ttft_ms"]["p99"], ".0f"), _f(sm["tpot_ms"]["p99"], ".1f"),
+        ])
+    out.append(table(["deployment", "cf rank", "sim rank", "cf goodput", "sim goodput [95% CI]", "attain",
+                      "TTFT p99", "TPOT p99"], rows))
+    if sim["top_changed"]:
+        out.append(f"  the simulation changes the choice: {sim['rows'][0]['label']} comes first")
+    elif sim["ranking_changed"]:
+        out.append("  the simulation keeps the choice but reorders the runners-up")
+    else:
+        out.append("  the simulation keeps the closed form's ranking")
+    return out
