@@ -44,15 +44,17 @@ def test_markdown_tables_parse(report_dir):
         elif t.type == "table_close":
             assert len(set(widths)) == 1, widths
             widths = []
-    for name in ("goodput_vs_rate.png", "disaggregation.png", "speculative.png"):
+    for name in ("goodput_vs_rate.png", "disaggregation.png", "speculative.png", "ttft_distribution.png"):
         assert f"]({name})" in text and (report_dir / name).stat().st_size > 10_000
 
 
 def test_html_is_self_contained(report_dir):
     page = (report_dir / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 3
+    assert page.count('src="data:image/png;base64,') == 4
     assert "http://" not in page and "https://" not in page
     assert "colocated" in page and "Assumptions and caveats" in page
+    # The measured biases of `servesim validate`, one row per assumption and figure.
+    assert "Measured by the simulator" in page and page.count("free KV-transfer machinery") >= 3
 
 
 def test_blocks_render_the_same_content_in_both_formats():
@@ -107,7 +109,7 @@ def test_html_renders_in_headless_chromium(report_dir, tmp_path):
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
-    assert len(images) == 3
+    assert len(images) == 4
     assert all(ok and w > 100 and h > 100 for ok, w, h in images), images
     assert errors == []
     assert shot.stat().st_size > 50_000 and _png_pixels_vary(shot)

@@ -135,6 +135,44 @@ def run_plan(args: argparse.Namespace) -> Output:
     return Output(data, render.plan_text(data), [{"table": "ranked", **c} for c in data["ranked"]])
 
 
+def _report_ttft_png(req: Any, seed: int) -> bytes | None:
+    """Simulated TTFT histogram of the recommendation and the best of the other architecture."""
+    from servesim.planner import plan
+    from servesim.render import plots
+    from servesim.sim.rescore import ttft_samples
+
+    ranked = plan(req, with_sensitivity=False).ranked
+    best = ranked[0]
+    other = next((c for c in ranked if c.architecture != best.architecture and c.result.stable), None)
+    samples = ttft_samples(req, [c for c in (best, other) if c is not None], seed=seed)
+    if not samples:
+        return None
+    fig, axes = plots.figure(1)
+    plots.plot_ttft_distribution(axes[0], samples, req.workload.slo_ttft_s)
+    return plots.png_bytes(fig)
+
+
+def _report_biases(seed: int) -> list[dict[str, Any]]:
+    """The bias table of `servesim validate`, at a size that takes about a second."""
+    from servesim.sim.validate import validate_summary
+
+    data = validate_summary(requests=200_000, serving_requests=40_000, cycles=200_000, replications=4,
+                            seed=seed, crossover=False)
+    return [
+        {
+            "assumption": b["assumption"],
+            "relaxed as": b["relaxation"],
+            "case": b["case"],
+            "figure": b["figure"],
+            "closed form": f"{b['closed_form']:.4g}" if b["closed_form"] is not None else "-",
+            "simulated, relaxed": f"{b['sim_relaxed']:.4g}" if b["sim_relaxed"] is not None else "-",
+            "change (95% CI)": (f"{b['change']:+.4g} +- {b['change_ci95']:.2g}"
+                                if b["change"] is not None else "-"),
+        }
+        for b in data["bias"]
+    ]
+
+
 def run_report(args: argparse.Namespace) -> Output:
     from servesim.render.content import report_blocks
     from servesim.render.report import write_report
@@ -146,7 +184,8 @@ def run_report(args: argparse.Namespace) -> Output:
                          node=req.node)
     spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    blocks = report_blocks(req, plan_data, dis, spec, command=command)
+    blocks = report_blocks(req, plan_data, dis, spec, command=command, biases=_report_biases(args.seed),
+                           ttft_png=_report_ttft_png(req, args.seed))
     title = f"servesim report: {plan_data['preset']} on {req.nodes} nodes"
     written = write_report(blocks, args.out, title)
     files = {k: str(v) for k, v in written.items()}

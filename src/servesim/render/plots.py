@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ def plot_goodput_vs_link(ax: Any, g: GoodputCurves, crossover_GBps: float | None
     ax.legend(fontsize=8)
 
 
-def plot_ttft_distribution(ax: Any, samples_s: dict[str, Sequence[float]], slo_ttft_s: float) -> None:
+def plot_ttft_distribution(ax: Any, samples_s: Mapping[str, Sequence[float]], slo_ttft_s: float) -> None:
     """Histogram of simulated TTFT per deployment, with the SLO."""
     for name, xs in samples_s.items():
         ax.hist([x * 1e3 for x in xs], bins=60, histtype="step", label=name)

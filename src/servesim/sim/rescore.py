@@ -33,7 +33,7 @@ from servesim.sim.cluster import (
 from servesim.sim.report import sim_row
 from servesim.sim.stats import DEFAULT_SEED
 
-__all__ = ["rescore", "simulate_candidate"]
+__all__ = ["rescore", "simulate_candidate", "ttft_samples"]
 
 
 def _deployment(req: PlanRequest, c: Candidate) -> Deployment:
@@ -108,3 +108,37 @@ def rescore(
         "ranking_changed": changed,
         "top_changed": bool(order) and order[0] != 0,
     }
+
+
+def ttft_samples(
+    req: PlanRequest,
+    candidates: list[Candidate],
+    *,
+    requests: int = 20_000,
+    seed: int = DEFAULT_SEED,
+    settings: SimSettings = DEFAULT_SETTINGS,
+) -> dict[str, list[float]]:
+    """Per-request simulated TTFT (s) of each candidate, on the same Poisson requests.
+
+    Common random numbers: every candidate sees the same arrival times.  The
+    first 10% of requests (the empty-system start) are left out.  Unstable
+    candidates are skipped: their TTFT grows without bound with the horizon.
+    """
+    import numpy as np
+
+    from servesim.sim.cluster import run, sample_requests
+
+    out: dict[str, list[float]] = {}
+    reqs = sample_requests(req.workload, np.random.default_rng(seed), requests)
+    skip = requests // 10
+    for c in candidates:
+        if not c.result.stable:
+            continue
+        node = req.node
+        s = settings
+        if c.speculative_k:
+            s = replace(settings, slots_per_node=decode_slots_per_node(node, settings))
+            node = replace(node, tpot_base_s=node.tpot_base_s / c.speculative_speedup)
+        times = run(reqs, node, _deployment(req, c), s, np.random.default_rng(seed + 1))
+        out[c.label] = [float(x) for x in times.ttft_s[skip:]]
+    return out
