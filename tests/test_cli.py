@@ -182,3 +182,13 @@ def test_every_command_saves_its_plot(args, suffix, tmp_path):
 def test_plot_path_must_be_png_or_svg(tmp_path):
     res = run_cli("specdec", "--plot", str(tmp_path / "x.pdf"))
     assert res.returncode == 2 and ".png or .svg" in res.stderr and "x.pdf" in res.stderr
+
+
+def test_link_from_a_user_catalog(tmp_path):
+    cat = tmp_path / "links.toml"
+    cat.write_text('[link.cxl]\nGBps = 64.0\nnominal_GBps = 64.0\nefficiency = 1.0\nwhy = "test"\n')
+    data = json.loads(run_cli("disagg", "--preset", "rag", "--link", "cxl", "--catalog", str(cat),
+                              "--format", "json").stdout)
+    assert data["link"] == {"name": "cxl", "GBps": 64.0}
+    missing = run_cli("disagg", "--link", "cxl")
+    assert missing.returncode == 2 and "'cxl' is not a known link" in missing.stderr

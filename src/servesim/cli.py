@@ -205,10 +205,31 @@ def _disagg_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _resolve_link_name(args: argparse.Namespace) -> None:
+    """Replace a ``--link NAME`` that is not shipped by the link of that name in ``--catalog`` files."""
+    from servesim.cliargs import LinkName
+
+    name = getattr(args, "link", None)
+    if not isinstance(name, LinkName):
+        return
+    from servesim.catalog.schema import load_catalog
+    from servesim.kvcache import LINKS
+
+    cat = load_catalog(*getattr(args, "catalog", []))
+    try:
+        args.link = cat.link(str(name)).link()
+    except CatalogError:
+        raise InputError(
+            f"--link={str(name)!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a "
+            "--catalog file, or a bandwidth in GB/s > 0"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _resolve_link_name(args)
         out: Output = args.run(args)
     except (ParameterError, CatalogError, InputError) as exc:
         print(f"servesim {args.command}: error: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +87,15 @@ def integer(lo: int, why: str = "") -> Callable[[str], int]:
     return parse
 
 
+class LinkName(str):
+    """A link name not among the shipped ones: resolved after parsing, against ``--catalog`` files."""
+
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
+
+
 def link(text: str) -> Any:
+    """A shipped link name, a bandwidth in GB/s, or (a name) a link of a user's ``--catalog``."""
     from servesim.kvcache import LINKS, Link
 
     if text in LINKS:
@@ -94,8 +103,11 @@ def link(text: str) -> Any:
     try:
         gbps = float(text)
     except ValueError:
+        if _NAME.match(text):
+            return LinkName(text)
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a known link: must be one of {', '.join(LINKS)} or a bandwidth in GB/s > 0"
+            f"{text!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a --catalog file,"
+            " or a bandwidth in GB/s > 0"
         ) from None
     if not math.isfinite(gbps) or gbps <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be a bandwidth in GB/s > 0")
