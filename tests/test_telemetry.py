@@ -463,3 +463,22 @@ def test_interval_from_file_times(tmp_path: Path) -> None:
     fit = fit_alpha(read_counters([str(a), str(b)]))
     assert fit.interval_s is None and fit.drafts_per_s is None
     assert any("too short to trust" in w for w in fit.warnings)
+
+
+def test_fit_alpha_batch_maps_to_u_by_the_roofline():
+    import json
+
+    from servesim.catalog.schema import builtin_catalog
+    from servesim.roofline import utilization
+    from tests.cli_helpers import run_cli
+
+    res = run_cli("fit-alpha", "--value", "3.2", "--from", "accept-length", "--k", "4", "--batch", "64",
+                  "--target", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    cat = builtin_catalog()
+    u = utilization(cat.model("llama-3-70b"), cat.gpu("h100-sxm"), tp=8, batch=64, context_tokens=2048)
+    assert data["util_from_batch"]["u"] == u and 0 < u < 1
+    assert [o["u"] for o in data["optimal"]][-1] == u
+    bad = run_cli("fit-alpha", "--value", "3.2", "--from", "accept-length", "--k", "4", "--batch", "64")
+    assert bad.returncode == 2 and "--batch needs --target" in bad.stderr

@@ -84,6 +84,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     help="seconds between two scrapes (default: their sample or file times)")
     fp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
                     help="compute utilization u in [0, 1) for the second optimal k (default 0)")
+    fp.add_argument("--batch", type=integer(1), default=None,
+                    help="decode batch instead of --util: u from the roofline of --target on --gpu x --tp")
+    fp.add_argument("--target", default=None,
+                    help="with --batch: catalog model being served, e.g. llama-3-70b")
+    fp.add_argument("--gpu", default=None, help="with --batch: catalog GPU, e.g. h100-sxm")
+    fp.add_argument("--tp", type=integer(1), default=8, help="with --batch: tensor-parallel GPUs (default 8)")
+    fp.add_argument("--context", type=integer(1), default=2048,
+                    help="with --batch: mean context tokens during decode (default 2048)")
     fp.add_argument("--d", type=number(0.0, None), default=DEFAULT_D,
                     help=f"draft-cost ratio t_draft/t_target >= 0 (default {DEFAULT_D:g})")
     fp.add_argument("--c", type=number(0.0, None), default=DEFAULT_C,
@@ -196,9 +204,24 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
                 f"give one or two Prometheus scrapes (FILE [FILE2]) or --value; got {len(args.files)} files"
             )
         counts = read_counters(args.files, model=args.model, interval_s=args.interval_s)
-    fit = fit_alpha(counts, definition=args.definition, k=args.k, util=args.util, d=args.d, c=args.c,
+    util, from_batch = args.util, None
+    if args.batch is not None:
+        from servesim.catalog.schema import builtin_catalog
+        from servesim.roofline import utilization
+
+        if args.target is None or args.gpu is None:
+            raise InputError("--batch needs --target MODEL and --gpu GPU (catalog names) "
+                             "to map the batch to u")
+        cat = builtin_catalog()
+        util = utilization(cat.model(args.target), cat.gpu(args.gpu), tp=args.tp, batch=args.batch,
+                           context_tokens=args.context)
+        from_batch = {"batch": args.batch, "target": args.target, "gpu": args.gpu, "tp": args.tp,
+                      "context_tokens": args.context, "u": util}
+    fit = fit_alpha(counts, definition=args.definition, k=args.k, util=util, d=args.d, c=args.c,
                     k_max=args.k_max)
     data = fit.as_dict()
+    if from_batch is not None:
+        data["util_from_batch"] = from_batch
     if args.plot is not None:
         from servesim.render import plots
 
@@ -269,6 +292,10 @@ def _fit_text(d: dict[str, Any]) -> str:
                      [[name, _g(o, ".4f") if o is not None else "-", f"{m:.4f}"] for name, o, m in defs]))
     out.append("")
     out.append(f"  optimal k (servesim.speculative, d = {d['d']:g}, c = {d['c']:g}):")
+    if d.get("util_from_batch"):
+        b = d["util_from_batch"]
+        out.append(f"  (u = {b['u']:.3f} is batch {b['batch']} of {b['target']} on {b['tp']} x {b['gpu']} at"
+                   f" {b['context_tokens']} tokens of context, from the roofline)")
     rows = []
     for o in d["optimal"]:
         band = "-"
