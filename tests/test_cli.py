@@ -166,8 +166,14 @@ def test_calibrated_node_drives_disagg(tmp_path):
         ["calibrate", "tests/data/calibration_points.csv"],
         ["fit-alpha", "--value", "3.2", "--from", "accept-length", "--k", "4"],
         ["trace", "summarize", "tests/data/mooncake_conversation_head.jsonl"],
+        ["all"],
+        ["simulate", "--servers", "4", "--rate", "3", "--requests", "20000", "--no-timing"],
+        ["simulate", "--preset", "rag", "--requests", "4000", "--replications", "2", "--no-timing"],
+        ["simulate", "--trace", "tests/data/azure_code_head.csv", "--nodes", "2"],
+        ["validate", "--requests", "20000", "--serving-requests", "4000", "--cycles", "20000",
+         "--replications", "2", "--no-crossover"],
     ],
-    ids=lambda a: a[0],
+    ids=lambda a: "-".join(x.lstrip("-") for x in a[:2]),
 )
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
 def test_every_command_saves_its_plot(args, suffix, tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from servesim.cliargs import Output, add_format, choice, integer, number
+from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
 
 __all__ = ["register"]
 
@@ -21,6 +21,21 @@ __all__ = ["register"]
 SERVICE_KINDS = ("exp", "det", "lognormal", "gamma")
 LINK_CONTENTION = ("node", "shared", "none")
 DEFAULT_SEED = 20240601
+
+
+def _with_plot(run: Any, figure: str) -> Any:
+    """Wrap a command so that ``--plot FILE`` saves the figure drawn from its result."""
+
+    def wrapped(args: argparse.Namespace) -> Output:
+        out: Output = run(args)
+        if args.plot is not None:
+            from servesim.render.plots import save
+            from servesim.sim import figures
+
+            save(getattr(figures, figure)(out.data), args.plot)
+        return out
+
+    return wrapped
 
 
 def _split(text: str) -> tuple[int, int]:
@@ -173,8 +188,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="leave out sim_wall_s and sim_requests_per_s (wall-clock), for byte-identical output",
     )
+    sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "
+                    "goodput per deployment (--trace)")
     add_format(sp)
-    sp.set_defaults(run=_simulate)
+    sp.set_defaults(run=_with_plot(_simulate, "simulate_figure"))
 
     vp = sub.add_parser(
         "validate",
@@ -210,8 +228,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="skip the simulated link-crossover rows (a best-split search per bandwidth)",
     )
+    vp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save the agreement z-scores and the bias of each assumption")
     add_format(vp)
-    vp.set_defaults(run=_validate)
+    vp.set_defaults(run=_with_plot(_validate, "validate_figure"))
 
 
 def _simulate(args: argparse.Namespace) -> Output:
