@@ -64,10 +64,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _request(args: argparse.Namespace) -> tuple[Any, str]:
     from servesim.cli import resolve_node
-    from servesim.kvcache import LINKS
     from servesim.planner import PlanRequest, smallest_fleet
     from servesim.serving import WORKLOAD_PRESETS
     from servesim.speculative import SPECDEC_PRESETS
+    from servesim.summary import resolve_scenario
 
     wl = WORKLOAD_PRESETS[args.preset]
     preset = args.preset
@@ -77,21 +77,15 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         tr = load_trace(args.trace, rate_scale=args.rate_scale)
         wl = workload_from_trace(tr, slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s)
         preset = f"trace {wl.name}"
-    changes: dict[str, Any] = {}
-    if args.rate is not None:
-        changes["rate_per_s"] = args.rate
-    if args.target_rate is not None:
-        changes["rate_per_s"] = args.target_rate
-    if args.slo_ttft_s is not None:
-        changes["slo_ttft_s"] = args.slo_ttft_s
-    if args.slo_tpot_s is not None:
-        changes["slo_tpot_s"] = args.slo_tpot_s
-    wl = replace(wl, **changes)
-    node, beta, _ = resolve_node(args, wl)
+    wl, link, node, beta, _ = resolve_scenario(
+        wl, rate_per_s=args.rate if args.target_rate is None else args.target_rate,
+        slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, link=args.link,
+        node_from=lambda w: resolve_node(args, w),
+    )
     req = PlanRequest(
         workload=wl,
         node=node,
-        link=LINKS["rdma"] if args.link is None else args.link,
+        link=link,
         nodes=args.nodes,
         beta=beta,
         attainment_target=args.attainment,

@@ -35,6 +35,8 @@ __all__ = [
     "KV_TABLE_LINKS",
     "SWEEP_US",
     "disagg_summary",
+    "plan_summary",
+    "resolve_scenario",
     "specdec_summary",
 ]
 
@@ -137,15 +139,22 @@ def specdec_summary(
     return out
 
 
-def _coloc_row(r: ServingResult) -> Row:
+def _result_row(r: ServingResult) -> Row:
+    """The figures both architectures report (milliseconds, req/s)."""
     return {
-        "nodes": r.prefill_nodes,
         "ttft_ms": _ms(r.ttft_mean_s),
         "tpot_ms": r.tpot_s * 1e3,
         "goodput_rps": r.goodput_rps,
         "stable": r.stable,
         "p_ttft_ok": r.p_ttft_ok,
         "tpot_ok": r.tpot_ok,
+    }
+
+
+def _coloc_row(r: ServingResult) -> Row:
+    return {
+        "nodes": r.prefill_nodes,
+        **_result_row(r),
         "prefill_utilization": r.prefill_utilization,
         "decode_utilization": r.decode_utilization,
     }
@@ -155,12 +164,7 @@ def _disagg_row(r: ServingResult) -> Row:
     return {
         "prefill_nodes": r.prefill_nodes,
         "decode_nodes": r.decode_nodes,
-        "ttft_ms": _ms(r.ttft_mean_s),
-        "tpot_ms": r.tpot_s * 1e3,
-        "goodput_rps": r.goodput_rps,
-        "stable": r.stable,
-        "p_ttft_ok": r.p_ttft_ok,
-        "tpot_ok": r.tpot_ok,
+        **_result_row(r),
         "kv_transfer_ms": r.kv_transfer_s * 1e3,
         "prefill_utilization": r.prefill_utilization,
         "decode_utilization": r.decode_utilization,
@@ -177,7 +181,7 @@ def disagg_summary(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     node: NodeSpec = DEFAULT_NODE,
-    node_from: Callable[[Workload], tuple[NodeSpec, float, str]] | None = None,
+    node_from: NodeFrom | None = None,
     workload: Workload | None = None,
 ) -> dict[str, Any]:
     """Colocated vs best disaggregated split for each mix, the KV table and the crossover.
@@ -188,22 +192,46 @@ def disagg_summary(
     replaces the preset's (e.g. one derived from a trace); ``preset`` then only
     labels the output.
     """
-    wl = WORKLOAD_PRESETS[preset] if workload is None else workload
-    changes: dict[str, Any] = {}
-    if rate_per_s is not None:
-        changes["rate_per_s"] = rate_per_s
-    if slo_ttft_s is not None:
-        changes["slo_ttft_s"] = slo_ttft_s
-    if slo_tpot_s is not None:
-        changes["slo_tpot_s"] = slo_tpot_s
-    wl = replace(wl, **changes)
+    wl, ln, node, b, source = resolve_scenario(
+        WORKLOAD_PRESETS[preset] if workload is None else workload,
+        rate_per_s=rate_per_s, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
+        link=link, node=node, beta=beta, node_from=node_from,
+    )
+    return _disagg(wl, preset, ln, nodes, b, node, source)
+
+
+NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
+
+
+def resolve_scenario(
+    wl: Workload,
+    *,
+    rate_per_s: float | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    link: Link | None = None,
+    node: NodeSpec = DEFAULT_NODE,
+    beta: float | None = None,
+    node_from: NodeFrom | None = None,
+) -> tuple[Workload, Link, NodeSpec, float, str]:
+    """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
+
+    ``node_from(workload) -> (node, beta, source)`` derives the node from the
+    final workload; without it ``node`` and ``beta`` (default 0.5) are used.
+    """
+    wl = replace(
+        wl,
+        rate_per_s=wl.rate_per_s if rate_per_s is None else rate_per_s,
+        slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
+        slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,
+    )
     ln = LINKS["rdma"] if link is None else link
     if node_from is not None:
         node, b, source = node_from(wl)
     else:
         b = 0.5 if beta is None else beta
         source = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
-    return _disagg(wl, preset, ln, nodes, b, node, source)
+    return wl, ln, node, b, source
 
 
 def _disagg(

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from servesim._checks import ParameterError
-from servesim.kvcache import LINKS, Link
+from servesim.kvcache import Link
 from servesim.mgc import GGc
 from servesim.queueing import MMc
 from servesim.serving import (
@@ -309,21 +308,13 @@ def serving_summary(
     beta, source)`` derives the node from the final workload; otherwise
     ``node`` and ``beta`` (default 0.5) are used.
     """
-    wl = WORKLOAD_PRESETS[preset] if workload is None else workload
-    changes: dict[str, Any] = {}
-    if rate_per_s is not None:
-        changes["rate_per_s"] = rate_per_s
-    if slo_ttft_s is not None:
-        changes["slo_ttft_s"] = slo_ttft_s
-    if slo_tpot_s is not None:
-        changes["slo_tpot_s"] = slo_tpot_s
-    wl = replace(wl, **changes)
-    ln = LINKS["rdma"] if link is None else link
-    if node_from is not None:
-        node, beta, source = node_from(wl)
-    else:
-        beta = 0.5 if beta is None else beta
-        source = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
+    from servesim.summary import resolve_scenario
+
+    wl, ln, node, beta, source = resolve_scenario(
+        WORKLOAD_PRESETS[preset] if workload is None else workload,
+        rate_per_s=rate_per_s, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
+        link=link, node=node, beta=beta, node_from=node_from,
+    )
     cf_co = colocated(wl, node, nodes, beta)
     cf_de = (
         cf_best_split(wl, node, nodes, ln)
