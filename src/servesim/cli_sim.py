@@ -228,6 +228,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="skip the simulated link-crossover rows (a best-split search per bandwidth)",
     )
+    vp.add_argument("--quiet", action="store_true", help="no progress bar")
     vp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the agreement z-scores and the bias of each assumption")
     add_format(vp)
@@ -383,17 +384,23 @@ def _csv_safe(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(args: argparse.Namespace) -> Output:
+    from servesim.progress import Progress
     from servesim.sim import text
-    from servesim.sim.validate import validate_summary
+    from servesim.sim.validate import VALIDATE_STAGES, validate_summary
 
-    data = validate_summary(
-        requests=args.requests,
-        serving_requests=args.serving_requests,
-        cycles=args.cycles,
-        replications=args.replications,
-        seed=args.seed,
-        crossover=not args.no_crossover,
-    )
+    bar = Progress(VALIDATE_STAGES, "validating", enabled=not args.quiet)
+    try:
+        data = validate_summary(
+            requests=args.requests,
+            serving_requests=args.serving_requests,
+            cycles=args.cycles,
+            replications=args.replications,
+            seed=args.seed,
+            crossover=not args.no_crossover,
+            progress=bar.advance,
+        )
+    finally:
+        bar.close()
     rows = [{"table": "agreement", **r} for r in data["agreement"]]
     rows += [{"table": "bias", **r} for r in data["bias"]]
     return Output(data, text.validate_text(data), rows)

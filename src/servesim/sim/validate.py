@@ -28,6 +28,7 @@ excludes 0, else "0".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -633,6 +634,10 @@ def _crossover_row(
     }
 
 
+VALIDATE_STAGES = 5
+"""How many times :func:`validate_summary` calls ``progress``."""
+
+
 def validate_summary(
     *,
     requests: int = 1_000_000,
@@ -642,6 +647,7 @@ def validate_summary(
     seed: int = DEFAULT_SEED,
     crossover: bool = True,
     node: NodeSpec = DEFAULT_NODE,
+    progress: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Agreement table (closed form vs simulation) and bias table (one row per section-7 assumption).
 
@@ -649,14 +655,21 @@ def validate_summary(
     simulation, ``cycles`` per speculative case; each split over
     ``replications``.  ``crossover=False`` skips the simulated link-crossover
     rows (the slowest part: a best-split search per ladder bandwidth).
+    ``progress`` is called after each of the VALIDATE_STAGES stages.
     """
-    agreement = (
-        _agreement_mmc(requests, replications, seed)
-        + _agreement_mgc(requests, replications, seed)
-        + _agreement_serving(serving_requests, replications, seed, node)
-        + _agreement_specdec(cycles, replications, seed)
-    )
+    tick: Callable[[], None] = progress or (lambda: None)
+    stages: list[Callable[[], list[dict[str, Any]]]] = [
+        lambda: _agreement_mmc(requests, replications, seed),
+        lambda: _agreement_mgc(requests, replications, seed),
+        lambda: _agreement_serving(serving_requests, replications, seed, node),
+        lambda: _agreement_specdec(cycles, replications, seed),
+    ]
+    agreement: list[dict[str, Any]] = []
+    for stage in stages:
+        agreement += stage()
+        tick()
     bias = _bias(serving_requests, replications, cycles, seed, node, crossover)
+    tick()
     passed = sum(1 for r in agreement if r["pass"])
     return {
         "settings": {

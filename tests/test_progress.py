@@ -1,0 +1,36 @@
+"""The progress bar draws only on a terminal, only after its delay, and clears itself."""
+
+from __future__ import annotations
+
+import io
+
+from servesim.progress import Progress
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_draws_on_a_terminal_and_clears():
+    tty = _Tty()
+    bar = Progress(4, "planning", stream=tty, delay_s=0.0)
+    for _ in range(4):
+        bar.advance()
+    assert "planning [" in tty.getvalue() and "4/4" in tty.getvalue()
+    bar.close()
+    assert tty.getvalue().endswith("\r")
+
+
+def test_silent_when_piped_quiet_or_quick():
+    piped = io.StringIO()
+    Progress(3, "x", stream=piped, delay_s=0.0).advance()
+    assert piped.getvalue() == ""
+    quiet = _Tty()
+    Progress(3, "x", stream=quiet, enabled=False, delay_s=0.0).advance()
+    assert quiet.getvalue() == ""
+    quick = _Tty()
+    bar = Progress(3, "x", stream=quick, delay_s=60.0)
+    bar.advance()
+    bar.close()
+    assert quick.getvalue() == ""
