@@ -15,6 +15,7 @@ from servesim.queueing import MMc
 from servesim.serving import (
     CROSSOVER_LADDER_GBPS,
     DEFAULT_NODE,
+    GOODPUT_TIE_FRACTION,
     WORKLOAD_PRESETS,
     Workload,
     best_split,
@@ -79,12 +80,18 @@ def test_best_split_goodput_non_decreasing_in_bandwidth(b1, b2):
 
 @settings(max_examples=30)
 @given(st.integers(2, 16), rates)
-def test_best_split_dominates_every_split(n, rate):
+def test_best_split_dominates_every_split_up_to_the_tie_tolerance(n, rate):
     wl = replace(RAG, rate_per_s=rate)
     best = best_split(wl, DEFAULT_NODE, n, LINKS["rdma"])
     assert best.prefill_nodes + best.decode_nodes == n
-    for p in range(1, n):
-        assert disaggregated(wl, DEFAULT_NODE, p, n - p, LINKS["rdma"]).goodput_rps <= best.goodput_rps
+    tol = GOODPUT_TIE_FRACTION * rate
+    others = [disaggregated(wl, DEFAULT_NODE, p, n - p, LINKS["rdma"]) for p in range(1, n)]
+    assert all(o.goodput_rps <= best.goodput_rps + tol for o in others)
+    # Among the tied splits, the choice has the most headroom.
+    tied = [o for o in others if o.goodput_rps >= best.goodput_rps - tol and o.stable == best.stable]
+    busiest = max(best.prefill_utilization, best.decode_utilization)
+    assert all(busiest <= max(o.prefill_utilization, o.decode_utilization) + 1e-12 for o in tied
+               if abs(o.goodput_rps - best.goodput_rps) < 1e-12)
 
 
 @settings(max_examples=30)

@@ -208,24 +208,18 @@ def _busiest(c: Candidate) -> float:
 
 
 def _rank(cands: list[Candidate], rate_per_s: float) -> list[Candidate]:
-    # Goodput in steps of the tie tolerance, so that a 1e-9 req/s difference cannot
-    # outrank simplicity or headroom further down the list either.
+    """Meeting the target first, then goodput in tie-tolerance steps below the best, then
+    simplicity, TPOT, headroom and TTFT.  Steps are counted down from the best goodput, so
+    the first step holds exactly the candidates tied with the best."""
+    if not cands:
+        return []
     step = GOODPUT_TIE_FRACTION * rate_per_s
-    ordered = sorted(
+    top = {m: max((c.goodput_rps for c in cands if c.meets_target == m), default=0.0) for m in (True, False)}
+    return sorted(
         cands,
-        key=lambda c: (not c.meets_target, -math.floor(c.goodput_rps / step), c.complexity,
-                       c.result.tpot_s, _busiest(c), c.result.ttft_mean_s),
+        key=lambda c: (not c.meets_target, math.floor((top[c.meets_target] - c.goodput_rps) / step),
+                       c.complexity, c.result.tpot_s, _busiest(c), c.result.ttft_mean_s),
     )
-    if not ordered:
-        return ordered
-    top = ordered[0]
-    tol = GOODPUT_TIE_FRACTION * rate_per_s
-    tied = [
-        c for c in ordered
-        if c.meets_target == top.meets_target and c.goodput_rps >= top.goodput_rps - tol
-    ]
-    best = min(tied, key=lambda c: (c.complexity, c.result.tpot_s, _busiest(c), c.result.ttft_mean_s))
-    return [best] + [c for c in ordered if c is not best]
 
 
 def _best(req: PlanRequest, wl: Workload | None = None) -> Candidate:

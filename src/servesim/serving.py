@@ -216,16 +216,20 @@ def disaggregated(
     return _result("disaggregated", wl, n_p, n_d, node, node.tpot_base_s, xfer)
 
 
-def _rank(r: ServingResult) -> tuple[float, bool, float]:
-    # Highest goodput; among equals prefer a stable split, then the lowest mean TTFT.
-    return (r.goodput_rps, r.stable, -r.ttft_mean_s)
-
-
 def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingResult:
-    """Scan every N_p + N_d = N split (N_p, N_d >= 1) and keep the goodput-best one."""
+    """Scan every N_p + N_d = N split (N_p, N_d >= 1) and keep the goodput-best one.
+
+    Goodputs within GOODPUT_TIE_FRACTION of the rate are a tie (as in
+    :func:`compare`); a tie goes to the stable split with the most headroom
+    (the least utilized busiest pool), then to the lowest mean TTFT.  The
+    planner ranks with the same rule.
+    """
     n = check_int("nodes", nodes, lo=2)
     candidates = [disaggregated(wl, node, p, n - p, link) for p in range(1, n)]
-    return max(candidates, key=_rank)
+    top = max(r.goodput_rps for r in candidates)
+    tied = [r for r in candidates if r.goodput_rps >= top - GOODPUT_TIE_FRACTION * wl.rate_per_s]
+    return min(tied, key=lambda r: (not r.stable, max(r.prefill_utilization, r.decode_utilization),
+                                    r.ttft_mean_s))
 
 
 def mixes(wl: Workload) -> list[tuple[str, Workload]]:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from servesim.planner import Candidate, PlanRequest
+from servesim.serving import GOODPUT_TIE_FRACTION
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
@@ -75,12 +76,15 @@ def rescore(
     chosen = ranked[:top]
     tasks = [(req, c, requests, replications, seed, settings) for c in chosen]
     sims = map_tasks(simulate_candidate, tasks, jobs=jobs, ray_address=ray_address, progress=progress)
-    tol = 1e-3 * req.workload.rate_per_s
+    step = GOODPUT_TIE_FRACTION * req.workload.rate_per_s
+    best = {m: max((x["goodput_rps"] for x in sims if x["meets_attainment_target"] == m), default=0.0)
+            for m in (True, False)}
 
-    def key(i: int) -> tuple[bool, float, int, float]:
+    def key(i: int) -> tuple[bool, int, int, int]:
+        # As the planner: target first, then goodput in tie steps below the best, then simplicity.
         s = sims[i]
-        good = math.floor(s["goodput_rps"] / tol) if tol > 0 else s["goodput_rps"]
-        return (not s["meets_attainment_target"], -good, chosen[i].complexity, i)
+        met = s["meets_attainment_target"]
+        return (not met, math.floor((best[met] - s["goodput_rps"]) / step), chosen[i].complexity, i)
 
     order = sorted(range(len(chosen)), key=key)
     rows = []
