@@ -115,7 +115,7 @@ def _with_spec(r: ServingResult, wl: Workload, preset: SpecDecPreset | None, k: 
     """Apply speculation (k drafts at compute utilization u) to a result's TPOT."""
     if preset is None or k == 0:
         return r, 1.0
-    s = speedup(k, preset.alpha, preset.d, preset.c, min(u, 0.999))
+    s = speedup(k, preset.alpha, preset.d, preset.c, u)
     tpot = r.tpot_s / s
     ok = tpot <= wl.slo_tpot_s
     good = wl.rate_per_s * r.p_ttft_ok if (r.stable and ok) else 0.0
@@ -155,9 +155,13 @@ def _binding(
     return "meets both SLOs; " + "; ".join(notes)
 
 
+def _compute_utilization(r: ServingResult, arch: str) -> float:
+    """The seed's u of the pool that decodes: rho_d, plus rho_p on a colocated node."""
+    return min(0.999, r.decode_utilization + (r.prefill_utilization if arch == "colocated" else 0.0))
+
+
 def _candidate(req: PlanRequest, wl: Workload, arch: str, r: ServingResult, k: int) -> Candidate:
-    u = r.decode_utilization + (r.prefill_utilization if arch == "colocated" else 0.0)
-    rs, s = _with_spec(r, wl, req.speculation, k, u)
+    rs, s = _with_spec(r, wl, req.speculation, k, _compute_utilization(r, arch))
     attain = rs.p_ttft_ok if (rs.stable and rs.tpot_ok) else 0.0
     nodes = rs.prefill_nodes if arch == "colocated" else rs.prefill_nodes + rs.decode_nodes
     gpus = nodes * req.node.gpus
@@ -185,7 +189,7 @@ def _spec_ks(req: PlanRequest, r: ServingResult, arch: str) -> list[int]:
     p = req.speculation
     if p is None or not r.stable:
         return [0]
-    u = min(0.999, r.decode_utilization + (r.prefill_utilization if arch == "colocated" else 0.0))
+    u = _compute_utilization(r, arch)
     k = optimal_k(p.alpha, p.d, p.c, u, req.k_max)
     return [0, k] if speedup(k, p.alpha, p.d, p.c, u) > 1.0 else [0]
 
