@@ -153,24 +153,20 @@ def _specdec(args: argparse.Namespace) -> Output:
 
 def _disagg(args: argparse.Namespace) -> Output:
     from servesim import render
-    from servesim.summary import disagg_summary
+    from servesim.serving import WORKLOAD_PRESETS
+    from servesim.summary import disagg_summary, resolve_scenario
 
-    data = disagg_summary(args.preset, link=args.link, nodes=args.nodes, beta=args.beta,
-                          rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s,
-                          node_from=lambda wl: resolve_node(args, wl))
+    # Resolved once: the roofline node is derived here and reused by the figure.
+    wl, ln, node, beta, source = resolve_scenario(
+        WORKLOAD_PRESETS[args.preset], rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
+        slo_tpot_s=args.slo_tpot_s, link=args.link, node_from=lambda w: resolve_node(args, w),
+    )
+    data = disagg_summary(args.preset, workload=wl, link=ln, nodes=args.nodes, beta=beta, node=node,
+                          node_source=source)
     if args.plot is not None:
-        from dataclasses import replace
-
         from servesim.figures import disagg_figure
-        from servesim.kvcache import LINKS
         from servesim.render.plots import save
-        from servesim.serving import WORKLOAD_PRESETS
 
-        w = data["workload"]
-        wl = replace(WORKLOAD_PRESETS[args.preset], rate_per_s=w["rate_per_s"],
-                     slo_ttft_s=w["slo_ttft_ms"] / 1e3, slo_tpot_s=w["slo_tpot_ms"] / 1e3)
-        ln = LINKS["rdma"] if args.link is None else args.link
-        node, beta, _ = resolve_node(args, wl)
         save(disagg_figure(wl, node, args.nodes, beta, ln, data["crossover_exact_GBps"]), args.plot)
     return Output(data, render.disagg_text(data), _disagg_rows(data))
 

@@ -100,7 +100,8 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    from servesim.planner import plan_stages
+    """The plan (:class:`servesim.planner.Plan`) and its summary dict."""
+    from servesim.planner import plan, plan_stages
     from servesim.progress import Progress
     from servesim.summary import plan_summary
 
@@ -110,17 +111,19 @@ def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     stages = plan_stages(req) + (min(args.simulate_top, 2 * req.nodes) if args.simulate else 0)
     bar = Progress(stages, "planning", enabled=not args.quiet)
     try:
-        data = plan_summary(req, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
+        p = plan(req, jobs=args.jobs, ray_address=args.ray, progress=bar.advance)
+        data = plan_summary(p, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
                             progress=bar.advance, simulate=simulate)
     finally:
         bar.close()
-    return req, data
+    return p, data
 
 
 def run_plan(args: argparse.Namespace) -> Output:
     from servesim import render
 
-    req, data = _plan_data(args)
+    p, data = _plan_data(args)
+    req = p.request
     if args.plot is not None:
         from servesim.figures import plan_figure
         from servesim.render.plots import save
@@ -129,13 +132,12 @@ def run_plan(args: argparse.Namespace) -> Output:
     return Output(data, render.plan_text(data), [{"table": "ranked", **c} for c in data["ranked"]])
 
 
-def _report_ttft_png(req: Any, seed: int) -> bytes | None:
+def _report_ttft_png(p: Any, seed: int) -> bytes | None:
     """Simulated TTFT histogram of the recommendation and the best of the other architecture."""
-    from servesim.planner import plan
     from servesim.render import plots
     from servesim.sim.rescore import ttft_samples
 
-    ranked = plan(req, with_sensitivity=False).ranked
+    req, ranked = p.request, p.ranked
     best = ranked[0]
     other = next((c for c in ranked if c.architecture != best.architecture and c.result.stable), None)
     samples = ttft_samples(req, [c for c in (best, other) if c is not None], seed=seed)
@@ -172,14 +174,15 @@ def run_report(args: argparse.Namespace) -> Output:
     from servesim.render.report import write_report
     from servesim.summary import disagg_summary, specdec_summary
 
-    req, plan_data = _plan_data(args)
+    p, plan_data = _plan_data(args)
+    req = p.request
     wl = req.workload
     dis = disagg_summary(plan_data["preset"], workload=wl, link=req.link, nodes=req.nodes, beta=req.beta,
                          node=req.node)
     spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     blocks = report_blocks(req, plan_data, dis, spec, command=command, biases=_report_biases(args.seed),
-                           ttft_png=_report_ttft_png(req, args.seed))
+                           ttft_png=_report_ttft_png(p, args.seed))
     title = f"servesim report: {plan_data['preset']} on {req.nodes} nodes"
     written = write_report(blocks, args.out, title)
     files = {k: str(v) for k, v in written.items()}

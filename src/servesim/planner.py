@@ -37,12 +37,12 @@ from dataclasses import dataclass, replace
 from servesim._checks import check_int, check_real
 from servesim.kvcache import Link
 from servesim.serving import (
-    GOODPUT_TIE_FRACTION,
     NodeSpec,
     ServingResult,
     Workload,
     colocated,
     disaggregated,
+    tie_step,
 )
 from servesim.speculative import SpecDecPreset, optimal_k, speedup
 
@@ -217,11 +217,10 @@ def _rank(cands: list[Candidate], rate_per_s: float) -> list[Candidate]:
     the first step holds exactly the candidates tied with the best."""
     if not cands:
         return []
-    step = GOODPUT_TIE_FRACTION * rate_per_s
     top = {m: max((c.goodput_rps for c in cands if c.meets_target == m), default=0.0) for m in (True, False)}
     return sorted(
         cands,
-        key=lambda c: (not c.meets_target, math.floor((top[c.meets_target] - c.goodput_rps) / step),
+        key=lambda c: (not c.meets_target, tie_step(c.goodput_rps, top[c.meets_target], rate_per_s),
                        c.complexity, c.result.tpot_s, _busiest(c), c.result.ttft_mean_s),
     )
 

@@ -56,6 +56,7 @@ __all__ = [
     "link_crossover",
     "mixes",
     "p_within",
+    "tie_step",
 ]
 
 MIX_PROMPT_SHARES: tuple[tuple[str, float], ...] = (
@@ -227,9 +228,19 @@ def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingR
     n = check_int("nodes", nodes, lo=2)
     candidates = [disaggregated(wl, node, p, n - p, link) for p in range(1, n)]
     top = max(r.goodput_rps for r in candidates)
-    tied = [r for r in candidates if r.goodput_rps >= top - GOODPUT_TIE_FRACTION * wl.rate_per_s]
+    tied = [r for r in candidates if tie_step(r.goodput_rps, top, wl.rate_per_s) == 0]
     return min(tied, key=lambda r: (not r.stable, max(r.prefill_utilization, r.decode_utilization),
                                     r.ttft_mean_s))
+
+
+def tie_step(goodput_rps: float, best_rps: float, rate_per_s: float) -> int:
+    """How many tie tolerances (GOODPUT_TIE_FRACTION x rate) ``goodput_rps`` lies below the best.
+
+    Step 0 holds exactly the goodputs tied with the best; counting down from
+    the best (not from 0) keeps a bucket edge from splitting a tie.  Used by
+    every ranking (best split, planner, simulated re-scoring, trace replay).
+    """
+    return math.floor((best_rps - goodput_rps) / (GOODPUT_TIE_FRACTION * rate_per_s))
 
 
 def mixes(wl: Workload) -> list[tuple[str, Workload]]:

@@ -183,6 +183,7 @@ def disagg_summary(
     node: NodeSpec = DEFAULT_NODE,
     node_from: NodeFrom | None = None,
     workload: Workload | None = None,
+    node_source: str | None = None,
 ) -> dict[str, Any]:
     """Colocated vs best disaggregated split for each mix, the KV table and the crossover.
 
@@ -195,7 +196,7 @@ def disagg_summary(
     wl, ln, node, b, source = resolve_scenario(
         WORKLOAD_PRESETS[preset] if workload is None else workload,
         rate_per_s=rate_per_s, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
-        link=link, node=node, beta=beta, node_from=node_from,
+        link=link, node=node, beta=beta, node_from=node_from, node_source=node_source,
     )
     return _disagg(wl, preset, ln, nodes, b, node, source)
 
@@ -213,11 +214,13 @@ def resolve_scenario(
     node: NodeSpec = DEFAULT_NODE,
     beta: float | None = None,
     node_from: NodeFrom | None = None,
+    node_source: str | None = None,
 ) -> tuple[Workload, Link, NodeSpec, float, str]:
     """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
 
     ``node_from(workload) -> (node, beta, source)`` derives the node from the
-    final workload; without it ``node`` and ``beta`` (default 0.5) are used.
+    final workload; without it ``node`` and ``beta`` (default 0.5) are used,
+    with ``node_source`` (if given) as the description of the node.
     """
     wl = replace(
         wl,
@@ -230,7 +233,8 @@ def resolve_scenario(
         node, b, source = node_from(wl)
     else:
         b = 0.5 if beta is None else beta
-        source = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
+        default = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
+        source = default if node_source is None else node_source
     return wl, ln, node, b, source
 
 
@@ -327,24 +331,22 @@ def _candidate_row(c: Any) -> Row:
 
 
 def plan_summary(
-    req: Any,
+    p: Any,
     *,
     preset: str,
     top: int = 10,
-    with_sensitivity: bool = True,
     jobs: int = 1,
     ray_address: str | None = None,
     progress: Any = None,
     simulate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Rank deployments (see :mod:`servesim.planner`) as a plain dict.
+    """A :class:`servesim.planner.Plan` as a plain dict.
 
     ``simulate`` (keyword arguments of :func:`servesim.sim.rescore.rescore`,
-    e.g. ``{"top": 5}``) re-scores the top candidates with the simulator.
+    e.g. ``{"top": 5}``) re-scores the top candidates with the simulator, on
+    ``jobs`` local processes or the Ray cluster at ``ray_address``.
     """
-    from servesim.planner import plan
-
-    p = plan(req, with_sensitivity=with_sensitivity, jobs=jobs, ray_address=ray_address, progress=progress)
+    req = p.request
     wl = req.workload
     best = p.recommended
     out = {

@@ -67,7 +67,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.kvcache import Link
-from servesim.serving import CROSSOVER_LADDER_GBPS, GOODPUT_TIE_FRACTION, NodeSpec, Workload, best_split
+from servesim.serving import (
+    CROSSOVER_LADDER_GBPS,
+    GOODPUT_TIE_FRACTION,
+    NodeSpec,
+    Workload,
+    best_split,
+    tie_step,
+)
 from servesim.sim import _kernels as kern
 from servesim.sim.distributions import (
     Arrivals,
@@ -105,8 +112,10 @@ __all__ = [
     "SimSettings",
     "best_split_sim",
     "compare_deployments",
+    "compare_sims",
     "decode_slots_per_node",
     "link_crossover_sim",
+    "pick_best_split",
     "replay_trace",
     "run",
     "sample_requests",
@@ -761,7 +770,7 @@ class DeploymentComparison:
     winner: str  # "colocated", "disaggregated" or "neither"
 
 
-def _winner(co: ServingSim, de: ServingSim, rate: float) -> str:
+def compare_sims(co: ServingSim, de: ServingSim, rate: float) -> str:
     """servesim.serving.compare's rule on simulated goodput (ties within 0.1% of rate go to colocation)."""
     g_co, g_de = co.goodput_rps.mean, de.goodput_rps.mean
     if g_de > g_co + GOODPUT_TIE_FRACTION * rate:
@@ -820,7 +829,7 @@ def compare_deployments(
 
     co = sim(Colocated(n, beta))
     de = sim(dis)
-    return DeploymentComparison(co, de, _winner(co, de, co.rate_per_s))
+    return DeploymentComparison(co, de, compare_sims(co, de, co.rate_per_s))
 
 
 def best_split_sim(
@@ -837,7 +846,7 @@ def best_split_sim(
     replications: int = 5,
     seed: int = DEFAULT_SEED,
 ) -> ServingSim:
-    """Simulate every split N_p + N_d = nodes and keep the goodput-best (then lowest mean TTFT).
+    """Simulate every split N_p + N_d = nodes and keep the best by :func:`pick_best_split`.
 
     Every split sees the same requests (one seed).
     """
@@ -857,7 +866,17 @@ def best_split_sim(
         )
         for p in range(1, n)
     ]
-    return max(sims, key=lambda s: (s.goodput_rps.mean, s.stable, -s.ttft_s.mean.mean))
+    return pick_best_split(sims, wl.rate_per_s)
+
+
+def pick_best_split(sims: list[ServingSim], rate: float) -> ServingSim:
+    """The simulated splits ranked as :func:`servesim.serving.best_split` ranks closed forms:
+    goodput (ties within the tolerance of :func:`servesim.serving.tie_step`), then stability,
+    then headroom (the least utilized busiest pool), then mean TTFT."""
+    top = max(s.goodput_rps.mean for s in sims)
+    tied = [s for s in sims if tie_step(s.goodput_rps.mean, top, rate) == 0]
+    return min(tied, key=lambda s: (not s.stable, max(s.prefill_utilization, s.decode_utilization),
+                                    s.ttft_s.mean.mean))
 
 
 def link_crossover_sim(
@@ -908,7 +927,7 @@ def link_crossover_sim(
             replications=replications,
             seed=seed,
         )
-        if _winner(co, de, co.rate_per_s) == "disaggregated":
+        if compare_sims(co, de, co.rate_per_s) == "disaggregated":
             return gbps
     return None
 

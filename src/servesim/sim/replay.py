@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from servesim.kvcache import Link
-from servesim.serving import NodeSpec, colocated, compare, disaggregated
+from servesim.serving import NodeSpec, ServingResult, best_split, colocated, compare, disaggregated
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
@@ -29,6 +29,8 @@ from servesim.sim.cluster import (
     Requests,
     ServingSim,
     SimSettings,
+    compare_sims,
+    pick_best_split,
     replay_trace,
 )
 from servesim.sim.report import sim_row
@@ -51,15 +53,6 @@ def _deployments(nodes: int, beta: float, link: Link) -> list[Deployment]:
     out: list[Deployment] = [Colocated(nodes, beta)]
     out += [Disaggregated(p, nodes - p, link) for p in range(1, nodes)]
     return out
-
-
-def _best(sims: list[ServingSim], rate: float) -> ServingSim:
-    """Highest simulated goodput; ties (0.1% of the rate) to the earlier, i.e. simpler, one."""
-    best = sims[0]
-    for s in sims[1:]:
-        if s.goodput_rps.mean > best.goodput_rps.mean + 1e-3 * rate:
-            best = s
-    return best
 
 
 def trace_replay_summary(
@@ -87,11 +80,13 @@ def trace_replay_summary(
 
     rows: list[dict[str, Any]] = []
     sims: list[ServingSim] = []
+    cfs: list[ServingResult] = []
     for d in _deployments(nodes, beta, link):
         cf = (colocated(wl, node, nodes, beta) if isinstance(d, Colocated)
               else disaggregated(wl, node, d.prefill_nodes, d.decode_nodes, link))
         s = replay(reqs, d)
         sims.append(s)
+        cfs.append(cf)
         rows.append({
             "deployment": d.split if isinstance(d, Disaggregated) else f"colocated x{nodes}",
             "architecture": d.architecture,
@@ -105,10 +100,9 @@ def trace_replay_summary(
         })
     rate = reqs.rate_per_s
     best_co = sims[0]
-    best_de = _best(sims[1:], rate)
-    cf_co = colocated(wl, node, nodes, beta)
-    cf_splits = [disaggregated(wl, node, p, nodes - p, link) for p in range(1, nodes)]
-    cf_best = max(cf_splits, key=lambda r: (r.goodput_rps, r.stable, -r.ttft_mean_s))
+    best_de = pick_best_split(sims[1:], rate)
+    cf_co = cfs[0]
+    cf_best = best_split(wl, node, nodes, link)
     out: dict[str, Any] = {
         "mode": "trace",
         "trace": {
@@ -155,9 +149,7 @@ def trace_replay_summary(
                             "winner": compare(cf_co, cf_best, wl.rate_per_s)},
             "replay": {"colocated_goodput_rps": best_co.goodput_rps.mean, "split": best_de.split,
                        "split_goodput_rps": best_de.goodput_rps.mean,
-                       "winner": ("disaggregated" if best_de.goodput_rps.mean
-                                  > best_co.goodput_rps.mean + 1e-3 * rate else
-                                  "neither" if best_co.goodput_rps.mean == 0.0 else "colocated")},
+                       "winner": compare_sims(best_co, best_de, rate)},
         },
     }
     if prefix_cache:

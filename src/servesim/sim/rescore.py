@@ -15,13 +15,12 @@ Candidates are independent, so they run through :func:`servesim.parallel.map_tas
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from servesim.planner import Candidate, PlanRequest
-from servesim.serving import GOODPUT_TIE_FRACTION
+from servesim.serving import tie_step
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
@@ -76,7 +75,7 @@ def rescore(
     chosen = ranked[:top]
     tasks = [(req, c, requests, replications, seed, settings) for c in chosen]
     sims = map_tasks(simulate_candidate, tasks, jobs=jobs, ray_address=ray_address, progress=progress)
-    step = GOODPUT_TIE_FRACTION * req.workload.rate_per_s
+    rate = req.workload.rate_per_s
     best = {m: max((x["goodput_rps"] for x in sims if x["meets_attainment_target"] == m), default=0.0)
             for m in (True, False)}
 
@@ -84,7 +83,7 @@ def rescore(
         # As the planner: target first, then goodput in tie steps below the best, then simplicity.
         s = sims[i]
         met = s["meets_attainment_target"]
-        return (not met, math.floor((best[met] - s["goodput_rps"]) / step), chosen[i].complexity, i)
+        return (not met, tie_step(s["goodput_rps"], best[met], rate), chosen[i].complexity, i)
 
     order = sorted(range(len(chosen)), key=key)
     rows = []
