@@ -278,7 +278,6 @@ def _simulate(args: argparse.Namespace) -> Output:
             )
         return Output(data, text.queue_text(data), rows)
 
-    from servesim.sim.cluster import SimSettings
     from servesim.sim.report import serving_summary
 
     if args.service not in (None, "exp", "det"):
@@ -289,13 +288,7 @@ def _simulate(args: argparse.Namespace) -> Output:
         raise ParameterError(
             "split", f"{args.split[0]}p/{args.split[1]}d", f"prefill + decode nodes = --nodes ({args.nodes})"
         )
-    settings = SimSettings(
-        prefill_service="exponential" if args.service == "exp" else "deterministic",
-        link_contention=args.link_contention,
-        kv_streaming=args.kv_streaming,
-        decode_slots=not args.no_decode_slots,
-        slots_per_node=args.decode_slots,
-    )
+    settings = _settings(args)
     from servesim.cli import resolve_node
 
     data = serving_summary(
@@ -344,7 +337,6 @@ def _replay(args: argparse.Namespace) -> Output:
     from servesim.kvcache import LINKS
     from servesim.serving import WORKLOAD_PRESETS
     from servesim.sim import text
-    from servesim.sim.cluster import SimSettings
     from servesim.sim.replay import trace_replay_summary
     from servesim.traces import load_trace, workload_from_trace
 
@@ -353,13 +345,7 @@ def _replay(args: argparse.Namespace) -> Output:
     x = base.slo_ttft_s if args.slo_ttft_s is None else args.slo_ttft_s
     y = base.slo_tpot_s if args.slo_tpot_s is None else args.slo_tpot_s
     node, beta, source = resolve_node(args, workload_from_trace(tr, slo_ttft_s=x, slo_tpot_s=y))
-    settings = SimSettings(
-        prefill_service="exponential" if args.service == "exp" else "deterministic",
-        link_contention=args.link_contention,
-        kv_streaming=args.kv_streaming,
-        decode_slots=not args.no_decode_slots,
-        slots_per_node=args.decode_slots,
-    )
+    settings = _settings(args)
     data = trace_replay_summary(
         tr, node, nodes=args.nodes, link=LINKS["rdma"] if args.link is None else args.link, beta=beta,
         slo_ttft_s=x, slo_tpot_s=y, settings=settings, prefix_cache=args.prefix_cache,
@@ -368,6 +354,19 @@ def _replay(args: argparse.Namespace) -> Output:
     rows = [{"deployment": r["deployment"], "architecture": r["architecture"],
              "closed_form": r["closed_form"], "replay": _csv_safe(r["replay"])} for r in data["rows"]]
     return Output(data, text.trace_text(data), rows)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """The simulator settings from the flags shared by --preset and --trace."""
+    from servesim.sim.cluster import SimSettings
+
+    return SimSettings(
+        prefill_service="exponential" if args.service == "exp" else "deterministic",
+        link_contention=args.link_contention,
+        kv_streaming=args.kv_streaming,
+        decode_slots=not args.no_decode_slots,
+        slots_per_node=args.decode_slots,
+    )
 
 
 def _csv_safe(row: dict[str, Any]) -> dict[str, Any]:

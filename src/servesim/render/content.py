@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servesim.render.report import Block
-from servesim.render.text import sensitivity_lines
+from servesim.render.text import fmt, mix_rows, ranked_rows, sensitivity_lines
 
 __all__ = ["CAVEATS", "report_blocks"]
 
@@ -30,10 +30,6 @@ CAVEATS: tuple[tuple[str, str], ...] = (
      "Continuous batching, preemption, prefix-cache hits, draft-model memory pressure and pipeline "
      "bubbles are not modelled."),
 )
-
-
-def _f(x: float | None, spec: str) -> str:
-    return "unstable" if x is None else format(x, spec)
 
 
 def report_blocks(
@@ -62,7 +58,7 @@ def report_blocks(
     b.append(Block("ul", items=(
         f"Goodput {r['goodput_rps']:.3f} req/s of {wl.rate_per_s:g} offered "
         f"({r['goodput_per_gpu']:.3f} per GPU); {r['attainment']:.2%} of requests meet both SLOs.",
-        f"Mean TTFT {_f(r['ttft_ms'], '.0f')} ms (SLO {wl.slo_ttft_s * 1e3:g} ms); "
+        f"Mean TTFT {fmt(r['ttft_ms'], '.0f')} ms (SLO {wl.slo_ttft_s * 1e3:g} ms); "
         f"TPOT {r['tpot_ms']:.1f} ms (SLO {wl.slo_tpot_s * 1e3:g} ms).",
         f"Binding constraint: {r['binding_constraint']}.",
         (f"Smallest fleet that meets the {req.attainment_target:.0%} target at this rate: {fleet} nodes."
@@ -72,11 +68,7 @@ def report_blocks(
     b.append(Block("h2", "Ranked deployments"))
     b.append(Block("table", headers=("#", "deployment", "goodput (req/s)", "per GPU", "attainment",
                                      "TTFT (ms)", "TPOT (ms)", "binding constraint"),
-                   rows=tuple(
-                       (str(i + 1), c["label"], f"{c['goodput_rps']:.3f}", f"{c['goodput_per_gpu']:.3f}",
-                        f"{c['attainment']:.1%}", _f(c["ttft_ms"], ".0f"), f"{c['tpot_ms']:.1f}",
-                        c["binding_constraint"])
-                       for i, c in enumerate(plan["ranked"]))))
+                   rows=tuple(tuple(r) for r in ranked_rows(plan))))
     if plan["sensitivity"]:
         b.append(Block("h2", "How robust is the choice?"))
         b.append(Block("ul", items=tuple(line.strip() for line in sensitivity_lines(plan))))
@@ -89,15 +81,7 @@ def report_blocks(
     b.append(Block("table", headers=("mix", "P/O tokens", "colocated TTFT", "colocated TPOT",
                                      "colocated goodput", "best split", "split TTFT", "split TPOT",
                                      "split goodput", "winner"),
-                   rows=tuple(
-                       (x["mix"], f"{x['prompt_tokens']}/{x['output_tokens']}",
-                        _f(x["colocated"]["ttft_ms"], ".0f"), f"{x['colocated']['tpot_ms']:.1f}",
-                        f"{x['colocated']['goodput_rps']:.3f}",
-                        f"{x['disaggregated']['prefill_nodes']}p/{x['disaggregated']['decode_nodes']}d",
-                        _f(x["disaggregated"]["ttft_ms"], ".0f"), f"{x['disaggregated']['tpot_ms']:.1f}",
-                        f"{x['disaggregated']['goodput_rps']:.3f}",
-                        x["winner"] + (" (tie)" if x["tie"] else ""))
-                       for x in dis["rows"])))
+                   rows=tuple(tuple(r) for r in mix_rows(dis))))
     kv_header = f"KV transfer of a {wl.prompt_tokens}-token prompt (ms)"
     b.append(Block("table", headers=("link", "GB/s", kv_header),
                    rows=tuple((k["link"], f"{k['GBps']:g}", f"{k['transfer_ms']:.1f}")

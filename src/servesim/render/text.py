@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "disagg_text", "plan_text", "sensitivity_lines", "simulated_lines", "specdec_text", "table",
+    "disagg_text", "fmt", "mix_rows", "plan_text", "ranked_rows", "sensitivity_lines",
+    "simulated_lines", "specdec_text", "table",
 ]
 
 
@@ -28,8 +29,46 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
     return "\n".join([line(headers), rule, *(line(r) for r in rows)])
 
 
-def _f(x: float | None, spec: str, none: str = "unstable") -> str:
+def fmt(x: float | None, spec: str, none: str = "unstable") -> str:
+    """``format(x, spec)``, or ``none`` for a missing (unstable) figure."""
     return none if x is None else format(x, spec)
+
+
+def mix_rows(s: dict[str, Any]) -> list[list[str]]:
+    """The cells of the disagg mixes table (text and report share them)."""
+    rows = []
+    for r in s["rows"]:
+        co, de = r["colocated"], r["disaggregated"]
+        rows.append([
+            r["mix"],
+            f"{r['prompt_tokens']}/{r['output_tokens']}",
+            fmt(co["ttft_ms"], ".0f"),
+            f"{co['tpot_ms']:.1f}",
+            f"{co['goodput_rps']:.3f}",
+            f"{de['prefill_nodes']}p/{de['decode_nodes']}d",
+            fmt(de["ttft_ms"], ".0f"),
+            f"{de['tpot_ms']:.1f}",
+            f"{de['goodput_rps']:.3f}",
+            r["winner"] + (" (tie)" if r["tie"] else ""),
+        ])
+    return rows
+
+
+def ranked_rows(s: dict[str, Any]) -> list[list[str]]:
+    """The cells of the plan's ranked table (text and report share them)."""
+    return [
+        [
+            str(i + 1),
+            c["label"],
+            f"{c['goodput_rps']:.3f}",
+            f"{c['goodput_per_gpu']:.3f}",
+            f"{c['attainment']:.1%}",
+            fmt(c["ttft_ms"], ".0f"),
+            f"{c['tpot_ms']:.1f}",
+            c["binding_constraint"],
+        ]
+        for i, c in enumerate(s["ranked"])
+    ]
 
 
 def specdec_text(s: dict[str, Any]) -> str:
@@ -139,23 +178,7 @@ def disagg_text(s: dict[str, Any]) -> str:
     )
     out.append("")
     out.append("[MIXES] colocated vs the best disaggregated split (goodput = req/s meeting both SLOs)")
-    rows = []
-    for r in s["rows"]:
-        co, de = r["colocated"], r["disaggregated"]
-        rows.append(
-            [
-                r["mix"],
-                f"{r['prompt_tokens']}/{r['output_tokens']}",
-                _f(co["ttft_ms"], ".0f"),
-                f"{co['tpot_ms']:.1f}",
-                f"{co['goodput_rps']:.3f}",
-                f"{de['prefill_nodes']}p/{de['decode_nodes']}d",
-                _f(de["ttft_ms"], ".0f"),
-                f"{de['tpot_ms']:.1f}",
-                f"{de['goodput_rps']:.3f}",
-                r["winner"] + (" (tie)" if r["tie"] else ""),
-            ]
-        )
+    rows = mix_rows(s)
     out.append(
         table(
             ["mix", "P/O tokens", "co TTFT", "co TPOT", "co good", "split", "dis TTFT",
@@ -212,7 +235,7 @@ def plan_text(s: dict[str, Any]) -> str:
     out.append(f"[RECOMMENDATION] {r['label']}")
     out.append(
         f"  goodput {r['goodput_rps']:.3f} req/s ({r['goodput_per_gpu']:.3f} per GPU), "
-        f"attainment {r['attainment']:.2%}, TTFT {_f(r['ttft_ms'], '.0f')} ms, TPOT {r['tpot_ms']:.1f} ms"
+        f"attainment {r['attainment']:.2%}, TTFT {fmt(r['ttft_ms'], '.0f')} ms, TPOT {r['tpot_ms']:.1f} ms"
     )
     out.append(f"  {r['binding_constraint']}")
     sf = s["smallest_fleet"]
@@ -223,19 +246,7 @@ def plan_text(s: dict[str, Any]) -> str:
     )
     out.append("")
     out.append(f"[RANKED] top {len(s['ranked'])} of {s['candidates_evaluated']} deployments")
-    rows = [
-        [
-            str(i + 1),
-            c["label"],
-            f"{c['goodput_rps']:.3f}",
-            f"{c['goodput_per_gpu']:.3f}",
-            f"{c['attainment']:.1%}",
-            _f(c["ttft_ms"], ".0f"),
-            f"{c['tpot_ms']:.1f}",
-            c["binding_constraint"],
-        ]
-        for i, c in enumerate(s["ranked"])
-    ]
+    rows = ranked_rows(s)
     headers = ["#", "deployment", "goodput", "per GPU", "attain", "TTFT", "TPOT", "binding constraint"]
     out.append(table(headers, rows, left=(1, 7)))
     if s["sensitivity"]:
@@ -263,7 +274,7 @@ def simulated_lines(sim: dict[str, Any]) -> list[str]:
         rows.append([
             r["label"], str(r["closed_form_rank"]), str(r["simulated_rank"]),
             f"{r['closed_form_goodput_rps']:.3f}", f"{sm['goodput_rps']:.3f}{ci}", f"{sm['attainment']:.1%}",
-            _f(sm["ttft_ms"]["p99"], ".0f"), _f(sm["tpot_ms"]["p99"], ".1f"),
+            fmt(sm["ttft_ms"]["p99"], ".0f"), fmt(sm["tpot_ms"]["p99"], ".1f"),
         ])
     out.append(table(["deployment", "cf rank", "sim rank", "cf goodput", "sim goodput [95% CI]", "attain",
                       "TTFT p99", "TPOT p99"], rows))

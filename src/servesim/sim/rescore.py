@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from servesim.planner import Candidate, PlanRequest
-from servesim.serving import tie_step
+from servesim.serving import NodeSpec, tie_step
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
@@ -42,15 +42,21 @@ def _deployment(req: PlanRequest, c: Candidate) -> Deployment:
     return Disaggregated(c.prefill_nodes, c.decode_nodes, req.link)
 
 
+def _speculative_node(req: PlanRequest, c: Candidate, settings: SimSettings) -> tuple[NodeSpec, SimSettings]:
+    """The node and settings that simulate candidate ``c``: with speculation, TPOT_base / S and
+    the plain node's decode slots (see the module docstring)."""
+    if not c.speculative_k:
+        return req.node, settings
+    slots = decode_slots_per_node(req.node, settings)
+    node = replace(req.node, tpot_base_s=req.node.tpot_base_s / c.speculative_speedup)
+    return node, replace(settings, slots_per_node=slots)
+
+
 def simulate_candidate(
     req: PlanRequest, c: Candidate, requests: int, replications: int, seed: int, settings: SimSettings
 ) -> dict[str, Any]:
     """One candidate simulated (a module-level function, so that it can run in another process)."""
-    node = req.node
-    if c.speculative_k:
-        slots = decode_slots_per_node(node, settings)
-        node = replace(node, tpot_base_s=node.tpot_base_s / c.speculative_speedup)
-        settings = replace(settings, slots_per_node=slots)
+    node, settings = _speculative_node(req, c, settings)
     s = simulate_serving(req.workload, node, _deployment(req, c), settings=settings, requests=requests,
                          replications=replications, attainment_target=req.attainment_target, seed=seed)
     return {"label": c.label, **sim_row(s)}
@@ -137,11 +143,7 @@ def ttft_samples(
     for c in candidates:
         if not c.result.stable:
             continue
-        node = req.node
-        s = settings
-        if c.speculative_k:
-            s = replace(settings, slots_per_node=decode_slots_per_node(node, settings))
-            node = replace(node, tpot_base_s=node.tpot_base_s / c.speculative_speedup)
+        node, s = _speculative_node(req, c, settings)
         times = run(reqs, node, _deployment(req, c), s, np.random.default_rng(seed + 1))
         out[c.label] = [float(x) for x in times.ttft_s[skip:]]
     return out
