@@ -334,21 +334,23 @@ def _simulate(args: argparse.Namespace) -> Output:
 
 def _replay(args: argparse.Namespace) -> Output:
     from servesim.cli import resolve_node
-    from servesim.kvcache import LINKS
     from servesim.serving import WORKLOAD_PRESETS
     from servesim.sim import text
     from servesim.sim.replay import trace_replay_summary
+    from servesim.summary import resolve_scenario
     from servesim.traces import load_trace, workload_from_trace
 
     tr = load_trace(args.trace, cache_blocks=args.cache_blocks, rate_scale=args.rate_scale)
-    base = WORKLOAD_PRESETS[args.preset or "chat"]
-    x = base.slo_ttft_s if args.slo_ttft_s is None else args.slo_ttft_s
-    y = base.slo_tpot_s if args.slo_tpot_s is None else args.slo_tpot_s
-    node, beta, source = resolve_node(args, workload_from_trace(tr, slo_ttft_s=x, slo_tpot_s=y))
-    settings = _settings(args)
+    base = WORKLOAD_PRESETS[args.preset or "chat"]  # the SLOs, unless --slo-* say otherwise
+    wl, link, node, beta, source = resolve_scenario(
+        workload_from_trace(tr, slo_ttft_s=base.slo_ttft_s, slo_tpot_s=base.slo_tpot_s),
+        slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, link=args.link,
+        node_from=lambda w: resolve_node(args, w),
+    )
     data = trace_replay_summary(
-        tr, node, nodes=args.nodes, link=LINKS["rdma"] if args.link is None else args.link, beta=beta,
-        slo_ttft_s=x, slo_tpot_s=y, settings=settings, prefix_cache=args.prefix_cache,
+        tr, node, nodes=args.nodes, link=link, beta=beta,
+        slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s, settings=_settings(args),
+        prefix_cache=args.prefix_cache,
         attainment_target=args.attainment_target, seed=args.seed, node_source=source,
     )
     rows = [{"deployment": r["deployment"], "architecture": r["architecture"],
