@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "servesim.cli_roofline",
     "servesim.cli_inputs",
     "servesim.cli_plan",
+    "servesim.cli_predict",
 )
 """Modules that add further subcommands, in the order they appear in --help."""
 

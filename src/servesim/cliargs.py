@@ -72,16 +72,19 @@ def number(lo: float | None, hi: float | None, *, lo_open: bool = False, hi_open
     return parse
 
 
-def integer(lo: int, why: str = "") -> Callable[[str], int]:
+def integer(lo: int, why: str = "", *, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= lo (and <= hi when given)."""
+    valid = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
+
     def parse(text: str) -> int:
         try:
+            if len(text) > 40:
+                raise ValueError
             n = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not an integer: must be an integer >= {lo}{why}"
-            ) from None
-        if n < lo:
-            raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be an integer >= {lo}{why}")
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer: must be {valid}{why}") from None
+        if n < lo or (hi is not None and n > hi):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be {valid}{why}")
         return n
 
     return parse

@@ -15,11 +15,21 @@ naming the file, the entry and the field, e.g.::
     my.toml: [model.tiny] field 'layers': layers=0 is invalid: must be an integer >= 1
 
 A user's entries are added to the shipped ones; an entry with a shipped name
-replaces it.  Standard library only.
+replaces it.
+
+Some optional fields describe a model or GPU beyond what
+:class:`~servesim.roofline.ModelSpec` and :class:`~servesim.roofline.GPUSpec`
+hold (``intermediate_size``, ``gated_mlp``, ``qkv_bias`` and ``hf_ids`` of a
+model, ``fp8_TFLOPS`` and ``fp4_TFLOPS`` of a GPU: :data:`EXTRA_FIELDS`).  They
+are checked like every field and kept beside the specs, in
+:attr:`Catalog.model_extras` and :attr:`Catalog.gpu_extras` (read by
+:mod:`servesim.hardware.names` and :mod:`servesim.hardware.precision`).
+Standard library only.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "BUILTIN_FILES",
+    "EXTRA_FIELDS",
     "FIELDS",
     "Catalog",
     "FieldSpec",
@@ -56,7 +67,7 @@ GIB = 2**30
 class FieldSpec:
     """One field of a catalog entry: its kind, whether it is required, its bounds and its meaning."""
 
-    kind: str  # "int", "real", "str", "bool" or "choice"
+    kind: str  # "int", "real", "str", "bool", "choice" or "ids" (a list of Hugging Face ids)
     meaning: str
     required: bool = True
     lo: float | None = None
@@ -84,6 +95,8 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
         "bf16_TFLOPS": _pos("dense BF16 throughput in TFLOP/s (1e12 FLOP/s, no sparsity)"),
         "memory_GiB": _pos("HBM capacity in GiB (2^30 bytes)"),
         "interconnect_GBps": _pos("GPU-to-GPU bandwidth per direction in GB/s (1e9 bytes/s)"),
+        "fp8_TFLOPS": _pos("dense FP8 throughput in TFLOP/s (absent: no FP8 tensor cores)", required=False),
+        "fp4_TFLOPS": _pos("dense FP4 throughput in TFLOP/s (absent: no FP4 tensor cores)", required=False),
         **_TEXT,
     },
     "model": {
@@ -106,6 +119,14 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
         "qk_nope_head_dim": _count("MLA per-head key width without RoPE", required=False),
         "v_head_dim": _count("MLA per-head value width", required=False),
         "draft_model": FieldSpec("str", "catalog model drafting for this one", required=False),
+        "intermediate_size": _count("MLP width (MoE: one routed expert's; 0 = unknown, the default)",
+                                    required=False, lo=0),
+        "gated_mlp": FieldSpec("bool", "gated MLP: gate, up and down projections (default true)",
+                               required=False),
+        "qkv_bias": FieldSpec("bool", "the Q, K and V projections carry biases (default false)",
+                              required=False),
+        "hf_ids": FieldSpec("ids", "Hugging Face repository ids of checkpoints with this shape",
+                            required=False),
         **_TEXT,
     },
     "link": {
@@ -117,6 +138,14 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
     },
 }
 """Every field of every kind of entry, with its meaning (unknown fields are errors)."""
+
+EXTRA_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "gpu": ("fp8_TFLOPS", "fp4_TFLOPS"),
+    "model": ("intermediate_size", "gated_mlp", "qkv_bias", "hf_ids"),
+}
+"""Fields kept beside the specs (``Catalog.gpu_extras`` / ``Catalog.model_extras``), not in them."""
+
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -153,11 +182,17 @@ class Catalog:
     gpus: Mapping[str, GPUSpec] = field(default_factory=dict)
     models: Mapping[str, ModelSpec] = field(default_factory=dict)
     links: Mapping[str, LinkSpec] = field(default_factory=dict)
+    # the EXTRA_FIELDS an entry sets, by entry name (every entry of a file has one, maybe empty)
+    gpu_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    model_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # read-only views, so that the cached built-in catalog cannot be changed by a caller
         for name in ("gpus", "models", "links"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        for name in ("gpu_extras", "model_extras"):
+            table = {k: MappingProxyType(dict(v)) for k, v in getattr(self, name).items()}
+            object.__setattr__(self, name, MappingProxyType(table))
 
     def gpu(self, name: str) -> GPUSpec:
         return _lookup(self.gpus, name, "GPU")
@@ -174,6 +209,8 @@ class Catalog:
             gpus={**self.gpus, **other.gpus},
             models={**self.models, **other.models},
             links={**self.links, **other.links},
+            gpu_extras={**self.gpu_extras, **other.gpu_extras},
+            model_extras={**self.model_extras, **other.model_extras},
         )
 
 
@@ -202,6 +239,15 @@ def _check_field(name: str, spec: FieldSpec, value: Any) -> Any:
         if not isinstance(value, bool):
             raise ParameterError(name, value, "true or false")
         return value
+    if spec.kind == "ids":
+        if not isinstance(value, list):
+            raise ParameterError(name, value,
+                                 "a list of Hugging Face ids such as ['meta-llama/Llama-3.1-8B']")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not _HF_ID.fullmatch(item):
+                raise ParameterError(f"{name}[{i}]", item, "a Hugging Face id 'owner/name', "
+                                     "e.g. 'meta-llama/Llama-3.1-8B'")
+        return tuple(value)
     if spec.kind == "choice":
         if value not in spec.choices:
             raise ParameterError(name, value, f"one of {', '.join(repr(c) for c in spec.choices)}")
@@ -287,6 +333,7 @@ _BUILD = {"gpu": _gpu, "model": _model, "link": _link}
 def validate(data: Mapping[str, Any], where: str) -> Catalog:
     """Check one parsed catalog file (``where`` names it in errors) and build its entries."""
     tables: dict[str, dict[str, Any]] = {"gpu": {}, "model": {}, "link": {}}
+    extras: dict[str, dict[str, Mapping[str, Any]]] = {"gpu": {}, "model": {}}
     for top, entries in data.items():
         if top not in tables:
             raise CatalogError(
@@ -301,7 +348,10 @@ def validate(data: Mapping[str, Any], where: str) -> Catalog:
                 tables[top][name] = _BUILD[top](name, fields)
             except ParameterError as exc:
                 raise CatalogError(f"{where}: [{top}.{name}] field {exc.name!r}: {exc}") from None
-    return Catalog(gpus=tables["gpu"], models=tables["model"], links=tables["link"])
+            if top in extras:
+                extras[top][name] = {k: fields[k] for k in EXTRA_FIELDS[top] if k in fields}
+    return Catalog(gpus=tables["gpu"], models=tables["model"], links=tables["link"],
+                   gpu_extras=extras["gpu"], model_extras=extras["model"])
 
 
 def _check_references(cat: Catalog, where: str) -> None:
@@ -311,6 +361,15 @@ def _check_references(cat: Catalog, where: str) -> None:
                 f"{where}: [model.{name}] field 'draft_model': unknown model {m.draft_model!r} "
                 f"(known models: {', '.join(sorted(cat.models))})"
             )
+    owner: dict[str, str] = {}
+    for name in cat.models:
+        for hf_id in cat.model_extras.get(name, {}).get("hf_ids", ()):
+            first = owner.setdefault(hf_id.lower(), name)
+            if first != name:
+                raise CatalogError(
+                    f"{where}: [model.{name}] field 'hf_ids': {hf_id!r} is already an id of model "
+                    f"{first!r} (an id names one shape; replace [model.{first}] to change it)"
+                )
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,158 @@
+"""Accuracy of ``servesim predict`` against published serving measurements.
+
+Reads ``benchmarks/data/published_measurements.csv`` (each row cites its source;
+see ``benchmarks/data/SOURCES.md``), predicts every row with the shipped model,
+and prints predicted against measured with the median and worst relative error
+of TTFT, TPOT and output throughput, overall and per source.
+
+    python benchmarks/accuracy.py             # the table and the summary
+    python benchmarks/accuracy.py --fit       # also scan the two host-time constants
+
+``--fit`` scans the engine's host time per step (fixed part and per-sequence
+part) on a small grid and prints the median TPOT error for each: the only
+constants fitted to these measurements (``hardware/data/engines.toml``).
+Rows the model cannot price (an unknown model or GPU) are listed and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+DATA = HERE / "data" / "published_measurements.csv"
+
+
+def _num(x: str) -> float | None:
+    x = (x or "").strip()
+    if not x or x.lower() == "inf":
+        return None
+    try:
+        v = float(x)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def load_rows(path: Path = DATA) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
+    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.sim.batching import Benchmark, run_benchmark
+
+    conc = _num(row["concurrency"])
+    rate = _num(row["request_rate"])
+    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "bf16",
+                     kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm")
+    bench = Benchmark(isl=int(float(row["isl"])), osl=int(float(row["osl"])),
+                      concurrency=int(conc) if conc is not None else None,
+                      rate_per_s=rate if conc is None else None,
+                      num_prompts=None)
+    sm, _, memory = build_step_model(dep)
+    if host is not None:
+        sm.engine = replace(sm.engine, host_step_s=host[0], host_per_seq_s=host[1])
+    res = run_benchmark(sm, bench, memory, reserve=dep.engine != "vllm")
+    return {"ttft": res.mean_ttft_s * 1e3, "tpot": res.mean_tpot_s * 1e3, "itl": res.mean_itl_s * 1e3,
+            "tput": res.output_throughput}
+
+
+def _err(p: float | None, m: float | None) -> float | None:
+    if p is None or m is None or m == 0 or p != p:
+        return None
+    return (p - m) / m
+
+
+def evaluate(rows: list[dict[str, str]], host: tuple[float, float] | None = None
+             ) -> tuple[list[dict[str, Any]], list[str]]:
+    out, skipped = [], []
+    for r in rows:
+        if not _num(r["concurrency"]) and not _num(r["request_rate"]):
+            skipped.append(f"{r['id']}: no concurrency or finite rate")
+            continue
+        try:
+            p = predict_row(r, host)
+        except Exception as exc:
+            skipped.append(f"{r['id']}: {exc}")
+            continue
+        m_tpot = _num(r["mean_tpot_ms"]) or _num(r["mean_itl_ms"])
+        out.append({
+            "row": r, "pred": p,
+            "e_ttft": _err(p["ttft"], _num(r["mean_ttft_ms"])),
+            "e_tpot": _err(p["tpot"], m_tpot),
+            "e_tput": _err(p["tput"], _num(r["output_throughput"])),
+        })
+    return out, skipped
+
+
+def summary(results: list[dict[str, Any]], key: str) -> tuple[int, float, float]:
+    errs = [abs(x[key]) for x in results if x[key] is not None]
+    if not errs:
+        return 0, math.nan, math.nan
+    return len(errs), statistics.median(errs), max(errs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--fit", action="store_true", help="scan the host-time constants")
+    ap.add_argument("--quiet", action="store_true", help="summary only")
+    args = ap.parse_args(argv)
+    rows = load_rows(args.data)
+    results, skipped = evaluate(rows)
+    if not args.quiet:
+        print(f"{'id':<14} {'model':<34} {'gpu':<9} {'tp':>2} {'dt':<4} {'eng':<6} {'isl/osl':>10} "
+              f"{'conc':>5}"
+              f" {'TTFT p/m ms':>17} {'TPOT p/m ms':>15} {'tok/s p/m':>15}")
+        for x in results:
+            r, p = x["row"], x["pred"]
+
+            def pm(pred: float, meas: str, nd: int = 1) -> str:
+                m = _num(meas)
+                return f"{pred:.{nd}f}/" + ("-" if m is None else f"{m:.{nd}f}")
+
+            conc = r["concurrency"] or ("@" + r["request_rate"])
+            m_tpot = r["mean_tpot_ms"] or r["mean_itl_ms"]
+            print(f"{r['id'][:14]:<14} {r['model'][-34:]:<34} {r['gpu']:<9} {r['tp']:>2} {r['dtype']:<4} "
+                  f"{r['engine']:<6} {r['isl'] + '/' + r['osl']:>10} {conc:>5} "
+                  f"{pm(p['ttft'], r['mean_ttft_ms']):>17}"
+                  f" {pm(p['tpot'], m_tpot, 2):>15} {pm(p['tput'], r['output_throughput'], 0):>15}")
+    print()
+    for key, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "output tok/s")):
+        n, med, worst = summary(results, key)
+        print(f"{name:<13} n={n:<4} median |error| {100 * med:5.1f}%   worst {100 * worst:6.1f}%")
+    sources = sorted({x["row"]["source"] for x in results})
+    for s in sources:
+        sub = [x for x in results if x["row"]["source"] == s]
+        parts = []
+        for key, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "tok/s")):
+            n, med, _ = summary(sub, key)
+            if n:
+                parts.append(f"{name} {100 * med:.0f}% (n={n})")
+        print(f"  {s[:70]}: {', '.join(parts)}")
+    if skipped:
+        print(f"\nskipped {len(skipped)} rows:")
+        for s in skipped:
+            print(f"  {s}")
+    if args.fit:
+        print("\nhost-time scan (median |error| TPOT / TTFT):")
+        for h0 in (0.0, 0.5e-3, 1.0e-3, 1.5e-3, 2.0e-3):
+            for h1 in (0.0, 2e-6, 4e-6, 8e-6):
+                res, _ = evaluate(rows, (h0, h1))
+                _, mt, _ = summary(res, "e_tpot")
+                _, mf, _ = summary(res, "e_ttft")
+                print(f"  host {h0 * 1e3:.1f} ms + {h1 * 1e6:.0f} us/seq: "
+                      f"TPOT {100 * mt:.1f}%  TTFT {100 * mf:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

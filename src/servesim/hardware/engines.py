@@ -1,0 +1,110 @@
+"""Serving engines as parameter bundles: scheduler budgets and per-step host overheads.
+
+The bundles live in ``hardware/data/engines.toml`` (data, with the evidence for
+each value beside it); this module reads and checks them.  An engine profile
+says how a continuous-batching engine forms its steps:
+
+* ``max_num_batched_tokens``: the per-step token budget (decode tokens count
+  against it; the rest goes to prefill chunks), chosen by GPU memory class as
+  the engine itself chooses its default;
+* ``max_num_seqs``: the most sequences running at once;
+* the **host time** of one step, ``host_step_s + host_per_seq_s x sequences``:
+  scheduling, input preparation, sampling bookkeeping and detokenization on the
+  CPU.  An engine that overlaps this with the GPU's work (an "overlap"
+  scheduler) hides the part that is shorter than the step: the step then costs
+  ``max(gpu, host)`` instead of ``gpu + host`` (``overlap = true``);
+* ``cuda_graph_max_tokens``: the largest step captured in a CUDA graph; larger
+  (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from servesim._checks import ParameterError, check_int, check_real
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+__all__ = ["ENGINES", "EngineProfile", "engine_profile"]
+
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+"""Engines with a shipped profile."""
+
+_DATA = Path(__file__).parent / "data" / "engines.toml"
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """How one engine forms and pays for its steps (see the module docstring)."""
+
+    name: str
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    host_step_s: float
+    host_per_seq_s: float
+    overlap: bool
+    cuda_graph_max_tokens: int
+    eager_kernel_s: float
+    memory_fraction: float
+    reserved_bytes: float
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
+        check_int("max_num_seqs", self.max_num_seqs, lo=1)
+        check_real("host_step_s", self.host_step_s, lo=0.0)
+        check_real("host_per_seq_s", self.host_per_seq_s, lo=0.0)
+        check_int("cuda_graph_max_tokens", self.cuda_graph_max_tokens, lo=0)
+        check_real("eager_kernel_s", self.eager_kernel_s, lo=0.0)
+        check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
+        check_real("reserved_bytes", self.reserved_bytes, lo=0.0)
+
+    def host_s(self, sequences: float) -> float:
+        """CPU time of one step with ``sequences`` sequences in it."""
+        return self.host_step_s + self.host_per_seq_s * sequences
+
+
+@cache
+def _raw() -> dict[str, Any]:
+    with open(_DATA, "rb") as f:
+        return tomllib.load(f)
+
+
+def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
+                   max_num_batched_tokens: int | None = None,
+                   max_num_seqs: int | None = None) -> EngineProfile:
+    """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
+
+    Budgets depend on the GPU's memory class as the engines' own defaults do:
+    the ``large`` values apply from ``large_memory_gib`` up (except the GPUs
+    named in ``small_gpus``), the ``small`` ones below.
+    """
+    raw = _raw()["engine"]
+    if name not in raw:
+        raise ParameterError("engine", name, f"one of {', '.join(ENGINES)}")
+    e = raw[name]
+    large = memory_gib >= float(e["large_memory_gib"]) and gpu not in e["small_gpus"]
+    tokens = int(e["max_num_batched_tokens_large" if large else "max_num_batched_tokens_small"])
+    seqs = int(e["max_num_seqs_large" if large else "max_num_seqs_small"])
+    return EngineProfile(
+        name=name,
+        max_num_batched_tokens=tokens if max_num_batched_tokens is None else max_num_batched_tokens,
+        max_num_seqs=seqs if max_num_seqs is None else max_num_seqs,
+        host_step_s=float(e["host_step_us"]) * 1e-6,
+        host_per_seq_s=float(e["host_per_seq_us"]) * 1e-6,
+        overlap=bool(e["overlap"]),
+        cuda_graph_max_tokens=int(e["cuda_graph_max_tokens"]),
+        eager_kernel_s=float(e["eager_kernel_us"]) * 1e-6,
+        memory_fraction=float(e["memory_fraction"]),
+        reserved_bytes=float(e["reserved_GiB"]) * 2.0**30,
+        description=str(e.get("label", name)),
+    )

@@ -1,0 +1,490 @@
+"""Measured kernel latencies of vLLM on four NVIDIA GPUs, looked up by shape.
+
+The tables (``data/kernels/<gpu>.json.gz``, one per GPU in :data:`GPU_TABLES`) are derived
+from per-kernel timings that NVIDIA's aiconfigurator project measured with vLLM (Apache-2.0;
+origin, license and every change made: ``data/kernels/NOTICE.md``;
+``scripts/build_kernel_tables.py`` rebuilds them).  Each holds, for one GPU:
+
+* **GEMM** latency by dtype (``bf16``; ``fp8`` per-tensor scaled, not on the A100; ``fp4``
+  NVFP4, B200 only) and shape: an ``(m x k)`` activation times a ``(k x n)`` weight, ``m`` =
+  tokens in the batch.  Grid: m 1..32768 (1..8192 on the A100), n and k 32..65536.
+* **decode attention**: one decode step of ``batch`` sequences with ``context`` tokens each
+  already in the KV cache, by (kv dtype, query heads, KV heads, head dim) per GPU; grid batch
+  1..2048 x context 1..131071 (minus the largest batch x context, which did not fit).
+* **prefill attention**: a fresh causal prefill of ``batch`` prompts of ``prompt`` tokens each,
+  same keys; grid batch 1..256 x prompt 1..16384 (minus the largest).
+* **all-reduce**: vLLM's custom all-reduce under CUDA graphs (NCCL above its size limit), by GPU
+  count (2, 4, 8) and message size in bytes (256 B .. 1 GiB).
+* the GPU's datasheet numbers as aiconfigurator states them, and **fitted roofline
+  efficiencies** (:attr:`KernelTables.efficiency`).
+
+Units: latency in milliseconds (``Lookup.ms``); sizes in bytes; rates in bytes/s and FLOP/s;
+powers of ten throughout (GB = 1e9 bytes) except where a name says GiB/MiB.
+
+Interpolation.  Between grid points a lookup is multilinear in ``log(latency)`` over
+``log(axis)``: a kernel's time is close to a power law of each size (flat at the launch floor,
+proportional to m, n k, batch x context, prompt^2 ... once it is bound by bandwidth or FLOPs),
+and log-log interpolation is exact for any power law, so it follows each regime between points
+where linear interpolation would bend.  The result lies between the values of the cell's
+corners, and a grid point reads back its stored value exactly.  The stored tables keep the
+measured values except glitches, so they are monotone along each size axis within a factor 1.5
+(NOTICE.md): vLLM really is slower at some shapes than at slightly larger ones.  ``m``,
+``batch`` and ``context`` may be non-integer (averages).
+
+Outside the measured grid (above or below an axis, or a grid cell that was not measured) a
+lookup is a **roofline estimate anchored to the table**: the measured time at the nearest point
+of the grid (the query clamped to the axes; where that cell was not measured, the measured grid
+point at or below it on every axis with the most work) multiplied by
+``roofline(query) / roofline(anchor)``, where ``roofline`` is
+``max(floor, bytes / (memory efficiency x HBM), FLOPs / (compute efficiency x peak))`` with the
+efficiencies and floor fitted to that table.  It is continuous at the edge of the grid and
+follows the fitted roofline away from it; ``Lookup.measured`` is then False and ``Lookup.note``
+says why.
+
+Attention head shapes.  A (heads, kv_heads, head_dim) that was not measured uses the nearest
+measured one of the same KV dtype (nearest head_dim first, then nearest heads and kv_heads in
+log scale) times the ratio of the two shapes' roofline times at the query: decode work is the
+KV read, ``batch x context x kv_heads x head_dim x 2 x kv bytes`` plus ``batch x heads x
+head_dim x 4`` bytes for q and the output; prefill work is ``4 x batch x heads x head_dim x
+prompt (prompt + 1) / 2`` causal FLOPs.  (The ratio is the work ratio once both are past the
+fitted floor.)  Such a lookup has ``measured = False``.  A KV dtype a GPU has no table for (fp8
+on the A100) uses the bf16 table, decode scaled by the KV bytes, also ``measured = False``.
+
+Standard library only; a table is read on first use (about 15 ms; the logs of a grid are taken
+once, on its first off-grid lookup) and cached.  A lookup inside the grid takes 1.5-3 us.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from functools import cache
+from itertools import product
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from servesim._checks import ParameterError, check_int, check_real
+
+__all__ = ["GPU_TABLES", "KernelTables", "Lookup", "table_name", "tables_for"]
+
+GPU_TABLES: tuple[str, ...] = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
+"""GPUs with measured kernel tables."""
+
+_DATA = Path(__file__).parent / "data" / "kernels"
+
+_ALIASES: dict[str, str] = {
+    "h100": "h100_sxm", "h100-sxm": "h100_sxm", "h100_sxm": "h100_sxm",
+    "h200": "h200_sxm", "h200-sxm": "h200_sxm", "h200_sxm": "h200_sxm",
+    "a100-80gb": "a100_sxm", "a100-sxm": "a100_sxm", "a100_sxm": "a100_sxm",
+    "b200": "b200_sxm", "b200-sxm": "b200_sxm", "b200_sxm": "b200_sxm",
+}
+
+KV_DTYPES_KNOWN: tuple[str, ...] = ("bf16", "fp8")
+_KV_BYTES = {"bf16": 2.0, "fp8": 1.0}
+_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+"""Bytes per weight value; NVFP4 is 4 bits plus one FP8 scale per 16 values."""
+_ACT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+"""Bytes per activation value read by the GEMM (quantized GEMMs quantize their input)."""
+_OUT_BYTES = 2.0
+_ANCHOR_WINDOW = 4
+
+
+def table_name(gpu_name: str) -> str | None:
+    """The kernel table for a servesim GPU name (``h100-sxm``, ``h200``, ``a100-80gb``, ``b200``
+    and the table names themselves), or None when there is none."""
+    if not isinstance(gpu_name, str):
+        return None
+    return _ALIASES.get(gpu_name.strip().lower())
+
+
+def tables_for(gpu_name: str) -> KernelTables | None:
+    """The measured tables of ``gpu_name`` (loaded once, then cached), or None if it has none."""
+    name = table_name(gpu_name)
+    return None if name is None else _load(name)
+
+
+@cache
+def _load(name: str) -> KernelTables:
+    with gzip.open(_DATA / f"{name}.json.gz", "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    return KernelTables(doc)
+
+
+class Lookup(NamedTuple):
+    """One kernel's latency."""
+
+    ms: float
+    """Latency in milliseconds."""
+    measured: bool
+    """True: interpolated inside the measured grid; False: estimated (see ``note``)."""
+    note: str = ""
+    """For estimates: why, and how it was made."""
+
+
+# --------------------------------------------------------------------------- grids
+
+
+class _Grid:
+    """A dense grid of latencies (ms) over sorted positive axes, C order, None where not measured."""
+
+    __slots__ = ("_log", "axes", "laxes", "names", "shape", "strides", "values")
+
+    def __init__(self, names: Sequence[str], axes: Sequence[Sequence[float]],
+                 values: list[float | None]) -> None:
+        self.names = tuple(names)
+        self.axes = tuple(tuple(float(x) for x in a) for a in axes)
+        self.laxes = tuple(tuple(math.log(x) for x in a) for a in self.axes)
+        self.shape = tuple(len(a) for a in self.axes)
+        strides = [1] * len(self.shape)
+        for i in range(len(self.shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * self.shape[i + 1]
+        self.strides = tuple(strides)
+        if len(values) != math.prod(self.shape):
+            raise ValueError("grid size does not match its axes")
+        self.values = values
+        self._log: list[float | None] | None = None
+
+    def logs(self) -> list[float | None]:
+        if self._log is None:
+            self._log = [None if v is None else math.log(v) for v in self.values]
+        return self._log
+
+    def clamp(self, point: Sequence[float]) -> tuple[float, ...]:
+        return tuple(min(max(x, a[0]), a[-1]) for x, a in zip(point, self.axes, strict=True))
+
+    def interp(self, point: Sequence[float]) -> float | None:
+        """Log-log multilinear value at ``point``; None if it is outside the axes or a needed corner
+        was not measured."""
+        base = 0
+        corners: list[tuple[int, float]] | None = None  # (flat index, weight), built only off-grid
+        for x, ax, la, st in zip(point, self.axes, self.laxes, self.strides, strict=True):
+            i = bisect_right(ax, x) - 1
+            if i < 0:
+                return None
+            last = len(ax) - 1
+            if i >= last:
+                if x > ax[last]:
+                    return None
+                base += last * st
+                continue
+            base += i * st
+            if x == ax[i]:
+                continue
+            w = (math.log(x) - la[i]) / (la[i + 1] - la[i])
+            if corners is None:
+                corners = [(0, 1.0 - w), (st, w)]
+            else:
+                corners = [(f, c * (1.0 - w)) for f, c in corners] + [(f + st, c * w) for f, c in corners]
+        if corners is None:  # a grid point
+            return self.values[base]
+        logs = self._log if self._log is not None else self.logs()
+        acc = 0.0
+        for off, weight in corners:
+            if weight == 0.0:
+                continue
+            v = logs[base + off]
+            if v is None:
+                return None
+            acc += weight * v
+        return math.exp(acc)
+
+    def anchor_below(self, point: Sequence[float],
+                     roof: Callable[[tuple[float, ...]], float]) -> tuple[tuple[float, ...], float] | None:
+        """The measured grid point <= ``point`` on every axis (a few steps back at most) of greatest
+        roofline time, with its value; None if there is none."""
+        low = [max(0, bisect_right(a, x) - 1) for x, a in zip(point, self.axes, strict=True)]
+        ranges = [range(i, max(-1, i - _ANCHOR_WINDOW), -1) for i in low]
+        best: tuple[float, tuple[float, ...], float] | None = None
+        for idx in product(*ranges):
+            flat = sum(i * st for i, st in zip(idx, self.strides, strict=True))
+            v = self.values[flat]
+            if v is None:
+                continue
+            p = tuple(a[i] for a, i in zip(self.axes, idx, strict=True))
+            r = roof(p)
+            if best is None or r > best[0]:
+                best = (r, p, v)
+        return None if best is None else (best[1], best[2])
+
+    def estimate(self, point: tuple[float, ...], roof: Callable[[tuple[float, ...]], float],
+                 what: str, how: str) -> Lookup:
+        """The anchored roofline estimate where :meth:`interp` has no value (module docstring)."""
+        clamped = self.clamp(point)
+        v = self.interp(clamped)
+        reasons = []
+        for name, x, c, a in zip(self.names, point, clamped, self.axes, strict=True):
+            if x > c:
+                reasons.append(f"{name}={x:g} above the measured {a[-1]:g}")
+            elif x < c:
+                reasons.append(f"{name}={x:g} below the measured {a[0]:g}")
+        if v is not None:
+            anchor, av = clamped, v
+        else:
+            found = self.anchor_below(clamped, roof)
+            inside = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, clamped, strict=True))
+            reasons.append(f"({inside}) not measured")
+            if found is None:
+                return Lookup(roof(point), False, f"{what}: {'; '.join(reasons)}: roofline {how}")
+            anchor, av = found
+        at = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, anchor, strict=True))
+        ms = av * roof(point) / roof(anchor)
+        why = "; ".join(reasons)
+        return Lookup(ms, False, f"{what}: {why}: measured ({at}) scaled by the roofline {how}")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+# --------------------------------------------------------------------------- tables
+
+
+class KernelTables:
+    """The measured kernel tables of one GPU (see the module docstring).
+
+    Attributes: ``name`` (table name), ``device`` (as the measuring GPU reported itself),
+    ``engine`` (``"vLLM <version>"``), ``hbm_bytes_per_s``, ``flops_per_s`` (dense tensor-core
+    peak per GEMM dtype), ``memory_bytes``, ``nvlink_bytes_per_s`` (per GPU, each direction),
+    ``gemm_dtypes``, ``kv_dtypes``, ``efficiency`` (the fitted numbers, as stored) and
+    ``memory_efficiency`` (the share of HBM bandwidth a streaming kernel reaches: the bf16 GEMM
+    fit, for kernels no table holds).
+    """
+
+    name: str
+    device: str
+    engine: str
+    hbm_bytes_per_s: float
+    flops_per_s: dict[str, float]
+    memory_bytes: float
+    nvlink_bytes_per_s: float
+    gemm_dtypes: tuple[str, ...]
+    kv_dtypes: tuple[str, ...]
+    efficiency: dict[str, Any]
+    memory_efficiency: float
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        if doc.get("format") != 1:
+            raise ValueError(f"kernel table format {doc.get('format')!r} is not supported")
+        sysd = doc["system"]
+        self.name = doc["name"]
+        self.device = doc["device"]
+        self.engine = doc["engine"]
+        self.hbm_bytes_per_s = float(sysd["hbm_bytes_per_s"])
+        self.flops_per_s = {k: float(v) for k, v in sysd["flops_per_s"].items()}
+        self.memory_bytes = float(sysd["memory_bytes"])
+        self.nvlink_bytes_per_s = float(sysd["nvlink_bytes_per_s"])
+        self.internode_bytes_per_s = float(sysd["internode_bytes_per_s"])
+        self.gpus_per_node = int(sysd["gpus_per_node"])
+        order = ("bf16", "fp8", "fp4")
+        self.gemm_dtypes = tuple(d for d in order if d in doc["gemm"])
+        self.kv_dtypes = tuple(d for d in KV_DTYPES_KNOWN if d in doc["decode"]["ms"])
+        self.efficiency = doc["efficiency"]
+        self._eff: dict[str, dict[str, dict[str, float]]] = {
+            kind: {key: {f: float(v) for f, v in fits.items()} for key, fits in by_key.items()}
+            for kind, by_key in self.efficiency.items()}
+        self.memory_efficiency = self._eff["gemm"]["bf16"]["memory"]
+        self.sources = {"gemm": {k: v["kernel_source"] for k, v in doc["gemm"].items()},
+                        "decode": doc["decode"]["kernel_source"], "prefill": doc["prefill"]["kernel_source"],
+                        "allreduce": doc["allreduce"]["kernel_source"]}
+        self._doc = doc
+        self._gemm: dict[str, _Grid] = {}
+        self._attn: dict[tuple[str, str, tuple[int, int, int]], _Grid] = {}
+        self._nearest: dict[tuple[str, str, tuple[int, int, int]], tuple[int, int, int]] = {}
+        self._ar: dict[int, _Grid] = {}
+
+    def __repr__(self) -> str:
+        return f"KernelTables({self.name!r}: {self.device}, {self.engine})"
+
+    # ------------------------------------------------------------------ GEMM
+
+    def _gemm_grid(self, dtype: str) -> _Grid:
+        g = self._gemm.get(dtype)
+        if g is None:
+            if dtype not in self.gemm_dtypes:
+                have = ", ".join(self.gemm_dtypes)
+                raise ParameterError("dtype", dtype, f"one of {have} (the GEMM dtypes of {self.name})")
+            t = self._doc["gemm"][dtype]
+            g = self._gemm[dtype] = _Grid(("m", "n", "k"), (t["m"], t["n"], t["k"]), t["ms"])
+        return g
+
+    def gemm_roofline_ms(self, dtype: str, m: float, n: float, k: float) -> float:
+        """Fitted roofline of a GEMM in ms: max(floor, bytes / (fitted share x HBM), FLOPs / (fitted
+        share x peak)); bytes are the weights, the activations in (quantized for fp8/fp4) and the
+        bf16 output."""
+        e = self._eff["gemm"][dtype]
+        nbytes = n * k * _WEIGHT_BYTES[dtype] + m * k * _ACT_BYTES[dtype] + m * n * _OUT_BYTES
+        t = max(nbytes / (e["memory"] * self.hbm_bytes_per_s),
+                2 * m * n * k / (e["compute"] * self.flops_per_s[dtype]))
+        return max(e["floor_ms"], 1e3 * t)
+
+    def gemm(self, dtype: str, m: float, n: int, k: int) -> Lookup:
+        """Latency of an (m x k) by (k x n) GEMM in ``dtype`` (weights and math; output bf16)."""
+        grid = self._gemm.get(dtype) or self._gemm_grid(dtype)
+        point = (_positive("m", m), _positive("n", n), _positive("k", k))
+        v = grid.interp(point)
+        if v is not None:
+            return Lookup(v, True)
+        e = self._eff["gemm"][dtype]
+        return grid.estimate(point, lambda p: self.gemm_roofline_ms(dtype, *p), f"gemm {dtype}",
+                             f"at fitted {_pct(e['memory'])} of HBM / {_pct(e['compute'])} of peak")
+
+    # ------------------------------------------------------------------ attention
+
+    def _attn_grid(self, kind: str, kv: str, key: tuple[int, int, int]) -> tuple[_Grid, tuple[int, int, int]]:
+        """The grid of ``key`` (or of the nearest measured key) and the key it holds."""
+        got = self._nearest.get((kind, kv, key))
+        if got is None:
+            tables = self._doc[kind]["ms"][kv]
+            if f"{key[0]},{key[1]},{key[2]}" in tables:
+                got = key
+            else:
+                h, g, d = key
+                have = [(int(a), int(b), int(c)) for a, b, c in (s.split(",") for s in tables)]
+                got = min(have, key=lambda c: (abs(math.log2(d / c[2])),
+                                               abs(math.log2(h / c[0])) + abs(math.log2(g / c[1])), c))
+            self._nearest[(kind, kv, key)] = got
+        grid = self._attn.get((kind, kv, got))
+        if grid is None:
+            t = self._doc[kind]
+            second = "context" if kind == "decode" else "prompt"
+            grid = self._attn[(kind, kv, got)] = _Grid(("batch", second), (t["batch"], t[second]),
+                                                       t["ms"][kv][f"{got[0]},{got[1]},{got[2]}"])
+        return grid, got
+
+    def decode_roofline_ms(self, batch: float, context: float, heads: int, kv_heads: int, head_dim: int,
+                           kv_dtype: str, *, fit_kv: str | None = None) -> float:
+        """Fitted roofline of decode attention, ms: max(floor, bytes read / (fitted HBM share x HBM))."""
+        e = self._eff["decode"][fit_kv or kv_dtype]
+        nbytes = batch * (context * kv_heads * head_dim * 2 * _KV_BYTES[kv_dtype] + heads * head_dim * 4)
+        return max(e["floor_ms"], 1e3 * nbytes / (e["memory"] * self.hbm_bytes_per_s))
+
+    def prefill_roofline_ms(self, batch: float, prompt: float, heads: int, kv_heads: int, head_dim: int,
+                            kv_dtype: str, *, fit_kv: str | None = None) -> float:
+        """Fitted roofline of causal prefill attention, ms: max(floor, FLOPs / (fitted share x bf16 peak),
+        bytes / (decode's fitted HBM share x HBM))."""
+        fk = fit_kv or kv_dtype
+        e = self._eff["prefill"][fk]
+        flops = 4 * batch * heads * head_dim * prompt * (prompt + 1) / 2
+        nbytes = batch * prompt * head_dim * (heads * 4 + kv_heads * 2 * _KV_BYTES[kv_dtype])
+        mem = self._eff["decode"][fk]["memory"]
+        t = max(flops / (e["compute"] * self.flops_per_s["bf16"]), nbytes / (mem * self.hbm_bytes_per_s))
+        return max(e["floor_ms"], 1e3 * t)
+
+    def _attention(self, kind: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int,
+                   kv_dtype: str) -> Lookup:
+        b = _positive("batch", batch)
+        s = _positive("context" if kind == "decode" else "prompt", length)
+        h = _count("heads", heads)
+        g = _count("kv_heads", kv_heads, h)
+        d = _count("head_dim", head_dim)
+        if kv_dtype not in KV_DTYPES_KNOWN:
+            raise ParameterError("kv_dtype", kv_dtype, f"one of {', '.join(KV_DTYPES_KNOWN)}")
+        kv = kv_dtype if kv_dtype in self.kv_dtypes else "bf16"
+        grid, got = self._attn_grid(kind, kv, (h, g, d))
+        v = grid.interp((b, s))
+        if v is not None and got == (h, g, d) and kv == kv_dtype:
+            return Lookup(v, True)
+        roof = self.decode_roofline_ms if kind == "decode" else self.prefill_roofline_ms
+        gh, gg, gd = got
+        if v is not None:
+            lk = Lookup(v, True)
+        else:
+            e = self._eff[kind][kv]
+            how = (f"at fitted {_pct(e['memory'])} of HBM" if kind == "decode"
+                   else f"at fitted {_pct(e['compute'])} of bf16 peak")
+            lk = grid.estimate((b, s), lambda p: roof(p[0], p[1], gh, gg, gd, kv),
+                               f"{kind} attention {kv}-KV", how)
+        notes = [lk.note] if lk.note else []
+        scale = 1.0
+        if got != (h, g, d):
+            scale = roof(b, s, h, g, d, kv) / roof(b, s, gh, gg, gd, kv)
+            notes.append(f"{kind} attention heads/kv_heads/head_dim {h}/{g}/{d} not measured on {self.name}: "
+                         f"nearest measured {gh}/{gg}/{gd} scaled by the work ratio x{scale:.3g}")
+        if kv != kv_dtype:
+            r = roof(b, s, h, g, d, kv_dtype, fit_kv=kv) / roof(b, s, h, g, d, kv, fit_kv=kv)
+            scale *= r
+            notes.append(f"no {kv_dtype} KV cache measured on {self.name}: the {kv}-KV table scaled by "
+                         f"the KV bytes x{r:.3g}")
+        if scale == 1.0 and not notes:
+            return lk
+        return Lookup(lk.ms * scale, lk.measured and got == (h, g, d) and kv == kv_dtype, "; ".join(notes))
+
+    def decode_attention(self, batch: float, context: float, heads: int, kv_heads: int, head_dim: int,
+                         kv_dtype: str) -> Lookup:
+        """One decode step's attention for ``batch`` sequences with ``context`` tokens each in the KV
+        cache; ``heads`` and ``kv_heads`` per GPU (after tensor parallelism)."""
+        return self._attention("decode", batch, context, heads, kv_heads, head_dim, kv_dtype)
+
+    def prefill_attention(self, batch: float, prompt: float, heads: int, kv_heads: int, head_dim: int,
+                          kv_dtype: str) -> Lookup:
+        """Causal attention of a fresh prefill of ``batch`` prompts of ``prompt`` tokens each (no cached
+        prefix); heads per GPU."""
+        return self._attention("prefill", batch, prompt, heads, kv_heads, head_dim, kv_dtype)
+
+    # ------------------------------------------------------------------ all-reduce
+
+    def _ar_grid(self, gpus: int) -> _Grid:
+        g = self._ar.get(gpus)
+        if g is None:
+            t = self._doc["allreduce"]
+            i = t["gpus"].index(gpus)
+            ns = len(t["bytes"])
+            g = self._ar[gpus] = _Grid(("bytes",), (t["bytes"],), t["ms"][i * ns:(i + 1) * ns])
+        return g
+
+    def allreduce_gpus(self) -> tuple[int, ...]:
+        """The GPU counts the all-reduce was measured at."""
+        return tuple(self._doc["allreduce"]["gpus"])
+
+    def allreduce_roofline_ms(self, gpus: int, message_bytes: float, *, fit_gpus: int | None = None) -> float:
+        """Fitted roofline of a ring all-reduce, ms: max(floor, 2 (N-1)/N bytes / (fitted share x NVLink))."""
+        e = self._eff["allreduce"][str(fit_gpus or gpus)]
+        bus = 2 * (gpus - 1) / gpus * message_bytes
+        return max(e["floor_ms"], 1e3 * bus / (e["bus"] * self.nvlink_bytes_per_s))
+
+    def allreduce(self, gpus: int, message_bytes: float) -> Lookup:
+        """All-reduce of ``message_bytes`` (bf16 activations) over ``gpus`` GPUs; 0 on one GPU."""
+        n = _count("gpus", gpus)
+        size = _positive("message_bytes", message_bytes)
+        if n == 1:
+            return Lookup(0.0, True)
+        have = self.allreduce_gpus()
+        if n in have:
+            grid = self._ar.get(n) or self._ar_grid(n)
+            v = grid.interp((size,))
+            if v is not None:
+                return Lookup(v, True)
+            e = self._eff["allreduce"][str(n)]
+            return grid.estimate((size,), lambda p: self.allreduce_roofline_ms(n, p[0]),
+                                 f"all-reduce over {n} GPUs",
+                                 f"at fitted {_pct(e['bus'])} of NVLink bus bandwidth")
+        if n <= self.gpus_per_node:
+            m = min(have, key=lambda c: (abs(math.log(n / c)), -c))
+            base = self.allreduce(m, size)
+            r = self.allreduce_roofline_ms(n, size, fit_gpus=m) / self.allreduce_roofline_ms(m, size)
+            note = f"all-reduce over {n} GPUs not measured: {m} GPUs scaled by the ring traffic x{r:.3g}"
+            return Lookup(base.ms * r, False, "; ".join(x for x in (note, base.note) if x))
+        node = self.gpus_per_node
+        base = self.allreduce(node, size)
+        nodes = n / node
+        inter = 2 * (nodes - 1) / nodes * (size / node) / self.internode_bytes_per_s * 1e3
+        note = (f"all-reduce over {n} GPUs spans {nodes:g} nodes, not measured: the {node}-GPU time plus the "
+                f"inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU (optimistic)")
+        return Lookup(base.ms + inter, False, "; ".join(x for x in (note, base.note) if x))
+
+
+def _positive(name: str, value: object) -> float:
+    """``value`` as a float if it is a positive finite real (fast path for int and float)."""
+    if (type(value) is float or type(value) is int) and 0 < value < math.inf:
+        return float(value)
+    return check_real(name, value, lo=0.0, lo_open=True)
+
+
+def _count(name: str, value: object, hi: int | None = None) -> int:
+    """``value`` if it is an integer >= 1 (and <= ``hi``)."""
+    if type(value) is int and value >= 1 and (hi is None or value <= hi):
+        return value
+    return check_int(name, value, lo=1, hi=hi)

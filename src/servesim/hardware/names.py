@@ -1,0 +1,637 @@
+"""Names of models and GPUs: catalog names, Hugging Face ids, ``config.json`` files, GPU aliases.
+
+**Models.**  :func:`resolve_model` turns what a user types into a
+:class:`~servesim.roofline.ModelSpec`:
+
+* a catalog name (``llama-3-70b``; exact, then case-insensitive);
+* a Hugging Face id listed in an entry's ``hf_ids`` (``meta-llama/Llama-3.1-8B-Instruct``),
+  case-insensitively, or a bare repository name when only one entry has it
+  (``Llama-3.1-8B-Instruct``);
+* an FP8 / FP4 re-packaging of such a checkpoint (``nvidia/Llama-3.1-8B-Instruct-FP8``,
+  ``RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8``, ``neuralmagic/...-FP8-dynamic``,
+  ``Qwen/Qwen3-32B-FP8``): the suffix and a leading ``Meta-`` are dropped and the rest
+  matched, from a quantizing organisation (:data:`QUANTIZER_ORGS`) or the model's own.
+  The *shape* is returned; the weight dtype is a separate choice
+  (:mod:`servesim.hardware.precision`);
+* the path of a Hugging Face ``config.json`` (or of a directory holding one) of a dense
+  Llama / Qwen2 / Qwen3 / Mistral-style model (:func:`read_hf_config`).  Text ending in
+  ``.json`` or starting with ``/``, ``./``, ``../`` or ``~`` is always a path; any other
+  text is looked up as a name first and read as a directory only when no name matches.
+
+An unknown name raises :class:`~servesim._checks.ParameterError` (``name='model'``)
+listing the close matches (:func:`difflib.get_close_matches` over every name and id).
+
+**Shapes.**  :class:`ModelShape` holds everything a per-GEMM step model needs,
+including what :class:`~servesim.roofline.ModelSpec` does not (the MLP width
+``intermediate``, ``gated_mlp``, ``qkv_bias``, kept in the catalog's
+``model_extras``).  :func:`model_shape` builds one for any model;
+:func:`dense_shape` refuses the ones a dense step model cannot price (MoE, MLA,
+unknown MLP width).
+
+**Parameter count of a dense shape** (:func:`dense_params`), with vocabulary ``V``,
+width ``h``, ``H`` query heads and ``G`` KV heads of width ``d``, MLP width ``I``::
+
+    V h (x 2 if the LM head is untied)                       embedding tables
+    + layers x ( h H d + 2 h G d + H d h                     Q, K, V, O projections
+               + 3 h I   (2 h I if the MLP is not gated)     gate, up, down
+               + 2 h                                         two RMSNorm weights
+               + (H d + 2 G d if qkv_bias)                   Q, K, V biases (Qwen2)
+               + (2 d if qk_norm) )                          per-head Q and K RMSNorm (Qwen3)
+    + h                                                      final norm
+
+which gives the checkpoints' own counts exactly (Llama-3.1-8B 8,030,261,248;
+Qwen3-32B 32,762,123,264).
+
+**Tensor parallelism.**  :func:`check_tp` applies vLLM's rule: ``tp`` divides the
+attention heads, and either divides the KV heads or is a multiple of them (each
+KV head is then replicated ``tp / kv_heads`` times, :func:`kv_replication`).
+
+**GPUs.**  :func:`canonical_gpu` / :func:`resolve_gpu` accept the catalog's names
+in any case with ``_`` or ``-`` (``H100_SXM``), an optional ``nvidia-`` / ``amd-``
+prefix, an optional ``-sxm`` form factor and the memory size (``h100-80gb``,
+``h200-141gb``).  ``h100`` means the SXM part and ``a100`` the 80 GB SXM part (the
+catalog's only ones: an ``h100-pcie`` or ``a100-40gb`` is a different GPU and is
+refused, with the close matches).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.catalog.schema import Catalog
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MOE_CONFIG_FIELDS",
+    "QUANTIZER_ORGS",
+    "ModelShape",
+    "canonical_gpu",
+    "canonical_model",
+    "check_tp",
+    "dense_params",
+    "dense_shape",
+    "kv_replication",
+    "model_shape",
+    "read_hf_config",
+    "resolve_gpu",
+    "resolve_model",
+    "valid_tps",
+]
+
+MAX_CONFIG_BYTES = 1 << 20
+"""A ``config.json`` larger than this (1 MiB) is refused unread: real ones are a few KiB."""
+
+_MAX_DIM = 1 << 24
+"""The largest integer a ``config.json`` shape field may hold (16,777,216: beyond any real model)."""
+
+MOE_CONFIG_FIELDS: tuple[str, ...] = ("num_experts", "num_local_experts", "n_routed_experts")
+"""``config.json`` fields that mark a mixture of experts (Qwen-MoE, Mixtral, DeepSeek)."""
+
+QUANTIZER_ORGS: tuple[str, ...] = ("nvidia", "redhatai", "neuralmagic", "amd")
+"""Organisations whose FP8 / FP4 re-packagings of a catalog checkpoint resolve to its shape."""
+
+_QUANT_SUFFIX = re.compile(r"[-_](?:fp8|nvfp4|mxfp4|fp4)(?:[-_](?:dynamic|static|kv|block|e4m3))*$")
+_PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
+
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    if catalog is not None:
+        return catalog
+    from servesim.catalog.schema import builtin_catalog
+
+    return builtin_catalog()
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A transformer's shape as a per-GEMM step model needs it.
+
+    ``intermediate`` is the MLP width (MoE: one routed expert's; 0 = unknown);
+    ``params`` / ``active_params`` are total and per-token parameter counts;
+    ``source`` is ``"catalog"`` or the ``config.json`` path the shape was read from.
+    """
+
+    name: str
+    hf_id: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    gated_mlp: bool
+    vocab: int
+    tied_embeddings: bool
+    params: float
+    active_params: float
+    attention: str
+    qkv_bias: bool = False
+    experts: int = 1
+    experts_per_token: int = 1
+    torch_dtype: str = ""
+    source: str = "catalog"
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
+            check_int(name, getattr(self, name), lo=1)
+        check_int("intermediate", self.intermediate, lo=0)
+        experts = check_int("experts", self.experts, lo=1)
+        check_int("experts_per_token", self.experts_per_token, lo=1, hi=experts)
+        check_real("params", self.params, lo=0.0, lo_open=True)
+        check_real("active_params", self.active_params, lo=0.0, hi=self.params, lo_open=True)
+        if self.attention not in ATTENTION_KINDS:
+            raise ParameterError("attention", self.attention, f"one of {', '.join(ATTENTION_KINDS)}")
+
+    @property
+    def is_dense(self) -> bool:
+        """One MLP per layer and per-head K/V (no MoE, no MLA latent)."""
+        return self.experts == 1 and self.attention != "mla"
+
+    @property
+    def q_width(self) -> int:
+        """All query heads' width, ``heads x head_dim`` (not always ``hidden``: Qwen3-32B, Mistral Small)."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the K (or V) projection, ``kv_heads x head_dim``."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def embedding_params(self) -> int:
+        """One ``vocab x hidden`` table (the input embedding, or the LM head)."""
+        return self.vocab * self.hidden
+
+    def spec(self) -> ModelSpec:
+        """The :class:`~servesim.roofline.ModelSpec` of this shape (BF16 weights and cache)."""
+        return ModelSpec(
+            name=self.name, layers=self.layers, hidden_size=self.hidden, heads=self.heads,
+            kv_heads=self.kv_heads, head_dim=self.head_dim, vocab_size=self.vocab,
+            params=self.params, active_params=self.active_params, attention=self.attention,
+            tied_embeddings=self.tied_embeddings, experts=self.experts,
+            experts_per_token=self.experts_per_token,
+            description=f"{self.hf_id or self.name} read from {self.source}",
+        )
+
+
+def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
+                 intermediate: int, vocab: int, tied_embeddings: bool, gated_mlp: bool = True,
+                 qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False,
+                 qk_norm: bool = False) -> int:
+    """Parameters of a dense decoder (the formula of the module doc), exactly."""
+    h, q, kv, inter = hidden, heads * head_dim, kv_heads * head_dim, intermediate
+    attn = h * q + 2 * h * kv + q * h
+    attn += (q + 2 * kv if qkv_bias else 0) + (h if o_bias else 0) + (2 * head_dim if qk_norm else 0)
+    mlp = (3 if gated_mlp else 2) * h * inter
+    if mlp_bias:
+        mlp += (2 * inter if gated_mlp else inter) + h
+    tables = vocab * h * (1 if tied_embeddings else 2)
+    return tables + layers * (attn + mlp + 2 * h) + h
+
+
+def _attention_kind(heads: int, kv_heads: int) -> str:
+    if kv_heads == heads:
+        return "mha"
+    return "mqa" if kv_heads == 1 else "gqa"
+
+
+def _from_spec(spec: ModelSpec, extras: Mapping[str, Any], hf_id: str = "") -> ModelShape:
+    ids = extras.get("hf_ids", ())
+    return ModelShape(
+        name=spec.name, hf_id=hf_id or (ids[0] if ids else ""), layers=spec.layers,
+        hidden=spec.hidden_size, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
+        intermediate=int(extras.get("intermediate_size", 0)), gated_mlp=bool(extras.get("gated_mlp", True)),
+        vocab=spec.vocab_size, tied_embeddings=spec.tied_embeddings, params=spec.params,
+        active_params=spec.active_params, attention=spec.attention,
+        qkv_bias=bool(extras.get("qkv_bias", False)), experts=spec.experts,
+        experts_per_token=spec.experts_per_token,
+    )
+
+
+_SHAPE_FIELDS = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size", "attention")
+
+# specs built from config.json files, so that model_shape(spec) finds their MLP width again
+_READ_SHAPES: dict[ModelSpec, ModelShape] = {}
+
+
+def model_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
+    """The :class:`ModelShape` of a catalog spec, a name, an HF id or a ``config.json`` path.
+
+    A :class:`~servesim.roofline.ModelSpec` takes its MLP width from the catalog entry
+    of the same name when the two agree on the shape (``intermediate`` is 0 otherwise).
+    """
+    if isinstance(spec_or_name, ModelShape):
+        return spec_or_name
+    if isinstance(spec_or_name, str):
+        return _resolve(spec_or_name, _catalog(catalog))
+    spec = spec_or_name
+    if spec in _READ_SHAPES:
+        return _READ_SHAPES[spec]
+    cat = _catalog(catalog)
+    extras: Mapping[str, Any] = {}
+    known = cat.models.get(spec.name)
+    if known is not None and all(getattr(known, f) == getattr(spec, f) for f in _SHAPE_FIELDS):
+        extras = cat.model_extras.get(spec.name, {})
+    return _from_spec(spec, extras)
+
+
+def dense_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
+    """:func:`model_shape`, refusing what a dense per-GEMM step model cannot price.
+
+    Raises :class:`ParameterError` (``name='model'``) for a mixture of experts or
+    multi-head latent attention, and (``name='intermediate_size'``) for an unknown MLP width.
+    """
+    s = model_shape(spec_or_name, catalog)
+    why = []
+    if s.experts > 1:
+        why.append(f"is a mixture of experts ({s.experts} experts, {s.experts_per_token} per token)")
+    if s.attention == "mla":
+        why.append("uses multi-head latent attention (MLA)")
+    if why:
+        raise ParameterError(
+            "model", s.name,
+            f"a dense model for the step model: {s.name} {' and '.join(why)}, which it does not price "
+            "(the roofline does)",
+        )
+    if s.intermediate == 0:
+        raise ParameterError(
+            "intermediate_size", 0,
+            f"known for the step model: set intermediate_size in the catalog entry of {s.name} "
+            "(config.json's intermediate_size, the MLP width)",
+        )
+    return s
+
+
+# --------------------------------------------------------------------------- config.json
+
+
+def _int_field(where: str, data: Mapping[str, Any], key: str, meaning: str, default: int | None = None,
+               lo: int = 1) -> int:
+    value = data.get(key)
+    if value is None:
+        if default is None:
+            raise InputError(f"{where}: missing required field {key!r} ({meaning})")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise InputError(f"{where}: field {key!r} = {value!r} is invalid: must be an integer >= {lo}")
+    if value > _MAX_DIM:
+        raise InputError(f"{where}: field {key!r} = {value!r} is invalid: must be an integer <= {_MAX_DIM}")
+    return value
+
+
+def _bool_field(where: str, data: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InputError(f"{where}: field {key!r} = {value!r} is invalid: must be true or false")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _load_json(path: Path) -> tuple[str, dict[str, Any]]:
+    where = str(path)
+    if not path.is_file():
+        what = "is not a regular file" if path.exists() else "no such file"
+        raise InputError(f"{where}: {what} (a model is a catalog name, a Hugging Face id or the path "
+                         "of a config.json)")
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read: {exc.strerror}") from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InputError(f"{where}: larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a model's config.json")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise InputError(f"{where}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: must be a JSON object (a Hugging Face config.json), "
+                         f"got {type(data).__name__}")
+    return where, data
+
+
+def read_hf_config(path: str | Path) -> ModelShape:
+    """The shape of a dense Llama / Qwen2 / Qwen3 / Mistral-style model from its ``config.json``.
+
+    ``path`` is the file or a directory holding ``config.json``.  Required fields:
+    ``hidden_size``, ``num_attention_heads``, ``num_hidden_layers``, ``intermediate_size``,
+    ``vocab_size``; optional: ``num_key_value_heads`` (default: the heads),
+    ``head_dim`` (default ``hidden_size / num_attention_heads``), ``tie_word_embeddings``
+    (default false), ``attention_bias``, ``mlp_bias``, ``torch_dtype`` (or ``dtype``),
+    ``model_type`` (``qwen2``: Q, K, V biases; ``qwen3``: QK norms).  The parameter count
+    is :func:`dense_params`.  A mixture of experts (:data:`MOE_CONFIG_FIELDS`) or an MLA
+    config (``kv_lora_rank``) is refused.  Every problem raises
+    :class:`~servesim._checks.InputError` naming the file and the field.
+    """
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    where, data = _load_json(p)
+    for key in MOE_CONFIG_FIELDS:
+        if data.get(key) not in (None, 0, 1):
+            raise InputError(
+                f"{where}: field {key!r} = {data[key]!r}: a mixture-of-experts config; only dense models "
+                "(Llama, Qwen2, Qwen3, Mistral style) are read from config.json: use a catalog MoE model "
+                "(mixtral-8x7b, deepseek-v3) or add a [model.NAME] entry with --catalog FILE"
+            )
+    if data.get("kv_lora_rank") is not None:
+        raise InputError(f"{where}: field 'kv_lora_rank' = {data['kv_lora_rank']!r}: multi-head latent "
+                         "attention (DeepSeek); only dense models with per-head K and V are read from "
+                         "config.json: use the catalog's deepseek-v3 or add a [model.NAME] entry")
+    hidden = _int_field(where, data, "hidden_size", "the model width")
+    heads = _int_field(where, data, "num_attention_heads", "query heads")
+    layers = _int_field(where, data, "num_hidden_layers", "decoder layers")
+    inter = _int_field(where, data, "intermediate_size", "the MLP width")
+    vocab = _int_field(where, data, "vocab_size", "vocabulary size")
+    kv = _int_field(where, data, "num_key_value_heads", "KV heads", default=heads)
+    if heads % kv:
+        raise InputError(f"{where}: field 'num_key_value_heads' = {kv} is invalid: must divide "
+                         f"num_attention_heads ({heads})")
+    if data.get("head_dim") is None and hidden % heads:
+        raise InputError(f"{where}: field 'head_dim' is missing and hidden_size ({hidden}) is not a "
+                         f"multiple of num_attention_heads ({heads}): add head_dim")
+    head_dim = _int_field(where, data, "head_dim", "width of one head", default=hidden // heads)
+    tied = _bool_field(where, data, "tie_word_embeddings", False)
+    model_type = data.get("model_type", "")
+    if not isinstance(model_type, str):
+        raise InputError(f"{where}: field 'model_type' = {model_type!r} is invalid: must be a string")
+    attention_bias = _bool_field(where, data, "attention_bias", False)
+    qkv_bias = attention_bias or model_type == "qwen2"  # Qwen2 always has Q, K, V biases (not O)
+    mlp_bias = _bool_field(where, data, "mlp_bias", False)
+    dtype_key = "torch_dtype" if data.get("torch_dtype") is not None else "dtype"
+    torch_dtype = data.get(dtype_key) or ""
+    if not isinstance(torch_dtype, str):
+        raise InputError(f"{where}: field {dtype_key!r} = {torch_dtype!r} is invalid: must be a string "
+                         "such as 'bfloat16'")
+    params = dense_params(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
+                          intermediate=inter, vocab=vocab, tied_embeddings=tied, qkv_bias=qkv_bias,
+                          o_bias=attention_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3")
+    hf_id = data.get("_name_or_path", "")
+    if not (isinstance(hf_id, str) and re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", hf_id)):
+        hf_id = ""
+    name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+    shape = ModelShape(
+        name=name or "config", hf_id=hf_id, layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
+        head_dim=head_dim, intermediate=inter, gated_mlp=True, vocab=vocab, tied_embeddings=tied,
+        params=float(params), active_params=float(params), attention=_attention_kind(heads, kv),
+        qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where,
+    )
+    try:
+        spec = shape.spec()
+    except ParameterError as exc:  # pragma: no cover - the checks above cover ModelSpec's
+        raise InputError(f"{where}: {exc}") from None
+    if len(_READ_SHAPES) >= 256:
+        _READ_SHAPES.clear()
+    _READ_SHAPES[spec] = shape
+    return shape
+
+
+# --------------------------------------------------------------------------- model names
+
+
+def _repo_key(hf_id: str) -> tuple[str, str]:
+    """(organisation, repository) of an id, lower case, the repository without FP8 / FP4 suffix or 'Meta-'."""
+    org, _, repo = hf_id.lower().rpartition("/")
+    repo = _QUANT_SUFFIX.sub("", repo)
+    if repo.startswith("meta-"):
+        repo = repo[len("meta-"):]
+    return org, repo
+
+
+@dataclass(frozen=True)
+class _Index:
+    names: Mapping[str, str]  # lower-case catalog name -> name
+    ids: Mapping[str, tuple[str, str]]  # lower-case HF id -> (name, id as the catalog spells it)
+    repos: Mapping[str, tuple[str, ...]]  # normalized repository -> names (more than one: ambiguous)
+    orgs: Mapping[str, frozenset[str]]  # normalized repository -> organisations of the catalog's ids
+
+
+def _index(cat: Catalog) -> _Index:
+    names = {n.lower(): n for n in cat.models}
+    ids: dict[str, tuple[str, str]] = {}
+    repos: dict[str, tuple[str, ...]] = {}
+    orgs: dict[str, frozenset[str]] = {}
+    for name in cat.models:
+        for hf_id in cat.model_extras.get(name, {}).get("hf_ids", ()):
+            ids.setdefault(hf_id.lower(), (name, hf_id))
+            org, repo = _repo_key(hf_id)
+            if name not in repos.get(repo, ()):
+                repos[repo] = (*repos.get(repo, ()), name)
+            orgs[repo] = orgs.get(repo, frozenset()) | {org}
+    return _Index(names, ids, repos, orgs)
+
+
+def _lookup_name(text: str, cat: Catalog) -> tuple[str, str] | None:
+    """(catalog name, HF id or '') for a catalog name or HF id, or None."""
+    if text in cat.models:
+        return text, ""
+    idx = _index(cat)
+    low = text.lower()
+    if low in idx.names:
+        return idx.names[low], ""
+    if low in idx.ids:
+        return idx.ids[low]
+    org, repo = _repo_key(text)
+    found = idx.repos.get(repo, ())
+    if len(found) != 1:
+        return None
+    if "/" not in text or org in QUANTIZER_ORGS or org in idx.orgs.get(repo, frozenset()):
+        return found[0], text
+    return None
+
+
+def _unknown_model(text: str, cat: Catalog) -> ParameterError:
+    candidates = list(cat.models)
+    for name in cat.models:
+        candidates += list(cat.model_extras.get(name, {}).get("hf_ids", ()))
+    by_lower = {c.lower(): c for c in candidates}
+    close = [by_lower[c] for c in difflib.get_close_matches(text.lower(), list(by_lower), n=5, cutoff=0.6)]
+    org, repo = _repo_key(text)
+    same_repo = _index(cat).repos.get(repo, ())
+    if "/" in text and len(same_repo) == 1:  # a known repository from an organisation not trusted
+        close = [same_repo[0], *(c for c in close if c != same_repo[0])]
+        orgs = ", ".join(QUANTIZER_ORGS)
+        hint = (f"close matches: {', '.join(close)} (the repository name is {same_repo[0]}'s, but "
+                f"{org!r} is neither its organisation nor a known quantizer ({orgs}): name the catalog "
+                "model or give the checkpoint's config.json)")
+    else:
+        hint = f"close matches: {', '.join(close)}" if close else "no close match"
+    return ParameterError(
+        "model", text,
+        f"a catalog model, a Hugging Face id or a config.json path; {hint} "
+        f"(catalog models: {', '.join(sorted(cat.models))})",
+    )
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.lower().endswith(".json") or text.startswith(_PATH_PREFIXES)
+
+
+def _resolve(name_or_path: str, cat: Catalog) -> ModelShape:
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise ParameterError("model", name_or_path,
+                             "a catalog model, a Hugging Face id or a config.json path (a non-empty string)")
+    text = name_or_path.strip()
+    if _looks_like_path(text):
+        return read_hf_config(text)
+    found = _lookup_name(text, cat)
+    if found is not None:
+        name, hf_id = found
+        return _from_spec(cat.models[name], cat.model_extras.get(name, {}), hf_id)
+    if Path(text).expanduser().is_dir():
+        return read_hf_config(text)
+    raise _unknown_model(text, cat)
+
+
+def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
+    """The :class:`~servesim.roofline.ModelSpec` a name, HF id or ``config.json`` path names.
+
+    A catalog name or HF id returns the catalog's own spec (``catalog`` defaults to the
+    shipped one); a ``config.json`` builds one (BF16, dense; :func:`read_hf_config`).
+    Raises :class:`ParameterError` (``name='model'``, with close matches) for an unknown
+    name and :class:`~servesim._checks.InputError` for a bad file.
+    """
+    cat = _catalog(catalog)
+    shape = _resolve(name_or_path, cat)
+    if shape.source == "catalog":
+        return cat.models[shape.name]
+    return shape.spec()  # read_hf_config registered it, so model_shape(spec) finds the shape again
+
+
+def canonical_model(name: str, catalog: Catalog | None = None) -> str:
+    """The catalog name of a catalog name or HF id (``meta-llama/Llama-3.1-8B`` -> ``llama-3-8b``)."""
+    cat = _catalog(catalog)
+    found = _lookup_name(name.strip(), cat) if isinstance(name, str) else None
+    if found is None:
+        raise _unknown_model(str(name), cat)
+    return found[0]
+
+
+# --------------------------------------------------------------------------- tensor parallelism
+
+
+class _Heads(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def heads(self) -> int: ...
+    @property
+    def kv_heads(self) -> int: ...
+
+
+def _tp_ok(heads: int, kv: int, tp: int) -> bool:
+    return heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
+
+
+def valid_tps(shape: _Heads) -> tuple[int, ...]:
+    """Every tensor-parallel size :func:`check_tp` accepts for this model, ascending."""
+    return tuple(t for t in range(1, shape.heads + 1) if _tp_ok(shape.heads, shape.kv_heads, t))
+
+
+def check_tp(shape: _Heads, tp: int) -> int:
+    """Return ``tp`` after checking it splits the model's heads (vLLM's rule, see the module doc).
+
+    ``shape`` is a :class:`ModelShape` or a :class:`~servesim.roofline.ModelSpec`.
+    Raises :class:`ParameterError` (``name='tp'``) listing the valid sizes.
+    """
+    heads, kv = shape.heads, shape.kv_heads
+    valid = (f"a tensor-parallel size for {shape.name} ({heads} attention heads, {kv} KV heads): it must "
+             f"divide the attention heads, and divide the KV heads or be a multiple of them (each KV head "
+             f"then replicated tp / {kv} times): one of {', '.join(map(str, valid_tps(shape)))}")
+    if isinstance(tp, bool) or not isinstance(tp, int):
+        raise ParameterError("tp", tp, valid)
+    if not (1 <= tp <= heads and _tp_ok(heads, kv, tp)):
+        raise ParameterError("tp", tp, valid)
+    return tp
+
+
+def kv_replication(shape: _Heads, tp: int) -> int:
+    """How many GPUs hold each KV head at ``tp``: ``tp / kv_heads`` past the KV heads, else 1."""
+    check_tp(shape, tp)
+    return max(1, tp // shape.kv_heads)
+
+
+# --------------------------------------------------------------------------- GPUs
+
+_GPU_FAMILIES: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    # family -> (catalog name, memory sizes that name it)
+    "h100": ("h100-sxm", ("80gb",)),
+    "h200": ("h200", ("141gb",)),
+    "b200": ("b200", ("180gb", "192gb")),
+    "a100": ("a100-80gb", ("80gb",)),
+    "mi300x": ("mi300x", ("192gb",)),
+}
+_GPU_FORM = re.compile(
+    r"(?P<family>[a-z0-9]+?)(?:-(?P<form>sxm[0-9]?))?(?:-(?P<mem>[0-9]+gb))?(?:-(?P<form2>sxm[0-9]?))?"
+)
+_GPU_PREFIXES = ("nvidia-", "amd-instinct-", "amd-", "instinct-")
+
+
+def _gpu_norm(name: str) -> str:
+    s = re.sub(r"[\s_]+", "-", name.strip().lower())
+    s = re.sub(r"-+", "-", s).strip("-")
+    for prefix in _GPU_PREFIXES:
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+            break
+    return s
+
+
+def canonical_gpu(name: str, catalog: Catalog | None = None) -> str:
+    """The catalog name of a GPU name or alias (``H100``, ``h100_sxm`` -> ``h100-sxm``).
+
+    Raises :class:`ParameterError` (``name='gpu'``) with the close matches.
+    """
+    cat = _catalog(catalog)
+    if isinstance(name, str) and name in cat.gpus:
+        return name
+    key = _gpu_norm(name) if isinstance(name, str) else ""
+    by_norm = {_gpu_norm(g): g for g in cat.gpus}
+    if key in by_norm:
+        return by_norm[key]
+    m = _GPU_FORM.fullmatch(key)
+    if m and m["family"] in _GPU_FAMILIES and not (m["form"] and m["form2"]):
+        canonical, sizes = _GPU_FAMILIES[m["family"]]
+        if (m["mem"] is None or m["mem"] in sizes) and canonical in cat.gpus:
+            return canonical
+    aliases = {**by_norm, **{f: c for f, (c, _) in _GPU_FAMILIES.items() if c in cat.gpus}}
+    close = difflib.get_close_matches(key, list(aliases), n=5, cutoff=0.5)
+    picks = list(dict.fromkeys(aliases[c] for c in close))
+    hint = f"close matches: {', '.join(picks)}" if picks else "no close match"
+    raise ParameterError(
+        "gpu", name,
+        f"a catalog GPU or an alias of one (any case, '_' or '-', e.g. H100, h200_sxm, a100-80gb); "
+        f"{hint} (catalog GPUs: {', '.join(sorted(cat.gpus))})",
+    )
+
+
+def resolve_gpu(name: str, catalog: Catalog | None = None) -> GPUSpec:
+    """The :class:`~servesim.roofline.GPUSpec` of a GPU name or alias (see :func:`canonical_gpu`)."""
+    cat = _catalog(catalog)
+    return cat.gpus[canonical_gpu(name, cat)]

@@ -1,0 +1,320 @@
+"""Step times from measured kernels: one engine step of a dense transformer, part by part.
+
+An engine step (one forward pass of a tensor-parallel group, all GPUs in
+lockstep) runs a batch of ``m`` tokens: one per decoding sequence (``k + 1``
+when speculation verifies ``k`` drafts) plus the prefill chunks scheduled in the
+step.  Its time is the sum of what the GPU runs, layer by layer, plus the host:
+
+* **GEMMs** (:meth:`KernelTables.gemm`, measured by m, n, k and dtype), per
+  layer with ``H`` query heads, ``G`` KV heads of width ``d``, hidden ``h`` and
+  MLP width ``I`` on ``tp`` GPUs (Megatron split: column-parallel QKV and
+  gate/up, row-parallel O and down):
+
+  - QKV   ``(m, (H/tp + 2 max(1, G/tp)) d, h)`` (KV heads replicate when ``tp > G``)
+  - O     ``(m, h, H d / tp)``
+  - gate/up ``(m, 2 I / tp, h)`` (``I / tp`` for a non-gated MLP)
+  - down  ``(m, h, I / tp)``
+
+  plus the LM head once per step, ``(s, V / tp, h)`` in BF16 (quantized
+  checkpoints keep it in BF16) for the ``s`` sequences that sample;
+* **attention** per layer: decode attention of the ``b`` decoding sequences at
+  their mean context (measured by batch and context), and prefill attention of
+  each chunk (measured by batch and prompt length).  A chunk of ``q`` tokens
+  behind ``c`` cached ones does ``q (c + q/2)`` query-key pairs where a fresh
+  prompt of ``q`` does ``q^2/2``: it is priced as the measured ``q``-token
+  prefill times ``(2c + q) / q``;
+* **all-reduce**: two per layer (after attention and after the MLP) of
+  ``m h`` BF16 activations (measured by GPU count and message bytes), none at tp = 1;
+* **other kernels**, which no table holds: the two fused residual-add +
+  RMSNorms, RoPE and the SiLU-and-multiply of each layer, each a
+  memory-bound pass (bytes below / HBM at the tables' fitted efficiency) with a
+  floor of :data:`OTHER_KERNEL_FLOOR_S` per kernel, and sampling (logits
+  softmax over ``s x V``).  Evidence for the floor: the per-operation
+  breakdown of Llama-3-70B on 8 x H100 at batch 1 (issue 9) puts norms,
+  activations and RoPE at about 0.7 ms per step = 8.75 us per layer for 4
+  kernels, about 2.2 us each, the launch-to-launch gap of a small kernel in a
+  CUDA graph;
+* **host** time of the engine (:mod:`servesim.hardware.engines`), added, or
+  overlapped when the engine overlaps scheduling with the GPU.
+
+The **speed-of-light** bound beside it is the pure roofline at 100% of the
+datasheet peaks (every GEMM at ``max(FLOPs / peak, bytes / HBM)``, attention
+the same, all-reduces at NVLink rate, nothing else): no engine can beat it.
+
+Outside a table's measured range each lookup falls back to the roofline at
+efficiencies fitted to that table (:mod:`servesim.hardware.kernels`); the step
+then reports ``measured = False`` with the reason.  A GPU without tables (e.g.
+MI300X) is priced entirely that way, at the efficiencies of the H100 tables.
+
+Units: seconds and bytes (the tables are in ms and converted here).
+Standard library only; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.engines import EngineProfile, engine_profile
+from servesim.hardware.kernels import KernelTables, Lookup, tables_for
+from servesim.hardware.names import ModelShape, check_tp
+from servesim.hardware.precision import (
+    bytes_per_value,
+    check_dtype,
+    check_kv_dtype,
+    kv_bytes_per_token,
+    weight_bytes,
+)
+
+__all__ = [
+    "ACTIVATION_BYTES",
+    "OTHER_KERNELS_PER_LAYER",
+    "OTHER_KERNEL_FLOOR_S",
+    "SAMPLING_FLOOR_S",
+    "Chunk",
+    "StepModel",
+    "StepTime",
+]
+
+ACTIVATION_BYTES = 2
+"""Activations and all-reduce messages are BF16 whatever the weight dtype."""
+
+OTHER_KERNELS_PER_LAYER = 4
+"""Two fused residual-add + RMSNorm, RoPE, SiLU-and-multiply."""
+
+OTHER_KERNEL_FLOOR_S = 2.2e-6
+"""Shortest time of one small kernel inside a CUDA graph (see the module docstring)."""
+
+SAMPLING_FLOOR_S = 60e-6
+"""Sampling a step's tokens: a handful of small kernels (temperature, softmax,
+top-k/p, argmax) on the logits, about 60 us for a few sequences in vLLM's
+sampler profiles; the logits' bytes are added on top."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A prefill chunk in a step: ``tokens`` new prompt tokens behind ``context`` cached ones."""
+
+    tokens: int
+    context: int = 0
+    count: int = 1  # identical chunks in the step
+    samples: bool = True  # the chunk ends its prompt and so yields a first token
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One engine step, part by part (seconds), beside its speed-of-light bound."""
+
+    gemm_s: float
+    attention_s: float
+    allreduce_s: float
+    other_s: float
+    host_s: float
+    gpu_s: float  # everything the GPU runs
+    total_s: float  # the step as the engine sees it (host added or overlapped)
+    sol_s: float  # pure roofline at 100% of the peaks
+    tokens: float
+    measured: bool  # every lookup inside a measured table
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, float | bool | list[str]]:
+        return {
+            "gemm_ms": self.gemm_s * 1e3, "attention_ms": self.attention_s * 1e3,
+            "allreduce_ms": self.allreduce_s * 1e3, "other_ms": self.other_s * 1e3,
+            "host_ms": self.host_s * 1e3, "total_ms": self.total_s * 1e3,
+            "speed_of_light_ms": self.sol_s * 1e3, "tokens": self.tokens,
+            "measured": self.measured, "notes": list(self.notes),
+        }
+
+
+class StepModel:
+    """Prices steps of one replica: a dense model on ``tp`` GPUs in ``dtype`` (see module doc)."""
+
+    def __init__(self, shape: ModelShape, gpu: str, tp: int, *, dtype: str = "bf16",
+                 kv_dtype: str = "bf16", engine: EngineProfile | None = None,
+                 tables: KernelTables | None = None) -> None:
+        check_tp(shape, tp)
+        self.shape = shape
+        self.gpu = gpu
+        self.tp = tp
+        self.dtype = check_dtype(dtype, gpu)
+        self.kv_dtype = check_kv_dtype(kv_dtype, gpu)
+        t = tables if tables is not None else tables_for(gpu)
+        if t is None:
+            t = tables_for("h100_sxm")
+            self.tables_note = (f"no measured kernel tables for {gpu}: every kernel priced on the roofline "
+                                "at the H100 tables' fitted efficiencies")
+            self._foreign = True
+        else:
+            self.tables_note = f"kernel tables: {t.device}, {t.engine}"
+            self._foreign = False
+        assert t is not None
+        self.tables: KernelTables = t
+        self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
+        s = shape
+        self.heads = s.heads // tp
+        self.kv_heads = max(1, s.kv_heads // tp)
+        d = s.head_dim
+        self._gemms = (  # (n, k) of the four weight GEMMs of one layer
+            ((self.heads + 2 * self.kv_heads) * d, s.hidden),
+            (s.hidden, self.heads * d),
+            ((2 if s.gated_mlp else 1) * s.intermediate // tp, s.hidden),
+            (s.hidden, s.intermediate // tp),
+        )
+        self._cache_gemm = lru_cache(maxsize=4096)(self._gemm_layer)
+        self._cache_decode = lru_cache(maxsize=65536)(self._decode_attention)
+
+    # ------------------------------------------------------------------ memory
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return weight_bytes(self.shape, self.dtype) / self.tp
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes one token holds on each GPU: the KV heads each GPU keeps (replicated past G)."""
+        return kv_bytes_per_token(self.shape, self.kv_dtype) * self.kv_heads / self.shape.kv_heads
+
+    def kv_capacity_tokens(self, memory_bytes: float) -> int:
+        """Tokens of KV cache that fit beside the weights on each GPU of ``memory_bytes``."""
+        eng = self.engine
+        room = memory_bytes * eng.memory_fraction - self.weight_bytes_per_gpu - eng.reserved_bytes
+        return max(0, int(room // self.kv_bytes_per_token_per_gpu))
+
+    # ------------------------------------------------------------------ parts
+
+    def _sum(self, lookups: list[tuple[Lookup, float]]) -> tuple[float, bool, list[str]]:
+        total, ok, notes = 0.0, True, []
+        for lk, times in lookups:
+            total += lk.ms * 1e-3 * times
+            if not lk.measured or self._foreign:
+                ok = False
+                if lk.note:
+                    notes.append(lk.note)
+        return total, ok, notes
+
+    def _gemm_layer(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
+        t, ok, notes = self._sum([(self.tables.gemm(self.dtype, m, n, k), 1.0) for n, k in self._gemms])
+        return t, ok, tuple(notes)
+
+    def _decode_attention(self, b: int, ctx: int) -> tuple[float, bool, tuple[str, ...]]:
+        lk = self.tables.decode_attention(b, ctx, self.heads, self.kv_heads, self.shape.head_dim,
+                                          self.kv_dtype)
+        t, ok, notes = self._sum([(lk, 1.0)])
+        return t, ok, tuple(notes)
+
+    def _other_s(self, m: float, samples: float) -> float:
+        s = self.shape
+        bw = self.tables.hbm_bytes_per_s * self.tables.memory_efficiency
+        per_token = ACTIVATION_BYTES * (
+            8 * s.hidden  # two fused add + RMSNorm: read x and residual, write both
+            + 2 * (self.heads + self.kv_heads) * s.head_dim  # RoPE on q and k, in place
+            + 3 * s.intermediate // self.tp  # SiLU-and-multiply: read 2 I, write I
+        )
+        layers = s.layers * (OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw)
+        sampling = SAMPLING_FLOOR_S + samples * s.vocab / self.tp * 4 * 3 / bw  # FP32 logits, ~3 passes
+        return layers + sampling
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
+             positions: int = 1) -> StepTime:
+        """A step with ``decode`` sequences at mean ``context`` and the given prefill ``chunks``.
+
+        ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.
+        """
+        b = check_real("decode", decode, lo=0.0)
+        ctx = check_real("context", context, lo=0.0)
+        pos = check_int("positions", positions, lo=1)
+        prefill = sum(c.tokens * c.count for c in chunks)
+        m = b * pos + prefill
+        if m <= 0:
+            raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
+        samples = b * pos + sum(c.count for c in chunks if c.samples)
+        s, L = self.shape, self.shape.layers
+        mi = max(1, round(m))
+        g, ok, gnotes = self._cache_gemm(mi)
+        notes: list[str] = list(gnotes)
+        gemm = g * L
+        head = self.tables.gemm("bf16", max(1, round(samples)), s.vocab // self.tp, s.hidden)
+        gemm += head.ms * 1e-3
+        ok = ok and head.measured and not self._foreign
+        notes += [head.note] if head.note else []
+        attn = 0.0
+        if b > 0:
+            # Decode attention at the mean context (rounded to 1/64 in log scale for the cache);
+            # verification reads each cache once for all its positions (the kernel's batch is b).
+            a, ok2, n2 = self._cache_decode(max(1, round(b)), _bucket(ctx + (pos - 1) / 2 + 1))
+            attn += a * L * (b / max(1, round(b)))
+            ok = ok and ok2
+            notes += n2
+        for c in chunks:
+            lk = self.tables.prefill_attention(c.count, c.tokens, self.heads, self.kv_heads, s.head_dim,
+                                               self.kv_dtype)
+            a, ok2, nl = self._sum([(lk, L * (2 * c.context + c.tokens) / c.tokens)])
+            attn += a
+            ok = ok and ok2
+            notes += nl
+        ar = 0.0
+        if self.tp > 1:
+            lk = self.tables.allreduce(self.tp, m * s.hidden * ACTIVATION_BYTES)
+            a, ok2, nl = self._sum([(lk, 2 * L)])
+            ar, ok = a, ok and ok2
+            notes += nl
+        other = self._other_s(m, samples)
+        if m > self.engine.cuda_graph_max_tokens:  # eager: launch gaps on every kernel
+            kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
+            other += kernels * self.engine.eager_kernel_s
+        gpu = gemm + attn + ar + other
+        seqs = b + sum(c.count for c in chunks)
+        host = self.engine.host_s(seqs)
+        total = max(gpu, host) if self.engine.overlap else gpu + host
+        if self._foreign:
+            notes.insert(0, self.tables_note)
+        return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
+                        gpu_s=gpu, total_s=total, sol_s=self.speed_of_light(b, ctx, chunks, pos),
+                        tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)))
+
+    def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
+                       positions: int = 1) -> float:
+        """The pure roofline of the same step at 100% of the datasheet peaks (a lower bound)."""
+        s, t = self.shape, self.tables
+        m = decode * positions + sum(c.tokens * c.count for c in chunks)
+        samples = decode * positions + sum(c.count for c in chunks if c.samples)
+        flops_peak = t.flops_per_s[self.dtype]
+        head_params = s.vocab * s.hidden / self.tp
+        body_params = sum(n * k for n, k in self._gemms) * s.layers
+        body_bytes = body_params * bytes_per_value(self.dtype)  # the input table is gathered, not streamed
+        gemm = max(2 * m * body_params / flops_peak, body_bytes / t.hbm_bytes_per_s) + max(
+            2 * samples * head_params / t.flops_per_s["bf16"], head_params * 2 / t.hbm_bytes_per_s)
+        kv_tok = self.kv_bytes_per_token_per_gpu
+        att_flops = 4 * s.layers * self.heads * s.head_dim * (
+            decode * positions * (context + (positions + 1) / 2)
+            + sum(c.count * c.tokens * (c.context + c.tokens / 2) for c in chunks))
+        att_bytes = kv_tok * (decode * (context + positions) + sum(c.count * (c.context + c.tokens)
+                                                                   for c in chunks))
+        attn = max(att_flops / t.flops_per_s["bf16"], att_bytes / t.hbm_bytes_per_s)
+        ar = 0.0
+        if self.tp > 1:
+            ring = 2 * (self.tp - 1) / self.tp  # share of the message each GPU sends in a ring
+            ar = 2 * s.layers * ring * m * s.hidden * ACTIVATION_BYTES / t.nvlink_bytes_per_s
+        return gemm + attn + ar
+
+    # ------------------------------------------------------------------ shortcuts
+
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> StepTime:
+        """A decode-only step (the TPOT of a batch with no prefill in it)."""
+        return self.step(batch, context, (), positions)
+
+    def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
+        """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
+        return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def _bucket(x: float) -> int:
+    """Round a context length to 1/64 of an octave (about 1%) so that step prices can be cached."""
+    if x <= 64:
+        return max(1, round(x))
+    return round(2 ** (round(math.log2(x) * 64) / 64))

@@ -1,0 +1,1 @@
+"""Inputs layer: what users bring (files of points, benchmark results, configs), read safely."""

@@ -1,0 +1,1 @@
+"""Planning layer: predictions and searches composed from the hardware and simulation layers."""

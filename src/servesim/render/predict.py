@@ -1,0 +1,84 @@
+"""Text for ``servesim predict``: one prediction, a points file, a comparison with a measured run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["compare_text", "points_text", "predict_text"]
+
+
+def _f(x: Any, nd: int = 1) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        if x != x:
+            return "n/a"
+        if x == float("inf"):
+            return "inf"
+        return f"{x:,.{nd}f}"
+    return str(x)
+
+
+def predict_text(d: dict[str, Any]) -> str:
+    load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
+            else f"Poisson {d['request_rate']:g} req/s")
+    lines = [
+        f"PREDICT  {d['model']} on {d['tp']} x {d['gpu']} ({d['dtype']} weights, {d['kv_dtype']} KV), "
+        f"{d['engine']}",
+        f"  benchmark: {d['num_prompts']} requests of {d['isl']} prompt + {d['osl']} output tokens, {load}",
+        "",
+        f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   p99 {_f(d['p99_ttft_ms'])} ms",
+        f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   ITL mean {_f(d['mean_itl_ms'], 2)} ms",
+        f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
+        f"{_f(d['request_throughput'], 3)} req/s",
+        f"  decode batch {_f(d['decode_batch'])} (time mean); KV cache {d['kv_capacity_tokens']:,} tokens "
+        f"per GPU: at most {d['max_concurrency']} requests of {d['isl'] + d['osl']} tokens",
+    ]
+    if d.get("above_max_concurrency"):
+        lines.append(f"  above that: {d['above_max_concurrency']} "
+                     f"({d['preemptions']} preemptions in this run)")
+    st = d["step_at_batch"]
+    lines += [
+        "",
+        f"  one decode step at that batch: {_f(st['total_ms'], 2)} ms = GEMM {_f(st['gemm_ms'], 2)}"
+        f" + attention {_f(st['attention_ms'], 2)} + all-reduce {_f(st['allreduce_ms'], 2)}",
+        f"    + other kernels {_f(st['other_ms'], 2)} + host {_f(st['host_ms'], 2)} ms "
+        f"(speed of light {_f(st['speed_of_light_ms'], 2)} ms); batch 1: {_f(d['batch1_step_ms'], 2)} ms",
+    ]
+    if "speculation" in d:
+        s = d["speculation"]
+        lines.append(f"  speculation {s['preset']}: k={s['k']}, alpha {s['alpha']:g}, d {s['d']:.3f}, "
+                     f"c {s['c']:.3f} at batch {s['batch']:g}: {s['speedup_at_batch']:.2f}x per step")
+    lines.append(f"  step model: {d['step_model']}")
+    lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
+    return "\n".join(lines) + "\n"
+
+
+def points_text(rows: list[dict[str, Any]]) -> str:
+    head = f"{'#':>4} {'model':<28} {'gpu':<9} {'tp':>2} {'dt':<4} {'isl/osl':>11} {'conc':>5} " \
+           f"{'TTFT ms':>9} {'TPOT ms':>8} {'tok/s':>9}"
+    out = [head]
+    for i, r in enumerate(rows, start=1):
+        if "error" in r:
+            out.append(f"{i:>4} error: {r['error']}")
+            continue
+        conc = r["concurrency"] if r["concurrency"] is not None else f"@{r['request_rate']:g}"
+        out.append(f"{i:>4} {r['model'][:28]:<28} {r['gpu'][:9]:<9} {r['tp']:>2} {r['dtype']:<4} "
+                   f"{str(r['isl']) + '/' + str(r['osl']):>11} {conc!s:>5} {_f(r['mean_ttft_ms']):>9} "
+                   f"{_f(r['mean_tpot_ms'], 2):>8} {_f(r['output_throughput'], 0):>9}")
+    return "\n".join(out) + "\n"
+
+
+def compare_text(d: dict[str, Any]) -> str:
+    p = d["prediction"]
+    out = [f"COMPARE  {d['result_file']}: {p['model']} on {p['tp']} x {p['gpu']} ({p['dtype']}), "
+           f"{p['isl']}/{p['osl']} tokens, "
+           + (f"concurrency {p['concurrency']}" if p.get("concurrency") is not None
+              else f"{p['request_rate']:g} req/s"),
+           f"  {'metric':<20} {'predicted':>12} {'measured':>12} {'error':>8}"]
+    for r in d["comparison"]:
+        err = "n/a" if r["relative_error"] is None else f"{100 * r['relative_error']:+.1f}%"
+        out.append(f"  {r['metric']:<20} {_f(r['predicted'], 2):>12} {_f(r['measured'], 2):>12} {err:>8}")
+    if not d["comparison"]:
+        out.append("  (the result file has none of the predicted metrics)")
+    return "\n".join(out) + "\n"

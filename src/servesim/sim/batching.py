@@ -1,0 +1,312 @@
+"""Continuous batching with chunked prefill, step by step: what a serving benchmark measures.
+
+The engine loop of vLLM, SGLang and TensorRT-LLM, reduced to what sets its
+latencies.  Every step:
+
+1. each **decoding** sequence adds one token (``E[n]`` tokens, on average, with
+   speculation: the step is then ``k`` draft steps plus a ``k + 1``-wide verify);
+   if the KV cache cannot hold the new tokens the newest sequence is preempted
+   and later recomputed (vLLM's policy);
+2. the rest of the step's **token budget** (``max_num_batched_tokens`` minus the
+   decode tokens) goes to prefill chunks, first the prompt already being
+   chunked, then waiting requests in arrival order, while a running slot
+   (``max_num_seqs``) and KV room for the chunk remain (an engine that
+   ``reserve``\\ s admits a request only when its whole prompt and output fit);
+3. the step takes the time of :class:`servesim.hardware.stepmodel.StepModel`
+   for that batch; a prompt whose last chunk ran yields its first token at the
+   step's end (TTFT), a sequence that reached its output length leaves and, in a
+   closed loop, its client sends the next request at once.
+
+Arrivals are a closed loop of ``concurrency`` clients (``vllm bench serve
+--max-concurrency C``: ``num_prompts`` requests in all, at most C in flight) or
+a Poisson stream at ``rate_per_s`` (seeded).  Stretches of pure decode between
+events are advanced in one move: the step time is priced at the stretch's mean
+context, exact for the decode attention, which is linear in context.
+
+Metrics follow ``vllm bench serve``: TTFT per request (queueing, waiting for
+chunks and the prefill itself included), TPOT per request ``(e2e - TTFT) /
+(output - 1)``, ITL the mean gap between tokens over all tokens, throughput
+over the benchmark's duration (first request sent to last token received).
+
+Deterministic; standard library only.  Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.stepmodel import Chunk, StepModel
+
+__all__ = ["BenchResult", "Benchmark", "Speculation", "run_benchmark"]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A serving benchmark run: fixed prompt and output lengths, closed loop or Poisson."""
+
+    isl: int
+    osl: int
+    concurrency: int | None = None
+    rate_per_s: float | None = None
+    num_prompts: int | None = None  # default: 10 x concurrency (at least 50), or 500 at a rate
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("isl", self.isl, lo=1, hi=10_000_000)
+        check_int("osl", self.osl, lo=1, hi=10_000_000)
+        if (self.concurrency is None) == (self.rate_per_s is None):
+            raise ParameterError("concurrency", self.concurrency, "given, or a rate instead (exactly one)")
+        if self.concurrency is not None:
+            check_int("concurrency", self.concurrency, lo=1, hi=100_000)
+        if self.rate_per_s is not None:
+            check_real("rate", self.rate_per_s, lo=0.0, hi=1e6, lo_open=True)
+        if self.num_prompts is not None:
+            check_int("num_prompts", self.num_prompts, lo=1, hi=1_000_000)
+
+    @property
+    def prompts(self) -> int:
+        if self.num_prompts is not None:
+            return self.num_prompts
+        if self.concurrency is not None:
+            return max(50, 10 * self.concurrency)
+        return 500
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding in the engine: k drafts per step, i.i.d. acceptance alpha."""
+
+    k: int
+    alpha: float
+    draft_step_s: float  # one draft step at the running batch (per k)
+
+    @property
+    def tokens_per_step(self) -> float:
+        """E[n] = sum_{i=0}^{k} alpha^i (the seed's section 2.1)."""
+        return sum(self.alpha**i for i in range(self.k + 1))
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What the benchmark would report (times in seconds; see the module docstring)."""
+
+    mean_ttft_s: float
+    median_ttft_s: float
+    p99_ttft_s: float
+    mean_tpot_s: float
+    median_tpot_s: float
+    p99_tpot_s: float
+    mean_itl_s: float
+    output_throughput: float  # tokens/s
+    request_throughput: float  # req/s
+    duration_s: float
+    decode_batch: float  # time-mean of decoding sequences per step
+    completed: int
+    preemptions: int
+    steps: int
+    kv_capacity_tokens: int
+    measured: bool
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass
+class _Req:
+    arrival: float
+    prompt_left: int
+    context: int = 0  # tokens in the KV cache
+    generated: float = 0.0
+    first: float = -1.0
+    admitted: int = 0  # admission order, for preemption (newest first)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    """The q-th percentile with linear interpolation (numpy's default)."""
+    if not xs:
+        return math.nan
+    s = sorted(xs)
+    pos = (len(s) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
+                  spec: Speculation | None = None, reserve: bool = False,
+                  max_steps: int = 5_000_000) -> BenchResult:
+    """Run ``bench`` against one replica priced by ``model`` (see the module docstring)."""
+    eng = model.engine
+    budget, slots = eng.max_num_batched_tokens, eng.max_num_seqs
+    capacity = model.kv_capacity_tokens(memory_bytes)
+    isl, osl, n_total = bench.isl, bench.osl, bench.prompts
+    if capacity < isl + 1:
+        raise ParameterError("isl", isl, f"at most {max(0, capacity - 1)}: the KV cache of this replica "
+                             f"holds {capacity} tokens after the weights")
+    pos = 1 + (spec.k if spec else 0)
+    per_step = spec.tokens_per_step if spec else 1.0
+
+    arrivals: deque[float] = deque()
+    if bench.rate_per_s is not None:
+        rng = random.Random(bench.seed)
+        t_arr = 0.0
+        for _ in range(n_total):
+            arrivals.append(t_arr)
+            t_arr += rng.expovariate(bench.rate_per_s)
+    sent = 0
+    waiting: deque[_Req] = deque()
+    if bench.concurrency is not None:
+        for _ in range(min(bench.concurrency, n_total)):
+            waiting.append(_Req(0.0, isl))
+        sent = len(waiting)
+
+    chunking: list[_Req] = []  # admitted, prompt not finished
+    decoding: list[_Req] = []
+    used = 0  # KV tokens held
+    t = 0.0
+    order = 0
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    itl_sum = itl_n = 0.0
+    batch_time = 0.0
+    busy_time = 0.0
+    preemptions = steps = 0
+    done = 0
+    last_finish = 0.0
+    measured = True
+    notes: dict[str, None] = {}
+
+    def price(b: float, ctx: float, chunks: tuple[Chunk, ...]) -> float:
+        nonlocal measured
+        st = model.step(b, ctx, chunks, pos if b > 0 else 1)
+        if not st.measured:
+            measured = False
+            for n in st.notes:
+                notes[n] = None
+        dt = st.total_s
+        if spec is not None and b > 0:
+            dt += spec.k * spec.draft_step_s
+        return dt
+
+    while done < n_total:
+        if steps >= max_steps:
+            raise ParameterError("num_prompts", n_total,
+                                 f"small enough to finish in {max_steps} engine steps")
+        while arrivals and arrivals[0] <= t:
+            waiting.append(_Req(arrivals.popleft(), isl))
+            sent += 1
+        if not decoding and not chunking and not waiting:
+            if arrivals:
+                t = arrivals[0]
+                continue
+            break  # pragma: no cover - nothing left (cannot happen while done < n_total)
+        # 1. decode: make room for this step's tokens, preempting the newest sequences
+        need = len(decoding) * pos
+        while decoding and used + need > capacity:
+            victim = max(decoding, key=lambda r: r.admitted)
+            decoding.remove(victim)
+            used -= victim.context
+            preemptions += 1
+            waiting.appendleft(_Req(victim.arrival, victim.context, 0, victim.generated, victim.first))
+            need = len(decoding) * pos
+        # 2. prefill chunks within the budget
+        left = budget - len(decoding) * pos
+        chunks: list[tuple[_Req, int]] = []
+        for r in chunking:
+            if left <= 0:
+                break
+            q = min(r.prompt_left, left, max(0, capacity - used - need))
+            if q <= 0:
+                break
+            chunks.append((r, q))
+            left -= q
+            need += q
+        while waiting and left > 0 and len(decoding) + len(chunking) < slots:
+            r = waiting[0]
+            room = capacity - used - need
+            if reserve and room < r.prompt_left + (osl - r.generated):
+                break
+            q = min(r.prompt_left, left, room)
+            if q <= 0:
+                break
+            waiting.popleft()
+            order += 1
+            r.admitted = order
+            chunking.append(r)
+            chunks.append((r, q))
+            left -= q
+            need += q
+        b = len(decoding)
+        if b == 0 and not chunks:
+            if arrivals:
+                t = max(t, arrivals[0])
+                continue
+            raise ParameterError("concurrency", bench.concurrency,
+                                 "small enough that one request fits in the KV cache")  # pragma: no cover
+        ctx = sum(r.context for r in decoding) / b if b else 0.0
+        # Pure decode: advance to the next event in one move.
+        n = 1
+        if not chunks and not waiting and not chunking:
+            to_finish = min(math.ceil((osl - r.generated) / per_step) for r in decoding)
+            n = max(1, to_finish)
+            if used + need * n > capacity:
+                n = max(1, (capacity - used) // max(1, need))
+        if n > 1:
+            dt1 = price(b, ctx + (n - 1) * per_step / 2, ())
+            if arrivals:
+                n = max(1, min(n, math.ceil((arrivals[0] - t) / dt1)))
+            dt = dt1 * n
+        else:
+            dt = price(b, ctx, tuple(Chunk(q, r.context, 1, q == r.prompt_left) for r, q in chunks))
+        t += dt
+        steps += n
+        busy_time += dt
+        batch_time += b * dt
+        itl_sum += b * dt
+        itl_n += b * n
+        finished: list[_Req] = []
+        for r in decoding:
+            r.generated += per_step * n
+            r.context += round(per_step * n)
+            used += round(per_step * n)
+            if r.generated >= osl - 1e-9:
+                finished.append(r)
+        for r, q in chunks:
+            r.prompt_left -= q
+            r.context += q
+            used += q
+            if r.prompt_left == 0:
+                chunking.remove(r)
+                if r.first < 0:
+                    r.first = t
+                    ttfts.append(t - r.arrival)
+                    r.generated = 1.0
+                if r.generated >= osl:
+                    finished.append(r)
+                else:
+                    decoding.append(r)
+        for r in finished:
+            if r in decoding:
+                decoding.remove(r)
+            used -= r.context
+            done += 1
+            last_finish = t
+            if osl > 1:
+                tpots.append((t - r.first) / (osl - 1))
+            if bench.concurrency is not None and sent < n_total:
+                waiting.append(_Req(t, isl))
+                sent += 1
+    duration = last_finish
+    ttft_mean = sum(ttfts) / len(ttfts)
+    tpot_mean = sum(tpots) / len(tpots) if tpots else math.nan
+    return BenchResult(
+        mean_ttft_s=ttft_mean, median_ttft_s=_pct(ttfts, 50), p99_ttft_s=_pct(ttfts, 99),
+        mean_tpot_s=tpot_mean, median_tpot_s=_pct(tpots, 50), p99_tpot_s=_pct(tpots, 99),
+        mean_itl_s=itl_sum / itl_n if itl_n else math.nan,
+        output_throughput=done * osl / duration, request_throughput=done / duration,
+        duration_s=duration, decode_batch=batch_time / busy_time if busy_time else 0.0,
+        completed=done, preemptions=preemptions, steps=steps, kv_capacity_tokens=capacity,
+        measured=measured, notes=tuple(notes),
+    )
