@@ -333,7 +333,7 @@ def test_cli_bad_input_is_one_line_exit_2():
         assert out.stdout == ""
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
     out = run("--model", "gpt-5", "--gpu", "h100-sxm")
-    assert "unknown model 'gpt-5'" in out.stderr
+    assert "model='gpt-5' is invalid" in out.stderr and "catalog model" in out.stderr
 
 
 def test_cli_user_catalog(tmp_path):

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from servesim.cliargs import Output, add_format, integer, number, plot_path
+from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.roofline import Efficiency, GPUSpec, ModelSpec
@@ -30,6 +30,8 @@ Row = dict[str, Any]
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``roofline``."""
+    from servesim.hardware.engines import ENGINES
+    from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES
     from servesim.roofline import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION
 
     eff = DEFAULT_EFFICIENCY
@@ -39,8 +41,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         description="Prices decode and prefill on the roofline for a catalog model on tp GPUs, and "
         "each speculative preset's speedup by batch, with the batch above which to turn it off.",
     )
-    p.add_argument("--model", required=True, help="catalog model, e.g. llama-3-70b")
-    p.add_argument("--gpu", required=True, help="catalog GPU, e.g. h100-sxm")
+    p.add_argument("--model", required=True, help="catalog model or Hugging Face id, e.g. llama-3-70b or "
+                   "meta-llama/Llama-3.1-70B-Instruct")
+    p.add_argument("--gpu", required=True, help="catalog GPU, e.g. h100-sxm (or h100_sxm)")
     p.add_argument("--tp", type=integer(1), default=1, help="tensor-parallel GPUs per replica (default 1)")
     p.add_argument("--batch", type=integer(1), nargs="+", default=None, metavar="B",
                    help=f"decode batches to tabulate (default {' '.join(map(str, DEFAULT_BATCHES))})")
@@ -63,6 +66,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help=f"fraction of GPU-to-GPU bandwidth reached, in (0, 1] (default {eff.interconnect:g})")
     p.add_argument("--memory-fraction", type=number(0.0, 1.0, lo_open=True), default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of HBM for weights and KV, in (0, 1] (default {DEFAULT_MEMORY_FRACTION:g})")
+    p.add_argument("--dtype", type=choice(WEIGHT_DTYPES, "dtype"), default="bf16",
+                   help="weights and GEMMs for the measured-kernel step: bf16 (default), fp8, fp4 (B200)")
+    p.add_argument("--kv-dtype", type=choice(KV_DTYPES, "kv-dtype"), default="bf16",
+                   help="KV cache for the measured-kernel step: bf16 (default) or fp8")
+    p.add_argument("--engine", type=choice(ENGINES, "engine"), default="vllm",
+                   help="engine whose host time and budgets the measured-kernel step uses (default vllm)")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="a TOML file of extra [gpu.NAME] / [model.NAME] / [link.NAME] entries (repeatable)")
     p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
@@ -73,11 +82,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _run(args: argparse.Namespace) -> Output:
     from servesim.catalog.schema import load_catalog
+    from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
     from servesim.roofline import Efficiency
 
     cat = load_catalog(*args.catalog)
-    model = cat.model(args.model)
-    gpu = cat.gpu(args.gpu)
+    model = resolve_model(args.model, cat)
+    gpu = resolve_gpu(args.gpu, cat)
+    check_tp(model, args.tp)
     draft_name = args.draft or model.draft_model
     data = roofline_summary(
         model,
@@ -92,6 +103,7 @@ def _run(args: argparse.Namespace) -> Output:
         efficiency=Efficiency(args.memory_efficiency, args.compute_efficiency, args.interconnect_efficiency),
         memory_fraction=args.memory_fraction,
     )
+    data["measured"] = _measured(args, cat, model, gpu)
     if args.plot is not None:
         from servesim.render import plots
 
@@ -101,6 +113,27 @@ def _run(args: argparse.Namespace) -> Output:
                                       data["intensity_k"])
         plots.save(fig, args.plot)
     return Output(data, roofline_text(data), _rows(data))
+
+
+def _measured(args: argparse.Namespace, cat: Any, model: ModelSpec, gpu: GPUSpec) -> dict[str, Any]:
+    """The measured-kernel step model's view (dense models only), or why there is none."""
+    from servesim.hardware.engines import engine_profile
+    from servesim.hardware.names import canonical_gpu, dense_shape
+    from servesim.hardware.stepmodel import StepModel
+    from servesim.plan.stepview import step_view
+    from servesim.speculative import SPECDEC_PRESETS
+
+    try:
+        shape = dense_shape(model, cat)
+        gname = canonical_gpu(args.gpu, cat)
+        eng = engine_profile(args.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30)
+        sm = StepModel(shape, gname, args.tp, dtype=args.dtype, kv_dtype=args.kv_dtype, engine=eng,
+                       catalog=cat)
+    except ValueError as exc:
+        return {"available": False, "note": str(exc)}
+    view = step_view(sm, args.batch or DEFAULT_BATCHES, args.context, gpu.memory_bytes, list(SPECDEC_PRESETS),
+                     catalog=cat)
+    return {"available": True, **view}
 
 
 def _drafters(draft: ModelSpec | None, overhead_s: float) -> dict[str, Drafter | None]:
@@ -327,6 +360,8 @@ def roofline_text(d: dict[str, Any]) -> str:
     )
     out.append("  a step = weight GEMMs + attention + all-reduces, each max(FLOPs / roof, bytes / roof)")
     out.append("")
+    if "measured" in d:
+        out += _measured_text(d["measured"])
     out.append("[1] Hardware and model")
     out.append(
         f"  ridge point     = {fl / 1e12:g}e12 FLOP/s / {bw / 1e12:g}e12 B/s = "
@@ -464,3 +499,42 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append("  scheduling time (add it with --draft-overhead-us), so their speedups at B = 1 are lower.")
     out.append(f"  not modelled: {a['not_modelled']}")
     return "\n".join(out) + "\n"
+
+
+def _measured_text(m: dict[str, Any]) -> list[str]:
+    """Section [0]: the measured-kernel step model, part by part, beside the speed of light."""
+    from servesim.render.text import table
+
+    if not m.get("available"):
+        return [f"[0] Measured-kernel step model: not available ({m.get('note', '')})", ""]
+    out = [f"[0] Where a decode step's time goes: measured kernels ({m['tables']}),",
+           f"    {m['dtype']} weights, {m['kv_dtype']} KV, {m['engine']} host time; "
+           f"speed of light = pure roofline at 100% of the peaks"]
+    rows = []
+    for r in m["rows"]:
+        rows.append([str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['total_ms']:.2f}",
+                     f"{r['gemm_ms']:.2f}", f"{r['attention_ms']:.2f}", f"{r['allreduce_ms']:.2f}",
+                     f"{r['other_ms']:.2f}", f"{r['host_ms']:.2f}", f"{r['speed_of_light_ms']:.2f}",
+                     f"{r['tokens_per_s']:,.0f}", "yes" if r["measured"] else "roofline"])
+    out.append(table(["batch", "step ms", "GEMM", "attn", "allred", "other", "host", "light", "tok/s",
+                      "measured"], rows))
+    p = m["prefill"]
+    out.append(f"  prefill of {p['tokens']:,.0f} tokens: {p['total_ms']:.1f} ms "
+               f"({p['tokens'] / p['total_ms'] * 1e3:,.0f} tok/s; "
+               f"speed of light {p['speed_of_light_ms']:.1f} ms)")
+    parts = []
+    for s in m["speculation"]:
+        if not s["available"]:
+            parts.append(f"{s['name']} n/a")
+            continue
+        off = s["turn_off_batch"]
+        where = ("pays at every batch that fits" if off is None else "pays at no batch" if off == 0
+                 else f"off above B = {off:,}")
+        parts.append(f"{s['name']} {s['speedup_batch1']:.2f}x at B=1 (k={s['k_batch1']}), {where}")
+    out.append("  speculation from this step model: " + "; ".join(parts[:2]))
+    if len(parts) > 2:
+        out.append("    " + "; ".join(parts[2:]))
+    if any(not r["fits_memory"] for r in m["rows"]):
+        out.append(f"  ! beyond the KV-cache limit of {m['max_batch']:,} sequences at this context")
+    out.append("")
+    return out

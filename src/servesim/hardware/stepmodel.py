@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, engine_profile
@@ -67,6 +68,9 @@ from servesim.hardware.precision import (
     kv_bytes_per_token,
     weight_bytes,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.catalog.schema import Catalog
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -134,13 +138,13 @@ class StepModel:
 
     def __init__(self, shape: ModelShape, gpu: str, tp: int, *, dtype: str = "bf16",
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
-                 tables: KernelTables | None = None) -> None:
+                 tables: KernelTables | None = None, catalog: Catalog | None = None) -> None:
         check_tp(shape, tp)
         self.shape = shape
         self.gpu = gpu
         self.tp = tp
-        self.dtype = check_dtype(dtype, gpu)
-        self.kv_dtype = check_kv_dtype(kv_dtype, gpu)
+        self.dtype = check_dtype(dtype, gpu, catalog)
+        self.kv_dtype = check_kv_dtype(kv_dtype, gpu, catalog)
         t = tables if tables is not None else tables_for(gpu)
         if t is None:
             t = tables_for("h100_sxm")

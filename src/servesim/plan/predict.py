@@ -18,16 +18,17 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from servesim._checks import ParameterError, check_int
 from servesim.hardware.engines import ENGINES, engine_profile
-from servesim.hardware.names import ModelShape, canonical_gpu, dense_shape, resolve_gpu, resolve_model
+from servesim.hardware.names import ModelShape, canonical_gpu, dense_shape, resolve_gpu
+from servesim.hardware.speculation import speculation_for
 from servesim.hardware.stepmodel import StepModel
-from servesim.sim.batching import Benchmark, BenchResult, Speculation, run_benchmark
+from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
-__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "predict", "speculation_for"]
+__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "predict"]
 
 COMPARED_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
@@ -59,10 +60,10 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, M
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes."""
     shape = dense_shape(dep.model, catalog)
     gpu = resolve_gpu(dep.gpu, catalog)
-    gname = canonical_gpu(dep.gpu)
+    gname = canonical_gpu(dep.gpu, catalog)
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs)
-    sm = StepModel(shape, gname, dep.tp, dtype=dep.dtype, kv_dtype=dep.kv_dtype, engine=eng)
+    sm = StepModel(shape, gname, dep.tp, dtype=dep.dtype, kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
         need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)
         raise ParameterError(
@@ -73,59 +74,6 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, M
             f"{gpu.memory_bytes / 2**30:.1f} GiB",
         )
     return sm, shape, gpu.memory_bytes
-
-
-_DRAFTS = {"mtp": 1, "eagle3": 1, "medusa": 1, "small-draft": 0}
-
-
-def speculation_for(sm: StepModel, preset: str, batch: float, context: float, *, k: int | None,
-                    catalog: Any = None) -> tuple[Speculation, dict[str, float]]:
-    """The speculative setting at a running batch, d and c from the step model.
-
-    Drafts: ``mtp`` and ``eagle3`` run one decoder layer of the target's shape
-    plus the LM head per draft token; ``medusa`` one residual layer and a head
-    per draft position; ``small-draft`` the catalog's draft model on the same
-    GPUs.  Acceptance is the preset's alpha (``catalog/speculative.toml``).
-    Without ``k``, the k in 1..8 of the largest speedup at this batch.
-    """
-    from servesim.speculative import SPECDEC_PRESETS
-
-    if preset not in SPECDEC_PRESETS:
-        raise ParameterError("spec", preset, f"one of {', '.join(SPECDEC_PRESETS)}")
-    alpha = SPECDEC_PRESETS[preset].alpha
-    b = max(1.0, batch)
-    target = sm.decode_step(b, context).total_s
-    if preset == "small-draft":
-        try:
-            draft_name = resolve_model(sm.shape.name, catalog).draft_model
-        except ParameterError:
-            draft_name = ""
-        if not draft_name:
-            raise ParameterError("spec", preset, f"a preset with a drafter for {sm.shape.name}: it has no "
-                                 "draft_model in the catalog (use mtp, eagle3 or medusa)")
-        dshape = dense_shape(draft_name, catalog)
-        tp = sm.tp
-        while tp > 1 and (dshape.heads % tp or (dshape.kv_heads % tp and tp % dshape.kv_heads)):
-            tp //= 2
-        dm = StepModel(dshape, sm.gpu, tp, dtype=sm.dtype, kv_dtype=sm.kv_dtype, engine=sm.engine)
-        draft = dm.decode_step(b, context).gpu_s
-    else:
-        one_layer = replace(sm.shape, layers=1)
-        dm = StepModel(one_layer, sm.gpu, sm.tp, dtype=sm.dtype, kv_dtype=sm.kv_dtype, engine=sm.engine)
-        draft = dm.decode_step(b, context).gpu_s
-    best: tuple[float, int, float] | None = None
-    for kk in ([k] if k is not None else list(range(1, 9))):
-        verify = sm.decode_step(b, context, positions=kk + 1).total_s
-        en = sum(alpha**i for i in range(kk + 1))
-        s = en * target / (kk * draft + verify)
-        if best is None or s > best[0]:
-            best = (s, kk, verify)
-    assert best is not None
-    speedup, kk, verify = best
-    d = draft / target
-    c = (verify / target - 1.0) / kk
-    return Speculation(kk, alpha, draft), {"k": kk, "alpha": alpha, "d": d, "c": c,
-                                           "speedup_at_batch": speedup, "batch": b}
 
 
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
@@ -153,7 +101,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     else:
         above = ""
     out: dict[str, Any] = {
-        "model": shape.name, "gpu": canonical_gpu(dep.gpu), "tp": dep.tp, "gpus": gpus,
+        "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "gpus": gpus,
         "dtype": dep.dtype, "kv_dtype": dep.kv_dtype, "engine": dep.engine,
         "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "request_rate": bench.rate_per_s,
         "num_prompts": bench.prompts,

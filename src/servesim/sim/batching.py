@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
 
 __all__ = ["BenchResult", "Benchmark", "Speculation", "run_benchmark"]
@@ -74,20 +75,6 @@ class Benchmark:
         if self.concurrency is not None:
             return max(50, 10 * self.concurrency)
         return 500
-
-
-@dataclass(frozen=True)
-class Speculation:
-    """Speculative decoding in the engine: k drafts per step, i.i.d. acceptance alpha."""
-
-    k: int
-    alpha: float
-    draft_step_s: float  # one draft step at the running batch (per k)
-
-    @property
-    def tokens_per_step(self) -> float:
-        """E[n] = sum_{i=0}^{k} alpha^i (the seed's section 2.1)."""
-        return sum(self.alpha**i for i in range(self.k + 1))
 
 
 @dataclass(frozen=True)
