@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--num-prompts", type=integer(1, hi=1_000_000), default=None,
                    help="requests in the run, 1-1,000,000; cost grows with it "
                    "(default 10 x concurrency, at least 50; 500 with --rate)")
+    p.add_argument("--warmup-prompts", type=integer(0, hi=1_000_000), default=0,
+                   help="first requests left out of the statistics, as steady-window tools (genai-perf, "
+                   "AIPerf) do (default 0: all count, as vllm bench serve)")
     p.add_argument("--engine", type=choice(ENGINES, "engine"), default=None,
                    help="vllm (default), sglang or trtllm: budgets and host-time overlap")
     p.add_argument("--max-num-batched-tokens", type=integer(1, hi=1_000_000), default=None,
@@ -107,7 +110,8 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any) -> dict[st
                      engine=row.get("engine") or "vllm",
                      max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
     bench = Benchmark(isl=row["isl"], osl=row["osl"], concurrency=row.get("concurrency"),
-                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts"), seed=args.seed)
+                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts"), seed=args.seed,
+                      warmup=args.warmup_prompts)
     return predict(dep, bench, spec=args.spec, k=args.k, catalog=catalog)
 
 

@@ -14,7 +14,10 @@ says how a continuous-batching engine forms its steps:
   scheduler) hides the part that is shorter than the step: the step then costs
   ``max(gpu, host)`` instead of ``gpu + host`` (``overlap = true``);
 * ``cuda_graph_max_tokens``: the largest step captured in a CUDA graph; larger
-  (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel).
+  (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel);
+* ``request_overhead_s``: time a request spends outside the engine loop before
+  its first token reaches the client (HTTP, tokenization, detokenization and
+  streaming), added to its TTFT.
 
 Standard library only.
 """
@@ -56,6 +59,8 @@ class EngineProfile:
     eager_kernel_s: float
     memory_fraction: float
     reserved_bytes: float
+    fraction_of_free: bool = False
+    request_overhead_s: float = 0.0
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -67,6 +72,19 @@ class EngineProfile:
         check_real("eager_kernel_s", self.eager_kernel_s, lo=0.0)
         check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
         check_real("reserved_bytes", self.reserved_bytes, lo=0.0)
+        check_real("request_overhead_s", self.request_overhead_s, lo=0.0)
+
+    def kv_room_bytes(self, memory_bytes: float, weight_bytes: float) -> float:
+        """HBM left for the KV cache on one GPU holding ``weight_bytes`` of weights.
+
+        Most engines cap weights + KV at a fraction of the whole memory
+        (``fraction x total - weights - reserved``); TensorRT-LLM takes its
+        fraction of what is free after the weights (``fraction x (total -
+        weights - reserved)``, ``fraction_of_free``).
+        """
+        if self.fraction_of_free:
+            return self.memory_fraction * (memory_bytes - weight_bytes - self.reserved_bytes)
+        return self.memory_fraction * memory_bytes - weight_bytes - self.reserved_bytes
 
     def host_s(self, sequences: float) -> float:
         """CPU time of one step with ``sequences`` sequences in it."""
@@ -106,5 +124,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         eager_kernel_s=float(e["eager_kernel_us"]) * 1e-6,
         memory_fraction=float(e["memory_fraction"]),
         reserved_bytes=float(e["reserved_GiB"]) * 2.0**30,
+        fraction_of_free=bool(e.get("fraction_of_free", False)),
+        request_overhead_s=float(e.get("request_overhead_us", 0.0)) * 1e-6,
         description=str(e.get("label", name)),
     )

@@ -37,6 +37,13 @@ step.  Its time is the sum of what the GPU runs, layer by layer, plus the host:
 * **host** time of the engine (:mod:`servesim.hardware.engines`), added, or
   overlapped when the engine overlaps scheduling with the GPU.
 
+The GEMM tables are used as measured, also where they are not monotone in
+``m``: cuBLAS runs a one-row GEMM as a GEMV that can be slower than the kernel
+it picks for a few rows (gate/up of Llama-3-70B at TP8 on H100: 0.0497 ms at
+m = 1, 0.0434 ms at m = 8), and a batch-1 engine step runs exactly that kernel.
+A verify pass of k + 1 positions can therefore cost a hair less than a plain
+batch-1 step (a slightly negative ``c``).
+
 The **speed-of-light** bound beside it is the pure roofline at 100% of the
 datasheet peaks (every GEMM at ``max(FLOPs / peak, bytes / HBM)``, attention
 the same, all-reduces at NVLink rate, nothing else): no engine can beat it.
@@ -183,8 +190,7 @@ class StepModel:
 
     def kv_capacity_tokens(self, memory_bytes: float) -> int:
         """Tokens of KV cache that fit beside the weights on each GPU of ``memory_bytes``."""
-        eng = self.engine
-        room = memory_bytes * eng.memory_fraction - self.weight_bytes_per_gpu - eng.reserved_bytes
+        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu)
         return max(0, int(room // self.kv_bytes_per_token_per_gpu))
 
     # ------------------------------------------------------------------ parts

@@ -5,8 +5,9 @@ latencies.  Every step:
 
 1. each **decoding** sequence adds one token (``E[n]`` tokens, on average, with
    speculation: the step is then ``k`` draft steps plus a ``k + 1``-wide verify);
-   if the KV cache cannot hold the new tokens the newest sequence is preempted
-   and later recomputed (vLLM's policy);
+   if the KV cache cannot hold the new tokens the newest running sequence is
+   preempted and later recomputed, and no waiting request is admitted in that
+   step (vLLM V1's policy);
 2. the rest of the step's **token budget** (``max_num_batched_tokens`` minus the
    decode tokens) goes to prefill chunks, first the prompt already being
    chunked, then waiting requests in arrival order, while a running slot
@@ -27,6 +28,9 @@ Metrics follow ``vllm bench serve``: TTFT per request (queueing, waiting for
 chunks and the prefill itself included), TPOT per request ``(e2e - TTFT) /
 (output - 1)``, ITL the mean gap between tokens over all tokens, throughput
 over the benchmark's duration (first request sent to last token received).
+``warmup`` leaves the first requests out of every statistic, as tools that
+measure in a steady-state window (genai-perf, AIPerf) do; the default 0 counts
+all, as ``vllm bench serve`` does.
 
 Deterministic; standard library only.  Nothing here prints.
 """
@@ -55,6 +59,7 @@ class Benchmark:
     rate_per_s: float | None = None
     num_prompts: int | None = None  # default: 10 x concurrency (at least 50), or 500 at a rate
     seed: int = 0
+    warmup: int = 0  # first requests left out of the statistics (0: all count, as vllm bench serve)
 
     def __post_init__(self) -> None:
         check_int("isl", self.isl, lo=1, hi=10_000_000)
@@ -67,6 +72,7 @@ class Benchmark:
             check_real("rate", self.rate_per_s, lo=0.0, hi=1e6, lo_open=True)
         if self.num_prompts is not None:
             check_int("num_prompts", self.num_prompts, lo=1, hi=1_000_000)
+        check_int("warmup", self.warmup, lo=0, hi=self.prompts - 1)
 
     @property
     def prompts(self) -> int:
@@ -108,6 +114,7 @@ class _Req:
     generated: float = 0.0
     first: float = -1.0
     admitted: int = 0  # admission order, for preemption (newest first)
+    index: int = 0  # send order
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -146,7 +153,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     waiting: deque[_Req] = deque()
     if bench.concurrency is not None:
         for _ in range(min(bench.concurrency, n_total)):
-            waiting.append(_Req(0.0, isl))
+            waiting.append(_Req(0.0, isl, index=len(waiting)))
         sent = len(waiting)
 
     chunking: list[_Req] = []  # admitted, prompt not finished
@@ -162,6 +169,8 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     preemptions = steps = 0
     done = 0
     last_finish = 0.0
+    start = math.inf  # arrival of the first measured request
+    measured_done = 0
     measured = True
     notes: dict[str, None] = {}
 
@@ -182,7 +191,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             raise ParameterError("num_prompts", n_total,
                                  f"small enough to finish in {max_steps} engine steps")
         while arrivals and arrivals[0] <= t:
-            waiting.append(_Req(arrivals.popleft(), isl))
+            waiting.append(_Req(arrivals.popleft(), isl, index=sent))
             sent += 1
         if not decoding and not chunking and not waiting:
             if arrivals:
@@ -191,12 +200,17 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             break  # pragma: no cover - nothing left (cannot happen while done < n_total)
         # 1. decode: make room for this step's tokens, preempting the newest sequences
         need = len(decoding) * pos
+        preempted = False
         while decoding and used + need > capacity:
-            victim = max(decoding, key=lambda r: r.admitted)
-            decoding.remove(victim)
+            # vLLM V1: the lowest-priority running request (the last admitted, decoding or still
+            # chunking its prompt) gives its KV back and is recomputed later from its tokens so far.
+            victim = max(decoding + chunking, key=lambda r: r.admitted)
+            (decoding if victim in decoding else chunking).remove(victim)
             used -= victim.context
             preemptions += 1
-            waiting.appendleft(_Req(victim.arrival, victim.context, 0, victim.generated, victim.first))
+            preempted = True
+            waiting.appendleft(_Req(victim.arrival, victim.context + victim.prompt_left, 0, victim.generated,
+                                    victim.first, index=victim.index))
             need = len(decoding) * pos
         # 2. prefill chunks within the budget
         left = budget - len(decoding) * pos
@@ -210,7 +224,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             chunks.append((r, q))
             left -= q
             need += q
-        while waiting and left > 0 and len(decoding) + len(chunking) < slots:
+        while not preempted and waiting and left > 0 and len(decoding) + len(chunking) < slots:
             r = waiting[0]
             room = capacity - used - need
             if reserve and room < r.prompt_left + (osl - r.generated):
@@ -268,7 +282,9 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                 chunking.remove(r)
                 if r.first < 0:
                     r.first = t
-                    ttfts.append(t - r.arrival)
+                    if r.index >= bench.warmup:
+                        ttfts.append(t - r.arrival + eng.request_overhead_s)
+                        start = min(start, r.arrival)
                     r.generated = 1.0
                 if r.generated >= osl:
                     finished.append(r)
@@ -280,20 +296,22 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             used -= r.context
             done += 1
             last_finish = t
-            if osl > 1:
-                tpots.append((t - r.first) / (osl - 1))
+            if r.index >= bench.warmup:
+                measured_done += 1
+                if osl > 1:
+                    tpots.append((t - r.first) / (osl - 1))
             if bench.concurrency is not None and sent < n_total:
-                waiting.append(_Req(t, isl))
+                waiting.append(_Req(t, isl, index=sent))
                 sent += 1
-    duration = last_finish
+    duration = last_finish - start
     ttft_mean = sum(ttfts) / len(ttfts)
     tpot_mean = sum(tpots) / len(tpots) if tpots else math.nan
     return BenchResult(
         mean_ttft_s=ttft_mean, median_ttft_s=_pct(ttfts, 50), p99_ttft_s=_pct(ttfts, 99),
         mean_tpot_s=tpot_mean, median_tpot_s=_pct(tpots, 50), p99_tpot_s=_pct(tpots, 99),
         mean_itl_s=itl_sum / itl_n if itl_n else math.nan,
-        output_throughput=done * osl / duration, request_throughput=done / duration,
+        output_throughput=measured_done * osl / duration, request_throughput=measured_done / duration,
         duration_s=duration, decode_batch=batch_time / busy_time if busy_time else 0.0,
-        completed=done, preemptions=preemptions, steps=steps, kv_capacity_tokens=capacity,
+        completed=measured_done, preemptions=preemptions, steps=steps, kv_capacity_tokens=capacity,
         measured=measured, notes=tuple(notes),
     )

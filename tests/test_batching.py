@@ -1,0 +1,220 @@
+"""Continuous batching with chunked prefill (servesim.sim.batching): limits, laws and policies.
+
+The expectations are independent of the simulator: at vanishing load a request sees one
+prefill step and then batch-1 decode steps; a closed loop of C clients obeys Little's law;
+more clients cannot lower throughput or TPOT; above the KV limit vLLM preempts and an
+engine that reserves does not; a prompt longer than the token budget takes several steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from functools import cache
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware.names import dense_shape, resolve_gpu
+from servesim.hardware.stepmodel import Chunk, StepModel
+from servesim.sim.batching import Benchmark, BenchResult, Speculation, run_benchmark
+
+H100 = resolve_gpu("h100-sxm").memory_bytes
+
+
+@cache
+def _model(name: str = "llama-3-8b", tp: int = 1, dtype: str = "bf16") -> StepModel:
+    return StepModel(dense_shape(name), "h100-sxm", tp, dtype=dtype)
+
+
+def _tiny_memory(sm: StepModel, tokens: int) -> float:
+    """GPU memory that leaves room for exactly ``tokens`` of KV cache beside the weights."""
+    eng = sm.engine
+    kv = sm.kv_bytes_per_token_per_gpu
+    mem = (sm.weight_bytes_per_gpu + eng.reserved_bytes + (tokens + 0.5) * kv) / eng.memory_fraction
+    assert sm.kv_capacity_tokens(mem) == tokens
+    return mem
+
+
+# --------------------------------------------------------------------------- vanishing load
+
+
+@pytest.mark.parametrize(("name", "tp", "dtype", "isl"), [
+    ("llama-3-8b", 1, "bf16", 512),
+    ("llama-3-8b", 1, "bf16", 4000),
+    ("llama-3-70b", 4, "fp8", 1024),
+])
+def test_vanishing_load_is_one_prefill_then_batch_1_decode(name, tp, dtype, isl):
+    sm = _model(name, tp, dtype)
+    osl = 64
+    assert isl < sm.engine.max_num_batched_tokens
+    res = run_benchmark(sm, Benchmark(isl, osl, concurrency=1, num_prompts=4), H100)
+    decode = sm.decode_step(1, isl + osl / 2).total_s
+    prefill = sm.prefill_step(isl).total_s
+    overhead = sm.engine.request_overhead_s  # HTTP, tokenization, streaming: TTFT only
+    assert res.mean_tpot_s == pytest.approx(decode, rel=0.03)
+    assert res.mean_itl_s == pytest.approx(decode, rel=0.03)
+    assert res.mean_ttft_s == pytest.approx(prefill + overhead, rel=0.03)
+    assert res.p99_ttft_s == pytest.approx(prefill + overhead, rel=0.03)  # nobody queues behind anybody
+    assert res.preemptions == 0 and res.completed == 4
+    assert res.decode_batch <= 1.0
+    # One request at a time: the engine is busy 4 x (prefill + (osl - 1) x TPOT).
+    engine_ttft = res.mean_ttft_s - overhead
+    assert res.duration_s == pytest.approx(4 * (engine_ttft + (osl - 1) * res.mean_tpot_s), rel=1e-9)
+
+
+# --------------------------------------------------------------------------- closed loop
+
+
+@pytest.mark.parametrize("concurrency", [4, 32])
+def test_littles_law_in_the_closed_loop(concurrency):
+    isl, osl = 512, 64
+    res = run_benchmark(_model(), Benchmark(isl, osl, concurrency=concurrency,
+                                            num_prompts=10 * concurrency), H100)
+    in_flight = res.request_throughput * (res.mean_ttft_s + (osl - 1) * res.mean_tpot_s)
+    assert in_flight == pytest.approx(concurrency, rel=0.05)
+
+
+@cache
+def _sweep() -> dict[int, BenchResult]:
+    return {c: run_benchmark(_model(), Benchmark(512, 64, concurrency=c, num_prompts=max(20, 8 * c)), H100)
+            for c in (1, 4, 16, 64)}
+
+
+def test_throughput_and_tpot_non_decreasing_in_concurrency():
+    runs = _sweep()
+    cs = sorted(runs)
+    thr = [runs[c].output_throughput for c in cs]
+    tpot = [runs[c].mean_tpot_s for c in cs]
+    assert all(a <= b for a, b in itertools.pairwise(thr)), thr
+    assert all(a <= b for a, b in itertools.pairwise(tpot)), tpot
+    assert thr[-1] > 10 * thr[0]  # batching pays: 64 clients, far more than 10x one client
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 16, 64])
+def test_decode_batch_at_most_concurrency_and_everything_completes(concurrency):
+    res = _sweep()[concurrency]
+    assert 0 < res.decode_batch <= concurrency
+    assert res.completed == max(20, 8 * concurrency)
+    assert res.preemptions == 0
+    assert all(math.isfinite(x) and x > 0 for x in (
+        res.mean_ttft_s, res.mean_tpot_s, res.mean_itl_s, res.output_throughput))
+
+
+def test_output_throughput_is_tokens_over_duration():
+    res = _sweep()[16]
+    assert res.output_throughput == pytest.approx(res.completed * 64 / res.duration_s, rel=1e-12)
+    assert res.request_throughput == pytest.approx(res.completed / res.duration_s, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+def test_same_inputs_same_result():
+    b = Benchmark(512, 32, concurrency=8, num_prompts=40)
+    assert run_benchmark(_model(), b, H100) == run_benchmark(_model(), b, H100)
+
+
+def test_rate_runs_are_seeded():
+    def run(seed: int):
+        return run_benchmark(_model(), Benchmark(1024, 32, rate_per_s=5.0, num_prompts=30, seed=seed), H100)
+
+    a, b, c = run(0), run(0), run(1)
+    assert a == b
+    assert a != c and a.mean_ttft_s != c.mean_ttft_s
+    assert a.completed == c.completed == 30
+
+
+@pytest.mark.parametrize(("kw", "name"), [
+    ({"concurrency": None}, "concurrency"),
+    ({"concurrency": 4, "rate_per_s": 1.0}, "concurrency"),
+    ({"concurrency": 0}, "concurrency"),
+    ({"concurrency": None, "rate_per_s": 0.0}, "rate"),
+    ({"concurrency": 4, "num_prompts": 0}, "num_prompts"),
+])
+def test_bad_benchmark_raises(kw, name):
+    with pytest.raises(ParameterError) as exc:
+        Benchmark(512, 64, **kw)
+    assert exc.value.name == name
+
+
+def test_prompt_larger_than_the_kv_cache_raises_naming_isl():
+    sm = _model()
+    with pytest.raises(ParameterError) as exc:
+        run_benchmark(sm, Benchmark(2000, 8, concurrency=1, num_prompts=1), _tiny_memory(sm, 1000))
+    assert exc.value.name == "isl"
+
+
+# --------------------------------------------------------------------------- above the KV limit
+
+ISL, OSL = 512, 64
+
+
+def test_above_the_kv_limit_vllm_preempts_and_a_reserving_engine_queues():
+    sm = _model()
+    mem = _tiny_memory(sm, 3 * (ISL + OSL))  # room for three whole requests
+    bench = Benchmark(ISL, OSL, concurrency=8, num_prompts=24)
+    preempt = run_benchmark(sm, bench, mem, reserve=False)
+    queue = run_benchmark(sm, bench, mem, reserve=True)
+    assert preempt.preemptions > 0
+    assert queue.preemptions == 0
+    assert preempt.completed == queue.completed == 24
+    assert queue.decode_batch <= 3.0
+    # Below the limit neither policy changes anything.
+    roomy = Benchmark(ISL, OSL, concurrency=3, num_prompts=12)
+    a, b = run_benchmark(sm, roomy, mem), run_benchmark(sm, roomy, mem, reserve=True)
+    assert a.preemptions == b.preemptions == 0
+    assert a.mean_tpot_s == pytest.approx(b.mean_tpot_s, rel=1e-12)
+
+
+def test_preemption_takes_the_newest_sequence():
+    # KV for three whole requests, four clients: the documented policy ("the newest sequence is
+    # preempted", vLLM's) sacrifices the fourth request's partial prefill, so the three admitted
+    # first decode undisturbed, at about a batch-3 decode step (plus the fourth's small chunks).
+    sm = _model()
+    mem = _tiny_memory(sm, 3 * (ISL + OSL))
+    res = run_benchmark(sm, Benchmark(ISL, OSL, concurrency=4, num_prompts=4), mem)
+    step3 = sm.decode_step(3, ISL + OSL / 2).total_s
+    assert res.median_tpot_s <= 1.5 * step3
+    assert res.preemptions <= OSL  # at most one partial prefill thrown away per decode step
+
+
+# --------------------------------------------------------------------------- chunked prefill
+
+
+def test_prompt_longer_than_the_budget_is_prefilled_in_chunks():
+    sm = _model()
+    budget = sm.engine.max_num_batched_tokens
+    assert budget == 8192
+    isl = 20000  # chunks of 8192, 8192 and 3616 tokens
+    res = run_benchmark(sm, Benchmark(isl, 8, concurrency=1, num_prompts=2), H100)
+    chunks = [Chunk(8192, 0, 1, False), Chunk(8192, 8192, 1, False), Chunk(3616, 16384, 1, True)]
+    expect = sum(sm.step(0, 0, (c,)).total_s for c in chunks)
+    engine_ttft = res.mean_ttft_s - sm.engine.request_overhead_s
+    assert engine_ttft == pytest.approx(expect, rel=1e-9)
+    assert engine_ttft >= 2 * sm.prefill_step(budget).total_s + sm.prefill_step(3616).total_s
+    assert engine_ttft > sm.prefill_step(isl).total_s  # one giant step would be cheaper (no re-reads)
+
+
+def test_a_smaller_budget_means_more_chunks_and_a_later_first_token():
+    sm = _model()
+    small = StepModel(sm.shape, "h100-sxm", 1,
+                      engine=dataclasses.replace(sm.engine, max_num_batched_tokens=2048))
+    b = Benchmark(8000, 8, concurrency=1, num_prompts=2)
+    assert run_benchmark(small, b, H100).mean_ttft_s > run_benchmark(sm, b, H100).mean_ttft_s
+
+
+# --------------------------------------------------------------------------- speculation
+
+
+def test_speculation_lowers_tpot_at_low_load():
+    sm = _model()
+    draft = 0.05 * sm.decode_step(1, 600).gpu_s
+    spec = Speculation(k=3, alpha=0.8, draft_step_s=draft)
+    b = Benchmark(512, 64, concurrency=1, num_prompts=4)
+    plain, fast = run_benchmark(sm, b, H100), run_benchmark(sm, b, H100, spec=spec)
+    assert fast.mean_tpot_s < plain.mean_tpot_s
+    # Each step yields E[n] = 1 + a + a^2 + a^3 tokens for one verify of 4 positions plus 3 drafts.
+    per_step = sm.decode_step(1, 512 + 32, positions=4).total_s + 3 * draft
+    assert fast.mean_tpot_s == pytest.approx(per_step / spec.tokens_per_step, rel=0.05)

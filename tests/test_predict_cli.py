@@ -1,0 +1,316 @@
+"""``servesim predict``: the JSON contract, aliases, bad input, --points, --compare and --spec.
+
+Most runs are in-process (``servesim.cli.main`` with capsys); the JSON contract and one bad
+input also run in a subprocess, the way a user runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from servesim.cli import main
+from servesim.plan.predict import COMPARED_KEYS
+from tests.cli_helpers import ROOT, run_cli
+
+HF_CONFIGS = ROOT / "tests" / "fixtures" / "hf_configs"
+
+CONTRACT = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--tp", "1",
+            "--dtype", "bf16", "--isl", "512", "--osl", "128", "--concurrency", "8"]
+KEYS = ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput",
+        "request_throughput", "output_throughput_per_gpu", "decode_batch", "max_concurrency")
+SMALL = ["--isl", "256", "--osl", "16", "--concurrency", "2"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run ``servesim predict ARGS`` in-process: (exit status, stdout, stderr)."""
+    try:
+        rc = main(["predict", *args])
+    except SystemExit as exc:  # argparse errors exit from the parser
+        rc = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str):
+    rc, out, err = _run(capsys, *args, "--format", "json")
+    assert rc == 0, err
+    assert err == ""
+    return json.loads(out)
+
+
+def _check_keys(d: dict) -> None:
+    for k in KEYS:
+        assert isinstance(d[k], (int, float)) and not isinstance(d[k], bool), k
+        assert math.isfinite(d[k]) and d[k] > 0, (k, d[k])
+    assert d["p99_ttft_ms"] >= d["mean_ttft_ms"] * (1 - 1e-12)  # equal up to rounding when all equal
+
+
+# --------------------------------------------------------------------------- the JSON contract
+
+
+def test_json_contract_in_a_subprocess():
+    res = run_cli("predict", *CONTRACT, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    d = json.loads(res.stdout)
+    assert isinstance(d, dict)
+    _check_keys(d)
+    assert d["model"] == "llama-3-8b" and d["gpu"] == "h100-sxm" and d["tp"] == 1 and d["gpus"] == 1
+    assert d["concurrency"] == 8 and d["num_prompts"] == 80 and d["completed"] == 80
+    assert d["output_throughput_per_gpu"] == d["output_throughput"]  # one GPU
+    assert d["decode_batch"] <= 8
+    assert d["max_concurrency"] >= 8 and d["preemptions"] == 0 and d["above_max_concurrency"] == ""
+    # Throughput is the tokens of the run over its duration.
+    assert d["output_throughput"] == pytest.approx(80 * 128 / d["duration_s"], rel=1e-9)
+    assert d["mean_itl_ms"] == pytest.approx(d["mean_tpot_ms"], rel=0.05)
+
+
+def test_json_per_gpu_throughput_divides_by_tp(capsys):
+    d = _json(capsys, "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "4", *SMALL)
+    _check_keys(d)
+    assert d["gpus"] == 4
+    assert d["output_throughput_per_gpu"] == pytest.approx(d["output_throughput"] / 4, rel=1e-12)
+
+
+def test_table_and_csv_formats(capsys):
+    rc, out, err = _run(capsys, *CONTRACT)
+    assert rc == 0 and err == ""
+    assert out.startswith("PREDICT  llama-3-8b on 1 x h100-sxm") and "TTFT" in out and "TPOT" in out
+    rc, out, err = _run(capsys, *CONTRACT, "--format", "csv")
+    assert rc == 0 and err == ""
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and all(k in lines[0].split(",") for k in KEYS)
+
+
+@pytest.mark.parametrize("alias", ["h100_sxm", "H100", "nvidia-h100-sxm-80gb"])
+def test_gpu_alias_gives_identical_output(capsys, alias):
+    base = _run(capsys, *CONTRACT, "--format", "json")
+    args = list(CONTRACT)
+    args[args.index("h100-sxm")] = alias
+    other = _run(capsys, *args, "--format", "json")
+    assert base[0] == other[0] == 0
+    assert other[1] == base[1]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _one_line_exit_2(rc: int, out: str, err: str, *fragments: str) -> str:
+    assert rc == 2, err
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]
+
+
+BAD = {
+    "fp4-on-hopper": (["--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "4", "--dtype", "fp4", *SMALL],
+                      ["dtype", "'fp4'", "bf16, fp8"]),
+    "tp-3-70b": (["--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "3", *SMALL],
+                 ["tp=3", "1, 2, 4, 8, 16, 32, 64"]),
+    "concurrency-0": (["--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "256", "--osl", "16",
+                       "--concurrency", "0"], ["--concurrency", "'0'"]),
+    "405b-on-one-h100": (["--model", "llama-3-405b", "--gpu", "h100-sxm", "--tp", "1", *SMALL],
+                         ["tp=1", "llama-3-405b", "GiB"]),
+    "unknown-model": (["--model", "llama-3-8bb", "--gpu", "h100-sxm", *SMALL],
+                      ["model=", "'llama-3-8bb'", "close matches: llama-3-8b"]),
+    "unknown-hf-id": (["--model", "meta-llama/Llama-3.1-8B-Instruc", "--gpu", "h100-sxm", *SMALL],
+                      ["'meta-llama/Llama-3.1-8B-Instruc'", "meta-llama/Llama-3.1-8B-Instruct"]),
+    "unknown-gpu": (["--model", "llama-3-8b", "--gpu", "h1000", *SMALL], ["gpu=", "'h1000'", "h100-sxm"]),
+    "no-load": (["--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "256", "--osl", "16"],
+                ["--concurrency", "--rate"]),
+    "kv-fp8-on-a100": (["--model", "llama-3-8b", "--gpu", "a100-80gb", "--kv-dtype", "fp8", *SMALL],
+                       ["kv_dtype", "'fp8'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_exit_2(capsys, case):
+    args, fragments = BAD[case]
+    _one_line_exit_2(*_run(capsys, *args), "servesim predict: error:", *fragments)
+
+
+def test_malformed_config_json_fixture(capsys):
+    path = str(HF_CONFIGS / "malformed.json")  # hidden_size = -1
+    _one_line_exit_2(*_run(capsys, "--model", path, "--gpu", "h100-sxm", *SMALL), path, "hidden_size", "-1")
+
+
+def test_config_json_that_is_not_json(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 4096,')
+    _one_line_exit_2(*_run(capsys, "--model", str(path), "--gpu", "h100-sxm", *SMALL), str(path), "JSON")
+
+
+def test_missing_config_json(capsys, tmp_path):
+    path = str(tmp_path / "nope" / "config.json")
+    _one_line_exit_2(*_run(capsys, "--model", path, "--gpu", "h100-sxm", *SMALL), path)
+
+
+def test_valid_config_json_predicts_like_the_catalog_model(capsys):
+    path = str(HF_CONFIGS / "llama-3.1-8b.json")
+    d = _json(capsys, "--model", path, "--gpu", "h100-sxm", *SMALL)
+    ref = _json(capsys, "--model", "llama-3-8b", "--gpu", "h100-sxm", *SMALL)
+    _check_keys(d)
+    assert d["mean_tpot_ms"] == pytest.approx(ref["mean_tpot_ms"], rel=0.02)
+
+
+def test_bad_input_in_a_subprocess_has_no_traceback():
+    res = run_cli("predict", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "3", *SMALL)
+    _one_line_exit_2(res.returncode, res.stdout, res.stderr, "tp=3")
+
+
+# --------------------------------------------------------------------------- --points
+
+POINTS = (
+    "model,gpu,tp,dtype,isl,osl,concurrency\n"
+    "llama-3-8b,h100-sxm,1,bf16,256,16,2\n"
+    "llama-3-70b,h100-sxm,3,bf16,256,16,2\n"
+    "llama-3-70b,h100_sxm,4,fp8,256,16,2\n"
+)
+
+
+def _points(capsys, path: Path) -> list:
+    data = _json(capsys, "--points", str(path))
+    assert isinstance(data, list)
+    return data
+
+
+def test_points_one_bad_row_among_three(capsys, tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text(POINTS)
+    rows = _points(capsys, path)
+    assert len(rows) == 3
+    assert set(rows[1]) == {"error"}
+    assert str(path) in rows[1]["error"] and "line 3" in rows[1]["error"] and "tp=3" in rows[1]["error"]
+    for r in (rows[0], rows[2]):
+        _check_keys(r)
+    assert (rows[0]["model"], rows[0]["tp"], rows[0]["dtype"]) == ("llama-3-8b", 1, "bf16")
+    assert (rows[2]["model"], rows[2]["tp"], rows[2]["dtype"], rows[2]["gpu"]) == (
+        "llama-3-70b", 4, "fp8", "h100-sxm")
+    # A row predicts what the same flags predict.
+    direct = _json(capsys, "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "4", "--dtype", "fp8",
+                   *SMALL)
+    assert rows[2] == direct
+    # The table says which row failed, in order.
+    rc, out, _ = _run(capsys, "--points", str(path))
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[1].split()[:2] == ["1", "llama-3-8b"] and lines[2].split()[:2] == ["2", "error:"]
+    assert lines[3].split()[:2] == ["3", "llama-3-70b"]
+
+
+def test_points_missing_column_is_exit_2_naming_it(capsys, tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text("model,gpu,tp,isl,osl,concurrency\nllama-3-8b,h100-sxm,1,256,16,2\n")
+    line = _one_line_exit_2(*_run(capsys, "--points", str(path)), str(path), "dtype")
+    assert "missing column" in line
+
+
+def test_points_bad_cell_is_an_error_row(capsys, tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text("model,gpu,tp,dtype,isl,osl,concurrency\nllama-3-8b,h100-sxm,1,bf16,many,16,2\n")
+    rows = _points(capsys, path)
+    assert len(rows) == 1 and "line 2" in rows[0]["error"] and "isl" in rows[0]["error"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_points_with_a_bom_or_in_utf16(capsys, tmp_path, encoding):
+    plain = tmp_path / "plain.csv"
+    plain.write_text(POINTS)
+    other = tmp_path / f"{encoding}.csv"
+    other.write_bytes(POINTS.replace("\n", "\r\n").encode(encoding))  # as Excel on Windows saves it
+    assert other.read_bytes()[:2] in (b"\xef\xbb", b"\xff\xfe", b"\xfe\xff")
+    a, b = _points(capsys, plain), _points(capsys, other)
+    assert len(b) == 3 and "model" in b[0] and "error" in b[1]
+    assert [r for r in b if "error" not in r] == [r for r in a if "error" not in r]
+
+
+# --------------------------------------------------------------------------- --compare
+
+MEASURED = {
+    "mean_ttft_ms": 95.0, "median_ttft_ms": 90.0, "p99_ttft_ms": 150.0,
+    "mean_tpot_ms": 8.0, "median_tpot_ms": 7.9,
+    "mean_itl_ms": 8.1, "output_throughput": 900.0, "request_throughput": 7.0,
+}
+
+
+def _result_file(tmp_path: Path) -> Path:
+    res = {
+        "date": "20250101-000000", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct", "num_prompts": 80, "request_rate": "inf",
+        "burstiness": 1.0, "max_concurrency": 8, "duration": 11.4, "completed": 80,
+        "total_input_tokens": 80 * 512, "total_output_tokens": 80 * 128,
+        "p99_tpot_ms": None,  # not measured: must not be compared
+        **MEASURED,
+    }
+    path = tmp_path / "vllm-result.json"
+    path.write_text(json.dumps(res))
+    return path
+
+
+def test_compare_lists_predicted_vs_measured_and_predicts_the_same_run(capsys, tmp_path):
+    path = _result_file(tmp_path)
+    data = _json(capsys, "--compare", str(path), "--gpu", "h100-sxm")
+    direct = _json(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm",
+                   "--tp", "1", "--dtype", "bf16", "--isl", "512", "--osl", "128", "--concurrency", "8",
+                   "--num-prompts", "80")
+    assert data["prediction"] == direct
+    shared = [k for k in COMPARED_KEYS if k in MEASURED]
+    assert [r["metric"] for r in data["comparison"]] == shared
+    for r in data["comparison"]:
+        assert r["predicted"] == direct[r["metric"]]
+        assert r["measured"] == MEASURED[r["metric"]]
+        assert r["relative_error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
+    rc, out, err = _run(capsys, "--compare", str(path), "--gpu", "h100-sxm")
+    assert rc == 0 and err == ""
+    assert "p99_tpot_ms" not in out
+    for key in shared:
+        row = next(line for line in out.splitlines() if line.split()[:1] == [key])
+        assert f"{MEASURED[key]:,.2f}" in row and f"{direct[key]:,.2f}" in row
+
+
+def test_compare_needs_a_gpu_and_json(capsys, tmp_path):
+    path = _result_file(tmp_path)
+    _one_line_exit_2(*_run(capsys, "--compare", str(path)), "--gpu")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    _one_line_exit_2(*_run(capsys, "--compare", str(bad), "--gpu", "h100-sxm"), str(bad), "JSON")
+
+
+# --------------------------------------------------------------------------- --spec
+
+SPEC_CASES = [
+    pytest.param(["--model", "llama-3-8b", "--gpu", "h100-sxm", "--tp", "1"], id="8b-h100-tp1"),
+    pytest.param(["--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8"], id="70b-h100-tp8"),
+]
+
+
+@pytest.mark.parametrize("model", SPEC_CASES)
+def test_spec_mtp_reports_its_setting_and_lowers_tpot(capsys, model):
+    load = ["--isl", "512", "--osl", "64", "--concurrency", "1", "--num-prompts", "3"]
+    plain = _json(capsys, *model, *load)
+    spec = _json(capsys, *model, *load, "--spec", "mtp")
+    assert "speculation" not in plain
+    s = spec["speculation"]
+    assert s["preset"] == "mtp" and s["batch"] == 1
+    assert isinstance(s["k"], int) and s["k"] >= 1
+    assert s["d"] > 0
+    assert 0 < s["alpha"] < 1
+    assert spec["mean_tpot_ms"] < plain["mean_tpot_ms"]
+    # c is measured, not assumed: cuBLAS runs a 1-row GEMM slower than a few rows (e.g. gate/up
+    # n=7168 k=8192 on H100: 0.0497 ms at m=1, 0.0434 ms at m=8), so a k+1-wide verify can cost a
+    # hair less than a plain batch-1 step; it can never cost much less.
+    assert s["c"] > -0.1
+
+
+def test_spec_with_fixed_k(capsys):
+    d = _json(capsys, "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "512", "--osl", "32",
+              "--concurrency", "1", "--num-prompts", "2", "--spec", "mtp", "--k", "2")
+    assert d["speculation"]["k"] == 2

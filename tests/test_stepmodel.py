@@ -1,0 +1,272 @@
+"""Step times from measured kernels (servesim.hardware.stepmodel): parts, bounds, hand checks, errors.
+
+Every expectation here is derived independently of the code under test: the parts must add
+up, the pure roofline at 100% of the peaks must not be beaten, the GEMM part must equal the
+kernel-table lookups of the shapes in the module docstring, the KV bytes are counted by hand
+from the model's config, and the step must cost more when the work grows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware.engines import engine_profile
+from servesim.hardware.kernels import tables_for
+from servesim.hardware.names import dense_shape, resolve_gpu
+from servesim.hardware.stepmodel import Chunk, StepModel
+
+
+def _model(name: str = "llama-3-8b", gpu: str = "h100-sxm", tp: int = 1, **kw: object) -> StepModel:
+    return StepModel(dense_shape(name), gpu, tp, **kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- parts add up
+
+STEPS = [
+    # (decode, context, chunks, positions)
+    (1, 1024, (), 1),
+    (64, 3000, (), 1),
+    (0, 0, (Chunk(2048),), 1),
+    (16, 2048, (Chunk(512, 1536, 1, False), Chunk(300, 0, 2)), 1),
+    (8, 700, (), 5),  # speculative verify
+    (600, 100, (), 1),  # past the CUDA-graph limit: eager launches
+]
+
+
+@pytest.mark.parametrize(("name", "tp"), [("llama-3-8b", 1), ("llama-3-70b", 8)])
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: f"b{s[0]}-ctx{s[1]}-chunks{len(s[2])}-pos{s[3]}")
+def test_parts_sum_to_the_gpu_time_and_host_is_added_for_vllm(name, tp, step):
+    st = _model(name, tp=tp).step(*step)
+    assert st.gpu_s == pytest.approx(st.gemm_s + st.attention_s + st.allreduce_s + st.other_s, rel=1e-12)
+    assert min(st.gemm_s, st.attention_s, st.other_s, st.host_s) > 0
+    assert st.total_s == pytest.approx(st.gpu_s + st.host_s, rel=1e-12)  # vLLM: no overlap
+    b, _, chunks, pos = step
+    assert st.tokens == b * pos + sum(c.tokens * c.count for c in chunks)
+
+
+@pytest.mark.parametrize("host_ms", [1.0, 50.0])  # host hidden behind the GPU, then GPU behind the host
+def test_sglang_overlaps_host_with_the_gpu(host_ms):
+    eng = dataclasses.replace(engine_profile("sglang", gpu="h100-sxm"), host_step_s=host_ms * 1e-3)
+    assert eng.overlap
+    st = _model(engine=eng).decode_step(4, 1000)
+    assert st.gpu_s == pytest.approx(st.gemm_s + st.attention_s + st.allreduce_s + st.other_s, rel=1e-12)
+    assert st.total_s == max(st.gpu_s, st.host_s)
+    assert st.total_s == (st.gpu_s if host_ms == 1.0 else st.host_s)
+
+
+# --------------------------------------------------------------------------- speed of light
+
+SOL_MODELS = [
+    ("llama-3-8b", "h100-sxm", 1, "bf16"),
+    ("llama-3-8b", "h100-sxm", 2, "fp8"),
+    ("llama-3-70b", "h100-sxm", 8, "bf16"),
+    ("llama-3-70b", "h100-sxm", 4, "fp8"),
+    ("llama-3-70b", "h100-sxm", 16, "bf16"),  # KV heads replicated
+    ("llama-3-70b", "h200", 8, "fp8"),
+    ("llama-3-70b", "b200", 8, "fp4"),
+    ("llama-3-8b", "a100-80gb", 1, "bf16"),
+    ("llama-3-8b", "mi300x", 1, "bf16"),  # no tables: roofline at the H100 fits
+    ("qwen3-32b", "h100-sxm", 2, "bf16"),
+]
+
+
+@pytest.mark.parametrize(("name", "gpu", "tp", "dtype"), SOL_MODELS, ids=lambda x: str(x))
+def test_speed_of_light_never_beats_the_estimate(name, gpu, tp, dtype):
+    sm = _model(name, gpu, tp, dtype=dtype)
+    for b, ctx, chunks, pos in itertools.product(
+        [0, 1, 7, 64, 512], [1, 1000, 30000],
+        [(), (Chunk(512),), (Chunk(2048, 6144, 1, False),), (Chunk(8192),), (Chunk(128, 0, 4),)],
+        [1, 4],
+    ):
+        if b == 0 and not chunks:
+            continue
+        st = sm.step(b, ctx, chunks, pos)
+        assert 0 < st.sol_s <= st.gpu_s <= st.total_s, (b, ctx, chunks, pos, st)
+        assert st.sol_s == sm.speed_of_light(b, ctx, chunks, pos)
+
+
+def test_speed_of_light_by_hand_for_a_decode_step():
+    # 8B, tp 1, batch 1 at context 0: weights streamed once at datasheet HBM, the rest negligible.
+    sm = _model()
+    s, t = sm.shape, sm.tables
+    body = s.layers * ((32 + 16) * 128 * 4096 + 4096 * 4096 + 2 * 14336 * 4096 + 4096 * 14336)
+    head = 128256 * 4096
+    expect = (body + head) * 2 / t.hbm_bytes_per_s
+    kv = sm.kv_bytes_per_token_per_gpu * 1 / t.hbm_bytes_per_s  # one position read
+    assert sm.speed_of_light(1, 0) == pytest.approx(expect + kv, rel=1e-9)
+
+
+# --------------------------------------------------------------------------- hand check of the GEMMs
+
+
+def test_gemm_part_is_the_sum_of_the_table_lookups_llama_3_8b_h100_batch_1():
+    t = tables_for("h100_sxm")
+    assert t is not None
+    layer = [  # (n, k) per the module docstring, tp 1: H=32, G=8, d=128, h=4096, I=14336
+        ((32 + 2 * 8) * 128, 4096),  # QKV
+        (4096, 32 * 128),  # O
+        (2 * 14336, 4096),  # gate/up
+        (4096, 14336),  # down
+    ]
+    per_layer_ms = sum(t.gemm("bf16", 1, n, k).ms for n, k in layer)
+    head_ms = t.gemm("bf16", 1, 128256, 4096).ms
+    expect_s = (32 * per_layer_ms + head_ms) * 1e-3
+    st = _model(dtype="bf16").decode_step(1, 1024)
+    assert st.gemm_s == pytest.approx(expect_s, rel=1e-12)
+    # The LM head (n = 128256) lies past the measured n: the step says so.
+    assert not st.measured and any("n=128256" in n for n in st.notes)
+
+
+def test_fp8_checkpoint_keeps_the_lm_head_in_bf16():
+    t = tables_for("h100_sxm")
+    assert t is not None
+    st = _model(dtype="fp8").decode_step(1, 1024)
+    layer = [((32 + 16) * 128, 4096), (4096, 4096), (2 * 14336, 4096), (4096, 14336)]
+    expect = (32 * sum(t.gemm("fp8", 1, n, k).ms for n, k in layer) + t.gemm("bf16", 1, 128256, 4096).ms)
+    assert st.gemm_s == pytest.approx(expect * 1e-3, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- all-reduce, monotonicity
+
+
+def test_allreduce_is_zero_on_one_gpu_and_positive_on_eight():
+    assert _model("llama-3-70b", tp=1).decode_step(8, 1000).allreduce_s == 0.0
+    assert _model("llama-3-8b", tp=1).step(4, 500, (Chunk(1000),)).allreduce_s == 0.0
+    st8 = _model("llama-3-70b", tp=8).decode_step(8, 1000)
+    assert st8.allreduce_s > 0
+    # Two all-reduces per layer: at least 160 x the all-reduce floor of a tiny message.
+    t = tables_for("h100_sxm")
+    assert t is not None
+    assert st8.allreduce_s == pytest.approx(160 * t.allreduce(8, 8 * 8192 * 2).ms * 1e-3, rel=1e-12)
+
+
+BATCHES = list(range(1, 513))
+
+
+def _worst_drop(times: list[float]) -> float:
+    """The largest fall of a sequence below its running maximum, as a fraction of that maximum."""
+    top, worst = 0.0, 0.0
+    for x in times:
+        if top > 0:
+            worst = max(worst, 1 - x / top)
+        top = max(top, x)
+    return worst
+
+
+@pytest.mark.parametrize("context", [128, 1024, 4096])
+def test_decode_step_grows_with_batch_70b_tp8(context):
+    # What holds despite the table noise: no dip deeper than the tables' own (<= 7%), and the
+    # step at batch 512 costs well over twice the batch-1 step.
+    sm = _model("llama-3-70b", tp=8)
+    times = [sm.decode_step(b, context).total_s for b in BATCHES]
+    assert _worst_drop(times) <= 0.07
+    assert times[-1] > 2.5 * times[0]
+    assert all(times[i] < times[j] for i, j in [(0, 63), (63, 255), (255, 511)])
+
+
+@pytest.mark.parametrize("batch", [1, 8, 32, 128, 512])
+def test_decode_step_non_decreasing_in_context_70b_tp8(batch):
+    sm = _model("llama-3-70b", tp=8)
+    cap = sm.kv_capacity_tokens(resolve_gpu("h100-sxm").memory_bytes)
+    contexts = sorted({round(1.05**i) for i in range(250)})  # 1 .. ~190k
+    contexts = [c for c in contexts if batch * c <= cap]  # what fits in the KV cache
+    assert len(contexts) > 100
+    times = [sm.decode_step(batch, c).total_s for c in contexts]
+    assert _worst_drop(times) <= 0.02
+    assert times[-1] > times[0]
+    if batch * 16384 <= cap:  # the KV read grows 16x; past the launch floor, so does the kernel
+        ratio = sm.decode_step(batch, 16384).attention_s / sm.decode_step(batch, 1024).attention_s
+        assert ratio > (4 if batch >= 32 else 1.2)
+
+
+# --------------------------------------------------------------------------- dtypes, tp
+
+
+def test_fp8_decode_is_faster_than_bf16_at_batch_1_70b_tp4():
+    bf16 = _model("llama-3-70b", tp=4, dtype="bf16").decode_step(1, 1024)
+    fp8 = _model("llama-3-70b", tp=4, dtype="fp8").decode_step(1, 1024)
+    assert fp8.total_s < 0.9 * bf16.total_s
+    assert fp8.gemm_s < 0.75 * bf16.gemm_s  # the weights halve; the GEMMs are memory-bound
+    assert fp8.attention_s == bf16.attention_s  # KV dtype unchanged
+
+
+def test_fp4_on_hopper_is_a_parameter_error_naming_dtype():
+    with pytest.raises(ParameterError, match="fp4") as exc:
+        _model("llama-3-70b", tp=4, dtype="fp4")
+    assert exc.value.name == "dtype" and exc.value.value == "fp4"
+
+
+def test_fp4_on_blackwell_is_accepted():
+    st = _model("llama-3-70b", "b200", 4, dtype="fp4").decode_step(1, 1024)
+    assert st.total_s < _model("llama-3-70b", "b200", 4, dtype="fp8").decode_step(1, 1024).total_s
+
+
+@pytest.mark.parametrize("tp", [3, 0, 5, 128])
+def test_tp_that_does_not_split_the_heads_is_a_parameter_error_naming_tp(tp):
+    with pytest.raises(ParameterError) as exc:
+        _model("llama-3-70b", tp=tp)
+    assert exc.value.name == "tp" and exc.value.value == tp
+    assert "1, 2, 4, 8, 16, 32, 64" in str(exc.value)
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"decode": 0, "context": 0}, "tokens"),
+    ({"decode": -1, "context": 10}, "decode"),
+    ({"decode": 1, "context": float("nan")}, "context"),
+    ({"decode": 1, "context": 10, "positions": 0}, "positions"),
+])
+def test_bad_step_arguments_raise(kw, msg):
+    with pytest.raises(ParameterError, match=msg):
+        _model().step(**kw)
+
+
+# --------------------------------------------------------------------------- KV cache
+
+KV_70B = 2 * 80 * 8 * 128 * 2  # K and V, 80 layers, 8 KV heads of 128, bf16 = 327680 bytes
+
+
+@pytest.mark.parametrize(("tp", "kv_dtype", "per_gpu"), [
+    (1, "bf16", KV_70B),
+    (8, "bf16", KV_70B / 8),
+    (8, "fp8", KV_70B / 16),
+    (16, "bf16", KV_70B / 8),  # tp > kv_heads: each GPU still holds one KV head
+    (64, "bf16", KV_70B / 8),
+])
+def test_kv_bytes_per_token_per_gpu_70b(tp, kv_dtype, per_gpu):
+    assert _model("llama-3-70b", tp=tp, kv_dtype=kv_dtype).kv_bytes_per_token_per_gpu == per_gpu
+
+
+def test_kv_capacity_is_what_fits_beside_the_weights():
+    sm = _model("llama-3-70b", tp=8)
+    eng = sm.engine
+    mem = 80e9
+    room = mem * eng.memory_fraction - sm.weight_bytes_per_gpu - eng.reserved_bytes
+    assert sm.kv_capacity_tokens(mem) == int(room // (KV_70B / 8))
+    fp8 = _model("llama-3-70b", tp=8, kv_dtype="fp8")
+    assert fp8.kv_capacity_tokens(mem) == int(room // (KV_70B / 16))
+    assert sm.kv_capacity_tokens(1e9) == 0  # the weights alone do not fit: zero, never negative
+
+
+# --------------------------------------------------------------------------- chunked prefill
+
+
+def test_chunk_behind_a_cached_prefix_costs_more_attention_than_a_fresh_prompt():
+    sm = _model()
+    behind = sm.step(0, 0, (Chunk(512, 1536),))
+    fresh = sm.step(0, 0, (Chunk(512, 0),))
+    assert behind.attention_s > fresh.attention_s
+    # q (c + q/2) query-key pairs against q^2/2: (2c + q) / q = 7 times the fresh prompt's.
+    assert behind.attention_s == pytest.approx(7 * fresh.attention_s, rel=1e-12)
+    assert behind.gemm_s == fresh.gemm_s  # same 512 tokens through the weights
+    assert behind.sol_s > fresh.sol_s
+
+
+def test_prefill_step_is_one_whole_chunk():
+    sm = _model()
+    assert sm.prefill_step(1000, 3) == sm.step(0, 0, (Chunk(1000, 0, 3),))
+    assert sm.prefill_step(1000, 3).tokens == 3000
+    assert sm.prefill_step(2000).total_s > sm.prefill_step(1000).total_s
