@@ -97,11 +97,17 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
     p.add_argument("--slo-tpot-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
                    dest="slo_tpot_s", help="TPOT SLO in ms > 0 (default: the preset's)")
     g = p.add_argument_group("the node (default: the seed's node in workloads.toml)")
-    g.add_argument("--model", default=None, help="derive the node from the roofline: catalog model, "
-                   "e.g. llama-3-70b (needs --gpu)")
-    g.add_argument("--gpu", default=None, help="catalog GPU for --model, e.g. h100-sxm")
-    g.add_argument("--tp", type=integer(1), default=8,
-                   help="tensor-parallel GPUs per node for --model (default 8)")
+    g.add_argument("--model", default=None, help="derive the node from measured kernels: catalog model, "
+                   "Hugging Face id or config.json, e.g. llama-3-70b (needs --gpu)")
+    g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm)")
+    g.add_argument("--tp", type=integer(1, hi=64), default=8,
+                   help="tensor-parallel GPUs per node for --model, 1-64 (default 8)")
+    g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default="bf16",
+                   help="weights and GEMMs for --model: bf16 (default), fp8, fp4 (B200)")
+    g.add_argument("--kv-dtype", type=choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
+                   help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
+    g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
+                   help="engine whose budgets and host time price the node (default vllm)")
     g.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models, links); may be repeated")
     g.add_argument("--calibration", default=None, metavar="FILE",
@@ -111,9 +117,10 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
 def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     """The node, beta and a one-line description of where the node came from.
 
-    ``--calibration`` wins, then ``--model/--gpu/--tp`` (the roofline node, its
-    decode batch sized so that TPOT_base meets the workload's TPOT SLO), then the
-    seed's node.  ``--beta`` overrides a calibrated beta; the default is 0.5.
+    ``--calibration`` wins, then ``--model/--gpu/--tp/--dtype/--kv-dtype`` (the
+    measured-kernel step model's node, :func:`servesim.hardware.node.step_node`,
+    its decode batch sized so that TPOT_base meets the workload's TPOT SLO), then
+    the lab's reference node.  ``--beta`` overrides a calibrated beta; the default is 0.5.
     """
     from servesim.serving import DEFAULT_NODE
 
@@ -129,13 +136,15 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
         raise InputError("--model and --gpu go together (both name catalog entries), "
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
     from servesim.catalog.schema import load_catalog
-    from servesim.roofline import derive_node
+    from servesim.hardware.node import step_node
+    from servesim.plan.predict import Deployment, build_step_model
 
-    d = derive_node(args.model, args.gpu, args.tp, prompt_tokens=wl.prompt_tokens,
-                    output_tokens=wl.output_tokens, tpot_slo_s=wl.slo_tpot_s,
-                    catalog=load_catalog(*args.catalog))
-    return d.node, beta, (f"roofline: {args.model} on {args.tp} x {args.gpu}, decode batch {d.batch} "
-                          f"(limited by {d.batch_limited_by})")
+    cat = load_catalog(*args.catalog)
+    dep = Deployment(args.model, args.gpu, args.tp, args.dtype, args.kv_dtype, args.engine)
+    sm, _, memory = build_step_model(dep, cat)
+    d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
+                  tpot_slo_s=wl.slo_tpot_s)
+    return d.node, beta, d.source
 
 
 def _specdec(args: argparse.Namespace) -> Output:

@@ -1,0 +1,91 @@
+"""A serving node (one replica) for the lab's reference model, priced by the measured-kernel step model.
+
+The reference model (:mod:`servesim.serving`) takes a node as four numbers:
+prefill tokens/s, decode tokens/s, TPOT_base and the KV shape.  Here they come
+from :class:`servesim.hardware.stepmodel.StepModel` for a dense model on ``tp``
+GPUs in the given dtypes:
+
+* prefill tokens/s = ``P / t_prefill(P)``, the prompt run in chunks of the
+  engine's token budget, one chunk per step;
+* the decode batch: the largest whose KV cache at the final context (prompt +
+  output) fits beside the weights (:meth:`StepModel.kv_capacity_tokens`), at
+  most the engine's ``max_num_seqs``, and, with a TPOT SLO, the largest whose
+  decode step at the mean context meets it (batch 1 if none does);
+* TPOT_base = that decode step (host time included); decode tokens/s = batch / TPOT_base;
+* the KV shape in the KV-cache dtype, so KV-transfer sizes follow ``--kv-dtype``.
+
+This is still the reference model's fixed-batch node; :mod:`servesim.plan`
+moves the batch with the load.  Standard library only; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
+
+__all__ = ["StepNode", "step_node"]
+
+
+@dataclass(frozen=True)
+class StepNode:
+    """A :class:`servesim.serving.NodeSpec` and how the step model derived it."""
+
+    node: Any  # servesim.serving.NodeSpec
+    batch: int
+    batch_limited_by: str  # "memory", "max_num_seqs" or "tpot_slo"
+    max_batch: int
+    prefill_s: float
+    decode: StepTime
+    source: str
+
+
+def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_tokens: int,
+              tpot_slo_s: float | None = None) -> StepNode:
+    """Derive the node (see the module docstring)."""
+    from servesim.kvcache import KVShape
+    from servesim.serving import NodeSpec
+
+    p = check_int("prompt_tokens", prompt_tokens, lo=1)
+    o = check_int("output_tokens", output_tokens, lo=0)
+    final_ctx, mean_ctx = p + o, p + o / 2.0
+    fit = sm.kv_capacity_tokens(memory_bytes) // final_ctx
+    if fit < 1:
+        raise ParameterError(
+            "tp", sm.tp,
+            f"large enough for {sm.shape.name}'s weights ({sm.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU "
+            f"in {sm.dtype}) and one {final_ctx:,}-token sequence on {sm.gpu}",
+        )
+    cap = sm.engine.max_num_seqs
+    b, why = (fit, "memory") if fit <= cap else (cap, "max_num_seqs")
+
+    def tpot(batch: int) -> float:
+        return sm.decode_step(batch, mean_ctx).total_s
+
+    if tpot_slo_s is not None:
+        slo = check_real("tpot_slo_s", tpot_slo_s, lo=0.0, lo_open=True)
+        if tpot(b) > slo:
+            lo, hi = 1, b  # largest batch that meets the SLO (step time grows with the batch)
+            if tpot(1) > slo:
+                hi = 1
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if tpot(mid) <= slo else (lo, mid)
+            b, why = lo, "tpot_slo"
+    budget = sm.engine.max_num_batched_tokens
+    prefill, done = 0.0, 0
+    while done < p:  # the prompt in budget-sized chunks, each behind the ones before it
+        q = min(budget, p - done)
+        prefill += sm.step(0.0, 0.0, (Chunk(q, done, 1, done + q == p),)).total_s
+        done += q
+    dec = sm.decode_step(b, mean_ctx)
+    s = sm.shape
+    kv_bytes = 1.0 if sm.kv_dtype == "fp8" else 2.0
+    node = NodeSpec(prefill_tokens_per_s=p / prefill, decode_tokens_per_s=b / dec.total_s,
+                    tpot_base_s=dec.total_s, kv=KVShape(s.name, s.layers, s.kv_heads, s.head_dim, kv_bytes),
+                    gpus=sm.tp)
+    source = (f"measured-kernel step model: {s.name} on {sm.tp} x {sm.gpu} ({sm.dtype}, {sm.kv_dtype} KV, "
+              f"{sm.engine.name}), decode batch {b} (limited by {why.replace('_', ' ')})")
+    return StepNode(node, b, why, fit, prefill, dec, source)
