@@ -87,6 +87,7 @@ __all__ = [
     "Chunk",
     "StepModel",
     "StepTime",
+    "bucket_context",
 ]
 
 ACTIVATION_BYTES = 2
@@ -176,6 +177,9 @@ class StepModel:
         )
         self._cache_gemm = lru_cache(maxsize=4096)(self._gemm_layer)
         self._cache_decode = lru_cache(maxsize=65536)(self._decode_attention)
+        self._cache_head = lru_cache(maxsize=4096)(self._head)
+        self._cache_prefill = lru_cache(maxsize=16384)(self._prefill_attention)
+        self._cache_allreduce = lru_cache(maxsize=16384)(self._allreduce)
 
     # ------------------------------------------------------------------ memory
 
@@ -215,6 +219,25 @@ class StepModel:
         t, ok, notes = self._sum([(lk, 1.0)])
         return t, ok, tuple(notes)
 
+    def _head(self, samples: int) -> tuple[float, bool, tuple[str, ...]]:
+        """The LM head (BF16 in quantized checkpoints too) for ``samples`` sampled rows."""
+        lk = self.tables.gemm("bf16", samples, self.shape.vocab // self.tp, self.shape.hidden)
+        t, ok, notes = self._sum([(lk, 1.0)])
+        return t, ok, tuple(notes)
+
+    def _prefill_attention(self, count: int, tokens: int) -> tuple[float, bool, tuple[str, ...]]:
+        """One layer's prefill attention of ``count`` fresh prompts of ``tokens`` tokens."""
+        lk = self.tables.prefill_attention(count, tokens, self.heads, self.kv_heads, self.shape.head_dim,
+                                           self.kv_dtype)
+        t, ok, notes = self._sum([(lk, 1.0)])
+        return t, ok, tuple(notes)
+
+    def _allreduce(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
+        """One all-reduce of the activations of ``m`` tokens."""
+        t, ok, notes = self._sum([(self.tables.allreduce(self.tp, m * self.shape.hidden * ACTIVATION_BYTES),
+                                   1.0)])
+        return t, ok, tuple(notes)
+
     def _other_s(self, m: float, samples: float) -> float:
         s = self.shape
         bw = self.tables.hbm_bytes_per_s * self.tables.memory_efficiency
@@ -230,49 +253,51 @@ class StepModel:
     # ------------------------------------------------------------------ the step
 
     def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
-             positions: int = 1) -> StepTime:
+             positions: int = 1, *, bound: bool = True) -> StepTime:
         """A step with ``decode`` sequences at mean ``context`` and the given prefill ``chunks``.
 
-        ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.
+        ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.  With
+        ``bound=False`` the speed-of-light bound is not computed (``sol_s`` is NaN): the
+        engine loop prices many steps and reports no bound.
         """
-        b = check_real("decode", decode, lo=0.0)
-        ctx = check_real("context", context, lo=0.0)
-        pos = check_int("positions", positions, lo=1)
+        if bound:  # the public path checks its input; the engine loop passes its own counts
+            b = check_real("decode", decode, lo=0.0)
+            ctx = check_real("context", context, lo=0.0)
+            pos = check_int("positions", positions, lo=1)
+        else:
+            b, ctx, pos = decode, context, positions
         prefill = sum(c.tokens * c.count for c in chunks)
         m = b * pos + prefill
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
         samples = b * pos + sum(c.count for c in chunks if c.samples)
-        s, L = self.shape, self.shape.layers
+        L = self.shape.layers
         mi = max(1, round(m))
         g, ok, gnotes = self._cache_gemm(mi)
         notes: list[str] = list(gnotes)
         gemm = g * L
-        head = self.tables.gemm("bf16", max(1, round(samples)), s.vocab // self.tp, s.hidden)
-        gemm += head.ms * 1e-3
-        ok = ok and head.measured and not self._foreign
-        notes += [head.note] if head.note else []
+        h, ok2, n2 = self._cache_head(max(1, round(samples)))
+        gemm += h
+        ok = ok and ok2
+        notes += n2
         attn = 0.0
         if b > 0:
             # Decode attention at the mean context (rounded to 1/64 in log scale for the cache);
             # verification reads each cache once for all its positions (the kernel's batch is b).
-            a, ok2, n2 = self._cache_decode(max(1, round(b)), _bucket(ctx + (pos - 1) / 2 + 1))
+            a, ok2, n2 = self._cache_decode(max(1, round(b)), max(1, bucket_context(ctx + (pos - 1) / 2 + 1)))
             attn += a * L * (b / max(1, round(b)))
             ok = ok and ok2
             notes += n2
         for c in chunks:
-            lk = self.tables.prefill_attention(c.count, c.tokens, self.heads, self.kv_heads, s.head_dim,
-                                               self.kv_dtype)
-            a, ok2, nl = self._sum([(lk, L * (2 * c.context + c.tokens) / c.tokens)])
-            attn += a
+            a, ok2, n2 = self._cache_prefill(c.count, c.tokens)
+            attn += a * L * (2 * c.context + c.tokens) / c.tokens
             ok = ok and ok2
-            notes += nl
+            notes += n2
         ar = 0.0
         if self.tp > 1:
-            lk = self.tables.allreduce(self.tp, m * s.hidden * ACTIVATION_BYTES)
-            a, ok2, nl = self._sum([(lk, 2 * L)])
-            ar, ok = a, ok and ok2
-            notes += nl
+            a, ok2, n2 = self._cache_allreduce(mi)
+            ar, ok = a * 2 * L, ok and ok2
+            notes += n2
         other = self._other_s(m, samples)
         if m > self.engine.cuda_graph_max_tokens:  # eager: launch gaps on every kernel
             kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
@@ -284,7 +309,8 @@ class StepModel:
         if self._foreign:
             notes.insert(0, self.tables_note)
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
-                        gpu_s=gpu, total_s=total, sol_s=self.speed_of_light(b, ctx, chunks, pos),
+                        gpu_s=gpu, total_s=total,
+                        sol_s=self.speed_of_light(b, ctx, chunks, pos) if bound else math.nan,
                         tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)))
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
@@ -323,8 +349,8 @@ class StepModel:
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
 
 
-def _bucket(x: float) -> int:
+def bucket_context(x: float) -> int:
     """Round a context length to 1/64 of an octave (about 1%) so that step prices can be cached."""
     if x <= 64:
-        return max(1, round(x))
+        return max(0, round(x))
     return round(2 ** (round(math.log2(x) * 64) / 64))

@@ -11,7 +11,8 @@ latencies.  Every step:
 2. the rest of the step's **token budget** (``max_num_batched_tokens`` minus the
    decode tokens) goes to prefill chunks, first the prompt already being
    chunked, then waiting requests in arrival order, while a running slot
-   (``max_num_seqs``) and KV room for the chunk remain (an engine that
+   (``max_num_seqs``) and KV room for the chunk remain, beyond the running
+   sequences' next step and a 1% watermark (an engine that
    ``reserve``\\ s admits a request only when its whole prompt and output fit);
 3. the step takes the time of :class:`servesim.hardware.stepmodel.StepModel`
    for that batch; a prompt whose last chunk ran yields its first token at the
@@ -37,6 +38,7 @@ Deterministic; standard library only.  Nothing here prints.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from collections import deque
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.speculation import Speculation
-from servesim.hardware.stepmodel import Chunk, StepModel
+from servesim.hardware.stepmodel import Chunk, StepModel, bucket_context
 
 __all__ = ["BenchResult", "Benchmark", "Speculation", "run_benchmark"]
 
@@ -115,6 +117,7 @@ class _Req:
     first: float = -1.0
     admitted: int = 0  # admission order, for preemption (newest first)
     index: int = 0  # send order
+    final: float = 0.0  # tokens it will hold when done (reserving engines count them at admission)
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -156,9 +159,18 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             waiting.append(_Req(0.0, isl, index=len(waiting)))
         sent = len(waiting)
 
-    chunking: list[_Req] = []  # admitted, prompt not finished
-    decoding: list[_Req] = []
-    used = 0  # KV tokens held
+    # Decoding sequences advance together: G counts decode steps, each adding per_step tokens to
+    # every decoding sequence.  One that joined at G = g0 with c cached tokens and n generated holds
+    # c + (G - g0) per_step tokens and finishes at G = g0 + (osl - n) / per_step: no per-sequence
+    # work per step.
+    chunking: list[_Req] = []  # admitted, prompt not finished (admission order)
+    decoding: dict[int, _Req] = {}  # id -> request, in the order they started decoding
+    joined: dict[int, tuple[float, float]] = {}  # id -> (G at join, context - G per_step at join)
+    finish_heap: list[tuple[float, int]] = []  # (G at which it finishes, id)
+    G = 0.0
+    ctx_offset = 0.0  # sum over decoding of (context - G per_step), both at join
+    used = 0.0  # KV tokens held
+    promised = 0.0  # final tokens of every running request (what a reserving engine sets aside)
     t = 0.0
     order = 0
     ttfts: list[float] = []
@@ -174,9 +186,21 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     measured = True
     notes: dict[str, None] = {}
 
+    prices: dict[tuple[object, ...], float] = {}
+
     def price(b: float, ctx: float, chunks: tuple[Chunk, ...]) -> float:
+        # Contexts are rounded to 1/64 of an octave (about 1%) so that recurring steps are priced once.
+        cb = bucket_context
+        key = (b, cb(ctx), *((c.tokens, cb(c.context), c.samples) for c in chunks))
+        dt = prices.get(key)
+        if dt is None:
+            dt = prices[key] = step_price(b, cb(ctx), tuple(Chunk(c.tokens, cb(c.context), 1, c.samples)
+                                                            for c in chunks))
+        return dt
+
+    def step_price(b: float, ctx: float, chunks: tuple[Chunk, ...]) -> float:
         nonlocal measured
-        st = model.step(b, ctx, chunks, pos if b > 0 else 1)
+        st = model.step(b, ctx, chunks, pos if b > 0 else 1, bound=False)
         if not st.measured:
             measured = False
             for n in st.notes:
@@ -185,6 +209,23 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         if spec is not None and b > 0:
             dt += spec.k * spec.draft_step_s
         return dt
+
+    def join(r: _Req) -> None:
+        nonlocal ctx_offset
+        rid = id(r)
+        decoding[rid] = r
+        joined[rid] = (G, r.context - G * per_step)
+        ctx_offset += r.context - G * per_step
+        heapq.heappush(finish_heap, (G + (osl - r.generated) / per_step, rid))
+
+    def leave(rid: int) -> _Req:
+        nonlocal ctx_offset
+        r = decoding.pop(rid)
+        g0, off = joined.pop(rid)
+        ctx_offset -= off
+        r.context = round(off + G * per_step)
+        r.generated += (G - g0) * per_step
+        return r
 
     while done < n_total:
         if steps >= max_steps:
@@ -198,15 +239,19 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                 t = arrivals[0]
                 continue
             break  # pragma: no cover - nothing left (cannot happen while done < n_total)
-        # 1. decode: make room for this step's tokens, preempting the newest sequences
+        # 1. decode: make room for this step's tokens, preempting the newest running requests
         need = len(decoding) * pos
         preempted = False
         while decoding and used + need > capacity:
             # vLLM V1: the lowest-priority running request (the last admitted, decoding or still
             # chunking its prompt) gives its KV back and is recomputed later from its tokens so far.
-            victim = max(decoding + chunking, key=lambda r: r.admitted)
-            (decoding if victim in decoding else chunking).remove(victim)
+            last_dec = next(reversed(decoding))
+            if chunking and chunking[-1].admitted > decoding[last_dec].admitted:
+                victim = chunking.pop()
+            else:
+                victim = leave(last_dec)
             used -= victim.context
+            promised -= victim.final
             preemptions += 1
             preempted = True
             waiting.appendleft(_Req(victim.arrival, victim.context + victim.prompt_left, 0, victim.generated,
@@ -218,23 +263,30 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         for r in chunking:
             if left <= 0:
                 break
-            q = min(r.prompt_left, left, max(0, capacity - used - need))
-            if q <= 0:
+            q = min(r.prompt_left, left)
+            if q > capacity - used - need:  # the chunk's blocks must all be free (vLLM allocate_slots)
                 break
             chunks.append((r, q))
             left -= q
             need += q
+        # A new request is admitted only if its chunk leaves the running sequences room for their
+        # next step and a watermark of 1% of the cache (vLLM's block-manager watermark): without it
+        # the newcomer is preempted at once by the sequences' growth, every step.
+        headroom = len(decoding) * pos + 0.01 * capacity
         while not preempted and waiting and left > 0 and len(decoding) + len(chunking) < slots:
             r = waiting[0]
-            room = capacity - used - need
-            if reserve and room < r.prompt_left + (osl - r.generated):
+            room = int(capacity - used - need - headroom)
+            final = r.context + r.prompt_left + (osl - r.generated)
+            if reserve and capacity - promised - 0.01 * capacity < final:
                 break
-            q = min(r.prompt_left, left, room)
-            if q <= 0:
+            q = min(r.prompt_left, left)
+            if q > room:
                 break
             waiting.popleft()
             order += 1
             r.admitted = order
+            r.final = final
+            promised += final
             chunking.append(r)
             chunks.append((r, q))
             left -= q
@@ -246,14 +298,15 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                 continue
             raise ParameterError("concurrency", bench.concurrency,
                                  "small enough that one request fits in the KV cache")  # pragma: no cover
-        ctx = sum(r.context for r in decoding) / b if b else 0.0
-        # Pure decode: advance to the next event in one move.
+        ctx = ctx_offset / b + G * per_step if b else 0.0
+        # Pure decode: advance to the next finish (or arrival, or KV limit) in one move.
         n = 1
-        if not chunks and not waiting and not chunking:
-            to_finish = min(math.ceil((osl - r.generated) / per_step) for r in decoding)
-            n = max(1, to_finish)
+        if not chunks and not chunking and not preempted:  # nothing to admit until a sequence ends
+            while finish_heap and finish_heap[0][1] not in decoding:
+                heapq.heappop(finish_heap)  # a preempted sequence's stale entry
+            n = max(1, math.ceil(finish_heap[0][0] - G - 1e-9))
             if used + need * n > capacity:
-                n = max(1, (capacity - used) // max(1, need))
+                n = max(1, int((capacity - used) // max(1, need)))
         if n > 1:
             dt1 = price(b, ctx + (n - 1) * per_step / 2, ())
             if arrivals:
@@ -267,13 +320,13 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         batch_time += b * dt
         itl_sum += b * dt
         itl_n += b * n
+        G += n
+        used += b * per_step * n
         finished: list[_Req] = []
-        for r in decoding:
-            r.generated += per_step * n
-            r.context += round(per_step * n)
-            used += round(per_step * n)
-            if r.generated >= osl - 1e-9:
-                finished.append(r)
+        while finish_heap and finish_heap[0][0] <= G + 1e-9:
+            _, rid = heapq.heappop(finish_heap)
+            if rid in decoding:
+                finished.append(leave(rid))
         for r, q in chunks:
             r.prompt_left -= q
             r.context += q
@@ -282,18 +335,17 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                 chunking.remove(r)
                 if r.first < 0:
                     r.first = t
+                    r.generated = 1.0
                     if r.index >= bench.warmup:
                         ttfts.append(t - r.arrival + eng.request_overhead_s)
                         start = min(start, r.arrival)
-                    r.generated = 1.0
                 if r.generated >= osl:
                     finished.append(r)
                 else:
-                    decoding.append(r)
+                    join(r)
         for r in finished:
-            if r in decoding:
-                decoding.remove(r)
             used -= r.context
+            promised -= r.final
             done += 1
             last_finish = t
             if r.index >= bench.warmup:
