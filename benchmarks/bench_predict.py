@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-MODELS = [("meta-llama/Llama-3.1-8B-Instruct", (1, 2, 4, 8)), ("meta-llama/Llama-3.1-70B-Instruct", (2, 4, 8)),
-          ("Qwen/Qwen3-32B", (1, 2, 4, 8)), ("mistralai/Mistral-7B-Instruct-v0.3", (1, 2, 4)),
+MODELS = [("meta-llama/Llama-3.1-8B-Instruct", (1, 2, 4, 8)),
+          ("meta-llama/Llama-3.1-70B-Instruct", (2, 4, 8)), ("Qwen/Qwen3-32B", (1, 2, 4, 8)),
+          ("mistralai/Mistral-7B-Instruct-v0.3", (1, 2, 4)),
           ("Qwen/Qwen2.5-72B-Instruct", (4, 8))]
 GPUS = [("h100-sxm", ("bf16", "fp8")), ("h200", ("bf16", "fp8")), ("b200", ("bf16", "fp8", "fp4"))]
 LENGTHS = [(128, 128), (1024, 1024), (1024, 128), (8192, 1024), (2048, 256)]
