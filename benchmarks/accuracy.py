@@ -85,7 +85,10 @@ def evaluate(rows: list[dict[str, str]], host: tuple[float, float] | None = None
     out, skipped = [], []
     for r in rows:
         if not _num(r["concurrency"]) and not _num(r["request_rate"]):
-            skipped.append(f"{r['id']}: no concurrency or finite rate")
+            skipped.append(f"{r['id']}: throughput-only (offline, all requests at once): no load to replay")
+            continue
+        if not _num(r["isl"]) or not _num(r["osl"]):
+            skipped.append(f"{r['id']}: prompt or output length not published")
             continue
         try:
             p = predict_row(r, host)
@@ -148,9 +151,13 @@ def main(argv: list[str] | None = None) -> int:
                 parts.append(f"{name} {100 * med:.0f}% (n={n})")
         print(f"  {s[:70]}: {', '.join(parts)}")
     if skipped:
-        print(f"\nskipped {len(skipped)} rows:")
+        reasons: dict[str, list[str]] = {}
         for s in skipped:
-            print(f"  {s}")
+            rid, why = s.split(": ", 1)
+            reasons.setdefault(why, []).append(rid)
+        print(f"\nnot predicted: {len(skipped)} rows")
+        for why, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            print(f"  {len(ids):>4} {why} ({ids[0]}{', ...' if len(ids) > 1 else ''})")
     if args.fit:
         print("\nhost-time scan (median |error| TPOT / TTFT):")
         for h0 in (0.0, 0.5e-3, 1.0e-3, 1.5e-3, 2.0e-3):

@@ -515,9 +515,16 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
         rows.append([str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['total_ms']:.2f}",
                      f"{r['gemm_ms']:.2f}", f"{r['attention_ms']:.2f}", f"{r['allreduce_ms']:.2f}",
                      f"{r['other_ms']:.2f}", f"{r['host_ms']:.2f}", f"{r['speed_of_light_ms']:.2f}",
-                     f"{r['tokens_per_s']:,.0f}", "yes" if r["measured"] else "roofline"])
+                     f"{r['tokens_per_s']:,.0f}", "yes" if r["measured"] else "part*"])
     out.append(table(["batch", "step ms", "GEMM", "attn", "allred", "other", "host", "light", "tok/s",
                       "measured"], rows))
+    # One line per kind of fallback: the shape it was scaled from differs by batch.
+    notes = list(dict.fromkeys(n.split(": measured (")[0] for r in m["rows"] for n in r["notes"]))
+    for n in notes[:3]:
+        out.append(f"  * outside the tables: {n}; priced as the nearest measured shape scaled by the "
+                   "roofline at the tables' fitted efficiencies")
+    if len(notes) > 3:
+        out.append(f"  * and {len(notes) - 3} more fallbacks (--format json lists them)")
     p = m["prefill"]
     out.append(f"  prefill of {p['tokens']:,.0f} tokens: {p['total_ms']:.1f} ms "
                f"({p['tokens'] / p['total_ms'] * 1e3:,.0f} tok/s; "

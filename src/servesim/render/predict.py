@@ -31,8 +31,8 @@ def predict_text(d: dict[str, Any]) -> str:
         f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   ITL mean {_f(d['mean_itl_ms'], 2)} ms",
         f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
         f"{_f(d['request_throughput'], 3)} req/s",
-        f"  decode batch {_f(d['decode_batch'])} (time mean); KV cache {d['kv_capacity_tokens']:,} tokens "
-        f"per GPU: at most {d['max_concurrency']} requests of {d['isl'] + d['osl']} tokens",
+        f"  decode batch {_f(d['decode_batch'])} (time mean); the KV cache holds {d['kv_capacity_tokens']:,} "
+        f"tokens: at most {d['max_concurrency']} requests of {d['isl'] + d['osl']} tokens",
     ]
     if d.get("above_max_concurrency"):
         lines.append(f"  above that: {d['above_max_concurrency']} "
