@@ -92,6 +92,10 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    help="chunked-prefill interference coefficient >= 0 (default 0.5, or the calibrated one)")
     p.add_argument("--rate", type=number(0.0, None, lo_open=True), default=None,
                    help="arrival rate in req/s > 0 (default: the preset's)")
+    p.add_argument("--isl", type=integer(1, hi=1_000_000), default=None,
+                   help="prompt tokens per request, 1-1,000,000 (default: the preset's)")
+    p.add_argument("--osl", type=integer(1, hi=1_000_000), default=None,
+                   help="output tokens per request, 1-1,000,000 (default: the preset's)")
     p.add_argument("--slo-ttft-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
                    dest="slo_ttft_s", help="TTFT SLO in ms > 0 (default: the preset's)")
     p.add_argument("--slo-tpot-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
@@ -102,8 +106,9 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
     g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm)")
     g.add_argument("--tp", type=integer(1, hi=64), default=8,
                    help="tensor-parallel GPUs per node for --model, 1-64 (default 8)")
-    g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default="bf16",
-                   help="weights and GEMMs for --model: bf16 (default), fp8, fp4 (B200)")
+    g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
+                   help="weights and GEMMs for --model: bf16 (default; plan --gpus searches every dtype "
+                   "the GPU runs), fp8, fp4 (B200)")
     g.add_argument("--kv-dtype", type=choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
                    help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
     g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
@@ -140,7 +145,7 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     from servesim.plan.predict import Deployment, build_step_model
 
     cat = load_catalog(*args.catalog)
-    dep = Deployment(args.model, args.gpu, args.tp, args.dtype, args.kv_dtype, args.engine)
+    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "bf16", args.kv_dtype, args.engine)
     sm, _, memory = build_step_model(dep, cat)
     d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
                   tpot_slo_s=wl.slo_tpot_s)
@@ -170,6 +175,7 @@ def _disagg(args: argparse.Namespace) -> Output:
     wl, ln, node, beta, source = resolve_scenario(
         WORKLOAD_PRESETS[args.preset], rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
         slo_tpot_s=args.slo_tpot_s, link=args.link, node_from=lambda w: resolve_node(args, w),
+        prompt_tokens=args.isl, output_tokens=args.osl,
     )
     data = disagg_summary(args.preset, workload=wl, link=ln, nodes=args.nodes, beta=beta, node=node,
                           node_source=source)

@@ -44,6 +44,12 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="simulated requests per candidate (default 50,000)")
     p.add_argument("--seed", type=integer(0), default=20240601, help="simulation seed (default 20240601)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--gpus", type=integer(1, hi=4096), default=None,
+                   help="GPU budget, 1-4,096: rank deployments by goodput per GPU at their largest "
+                   "sustainable rate (needs --model and --gpu; the measured-kernel model at load)")
+    p.add_argument("--no-hazards", action="store_true",
+                   help="with --gpus: leave out deployments that combine speculation with prefix caching "
+                   "or with prefill/decode disaggregation (known correctness and stability hazards)")
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -80,7 +86,7 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
     wl, link, node, beta, _ = resolve_scenario(
         wl, rate_per_s=args.rate if args.target_rate is None else args.target_rate,
         slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, link=args.link,
-        node_from=lambda w: resolve_node(args, w),
+        node_from=lambda w: resolve_node(args, w), prompt_tokens=args.isl, output_tokens=args.osl,
     )
     req = PlanRequest(
         workload=wl,
@@ -119,9 +125,52 @@ def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return p, data
 
 
+def _capacity(args: argparse.Namespace) -> Output:
+    """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
+    from servesim._checks import InputError
+    from servesim.catalog.schema import load_catalog
+    from servesim.kvcache import LINKS
+    from servesim.plan.search import PlanQuestion, capacity_plan
+    from servesim.render.capacity import capacity_text
+    from servesim.serving import WORKLOAD_PRESETS
+
+    if args.model is None or args.gpu is None:
+        raise InputError("--gpus plans on measured kernels: give --model and --gpu too, e.g. "
+                         "--model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16")
+    wl = WORKLOAD_PRESETS[args.preset]
+    link = LINKS["rdma"] if args.link is None else args.link
+    q = PlanQuestion(
+        model=args.model, gpu=args.gpu, gpus=args.gpus,
+        isl=args.isl or wl.prompt_tokens, osl=args.osl or wl.output_tokens,
+        slo_ttft_s=args.slo_ttft_s or wl.slo_ttft_s, slo_tpot_s=args.slo_tpot_s or wl.slo_tpot_s,
+        attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
+        spec=None if args.spec == "none" else args.spec, engine=args.engine,
+        link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
+    )
+    cat = load_catalog(*args.catalog) if args.catalog else None
+    data = capacity_plan(q, cat)
+    data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
+    return Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
+                                                             for r in data["ranked"]])
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out.update({f"{k}_{kk}": vv for kk, vv in v.items()})
+        elif isinstance(v, list):
+            out[k] = ";".join(map(str, v))
+        else:
+            out[k] = v
+    return out
+
+
 def run_plan(args: argparse.Namespace) -> Output:
     from servesim import render
 
+    if args.gpus is not None:
+        return _capacity(args)
     p, data = _plan_data(args)
     req = p.request
     if args.plot is not None:

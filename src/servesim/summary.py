@@ -215,6 +215,8 @@ def resolve_scenario(
     beta: float | None = None,
     node_from: NodeFrom | None = None,
     node_source: str | None = None,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
 ) -> tuple[Workload, Link, NodeSpec, float, str]:
     """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
 
@@ -224,6 +226,8 @@ def resolve_scenario(
     """
     wl = replace(
         wl,
+        prompt_tokens=wl.prompt_tokens if prompt_tokens is None else prompt_tokens,
+        output_tokens=wl.output_tokens if output_tokens is None else output_tokens,
         rate_per_s=wl.rate_per_s if rate_per_s is None else rate_per_s,
         slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
         slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,

@@ -20,10 +20,11 @@ replaces it.
 Some optional fields describe a model or GPU beyond what
 :class:`~servesim.roofline.ModelSpec` and :class:`~servesim.roofline.GPUSpec`
 hold (``intermediate_size``, ``gated_mlp``, ``qkv_bias`` and ``hf_ids`` of a
-model, ``fp8_TFLOPS`` and ``fp4_TFLOPS`` of a GPU: :data:`EXTRA_FIELDS`).  They
-are checked like every field and kept beside the specs, in
-:attr:`Catalog.model_extras` and :attr:`Catalog.gpu_extras` (read by
-:mod:`servesim.hardware.names` and :mod:`servesim.hardware.precision`).
+model, ``fp8_TFLOPS``, ``fp4_TFLOPS``, ``usd_per_gpu_hour`` and ``price_source``
+of a GPU: :data:`EXTRA_FIELDS`).  They are checked like every field and kept
+beside the specs, in :attr:`Catalog.model_extras` and :attr:`Catalog.gpu_extras`
+(read by :mod:`servesim.hardware.names` and :mod:`servesim.hardware.precision`;
+a GPU's price by :meth:`Catalog.usd_per_gpu_hour`).
 Standard library only.
 """
 
@@ -97,6 +98,10 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
         "interconnect_GBps": _pos("GPU-to-GPU bandwidth per direction in GB/s (1e9 bytes/s)"),
         "fp8_TFLOPS": _pos("dense FP8 throughput in TFLOP/s (absent: no FP8 tensor cores)", required=False),
         "fp4_TFLOPS": _pos("dense FP4 throughput in TFLOP/s (absent: no FP4 tensor cores)", required=False),
+        "usd_per_gpu_hour": _pos("on-demand cloud price of one GPU for one hour, US dollars "
+                                 "(absent: no price)", required=False),
+        "price_source": FieldSpec("str", "where usd_per_gpu_hour comes from: provider, offering, "
+                                  "URL and the date it was read", required=False),
         **_TEXT,
     },
     "model": {
@@ -140,7 +145,7 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
 """Every field of every kind of entry, with its meaning (unknown fields are errors)."""
 
 EXTRA_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "gpu": ("fp8_TFLOPS", "fp4_TFLOPS"),
+    "gpu": ("fp8_TFLOPS", "fp4_TFLOPS", "usd_per_gpu_hour", "price_source"),
     "model": ("intermediate_size", "gated_mlp", "qkv_bias", "hf_ids"),
 }
 """Fields kept beside the specs (``Catalog.gpu_extras`` / ``Catalog.model_extras``), not in them."""
@@ -202,6 +207,15 @@ class Catalog:
 
     def link(self, name: str) -> LinkSpec:
         return _lookup(self.links, name, "link")
+
+    def usd_per_gpu_hour(self, name: str) -> float | None:
+        """GPU ``name``'s on-demand price per GPU-hour in US dollars, or None where the catalog has none.
+
+        Its source is ``gpu_extras[name]["price_source"]``; an unknown GPU raises CatalogError.
+        """
+        _lookup(self.gpus, name, "GPU")
+        price = self.gpu_extras.get(name, {}).get("usd_per_gpu_hour")
+        return None if price is None else float(price)
 
     def merged(self, other: Catalog) -> Catalog:
         """This catalog with ``other``'s entries added (same names replaced)."""

@@ -1,0 +1,325 @@
+"""The serving model at load: the decode batch from the traffic, a pool per phase, the largest rate.
+
+The lab's reference model fixes TPOT at a node constant and links prefill and
+decode only through ``TPOT (1 + beta rho_p)``.  Here both phases share each
+step's time, as continuous batching with chunked prefill runs them, and every
+time comes from the measured-kernel step model
+(:class:`servesim.hardware.stepmodel.StepModel`).
+
+**Colocated** (``n`` replicas, requests routed evenly, ``lambda = rate / n``
+each).  A step carries the ``B`` decoding sequences and, in a share ``phi`` of
+the steps, a prefill chunk of ``c = min(I, budget - B)`` tokens.  With
+``T0 = T(B)`` and ``Tc = T(B, chunk c)`` the mean step is
+
+    T = (1 - phi) T0 + phi Tc,   phi = lambda I T / c   (prefill tokens per step / chunk)
+    =>  T = T0 / (1 - lambda I (Tc - T0) / c)
+
+and Little's law closes the loop: ``B = lambda (O - 1) T(B)`` (each request
+decodes ``O - 1`` tokens after its first, one per step).  The fixed point is
+the smallest ``B`` where ``lambda (O - 1) T(B) = B``; the rate is unstable
+when there is none below the memory and slot limit, or when ``phi >= 1``
+(prefill alone fills every step).  TPOT = T; at vanishing load ``B -> 0`` and
+TPOT tends to the batch-1 step.  The engine's one budget: ``phi`` (the share
+of steps with prefill) and ``B`` together never exceed the step; the GPU's
+utilization is ``min(1, lambda (I t_p + (O - 1) t_d))``-free: it is the
+fixed point itself.
+
+TTFT: the prefill of a prompt is ``k = ceil(I / c)`` chunk steps, ``S = k Tc``;
+prompts queue for the chunk slot as an M/D/1 queue with utilization ``phi``:
+``E[W] = phi S / (2 (1 - phi))`` (Pollaczek-Khinchine, constant service), its
+tail ``P(W > t) ~ phi exp(-2 (1 - phi) t / S)`` (the heavy-traffic exponential
+with that mean), plus half a step of residual and the engine's per-request
+overhead.
+
+**Disaggregated**: ``w_p`` prefill workers of ``tp_p`` GPUs and ``w_d`` decode
+workers of ``tp_d`` GPUs, each pool with its own dtype.  Prefill is an M/D/c
+queue (``c = w_p``, service ``S`` = the prompt's chunk steps on a prefill
+worker): mean wait by Cosmetatos, tail ``C(c, a) exp(-2 (c mu - lambda) t)``
+(the M/M/c tail with the constant-service factor 2).  The KV cache crosses the
+link (bytes in the KV dtype / link rate).  Each decode worker takes ``lambda /
+w_d`` and solves ``B = lambda_d (O - 1) T_d(B)`` with no prefill in its steps.
+The two pools are independent given the rate, so the capacity of a split is
+the smaller of each pool's.
+
+**Speculation** (optional, per decoding pool): a step becomes ``k`` draft
+steps and a ``k + 1``-wide verify yielding ``E[n]`` tokens; the fixed point
+uses ``T / E[n]`` per token, with ``k`` chosen by the step model at the batch.
+
+**Capacity**: the largest rate at which mean TPOT meets its SLO and the share
+of requests whose TTFT meets its SLO reaches the attainment target, found by
+bisection on the rate (both fail monotonically as the rate grows).
+
+Standard library only; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from servesim._checks import check_int, check_real
+from servesim.hardware.speculation import speculation_for
+from servesim.hardware.stepmodel import Chunk, StepModel
+
+__all__ = ["Decode", "LoadPoint", "Prefill", "colocated_at_load", "decode_at_load", "disaggregated_at_load",
+           "max_rate", "prefill_at_load", "wait_quantile"]
+
+_BISECT = 40
+"""Bisection steps (the rate to 1e-12 of its bracket; cheap)."""
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One deployment at one rate (seconds; NaN where unstable)."""
+
+    rate_per_s: float
+    stable: bool
+    ttft_mean_s: float
+    ttft_p99_s: float
+    attainment: float  # P(TTFT <= SLO) (0 when unstable)
+    tpot_s: float
+    decode_batch: float  # per decode replica
+    prefill_share: float  # phi (colocated) or prefill pool utilization
+    reason: str = ""
+    speculative_k: int = 0
+
+
+@dataclass(frozen=True)
+class Decode:
+    """A decode replica at load: batch, TPOT, the share of steps with prefill, their chunk."""
+
+    stable: bool
+    batch: float
+    tpot_s: float
+    phi: float
+    chunk: int
+    chunk_step_s: float
+    k: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """A prefill pool at load: the mean and tail of its wait and its service time."""
+
+    stable: bool
+    wait_mean_s: float
+    service_s: float
+    utilization: float
+    servers: int
+    wait_tail: Any  # t -> P(W > t)
+
+
+def wait_quantile(tail: Any, q: float, hi: float) -> float:
+    """Smallest t with P(W > t) <= 1 - q (bisection on a decreasing tail)."""
+    if tail(0.0) <= 1.0 - q:
+        return 0.0
+    lo = 0.0
+    while tail(hi) > 1.0 - q:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tail(mid) > 1.0 - q else (lo, mid)
+    return hi
+
+
+def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: int, osl: int, *,
+                   prefill: bool, spec: str | None = None) -> Decode:
+    """Solve the decode batch of one replica at ``rate_per_s`` (see the module docstring)."""
+    lam = check_real("rate", rate_per_s, lo=0.0)
+    budget = sm.engine.max_num_batched_tokens
+    cap_tokens = sm.kv_capacity_tokens(memory_bytes)
+    b_max = min(float(sm.engine.max_num_seqs), cap_tokens / (isl + osl))
+    ctx = isl + osl / 2.0
+    if b_max < 1.0:
+        return Decode(False, math.nan, math.nan, math.nan, 0, math.nan, 0,
+                      "one request does not fit the KV cache")
+
+    k = 0
+    en = 1.0
+    draft_s = 0.0
+    if spec is not None:
+        s, info = speculation_for(sm, spec, max(1.0, min(b_max, lam * osl * 0.02)), ctx)
+        if info["speedup_at_batch"] > 1.0:
+            k, en, draft_s = s.k, s.tokens_per_step, s.draft_step_s
+
+    def cycle(b: float, chunk: int) -> float:
+        chunks = (Chunk(chunk, max(0, isl - chunk) // 2, 1, True),) if chunk > 0 else ()
+        if b <= 0 and not chunks:
+            return 0.0
+        st = sm.step(max(b, 0.0), ctx, chunks, k + 1 if b > 0 else 1, bound=False)
+        return st.total_s + (k * draft_s if b > 0 else 0.0)
+
+    def mean_step(b: float) -> tuple[float, float, int, float]:
+        """Mean step time per token of decode, phi, chunk, chunk step."""
+        b1 = max(b, 1e-9)
+        t0 = cycle(b1, 0)
+        if not prefill:
+            return t0, 0.0, 0, 0.0
+        c = int(min(isl, budget - b1 * (k + 1)))
+        if c < 1:
+            return math.inf, 1.0, 0, math.inf
+        tc = cycle(b1, c)
+        denom = 1.0 - lam * isl * (tc - t0) / c
+        if denom <= 0:
+            return math.inf, 1.0, c, tc
+        t = t0 / denom
+        return t, lam * isl * t / c, c, tc
+
+    def g(b: float) -> float:
+        t, phi, _, _ = mean_step(b)
+        if math.isinf(t) or phi >= 1.0:
+            return math.inf
+        return lam * (osl - 1) * t / en - b
+
+    if lam == 0.0:
+        t, _, c, tc = mean_step(0.0)
+        return Decode(True, 0.0, t / en, 0.0, c, tc, k)
+    # The smallest root of g on (0, b_max]: g(0+) > 0; scan a geometric grid, then bisect.
+    lo, hi = 0.0, None
+    b = min(1.0, b_max)
+    while True:
+        if g(b) <= 0:
+            hi = b
+            break
+        lo = b
+        if b >= b_max:
+            break
+        b = min(b * 1.5, b_max)
+    if hi is None:
+        t, phi, _, _ = mean_step(b_max)
+        why = ("prefill fills every step" if phi >= 1.0 else
+               f"the decode batch would exceed the {b_max:.0f} sequences that fit (KV cache or slots)")
+        return Decode(False, math.nan, math.nan, phi, 0, math.nan, k, why)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
+    t, phi, c, tc = mean_step(hi)
+    return Decode(True, hi, t / en, phi, c, tc, k)
+
+
+def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) -> Prefill:
+    """A prefill pool of ``workers`` replicas at ``rate_per_s`` (M/D/c; see the module docstring)."""
+    from servesim.mgc import cosmetatos_md_c_mean_wait_s
+    from servesim.queueing import MMc
+
+    c = check_int("prefill_workers", workers, lo=1)
+    s = _prefill_service_s(sm, isl)
+    lam = rate_per_s
+    rho = lam * s / c
+    if rho >= 1.0:
+        return Prefill(False, math.inf, s, rho, c, lambda t: 1.0)
+    if lam == 0.0:
+        return Prefill(True, 0.0, s, 0.0, c, lambda t: 0.0)
+    q = MMc(c, lam, 1.0 / s)
+    pw = q.p_wait
+    gap = c / s - lam
+
+    def tail(t: float) -> float:
+        return float(pw * math.exp(-2.0 * gap * t))
+
+    return Prefill(True, cosmetatos_md_c_mean_wait_s(c, lam, s), s, rho, c, tail)
+
+
+def _prefill_service_s(sm: StepModel, isl: int) -> float:
+    return _service_cache(sm, isl)
+
+
+@lru_cache(maxsize=4096)
+def _service_cache(sm: StepModel, isl: int) -> float:
+    budget = sm.engine.max_num_batched_tokens
+    t, done = 0.0, 0
+    while done < isl:
+        q = min(budget, isl - done)
+        t += sm.step(0.0, 0.0, (Chunk(q, done, 1, done + q == isl),), bound=False).total_s
+        done += q
+    return t
+
+
+def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
+                      osl: int, slo_ttft_s: float, *, spec: str | None = None) -> LoadPoint:
+    """``replicas`` colocated replicas at ``rate_per_s`` in all (see the module docstring)."""
+    n = check_int("replicas", replicas, lo=1)
+    lam = rate_per_s / n
+    d = decode_at_load(sm, memory_bytes, lam, isl, osl, prefill=True, spec=spec)
+    if not d.stable:
+        return _unstable(rate_per_s, d.reason, d.phi)
+    s = math.ceil(isl / max(1, d.chunk)) * d.chunk_step_s
+    phi = d.phi
+    wait = phi * s / (2 * (1 - phi))
+    base = d.tpot_s / 2 + s + sm.engine.request_overhead_s
+
+    def tail(t: float) -> float:
+        return phi * math.exp(-2 * (1 - phi) * t / s) if phi > 0 else 0.0
+
+    mean = base + wait
+    p99 = base + wait_quantile(tail, 0.99, s)
+    att = 1.0 - tail(slo_ttft_s - base) if slo_ttft_s >= base else 0.0
+    return LoadPoint(rate_per_s, True, mean, p99, att, d.tpot_s, d.batch, phi, "", d.k)
+
+
+def disaggregated_at_load(prefill_sm: StepModel, prefill_workers: int, decode_sm: StepModel,
+                          decode_memory_bytes: float, decode_workers: int, link_bytes_per_s: float,
+                          rate_per_s: float, isl: int, osl: int, slo_ttft_s: float, *,
+                          spec: str | None = None) -> LoadPoint:
+    """Prefill pool, KV transfer, decode pool at ``rate_per_s`` (see the module docstring)."""
+    wd = check_int("decode_workers", decode_workers, lo=1)
+    p = prefill_at_load(prefill_sm, prefill_workers, rate_per_s, isl)
+    if not p.stable:
+        return _unstable(rate_per_s, f"the prefill pool is {100 * p.utilization:.0f}% busy", p.utilization)
+    d = decode_at_load(decode_sm, decode_memory_bytes, rate_per_s / wd, isl, osl, prefill=False, spec=spec)
+    if not d.stable:
+        return _unstable(rate_per_s, f"decode pool: {d.reason}", p.utilization)
+    xfer = _kv_bytes(decode_sm, isl) / link_bytes_per_s
+    base = p.service_s + xfer + prefill_sm.engine.request_overhead_s
+    mean = base + p.wait_mean_s
+    p99 = base + wait_quantile(p.wait_tail, 0.99, p.service_s)
+    att = 1.0 - p.wait_tail(slo_ttft_s - base) if slo_ttft_s >= base else 0.0
+    return LoadPoint(rate_per_s, True, mean, p99, att, d.tpot_s, d.batch, p.utilization, "", d.k)
+
+
+def _kv_bytes(sm: StepModel, tokens: int) -> float:
+    """KV bytes of ``tokens`` tokens of the whole model (all heads, all layers) in the KV dtype."""
+    from servesim.hardware.precision import kv_bytes_per_token
+
+    return kv_bytes_per_token(sm.shape, sm.kv_dtype) * tokens
+
+
+def _unstable(rate: float, why: str, share: float) -> LoadPoint:
+    nan = math.nan
+    return LoadPoint(rate, False, nan, nan, 0.0, nan, nan, share, why)
+
+
+def max_rate(point: Any, slo_tpot_s: float, attainment: float, *, hi: float = 1e4) -> tuple[float, LoadPoint]:
+    """The largest rate whose :class:`LoadPoint` (``point(rate)``) meets both SLOs.
+
+    TPOT (mean) <= ``slo_tpot_s`` and P(TTFT <= SLO) >= ``attainment``; both
+    fail monotonically as the rate grows, so bisection applies.  (0, point(0+))
+    when even a vanishing load fails.
+    """
+    check_real("attainment", attainment, lo=0.0, hi=1.0, lo_open=True)
+
+    def ok(p: LoadPoint) -> bool:
+        return p.stable and p.tpot_s <= slo_tpot_s and p.attainment >= attainment
+
+    lo_p = point(1e-6)
+    if not ok(lo_p):
+        return 0.0, lo_p
+    lo, hi_r = 1e-6, 1.0
+    while ok(point(hi_r)):
+        lo, hi_r = hi_r, hi_r * 2
+        if hi_r > hi:
+            return lo, point(lo)
+    best = lo_p
+    for _ in range(_BISECT):
+        mid = (lo + hi_r) / 2
+        p = point(mid)
+        if ok(p):
+            lo, best = mid, p
+        else:
+            hi_r = mid
+        if hi_r - lo <= 1e-4 * hi_r:
+            break
+    return lo, best if best.rate_per_s == lo else point(lo)

@@ -1,0 +1,333 @@
+"""The capacity plan: which deployment serves the most goodput per GPU within a GPU budget.
+
+For a model on a GPU type, a workload (``isl`` prompt and ``osl`` output tokens)
+and an SLO pair, every deployment in the space
+
+* colocated: TP per replica x dtype x speculation x chunk budget, ``gpus // tp`` replicas;
+* disaggregated: prefill TP x decode TP x dtype x speculation (decode pool) x
+  prefill and decode worker counts that fit the budget,
+
+is priced by :mod:`servesim.plan.capacity` at the largest rate that meets the
+SLOs at the attainment target (its **capacity**), and ranked by output tokens/s
+per GPU at that rate (DistServe's per-GPU goodput).  Each also reports tokens/s
+per user (``1 / TPOT``), TTFT, TPOT, the speculative k and dollars per million
+output tokens (GPU-hour prices from the catalog).  The **Pareto front** is the
+set of operating points (each deployment at 1, 1/2, 1/4 and 1/8 of its
+capacity) that no other point beats on both tokens/s per GPU and tokens/s per
+user.
+
+Capacity is linear in identical independent replicas (colocated replicas, decode
+workers), so one replica is solved and scaled; the prefill pool (M/D/c) is
+solved per worker count.  A disaggregated split's capacity is the smaller of
+its pools'.
+
+**Known hazards** travel with the plan: speculative decoding with prefix caching
+(on by default in vLLM V1) is a correctness hazard, not a tuning question (vLLM
+issue #43559: about 20% accuracy loss from MTP plus prefix caching together,
+neither alone; vLLM #53670: EAGLE/MTP prefix-cache last-block drops corrupting a
+response), and speculation under prefill/decode disaggregation has crashed
+engines (SGLang #36140).  Deployments that combine them carry the caveat;
+``hazards=False`` leaves them out.
+
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.engines import engine_profile
+from servesim.hardware.names import canonical_gpu, check_tp, dense_shape, resolve_gpu, valid_tps
+from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
+from servesim.hardware.stepmodel import StepModel
+from servesim.plan.capacity import (
+    LoadPoint,
+    colocated_at_load,
+    decode_at_load,
+    max_rate,
+    prefill_at_load,
+    wait_quantile,
+)
+
+__all__ = ["HAZARDS", "PlanQuestion", "capacity_plan"]
+
+HAZARDS: dict[str, str] = {
+    "spec+prefix-cache": ("speculative decoding with prefix caching (vLLM V1's default) is a correctness "
+                          "hazard: vLLM #43559 (~20% accuracy loss, MTP + prefix caching), vLLM #53670 "
+                          "(EAGLE/MTP prefix-cache last-block drops corrupt a response); disable one or test "
+                          "accuracy"),
+    "spec+disagg": ("speculative decoding under prefill/decode disaggregation has crashed engines "
+                    "(SGLang #36140: DFLASH spec decoding, decode side gets spec_info=None)"),
+}
+"""Caveats attached to deployments that combine speculation with KV reuse or with P/D splitting."""
+
+TPS: tuple[int, ...] = (1, 2, 4, 8)
+"""Tensor-parallel sizes searched (one node)."""
+
+
+@dataclass(frozen=True)
+class PlanQuestion:
+    """What to plan: model, GPU, budget, workload and SLOs."""
+
+    model: str
+    gpu: str
+    gpus: int
+    isl: int
+    osl: int
+    slo_ttft_s: float
+    slo_tpot_s: float
+    attainment: float = 0.9
+    dtypes: tuple[str, ...] = ()  # () = every dtype the GPU runs
+    kv_dtype: str = "bf16"
+    spec: str | None = None  # a preset to try beside no speculation
+    engine: str = "vllm"
+    link_bytes_per_s: float = 50e9
+    link_name: str = "rdma"
+    chunks: tuple[int, ...] = ()  # () = the engine's budget and 2048
+    hazards: bool = True
+
+    def __post_init__(self) -> None:
+        check_int("gpus", self.gpus, lo=1, hi=4096)
+        check_int("isl", self.isl, lo=1, hi=1_000_000)
+        check_int("osl", self.osl, lo=1, hi=1_000_000)
+        check_real("slo_ttft_s", self.slo_ttft_s, lo=0.0, lo_open=True)
+        check_real("slo_tpot_s", self.slo_tpot_s, lo=0.0, lo_open=True)
+        check_real("attainment", self.attainment, lo=0.0, hi=1.0, lo_open=True)
+        check_real("link_bytes_per_s", self.link_bytes_per_s, lo=0.0, lo_open=True)
+
+
+def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
+    from servesim.catalog.schema import builtin_catalog
+
+    cat = catalog if catalog is not None else builtin_catalog()
+    extras = getattr(cat, "gpu_extras", {}).get(gpu, {})
+    p = extras.get("usd_per_gpu_hour")
+    return (float(p) if p is not None else None), str(extras.get("price_source", ""))
+
+
+def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
+    """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out."""
+    shape = dense_shape(q.model, catalog)
+    gspec = resolve_gpu(q.gpu, catalog)
+    gname = canonical_gpu(q.gpu, catalog)
+    mem = gspec.memory_bytes
+    dtypes = q.dtypes or supported_dtypes(gname, catalog)
+    if q.kv_dtype not in supported_kv_dtypes(gname, catalog):
+        have = ", ".join(supported_kv_dtypes(gname, catalog))
+        raise ParameterError("kv_dtype", q.kv_dtype, f"one of {have} on {gname}")
+    tps = [t for t in TPS if t <= q.gpus and t in valid_tps(shape)]
+    if not tps:
+        raise ParameterError("gpus", q.gpus, f"at least the smallest valid TP for {shape.name} "
+                             f"({', '.join(map(str, valid_tps(shape)[:4]))})")
+    base_engine = engine_profile(q.engine, gpu=gname, memory_gib=mem / 2**30)
+    chunks = q.chunks or tuple(dict.fromkeys((base_engine.max_num_batched_tokens, 2048)))
+    specs: list[str | None] = [None] + ([q.spec] if q.spec else [])
+    price, price_source = _price(gname, catalog)
+
+    models: dict[tuple[int, str, int], StepModel | None] = {}
+
+    def model(tp: int, dtype: str, chunk: int) -> StepModel | None:
+        key = (tp, dtype, chunk)
+        if key not in models:
+            from dataclasses import replace
+
+            eng = replace(base_engine, max_num_batched_tokens=chunk)
+            try:
+                check_tp(shape, tp)
+                sm = StepModel(shape, gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=eng,
+                               catalog=catalog)
+                models[key] = sm if sm.kv_capacity_tokens(mem) >= q.isl + q.osl else None
+            except ParameterError:
+                models[key] = None
+        return models[key]
+
+    rows: list[dict[str, Any]] = []
+    curves: list[tuple[dict[str, Any], Any]] = []
+    # Colocated: one replica solved, scaled by the replica count.
+    for tp in tps:
+        n = q.gpus // tp
+        for dtype in dtypes:
+            for chunk in chunks:
+                sm = model(tp, dtype, chunk)
+                if sm is None:
+                    continue
+                for spec in specs:
+                    if spec is not None and not q.hazards:
+                        continue  # every engine caches prefixes by default: the hazard applies
+
+                    def one(r: float, sm: StepModel = sm, spec: str | None = spec) -> LoadPoint:
+                        return colocated_at_load(sm, mem, 1, r, q.isl, q.osl, q.slo_ttft_s, spec=spec)
+
+                    rate1, pt = max_rate(one, q.slo_tpot_s, q.attainment)
+                    row = _row("colocated", (tp, n, dtype), (tp, n, dtype), n * tp, n * rate1, pt, q, spec,
+                               chunk, price)
+                    rows.append(row)
+                    curves.append((row, lambda r, f=one, n=n: f(r / n)))
+    # Disaggregated: decode capacity per worker (linear), prefill capacity per worker count.
+    default_chunk = base_engine.max_num_batched_tokens
+    for dtype in dtypes:
+        dec: dict[tuple[int, str | None], tuple[float, LoadPoint]] = {}
+        for tp in tps:
+            sm = model(tp, dtype, default_chunk)
+            if sm is None:
+                continue
+            for spec in specs:
+                if spec is not None and not q.hazards:
+                    continue
+
+                def dpoint(r: float, sm: StepModel = sm, spec: str | None = spec) -> LoadPoint:
+                    d = decode_at_load(sm, mem, r, q.isl, q.osl, prefill=False, spec=spec)
+                    if not d.stable:
+                        return LoadPoint(r, False, math.nan, math.nan, 0.0, math.nan, math.nan, 0.0, d.reason)
+                    return LoadPoint(r, True, 0.0, 0.0, 1.0, d.tpot_s, d.batch, 0.0, "", d.k)
+
+                dec[(tp, spec)] = max_rate(dpoint, q.slo_tpot_s, q.attainment)
+        for ptp in tps:
+            psm = model(ptp, dtype, default_chunk)
+            if psm is None:
+                continue
+            xfer = _kv_bytes(psm, q.isl) / q.link_bytes_per_s
+            for pw in range(1, q.gpus // ptp):
+                left = q.gpus - pw * ptp
+                lam_p = _prefill_capacity(psm, pw, q, xfer)
+                if lam_p <= 0:
+                    continue
+                for (dtp, spec), (lam1, _) in dec.items():
+                    if lam1 <= 0 or left < dtp:
+                        continue
+                    # The fewest decode workers that keep up with the prefill pool, within the budget.
+                    dw = min(left // dtp, max(1, math.ceil(lam_p / lam1 - 1e-9)))
+                    rate = min(lam_p, dw * lam1)
+                    gpus = pw * ptp + dw * dtp
+                    p = prefill_at_load(psm, pw, rate, q.isl)
+                    base = p.service_s + xfer + psm.engine.request_overhead_s
+                    d = decode_at_load(model(dtp, dtype, default_chunk) or psm, mem, rate / dw, q.isl, q.osl,
+                                       prefill=False, spec=spec)
+                    pt = LoadPoint(rate, True, base + p.wait_mean_s,
+                                   base + wait_quantile(p.wait_tail, 0.99, p.service_s),
+                                   1.0 - p.wait_tail(q.slo_ttft_s - base), d.tpot_s, d.batch,
+                                   p.utilization, "", d.k)
+                    row = _row("disaggregated", (ptp, pw, dtype), (dtp, dw, dtype), gpus, rate, pt, q, spec,
+                               default_chunk, price)
+                    rows.append(row)
+    rows = _distinct([r for r in rows if r["max_rate_rps"] > 0])
+    rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
+                             -r["tokens_per_s_per_user"]))
+    pareto = _pareto(rows, curves, q)
+    return {
+        "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
+        "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
+        "engine": q.engine, "kv_dtype": q.kv_dtype, "link": q.link_name,
+        "link_GBps": q.link_bytes_per_s / 1e9,
+        "usd_per_gpu_hour": price, "price_source": price_source,
+        "searched": len(rows), "ranked": rows, "pareto": pareto,
+        "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
+        "hazards": HAZARDS if q.hazards else {},
+    }
+
+
+def _distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop a row that differs from an earlier one only in a chunk budget that did not bind."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for r in rows:
+        key = (r["architecture"], tuple(r["prefill"].values()), tuple(r["decode"].values()), r["speculation"],
+               round(r["max_rate_rps"], 9), r["mean_tpot_ms"])
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def _prefill_capacity(psm: StepModel, workers: int, q: PlanQuestion, xfer: float) -> float:
+    """The largest rate at which a prefill pool of ``workers`` meets the TTFT attainment target."""
+
+    def pt(r: float) -> LoadPoint:
+        p = prefill_at_load(psm, workers, r, q.isl)
+        if not p.stable:
+            return LoadPoint(r, False, math.nan, math.nan, 0.0, math.nan, math.nan, p.utilization)
+        base = p.service_s + xfer + psm.engine.request_overhead_s
+        att = 1.0 - p.wait_tail(q.slo_ttft_s - base) if q.slo_ttft_s >= base else 0.0
+        return LoadPoint(r, True, base + p.wait_mean_s, math.nan, att, 0.0, 0.0, p.utilization)
+
+    return max_rate(pt, math.inf, q.attainment)[0]
+
+
+def _kv_bytes(sm: StepModel, tokens: int) -> float:
+    from servesim.hardware.precision import kv_bytes_per_token
+
+    return kv_bytes_per_token(sm.shape, sm.kv_dtype) * tokens
+
+
+def _row(arch: str, pre: tuple[int, int, str], dec: tuple[int, int, str], gpus: int, rate: float,
+         pt: LoadPoint, q: PlanQuestion, spec: str | None, chunk: int, price: float | None) -> dict[str, Any]:
+    out_tps = rate * q.osl
+    hazards = []
+    if spec is not None:
+        hazards.append("spec+prefix-cache")
+        if arch == "disaggregated":
+            hazards.append("spec+disagg")
+    return {
+        "architecture": arch,
+        "prefill": {"tp": pre[0], "workers": pre[1], "dtype": pre[2]},
+        "decode": {"tp": dec[0], "workers": dec[1], "dtype": dec[2]},
+        "gpus": gpus,
+        "max_rate_rps": rate,
+        "output_throughput_per_gpu": out_tps / gpus if gpus else 0.0,
+        "tokens_per_s_per_user": 1.0 / pt.tpot_s if pt.tpot_s and pt.tpot_s > 0 else None,
+        "mean_ttft_ms": pt.ttft_mean_s * 1e3 if pt.stable else None,
+        "p99_ttft_ms": pt.ttft_p99_s * 1e3 if pt.stable and not math.isnan(pt.ttft_p99_s) else None,
+        "mean_tpot_ms": pt.tpot_s * 1e3 if pt.stable else None,
+        "ttft_attainment": pt.attainment,
+        "decode_batch": pt.decode_batch if pt.stable else None,
+        "speculative_k": pt.speculative_k if spec is not None else 0,
+        "speculation": spec or "none",
+        "max_num_batched_tokens": chunk,
+        "dollars_per_million_output_tokens": (price * gpus / (out_tps * 3600) * 1e6
+                                              if price is not None and out_tps > 0 else None),
+        "hazards": hazards,
+    }
+
+
+def _pareto(rows: list[dict[str, Any]], curves: list[tuple[dict[str, Any], Any]], q: PlanQuestion
+            ) -> list[dict[str, Any]]:
+    """Non-dominated operating points on (output tok/s per GPU, tok/s per user)."""
+    pts: list[dict[str, Any]] = []
+    for r in rows:
+        pts.append({**_brief(r), "rate_rps": r["max_rate_rps"],
+                    "output_throughput_per_gpu": r["output_throughput_per_gpu"],
+                    "tokens_per_s_per_user": r["tokens_per_s_per_user"] or 0.0})
+    for r, f in curves:
+        if r["max_rate_rps"] <= 0:
+            continue
+        for frac in (0.5, 0.25, 0.125):
+            rate = r["max_rate_rps"] * frac
+            p = f(rate)
+            if p.stable and p.tpot_s > 0:
+                pts.append({**_brief(r), "rate_rps": rate,
+                            "output_throughput_per_gpu": rate * q.osl / r["gpus"],
+                            "tokens_per_s_per_user": 1.0 / p.tpot_s})
+    front = []
+    for p in pts:
+        dominated = any(o["output_throughput_per_gpu"] >= p["output_throughput_per_gpu"]
+                        and o["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
+                        and (o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
+                             or o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"]) for o in pts)
+        if not dominated:
+            front.append(p)
+    front.sort(key=lambda p: -p["output_throughput_per_gpu"])
+    uniq: list[dict[str, Any]] = []
+    for p in front:
+        if not uniq or (p["output_throughput_per_gpu"], p["tokens_per_s_per_user"]) != (
+                uniq[-1]["output_throughput_per_gpu"], uniq[-1]["tokens_per_s_per_user"]):
+            uniq.append(p)
+    return uniq
+
+
+def _brief(r: dict[str, Any]) -> dict[str, Any]:
+    return {"architecture": r["architecture"], "prefill": r["prefill"], "decode": r["decode"],
+            "gpus": r["gpus"], "speculation": r["speculation"],
+            "max_num_batched_tokens": r["max_num_batched_tokens"]}
