@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import InputError, ParameterError
-from servesim.cliargs import Output, add_format, choice, integer, number
+from servesim.cliargs import Output, add_format, choice, integer, link, number
 
 __all__ = ["register"]
 
@@ -87,6 +87,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--compare", type=Path, default=None, metavar="RESULT.json",
                    help="a saved `vllm bench serve` result: predict the same run, print predicted vs "
                    "measured")
+    p.add_argument("--mode", type=choice(["agg", "disagg"], "mode"), default="agg",
+                   help="agg: one colocated replica (default); disagg: prefill and decode pools with their "
+                   "own shapes (closed form at load)")
+    p.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a prefill worker, 1-64 (default --tp)")
+    p.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: prefill workers, 1-4,096 (default 1)")
+    p.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a decode worker, 1-64 (default --tp)")
+    p.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: decode workers, 1-4,096 (default 1)")
+    p.add_argument("--link", type=link, default=None,
+                   help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models); may be repeated")
     add_format(p)
@@ -131,6 +144,8 @@ def _run(args: argparse.Namespace) -> Output:
     _require(args, "model", "gpu", "isl", "osl")
     if args.concurrency is None and args.rate is None:
         raise InputError("--concurrency or --rate is required: closed-loop clients or Poisson req/s")
+    if args.mode == "disagg":
+        return _disagg(args, catalog)
     row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
            "kv_dtype": args.kv_dtype,
            "engine": args.engine, "isl": args.isl, "osl": args.osl, "concurrency": args.concurrency,
@@ -139,6 +154,25 @@ def _run(args: argparse.Namespace) -> Output:
     from servesim.render.predict import predict_text
 
     return Output(data, predict_text(data), [_flat(data)])
+
+
+def _disagg(args: argparse.Namespace, catalog: Any) -> Output:
+    from servesim.kvcache import LINKS
+    from servesim.plan.predict import Deployment, predict_disaggregated
+    from servesim.render.predict import disagg_text
+    from servesim.sim.batching import Benchmark
+
+    tp = args.tp or 1
+    common = {"dtype": args.dtype or "bf16", "kv_dtype": args.kv_dtype or "bf16",
+              "engine": args.engine or "vllm", "max_num_batched_tokens": args.max_num_batched_tokens,
+              "max_num_seqs": args.max_num_seqs}
+    pre = Deployment(args.model, args.gpu, args.prefill_tp or tp, **common)
+    dec = Deployment(args.model, args.gpu, args.decode_tp or tp, **common)
+    ln = LINKS["rdma"] if args.link is None else args.link
+    bench = Benchmark(isl=args.isl, osl=args.osl, concurrency=args.concurrency, rate_per_s=args.rate)
+    data = predict_disaggregated(pre, args.prefill_workers, dec, args.decode_workers, ln.bytes_per_s, bench,
+                                 spec=args.spec, catalog=catalog)
+    return Output(data, disagg_text(data), [_flat(data)])
 
 
 def _flat(d: dict[str, Any]) -> dict[str, Any]:

@@ -158,6 +158,20 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     sp.add_argument(
         "--seed", type=integer(0), default=DEFAULT_SEED, help=f"seed >= 0 (default {DEFAULT_SEED})"
     )
+    e = sp.add_argument_group(
+        "engine mode (--model, --gpu, --isl, --osl, --rate): the iteration-level simulator")
+    e.add_argument("--mode", type=choice(["agg", "disagg"], "mode"), default="agg",
+                   help="agg: colocated replicas of --tp GPUs (default); disagg: prefill and decode pools")
+    e.add_argument("--replicas", type=integer(1, hi=4096), default=1,
+                   help="agg: colocated replicas, requests routed round-robin, 1-4,096 (default 1)")
+    e.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a prefill worker, 1-64 (default --tp)")
+    e.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: prefill workers, 1-4,096 (default 1)")
+    e.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a decode worker, 1-64 (default --tp)")
+    e.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: decode workers, 1-4,096 (default 1)")
     sp.add_argument(
         "--trace",
         default=None,
@@ -241,6 +255,8 @@ def _simulate(args: argparse.Namespace) -> Output:
 
     if args.trace is not None:
         return _replay(args)
+    if args.model is not None and args.isl is not None:
+        return _engine(args)
     if args.preset is None:
         from servesim.sim.report import queue_summary
 
@@ -330,6 +346,52 @@ def _simulate(args: argparse.Namespace) -> Output:
             }
         )
     return Output(data, text.serving_text(data), rows)
+
+
+def _engine(args: argparse.Namespace) -> Output:
+    """Engine mode: the iteration-level simulator beside the closed form at load."""
+    from servesim._checks import InputError
+    from servesim.catalog.schema import load_catalog
+    from servesim.kvcache import LINKS
+    from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
+    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.sim.engine import simulate_colocated, simulate_disaggregated
+
+    if args.gpu is None or args.rate is None or args.osl is None:
+        raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
+    cat = load_catalog(*args.catalog) if args.catalog else None
+    common = {"dtype": args.dtype or "bf16", "kv_dtype": args.kv_dtype, "engine": args.engine}
+    requests = args.requests or 2000
+    slo = args.slo_ttft_s if args.slo_ttft_s is not None else 1e9
+    if args.mode == "agg":
+        sm, _, mem = build_step_model(Deployment(args.model, args.gpu, args.tp, **common), cat)
+        data = simulate_colocated(sm, mem, args.replicas, args.rate, args.isl, args.osl, requests=requests,
+                                  seed=args.seed)
+        cf = colocated_at_load(sm, mem, args.replicas, args.rate, args.isl, args.osl, slo)
+        gpus = args.replicas * args.tp
+    else:
+        pdep = Deployment(args.model, args.gpu, args.prefill_tp or args.tp, **common)
+        ddep = Deployment(args.model, args.gpu, args.decode_tp or args.tp, **common)
+        psm, _, _ = build_step_model(pdep, cat)
+        dsm, _, dmem = build_step_model(ddep, cat)
+        ln = LINKS["rdma"] if args.link is None else args.link
+        data = simulate_disaggregated(psm, args.prefill_workers, dsm, dmem, args.decode_workers,
+                                      ln.bytes_per_s, args.rate, args.isl, args.osl, requests=requests,
+                                      seed=args.seed)
+        cf = disaggregated_at_load(psm, args.prefill_workers, dsm, dmem, args.decode_workers, ln.bytes_per_s,
+                                   args.rate, args.isl, args.osl, slo)
+        gpus = psm.tp * args.prefill_workers + dsm.tp * args.decode_workers
+    data.update({"model": args.model, "gpu": args.gpu, "gpus": gpus, "rate": args.rate, "isl": args.isl,
+                 "osl": args.osl, "seed": args.seed, "stable": cf.stable,
+                 "closed_form": {"stable": cf.stable,
+                                 "mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
+                                 "p99_ttft_ms": cf.ttft_p99_s * 1e3 if cf.stable else None,
+                                 "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
+                                 "decode_batch": cf.decode_batch if cf.stable else None,
+                                 "reason": cf.reason}})
+    from servesim.render.predict import engine_sim_text
+
+    return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
 
 
 def _replay(args: argparse.Namespace) -> Output:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
+from servesim.hardware.stepmodel import StepModel, StepTime
 
 __all__ = ["StepNode", "step_node"]
 
@@ -74,12 +74,7 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
                 mid = (lo + hi) // 2
                 lo, hi = (mid, hi) if tpot(mid) <= slo else (lo, mid)
             b, why = lo, "tpot_slo"
-    budget = sm.engine.max_num_batched_tokens
-    prefill, done = 0.0, 0
-    while done < p:  # the prompt in budget-sized chunks, each behind the ones before it
-        q = min(budget, p - done)
-        prefill += sm.step(0.0, 0.0, (Chunk(q, done, 1, done + q == p),)).total_s
-        done += q
+    prefill = sm.prompt_s(p)  # the prompt in budget-sized chunks, each behind the ones before it
     dec = sm.decode_step(b, mean_ctx)
     s = sm.shape
     kv_bytes = 1.0 if sm.kv_dtype == "fp8" else 2.0

@@ -180,6 +180,7 @@ class StepModel:
         self._cache_head = lru_cache(maxsize=4096)(self._head)
         self._cache_prefill = lru_cache(maxsize=16384)(self._prefill_attention)
         self._cache_allreduce = lru_cache(maxsize=16384)(self._allreduce)
+        self._cache_prompt = lru_cache(maxsize=1024)(self._prompt)
 
     # ------------------------------------------------------------------ memory
 
@@ -343,6 +344,20 @@ class StepModel:
     def decode_step(self, batch: float, context: float, positions: int = 1) -> StepTime:
         """A decode-only step (the TPOT of a batch with no prefill in it)."""
         return self.step(batch, context, (), positions)
+
+    def prompt_s(self, tokens: int) -> float:
+        """Time to prefill one prompt alone: chunks of the engine's token budget, one per step,
+        each behind the ones before it."""
+        return self._cache_prompt(check_int("tokens", tokens, lo=1))
+
+    def _prompt(self, tokens: int) -> float:
+        budget = self.engine.max_num_batched_tokens
+        t, done = 0.0, 0
+        while done < tokens:
+            q = min(budget, tokens - done)
+            t += self.step(0.0, 0.0, (Chunk(q, done, 1, done + q == tokens),), bound=False).total_s
+            done += q
+        return t
 
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from servesim._checks import check_int, check_real
@@ -206,7 +205,7 @@ def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) ->
     from servesim.queueing import MMc
 
     c = check_int("prefill_workers", workers, lo=1)
-    s = _prefill_service_s(sm, isl)
+    s = sm.prompt_s(isl)
     lam = rate_per_s
     rho = lam * s / c
     if rho >= 1.0:
@@ -221,21 +220,6 @@ def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) ->
         return float(pw * math.exp(-2.0 * gap * t))
 
     return Prefill(True, cosmetatos_md_c_mean_wait_s(c, lam, s), s, rho, c, tail)
-
-
-def _prefill_service_s(sm: StepModel, isl: int) -> float:
-    return _service_cache(sm, isl)
-
-
-@lru_cache(maxsize=4096)
-def _service_cache(sm: StepModel, isl: int) -> float:
-    budget = sm.engine.max_num_batched_tokens
-    t, done = 0.0, 0
-    while done < isl:
-        q = min(budget, isl - done)
-        t += sm.step(0.0, 0.0, (Chunk(q, done, 1, done + q == isl),), bound=False).total_s
-        done += q
-    return t
 
 
 def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,

@@ -90,6 +90,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         speculation, spec_info = speculation_for(sm, spec, float(min(guess, max(1, max_conc))),
                                                  bench.isl + bench.osl / 2, k=k, catalog=catalog)
     reserve = dep.engine != "vllm"
+    stable, why = _stable_at_rate(sm, memory, bench)
     res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, reserve=reserve)
     gpus = dep.tp
     batch1 = sm.decode_step(1, bench.isl + bench.osl / 2)
@@ -101,6 +102,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     else:
         above = ""
     out: dict[str, Any] = {
+        "mode": "agg", "stable": stable,
         "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "gpus": gpus,
         "dtype": dep.dtype, "kv_dtype": dep.kv_dtype, "engine": dep.engine,
         "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "request_rate": bench.rate_per_s,
@@ -123,7 +125,84 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     }
     if spec_info is not None:
         out["speculation"] = {"preset": spec, **spec_info}
+    if not stable:  # the queue grows without bound: the finite run's times mean nothing
+        out["unstable_reason"] = why
+        for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+                    "p99_tpot_ms", "mean_itl_ms"):
+            out[key] = None
     return out
+
+
+def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[bool, str]:
+    """Whether one replica serves ``bench.rate_per_s`` in the long run (the closed form at load)."""
+    from servesim.plan.capacity import colocated_at_load
+
+    if bench.rate_per_s is None:
+        return True, ""
+    p = colocated_at_load(sm, memory, 1, bench.rate_per_s, bench.isl, bench.osl, math.inf)
+    return p.stable, p.reason
+
+
+def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Deployment, decode_workers: int,
+                          link_bytes_per_s: float, bench: Benchmark, *, spec: str | None = None,
+                          catalog: Any = None) -> dict[str, Any]:
+    """A disaggregated deployment under ``bench`` from the closed form at load.
+
+    Poisson ``--rate``: :func:`servesim.plan.capacity.disaggregated_at_load` at
+    that rate.  Closed loop (``--concurrency C``): the throughput ``X`` that
+    satisfies Little's law for the clients, ``C = X (TTFT(X) + (O - 1) TPOT(X))``
+    (bisection; each client always has one request in the system).
+    """
+    from servesim.plan.capacity import disaggregated_at_load
+
+    check_int("prefill_workers", prefill_workers, lo=1, hi=4096)
+    check_int("decode_workers", decode_workers, lo=1, hi=4096)
+    psm, pshape, _ = build_step_model(prefill, catalog)
+    dsm, _, dmem = build_step_model(decode, catalog)
+    spec_name = None if spec in (None, "none") else spec
+
+    def at(rate: float) -> Any:
+        return disaggregated_at_load(psm, prefill_workers, dsm, dmem, decode_workers, link_bytes_per_s, rate,
+                                     bench.isl, bench.osl, math.inf, spec=spec_name)
+
+    if bench.rate_per_s is not None:
+        rate = bench.rate_per_s
+        pt = at(rate)
+    else:
+        conc = float(bench.concurrency or 1)
+
+        def clients(x: float) -> float:
+            p = at(x)
+            return math.inf if not p.stable else x * (p.ttft_mean_s + (bench.osl - 1) * p.tpot_s)
+
+        lo, hi = 0.0, 1.0
+        while clients(hi) < conc and hi < 1e6:
+            lo, hi = hi, hi * 2
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if clients(mid) < conc else (lo, mid)
+        rate = lo
+        pt = at(rate)
+    gpus = prefill.tp * prefill_workers + decode.tp * decode_workers
+    ok = pt.stable
+    return {
+        "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": ok,
+        "prefill": {"tp": prefill.tp, "workers": prefill_workers, "dtype": prefill.dtype},
+        "decode": {"tp": decode.tp, "workers": decode_workers, "dtype": decode.dtype},
+        "kv_dtype": decode.kv_dtype, "engine": decode.engine, "link_GBps": link_bytes_per_s / 1e9,
+        "isl": bench.isl, "osl": bench.osl, "concurrency": bench.concurrency,
+        "request_rate": bench.rate_per_s,
+        "mean_ttft_ms": pt.ttft_mean_s * 1e3 if ok else None,
+        "p99_ttft_ms": pt.ttft_p99_s * 1e3 if ok else None,
+        "mean_tpot_ms": pt.tpot_s * 1e3 if ok else None, "mean_itl_ms": pt.tpot_s * 1e3 if ok else None,
+        "output_throughput": rate * bench.osl if ok else None, "request_throughput": rate if ok else None,
+        "output_throughput_per_gpu": rate * bench.osl / gpus if ok else None,
+        "decode_batch": pt.decode_batch if ok else None, "prefill_utilization": pt.prefill_share,
+        "max_concurrency": decode_workers * min(dsm.engine.max_num_seqs,
+                                                dsm.kv_capacity_tokens(dmem) // (bench.isl + bench.osl)),
+        "speculative_k": pt.speculative_k, "unstable_reason": pt.reason,
+        "step_model": f"closed form at load on the measured-kernel step model ({dsm.tables_note})",
+    }
 
 
 def _ms(x: float) -> float | None:

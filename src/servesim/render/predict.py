@@ -4,7 +4,50 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["compare_text", "points_text", "predict_text"]
+__all__ = ["compare_text", "disagg_text", "engine_sim_text", "points_text", "predict_text"]
+
+
+def engine_sim_text(d: dict[str, Any]) -> str:
+    cf = d["closed_form"]
+    shape = (f"{d['replicas']} colocated replica(s)" if d["mode"] == "agg" else
+             f"{d['prefill_workers']} prefill + {d['decode_workers']} decode workers")
+    lines = [f"SIMULATE (engine)  {d['model']} on {d['gpus']} x {d['gpu']}, {shape}; "
+             f"Poisson {d['rate']:g} req/s of {d['isl']}/{d['osl']} tokens, {d['completed']:,} requests "
+             f"(seed {d['seed']})",
+             f"  {'':<22}{'simulated':>12}{'closed form':>13}",
+             f"  {'mean TTFT ms':<22}{_f(d['mean_ttft_ms']):>12}{_f(cf['mean_ttft_ms']):>13}",
+             f"  {'p99 TTFT ms':<22}{_f(d['p99_ttft_ms']):>12}{_f(cf['p99_ttft_ms']):>13}",
+             f"  {'mean TPOT ms':<22}{_f(d['mean_tpot_ms'], 2):>12}{_f(cf['mean_tpot_ms'], 2):>13}",
+             f"  {'decode batch':<22}{_f(d['decode_batch']):>12}{_f(cf['decode_batch']):>13}",
+             f"  output {_f(d['output_throughput'])} tok/s; simulated {d['sim_requests_per_s']:,.0f} "
+             "requests per second of wall time"]
+    if not cf["stable"]:
+        lines.append(f"  the closed form calls this rate unstable ({cf['reason']}): "
+                     "the finite run's queue grows")
+    return "\n".join(lines) + "\n"
+
+
+def disagg_text(d: dict[str, Any]) -> str:
+    p, q = d["prefill"], d["decode"]
+    load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
+            else f"Poisson {d['request_rate']:g} req/s")
+    lines = [f"PREDICT (disaggregated)  {d['model']} on {d['gpu']}: {p['workers']} prefill x TP{p['tp']} -> "
+             f"{q['workers']} decode x TP{q['tp']} ({d['gpus']} GPUs, {q['dtype']}, {d['kv_dtype']} KV), "
+             f"link {d['link_GBps']:g} GB/s",
+             f"  {d['isl']} prompt + {d['osl']} output tokens, {load}"]
+    if not d["stable"]:
+        lines.append(f"  unstable: {d['unstable_reason']} (goodput 0)")
+    else:
+        lines += [
+            f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   p99 {_f(d['p99_ttft_ms'])} ms",
+            f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms",
+            f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
+            f"{_f(d['request_throughput'], 3)} req/s",
+            f"  decode batch {_f(d['decode_batch'])} per decode worker; prefill pool "
+            f"{100 * d['prefill_utilization']:.0f}% busy",
+        ]
+    lines.append(f"  model: {d['step_model']}")
+    return "\n".join(lines) + "\n"
 
 
 def _f(x: Any, nd: int = 1) -> str:
@@ -25,6 +68,8 @@ def predict_text(d: dict[str, Any]) -> str:
     lines = [
         f"PREDICT  {d['model']} on {d['tp']} x {d['gpu']} ({d['dtype']} weights, {d['kv_dtype']} KV), "
         f"{d['engine']}",
+        *([f"  UNSTABLE at this rate: {d.get('unstable_reason', '')}; the times of a finite run are not "
+           "shown (goodput 0)"] if not d.get("stable", True) else []),
         f"  benchmark: {d['num_prompts']} requests of {d['isl']} prompt + {d['osl']} output tokens, {load}",
         "",
         f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   p99 {_f(d['p99_ttft_ms'])} ms",

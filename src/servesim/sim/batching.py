@@ -133,8 +133,15 @@ def _pct(xs: list[float], q: float) -> float:
 
 def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                   spec: Speculation | None = None, reserve: bool = False,
-                  max_steps: int = 5_000_000) -> BenchResult:
-    """Run ``bench`` against one replica priced by ``model`` (see the module docstring)."""
+                  max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
+                  prefilled: bool = False) -> BenchResult:
+    """Run ``bench`` against one replica priced by ``model`` (see the module docstring).
+
+    ``arrival_times`` (sorted, one per prompt) replaces the benchmark's arrivals;
+    ``prefilled`` makes every request arrive with its prompt's KV cache already
+    computed (a decode worker of a disaggregated deployment): it joins the decode
+    batch as soon as its cache fits, and its TTFT is the wait for that.
+    """
     eng = model.engine
     budget, slots = eng.max_num_batched_tokens, eng.max_num_seqs
     capacity = model.kv_capacity_tokens(memory_bytes)
@@ -146,7 +153,11 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     per_step = spec.tokens_per_step if spec else 1.0
 
     arrivals: deque[float] = deque()
-    if bench.rate_per_s is not None:
+    if arrival_times is not None:
+        if len(arrival_times) != n_total:
+            raise ParameterError("arrival_times", len(arrival_times), f"one per prompt ({n_total})")
+        arrivals.extend(arrival_times)
+    elif bench.rate_per_s is not None:
         rng = random.Random(bench.seed)
         t_arr = 0.0
         for _ in range(n_total):
@@ -273,6 +284,24 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         # next step and a watermark of 1% of the cache (vLLM's block-manager watermark): without it
         # the newcomer is preempted at once by the sequences' growth, every step.
         headroom = len(decoding) * pos + 0.01 * capacity
+        while prefilled and not preempted and waiting and len(decoding) + len(chunking) < slots:
+            r = waiting[0]  # its KV cache arrives whole: no compute, only room
+            if r.prompt_left + osl > capacity - used - need - headroom:
+                break
+            waiting.popleft()
+            order += 1
+            r.admitted = order
+            r.context += r.prompt_left
+            used += r.prompt_left
+            r.prompt_left = 0
+            if r.first < 0:
+                r.first = t
+                r.generated = 1.0
+                if r.index >= bench.warmup:
+                    ttfts.append(t - r.arrival)
+                    start = min(start, r.arrival)
+            join(r)
+            need += pos
         while not preempted and waiting and left > 0 and len(decoding) + len(chunking) < slots:
             r = waiting[0]
             room = int(capacity - used - need - headroom)
