@@ -15,7 +15,8 @@ the steps, a prefill chunk of ``c = min(I, budget - B)`` tokens.  With
     =>  T = T0 / (1 - lambda I (Tc - T0) / c)
 
 and Little's law closes the loop: ``B = lambda (O - 1) T(B)`` (each request
-decodes ``O - 1`` tokens after its first, one per step).  The fixed point is
+decodes ``O - 1`` tokens after its first, one per step), with the step priced at
+``max(B, 1)`` sequences: a decoding request always sees itself.  The fixed point is
 the smallest ``B`` where ``lambda (O - 1) T(B) = B``; the rate is unstable
 when there is none below the memory and slot limit, or when ``phi >= 1``
 (prefill alone fills every step).  TPOT = T; at vanishing load ``B -> 0`` and
@@ -28,8 +29,8 @@ TTFT: the prefill of a prompt is ``k = ceil(I / c)`` chunk steps, ``S = k Tc``;
 prompts queue for the chunk slot as an M/D/1 queue with utilization ``phi``:
 ``E[W] = phi S / (2 (1 - phi))`` (Pollaczek-Khinchine, constant service), its
 tail ``P(W > t) ~ phi exp(-2 (1 - phi) t / S)`` (the heavy-traffic exponential
-with that mean), plus half a step of residual and the engine's per-request
-overhead.
+with that mean), plus half a step of residual when the arrival finds a step
+running (probability ``min(1, B + phi)``) and the engine's per-request overhead.
 
 **Disaggregated**: ``w_p`` prefill workers of ``tp_p`` GPUs and ``w_d`` decode
 workers of ``tp_d`` GPUs, each pool with its own dtype.  Prefill is an M/D/c
@@ -152,8 +153,12 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
         return st.total_s + (k * draft_s if b > 0 else 0.0)
 
     def mean_step(b: float) -> tuple[float, float, int, float]:
-        """Mean step time per token of decode, phi, chunk, chunk step."""
-        b1 = max(b, 1e-9)
+        """Mean step time per token of decode, phi, chunk, chunk step.
+
+        A decoding request always sees itself in the batch: below one sequence on average the
+        step it experiences is the batch-1 step (so TPOT tends to it at vanishing load).
+        """
+        b1 = max(b, 1.0)
         t0 = cycle(b1, 0)
         if not prefill:
             return t0, 0.0, 0, 0.0
@@ -196,6 +201,8 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
     t, phi, c, tc = mean_step(hi)
+    if prefill and hi < 1.0 and c > 0:
+        tc = cycle(hi, c)  # the prompt's own steps carry the B < 1 decoding sequences on average
     return Decode(True, hi, t / en, phi, c, tc, k)
 
 
@@ -233,7 +240,8 @@ def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_pe
     s = math.ceil(isl / max(1, d.chunk)) * d.chunk_step_s
     phi = d.phi
     wait = phi * s / (2 * (1 - phi))
-    base = d.tpot_s / 2 + s + sm.engine.request_overhead_s
+    busy = min(1.0, d.batch + phi)  # the chance an arrival finds a step running: it waits out half of it
+    base = busy * d.tpot_s / 2 + s + sm.engine.request_overhead_s
 
     def tail(t: float) -> float:
         return phi * math.exp(-2 * (1 - phi) * t / s) if phi > 0 else 0.0

@@ -18,7 +18,7 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int
@@ -183,6 +183,12 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
             lo, hi = (mid, hi) if clients(mid) < conc else (lo, mid)
         rate = lo
         pt = at(rate)
+        if pt.stable and clients(rate) < conc * (1 - 1e-6):
+            # Saturated: the clients outnumber what the pools serve; throughput stays at capacity and
+            # the extra clients wait for prefill, which Little's law puts into TTFT.
+            ttft = conc / rate - (bench.osl - 1) * pt.tpot_s
+            pt = replace(pt, ttft_mean_s=ttft, ttft_p99_s=max(pt.ttft_p99_s, ttft),
+                         reason="saturated: clients wait for the prefill pool")
     gpus = prefill.tp * prefill_workers + decode.tp * decode_workers
     ok = pt.stable
     return {
