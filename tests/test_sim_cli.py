@@ -164,7 +164,7 @@ def test_validate_small_run_has_both_tables():
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
     groups = {r["group"] for r in d["agreement"]}
-    assert groups == {"M/M/c", "M/G/c", "serving", "specdec"}
+    assert groups == {"M/M/c", "M/G/c", "serving", "specdec", "engine"}
     assumptions = {r["assumption"] for r in d["bias"]}
     assert assumptions == {
         "i.i.d. acceptance",
@@ -174,6 +174,7 @@ def test_validate_small_run_has_both_tables():
         "mean TPOT instead of a distribution",
         "free KV-transfer machinery",
         "no decode-side queueing",
+        "TPOT is a node constant, inflated by beta x prefill load",
     }
     assert all(r["sign"] in ("+", "-", "0") for r in d["bias"])
     assert d["agreement_passed"] + d["agreement_failed"] == len(d["agreement"])
