@@ -138,6 +138,11 @@ def _capacity(args: argparse.Namespace) -> Output:
         raise InputError("--gpus plans on measured kernels: give --model and --gpu too, e.g. "
                          "--model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16")
     wl = WORKLOAD_PRESETS[args.preset]
+    if args.trace is not None:  # the trace's mean lengths; the capacity search sets the rate
+        from servesim.traces import load_trace, workload_from_trace
+
+        wl = workload_from_trace(load_trace(args.trace, rate_scale=args.rate_scale), slo_ttft_s=wl.slo_ttft_s,
+                                 slo_tpot_s=wl.slo_tpot_s)
     link = LINKS["rdma"] if args.link is None else args.link
     q = PlanQuestion(
         model=args.model, gpu=args.gpu, gpus=args.gpus,

@@ -253,6 +253,8 @@ def _simulate(args: argparse.Namespace) -> Output:
     from servesim._checks import ParameterError
     from servesim.sim import text
 
+    if args.trace is not None and args.model is not None:
+        return _engine_trace(args)
     if args.trace is not None:
         return _replay(args)
     if args.model is not None and args.isl is not None:
@@ -383,6 +385,44 @@ def _engine(args: argparse.Namespace) -> Output:
         gpus = psm.tp * args.prefill_workers + dsm.tp * args.decode_workers
     data.update({"model": args.model, "gpu": args.gpu, "gpus": gpus, "rate": args.rate, "isl": args.isl,
                  "osl": args.osl, "seed": args.seed, "stable": cf.stable,
+                 "closed_form": {"stable": cf.stable,
+                                 "mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
+                                 "p99_ttft_ms": cf.ttft_p99_s * 1e3 if cf.stable else None,
+                                 "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
+                                 "decode_batch": cf.decode_batch if cf.stable else None,
+                                 "reason": cf.reason}})
+    from servesim.render.predict import engine_sim_text
+
+    return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
+
+
+def _engine_trace(args: argparse.Namespace) -> Output:
+    """A trace replayed through the engine loop (batch and TPOT move with the load), beside the closed
+    form at the trace's mean lengths and mean rate."""
+    from servesim.catalog.schema import load_catalog
+    from servesim.plan.capacity import colocated_at_load
+    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.sim.engine import replay_colocated
+    from servesim.traces import load_trace
+
+    tr = load_trace(args.trace, rate_scale=args.rate_scale)
+    cat = load_catalog(*args.catalog) if args.catalog else None
+    sm, _, mem = build_step_model(Deployment(args.model, args.gpu or "", args.tp, args.dtype or "bf16",
+                                             args.kv_dtype, args.engine), cat)
+    arr = [float(x) for x in tr.arrival_s]
+    lengths = [(int(p), int(o)) for p, o in zip(tr.prompt_tokens, tr.output_tokens, strict=True)]
+    if args.requests:
+        arr, lengths = arr[:args.requests], lengths[:args.requests]
+    data = replay_colocated(sm, mem, args.replicas, arr, lengths, seed=args.seed)
+    span = (arr[-1] - arr[0]) or 1.0
+    rate = len(arr) / span
+    isl = max(1, round(sum(p for p, _ in lengths) / len(lengths)))
+    osl = max(1, round(sum(o for _, o in lengths) / len(lengths)))
+    slo = args.slo_ttft_s if args.slo_ttft_s is not None else 1e9
+    cf = colocated_at_load(sm, mem, args.replicas, rate, isl, osl, slo)
+    data.update({"trace": str(args.trace), "requests": len(arr), "model": args.model, "gpu": args.gpu,
+                 "gpus": args.replicas * args.tp, "rate": rate, "isl": isl, "osl": osl, "seed": args.seed,
+                 "completed": data["completed"], "stable": cf.stable,
                  "closed_form": {"stable": cf.stable,
                                  "mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
                                  "p99_ttft_ms": cf.ttft_p99_s * 1e3 if cf.stable else None,

@@ -11,9 +11,12 @@ def engine_sim_text(d: dict[str, Any]) -> str:
     cf = d["closed_form"]
     shape = (f"{d['replicas']} colocated replica(s)" if d["mode"] == "agg" else
              f"{d['prefill_workers']} prefill + {d['decode_workers']} decode workers")
-    lines = [f"SIMULATE (engine)  {d['model']} on {d['gpus']} x {d['gpu']}, {shape}; "
-             f"Poisson {d['rate']:g} req/s of {d['isl']}/{d['osl']} tokens, {d['completed']:,} requests "
-             f"(seed {d['seed']})",
+    load = (f"trace {d['trace']}: {d['requests']:,} requests at {d['rate']:.3g} req/s, mean "
+            f"{d['isl']}/{d['osl']} tokens" + (f" ({d['dropped']} longer than the KV cache left out)"
+                                               if d.get("dropped") else "")
+            if "trace" in d else f"Poisson {d['rate']:g} req/s of {d['isl']}/{d['osl']} tokens")
+    lines = [f"SIMULATE (engine)  {d['model']} on {d['gpus']} x {d['gpu']}, {shape}; {load}, "
+             f"{d['completed']:,} requests (seed {d['seed']})",
              f"  {'':<22}{'simulated':>12}{'closed form':>13}",
              f"  {'mean TTFT ms':<22}{_f(d['mean_ttft_ms']):>12}{_f(cf['mean_ttft_ms']):>13}",
              f"  {'p99 TTFT ms':<22}{_f(d['p99_ttft_ms']):>12}{_f(cf['p99_ttft_ms']):>13}",

@@ -117,6 +117,7 @@ class _Req:
     first: float = -1.0
     admitted: int = 0  # admission order, for preemption (newest first)
     index: int = 0  # send order
+    osl: int = 1  # output tokens it will generate
     final: float = 0.0  # tokens it will hold when done (reserving engines count them at admission)
 
 
@@ -134,18 +135,33 @@ def _pct(xs: list[float], q: float) -> float:
 def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                   spec: Speculation | None = None, reserve: bool = False,
                   max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
-                  prefilled: bool = False) -> BenchResult:
+                  prefilled: bool = False, lengths: list[tuple[int, int]] | None = None) -> BenchResult:
     """Run ``bench`` against one replica priced by ``model`` (see the module docstring).
 
     ``arrival_times`` (sorted, one per prompt) replaces the benchmark's arrivals;
     ``prefilled`` makes every request arrive with its prompt's KV cache already
     computed (a decode worker of a disaggregated deployment): it joins the decode
     batch as soon as its cache fits, and its TTFT is the wait for that.
+    ``lengths`` gives each request's (prompt, output) tokens, in send order (a
+    trace); without it every request has the benchmark's ``isl`` and ``osl``.
     """
     eng = model.engine
     budget, slots = eng.max_num_batched_tokens, eng.max_num_seqs
     capacity = model.kv_capacity_tokens(memory_bytes)
     isl, osl, n_total = bench.isl, bench.osl, bench.prompts
+    if lengths is not None and len(lengths) != n_total:
+        raise ParameterError("lengths", len(lengths), f"one (prompt, output) pair per prompt ({n_total})")
+    if lengths is not None and lengths:
+        longest = max(p + o for p, o in lengths)
+        if longest > capacity:
+            raise ParameterError("lengths", longest, f"at most {capacity} tokens per request (prompt + "
+                                 "output): what the KV cache of this replica holds")
+
+    def isl_of(i: int) -> int:
+        return isl if lengths is None else lengths[i][0]
+
+    def osl_of(i: int) -> int:
+        return osl if lengths is None else lengths[i][1]
     if capacity < isl + 1:
         raise ParameterError("isl", isl, f"at most {max(0, capacity - 1)}: the KV cache of this replica "
                              f"holds {capacity} tokens after the weights")
@@ -167,7 +183,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     waiting: deque[_Req] = deque()
     if bench.concurrency is not None:
         for _ in range(min(bench.concurrency, n_total)):
-            waiting.append(_Req(0.0, isl, index=len(waiting)))
+            waiting.append(_Req(0.0, isl_of(len(waiting)), index=len(waiting), osl=osl_of(len(waiting))))
         sent = len(waiting)
 
     # Decoding sequences advance together: G counts decode steps, each adding per_step tokens to
@@ -194,6 +210,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     last_finish = 0.0
     start = math.inf  # arrival of the first measured request
     measured_done = 0
+    out_tokens = 0
     measured = True
     notes: dict[str, None] = {}
 
@@ -227,7 +244,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         decoding[rid] = r
         joined[rid] = (G, r.context - G * per_step)
         ctx_offset += r.context - G * per_step
-        heapq.heappush(finish_heap, (G + (osl - r.generated) / per_step, rid))
+        heapq.heappush(finish_heap, (G + (r.osl - r.generated) / per_step, rid))
 
     def leave(rid: int) -> _Req:
         nonlocal ctx_offset
@@ -243,7 +260,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             raise ParameterError("num_prompts", n_total,
                                  f"small enough to finish in {max_steps} engine steps")
         while arrivals and arrivals[0] <= t:
-            waiting.append(_Req(arrivals.popleft(), isl, index=sent))
+            waiting.append(_Req(arrivals.popleft(), isl_of(sent), index=sent, osl=osl_of(sent)))
             sent += 1
         if not decoding and not chunking and not waiting:
             if arrivals:
@@ -266,7 +283,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             preemptions += 1
             preempted = True
             waiting.appendleft(_Req(victim.arrival, victim.context + victim.prompt_left, 0, victim.generated,
-                                    victim.first, index=victim.index))
+                                    victim.first, index=victim.index, osl=victim.osl))
             need = len(decoding) * pos
         # 2. prefill chunks within the budget
         left = budget - len(decoding) * pos
@@ -286,7 +303,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         headroom = len(decoding) * pos + 0.01 * capacity
         while prefilled and not preempted and waiting and len(decoding) + len(chunking) < slots:
             r = waiting[0]  # its KV cache arrives whole: no compute, only room
-            if r.prompt_left + osl > capacity - used - need - headroom:
+            if r.prompt_left + r.osl > capacity - used - need - headroom:
                 break
             waiting.popleft()
             order += 1
@@ -305,7 +322,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         while not preempted and waiting and left > 0 and len(decoding) + len(chunking) < slots:
             r = waiting[0]
             room = int(capacity - used - need - headroom)
-            final = r.context + r.prompt_left + (osl - r.generated)
+            final = r.context + r.prompt_left + (r.osl - r.generated)
             if reserve and capacity - promised - 0.01 * capacity < final:
                 break
             q = min(r.prompt_left, left)
@@ -368,7 +385,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                     if r.index >= bench.warmup:
                         ttfts.append(t - r.arrival + eng.request_overhead_s)
                         start = min(start, r.arrival)
-                if r.generated >= osl:
+                if r.generated >= r.osl:
                     finished.append(r)
                 else:
                     join(r)
@@ -379,10 +396,11 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             last_finish = t
             if r.index >= bench.warmup:
                 measured_done += 1
-                if osl > 1:
-                    tpots.append((t - r.first) / (osl - 1))
+                out_tokens += r.osl
+                if r.osl > 1:
+                    tpots.append((t - r.first) / (r.osl - 1))
             if bench.concurrency is not None and sent < n_total:
-                waiting.append(_Req(t, isl, index=sent))
+                waiting.append(_Req(t, isl_of(sent), index=sent, osl=osl_of(sent)))
                 sent += 1
     duration = last_finish - start
     ttft_mean = sum(ttfts) / len(ttfts)
@@ -391,7 +409,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         mean_ttft_s=ttft_mean, median_ttft_s=_pct(ttfts, 50), p99_ttft_s=_pct(ttfts, 99),
         mean_tpot_s=tpot_mean, median_tpot_s=_pct(tpots, 50), p99_tpot_s=_pct(tpots, 99),
         mean_itl_s=itl_sum / itl_n if itl_n else math.nan,
-        output_throughput=measured_done * osl / duration, request_throughput=measured_done / duration,
+        output_throughput=out_tokens / duration, request_throughput=measured_done / duration,
         duration_s=duration, decode_batch=batch_time / busy_time if busy_time else 0.0,
         completed=measured_done, preemptions=preemptions, steps=steps, kv_capacity_tokens=capacity,
         measured=measured, notes=tuple(notes),

@@ -24,11 +24,11 @@ import random
 import time
 from typing import Any
 
-from servesim._checks import check_int, check_real
+from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, _pct, run_benchmark
 
-__all__ = ["simulate_colocated", "simulate_disaggregated"]
+__all__ = ["replay_colocated", "simulate_colocated", "simulate_disaggregated"]
 
 
 def _arrivals(rate: float, n: int, seed: int) -> list[float]:
@@ -135,3 +135,40 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     return _summary(ttfts, tpots, completed, osl, duration, wall, batch,
                     {"mode": "disagg", "prefill_workers": pw, "decode_workers": dw,
                      "kv_transfer_ms": xfer * 1e3, "prefill_service_ms": service * 1e3})
+
+
+def replay_colocated(sm: StepModel, memory_bytes: float, replicas: int, arrival_s: list[float],
+                     lengths: list[tuple[int, int]], *, seed: int = 0) -> dict[str, Any]:
+    """Replay a trace (arrival times, (prompt, output) tokens per request) on colocated replicas.
+
+    Requests are routed round-robin in arrival order.  A request of 0 prompt or 0 output tokens
+    is priced as 1 (an engine reads at least one token and emits at least one); a request whose
+    prompt and output exceed what one replica's KV cache holds cannot be served by any engine of
+    this shape and is left out (counted in ``dropped``).
+    """
+    n = check_int("replicas", replicas, lo=1, hi=4096)
+    if len(arrival_s) != len(lengths) or not arrival_s:
+        raise ParameterError("trace", len(arrival_s), "one (prompt, output) pair per arrival, at least one")
+    cap = sm.kv_capacity_tokens(memory_bytes)
+    keep = [(a, (max(1, p), max(1, o))) for a, (p, o) in zip(arrival_s, lengths, strict=True)
+            if max(1, p) + max(1, o) <= cap]
+    dropped = len(arrival_s) - len(keep)
+    if not keep:
+        raise ParameterError("trace", len(arrival_s), f"requests that fit the {cap:,} tokens of KV cache "
+                             "of a replica: every one is longer")
+    t0 = time.perf_counter()
+    per: list[BenchResult] = []
+    for i in range(n):
+        mine = keep[i::n]
+        if not mine:
+            continue
+        first_isl, first_osl = mine[0][1]
+        bench = Benchmark(first_isl, first_osl, rate_per_s=1.0, num_prompts=len(mine), seed=seed)
+        per.append(run_benchmark(sm, bench, memory_bytes, arrival_times=[a for a, _ in mine],
+                                 lengths=[ln for _, ln in mine], reserve=sm.engine.name != "vllm"))
+    wall = time.perf_counter() - t0
+    out_tokens = sum(o for _, (_, o) in keep)
+    merged = _merge(per, 1, wall, {"mode": "agg", "replicas": n, "dropped": dropped})
+    duration = max(r.duration_s for r in per)
+    merged["output_throughput"] = out_tokens / duration
+    return merged
