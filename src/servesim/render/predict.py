@@ -22,8 +22,8 @@ def engine_sim_text(d: dict[str, Any]) -> str:
              f"  {'p99 TTFT ms':<22}{_f(d['p99_ttft_ms']):>12}{_f(cf['p99_ttft_ms']):>13}",
              f"  {'mean TPOT ms':<22}{_f(d['mean_tpot_ms'], 2):>12}{_f(cf['mean_tpot_ms'], 2):>13}",
              f"  {'decode batch':<22}{_f(d['decode_batch']):>12}{_f(cf['decode_batch']):>13}",
-             f"  output {_f(d['output_throughput'])} tok/s; simulated {d['sim_requests_per_s']:,.0f} "
-             "requests per second of wall time"]
+             f"  output {_f(d['output_throughput'])} tok/s (simulated; its speed, sim_requests_per_s, is in "
+             "the JSON)"]
     if not cf["stable"]:
         lines.append(f"  the closed form calls this rate unstable ({cf['reason']}): "
                      "the finite run's queue grows")
