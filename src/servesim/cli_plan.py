@@ -46,7 +46,8 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--gpus", type=integer(1, hi=4096), default=None,
                    help="GPU budget, 1-4,096: rank deployments by goodput per GPU at their largest "
-                   "sustainable rate (needs --model and --gpu; the measured-kernel model at load)")
+                   "sustainable rate (needs --model and --gpu; the measured-kernel model at load); with "
+                   "--target-rate, the fewest GPUs for that rate (up to this many, default 256)")
     p.add_argument("--no-hazards", action="store_true",
                    help="with --gpus: leave out deployments that combine speculation with prefix caching "
                    "or with prefill/decode disaggregation (known correctness and stability hazards)")
@@ -145,7 +146,7 @@ def _capacity(args: argparse.Namespace) -> Output:
                                  slo_tpot_s=wl.slo_tpot_s)
     link = LINKS["rdma"] if args.link is None else args.link
     q = PlanQuestion(
-        model=args.model, gpu=args.gpu, gpus=args.gpus,
+        model=args.model, gpu=args.gpu, gpus=args.gpus or 256, target_rate_per_s=args.target_rate,
         isl=args.isl or wl.prompt_tokens, osl=args.osl or wl.output_tokens,
         slo_ttft_s=args.slo_ttft_s or wl.slo_ttft_s, slo_tpot_s=args.slo_tpot_s or wl.slo_tpot_s,
         attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
@@ -157,6 +158,21 @@ def _capacity(args: argparse.Namespace) -> Output:
     data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
     return Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
                                                              for r in data["ranked"]])
+
+
+def _capacity_report(args: argparse.Namespace) -> Output:
+    from servesim.render.capacity import capacity_report_blocks
+    from servesim.render.report import write_report
+
+    out = _capacity(args)
+    command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    blocks = capacity_report_blocks(out.data, command)
+    title = f"servesim capacity plan: {out.data['model']} on {out.data['gpu']}"
+    files = {k: str(v) for k, v in write_report(blocks, args.out, title).items()}
+    text = (f"wrote {files['html']} (self-contained) and {files['markdown']} with {len(files) - 2} "
+            "figure(s)\n")
+    rows = [{"file": k, "path": v} for k, v in files.items()]
+    return Output({"files": files, "plan": out.data}, text, rows)
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +190,8 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 def run_plan(args: argparse.Namespace) -> Output:
     from servesim import render
 
-    if args.gpus is not None:
+    fewest = args.target_rate is not None and args.model is not None and args.isl is not None
+    if args.gpus is not None or fewest:
         return _capacity(args)
     p, data = _plan_data(args)
     req = p.request
@@ -228,6 +245,9 @@ def run_report(args: argparse.Namespace) -> Output:
     from servesim.render.report import write_report
     from servesim.summary import disagg_summary, specdec_summary
 
+    if args.gpus is not None or (args.target_rate is not None and args.model is not None
+                                 and args.isl is not None):
+        return _capacity_report(args)
     p, plan_data = _plan_data(args)
     req = p.request
     wl = req.workload

@@ -88,6 +88,7 @@ class PlanQuestion:
     link_name: str = "rdma"
     chunks: tuple[int, ...] = ()  # () = the engine's budget and 2048
     hazards: bool = True
+    target_rate_per_s: float | None = None  # plan the fewest GPUs for this rate (``gpus`` is then a cap)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, lo=1, hi=4096)
@@ -97,6 +98,8 @@ class PlanQuestion:
         check_real("slo_tpot_s", self.slo_tpot_s, lo=0.0, lo_open=True)
         check_real("attainment", self.attainment, lo=0.0, hi=1.0, lo_open=True)
         check_real("link_bytes_per_s", self.link_bytes_per_s, lo=0.0, lo_open=True)
+        if self.target_rate_per_s is not None:
+            check_real("target_rate", self.target_rate_per_s, lo=0.0, hi=1e6, lo_open=True)
 
 
 def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
@@ -162,6 +165,11 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                         return colocated_at_load(sm, mem, 1, r, q.isl, q.osl, q.slo_ttft_s, spec=spec)
 
                     rate1, pt = max_rate(one, q.slo_tpot_s, q.attainment)
+                    if q.target_rate_per_s is not None and rate1 > 0:
+                        n = math.ceil(q.target_rate_per_s / rate1 - 1e-9)  # the fewest replicas
+                        if n * tp > q.gpus:
+                            continue
+                        pt = one(q.target_rate_per_s / n)
                     row = _row("colocated", (tp, n, dtype), (tp, n, dtype), n * tp, n * rate1, pt, q, spec,
                                chunk, price)
                     rows.append(row)
@@ -198,15 +206,22 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                 for (dtp, spec), (lam1, _) in dec.items():
                     if lam1 <= 0 or left < dtp:
                         continue
-                    # The fewest decode workers that keep up with the prefill pool, within the budget.
-                    dw = min(left // dtp, max(1, math.ceil(lam_p / lam1 - 1e-9)))
+                    # The fewest decode workers that keep up with the prefill pool (or with the target
+                    # rate), within the budget.
+                    need = lam_p if q.target_rate_per_s is None else q.target_rate_per_s
+                    if q.target_rate_per_s is not None and lam_p < need:
+                        continue
+                    dw = min(left // dtp, max(1, math.ceil(need / lam1 - 1e-9)))
+                    if q.target_rate_per_s is not None and dw * lam1 < need:
+                        continue
                     rate = min(lam_p, dw * lam1)
                     gpus = pw * ptp + dw * dtp
-                    p = prefill_at_load(psm, pw, rate, q.isl)
+                    at = rate if q.target_rate_per_s is None else q.target_rate_per_s
+                    p = prefill_at_load(psm, pw, at, q.isl)
                     base = p.service_s + xfer + psm.engine.request_overhead_s
-                    d = decode_at_load(model(dtp, dtype, default_chunk) or psm, mem, rate / dw, q.isl, q.osl,
+                    d = decode_at_load(model(dtp, dtype, default_chunk) or psm, mem, at / dw, q.isl, q.osl,
                                        prefill=False, spec=spec)
-                    pt = LoadPoint(rate, True, base + p.wait_mean_s,
+                    pt = LoadPoint(at, True, base + p.wait_mean_s,
                                    base + wait_quantile(p.wait_tail, 0.99, p.service_s),
                                    1.0 - p.wait_tail(q.slo_ttft_s - base), d.tpot_s, d.batch,
                                    p.utilization, "", d.k)
@@ -214,8 +229,12 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                                default_chunk, price)
                     rows.append(row)
     rows = _distinct([r for r in rows if r["max_rate_rps"] > 0])
-    rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
-                             -r["tokens_per_s_per_user"]))
+    if q.target_rate_per_s is None:
+        rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
+                                 -r["tokens_per_s_per_user"]))
+    else:  # the fewest GPUs for the rate; then the most headroom
+        rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated",
+                                 -(r["tokens_per_s_per_user"] or 0.0)))
     pareto = _pareto(rows, curves, q)
     return {
         "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
@@ -224,6 +243,7 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "link_GBps": q.link_bytes_per_s / 1e9,
         "usd_per_gpu_hour": price, "price_source": price_source,
         "searched": len(rows), "ranked": rows, "pareto": pareto,
+        "target_rate_rps": q.target_rate_per_s,
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
         "hazards": HAZARDS if q.hazards else {},
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["capacity_text"]
+__all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto"]
 
 
 def _shape(r: dict[str, Any]) -> str:
@@ -23,12 +23,16 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
 
     price = (f"${d['usd_per_gpu_hour']:.2f}/GPU-hour ({d['price_source'].split(',')[0]}; source in the "
              "JSON)" if d["usd_per_gpu_hour"] else "no GPU-hour price in the catalog")
-    out = [f"CAPACITY PLAN  {d['model']} on up to {d['gpus_budget']} x {d['gpu']}, {d['engine']}, "
+    goal = (f"the fewest GPUs for {d['target_rate_rps']:g} req/s (up to {d['gpus_budget']})"
+            if d.get("target_rate_rps") else f"up to {d['gpus_budget']}")
+    how = (", ranked by GPUs; req/s is each one's capacity, TTFT and TPOT at the target"
+           if d.get("target_rate_rps") else ", each at the largest rate it sustains")
+    out = [f"CAPACITY PLAN  {d['model']} on {goal} x {d['gpu']}, {d['engine']}, "
            f"{d['isl']}/{d['osl']} tokens",
            f"  SLOs: TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, "
            f"mean TPOT <= {d['slo_tpot_ms']:g} ms; KV {d['kv_dtype']}; P/D link {d['link']} "
            f"({d['link_GBps']:g} GB/s)",
-           f"  {d['searched']} deployments, each at the largest rate it sustains; {price}", ""]
+           f"  {d['searched']} deployments{how}; {price}", ""]
     rows = []
     for i, r in enumerate(d["ranked"][:top], start=1):
         rows.append([str(i), r["architecture"][:5], _shape(r), str(r["gpus"]), _n(r["max_rate_rps"], 2),
@@ -51,3 +55,68 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     out.append(table(["tok/s/GPU", "tok/s/user", "req/s", "arch", "pools", "spec"], rows))
     out.append(f"  model: {d['step_model']}")
     return "\n".join(out) + "\n"
+
+
+def plot_pareto(ax: Any, d: dict[str, Any]) -> None:
+    """Every ranked deployment at its capacity, the Pareto front, and the recommendation marked."""
+    rows = d["ranked"]
+    ax.scatter([r["tokens_per_s_per_user"] or 0 for r in rows],
+               [r["output_throughput_per_gpu"] for r in rows], s=14, color="0.7",
+               label="deployments at capacity")
+    front = sorted(d["pareto"], key=lambda p: p["tokens_per_s_per_user"])
+    ax.plot([p["tokens_per_s_per_user"] for p in front], [p["output_throughput_per_gpu"] for p in front],
+            "o-", color="C0", label="Pareto front")
+    if rows:
+        best = rows[0]
+        ax.scatter([best["tokens_per_s_per_user"] or 0], [best["output_throughput_per_gpu"]], s=90,
+                   marker="*", color="C3", zorder=5, label=f"recommended: {_shape(best)}")
+    ax.set_xlabel("tokens/s per user (1 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_title(f"{d['model']} on {d['gpu']}, {d['isl']}/{d['osl']} tokens")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+
+
+def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
+    """The capacity plan as report blocks (HTML and Markdown from the same content)."""
+    from servesim.render.plots import figure, png_bytes
+    from servesim.render.report import Block
+
+    b: list[Any] = [Block("h1", f"Capacity plan: {d['model']} on {d['gpu']}")]
+    b.append(Block("p", f"Workload {d['isl']} prompt + {d['osl']} output tokens; "
+                   f"TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, mean TPOT <= {d['slo_tpot_ms']:g} ms; "
+                   f"{d['engine']}; GPU budget {d['gpus_budget']}."
+                   + (f" Target rate {d['target_rate_rps']:g} req/s." if d.get("target_rate_rps") else "")))
+    if d["ranked"]:
+        r = d["ranked"][0]
+        b.append(Block("h2", "Recommendation"))
+        hz = ("; known hazards: " + ", ".join(r["hazards"])) if r["hazards"] else ""
+        b.append(Block("p", f"{r['architecture']} {_shape(r)} on {r['gpus']} GPUs: "
+                       f"{r['max_rate_rps']:.2f} req/s, "
+                       f"{r['output_throughput_per_gpu']:,.0f} output tok/s per GPU, "
+                       f"{(r['tokens_per_s_per_user'] or 0):.1f} tok/s per user, "
+                       f"${_n(r['dollars_per_million_output_tokens'], 2)} per million output tokens{hz}."))
+    b.append(Block("h2", "Ranked deployments"))
+    b.append(Block("table", headers=("#", "architecture", "pools", "GPUs", "req/s", "tok/s/GPU", "tok/s/user",
+                                      "TTFT ms", "TPOT ms", "speculation", "$/M tokens", "hazards"),
+                   rows=tuple((str(i), r["architecture"], _shape(r), str(r["gpus"]), _n(r["max_rate_rps"], 2),
+                               _n(r["output_throughput_per_gpu"]), _n(r["tokens_per_s_per_user"], 1),
+                               _n(r["mean_ttft_ms"]), _n(r["mean_tpot_ms"], 1),
+                               r["speculation"] if r["speculation"] == "none"
+                               else f"{r['speculation']} k={r['speculative_k']}",
+                               _n(r["dollars_per_million_output_tokens"], 2), ", ".join(r["hazards"]) or "-")
+                              for i, r in enumerate(d["ranked"][:20], start=1))))
+    fig, axes = figure(1, width_in=8.0)
+    plot_pareto(axes[0], d)
+    b.append(Block("img", "Output tokens/s per GPU against tokens/s per user", name="pareto.png",
+                   png=png_bytes(fig)))
+    if d["hazards"] and any(r["hazards"] for r in d["ranked"]):
+        b.append(Block("h2", "Known hazards"))
+        b.append(Block("ul", items=tuple(f"{k}: {v}" for k, v in d["hazards"].items())))
+    b.append(Block("h2", "How these numbers were made"))
+    b.append(Block("ul", items=(
+        f"Model: {d['step_model']}: step times from measured vLLM kernel tables; the decode batch from the "
+        "traffic (Little's law); prefill queues M/D/1 per colocated replica, M/D/c per prefill pool.",
+        f"GPU price: {d['price_source'] or 'none in the catalog'}.",
+        f"Command: {command}",
+    )))
+    return b
