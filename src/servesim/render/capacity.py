@@ -83,7 +83,8 @@ def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
 
     b: list[Any] = [Block("h1", f"Capacity plan: {d['model']} on {d['gpu']}")]
     b.append(Block("p", f"Workload {d['isl']} prompt + {d['osl']} output tokens; "
-                   f"TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, mean TPOT <= {d['slo_tpot_ms']:g} ms; "
+                   f"TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, "
+                   f"mean TPOT <= {d['slo_tpot_ms']:g} ms; "
                    f"{d['engine']}; GPU budget {d['gpus_budget']}."
                    + (f" Target rate {d['target_rate_rps']:g} req/s." if d.get("target_rate_rps") else "")))
     if d["ranked"]:
