@@ -131,7 +131,7 @@ def _capacity(args: argparse.Namespace) -> Output:
     from servesim._checks import InputError
     from servesim.catalog.schema import load_catalog
     from servesim.kvcache import LINKS
-    from servesim.plan.search import PlanQuestion, capacity_plan
+    from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
     from servesim.render.capacity import capacity_text
     from servesim.serving import WORKLOAD_PRESETS
 
@@ -146,7 +146,8 @@ def _capacity(args: argparse.Namespace) -> Output:
                                  slo_tpot_s=wl.slo_tpot_s)
     link = LINKS["rdma"] if args.link is None else args.link
     q = PlanQuestion(
-        model=args.model, gpu=args.gpu, gpus=args.gpus or 256, target_rate_per_s=args.target_rate,
+        model=args.model, gpu=args.gpu.split(",")[0].strip(), gpus=args.gpus or 256,
+        target_rate_per_s=args.target_rate,
         isl=args.isl or wl.prompt_tokens, osl=args.osl or wl.output_tokens,
         slo_ttft_s=args.slo_ttft_s or wl.slo_ttft_s, slo_tpot_s=args.slo_tpot_s or wl.slo_tpot_s,
         attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
@@ -154,7 +155,8 @@ def _capacity(args: argparse.Namespace) -> Output:
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
-    data = capacity_plan(q, cat)
+    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
+    data = capacity_plan(q, cat) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat)
     data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
     return Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
                                                              for r in data["ranked"]])

@@ -172,6 +172,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="disagg: TP of a decode worker, 1-64 (default --tp)")
     e.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
                    help="disagg: decode workers, 1-4,096 (default 1)")
+    e.add_argument("--shared-link", action="store_true",
+                   help="disagg: KV transfers queue on one shared link (the closed form gives each its own)")
     sp.add_argument(
         "--trace",
         default=None,
@@ -379,7 +381,7 @@ def _engine(args: argparse.Namespace) -> Output:
         ln = LINKS["rdma"] if args.link is None else args.link
         data = simulate_disaggregated(psm, args.prefill_workers, dsm, dmem, args.decode_workers,
                                       ln.bytes_per_s, args.rate, args.isl, args.osl, requests=requests,
-                                      seed=args.seed)
+                                      seed=args.seed, link_contention=args.shared_link)
         cf = disaggregated_at_load(psm, args.prefill_workers, dsm, dmem, args.decode_workers, ln.bytes_per_s,
                                    args.rate, args.isl, args.osl, slo)
         gpus = psm.tp * args.prefill_workers + dsm.tp * args.decode_workers

@@ -52,7 +52,7 @@ from servesim.plan.capacity import (
     wait_quantile,
 )
 
-__all__ = ["HAZARDS", "PlanQuestion", "capacity_plan"]
+__all__ = ["HAZARDS", "PlanQuestion", "capacity_plan", "capacity_plan_gpus"]
 
 HAZARDS: dict[str, str] = {
     "spec+prefix-cache": ("speculative decoding with prefix caching (vLLM V1's default) is a correctness "
@@ -174,10 +174,11 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                                chunk, price)
                     rows.append(row)
                     curves.append((row, lambda r, f=one, n=n: f(r / n)))
-    # Disaggregated: decode capacity per worker (linear), prefill capacity per worker count.
+    # Disaggregated: decode capacity per worker (linear), prefill capacity per worker count; each pool
+    # has its own TP and dtype (the KV cache crosses in the shared KV dtype).
     default_chunk = base_engine.max_num_batched_tokens
+    dec: dict[tuple[int, str, str | None], tuple[float, LoadPoint]] = {}
     for dtype in dtypes:
-        dec: dict[tuple[int, str | None], tuple[float, LoadPoint]] = {}
         for tp in tps:
             sm = model(tp, dtype, default_chunk)
             if sm is None:
@@ -192,9 +193,10 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                         return LoadPoint(r, False, math.nan, math.nan, 0.0, math.nan, math.nan, 0.0, d.reason)
                     return LoadPoint(r, True, 0.0, 0.0, 1.0, d.tpot_s, d.batch, 0.0, "", d.k)
 
-                dec[(tp, spec)] = max_rate(dpoint, q.slo_tpot_s, q.attainment)
+                dec[(tp, dtype, spec)] = max_rate(dpoint, q.slo_tpot_s, q.attainment)
+    for pdtype in dtypes:
         for ptp in tps:
-            psm = model(ptp, dtype, default_chunk)
+            psm = model(ptp, pdtype, default_chunk)
             if psm is None:
                 continue
             xfer = _kv_bytes(psm, q.isl) / q.link_bytes_per_s
@@ -203,7 +205,7 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                 lam_p = _prefill_capacity(psm, pw, q, xfer)
                 if lam_p <= 0:
                     continue
-                for (dtp, spec), (lam1, _) in dec.items():
+                for (dtp, ddtype, spec), (lam1, _) in dec.items():
                     if lam1 <= 0 or left < dtp:
                         continue
                     # The fewest decode workers that keep up with the prefill pool (or with the target
@@ -219,23 +221,24 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                     at = rate if q.target_rate_per_s is None else q.target_rate_per_s
                     p = prefill_at_load(psm, pw, at, q.isl)
                     base = p.service_s + xfer + psm.engine.request_overhead_s
-                    d = decode_at_load(model(dtp, dtype, default_chunk) or psm, mem, at / dw, q.isl, q.osl,
-                                       prefill=False, spec=spec)
+                    dsm = model(dtp, ddtype, default_chunk)
+                    assert dsm is not None  # it has a decode capacity, so it fits
+                    d = decode_at_load(dsm, mem, at / dw, q.isl, q.osl, prefill=False, spec=spec)
                     pt = LoadPoint(at, True, base + p.wait_mean_s,
                                    base + wait_quantile(p.wait_tail, 0.99, p.service_s),
                                    1.0 - p.wait_tail(q.slo_ttft_s - base), d.tpot_s, d.batch,
                                    p.utilization, "", d.k)
-                    row = _row("disaggregated", (ptp, pw, dtype), (dtp, dw, dtype), gpus, rate, pt, q, spec,
+                    row = _row("disaggregated", (ptp, pw, pdtype), (dtp, dw, ddtype), gpus, rate, pt, q, spec,
                                default_chunk, price)
                     rows.append(row)
-    rows = _distinct([r for r in rows if r["max_rate_rps"] > 0])
+    rows = _distinct([{"gpu": gname, **r} for r in rows if r["max_rate_rps"] > 0])
     if q.target_rate_per_s is None:
         rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
                                  -r["tokens_per_s_per_user"]))
     else:  # the fewest GPUs for the rate; then the most headroom
         rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated",
                                  -(r["tokens_per_s_per_user"] or 0.0)))
-    pareto = _pareto(rows, curves, q)
+    pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
     return {
         "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
         "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
@@ -247,6 +250,32 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
         "hazards": HAZARDS if q.hazards else {},
     }
+
+
+def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None) -> dict[str, Any]:
+    """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
+    from dataclasses import replace
+
+    plans = [capacity_plan(replace(q, gpu=g), catalog) for g in gpus]
+    out = dict(plans[0])
+    rows = [r for p in plans for r in p["ranked"]]
+    if q.target_rate_per_s is None:
+        rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
+                                 -(r["tokens_per_s_per_user"] or 0.0)))
+    else:
+        rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated"))
+    pts = [p for pl in plans for p in pl["pareto"]]
+    front = [p for p in pts if not any(
+        o["output_throughput_per_gpu"] >= p["output_throughput_per_gpu"]
+        and o["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
+        and (o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
+             or o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"]) for o in pts)]
+    front.sort(key=lambda p: -p["output_throughput_per_gpu"])
+    out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front,
+                "searched": sum(p["searched"] for p in plans),
+                "usd_per_gpu_hour": {p["gpu"]: p["usd_per_gpu_hour"] for p in plans},
+                "price_source": {p["gpu"]: p["price_source"] for p in plans}})
+    return out
 
 
 def _distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,11 +7,15 @@ from typing import Any
 __all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto"]
 
 
-def _shape(r: dict[str, Any]) -> str:
+def _shape(r: dict[str, Any], with_gpu: bool = False) -> str:
+    if with_gpu:
+        return f"{r['gpu']}: {_shape(r)}"
     p, d = r["prefill"], r["decode"]
     if r["architecture"] == "colocated":
         return f"{d['workers']} x TP{d['tp']} {d['dtype']}"
-    return f"{p['workers']}xTP{p['tp']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
+    if p["dtype"] == d["dtype"]:
+        return f"{p['workers']}xTP{p['tp']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
+    return f"{p['workers']}xTP{p['tp']} {p['dtype']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
 
 
 def _n(x: Any, nd: int = 0) -> str:
@@ -21,8 +25,11 @@ def _n(x: Any, nd: int = 0) -> str:
 def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     from servesim.render.text import table
 
-    price = (f"${d['usd_per_gpu_hour']:.2f}/GPU-hour ({d['price_source'].split(',')[0]}; source in the "
-             "JSON)" if d["usd_per_gpu_hour"] else "no GPU-hour price in the catalog")
+    if isinstance(d["usd_per_gpu_hour"], dict):  # several GPU types
+        price = "$/GPU-hour " + ", ".join(f"{g} {v:.2f}" for g, v in d["usd_per_gpu_hour"].items() if v)
+    else:
+        price = (f"${d['usd_per_gpu_hour']:.2f}/GPU-hour ({d['price_source'].split(',')[0]}; source in the "
+                 "JSON)" if d["usd_per_gpu_hour"] else "no GPU-hour price in the catalog")
     goal = (f"the fewest GPUs for {d['target_rate_rps']:g} req/s (up to {d['gpus_budget']})"
             if d.get("target_rate_rps") else f"up to {d['gpus_budget']}")
     how = (", ranked by GPUs; req/s is each one's capacity, TTFT and TPOT at the target"
@@ -33,9 +40,11 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
            f"mean TPOT <= {d['slo_tpot_ms']:g} ms; KV {d['kv_dtype']}; P/D link {d['link']} "
            f"({d['link_GBps']:g} GB/s)",
            f"  {d['searched']} deployments{how}; {price}", ""]
+    several = "," in d["gpu"]
     rows = []
     for i, r in enumerate(d["ranked"][:top], start=1):
-        rows.append([str(i), r["architecture"][:5], _shape(r), str(r["gpus"]), _n(r["max_rate_rps"], 2),
+        rows.append([str(i), r["architecture"][:5], _shape(r, several), str(r["gpus"]),
+                     _n(r["max_rate_rps"], 2),
                      _n(r["output_throughput_per_gpu"]), _n(r["tokens_per_s_per_user"], 1),
                      _n(r["mean_ttft_ms"]), _n(r["mean_tpot_ms"], 1),
                      "-" if r["speculation"] == "none" else f"{r['speculation']} k={r['speculative_k']}",
@@ -50,7 +59,7 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     out += ["", "PARETO FRONT  output tok/s per GPU against tok/s per user (each deployment at 1, 1/2, 1/4, "
             "1/8 of its capacity)"]
     rows = [[_n(p["output_throughput_per_gpu"]), _n(p["tokens_per_s_per_user"], 1), _n(p["rate_rps"], 2),
-             p["architecture"][:5], _shape(p),
+             p["architecture"][:5], _shape(p, several),
              "-" if p["speculation"] == "none" else p["speculation"]] for p in d["pareto"]]
     out.append(table(["tok/s/GPU", "tok/s/user", "req/s", "arch", "pools", "spec"], rows))
     out.append(f"  model: {d['step_model']}")

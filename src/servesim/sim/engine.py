@@ -7,7 +7,8 @@
 * **Disaggregated**: a prefill pool of ``prefill_workers`` FCFS servers (each
   prompt takes its chunk steps on a prefill worker; prompts are not batched
   together), the KV cache crossing the link (its bytes in the KV dtype over the
-  link rate, one transfer per request, no contention), then a decode worker
+  link rate, one transfer per request; with ``link_contention`` the transfers
+  queue on one shared link), then a decode worker
   (round-robin) that admits the request when its cache fits and decodes it in
   its continuous batch (``run_benchmark(prefilled=True)``).
 
@@ -91,8 +92,12 @@ def _merge(per: list[BenchResult], osl: int, wall: float, extra: dict[str, Any])
 def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_sm: StepModel,
                            decode_memory_bytes: float, decode_workers: int, link_bytes_per_s: float,
                            rate_per_s: float, isl: int, osl: int, *, requests: int = 2000,
-                           seed: int = 0) -> dict[str, Any]:
-    """Prefill pool, KV transfer, decode pool at ``rate_per_s`` (see the module docstring)."""
+                           seed: int = 0, link_contention: bool = False) -> dict[str, Any]:
+    """Prefill pool, KV transfer, decode pool at ``rate_per_s`` (see the module docstring).
+
+    ``link_contention``: the transfers share one link, first come first served (a decode
+    node's NIC), instead of each having the link to itself as the closed form assumes.
+    """
     from servesim.hardware.precision import kv_bytes_per_token
 
     pw = check_int("prefill_workers", prefill_workers, lo=1, hi=4096)
@@ -106,10 +111,15 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     free = [0.0] * pw  # when each prefill worker is next free (a heap: FCFS to the first free)
     heapq.heapify(free)
     ready = []
+    link_free = 0.0
     for a in arr:
         start = max(a, heapq.heappop(free))
         heapq.heappush(free, start + service)
-        ready.append(start + service + xfer)
+        sent = start + service
+        if link_contention:  # FCFS on one link, in prefill-completion order (arrival order here)
+            sent = max(sent, link_free)
+            link_free = sent + xfer
+        ready.append(sent + xfer)
     overhead = prefill_sm.engine.request_overhead_s
     ttfts: list[float] = []
     tpots: list[float] = []
