@@ -3,8 +3,9 @@
 The engine loop of vLLM, SGLang and TensorRT-LLM, reduced to what sets its
 latencies.  Every step:
 
-1. each **decoding** sequence adds one token (``E[n]`` tokens, on average, with
-   speculation: the step is then ``k`` draft steps plus a ``k + 1``-wide verify);
+1. each **decoding** sequence adds one token (with speculation the step is ``k``
+   draft steps plus a ``k + 1``-wide verify, and each sequence accepts its own
+   drafts, drawn i.i.d. with the preset's alpha: ``E[n]`` tokens per step on average);
    if the KV cache cannot hold the new tokens the newest running sequence is
    preempted and later recomputed, and no waiting request is admitted in that
    step (vLLM V1's policy);
@@ -238,13 +239,35 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             dt += spec.k * spec.draft_step_s
         return dt
 
+    accept = random.Random(bench.seed + 1)  # per-sequence acceptance draws (speculation only)
+
+    def steps_to_finish(r: _Req) -> float:
+        """Decode steps this sequence needs: with speculation, its own accepted prefixes, drawn.
+
+        Each step accepts the first j drafts with probability alpha^j (1 - alpha) (all k with
+        alpha^k) and emits them plus one token of the target's: the i.i.d. model of the
+        lab's section 2.1, drawn per sequence so that finishing times spread as they do in an
+        engine.  The batch's context still grows by E[n] per step (the mean over sequences).
+        """
+        left = r.osl - r.generated
+        if spec is None or left <= 0:
+            return max(0.0, left) / per_step
+        steps = 0
+        while left > 0:
+            j = 0
+            while j < spec.k and accept.random() < spec.alpha:
+                j += 1
+            left -= j + 1
+            steps += 1
+        return float(steps)
+
     def join(r: _Req) -> None:
         nonlocal ctx_offset
         rid = id(r)
         decoding[rid] = r
         joined[rid] = (G, r.context - G * per_step)
         ctx_offset += r.context - G * per_step
-        heapq.heappush(finish_heap, (G + (r.osl - r.generated) / per_step, rid))
+        heapq.heappush(finish_heap, (G + steps_to_finish(r), rid))
 
     def leave(rid: int) -> _Req:
         nonlocal ctx_offset
