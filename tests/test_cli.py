@@ -179,7 +179,8 @@ def test_calibrated_node_drives_disagg(tmp_path):
 def test_every_command_saves_its_plot(args, suffix, tmp_path):
     path = tmp_path / f"plot{suffix}"
     res = run_cli(*args, "--plot", str(path))
-    assert res.returncode == 0, res.stderr
+    # validate exits 1 when a (small, fast) run has a FAIL row; the plot is written either way.
+    assert res.returncode == 0 or (args[0] == "validate" and res.returncode == 1), res.stderr
     data = path.read_bytes()
     assert len(data) > 5_000
     assert data.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in data[:2000]

@@ -161,8 +161,9 @@ def test_validate_small_run_has_both_tables():
         "--format",
         "json",
     )
-    assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
+    # Exit 1 exactly when a row FAILs (small runs can: few requests per tail estimate), else 0.
+    assert res.returncode == (1 if d["agreement_failed"] else 0), res.stderr
     groups = {r["group"] for r in d["agreement"]}
     assert groups == {"M/M/c", "M/G/c", "serving", "specdec", "engine"}
     assumptions = {r["assumption"] for r in d["bias"]}

@@ -39,9 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = Parser(prog="servesim", description="Speculative decoding and prefill/decode "
                     "disaggregation, in closed form, with the assumptions attached.")
-    parser.add_argument("--version", action="version", version=f"servesim {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"servesim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    sub.required = True
 
     sp = sub.add_parser("specdec", help="speculative decoding economics: grid, presets, utilization sweep")
     sp.add_argument("--preset", type=choice(list(SPECDEC_PRESETS), "preset"), default="mtp",
@@ -246,8 +245,21 @@ def _resolve_link_name(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; exit status 0 (done), 1 (validate found a FAIL; output could not be
+    written), 2 (bad input), 130 (interrupted)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("servesim: interrupted\n")
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `servesim`: the command list
+        sys.stdout.write(parser.format_help())
+        return 0
     try:
         _resolve_link_name(args)
         out: Output = args.run(args)
@@ -258,14 +270,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     if fmt == "json":
         from servesim.render import to_json
 
-        sys.stdout.write(to_json(out.data))
+        text = to_json(out.data)
     elif fmt == "csv":
         from servesim.render import to_csv
 
-        sys.stdout.write(to_csv(out.csv_rows))
+        text = to_csv(out.csv_rows)
     else:
-        sys.stdout.write(out.text)
-    return 0
+        text = out.text
+    status = 1 if args.command == "validate" and _failed(out.data) else 0
+    target = getattr(args, "output", None)
+    try:
+        if target is not None:
+            from servesim.render.output import write_atomic
+
+            write_atomic(target, text.encode("utf-8"))
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): not an error of ours
+        _silence_stdout()
+        return status
+    except OSError as exc:
+        where = str(target) if target is not None else "standard output"
+        print(f"servesim {args.command}: error: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        _silence_stdout()
+        return 1
+    return status
+
+
+def _failed(data: Any) -> bool:
+    return isinstance(data, dict) and bool(data.get("agreement_failed"))
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
+from servesim.cliargs import Output, add_format, choice, integer, number, output_dir, plot_path
 
 __all__ = ["register"]
 
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     r = sub.add_parser("report", help="write a self-contained HTML report and the same as Markdown")
     _add_plan_arguments(r)
-    r.add_argument("--out", type=Path, default=Path("servesim-report"), metavar="DIR",
+    r.add_argument("--out", type=output_dir, default=Path("servesim-report"), metavar="DIR",
                    help="folder for report.html, report.md and its figures (default servesim-report)")
     add_format(r)
     r.set_defaults(run=run_report)

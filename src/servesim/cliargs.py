@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = [
-    "FORMATS", "Output", "Parser", "add_format", "choice", "integer", "link", "number", "plot_path",
+    "FORMATS", "Output", "Parser", "add_format", "choice", "integer", "link", "number", "output_dir",
+    "output_file", "plot_path",
 ]
 
 FORMATS = ("table", "json", "csv")
@@ -36,8 +37,17 @@ class Output:
     csv_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
+# argparse takes "-1" and "-.5" as values but "-inf" or "-1e3" as unknown flags; this matcher
+# (the one argparse consults) admits every form float() reads, so "--d -inf" reaches the range check.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?|inf|infinity|nan)$", re.I)
+
+
 class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are one line and exit status 2."""
+    """ArgumentParser whose errors are one line and exit status 2; negative numbers are values."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -129,15 +139,36 @@ def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
 def add_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", type=choice(FORMATS, "format"), default="table",
                    help="output format: table (default), json or csv")
+    p.add_argument("-o", "--output", type=output_file, default=None, metavar="FILE",
+                   help="write the output to FILE (whole or not at all) instead of standard output")
 
 
 
 
 def plot_path(text: str) -> Path:
-    """An argparse type: a .png or .svg file in an existing folder."""
+    """An argparse type: a .png or .svg file that can be written (checked before any work)."""
     p = Path(text)
     if p.suffix.lower() not in (".png", ".svg"):
         raise argparse.ArgumentTypeError(f"{text!r} is invalid: the file must end in .png or .svg")
-    if not p.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is invalid: folder {str(p.parent)!r} does not exist")
-    return p
+    return _writable(text, file=True)
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a file the tool can write (checked before any work)."""
+    return _writable(text, file=True)
+
+
+def output_dir(text: str) -> Path:
+    """An argparse type: a folder the tool can write into or create (checked before any work)."""
+    return _writable(text, file=False)
+
+
+def _writable(text: str, *, file: bool) -> Path:
+    from servesim._checks import InputError
+    from servesim.render.output import check_dir, check_file
+
+    try:
+        return check_file(text, "path") if file else check_dir(text, "path")
+    except InputError as exc:
+        msg = str(exc).removeprefix("path=")  # argparse prefixes the flag
+        raise argparse.ArgumentTypeError(msg) from None

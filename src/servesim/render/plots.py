@@ -49,12 +49,15 @@ def save(fig: Any, path: str | Path) -> Path:
     if p.suffix.lower() not in SUFFIXES:
         plt.close(fig)
         raise ValueError(f"--plot={str(p)!r} is invalid: the file must end in .png or .svg")
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", suffix=p.suffix)
+    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=p.suffix)
     os.close(fd)
     try:
         # A fixed date keeps SVG/PNG bytes identical from run to run.
         meta = {"Date": None} if p.suffix.lower() == ".svg" else {"Software": "servesim"}
         fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata=meta)
+        from servesim.render.output import file_mode
+
+        os.chmod(tmp, file_mode())  # mkstemp makes 0600; a plot gets the user's usual mode
         os.replace(tmp, p)
     finally:
         plt.close(fig)

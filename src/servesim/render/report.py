@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from servesim.render.output import write_atomic, write_set
+
+# write_atomic is re-exported from servesim.render.output for existing callers.
 __all__ = ["Block", "to_html", "to_markdown", "write_atomic", "write_report"]
 
 
@@ -114,33 +115,16 @@ def to_html(blocks: list[Block], title: str) -> str:
     return "\n".join(out)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(blocks: list[Block], out_dir: Path, title: str, stem: str = "report") -> dict[str, Path]:
-    """Write ``stem.html`` (self-contained), ``stem.md`` and its PNGs into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for b in blocks:
-        if b.kind == "img":
-            p = out_dir / b.name
-            write_atomic(p, b.png)
-            written[b.name] = p
-    md, page = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
-    write_atomic(md, to_markdown(blocks).encode("utf-8"))
-    write_atomic(page, to_html(blocks, title).encode("utf-8"))
-    written["markdown"], written["html"] = md, page
+    """Write ``stem.html`` (self-contained), ``stem.md`` and its PNGs into ``out_dir``, all or none.
+
+    Everything is rendered in memory first; :func:`servesim.render.output.write_set` then writes
+    every file to a temporary name and renames them only when all were written.
+    """
+    files: dict[str, bytes] = {b.name: b.png for b in blocks if b.kind == "img"}
+    files[f"{stem}.md"] = to_markdown(blocks).encode("utf-8")
+    files[f"{stem}.html"] = to_html(blocks, title).encode("utf-8")
+    paths = write_set(out_dir, files)
+    written = {name: path for name, path in paths.items() if not name.startswith(f"{stem}.")}
+    written["markdown"], written["html"] = paths[f"{stem}.md"], paths[f"{stem}.html"]
     return written
