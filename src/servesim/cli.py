@@ -49,13 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="compute utilization u in [0, 1) for the grid and your case (default 0)")
     sp.add_argument("--alpha", type=number(0.0, 1.0), default=None,
                     help="your acceptance rate in [0, 1]: prices your case and sweeps it")
-    sp.add_argument("--k", type=integer(1), default=None, help="your draft length (default: optimal)")
-    sp.add_argument("--d", type=number(0.0, None), default=DEFAULT_D,
-                    help=f"draft-cost ratio t_draft/t_target >= 0 (default {DEFAULT_D:g})")
-    sp.add_argument("--c", type=number(0.0, None), default=DEFAULT_C,
-                    help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
-    sp.add_argument("--k-max", type=integer(1), default=DEFAULT_K_MAX,
-                    help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
+    sp.add_argument("--k", type=integer(1, hi=64), default=None,
+                    help="your draft length, 1-64 (default: optimal)")
+    sp.add_argument("--d", type=number(0.0, 100.0), default=DEFAULT_D,
+                    help=f"draft-cost ratio t_draft/t_target in [0, 100] (default {DEFAULT_D:g})")
+    sp.add_argument("--c", type=number(0.0, 100.0), default=DEFAULT_C,
+                    help=f"verify cost per extra position, in target steps, in [0, 100] "
+                    f"(default {DEFAULT_C:g})")
+    sp.add_argument("--k-max", type=integer(1, hi=64), default=DEFAULT_K_MAX,
+                    help=f"largest k searched for the optimum, 1-64; cost grows with it "
+                    f"(default {DEFAULT_K_MAX})")
     sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the speedup heatmap and the utilization sweep")
     add_format(sp)
@@ -85,20 +88,23 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    help=f"workload: {', '.join(presets)} (default chat)")
     p.add_argument("--link", type=link, default=None,
                    help="prefill-to-decode link: nvlink, rdma, tcp, ... or GB/s (default rdma)")
-    p.add_argument("--nodes", type=integer(2, " (one prefill and one decode node at least)"), default=8,
-                   help="fleet size N >= 2 (default 8)")
-    p.add_argument("--beta", type=number(0.0, None), default=None,
-                   help="chunked-prefill interference coefficient >= 0 (default 0.5, or the calibrated one)")
-    p.add_argument("--rate", type=number(0.0, None, lo_open=True), default=None,
-                   help="arrival rate in req/s > 0 (default: the preset's)")
+    p.add_argument("--nodes", type=integer(2, " (one prefill and one decode node at least)", hi=512),
+                   default=8,
+                   help="fleet size N, 2-512; every split is priced, so time grows about as N^2 "
+                   "(512 nodes: seconds) (default 8)")
+    p.add_argument("--beta", type=number(0.0, 100.0), default=None,
+                   help="chunked-prefill interference coefficient in [0, 100] (default 0.5, or the "
+                   "calibrated one)")
+    p.add_argument("--rate", type=number(1e-6, 1e6), default=None,
+                   help="arrival rate in req/s, 1e-6 to 1e6 (default: the preset's)")
     p.add_argument("--isl", type=integer(1, hi=1_000_000), default=None,
                    help="prompt tokens per request, 1-1,000,000 (default: the preset's)")
     p.add_argument("--osl", type=integer(1, hi=1_000_000), default=None,
                    help="output tokens per request, 1-1,000,000 (default: the preset's)")
-    p.add_argument("--slo-ttft-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
-                   dest="slo_ttft_s", help="TTFT SLO in ms > 0 (default: the preset's)")
-    p.add_argument("--slo-tpot-ms", type=number(0.0, None, lo_open=True, scale=1e-3), default=None,
-                   dest="slo_tpot_s", help="TPOT SLO in ms > 0 (default: the preset's)")
+    p.add_argument("--slo-ttft-ms", type=number(0.001, 3.6e6, scale=1e-3), default=None, metavar="MS",
+                   dest="slo_ttft_s", help="TTFT SLO in ms, 0.001 to 3,600,000 (default: the preset's)")
+    p.add_argument("--slo-tpot-ms", type=number(0.001, 60000.0, scale=1e-3), default=None, metavar="MS",
+                   dest="slo_tpot_s", help="TPOT SLO in ms, 0.001 to 60,000 (default: the preset's)")
     g = p.add_argument_group("the node (default: the seed's node in workloads.toml)")
     g.add_argument("--model", default=None, help="derive the node from measured kernels: catalog model, "
                    "Hugging Face id or config.json, e.g. llama-3-70b (needs --gpu)")

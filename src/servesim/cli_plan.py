@@ -22,27 +22,31 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     add_disagg_arguments(p, list(WORKLOAD_PRESETS))
     p.add_argument("--spec", type=choice([*SPECDEC_PRESETS, "none"], "speculative preset"), default="mtp",
                    help="speculative preset to consider on each pool, or none (default mtp)")
-    p.add_argument("--k-max", type=integer(1), default=8, help="largest draft length tried (default 8)")
+    p.add_argument("--k-max", type=integer(1, hi=64), default=8,
+                   help="largest draft length tried, 1-64 (default 8)")
     p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9,
                    help="fraction of requests that must meet both SLOs, in (0, 1] (default 0.9)")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="take the workload (mean lengths, mean rate) from an Azure, Mooncake or BurstGPT "
                         "trace; SLOs from --slo-* or the preset")
-    p.add_argument("--rate-scale", type=number(0.0, None, lo_open=True), default=1.0,
+    p.add_argument("--rate-scale", type=number(1e-6, 1e6), default=1.0,
                    help="replay the trace this many times faster (default 1)")
-    p.add_argument("--target-rate", type=number(0.0, None, lo_open=True), default=None,
+    p.add_argument("--target-rate", type=number(1e-6, 1e6), default=None,
                    help="plan for this rate (req/s) on the smallest fleet that meets the target")
-    p.add_argument("--top", type=integer(1), default=10, help="how many ranked deployments to show")
-    p.add_argument("--jobs", type=integer(1), default=1, help="local processes for the sweeps (default 1)")
+    p.add_argument("--top", type=integer(1, hi=10_000), default=10,
+                   help="how many ranked deployments to show, 1-10,000 (default 10)")
+    p.add_argument("--jobs", type=integer(1, hi=256), default=1,
+                   help="local processes for the sweeps, 1-256 (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run the sweeps on the Ray cluster at ADDRESS ('auto', 'local' or host:port)")
     p.add_argument("--simulate", action="store_true",
                    help="re-score the top candidates with the simulator and show where the ranking changes")
-    p.add_argument("--simulate-top", type=integer(1), default=5,
+    p.add_argument("--simulate-top", type=integer(1, hi=100), default=5,
                    help="how many top candidates to simulate (default 5)")
-    p.add_argument("--sim-requests", type=integer(100), default=50_000,
+    p.add_argument("--sim-requests", type=integer(100, hi=10_000_000), default=50_000,
                    help="simulated requests per candidate (default 50,000)")
-    p.add_argument("--seed", type=integer(0), default=20240601, help="simulation seed (default 20240601)")
+    p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=20240601,
+                   help="simulation seed, 0 to 2^63-1 (default 20240601)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--gpus", type=integer(1, hi=4096), default=None,
                    help="GPU budget, 1-4,096: rank deployments by goodput per GPU at their largest "

@@ -44,17 +44,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--model", required=True, help="catalog model or Hugging Face id, e.g. llama-3-70b or "
                    "meta-llama/Llama-3.1-70B-Instruct")
     p.add_argument("--gpu", required=True, help="catalog GPU, e.g. h100-sxm (or h100_sxm)")
-    p.add_argument("--tp", type=integer(1), default=1, help="tensor-parallel GPUs per replica (default 1)")
-    p.add_argument("--batch", type=integer(1), nargs="+", default=None, metavar="B",
+    p.add_argument("--tp", type=integer(1, hi=64), default=1,
+                   help="tensor-parallel GPUs per replica, 1-64, dividing the heads (default 1)")
+    p.add_argument("--batch", type=integer(1, hi=100_000), nargs="+", default=None, metavar="B",
                    help=f"decode batches to tabulate (default {' '.join(map(str, DEFAULT_BATCHES))})")
-    p.add_argument("--context", type=integer(1), default=DEFAULT_CONTEXT,
+    p.add_argument("--context", type=integer(1, hi=10_000_000), default=DEFAULT_CONTEXT,
                    help=f"context tokens per sequence; also the prefill prompt (default {DEFAULT_CONTEXT})")
-    p.add_argument("--k", type=integer(1), default=4,
+    p.add_argument("--k", type=integer(1, hi=64), default=4,
                    help="draft length for the intensity table (default 4, seed 003's example)")
-    p.add_argument("--k-max", type=integer(1), default=16, help="largest draft length searched (default 16)")
+    p.add_argument("--k-max", type=integer(1, hi=64), default=16,
+                   help="largest draft length searched, 1-64 (default 16)")
     p.add_argument("--draft", default=None,
                    help="catalog model drafting for small-draft (default: the model's draft_model)")
-    p.add_argument("--draft-overhead-us", type=number(0.0, None, scale=1e-6), default=0.0,
+    p.add_argument("--draft-overhead-us", type=number(0.0, 1e6, scale=1e-6), default=0.0, metavar="US",
                    dest="draft_overhead_s",
                    help="host time per draft step in microseconds, >= 0 (default 0: not modelled)")
     p.add_argument("--memory-efficiency", type=number(0.0, 1.0, lo_open=True), default=eff.memory,

@@ -69,7 +69,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     add_disagg_arguments(sp, list(WORKLOAD_PRESETS))
     sp.set_defaults(preset=None)
-    sp.add_argument("--servers", type=integer(1), default=8, help="queue mode: servers c >= 1 (default 8)")
+    sp.add_argument("--servers", type=integer(1, hi=100_000), default=8,
+                    help="queue mode: servers c, 1-100,000 (default 8)")
     sp.add_argument(
         "--service",
         type=choice(SERVICE_KINDS, "service"),
@@ -79,21 +80,21 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--service-mean-s",
-        type=number(0.0, None, lo_open=True),
+        type=number(1e-9, 1e6),
         default=1.0,
-        help="queue mode: mean service time in s > 0 (default 1)",
+        help="queue mode: mean service time in s, 1e-9 to 1e6 (default 1)",
     )
     sp.add_argument(
         "--service-cv",
-        type=number(0.0, None, lo_open=True),
+        type=number(0.001, 100.0),
         default=1.0,
-        help="queue mode: coefficient of variation of lognormal/gamma service > 0 (default 1)",
+        help="queue mode: coefficient of variation of lognormal/gamma service, 0.001-100 (default 1)",
     )
     sp.add_argument(
         "--arrival-cv",
-        type=number(0.0, None, lo_open=True),
+        type=number(0.001, 100.0),
         default=1.0,
-        help="interarrival coefficient of variation > 0: 1 = Poisson (default), > 1 bursty (gamma)",
+        help="interarrival coefficient of variation, 0.001-100: 1 = Poisson (default), > 1 bursty (gamma)",
     )
     sp.add_argument(
         "--split",
@@ -103,7 +104,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--prompt-cv",
-        type=number(0.0, None),
+        type=number(0.0, 10.0),
         default=0.0,
         help="with --preset: lognormal prompt lengths of this cv >= 0 around the preset's mean "
         "(default 0: one length)",
@@ -122,7 +123,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--decode-slots",
-        type=integer(1),
+        type=integer(1, hi=100_000),
         default=None,
         help="with --preset: batch slots per decode node (default floor(R_d TPOT_base))",
     )
@@ -139,13 +140,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--requests",
-        type=integer(1),
+        type=integer(1, hi=10_000_000),
         default=None,
-        help="requests simulated in total (default 1,000,000; with --preset 100,000 per architecture)",
+        help="requests simulated in total, 1-10,000,000 (about 100 bytes and a microsecond or two "
+        "each: 10^7 needs about 1 GB) (default 1,000,000; with --preset 100,000 per architecture; "
+        "engine mode 2,000)",
     )
     sp.add_argument(
         "--replications",
-        type=integer(1),
+        type=integer(1, hi=1000),
         default=None,
         help="independent replications for the 95%% intervals (default 10; with --preset 5)",
     )
@@ -156,7 +159,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="fraction of each replication's first requests left out, in [0, 1) (default 0.1)",
     )
     sp.add_argument(
-        "--seed", type=integer(0), default=DEFAULT_SEED, help=f"seed >= 0 (default {DEFAULT_SEED})"
+        "--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
+        help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})"
     )
     e = sp.add_argument_group(
         "engine mode (--model, --gpu, --isl, --osl, --rate): the iteration-level simulator")
@@ -183,7 +187,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--rate-scale",
-        type=number(0.0, None, lo_open=True),
+        type=number(1e-6, 1e6),
         default=1.0,
         help="with --trace: replay this many times faster (default 1)",
     )
@@ -195,7 +199,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--cache-blocks",
-        type=integer(1),
+        type=integer(1, hi=100_000_000),
         default=None,
         help="with --prefix-cache: LRU capacity in 512-token blocks (default unbounded)",
     )
@@ -217,27 +221,29 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     vp.add_argument(
         "--requests",
-        type=integer(1),
+        type=integer(1, hi=10_000_000),
         default=1_000_000,
-        help="requests per M/M/c and M/G/c case (default 1,000,000)",
+        help="requests per M/M/c and M/G/c case, 1-10,000,000 (default 1,000,000)",
     )
     vp.add_argument(
         "--serving-requests",
-        type=integer(1),
+        type=integer(1, hi=10_000_000),
         default=100_000,
         help="requests per serving simulation (default 100,000)",
     )
     vp.add_argument(
-        "--cycles", type=integer(1), default=1_000_000, help="speculative cycles per case (default 1,000,000)"
+        "--cycles", type=integer(1, hi=100_000_000), default=1_000_000,
+        help="speculative cycles per case, 1-100,000,000 (default 1,000,000)"
     )
     vp.add_argument(
         "--replications",
-        type=integer(2, " (intervals need a spread)"),
+        type=integer(2, " (intervals need a spread)", hi=1000),
         default=10,
         help="independent replications per case (default 10)",
     )
     vp.add_argument(
-        "--seed", type=integer(0), default=DEFAULT_SEED, help=f"seed >= 0 (default {DEFAULT_SEED})"
+        "--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
+        help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})"
     )
     vp.add_argument(
         "--no-crossover",

@@ -87,9 +87,10 @@ def integer(lo: int, why: str = "", *, hi: int | None = None) -> Callable[[str],
     valid = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
 
     def parse(text: str) -> int:
+        if len(text) > 40:  # int() of thousands of digits is slow or refused: out of any range here
+            kind = "is out of range" if re.fullmatch(r"\s*[-+]?\d+\s*", text) else "is not an integer"
+            raise argparse.ArgumentTypeError(f"{text!r} {kind}: must be {valid}{why}")
         try:
-            if len(text) > 40:
-                raise ValueError
             n = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer: must be {valid}{why}") from None
