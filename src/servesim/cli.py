@@ -105,7 +105,7 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    dest="slo_ttft_s", help="TTFT SLO in ms, 0.001 to 3,600,000 (default: the preset's)")
     p.add_argument("--slo-tpot-ms", type=number(0.001, 60000.0, scale=1e-3), default=None, metavar="MS",
                    dest="slo_tpot_s", help="TPOT SLO in ms, 0.001 to 60,000 (default: the preset's)")
-    g = p.add_argument_group("the node (default: the seed's node in workloads.toml)")
+    g = p.add_argument_group("the node (default: the lab's reference node in workloads.toml)")
     g.add_argument("--model", default=None, help="derive the node from measured kernels: catalog model, "
                    "Hugging Face id or config.json, e.g. llama-3-70b (needs --gpu)")
     g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm)")
@@ -141,7 +141,7 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
         return node, beta if args.beta is None else args.beta, f"calibrated ({args.calibration})"
     beta = 0.5 if args.beta is None else args.beta
     if args.model is None and args.gpu is None:
-        return DEFAULT_NODE, beta, "seed node (workloads.toml)"
+        return DEFAULT_NODE, beta, "reference node (workloads.toml)"
     if args.model is None or args.gpu is None:
         raise InputError("--model and --gpu go together (both name catalog entries), "
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")

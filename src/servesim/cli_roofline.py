@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--context", type=integer(1, hi=10_000_000), default=DEFAULT_CONTEXT,
                    help=f"context tokens per sequence; also the prefill prompt (default {DEFAULT_CONTEXT})")
     p.add_argument("--k", type=integer(1, hi=64), default=4,
-                   help="draft length for the intensity table (default 4, seed 003's example)")
+                   help="draft length for the intensity table, 1-64 (default 4)")
     p.add_argument("--k-max", type=integer(1, hi=64), default=16,
                    help="largest draft length searched, 1-64 (default 16)")
     p.add_argument("--draft", default=None,
@@ -285,8 +285,9 @@ def roofline_summary(
             "memory_fraction": frac,
             "step": "weight GEMMs, attention and TP all-reduces priced one after another, "
                     "each at max(FLOPs / roof, bytes / roof)",
-            "intensity": "speculative step pushes B (k+1) tokens through the weights (seed 003: B + k)",
-            "acceptance": "i.i.d. per drafted token, alpha from the seed's presets",
+            "intensity": "speculative step pushes B (k+1) tokens through the weights (the B + k rule of "
+                         "thumb counts one speculating sequence)",
+            "acceptance": "i.i.d. per drafted token, alpha from the lab's presets",
             "draft_overhead_us": draft_overhead_s * 1e6,
             "not_modelled": "kernel-launch and scheduling overheads, all-reduce latency, "
                             "batch composition (every sequence holds the same context)",
@@ -407,7 +408,7 @@ def roofline_text(d: dict[str, Any]) -> str:
     times = "B" if coef == 1 else f"{coef:g} B"
     out.append(f"  plain step:       2 FLOPs x B tokens x P weights / ({wpp:g} bytes x P) = {times}")
     out.append(f"  speculative step: each of the B sequences verifies k+1 = {k + 1} positions: {times} (k+1)"
-               "   (seed 003 writes B + k: as if one sequence speculated)")
+               "   (the rule of thumb B + k counts as if one sequence speculated)")
     out.append(f"  the verify GEMMs cross the ridge ({d['ridge_flops_per_byte']:.0f}) at B = "
                f"{d['ridge_flops_per_byte']:.0f} / ({coef:g} x {k + 1}) = {d['verify_ridge_batch']:.0f};"
                f" plain ones at B = {d['ridge_flops_per_byte'] / coef:.0f}"
@@ -424,13 +425,13 @@ def roofline_text(d: dict[str, Any]) -> str:
             "above" if r["spec_weights_intensity_flops_per_byte"] > d["ridge_flops_per_byte"] else "below",
             _g(r["intensity_flops_per_byte"]),
         ])
-    out.append(table(["batch", "plain", f"spec k={k}", "seed B+k", "ridge", "spec vs ridge", "whole step"],
+    out.append(table(["batch", "plain", f"spec k={k}", "B+k", "ridge", "spec vs ridge", "whole step"],
                      rows))
     out.append("  (whole step: all FLOPs over all HBM bytes, the KV cache included)")
 
     names = [p["name"] for p in d["presets"]]
     out.append("")
-    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the seed's presets")
+    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets")
     rows = []
     for r in d["rows"]:
         cells = [str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['decode_step_ms']:.2f}",
@@ -467,14 +468,14 @@ def roofline_text(d: dict[str, Any]) -> str:
         out.append(f"{head}alpha {p['alpha']:g}: {verdict}")
         draft = f" ({p['draft_model']})" if p["draft_model"] else ""
         out.append(
-            f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (seed preset {p['seed_d']:g}), "
-            f"c = {p['c_batch1']:.4f} (seed {p['seed_c']:g}) at B = 1; "
+            f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (preset {p['seed_d']:g}), "
+            f"c = {p['c_batch1']:.4f} (preset {p['seed_c']:g}) at B = 1; "
             f"{p['draft_weight_bytes_per_gpu'] / 1e9:.2f} GB/GPU of weights, "
             f"max batch {d['max_batch']:,} -> {cap:,}"
         )
 
     out.append("")
-    out.append("[5] The seed's utilization u as a batch (u = compute time / step time of a plain step)")
+    out.append("[5] The utilization u as a batch (u = compute time / step time of a plain step)")
     parts_u = []
     for m in d["u_to_batch"]:
         parts_u.append(f"u = {m['u']:g} at B = {m['batch']:,.0f}" if m["batch"] is not None
@@ -497,7 +498,7 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append(table(["preset", "width", "chain E[n]", "chain S", "tree levels", "tree E[n]", "tree S"],
                      rows))
     out.append("")
-    out.append("  d and c here are the roofline's alone; the seed's presets also carry launch, sampling and")
+    out.append("  d and c here are the roofline's alone; the lab's presets also carry launch, sampling and")
     out.append("  scheduling time (add it with --draft-overhead-us), so their speedups at B = 1 are lower.")
     out.append(f"  not modelled: {a['not_modelled']}")
     return "\n".join(out) + "\n"

@@ -105,7 +105,7 @@ def specdec_summary(
         sweep.append({"u": uu, "best_k": kk, "speedup": r.speedup, "verdict": r.verdict})
     out: dict[str, Any] = {
         "assumptions": {
-            "acceptance": "i.i.d. per drafted token (optimistic, seed section 7)",
+            "acceptance": "i.i.d. per drafted token (optimistic; see what the numbers assume)",
             "verify_cost": "t_target (1 + c k g(u)), g(u) = (1 + 1e-3) / (1 - u + 1e-3)",
             "u": u,
             "d": d,
@@ -237,7 +237,7 @@ def resolve_scenario(
         node, b, source = node_from(wl)
     else:
         b = 0.5 if beta is None else beta
-        default = "seed node (workloads.toml)" if node is DEFAULT_NODE else "given"
+        default = "reference node (workloads.toml)" if node is DEFAULT_NODE else "given"
         source = default if node_source is None else node_source
     return wl, ln, node, b, source
 
@@ -362,7 +362,7 @@ def plan_summary(
             f"{wl.slo_ttft_s * 1e3:g} ms and TPOT <= {wl.slo_tpot_s * 1e3:g} ms?"
         ),
         "assumptions": {
-            "closed_form": "M/M/c prefill queue, deterministic TPOT, seed section 3",
+            "closed_form": "M/M/c prefill queue, deterministic TPOT (the lab's reference model)",
             "speculation": (
                 "off" if req.speculation is None else
                 f"{req.speculation.name} (alpha={req.speculation.alpha:g}, d={req.speculation.d:g}, "

@@ -109,7 +109,8 @@ def report_blocks(
                    name="speculative.png", png=png_bytes(specdec_figure(0.1, 0.05, 0.0))))
 
     b.append(Block("h2", "Assumptions and caveats"))
-    b.append(Block("p", "Every figure above is a closed form under these assumptions (seed section 7)."))
+    b.append(Block("p", "Every figure above is a closed form under these assumptions (the lab's "
+                   "'model vs reality' list)."))
     b.append(Block("ul", items=tuple(f"{name}: {text}" for name, text in CAVEATS)))
     if biases:
         b.append(Block("p", "Measured by the simulator (servesim validate): how far each assumption moves "
