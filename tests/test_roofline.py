@@ -318,7 +318,7 @@ def test_cli_text_shows_the_arithmetic():
     text = out.stdout
     assert "989.4e12 FLOP/s / 3.35e12 B/s = 295 FLOP/byte" in text
     assert "turn it off above B = " in text
-    assert "seed 003 writes B + k" in text
+    assert "the rule of thumb B + k counts as if one sequence speculated" in text
     assert "[3] Speedup by batch" in text
 
 
