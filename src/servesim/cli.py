@@ -79,7 +79,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for name, p in sub.choices.items():  # every --help ends with examples
+        if name in EXAMPLES and not p.epilog:
+            p.epilog = "examples:\n" + "\n".join(f"  {e}" for e in EXAMPLES[name])
+            p.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = ("examples:\n  servesim all\n  servesim predict --model meta-llama/Llama-3.1-8B-Instruct "
+                     "--gpu h100-sxm --isl 1024 --osl 256 --concurrency 16\n  servesim COMMAND --help")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
+
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "specdec": ("servesim specdec", "servesim specdec --preset mtp",
+                "servesim specdec --util 0.7 --alpha 0.6"),
+    "disagg": ("servesim disagg --preset chat", "servesim disagg --preset rag --link tcp",
+               "servesim disagg --preset rag --model llama-3-70b --gpu h100-sxm --tp 8 --isl 4096"),
+    "all": ("servesim all", "servesim all --format json"),
+    "plan": ("servesim plan --preset rag",
+             "servesim plan --model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16 "
+             "--isl 1024 --osl 512",
+             "servesim plan --model llama-3-8b --gpu h100-sxm,h200 --target-rate 50 --isl 2048 --osl 256"),
+    "report": ("servesim report --preset rag --out rag-report",
+               "servesim report --model llama-3-70b --gpu h100-sxm --gpus 8 --isl 1024 --osl 512 --out cap"),
+    "simulate": ("servesim simulate --servers 8 --rate 6.8",
+                 "servesim simulate --preset rag --requests 20000",
+                 "servesim simulate --model llama-3-70b --gpu h100-sxm --tp 4 --isl 1024 --osl 512 --rate 3"),
+    "validate": ("servesim validate --quiet", "servesim validate --requests 100000 --format json"),
+    "roofline": ("servesim roofline --model llama-3-70b --gpu h100-sxm --tp 8",
+                 "servesim roofline --model meta-llama/Llama-3.1-8B-Instruct --gpu h200 --dtype fp8 "
+                 "--batch 1 64"),
+    "trace": ("servesim trace summarize FILE", "servesim trace fetch azure-code"),
+    "fit-alpha": ("servesim fit-alpha scrape.txt", "servesim fit-alpha before.txt after.txt --batch 64 "
+                  "--model llama-3-70b --gpu h100-sxm --tp 8"),
+    "calibrate": ("servesim calibrate points.csv", "servesim calibrate result.json --save node.toml"),
+    "predict": ("servesim predict --model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --tp 4 "
+                "--isl 1024 --osl 512 --concurrency 32",
+                "servesim predict --model llama-3-8b --gpu h200 --dtype fp8 --isl 2048 --osl 256 --rate 4",
+                "servesim predict --points sweep.csv --format json"),
+}
+"""Two or three examples at the end of each command's --help."""
 
 
 def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> None:
@@ -109,8 +147,9 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
     g.add_argument("--model", default=None, help="derive the node from measured kernels: catalog model, "
                    "Hugging Face id or config.json, e.g. llama-3-70b (needs --gpu)")
     g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm)")
-    g.add_argument("--tp", type=integer(1, hi=64), default=8,
-                   help="tensor-parallel GPUs per node for --model, 1-64 (default 8)")
+    g.add_argument("--tp", type=integer(1, hi=64), default=1,
+                   help="tensor-parallel GPUs per node for --model, 1-64, dividing the heads (default 1, as "
+                   "in every command)")
     g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
                    help="weights and GEMMs for --model: bf16 (default; plan --gpus searches every dtype "
                    "the GPU runs), fp8, fp4 (B200)")

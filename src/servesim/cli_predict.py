@@ -24,12 +24,6 @@ _MAX_FILE = 16 * 2**20
 _POINT_COLUMNS = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
 _OPTIONAL_COLUMNS = ("kv_dtype", "engine", "rate", "num_prompts")
 
-EXAMPLES = """examples:
-  servesim predict --model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --tp 4 \
-      --isl 1024 --osl 512 --concurrency 32
-  servesim predict --model llama-3-8b --gpu h200 --dtype fp8 --isl 2048 --osl 256 --rate 4 --format json
-  servesim predict --points sweep.csv --format json
-"""
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -43,7 +37,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--concurrency closed-loop clients or Poisson --rate) on one replica of --tp GPUs: an "
         "iteration-level model of continuous batching with chunked prefill, each step priced from "
         "measured kernel tables (GEMM, attention, all-reduce) plus norms, sampling and host time.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", help="catalog name, Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) "
                    "or path to a config.json")
