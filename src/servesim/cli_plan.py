@@ -24,7 +24,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="speculative preset to consider on each pool, or none (default mtp)")
     p.add_argument("--k-max", type=integer(1, hi=64), default=8,
                    help="largest draft length tried, 1-64 (default 8)")
-    p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9,
+    p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9, metavar="FRACTION",
                    help="fraction of requests that must meet both SLOs, in (0, 1] (default 0.9)")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="take the workload (mean lengths, mean rate) from an Azure, Mooncake or BurstGPT "
@@ -43,8 +43,10 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="re-score the top candidates with the simulator and show where the ranking changes")
     p.add_argument("--simulate-top", type=integer(1, hi=100), default=5,
                    help="how many top candidates to simulate (default 5)")
-    p.add_argument("--sim-requests", type=integer(100, hi=10_000_000), default=50_000,
-                   help="simulated requests per candidate (default 50,000)")
+    p.add_argument("--requests", "--sim-requests", dest="sim_requests", type=integer(100, hi=10_000_000),
+                   default=50_000, metavar="N",
+                   help="with --simulate: simulated requests per candidate, 100-10,000,000 (default 50,000; "
+                   "--sim-requests is the old name)")
     p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=20240601,
                    help="simulation seed, 0 to 2^63-1 (default 20240601)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -133,10 +133,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="with --preset: unlimited decode slots (the closed form: no decode-side queueing)",
     )
     sp.add_argument(
-        "--attainment-target",
+        "--attainment", "--attainment-target",
+        dest="attainment_target",
         type=number(0.0, 1.0),
         default=0.9,
-        help="with --preset: SLO attainment target in [0, 1] (default 0.9, as DistServe)",
+        metavar="FRACTION",
+        help="with --preset: share of requests that must meet both SLOs, in [0, 1] (default 0.9, as "
+        "DistServe; --attainment-target is the old name)",
     )
     sp.add_argument(
         "--requests",
