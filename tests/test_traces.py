@@ -1,18 +1,25 @@
 """Trace readers, summaries and replay arrays (servesim.traces).
 
-The real traces in ../shared/data (Azure LLM inference 2023, CC-BY 4.0; Mooncake
-FAST'25, Apache-2.0) are summarized and every figure is recomputed here with the
-csv/json/statistics modules, independently of the reader.  Malformed inputs are
-made from the small fixtures in tests/data, one defect each, and each asserts
-its error message.
+The excerpts of real traces that ship with servesim (servesim/data/traces: the
+first 1,000 requests of the Azure LLM inference 2023 traces, CC-BY 4.0, and of
+the Mooncake FAST'25 traces, Apache-2.0) are summarized and every figure is
+recomputed here with the csv/json/statistics modules, independently of the
+reader.  The full traces are checked against their publishers' own figures
+when they are at hand: in $SERVESIM_TRACE_DIR (where ``servesim trace fetch
+NAME --out DIR`` puts them), else ../shared/data beside the repository;
+those tests skip otherwise.  Malformed inputs are made from the small fixtures
+in tests/data, one defect each, and each asserts its error message.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import itertools
 import json
 import math
+import os
 import statistics
 from datetime import datetime
 from decimal import Decimal
@@ -21,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from servesim.inputs.fetch import EXCERPTS, SOURCES
 from servesim.traces import (
     InputError,
     TraceRequest,
@@ -33,20 +41,15 @@ from servesim.traces import (
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-REAL = {
-    "AzureLLMInferenceTrace_code.csv": "azure",
-    "AzureLLMInferenceTrace_conv.csv": "azure",
-    "mooncake_conversation_trace.jsonl": "mooncake",
-    "mooncake_synthetic_trace.jsonl": "mooncake",
-}
+FULL_DIR = Path(os.environ.get("SERVESIM_TRACE_DIR") or HERE.parents[1] / "shared" / "data")
 
 
-def _real(name: str) -> Path:
-    path = SHARED / name
+def _full(name: str) -> Path:
+    """The full upstream trace ``name`` (a servesim.inputs.fetch.SOURCES key), or skip."""
+    path = FULL_DIR / SOURCES[name].filename
     if not path.is_file():
-        pytest.skip(f"real trace {name} not found at {SHARED} (the shared data folder is not checked out)")
+        pytest.skip(f"full trace {path.name} not in {FULL_DIR} (set SERVESIM_TRACE_DIR to a folder "
+                    f"filled by `servesim trace fetch {name} --out DIR`)")
     return path
 
 
@@ -61,18 +64,21 @@ def _azure_seconds(ts: str) -> Decimal:
     return Decimal(int((whole - base).total_seconds())) + Decimal("0" + ts[19:])
 
 
+def _text(path: Path) -> str:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
+
+
 def _reference_rows(path: Path) -> list[tuple[float, int, int, list[int] | None]]:
     rows: list[tuple[float, int, int, list[int] | None]] = []
-    if path.suffix == ".csv":
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            raw = [(_azure_seconds(r["TIMESTAMP"]), int(r["ContextTokens"]), int(r["GeneratedTokens"]))
-                   for r in reader]
+    if ".csv" in path.suffixes:
+        reader = csv.DictReader(io.StringIO(_text(path), newline=""))
+        raw = [(_azure_seconds(r["TIMESTAMP"]), int(r["ContextTokens"]), int(r["GeneratedTokens"]))
+               for r in reader]
         t0 = raw[0][0]
         rows = [(float(t - t0), p, o, None) for t, p, o in raw]
     else:
-        with path.open() as fh:
-            objs = [json.loads(line) for line in fh if line.strip()]
+        objs = [json.loads(line) for line in _text(path).splitlines() if line.strip()]
         t0 = objs[0]["timestamp"]
         rows = [((o["timestamp"] - t0) / 1000.0, o["input_length"], o["output_length"], o["hash_ids"])
                 for o in objs]
@@ -132,30 +138,30 @@ def _reference_summary(path: Path, window_s: float = 60.0) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------
-# Real traces
+# Excerpts of real traces (shipped), and the full traces when at hand
 
 
-@pytest.fixture(scope="module", params=sorted(REAL))
-def real_case(request: pytest.FixtureRequest) -> tuple[Path, Any, dict[str, Any]]:
-    path = _real(request.param)
+@pytest.fixture(scope="module", params=sorted(EXCERPTS))
+def real_case(request: pytest.FixtureRequest) -> tuple[str, Path, Any, dict[str, Any]]:
+    path = EXCERPTS[request.param]
     trace = load_trace(path)
-    return path, trace, _reference_summary(path)
+    return request.param, path, trace, _reference_summary(path)
 
 
 def test_real_trace_summary_matches_independent_computation(real_case: Any) -> None:
-    path, trace, ref = real_case
+    name, path, trace, ref = real_case
     s = summarize_trace(trace)
-    assert s.format == REAL[path.name] == detect_format(path)
+    assert s.format == SOURCES[name].format == detect_format(path)
     assert s.requests == ref["requests"]
     assert s.duration_s == pytest.approx(ref["duration_s"], abs=1e-6)
     assert s.rate_per_s == pytest.approx(ref["rate_per_s"], rel=1e-9)
     assert s.interarrival_cv == pytest.approx(ref["interarrival_cv"], rel=1e-6)
     assert s.windows == ref["windows"]
     assert s.peak_to_mean == pytest.approx(ref["peak_to_mean"], rel=1e-12)
-    for name in ("prompt_tokens", "output_tokens"):
-        got = getattr(s, name)
-        for key, value in ref[name].items():
-            assert getattr(got, key) == pytest.approx(value, rel=1e-12), (name, key)
+    for key in ("prompt_tokens", "output_tokens"):
+        got = getattr(s, key)
+        for stat, value in ref[key].items():
+            assert getattr(got, stat) == pytest.approx(value, rel=1e-12), (key, stat)
     if "prefix" in ref:
         assert s.prefix is not None
         for key, value in ref["prefix"].items():
@@ -164,19 +170,42 @@ def test_real_trace_summary_matches_independent_computation(real_case: Any) -> N
         assert s.prefix is None
 
 
-# The upstream READMEs' own numbers (shared/data/README.md), a second, external reference.
-README_FIGURES = {
-    "AzureLLMInferenceTrace_code.csv": (8819, 2047.8, 1469, 27.9, 13),
-    "AzureLLMInferenceTrace_conv.csv": (19366, 1154.7, 1020, 211.1, 129),
-    "mooncake_conversation_trace.jsonl": (12031, 12035, None, 343, None),
-    "mooncake_synthetic_trace.jsonl": (3993, 15325, None, 149, None),
+# Each excerpt's request count, token sums and medians, counted from the files with
+# csv/json/statistics (pinned: an edited excerpt changes them).
+EXCERPT_FIGURES = {
+    "azure-code": (1000, 2_122_354, 1469, 27_621, 13),
+    "azure-conv": (1000, 1_014_189, 999, 247_262, 203),
+    "mooncake-conversation": (1000, 13_732_944, 8430, 349_357, 365),
+    "mooncake-synthetic": (1000, 11_851_558, 2912, 196_039, 170.5),
 }
 
 
-@pytest.mark.parametrize("name", sorted(README_FIGURES))
-def test_real_trace_matches_published_figures(name: str) -> None:
-    count, prompt_mean, prompt_median, output_mean, output_median = README_FIGURES[name]
-    s = summarize_trace(_real(name))
+@pytest.mark.parametrize("name", sorted(EXCERPT_FIGURES))
+def test_excerpt_figures(name: str) -> None:
+    count, prompt_sum, prompt_median, output_sum, output_median = EXCERPT_FIGURES[name]
+    tr = load_trace(EXCERPTS[name])
+    s = summarize_trace(tr)
+    assert s.requests == count == SOURCES[name].excerpt_requests
+    assert int(tr.prompt_tokens.sum()) == prompt_sum
+    assert int(tr.output_tokens.sum()) == output_sum
+    assert s.prompt_tokens.p50 == prompt_median
+    assert s.output_tokens.p50 == output_median
+
+
+# The upstream READMEs' own numbers for the full traces (kept in the shared data folder's
+# README), a second, external reference.
+PUBLISHED_FIGURES = {
+    "azure-code": (8819, 2047.8, 1469, 27.9, 13),
+    "azure-conv": (19366, 1154.7, 1020, 211.1, 129),
+    "mooncake-conversation": (12031, 12035, None, 343, None),
+    "mooncake-synthetic": (3993, 15325, None, 149, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_FIGURES))
+def test_full_trace_matches_published_figures(name: str) -> None:
+    count, prompt_mean, prompt_median, output_mean, output_median = PUBLISHED_FIGURES[name]
+    s = summarize_trace(_full(name))
     assert s.requests == count
     assert s.prompt_tokens.mean == pytest.approx(prompt_mean, abs=0.5)
     assert s.output_tokens.mean == pytest.approx(output_mean, abs=0.5)
@@ -186,7 +215,7 @@ def test_real_trace_matches_published_figures(name: str) -> None:
 
 
 def test_replay_arrays_of_a_real_trace() -> None:
-    path = _real("mooncake_conversation_trace.jsonl")
+    path = EXCERPTS["mooncake-conversation"]
     tr = load_trace(path)
     rows = _reference_rows(path)
     assert tr.arrival_s[0] == 0.0
@@ -203,7 +232,7 @@ def test_replay_arrays_of_a_real_trace() -> None:
 
 
 def test_bounded_prefix_cache_reuses_less() -> None:
-    path = _real("mooncake_synthetic_trace.jsonl")
+    path = EXCERPTS["mooncake-synthetic"]
     unbounded = summarize_trace(load_trace(path)).prefix
     small = summarize_trace(load_trace(path, cache_blocks=1000)).prefix
     assert unbounded is not None and small is not None

@@ -31,14 +31,15 @@ points' output-token rates.  Residuals are reported per point.
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servesim._checks import check_int, check_real
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.inputs.textfile import MAX_COUNT, parse_json, parse_number, read_text, shown, table_at
 from servesim.kvcache import MODELS, KVShape
 from servesim.queueing import MMc
 from servesim.serving import DEFAULT_NODE, NodeSpec
@@ -65,6 +66,14 @@ CSV_COLUMNS: tuple[str, ...] = (
 _VLLM_KEYS: tuple[str, ...] = ("completed", "total_input_tokens", "total_output_tokens", "mean_ttft_ms",
                                "mean_tpot_ms")
 """Keys every vLLM ``benchmark_serving.py --save-result`` JSON has that the fit needs."""
+
+MAX_POINTS_BYTES = 16 * 2**20
+"""A calibration CSV or JSON file larger than this (16 MiB) is refused unread."""
+
+MAX_NODES = 100_000
+"""The most replicas a calibration point may say it drove."""
+
+_NODE_KEYS: tuple[str, ...] = ("model", "prefill_tokens_per_s", "decode_tokens_per_s", "tpot_base_s", "beta")
 
 
 @dataclass(frozen=True)
@@ -161,17 +170,39 @@ class Calibration:
 
 
 def load_calibration(path: str | Path) -> tuple[NodeSpec, float]:
-    """Read a file written from :meth:`Calibration.to_toml`: the node and beta."""
+    """Read a file written from :meth:`Calibration.to_toml`: the node and beta.
+
+    Every error names the file and the key: binary or malformed TOML, a
+    ``node`` that is not a table (a scalar, a list, ``[[node]]``), a missing
+    key, a ``model`` that is not a catalog model's name, a value out of range.
+    """
     from servesim.catalog import CatalogError, load_file
 
+    where = f"calibration file {str(path)!r}"
     table = load_file(path)
+    meaning = ", ".join(_NODE_KEYS)
     try:
-        n = table["node"]
-        kv = MODELS[n["model"]]
-        node = NodeSpec(n["prefill_tokens_per_s"], n["decode_tokens_per_s"], n["tpot_base_s"], kv)
+        n = table_at(table, "node", where, meaning=meaning)
+    except InputError as exc:
+        raise CatalogError(str(exc)) from None
+    missing = [k for k in _NODE_KEYS if k not in n]
+    if missing:
+        raise CatalogError(f"{where}: [node] is missing {', '.join(repr(k) for k in missing)} (it needs "
+                           f"{meaning})")
+    model = n["model"]
+    if not isinstance(model, str) or model not in MODELS:
+        raise CatalogError(f"{where}: [node] key 'model' = {shown(model)} is invalid: must be one of "
+                           f"{', '.join(MODELS)}")
+    try:
+        node = NodeSpec(
+            check_real("prefill_tokens_per_s", n["prefill_tokens_per_s"], lo=0.0, lo_open=True),
+            check_real("decode_tokens_per_s", n["decode_tokens_per_s"], lo=0.0, lo_open=True),
+            check_real("tpot_base_s", n["tpot_base_s"], lo=0.0, lo_open=True),
+            MODELS[model],
+        )
         beta = check_real("beta", n["beta"], lo=0.0)
-    except KeyError as exc:
-        raise CatalogError(f"calibration file {str(path)!r}: missing or unknown {exc}") from exc
+    except ParameterError as exc:
+        raise CatalogError(f"{where}: [node] key {exc.name!r}: {exc}") from None
     return node, beta
 
 
@@ -180,13 +211,8 @@ def load_calibration(path: str | Path) -> tuple[NodeSpec, float]:
 
 
 def _num(raw: object, where: str, name: str) -> float:
-    try:
-        x = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: {name}={raw!r} is not a number") from None
-    if not math.isfinite(x):
-        raise InputError(f"{where}: {name}={raw!r} is not finite")
-    return x
+    """A finite number (a 5,000-digit field or an int beyond float range is refused, not a crash)."""
+    return parse_number(raw, where, name)
 
 
 def _point(where: str, rate: float, ttft_s: float, tpot_s: float, prompt: float, output: float,
@@ -196,45 +222,64 @@ def _point(where: str, rate: float, ttft_s: float, tpot_s: float, prompt: float,
                             ("output_tokens", output, False)):
         if v < 0 or (strict and v == 0):
             raise InputError(f"{where}: {name}={v:g} is invalid: must be {'>' if strict else '>='} 0")
+        if name.endswith("_tokens") and v > MAX_COUNT:
+            raise InputError(f"{where}: {name}={v:g} is invalid: a token count must be <= {MAX_COUNT:,}")
     return CalibrationPoint(rate, ttft_s, tpot_s, prompt, output, nodes, where)
 
 
+def _csv_dicts(path: Path, reader: csv.DictReader[str]) -> Iterator[dict[str, Any]]:
+    """The rows of ``reader``, with csv errors (a field over 128 KiB, a NUL) as :class:`InputError`."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"{path}:{reader.line_num}: not valid CSV: {exc}") from None
+        yield row
+
+
 def _read_csv(path: Path, nodes: int) -> list[CalibrationPoint]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh, skipinitialspace=True)
-        header = [h.strip() for h in reader.fieldnames or []]
-        reader.fieldnames = header
-        ttft_col = "mean_ttft_ms" if "mean_ttft_ms" in header else "mean_ttft_s"
-        tpot_col = "mean_tpot_ms" if "mean_tpot_ms" in header else "mean_tpot_s"
-        need = ["rate_per_s", ttft_col, tpot_col, "prompt_tokens", "output_tokens"]
-        missing = [f"{c[:-2]}_ms (or {c})" if c.endswith("_s") else c for c in need if c not in header]
-        if missing:
-            raise InputError(
-                f"{path}:1: header {','.join(header)!r} lacks {', '.join(missing)}: a calibration CSV "
-                f"has {','.join(CSV_COLUMNS)} (and optionally nodes)"
-            )
-        ttft_scale = 1e-3 if ttft_col.endswith("_ms") else 1.0
-        tpot_scale = 1e-3 if tpot_col.endswith("_ms") else 1.0
-        points = []
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            if any(row.get(c) in (None, "") for c in need):
-                raise InputError(f"{where}: truncated line: every column of {','.join(need)} is needed")
-            n = nodes
-            if row.get("nodes") not in (None, ""):
-                nv = _num(row["nodes"], where, "nodes")
-                if nv < 1 or not nv.is_integer():
-                    raise InputError(f"{where}: nodes={row['nodes']!r} is invalid: must be an integer >= 1")
-                n = int(nv)
-            points.append(_point(
-                where,
-                _num(row["rate_per_s"], where, "rate_per_s"),
-                _num(row[ttft_col], where, ttft_col) * ttft_scale,
-                _num(row[tpot_col], where, tpot_col) * tpot_scale,
-                _num(row["prompt_tokens"], where, "prompt_tokens"),
-                _num(row["output_tokens"], where, "output_tokens"),
-                n,
-            ))
+    text = read_text(path, what="", max_bytes=MAX_POINTS_BYTES)
+    reader = csv.DictReader(io.StringIO(text, newline=""), skipinitialspace=True)
+    try:
+        fields = reader.fieldnames
+    except csv.Error as exc:
+        raise InputError(f"{path}:1: not valid CSV: {exc}") from None
+    header = [h.strip() for h in fields or []]
+    reader.fieldnames = header
+    ttft_col = "mean_ttft_ms" if "mean_ttft_ms" in header else "mean_ttft_s"
+    tpot_col = "mean_tpot_ms" if "mean_tpot_ms" in header else "mean_tpot_s"
+    need = ["rate_per_s", ttft_col, tpot_col, "prompt_tokens", "output_tokens"]
+    missing = [f"{c[:-2]}_ms (or {c})" if c.endswith("_s") else c for c in need if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}:1: header {shown(','.join(header), 120)} lacks {', '.join(missing)}: a calibration CSV "
+            f"has {','.join(CSV_COLUMNS)} (and optionally nodes)"
+        )
+    ttft_scale = 1e-3 if ttft_col.endswith("_ms") else 1.0
+    tpot_scale = 1e-3 if tpot_col.endswith("_ms") else 1.0
+    points = []
+    for row in _csv_dicts(path, reader):
+        where = f"{path}:{reader.line_num}"
+        if any(row.get(c) in (None, "") for c in need):
+            raise InputError(f"{where}: truncated line: every column of {','.join(need)} is needed")
+        n = nodes
+        if row.get("nodes") not in (None, ""):
+            nv = _num(row["nodes"], where, "nodes")
+            if not 1 <= nv <= MAX_NODES or not nv.is_integer():
+                raise InputError(f"{where}: nodes={shown(row['nodes'])} is invalid: must be an integer in "
+                                 f"[1, {MAX_NODES:,}]")
+            n = int(nv)
+        points.append(_point(
+            where,
+            _num(row["rate_per_s"], where, "rate_per_s"),
+            _num(row[ttft_col], where, ttft_col) * ttft_scale,
+            _num(row[tpot_col], where, tpot_col) * tpot_scale,
+            _num(row["prompt_tokens"], where, "prompt_tokens"),
+            _num(row["output_tokens"], where, "output_tokens"),
+            n,
+        ))
     return points
 
 
@@ -256,8 +301,9 @@ def _from_vllm(obj: dict[str, Any], where: str, nodes: int, warnings: list[str])
         raise InputError(f"{where}: completed={obj['completed']!r}: no request finished")
     raw_rate = obj.get("request_rate")
     rate: float | None = None
-    if isinstance(raw_rate, (int, float)) and not isinstance(raw_rate, bool) and math.isfinite(raw_rate):
-        rate = float(raw_rate)
+    if (isinstance(raw_rate, (int, float)) and not isinstance(raw_rate, bool)
+            and abs(raw_rate) < 1e300 and math.isfinite(raw_rate)):
+        rate = _num(raw_rate, where, "request_rate")
     if rate is None:
         if "request_throughput" not in obj:
             raise InputError(f"{where}: neither a finite request_rate nor request_throughput")
@@ -287,26 +333,20 @@ def read_points(paths: Iterable[str | Path], nodes: int = 1) -> tuple[list[Calib
     A ``.csv`` file has :data:`CSV_COLUMNS`; anything else is JSON: one
     benchmark result object, or a list of them.  ``nodes`` is the number of
     replicas the benchmark drove (a CSV ``nodes`` column overrides it).
-    Returns the points and warnings about how they were read.
+    Returns the points and warnings about how they were read.  Files are read
+    through :mod:`servesim.inputs.textfile` (at most 16 MiB; UTF-8 with or
+    without a BOM, BOM-marked UTF-16, gzip), and numbers are checked as finite,
+    token means at most 10^9.
     """
     n = check_int("nodes", nodes, lo=1)
     points: list[CalibrationPoint] = []
     warnings: list[str] = []
     for raw in paths:
         path = Path(raw)
-        try:
-            if path.suffix.lower() == ".csv":
-                points += _read_csv(path, n)
-                continue
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{path}:{exc.lineno}: not valid JSON (truncated?): {exc.msg} at column {exc.colno}"
-            ) from None
+        if path.suffix.lower() == ".csv":
+            points += _read_csv(path, n)
+            continue
+        obj = parse_json(read_text(path, what="", max_bytes=MAX_POINTS_BYTES), str(path))
         objs = obj if isinstance(obj, list) else [obj]
         for i, o in enumerate(objs):
             where = str(path) if len(objs) == 1 else f"{path}[{i}]"

@@ -3,6 +3,10 @@
 * ``servesim trace summarize FILE`` -- count, span, rate, burstiness, length
   percentiles and (Mooncake) prefix reuse of an Azure, Mooncake or BurstGPT
   trace (:mod:`servesim.traces`), with ``--plot FILE.png``.
+* ``servesim trace fetch NAME`` -- download a full public trace (Azure 2023
+  code or conversation, Mooncake FAST'25, BurstGPT), checked, to a file;
+  ``--list`` shows the names, sources and the excerpts that ship with
+  servesim (:mod:`servesim.inputs.fetch`).
 * ``servesim fit-alpha FILE [FILE2]`` -- the i.i.d. acceptance alpha from
   vLLM or SGLang Prometheus metrics, or from a typed-in figure with
   ``--value`` (:mod:`servesim.telemetry`).
@@ -19,11 +23,13 @@ import argparse
 import math
 from typing import Any
 
-from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
+from servesim.cliargs import FORMATS, Output, add_format, choice, integer, number, plot_path
 
 __all__ = ["register"]
 
 _TRACE_FORMATS = ("azure", "mooncake", "burstgpt")  # servesim.traces.TRACE_FORMATS (not imported: numpy-free)
+_FETCH_NAMES = ("azure-code", "azure-conv", "mooncake-conversation", "mooncake-synthetic", "burstgpt")
+# = servesim.inputs.fetch.SOURCES (not imported: the parser is built without it; a test checks they agree)
 _DEFINITIONS = ("per-position", "accept-length", "accept-rate")  # servesim.telemetry.DEFINITIONS
 _ENGINES = ("vllm", "sglang")
 
@@ -62,6 +68,25 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     help="save arrival rate over time and length histograms")
     add_format(ts)
     ts.set_defaults(run=_trace_summarize)
+    tf = tsub.add_parser("fetch",
+                         help="download a full public trace (Azure 2023, Mooncake FAST'25, BurstGPT)")
+    tf.add_argument("name", metavar="NAME", nargs="?", default=None, type=choice(_FETCH_NAMES, "trace"),
+                    help=f"{', '.join(_FETCH_NAMES)}")
+    tf.add_argument("--out", default=None, metavar="FILE",
+                    help="where to write it (default: the upstream file name in the current folder; a "
+                         "folder gets that name inside it; a name ending in .gz is written compressed)")
+    tf.add_argument("--force", action="store_true", help="replace an existing file")
+    tf.add_argument("--timeout-s", type=number(0.0, None, lo_open=True), default=30.0,
+                    help="seconds to wait for the server at each step (default 30)")
+    tf.add_argument("--url", default=None,
+                    help="download from this URL instead (a mirror; a pinned checksum still applies)")
+    tf.add_argument("--list", action="store_true",
+                    help="list the traces, their sources and licences, and the excerpts that ship "
+                         "with servesim")
+    tf.add_argument("--quiet", action="store_true", help="no progress bar")
+    tf.add_argument("--format", type=choice(FORMATS, "format"), default="table",
+                    help="output format: table (default), json or csv (the download itself is unchanged)")
+    tf.set_defaults(run=_trace_fetch)
 
     fp = sub.add_parser("fit-alpha", help="acceptance alpha from vLLM/SGLang metrics or a published figure")
     fp.add_argument("files", nargs="*", metavar="FILE",
@@ -179,6 +204,72 @@ def _trace_text(d: dict[str, Any]) -> str:
     if "plot" in d:
         out.append("")
         out.append(f"  plot: {d['plot']}")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# trace fetch
+
+
+def _trace_fetch(args: argparse.Namespace) -> Output:
+    from servesim.inputs.fetch import SOURCES, fetch_trace
+    from servesim.traces import InputError
+
+    if args.list:
+        rows = [{"name": s.name, "title": s.title, "format": s.format, "license": s.license, "url": s.url,
+                 "sha256": s.sha256, "bytes": s.size,
+                 "excerpt": None if s.excerpt is None else str(_excerpt(s.name)),
+                 "excerpt_requests": s.excerpt_requests or None} for s in SOURCES.values()]
+        return Output(rows, _sources_text(rows), rows)
+    if args.name is None:
+        raise InputError(f"give a trace NAME ({', '.join(_FETCH_NAMES)}), or --list")
+    from servesim.progress import Progress
+
+    bar: list[Progress] = []
+
+    def progress(done: int, total: int | None) -> None:
+        if total is None:
+            return
+        if not bar:
+            bar.append(Progress(max(1, total >> 20), f"fetching {args.name} (MiB)", enabled=not args.quiet))
+        b = bar[0]
+        b.advance((done >> 20) - b.done)
+
+    try:
+        res = fetch_trace(args.name, args.out, force=args.force, timeout_s=args.timeout_s, url=args.url,
+                          progress=progress)
+    finally:
+        if bar:
+            bar[0].close()
+    d = res.as_dict()
+    s = SOURCES[res.name]
+    check = ("matches the pinned sha256" if res.sha256_pinned else "no pinned checksum for this source")
+    lines = [
+        f"FETCHED {res.name}: {s.title} ({res.license})",
+        f"  from    {res.url}",
+        f"  to      {res.path}" + (" (gzip-compressed)" if res.compressed else ""),
+        f"  bytes   {res.bytes:,} downloaded, sha256 {res.sha256} ({check})",
+        f"  format  {res.format}; the first {res.requests_checked} requests parse",
+    ]
+    return Output(d, "\n".join(lines) + "\n", [d])
+
+
+def _excerpt(name: str) -> str:
+    from servesim.inputs.fetch import excerpt_path
+
+    return str(excerpt_path(name))
+
+
+def _sources_text(rows: list[dict[str, Any]]) -> str:
+    out = ["TRACES servesim trace fetch NAME downloads (excerpts: the first requests, shipped with servesim)"]
+    for r in rows:
+        out.append("")
+        out.append(f"  {r['name']}: {r['title']} ({r['format']}, {r['license']})")
+        out.append(f"    source   {r['url']}")
+        if r["sha256"] is not None:
+            out.append(f"    pinned   {r['bytes']:,} bytes, sha256 {r['sha256']}")
+        excerpt = "none" if r["excerpt"] is None else f"{r['excerpt']} ({r['excerpt_requests']:,} requests)"
+        out.append(f"    excerpt  {excerpt}")
     return "\n".join(out) + "\n"
 
 

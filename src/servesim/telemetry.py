@@ -139,6 +139,9 @@ DEFINITIONS: tuple[str, ...] = ("per-position", "accept-length", "accept-rate")
 
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
 
+MAX_SCRAPE_BYTES = 64 * 2**20
+"""A metrics scrape larger than this (64 MiB) is refused unread: real ones are well under 1 MiB."""
+
 MIN_INTERVAL_S = 1.0
 """Two scrapes closer than this by their own times give no rate per second (file copies, clock noise)."""
 
@@ -158,30 +161,44 @@ def read_exposition(source: str) -> tuple[str, float | None]:
 
     Returns the text and the time it describes, in seconds since the epoch, when
     known: the fetch time for a URL, the modification time for a file, None for
-    standard input.
+    standard input.  Every source is bounded (:data:`MAX_SCRAPE_BYTES`) and
+    decoded by :mod:`servesim.inputs.textfile` (gzip, UTF-8 with or without a
+    BOM, BOM-marked UTF-16; anything else is refused naming line and byte).
     """
     import time
 
+    from servesim.inputs.textfile import decode_text, read_text
+
     if source == "-":
-        return sys.stdin.read(), None
+        buffer = getattr(sys.stdin, "buffer", None)
+        if buffer is None:  # a text stream without bytes underneath (tests, embedding)
+            text = sys.stdin.read(MAX_SCRAPE_BYTES + 1)
+            if len(text) > MAX_SCRAPE_BYTES:
+                raise InputError(f"standard input: too large: more than {MAX_SCRAPE_BYTES // 2**20} MiB")
+            return text.lstrip("\ufeff"), None
+        raw: bytes = buffer.read(MAX_SCRAPE_BYTES + 1)
+        if len(raw) > MAX_SCRAPE_BYTES:
+            raise InputError(f"standard input: too large: more than {MAX_SCRAPE_BYTES // 2**20} MiB")
+        return decode_text(raw, "standard input"), None
     if source.startswith(("http://", "https://")):
         fetched = time.time()
         try:
             with urllib.request.urlopen(source, timeout=10) as resp:
-                body: bytes = resp.read()
+                body: bytes = resp.read(MAX_SCRAPE_BYTES + 1)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise InputError(f"{source}: cannot fetch metrics: {reason}") from exc
-        return body.decode("utf-8", errors="replace"), fetched
+        if len(body) > MAX_SCRAPE_BYTES:
+            raise InputError(f"{source}: too large: more than {MAX_SCRAPE_BYTES // 2**20} MiB")
+        return decode_text(body, source), fetched
     if "://" in source:
         raise InputError(f"{source}: unsupported URL scheme: give a file, '-' or an http(s) URL")
     p = Path(source)
+    text = read_text(p, what="", max_bytes=MAX_SCRAPE_BYTES)
     try:
-        return p.read_text(encoding="utf-8"), p.stat().st_mtime
+        return text, p.stat().st_mtime
     except OSError as exc:
         raise InputError(f"{source}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: not Prometheus exposition text: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -250,6 +267,55 @@ def _bad_line(text: str) -> tuple[int, str] | None:
     return None
 
 
+def _show_series(name: str, labels: dict[str, str]) -> str:
+    shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{shown}}}"
+
+
+def _series_lines(text: str, name: str, labels: dict[str, str]) -> list[int]:
+    """The lines where the sample ``name{labels}`` appears (to name them in an error)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip()
+        if not stripped.startswith(name) or stripped[len(name):len(name) + 1] not in ("{", " ", "\t"):
+            continue
+        try:
+            fams = list(text_string_to_metric_families(stripped + "\n"))
+        except Exception:
+            continue
+        if any(smp.name == name and dict(smp.labels) == labels for f in fams for smp in f.samples):
+            found.append(number)
+    return found
+
+
+def _refuse_duplicates(text: str, source: str, families: Sequence[Any]) -> None:
+    """A series (metric name and label set) may appear once per scrape; twice is invalid exposition.
+
+    Summing both would count the series twice (two scrapes concatenated into
+    one file give an alpha far from either); the first duplicate is an error
+    naming it and its lines.
+    """
+    seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+    for fam in families:
+        for smp in fam.samples:
+            if _sample_key(smp.name) is None:
+                continue
+            key = (smp.name, frozenset(smp.labels.items()))
+            if key not in seen:
+                seen.add(key)
+                continue
+            labels = dict(smp.labels)
+            lines = _series_lines(text, smp.name, labels)
+            where = f"{source}:{lines[1]}" if len(lines) > 1 else source
+            also = f" (also line {lines[0]})" if len(lines) > 1 else ""
+            raise InputError(
+                f"{where}: duplicated series {_show_series(smp.name, labels)}{also}: a scrape lists each "
+                "series once (invalid exposition format; two scrapes in one file?)"
+            )
+
+
 def _sample_key(name: str) -> tuple[str, bool] | None:
     """The metric a sample belongs to (``_total`` stripped), and whether it is its ``_created`` time."""
     created = name.endswith("_created")
@@ -269,7 +335,9 @@ def parse_exposition(
     """Extract the speculative-decoding metrics of one scrape.
 
     Counters are summed over label sets other than ``model_name`` (engines,
-    ranks); per-position counters are keyed by their 0-based ``position``.
+    ranks); per-position counters are keyed by their 0-based ``position``.  A
+    series (name and label set) that appears twice is invalid exposition and an
+    error naming it, never summed twice.
     SGLang gauges with several label sets are averaged, with a warning.  With
     several ``model_name`` values, ``model`` must pick one.  Raises
     :class:`InputError` for unparsable text, no speculative metrics,
@@ -283,6 +351,7 @@ def parse_exposition(
         bad = _bad_line(text)
         where = f"{source}:{bad[0]}: malformed line {bad[1][:100]!r}" if bad else f"{source}: malformed text"
         raise InputError(f"{where}: not Prometheus exposition format ({exc})") from None
+    _refuse_duplicates(text, source, families)
     samples: list[tuple[str, dict[str, str], float, float | None]] = []
     created: list[tuple[str, dict[str, str], float]] = []  # counters' creation times (reset markers)
     for fam in families:

@@ -14,29 +14,33 @@ Three public formats are read, one request per line, in arrival order:
   columns such as ``Session ID``, ``Model``, ``Log Type`` are ignored).  Failed
   requests appear with 0 response tokens and are kept (the summary counts them).
 
-Readers stream: one line at a time is parsed and checked; :func:`load_trace`
-keeps only four compact numeric arrays (8 bytes per value), never the text.
-Every malformed input raises :class:`InputError` naming the file, the line and
-the field.  numpy is imported only by the functions that build arrays, and
+Readers stream: one line at a time is read (through
+:func:`servesim.inputs.textfile.iter_lines`: plain or gzip, UTF-8 with or
+without a BOM or BOM-marked UTF-16, lines of at most 1 MiB), parsed and
+checked; :func:`load_trace` keeps only four compact numeric arrays (8 bytes per
+value), never the text.  Token counts are integers in [0, 10^9], timestamps
+finite.  Every malformed input raises :class:`InputError` naming the file, the
+line and the field; a trace with nothing to serve (every prompt or every output
+0 tokens) is refused by :func:`load_trace` itself, so every command that reads
+traces refuses it with the same message.  numpy is imported only by the functions that build arrays, and
 matplotlib only by :func:`plot_trace`.
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
-import io
-import json
 import math
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, check_int, check_real
+from servesim.inputs.textfile import iter_lines, parse_count, parse_json, parse_number, shown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,29 +106,38 @@ class TraceRequest:
 # Opening and format detection
 
 
-def _open_text(path: str | Path) -> IO[str]:
-    p = Path(path)
-    try:
-        if p.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", newline="")
-        return p.open("r", encoding="utf-8", newline="")
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-
-
 def _first_line(path: str | Path) -> tuple[int, str]:
-    with _open_text(path) as fh:
-        try:
-            for number, line in enumerate(fh, start=1):
-                if line.strip():
-                    return number, line.strip().lstrip("\ufeff")
-        except (UnicodeDecodeError, OSError) as exc:
-            raise InputError(f"{path}: not a text trace file: {exc}") from exc
+    with closing(iter_lines(path)) as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                return number, line.strip()
     raise InputError(f"{path}: empty file: no requests")
 
 
-def _csv_fields(line: str) -> list[str]:
-    return [f.strip() for f in next(csv.reader([line]))]
+def _csv_fields(path: str | Path, number: int, line: str) -> list[str]:
+    try:
+        return [f.strip() for f in next(csv.reader([line]))]
+    except csv.Error as exc:
+        raise InputError(_csv_error(path, number, exc)) from None
+
+
+def _csv_error(path: str | Path, line: int, exc: csv.Error) -> str:
+    if "field limit" in str(exc):
+        return (f"{path}:{line}: a field is longer than {csv.field_size_limit():,} characters: "
+                "not a trace line")
+    return f"{path}:{line}: not valid CSV: {exc}"
+
+
+def _csv_records(path: str, reader: Any) -> Iterator[list[str]]:
+    """The rows of a ``csv.reader``, with its errors (a huge field, a NUL) as :class:`InputError`."""
+    while True:
+        try:
+            row: list[str] = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(_csv_error(path, reader.line_num, exc)) from None
+        yield row
 
 
 def detect_format(path: str | Path) -> str:
@@ -138,13 +151,13 @@ def detect_format(path: str | Path) -> str:
     number, first = _first_line(path)
     if first.startswith("{"):
         return "mooncake"
-    fields = _csv_fields(first)
+    fields = _csv_fields(path, number, first)
     if tuple(fields) == AZURE_HEADER:
         return "azure"
     if set(BURSTGPT_COLUMNS) <= set(fields):
         return "burstgpt"
     raise InputError(
-        f"{path}:{number}: unrecognised header {first[:120]!r}: expected the Azure header "
+        f"{path}:{number}: unrecognised header {shown(first, 120)}: expected the Azure header "
         f"{','.join(AZURE_HEADER)!r}, a BurstGPT header with columns "
         f"{', '.join(BURSTGPT_COLUMNS)}, or Mooncake JSON lines"
     )
@@ -155,39 +168,13 @@ def detect_format(path: str | Path) -> str:
 
 
 def _length(raw: object, path: str, line: int, name: str) -> int:
-    """A token count: a non-negative integer (integral floats such as ``12.0`` accepted)."""
-    value: int
-    if isinstance(raw, bool):
-        raise InputError(f"{path}:{line}: {name}={raw!r} is not an integer token count")
-    if isinstance(raw, int):
-        value = raw
-    elif isinstance(raw, float) and raw.is_integer():
-        value = int(raw)
-    elif isinstance(raw, str):
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise InputError(
-                f"{path}:{line}: {name}={raw!r} is not an integer token count"
-            ) from None
-    else:
-        raise InputError(f"{path}:{line}: {name}={raw!r} is not an integer token count")
-    if value < 0:
-        raise InputError(f"{path}:{line}: {name}={value} is negative: a token count must be >= 0")
-    return value
+    """A token count: an integer in [0, 10^9] (integral floats such as ``12.0`` accepted)."""
+    return parse_count(raw, f"{path}:{line}", name)
 
 
 def _seconds(raw: object, path: str, line: int, name: str, units_per_s: float) -> float:
-    """A numeric timestamp in seconds (``units_per_s`` = 1000 for milliseconds)."""
-    if isinstance(raw, bool):
-        raise InputError(f"{path}:{line}: {name}={raw!r} is not a number")
-    try:
-        x = float(raw.strip()) if isinstance(raw, str) else float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{path}:{line}: {name}={raw!r} is not a number") from None
-    if not math.isfinite(x) or x < 0:
-        raise InputError(f"{path}:{line}: {name}={raw!r} is invalid: must be a finite number >= 0")
-    return x / units_per_s
+    """A numeric timestamp in seconds (``units_per_s`` = 1000 for milliseconds): finite and >= 0."""
+    return parse_number(raw, f"{path}:{line}", name, lo=0.0) / units_per_s
 
 
 class _AzureClock:
@@ -222,9 +209,10 @@ class _AzureClock:
             h, m_, s = int(hh), int(mm), float(ss)
             if not (0 <= h < 24 and 0 <= m_ < 60 and 0 <= s < 61):
                 raise ValueError
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InputError(
-                f"{path}:{line}: TIMESTAMP={raw!r} is not a timestamp like 2023-11-16 18:17:03.9799600"
+                f"{path}:{line}: TIMESTAMP={shown(raw, 60)} is not a timestamp like "
+                "2023-11-16 18:17:03.9799600"
             ) from None
         if self._day0 is None:
             self._day0 = day
@@ -237,11 +225,12 @@ class _AzureClock:
 _Row = tuple[float, int, int, "list[int] | None", int]
 
 
-def _csv_rows(path: str, fh: IO[str], fmt: str) -> Iterator[tuple[str, int, list[str]]]:
+def _csv_rows(path: str, lines: Iterable[str], fmt: str) -> Iterator[tuple[str, int, list[str]]]:
     """Yield (timestamp text, line, [prompt text, output text]) after checking the header."""
-    reader = csv.reader(fh, skipinitialspace=True)
+    reader = csv.reader(lines, skipinitialspace=True)
+    rows = _csv_records(path, reader)
     header: list[str] = []
-    for first in reader:  # the first non-blank row is the header
+    for first in rows:  # the first non-blank row is the header
         header = [h.strip().lstrip("\ufeff") for h in first]
         if any(header):
             break
@@ -251,7 +240,7 @@ def _csv_rows(path: str, fh: IO[str], fmt: str) -> Iterator[tuple[str, int, list
     if fmt == "azure":
         if tuple(header) != AZURE_HEADER:
             raise InputError(
-                f"{path}:{header_line}: header {','.join(header)!r} is not the Azure trace header "
+                f"{path}:{header_line}: header {shown(','.join(header), 120)} is not the Azure trace header "
                 f"{','.join(AZURE_HEADER)!r}"
             )
         cols = [0, 1, 2]
@@ -259,26 +248,30 @@ def _csv_rows(path: str, fh: IO[str], fmt: str) -> Iterator[tuple[str, int, list
         missing = [c for c in BURSTGPT_COLUMNS if c not in header]
         if missing:
             raise InputError(
-                f"{path}:{header_line}: header {','.join(header)!r} lacks the BurstGPT column(s) "
+                f"{path}:{header_line}: header {shown(','.join(header), 120)} lacks the BurstGPT column(s) "
                 f"{', '.join(repr(m) for m in missing)}"
             )
         cols = [header.index(c) for c in BURSTGPT_COLUMNS]
     width = len(header)
     need = max(cols) + 1
-    for row in reader:
+    for row in rows:
         line = reader.line_num
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # blank line
         if len(row) < need or len(row) < width:
             raise InputError(
-                f"{path}:{line}: truncated line: expected {width} fields ({','.join(header)}), "
+                f"{path}:{line}: truncated line: expected {width} fields ({_cut(','.join(header))}), "
                 f"got {len(row)}: {','.join(row)[:80]!r}"
             )
         if len(row) > width:
             raise InputError(
-                f"{path}:{line}: expected {width} fields ({','.join(header)}), got {len(row)}"
+                f"{path}:{line}: expected {width} fields ({_cut(','.join(header))}), got {len(row)}"
             )
         yield row[cols[0]], line, [row[cols[1]], row[cols[2]]]
+
+
+def _cut(text: str, width: int = 120) -> str:
+    return text if len(text) <= width else f"{text[:width]}..."
 
 
 def _rows(path: str, fmt: str) -> Iterator[_Row]:
@@ -310,8 +303,8 @@ def _rows(path: str, fmt: str) -> Iterator[_Row]:
 def _csv_source(path: str, fmt: str) -> Iterator[tuple[object, float, int, int, list[int] | None, int]]:
     names = AZURE_HEADER if fmt == "azure" else BURSTGPT_COLUMNS
     clock = _AzureClock()
-    with _open_text(path) as fh:
-        for raw_t, line, (raw_p, raw_o) in _csv_rows(path, fh, fmt):
+    with closing(iter_lines(path)) as lines:
+        for raw_t, line, (raw_p, raw_o) in _csv_rows(path, lines, fmt):
             if fmt == "azure":
                 t = clock(raw_t, path, line)
             else:
@@ -322,16 +315,11 @@ def _csv_source(path: str, fmt: str) -> Iterator[tuple[object, float, int, int, 
 
 
 def _mooncake(path: str) -> Iterator[tuple[object, float, int, int, list[int] | None, int]]:
-    with _open_text(path) as fh:
-        for line, text in enumerate(fh, start=1):
+    with closing(iter_lines(path)) as lines:
+        for line, text in enumerate(lines, start=1):
             if not text.strip():
                 continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"{path}:{line}: not valid JSON (truncated line?): {exc.msg} at column {exc.colno}"
-                ) from None
+            obj = parse_json(text, path, line=line)
             if not isinstance(obj, dict):
                 raise InputError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
             missing = [k for k in _MOONCAKE_KEYS if k not in obj]
@@ -464,6 +452,7 @@ def load_trace(
     block_tokens: int = MOONCAKE_BLOCK_TOKENS,
     cache_blocks: int | None = None,
     rate_scale: float = 1.0,
+    need_rate: bool = False,
 ) -> TraceArrays:
     """Read a trace into :class:`TraceArrays` for summaries and simulation replay.
 
@@ -473,6 +462,11 @@ def load_trace(
     ``cache_blocks`` is given) yields each request's ``cached_prompt_tokens``.
     ``len(hash_ids)`` must equal ``ceil(input_length / block_tokens)``.
     ``rate_scale`` > 1 replays the trace faster (arrival times divided by it).
+
+    A trace with nothing to serve is refused here, so that every command
+    refuses it alike: no requests, every prompt 0 tokens, or every output 0
+    tokens.  ``need_rate`` (for callers that derive an arrival rate) also
+    refuses fewer than 2 requests or all of them at one instant.
     """
     import numpy as np
 
@@ -489,7 +483,10 @@ def load_trace(
     cache = _PrefixCache(cache_blocks)
     has_prefix = False
     hit_blocks = total_blocks = 0
+    prompt_sum = output_sum = 0
     for t, prompt, output, hashes, line in _rows(p, fmt):
+        prompt_sum += prompt
+        output_sum += output
         arrival.append(t)
         prompt_a.append(prompt)
         output_a.append(output)
@@ -507,6 +504,9 @@ def load_trace(
             total_blocks += len(hashes)
             cached = min(hits * bt, prompt)  # the last block may be partial
         cached_a.append(cached)
+    _check_servable(p, len(arrival), prompt_sum, output_sum)
+    if need_rate:
+        _check_rate(p, len(arrival), arrival[-1] - arrival[0])
     return TraceArrays(
         path=p,
         format=fmt,
@@ -520,6 +520,36 @@ def load_trace(
         hit_blocks=hit_blocks,
         total_blocks=total_blocks,
     )
+
+
+def _check_servable(path: str, n: int, prompt_sum: int, output_sum: int) -> None:
+    """Refuse a trace with nothing to serve: a plan or a replay of it would be a confident 0."""
+    if n == 0:
+        raise InputError(f"{path}: no requests (only a header or blank lines)")
+    every = "the only request has" if n == 1 else f"every one of the {n:,} requests has"
+    if prompt_sum == 0 and output_sum == 0:
+        raise InputError(
+            f"{path}: {every} 0 prompt and 0 output tokens: nothing to serve (a request has at least "
+            "one prompt token); check the token-count columns"
+        )
+    if prompt_sum == 0:
+        raise InputError(
+            f"{path}: {every} 0 prompt tokens: nothing to prefill (a request has at least one prompt "
+            "token); check the token-count columns"
+        )
+    if output_sum == 0:
+        raise InputError(
+            f"{path}: {every} 0 output tokens (failed requests?): nothing to decode; check the "
+            "token-count columns"
+        )
+
+
+def _check_rate(path: str, n: int, span_s: float) -> None:
+    """Refuse a trace with no arrival rate: fewer than 2 requests, or all at one instant."""
+    if n < 2:
+        raise InputError(f"{path}: a workload needs at least 2 requests to have a rate; it has {n}")
+    if span_s <= 0:
+        raise InputError(f"{path}: every request arrives at the same instant; the rate is undefined")
 
 
 # ---------------------------------------------------------------------------
@@ -726,11 +756,8 @@ def workload_from_trace(
     from servesim.serving import Workload
 
     n = tr.requests
-    if n < 2:
-        raise InputError(f"{tr.path}: a workload needs at least 2 requests to have a rate; it has {n}")
+    _check_rate(tr.path, n, float(tr.arrival_s[-1] - tr.arrival_s[0]) if n else 0.0)
     span = float(tr.arrival_s[-1] - tr.arrival_s[0])
-    if span <= 0:
-        raise InputError(f"{tr.path}: every request arrives at the same instant; the rate is undefined")
     return Workload(
         name=name or Path(tr.path).stem,
         prompt_tokens=max(1, round(float(tr.prompt_tokens.mean()))),

@@ -18,7 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-__all__ = ["CatalogError", "load_builtin", "load_file"]
+__all__ = ["MAX_CATALOG_BYTES", "CatalogError", "load_builtin", "load_file"]
 
 
 class CatalogError(ValueError):
@@ -34,13 +34,22 @@ def load_builtin(name: str) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
+MAX_CATALOG_BYTES = 16 * 2**20
+"""A user's catalog file larger than this (16 MiB) is refused unread: real ones are a few KiB."""
+
+
 def load_file(path: str | Path) -> dict[str, Any]:
-    """Parse a user's TOML catalog file, with a clear error naming the file."""
-    p = Path(path)
+    """Parse a user's TOML catalog file, with a one-line error naming the file.
+
+    Read through :func:`servesim.inputs.textfile.read_text` (bounded, UTF-8
+    with or without a BOM or BOM-marked UTF-16; a binary file is refused
+    naming the line and byte), then parsed by ``tomllib``.
+    """
+    from servesim._checks import InputError
+    from servesim.inputs.textfile import parse_toml, read_text
+
+    where = f"catalog file {str(path)!r}"
     try:
-        with p.open("rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise CatalogError(f"catalog file {str(p)!r}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"catalog file {str(p)!r}: not valid TOML: {exc}") from exc
+        return parse_toml(read_text(path, max_bytes=MAX_CATALOG_BYTES, label=where), where)
+    except InputError as exc:
+        raise CatalogError(str(exc)) from None

@@ -59,7 +59,6 @@ Standard library only.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -303,33 +302,16 @@ def _bool_field(where: str, data: Mapping[str, Any], key: str, default: bool) ->
     return value
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _load_json(path: Path) -> tuple[str, dict[str, Any]]:
+    from servesim.inputs.textfile import parse_json, read_text
+
     where = str(path)
     if not path.is_file():
         what = "is not a regular file" if path.exists() else "no such file"
         raise InputError(f"{where}: {what} (a model is a catalog name, a Hugging Face id or the path "
                          "of a config.json)")
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read: {exc.strerror}") from exc
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise InputError(f"{where}: larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a model's config.json")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise InputError(f"{where}: not valid JSON: nested too deeply") from None
-    except ValueError as exc:
-        raise InputError(f"{where}: not valid JSON: {exc}") from None
+    text = read_text(path, what="", max_bytes=MAX_CONFIG_BYTES)
+    data = parse_json(text, where, constants=False, line_in_prefix=False)
     if not isinstance(data, dict):
         raise InputError(f"{where}: must be a JSON object (a Hugging Face config.json), "
                          f"got {type(data).__name__}")

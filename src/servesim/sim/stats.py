@@ -14,6 +14,15 @@ for the stable queues here (the relaxation time of a queue at utilization
 rho is of order 1 / (1 - sqrt(rho))^2 service times, e.g. 1.5e3 at
 rho = 0.95, against 10^4+ requests per replication).
 
+Intervals are honest about what they can say: they are clipped to the
+quantity's range (``Estimate.lower``/``upper``: a probability stays in [0, 1],
+a time or a rate >= 0; a mean wait is never shown as [-0.36, 0.84] s), and an
+interval from fewer than :data:`MIN_INTERVAL_SAMPLES` replications is not an
+interval at all (two replications give a t quantile of 12.7 and a spread
+measured from one difference; two equal values give a [0, 0] that claims
+certainty): :attr:`Estimate.interval` is then None and
+:func:`format_interval` says ``n/a (fewer than 3 samples)``.
+
 Standard library and numpy only.
 """
 
@@ -31,9 +40,12 @@ from servesim._checks import ParameterError, check_int, check_real
 __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_WARMUP_FRACTION",
+    "FEW_SAMPLES",
+    "MIN_INTERVAL_SAMPLES",
     "PERCENTILES",
     "Estimate",
     "estimate",
+    "format_interval",
     "replication_rngs",
     "t_quantile_975",
 ]
@@ -46,6 +58,12 @@ DEFAULT_WARMUP_FRACTION = 0.1
 
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 """The percentiles every latency summary reports (p50, p90, p99)."""
+
+MIN_INTERVAL_SAMPLES = 3
+"""Fewest replications (samples) from which a confidence interval is shown."""
+
+FEW_SAMPLES = f"n/a (fewer than {MIN_INTERVAL_SAMPLES} samples)"
+"""What is shown instead of an interval from fewer than :data:`MIN_INTERVAL_SAMPLES` samples."""
 
 _T975 = (
     12.706,
@@ -100,12 +118,17 @@ class Estimate:
     """A statistic estimated from independent replications, with its 95% interval.
 
     ``half_width`` is nan with a single replication (no spread to measure) and
-    inf when the system is unstable (``mean`` is then inf too).
+    inf when the system is unstable (``mean`` is then inf too).  ``lower`` and
+    ``upper`` are the range the quantity can take (0 and 1 for a probability,
+    0 and inf for a time or a rate; unbounded by default): :attr:`low` and
+    :attr:`high` are clipped to it.
     """
 
     mean: float
     half_width: float
     replicates: tuple[float, ...]
+    lower: float = -math.inf
+    upper: float = math.inf
 
     @property
     def se(self) -> float:
@@ -117,11 +140,36 @@ class Estimate:
 
     @property
     def low(self) -> float:
-        return self.mean - self.half_width
+        """``mean - half_width``, raised to ``lower`` (nan stays nan)."""
+        x = self.mean - self.half_width
+        return x if math.isnan(x) else max(x, self.lower)
 
     @property
     def high(self) -> float:
-        return self.mean + self.half_width
+        """``mean + half_width``, lowered to ``upper`` (nan stays nan)."""
+        x = self.mean + self.half_width
+        return x if math.isnan(x) else min(x, self.upper)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """(low, high), or None when there is no honest interval to show.
+
+        None with fewer than :data:`MIN_INTERVAL_SAMPLES` replications, or a
+        non-finite half-width (one replication, an unstable system).  An exact
+        value (:meth:`exact`: no replications, zero half-width) is its own
+        interval.
+        """
+        if not self.replicates and self.half_width == 0.0:
+            return (self.low, self.high)
+        if len(self.replicates) < MIN_INTERVAL_SAMPLES or not math.isfinite(self.half_width):
+            return None
+        return (self.low, self.high)
+
+    def bounded(self, lower: float = 0.0, upper: float = math.inf) -> Estimate:
+        """The same estimate of a quantity known to lie in [``lower``, ``upper``]."""
+        if not lower <= upper:
+            raise ParameterError("lower", lower, f"<= upper ({upper:g})")
+        return Estimate(self.mean, self.half_width, self.replicates, lower, upper)
 
     def agrees_with(self, value: float, z: float = 4.0, floor: float = 0.0) -> bool:
         """|mean - value| <= z standard errors (+ an absolute ``floor`` for a zero-spread case)."""
@@ -143,19 +191,51 @@ class Estimate:
         return cls(float(value), 0.0, ())
 
 
-def estimate(values: Sequence[float]) -> Estimate:
-    """Mean of the replication values and the Student-t 95% half-width."""
+def estimate(values: Sequence[float], *, lower: float = -math.inf, upper: float = math.inf) -> Estimate:
+    """Mean of the replication values and the Student-t 95% half-width.
+
+    ``lower``/``upper``: the quantity's range (e.g. 0 and 1 for a
+    probability), to which the interval is clipped.
+    """
     vals = tuple(float(v) for v in values)
     if not vals:
         raise ParameterError("values", values, "at least one replication value")
+    if not lower <= upper:
+        raise ParameterError("lower", lower, f"<= upper ({upper:g})")
     n = len(vals)
     mean = math.fsum(vals) / n
     if any(math.isinf(v) for v in vals):
-        return Estimate(math.inf, math.inf, vals)
+        return Estimate(math.inf, math.inf, vals, lower, upper)
     if n < 2:
-        return Estimate(mean, math.nan, vals)
+        return Estimate(mean, math.nan, vals, lower, upper)
     sd = float(np.std(vals, ddof=1))
-    return Estimate(mean, t_quantile_975(n - 1) * sd / math.sqrt(n), vals)
+    return Estimate(mean, t_quantile_975(n - 1) * sd / math.sqrt(n), vals, lower, upper)
+
+
+def format_interval(
+    low: float | None,
+    high: float | None,
+    spec: str,
+    *,
+    samples: int | None,
+    lower: float = 0.0,
+    upper: float = math.inf,
+) -> str:
+    """``[low, high]`` clipped to [``lower``, ``upper``] and formatted with ``spec``.
+
+    ``-`` when there is no interval (None or non-finite ends: one replication,
+    an unstable system); :data:`FEW_SAMPLES` when ``samples`` (the
+    replications behind it) is below :data:`MIN_INTERVAL_SAMPLES`.  The
+    default range is a time's or a rate's (>= 0); pass ``upper=1`` for a
+    probability.
+    """
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "-"
+    if samples is not None and samples < MIN_INTERVAL_SAMPLES:
+        return FEW_SAMPLES
+    lo = min(max(low, lower), upper)
+    hi = max(min(high, upper), lower)
+    return f"[{lo:{spec}}, {hi:{spec}}]"
 
 
 def replication_rngs(seed: int | np.random.Generator, replications: int) -> list[np.random.Generator]:

@@ -6,9 +6,11 @@ Each function takes the dict built by :mod:`servesim.sim.report` or
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from servesim.render.text import table
+from servesim.sim.stats import format_interval
 
 __all__ = ["queue_text", "serving_text", "trace_text", "validate_text"]
 
@@ -17,11 +19,12 @@ def _f(x: Any, spec: str, none: str = "-") -> str:
     return none if x is None else format(x, spec)
 
 
-def _ci(pair: list[float | None], spec: str) -> str:
+def _ci(pair: list[float | None], spec: str, samples: int | None, *, probability: bool = False) -> str:
+    """A 95% interval clipped to the quantity's range (a probability to [0, 1], anything else to
+    >= 0: every figure these tables show is a time, a rate or a probability), or ``n/a (fewer than 3
+    samples)`` when fewer than 3 replications are behind it."""
     lo, hi = pair
-    if lo is None or hi is None:
-        return "-"
-    return f"[{lo:{spec}}, {hi:{spec}}]"
+    return format_interval(lo, hi, spec, samples=samples, upper=1.0 if probability else math.inf)
 
 
 def queue_text(d: dict[str, Any]) -> str:
@@ -54,7 +57,7 @@ def queue_text(d: dict[str, Any]) -> str:
             [
                 label,
                 _f(d[key], spec),
-                _ci(ci, spec),
+                _ci(ci, spec, d.get("replications"), probability=key == "p_wait"),
                 _f(cf["erlang_c"][key], spec),
                 _f(cf["allen_cunneen"][key], spec),
                 _f(cf["kimura"][key], spec),
@@ -175,7 +178,7 @@ def serving_text(d: dict[str, Any]) -> str:
                 _f(m["allen_cunneen_ms"], ".2f"),
                 _f(m["kimura_ms"], ".2f"),
                 _f(m["simulated_ms"], ".2f"),
-                _ci(m["simulated_ci95_ms"], ".2f"),
+                _ci(m["simulated_ci95_ms"], ".2f", d.get("replications")),
             ]
         )
     out.append(
@@ -201,6 +204,17 @@ def _g(x: Any) -> str:
     return str(x)
 
 
+def _validate_ci(r: dict[str, Any], samples: int | None) -> str:
+    """The agreement row's interval: every quantity checked is >= 0, a probability (``p_...``,
+    ``P(...)``) also <= 1."""
+    q = str(r["quantity"])
+    lo, hi = r["ci95_low"], r["ci95_high"]
+    if lo is None or hi is None:
+        return f"[{_g(lo)}, {_g(hi)}]"
+    return format_interval(lo, hi, ".4g", samples=samples,
+                           upper=1.0 if q.startswith(("p_", "P(")) else math.inf)
+
+
 def validate_text(d: dict[str, Any]) -> str:
     st = d["settings"]
     out = ["VALIDATE: closed forms against the simulation"]
@@ -218,7 +232,7 @@ def validate_text(d: dict[str, Any]) -> str:
             r["quantity"],
             _g(r["closed_form"]),
             _g(r["simulated"]),
-            f"[{_g(r['ci95_low'])}, {_g(r['ci95_high'])}]",
+            _validate_ci(r, st.get("replications")),
             _g(r["z"]),
             r["tolerance"],
             "PASS" if r["pass"] else "FAIL",
