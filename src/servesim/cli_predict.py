@@ -21,6 +21,8 @@ from servesim.cliargs import Output, add_format, choice, integer, link, number
 __all__ = ["register"]
 
 _MAX_FILE = 16 * 2**20
+MAX_POINTS = 100_000
+"""Most rows of a --points file (a row costs about 10 ms: 100,000 rows take about 15 minutes)."""
 _POINT_COLUMNS = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
 _OPTIONAL_COLUMNS = ("kv_dtype", "engine", "rate", "num_prompts")
 
@@ -208,13 +210,21 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
     path: Path = args.points
     text = _read_text(path, "--points")
     reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        rows = []
+        for raw in reader:
+            rows.append(raw)
+            if len(rows) > MAX_POINTS:
+                raise InputError(f"{path}: more than {MAX_POINTS:,} rows (about 10 ms each): split the file")
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {reader.line_num}: not a CSV row: {exc}") from None
     missing = [c for c in _POINT_COLUMNS if c not in header and not (c == "concurrency" and "rate" in header)]
     if missing:
         raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; needs "
                          f"{','.join(_POINT_COLUMNS)} (optional {', '.join(_OPTIONAL_COLUMNS)})")
     results: list[dict[str, Any]] = []
-    for i, raw in enumerate(reader, start=2):
+    for i, raw in enumerate(rows, start=2):
         clean = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
         try:
             row = {k: _cell(path, i, k, clean.get(k, ""), _KINDS.get(k, "str"))

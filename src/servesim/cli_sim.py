@@ -410,13 +410,14 @@ def _engine(args: argparse.Namespace) -> Output:
 def _engine_trace(args: argparse.Namespace) -> Output:
     """A trace replayed through the engine loop (batch and TPOT move with the load), beside the closed
     form at the trace's mean lengths and mean rate."""
+    from servesim._checks import InputError
     from servesim.catalog.schema import load_catalog
     from servesim.plan.capacity import colocated_at_load
     from servesim.plan.predict import Deployment, build_step_model
     from servesim.sim.engine import replay_colocated
     from servesim.traces import load_trace
 
-    tr = load_trace(args.trace, rate_scale=args.rate_scale)
+    tr = load_trace(args.trace, rate_scale=args.rate_scale, need_rate=True)
     cat = load_catalog(*args.catalog) if args.catalog else None
     sm, _, mem = build_step_model(Deployment(args.model, args.gpu or "", args.tp, args.dtype or "bf16",
                                              args.kv_dtype, args.engine), cat)
@@ -425,7 +426,11 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     if args.requests:
         arr, lengths = arr[:args.requests], lengths[:args.requests]
     data = replay_colocated(sm, mem, args.replicas, arr, lengths, seed=args.seed)
-    span = (arr[-1] - arr[0]) or 1.0
+    span = arr[-1] - arr[0]
+    if span <= 0:  # the first --requests of the trace all arrive at once
+        raise InputError(f"--requests {len(arr)}: those first requests of {args.trace} arrive at one "
+                         "instant; "
+                         "the rate is undefined (take more requests)")
     rate = len(arr) / span
     isl = max(1, round(sum(p for p, _ in lengths) / len(lengths)))
     osl = max(1, round(sum(o for _, o in lengths) / len(lengths)))

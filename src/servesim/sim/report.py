@@ -79,10 +79,13 @@ def _num(x: float) -> float | None:
     return None if (math.isinf(x) or math.isnan(x)) else x
 
 
-def _ci(e: Estimate, scale: float = 1.0) -> list[float | None]:
-    if not math.isfinite(e.half_width):
+def _ci(e: Estimate, scale: float = 1.0, upper: float = math.inf) -> list[float | None]:
+    """The 95% interval of a non-negative quantity (a probability: ``upper=1``), clipped to its
+    range; [None, None] when there is no honest interval (fewer than 3 replications, unstable)."""
+    iv = e.bounded(0.0, upper).interval
+    if iv is None:
         return [None, None]
-    return [e.low * scale, e.high * scale]
+    return [iv[0] * scale, iv[1] * scale]
 
 
 def _kendall(arrival_cv: float, service: str) -> str:
@@ -157,7 +160,7 @@ def queue_summary(
         "mean_wait_s": _num(q.mean_wait_s.mean),
         "mean_wait_ci95_s": _ci(q.mean_wait_s),
         "p_wait": q.p_wait.mean,
-        "p_wait_ci95": _ci(q.p_wait),
+        "p_wait_ci95": _ci(q.p_wait, upper=1.0),
         "wait_p50_s": _num(q.wait_p50_s.mean),
         "wait_p90_s": _num(q.wait_p90_s.mean),
         "wait_p99_s": _num(q.wait_p99_s.mean),
@@ -224,7 +227,7 @@ def sim_row(s: ServingSim) -> dict[str, Any]:
         "link_wait_ms": _num(s.link_wait_s.mean * 1e3),
         "decode_wait_ms": _num(s.decode_wait_s.mean * 1e3),
         "attainment": s.attainment.mean,
-        "attainment_ci95": _ci(s.attainment),
+        "attainment_ci95": _ci(s.attainment, upper=1.0),
         "goodput_rps": s.goodput_rps.mean,
         "goodput_ci95": _ci(s.goodput_rps),
         "meets_attainment_target": s.meets_target,

@@ -229,10 +229,10 @@ def format_interval(
     default range is a time's or a rate's (>= 0); pass ``upper=1`` for a
     probability.
     """
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return "-"
     if samples is not None and samples < MIN_INTERVAL_SAMPLES:
         return FEW_SAMPLES
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "-"
     lo = min(max(low, lower), upper)
     hi = max(min(high, upper), lower)
     return f"[{lo:{spec}}, {hi:{spec}}]"
