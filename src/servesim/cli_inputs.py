@@ -23,7 +23,7 @@ import argparse
 import math
 from typing import Any
 
-from servesim.cliargs import FORMATS, Output, add_format, choice, integer, number, plot_path
+from servesim.cliargs import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
 
 __all__ = ["register"]
 
@@ -58,11 +58,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     ts.add_argument("file", metavar="FILE", help="trace file (.csv, .jsonl; .gz accepted)")
     ts.add_argument("--trace-format", type=choice(_TRACE_FORMATS, "trace format"), default=None,
                     help=f"{', '.join(_TRACE_FORMATS)} (default: detected from the first line)")
-    ts.add_argument("--window-s", type=number(0.0, None, lo_open=True), default=60.0,
+    ts.add_argument("--window-s", type=number(0.001, 1e7), default=60.0, metavar="S",
                     help="window for the peak-to-mean arrival rate, seconds > 0 (default 60)")
-    ts.add_argument("--block-tokens", type=integer(1), default=512,
+    ts.add_argument("--block-tokens", type=integer(1, hi=1_000_000), default=512,
                     help="tokens per hash_ids block (Mooncake: 512, the default)")
-    ts.add_argument("--cache-blocks", type=integer(1), default=None,
+    ts.add_argument("--cache-blocks", type=integer(1, hi=100_000_000), default=None,
                     help="prefix-cache capacity in blocks, LRU (default: unbounded)")
     ts.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save arrival rate over time and length histograms")
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     help="where to write it (default: the upstream file name in the current folder; a "
                          "folder gets that name inside it; a name ending in .gz is written compressed)")
     tf.add_argument("--force", action="store_true", help="replace an existing file")
-    tf.add_argument("--timeout-s", type=number(0.0, None, lo_open=True), default=30.0,
+    tf.add_argument("--timeout-s", type=number(0.1, 3600.0), default=30.0, metavar="S",
                     help="seconds to wait for the server at each step (default 30)")
     tf.add_argument("--url", default=None,
                     help="download from this URL instead (a mirror; a pinned checksum still applies)")
@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     fp.add_argument("--from", dest="definition", type=choice(_DEFINITIONS, "definition"), default=None,
                     help="what to fit from: per-position, accept-length (mean, bonus included) or "
                          "accept-rate (default: the richest the input has)")
-    fp.add_argument("--k", type=integer(1), default=None,
+    fp.add_argument("--k", type=integer(1, hi=64), default=None,
                     help="draft tokens per cycle of the measurement, when the input does not say")
     fp.add_argument("--engine", type=choice(_ENGINES, "engine"), default="vllm",
                     help="whose accept-rate definition a --value uses: vllm (accepted/drafted) or "
@@ -105,23 +105,24 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     fp.add_argument("--exclude-bonus", action="store_true",
                     help="the --value accept-length excludes the bonus token")
     fp.add_argument("--model", default=None, help="model_name label to use when a scrape has several")
-    fp.add_argument("--interval-s", type=number(0.0, None, lo_open=True), default=None,
+    fp.add_argument("--interval-s", type=number(0.001, 1e9), default=None, metavar="S",
                     help="seconds between two scrapes (default: their sample or file times)")
     fp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
                     help="compute utilization u in [0, 1) for the second optimal k (default 0)")
-    fp.add_argument("--batch", type=integer(1), default=None,
+    fp.add_argument("--batch", type=integer(1, hi=100_000), default=None,
                     help="decode batch instead of --util: u from the roofline of --target on --gpu x --tp")
     fp.add_argument("--target", default=None,
                     help="with --batch: catalog model being served, e.g. llama-3-70b")
     fp.add_argument("--gpu", default=None, help="with --batch: catalog GPU, e.g. h100-sxm")
-    fp.add_argument("--tp", type=integer(1), default=8, help="with --batch: tensor-parallel GPUs (default 8)")
-    fp.add_argument("--context", type=integer(1), default=2048,
+    fp.add_argument("--tp", type=integer(1, hi=64), default=1,
+                    help="with --batch: tensor-parallel GPUs, 1-64 (default 1, as in every command)")
+    fp.add_argument("--context", type=integer(1, hi=10_000_000), default=2048,
                     help="with --batch: mean context tokens during decode (default 2048)")
-    fp.add_argument("--d", type=number(0.0, None), default=DEFAULT_D,
+    fp.add_argument("--d", type=number(0.0, 100.0), default=DEFAULT_D,
                     help=f"draft-cost ratio t_draft/t_target >= 0 (default {DEFAULT_D:g})")
-    fp.add_argument("--c", type=number(0.0, None), default=DEFAULT_C,
+    fp.add_argument("--c", type=number(0.0, 100.0), default=DEFAULT_C,
                     help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
-    fp.add_argument("--k-max", type=integer(1), default=DEFAULT_K_MAX,
+    fp.add_argument("--k-max", type=integer(1, hi=64), default=DEFAULT_K_MAX,
                     help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
     fp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save measured per-position acceptance against the fitted i.i.d. alpha^i")
@@ -132,13 +133,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     cp.add_argument("files", nargs="+", metavar="FILE",
                     help="a CSV (rate_per_s,mean_ttft_ms,mean_tpot_ms,prompt_tokens,output_tokens[,nodes]) "
                          "or vLLM benchmark_serving.py result JSON files")
-    cp.add_argument("--nodes", type=integer(1), default=1,
+    cp.add_argument("--nodes", type=integer(1, hi=100_000), default=1,
                     help="replicas the benchmark drove (default 1)")
     cp.add_argument("--model", default=None,
                     help="KV shape from the model catalog (default: the default node's)")
-    cp.add_argument("--decode-tokens-per-s", type=number(0.0, None, lo_open=True), default=None,
+    cp.add_argument("--decode-tokens-per-s", type=number(1e-3, 1e9), default=None,
                     help="decode capacity per node, not identified by the fit (default: the default node's)")
-    cp.add_argument("--save", default=None, metavar="FILE.toml",
+    cp.add_argument("--save", type=output_file, default=None, metavar="FILE.toml",
                     help="write the fitted node and beta as TOML")
     cp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save measured vs fitted TTFT and TPOT against the arrival rate")
@@ -440,22 +441,24 @@ def _calibrate(args: argparse.Namespace) -> Output:
     points, notes = read_points(args.files, nodes=args.nodes)
     cal = calibrate(points, decode_tokens_per_s=args.decode_tokens_per_s, kv=kv, warnings=notes)
     data = cal.as_dict()
-    if args.save is not None:
-        path = Path(args.save)
-        try:
-            path.write_text(cal.to_toml(), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from exc
-        data["saved"] = str(path)
     rows = [{"table": "node", **data["node"], "beta": data["beta"],
              "ttft_rms_rel": data["ttft_rms_rel"], "tpot_rms_rel": data["tpot_rms_rel"]}]
     rows += [{"table": "point", **p} for p in data["points"]]
-    if args.plot is not None:
+    if args.plot is not None:  # the figure first: a failing plot leaves any saved file untouched
         from servesim.render import plots
 
         fig, axes = plots.figure(2)
         plots.plot_calibration(axes, data["points"])
         plots.save(fig, args.plot)
+    if args.save is not None:  # checked before any work (--save's type); written whole or not at all
+        from servesim.render.output import write_atomic
+
+        path = Path(args.save)
+        try:
+            write_atomic(path, cal.to_toml().encode("utf-8"))
+        except OSError as exc:
+            raise InputError(f"--save {path}: cannot write: {exc.strerror or exc}") from None
+        data["saved"] = str(path)
     return Output(data, _calibrate_text(data), rows)
 
 
@@ -463,7 +466,7 @@ def _calibrate_text(d: dict[str, Any]) -> str:
     from servesim.render.text import table
 
     nd = d["node"]
-    out = [f"CALIBRATION from {len(d['points'])} measured points (colocated closed form, seed 3.3)",
+    out = [f"CALIBRATION from {len(d['points'])} measured points (the lab's colocated closed form)",
            "  TTFT = W_q(M/M/N) + P/R_p,  TPOT = TPOT_base (1 + beta rho_p),  rho_p = lambda P / (N R_p)",
            f"  prefill R_p   {nd['prefill_tokens_per_s']:,.0f} tokens/s per node",
            f"  TPOT_base     {nd['tpot_base_s'] * 1e3:.3f} ms",

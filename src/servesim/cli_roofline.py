@@ -92,6 +92,14 @@ def _run(args: argparse.Namespace) -> Output:
     gpu = resolve_gpu(args.gpu, cat)
     check_tp(model, args.tp)
     draft_name = args.draft or model.draft_model
+    draft = None
+    if draft_name:
+        from servesim._checks import ParameterError
+
+        try:
+            draft = resolve_model(draft_name, cat)
+        except ParameterError as exc:
+            raise ParameterError("--draft", draft_name, exc.valid) from None
     data = roofline_summary(
         model,
         gpu,
@@ -100,7 +108,7 @@ def _run(args: argparse.Namespace) -> Output:
         context_tokens=args.context,
         k=args.k,
         k_max=args.k_max,
-        draft=cat.model(draft_name) if draft_name else None,
+        draft=draft,
         draft_overhead_s=args.draft_overhead_s,
         efficiency=Efficiency(args.memory_efficiency, args.compute_efficiency, args.interconnect_efficiency),
         memory_fraction=args.memory_fraction,

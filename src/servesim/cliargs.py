@@ -123,8 +123,9 @@ def link(text: str) -> Any:
             f"{text!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a --catalog file,"
             " or a bandwidth in GB/s > 0"
         ) from None
-    if not math.isfinite(gbps) or gbps <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be a bandwidth in GB/s > 0")
+    if not math.isfinite(gbps) or not 1e-3 <= gbps <= 1e5:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be a bandwidth in GB/s in "
+                                         "[0.001, 100000]")
     return Link(f"{gbps:g} GB/s", gbps * 1e9)
 
 
