@@ -143,7 +143,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     sp.add_argument(
         "--requests",
-        type=integer(1, hi=10_000_000),
+        type=integer(1, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
         default=None,
         help="requests simulated in total, 1-10,000,000 (about 100 bytes and a microsecond or two "
         "each: 10^7 needs about 1 GB) (default 1,000,000; with --preset 100,000 per architecture; "
@@ -224,13 +224,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     vp.add_argument(
         "--requests",
-        type=integer(1, hi=10_000_000),
+        type=integer(1, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
         default=1_000_000,
         help="requests per M/M/c and M/G/c case, 1-10,000,000 (default 1,000,000)",
     )
     vp.add_argument(
         "--serving-requests",
-        type=integer(1, hi=10_000_000),
+        type=integer(1, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
         default=100_000,
         help="requests per serving simulation (default 100,000)",
     )
