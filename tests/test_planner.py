@@ -77,7 +77,7 @@ def test_link_break_even_matches_the_crossover():
     # At 28 ms the split wins only while the link carries the KV fast enough: the break-even
     # is the crossover of `servesim disagg --preset rag` (1.397 GB/s).
     s = sensitivity_one(_req(), "link_GBps")
-    assert s.direction == "down" and s.new_choice == "colocated"
+    assert s.direction == "down" and s.new_choice == "colocate (colocated x8)"
     assert s.flips_at == pytest.approx(1.397, abs=0.002)
 
 

@@ -238,7 +238,7 @@ class Sensitivity:
     baseline: float
     flips_at: float | None  # nearest value where the recommendation changes, None if not in range
     direction: str  # "down" or "up": which way the flip lies
-    new_choice: str | None
+    new_choice: str | None  # what changes, in words ("turn speculation off (colocated x8)", "split 6p/2d")
 
 
 def _family(c: Candidate) -> str:
@@ -246,12 +246,23 @@ def _family(c: Candidate) -> str:
     return c.architecture + (" + speculation" if c.speculative_k else "")
 
 
+def _change(old: Candidate, new: Candidate) -> str:
+    """What a flip of the recommendation means, in words: the action and the deployment it leads to."""
+    if old.architecture == new.architecture:
+        turn = "off" if old.speculative_k and not new.speculative_k else "on"
+        return f"turn speculation {turn} ({new.label})"
+    if new.architecture == "colocated":
+        return f"colocate ({new.label})"
+    return f"split {new.label}"
+
+
 def _flip(parameter: str, base: float, lo: float, hi: float, choose: Callable[[float], Candidate],
           log: bool = True) -> Sensitivity:
     """Scan from ``base`` towards ``lo`` and towards ``hi`` (24 steps each, geometric
     when ``log``) for the first value where the recommended family changes, refine
     it by bisection, and keep the flip nearer to ``base``."""
-    ref = _family(choose(base))
+    ref_c = choose(base)
+    ref = _family(ref_c)
 
     def between(a: float, b: float, f: float) -> float:
         return a * (b / a) ** f if log else a + (b - a) * f
@@ -269,7 +280,7 @@ def _flip(parameter: str, base: float, lo: float, hi: float, choose: Callable[[f
                 for _ in range(40):
                     m = between(a, b, 0.5)
                     a, b = (m, b) if _family(choose(m)) == ref else (a, m)
-                found.append(Sensitivity(parameter, base, b, direction, _family(choose(b))))
+                found.append(Sensitivity(parameter, base, b, direction, _change(ref_c, choose(b))))
                 break
             prev = x
     if not found:

@@ -65,10 +65,33 @@ def ranked_rows(s: dict[str, Any]) -> list[list[str]]:
             f"{c['attainment']:.1%}",
             fmt(c["ttft_ms"], ".0f"),
             f"{c['tpot_ms']:.1f}",
-            c["binding_constraint"],
+            _short(c["binding_constraint"]),
         ]
         for i, c in enumerate(s["ranked"])
     ]
+
+
+def _short(reason: str) -> str:
+    """A row's reason, short: for a deployment that meets both SLOs, the margin closest to its limit
+    (the largest "X of Y", "N%" or utilization); otherwise the first reason it fails."""
+    import re
+
+    parts = [p.strip() for p in reason.split(";") if p.strip()]
+    if not parts or parts[0] != "meets both SLOs":
+        return parts[0] if parts else reason
+
+    def load(p: str) -> float:
+        m = re.search(r"([\d.]+) of ([\d.]+)", p)
+        if m and float(m.group(2)) > 0:
+            return float(m.group(1)) / float(m.group(2))
+        m = re.search(r"([\d.]+)%", p)
+        if m:
+            return float(m.group(1)) / 100
+        nums = [float(x) for x in re.findall(r"\d+\.\d+", p)]
+        return max(nums) if nums else 0.0
+
+    rest = parts[1:]
+    return max(rest, key=load) if rest else parts[0]
 
 
 def specdec_text(s: dict[str, Any]) -> str:
@@ -222,8 +245,8 @@ def sensitivity_lines(s: dict[str, Any]) -> list[str]:
             lines.append(f"  {name}: {x['baseline']:.4g}{unit}; the choice holds over the range scanned")
         else:
             lines.append(
-                f"  {name}: {x['baseline']:.4g}{unit}; flips to {x['new_choice']} "
-                f"{'below' if x['direction'] == 'down' else 'above'} {x['flips_at']:.4g}{unit}"
+                f"  {name}: {x['baseline']:.4g}{unit}; {'below' if x['direction'] == 'down' else 'above'} "
+                f"{x['flips_at']:.4g}{unit}: {x['new_choice']}"
             )
     return lines
 
