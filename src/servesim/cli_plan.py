@@ -49,7 +49,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    "--sim-requests is the old name)")
     p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=20240601,
                    help="simulation seed, 0 to 2^63-1 (default 20240601)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--gpus", type=integer(1, hi=4096), default=None,
                    help="GPU budget, 1-4,096: rank deployments by goodput per GPU at their largest "
                    "sustainable rate (needs --model and --gpu; the measured-kernel model at load); with "

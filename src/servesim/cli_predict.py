@@ -97,6 +97,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models); may be repeated")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (--points)")
     add_format(p)
     p.set_defaults(run=_run)
 
@@ -223,8 +224,12 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
     if missing:
         raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; needs "
                          f"{','.join(_POINT_COLUMNS)} (optional {', '.join(_OPTIONAL_COLUMNS)})")
+    from servesim.progress import Progress
+
+    bar = Progress(len(rows), "predicting", enabled=not args.quiet)
     results: list[dict[str, Any]] = []
     for i, raw in enumerate(rows, start=2):
+        bar.advance()
         clean = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
         try:
             row = {k: _cell(path, i, k, clean.get(k, ""), _KINDS.get(k, "str"))
@@ -236,6 +241,7 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
         except (ParameterError, InputError) as exc:
             msg = str(exc)
             results.append({"error": msg if msg.startswith(str(path)) else f"{path}: line {i}: {msg}"})
+    bar.close()
     from servesim.render.predict import points_text
 
     return Output(results, points_text(results), [_flat(r) for r in results])

@@ -253,7 +253,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="skip the simulated link-crossover rows (a best-split search per bandwidth)",
     )
-    vp.add_argument("--quiet", action="store_true", help="no progress bar")
+    vp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     vp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the agreement z-scores and the bias of each assumption")
     add_format(vp)

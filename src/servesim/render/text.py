@@ -11,9 +11,39 @@ __all__ = [
 ]
 
 
+WIDTH: int | None = None
+"""Terminal width the tables must fit, or None (not a terminal: every column, byte-stable output).
+
+The command line sets it when standard output is a terminal; :func:`table` then leaves out
+columns from the right (never the first two) until the table fits, and says how many it left
+out.  Files, pipes and ``--format json|csv`` always carry every column.
+"""
+
+
+def fit_width(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str, width: int | None
+              ) -> tuple[list[str], list[list[str]], int]:
+    """The columns that fit ``width`` (dropping from the right, keeping at least two), and how many
+    were dropped."""
+    cols = len(headers)
+    hdr, body = list(headers), [list(r) for r in rows]
+    if width is None:
+        return hdr, body, 0
+
+    def total(n: int) -> int:
+        ws = [max([len(hdr[i]), *(len(r[i]) for r in body)]) for i in range(n)]
+        return len(indent) + sum(ws) + 2 * (n - 1)
+
+    n = cols
+    while n > 2 and total(n) > width:
+        n -= 1
+    return hdr[:n], [r[:n] for r in body], cols - n
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ",
           left: Sequence[int] = (0,)) -> str:
-    """Right-aligned columns (those in ``left`` left-aligned) under a rule."""
+    """Right-aligned columns (those in ``left`` left-aligned) under a rule; on a terminal narrower
+    than the table, the rightmost columns are left out (see :data:`WIDTH`)."""
+    headers, rows, dropped = fit_width(headers, rows, indent, WIDTH)
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, r, strict=True)]
@@ -26,7 +56,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
         return (indent + "  ".join(parts)).rstrip()
 
     rule = indent + "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+    note = ([f"{indent}({dropped} more column{'s' if dropped > 1 else ''} to the right: widen the terminal, "
+             "or --format csv|json)"] if dropped else [])
+    return "\n".join([line(headers), rule, *(line(r) for r in rows), *note])
 
 
 def fmt(x: float | None, spec: str, none: str = "unstable") -> str:
