@@ -135,3 +135,26 @@ def test_every_shipped_field_is_declared():
     for fname, kind in (("gpus.toml", "gpu"), ("models.toml", "model"), ("links.toml", "link")):
         for entry in load_builtin(fname)[kind].values():
             assert set(entry) <= set(FIELDS[kind])
+
+
+def test_user_workloads(tmp_path):
+    """[workload.NAME] in a user catalog: read, checked, and usable as --preset everywhere."""
+    from servesim.catalog.schema import load_catalog
+    from tests.cli_helpers import run_cli
+
+    f = tmp_path / "wl.toml"
+    f.write_text('[workload.summarize]\nprompt_tokens = 8000\noutput_tokens = 300\nrate_per_s = 1.5\n'
+                 'slo_ttft_s = 3.0\nslo_tpot_s = 0.04\n')
+    wl = load_catalog(f).workloads["summarize"]
+    assert (wl.prompt_tokens, wl.output_tokens, wl.rate_per_s) == (8000, 300, 1.5)
+    res = run_cli("disagg", "--preset", "summarize", "--catalog", str(f), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert '"prompt_tokens": 8000' in res.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[workload.x]\nprompt_tokens = 0\noutput_tokens = 1\nrate_per_s = 1\nslo_ttft_s = 1\n"
+                   "slo_tpot_s = 1\n")
+    res = run_cli("disagg", "--preset", "x", "--catalog", str(bad))
+    assert res.returncode == 2 and "[workload.x] field 'prompt_tokens'" in res.stderr
+    res = run_cli("disagg", "--preset", "nope")
+    assert res.returncode == 2 and "'nope'" in res.stderr and "chat" in res.stderr
+    assert res.stderr.count("\n") == 1

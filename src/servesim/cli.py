@@ -122,8 +122,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 
 def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> None:
     """The workload/fleet/SLO flags shared by disagg and the commands built on it."""
-    p.add_argument("--preset", type=choice(list(presets), "preset"), default="chat",
-                   help=f"workload: {', '.join(presets)} (default chat)")
+    p.add_argument("--preset", type=workload_name(presets), default="chat",
+                   help=f"workload: {', '.join(presets)} or a [workload.NAME] of a --catalog file "
+                   "(default chat)")
     p.add_argument("--link", type=link, default=None,
                    help="prefill-to-decode link: nvlink, rdma, tcp, ... or GB/s (default rdma)")
     p.add_argument("--nodes", type=integer(2, " (one prefill and one decode node at least)", hi=512),
@@ -161,6 +162,42 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    help="extra catalog TOML (GPUs, models, links); may be repeated")
     g.add_argument("--calibration", default=None, metavar="FILE",
                    help="use the node and beta fitted by `servesim calibrate` (its TOML output)")
+
+
+class WorkloadName(str):
+    """A --preset that is not shipped: resolved after parsing, against the --catalog files."""
+
+
+def workload_name(presets: Sequence[str]) -> Any:
+    """An argparse type: a shipped workload preset, or (a name) a workload of a user's --catalog."""
+    import re
+
+    def parse(text: str) -> str:
+        if text in presets:
+            return text
+        if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.+-]*", text):
+            return WorkloadName(text)
+        raise argparse.ArgumentTypeError(f"unknown preset {text!r}: must be one of {', '.join(presets)} "
+                                         "or a [workload.NAME] of a --catalog file")
+
+    return parse
+
+
+def workload_of(args: argparse.Namespace) -> Any:
+    """The workload ``--preset`` names: shipped, or from the ``--catalog`` files (later ones win)."""
+    from servesim.serving import WORKLOAD_PRESETS
+
+    name = args.preset
+    if not isinstance(name, WorkloadName):
+        return WORKLOAD_PRESETS[name]
+    from servesim.catalog.schema import load_catalog
+
+    cat = load_catalog(*getattr(args, "catalog", []))
+    if str(name) not in cat.workloads:
+        known = [*WORKLOAD_PRESETS, *cat.workloads]
+        raise InputError(f"--preset={str(name)!r} is not a known workload: must be one of "
+                         f"{', '.join(known)}, or a [workload.NAME] of a --catalog file")
+    return cat.workloads[str(name)]
 
 
 def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
@@ -212,12 +249,11 @@ def _specdec(args: argparse.Namespace) -> Output:
 
 def _disagg(args: argparse.Namespace) -> Output:
     from servesim import render
-    from servesim.serving import WORKLOAD_PRESETS
     from servesim.summary import disagg_summary, resolve_scenario
 
     # Resolved once: the roofline node is derived here and reused by the figure.
     wl, ln, node, beta, source = resolve_scenario(
-        WORKLOAD_PRESETS[args.preset], rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
+        workload_of(args), rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
         slo_tpot_s=args.slo_tpot_s, link=args.link, node_from=lambda w: resolve_node(args, w),
         prompt_tokens=args.isl, output_tokens=args.osl,
     )
@@ -305,6 +341,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:  # bare `servesim`: the command list
         sys.stdout.write(parser.format_help())
         return 0
+    if getattr(args, "format", "table") == "table" and getattr(args, "output", None) is None:
+        _fit_terminal()
     try:
         _resolve_link_name(args)
         out: Output = args.run(args)
@@ -322,6 +360,10 @@ def _main(argv: Sequence[str] | None) -> int:
         text = to_csv(out.csv_rows)
     else:
         text = out.text
+        from servesim.render import text as render_text
+
+        if render_text.WIDTH is not None:
+            text = _wrap(text, render_text.WIDTH)
     status = 1 if args.command == "validate" and _failed(out.data) else 0
     target = getattr(args, "output", None)
     try:
@@ -341,6 +383,35 @@ def _main(argv: Sequence[str] | None) -> int:
         _silence_stdout()
         return 1
     return status
+
+
+def _fit_terminal() -> None:
+    """On a terminal, tables fit its width (render.text.WIDTH); elsewhere output is byte-stable."""
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        import shutil
+
+        from servesim.render import text
+
+        text.WIDTH = max(40, shutil.get_terminal_size().columns)
+
+
+def _wrap(text: str, width: int) -> str:
+    """Lines longer than the terminal wrapped at word boundaries, continuations indented."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "  ",
+                             break_long_words=False, break_on_hyphens=False) or [line]
+    return "\n".join(out)
 
 
 def _failed(data: Any) -> bool:

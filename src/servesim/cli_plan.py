@@ -76,13 +76,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _request(args: argparse.Namespace) -> tuple[Any, str]:
-    from servesim.cli import resolve_node
+    from servesim.cli import resolve_node, workload_of
     from servesim.planner import PlanRequest, smallest_fleet
-    from servesim.serving import WORKLOAD_PRESETS
     from servesim.speculative import SPECDEC_PRESETS
     from servesim.summary import resolve_scenario
 
-    wl = WORKLOAD_PRESETS[args.preset]
+    wl = workload_of(args)
     preset = args.preset
     if args.trace is not None:
         from servesim.traces import load_trace, workload_from_trace
@@ -136,15 +135,15 @@ def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
     from servesim._checks import InputError
     from servesim.catalog.schema import load_catalog
+    from servesim.cli import workload_of
     from servesim.kvcache import LINKS
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
     from servesim.render.capacity import capacity_text
-    from servesim.serving import WORKLOAD_PRESETS
 
     if args.model is None or args.gpu is None:
         raise InputError("--gpus plans on measured kernels: give --model and --gpu too, e.g. "
                          "--model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16")
-    wl = WORKLOAD_PRESETS[args.preset]
+    wl = workload_of(args)
     if args.trace is not None:  # the trace's mean lengths; the capacity search sets the rate
         from servesim.traces import load_trace, workload_from_trace
 

@@ -318,10 +318,11 @@ def _simulate(args: argparse.Namespace) -> Output:
             "split", f"{args.split[0]}p/{args.split[1]}d", f"prefill + decode nodes = --nodes ({args.nodes})"
         )
     settings = _settings(args)
-    from servesim.cli import resolve_node
+    from servesim.cli import resolve_node, workload_of
 
     data = serving_summary(
         args.preset,
+        workload=workload_of(args),
         node_from=lambda wl: resolve_node(args, wl),
         link=args.link,
         nodes=args.nodes,
@@ -459,7 +460,9 @@ def _replay(args: argparse.Namespace) -> Output:
     from servesim.traces import load_trace, workload_from_trace
 
     tr = load_trace(args.trace, cache_blocks=args.cache_blocks, rate_scale=args.rate_scale)
-    base = WORKLOAD_PRESETS[args.preset or "chat"]  # the SLOs, unless --slo-* say otherwise
+    from servesim.cli import workload_of
+
+    base = workload_of(args) if args.preset else WORKLOAD_PRESETS["chat"]  # the SLOs, unless --slo-* say so
     wl, link, node, beta, source = resolve_scenario(
         workload_from_trace(tr, slo_ttft_s=base.slo_ttft_s, slo_tpot_s=base.slo_tpot_s),
         slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, link=args.link,

@@ -135,10 +135,18 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
         **_TEXT,
     },
     "link": {
-        "GBps": _pos("bandwidth the seed's tables use, GB/s (1e9 bytes/s)"),
+        "GBps": _pos("effective bandwidth of the link, GB/s (1e9 bytes/s)"),
         "nominal_GBps": _pos("datasheet rate per direction, GB/s (default: GBps)", required=False),
         "efficiency": FieldSpec("real", "fraction of nominal_GBps a bulk transfer reaches (default 1)",
                                 required=False, lo=0.0, lo_open=True, hi=1.0),
+        **_TEXT,
+    },
+    "workload": {
+        "prompt_tokens": _count("prompt tokens per request"),
+        "output_tokens": _count("output tokens per request"),
+        "rate_per_s": _pos("arrival rate, requests/s"),
+        "slo_ttft_s": _pos("TTFT SLO in seconds"),
+        "slo_tpot_s": _pos("TPOT SLO in seconds"),
         **_TEXT,
     },
 }
@@ -190,10 +198,11 @@ class Catalog:
     # the EXTRA_FIELDS an entry sets, by entry name (every entry of a file has one, maybe empty)
     gpu_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    workloads: Mapping[str, Any] = field(default_factory=dict)  # servesim.serving.Workload by name
 
     def __post_init__(self) -> None:
         # read-only views, so that the cached built-in catalog cannot be changed by a caller
-        for name in ("gpus", "models", "links"):
+        for name in ("gpus", "models", "links", "workloads"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         for name in ("gpu_extras", "model_extras"):
             table = {k: MappingProxyType(dict(v)) for k, v in getattr(self, name).items()}
@@ -225,6 +234,7 @@ class Catalog:
             links={**self.links, **other.links},
             gpu_extras={**self.gpu_extras, **other.gpu_extras},
             model_extras={**self.model_extras, **other.model_extras},
+            workloads={**self.workloads, **other.workloads},
         )
 
 
@@ -341,18 +351,25 @@ def _link(name: str, e: Mapping[str, Any]) -> LinkSpec:
     )
 
 
-_BUILD = {"gpu": _gpu, "model": _model, "link": _link}
+def _workload(name: str, e: Mapping[str, Any]) -> Any:
+    from servesim.serving import Workload
+
+    return Workload(name, e["prompt_tokens"], e["output_tokens"], e["rate_per_s"], e["slo_ttft_s"],
+                    e["slo_tpot_s"])
+
+
+_BUILD = {"gpu": _gpu, "model": _model, "link": _link, "workload": _workload}
 
 
 def validate(data: Mapping[str, Any], where: str) -> Catalog:
     """Check one parsed catalog file (``where`` names it in errors) and build its entries."""
-    tables: dict[str, dict[str, Any]] = {"gpu": {}, "model": {}, "link": {}}
+    tables: dict[str, dict[str, Any]] = {"gpu": {}, "model": {}, "link": {}, "workload": {}}
     extras: dict[str, dict[str, Mapping[str, Any]]] = {"gpu": {}, "model": {}}
     for top, entries in data.items():
         if top not in tables:
             raise CatalogError(
                 f"{where}: unknown table {top!r}: a catalog file holds [gpu.NAME], "
-                f"[model.NAME] and [link.NAME] entries"
+                f"[model.NAME], [link.NAME] and [workload.NAME] entries"
             )
         if not isinstance(entries, Mapping):
             raise CatalogError(f"{where}: {top!r} must be a table of entries such as [{top}.NAME]")
@@ -365,7 +382,7 @@ def validate(data: Mapping[str, Any], where: str) -> Catalog:
             if top in extras:
                 extras[top][name] = {k: fields[k] for k in EXTRA_FIELDS[top] if k in fields}
     return Catalog(gpus=tables["gpu"], models=tables["model"], links=tables["link"],
-                   gpu_extras=extras["gpu"], model_extras=extras["model"])
+                   gpu_extras=extras["gpu"], model_extras=extras["model"], workloads=tables["workload"])
 
 
 def _check_references(cat: Catalog, where: str) -> None:
