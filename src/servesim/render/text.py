@@ -210,7 +210,8 @@ def disagg_text(s: dict[str, Any]) -> str:
     out: list[str] = []
     out.append(f"COLOCATED vs DISAGGREGATED: preset {s['preset']}")
     out.append(
-        f"  {s['nodes']} nodes of {nd['model']} (prefill {nd['prefill_tokens_per_s']:,.0f} tok/s,"
+        f"  {s['nodes']} nodes of {nd['model']} on {nd['gpus']} GPUs each "
+        f"(prefill {nd['prefill_tokens_per_s']:,.0f} tok/s,"
         f" decode {nd['decode_tokens_per_s']:,.0f} tok/s, TPOT_base {nd['tpot_base_ms']:.3g} ms),"
         f" beta={s['beta']:g}, link {s['link']['name']} ({s['link']['GBps']:g} GB/s)"
     )
