@@ -297,13 +297,17 @@ def trace_text(d: dict[str, Any]) -> str:
     rows = []
     for r in d["rows"]:
         cf, rp = r["closed_form"], r["replay"]
+        # An overloaded replay (offered work above capacity) only ends because the trace does: its
+        # TTFTs measure the trace's length, not the deployment, so they print as "unstable"
+        # (the finite run's figures stay in the JSON).
+        tt = rp["ttft_ms"] if rp.get("stable", True) else {k: None for k in ("mean", "p50", "p90", "p99")}
         rows.append([
             r["deployment"],
             _f(cf["ttft_mean_ms"], ".0f", "unstable"),
-            _f(rp["ttft_ms"]["mean"], ".0f"),
-            _f(rp["ttft_ms"]["p50"], ".0f"),
-            _f(rp["ttft_ms"]["p90"], ".0f"),
-            _f(rp["ttft_ms"]["p99"], ".0f"),
+            _f(tt["mean"], ".0f", "unstable"),
+            _f(tt["p50"], ".0f", "unstable"),
+            _f(tt["p90"], ".0f", "unstable"),
+            _f(tt["p99"], ".0f", "unstable"),
             f"{cf['tpot_ms']:.1f}",
             _f(rp["tpot_ms"]["mean"], ".1f"),
             _f(rp["tpot_ms"]["p99"], ".1f"),
