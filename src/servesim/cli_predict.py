@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import InputError, ParameterError
-from servesim.cliargs import Output, add_format, choice, integer, link, number
+from servesim.cliargs import Output, add_format, add_pool_arguments, choice, integer, link, number
 
 __all__ = ["register"]
 
@@ -85,14 +85,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--mode", type=choice(["agg", "disagg"], "mode"), default="agg",
                    help="agg: one colocated replica (default); disagg: prefill and decode pools with their "
                    "own shapes (closed form at load)")
-    p.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
-                   help="disagg: TP of a prefill worker, 1-64 (default --tp)")
-    p.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
-                   help="disagg: prefill workers, 1-4,096 (default 1)")
-    p.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
-                   help="disagg: TP of a decode worker, 1-64 (default --tp)")
-    p.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
-                   help="disagg: decode workers, 1-4,096 (default 1)")
+    add_pool_arguments(p)
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",

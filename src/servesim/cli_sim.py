@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from servesim.cliargs import Output, add_format, choice, integer, number, plot_path
+from servesim.cliargs import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
 
 __all__ = ["register"]
 
@@ -171,14 +171,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="agg: colocated replicas of --tp GPUs (default); disagg: prefill and decode pools")
     e.add_argument("--replicas", type=integer(1, hi=4096), default=1,
                    help="agg: colocated replicas, requests routed round-robin, 1-4,096 (default 1)")
-    e.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
-                   help="disagg: TP of a prefill worker, 1-64 (default --tp)")
-    e.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
-                   help="disagg: prefill workers, 1-4,096 (default 1)")
-    e.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
-                   help="disagg: TP of a decode worker, 1-64 (default --tp)")
-    e.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
-                   help="disagg: decode workers, 1-4,096 (default 1)")
+    add_pool_arguments(e)
     e.add_argument("--shared-link", action="store_true",
                    help="disagg: KV transfers queue on one shared link (the closed form gives each its own)")
     sp.add_argument(
@@ -396,15 +389,19 @@ def _engine(args: argparse.Namespace) -> Output:
                                    args.rate, args.isl, args.osl, slo)
         gpus = psm.tp * args.prefill_workers + dsm.tp * args.decode_workers
     data.update({"model": args.model, "gpu": args.gpu, "gpus": gpus, "rate": args.rate, "isl": args.isl,
-                 "osl": args.osl, "seed": args.seed, "stable": cf.stable,
-                 "closed_form": {"stable": cf.stable,
-                                 "mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
-                                 "p99_ttft_ms": cf.ttft_p99_s * 1e3 if cf.stable else None,
-                                 "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
-                                 "decode_batch": cf.decode_batch if cf.stable else None,
-                                 "reason": cf.reason}})
+                 "osl": args.osl, "seed": args.seed})
+    return _engine_output(data, cf)
+
+
+def _engine_output(data: dict[str, Any], cf: Any) -> Output:
+    """The engine simulation beside the closed form at load (``cf``, a LoadPoint) as an Output."""
     from servesim.render.predict import engine_sim_text
 
+    ok = cf.stable
+    data.update({"stable": ok, "closed_form": {
+        "stable": ok, "mean_ttft_ms": cf.ttft_mean_s * 1e3 if ok else None,
+        "p99_ttft_ms": cf.ttft_p99_s * 1e3 if ok else None, "mean_tpot_ms": cf.tpot_s * 1e3 if ok else None,
+        "decode_batch": cf.decode_batch if ok else None, "reason": cf.reason}})
     return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
 
 
@@ -438,17 +435,8 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     slo = args.slo_ttft_s if args.slo_ttft_s is not None else 1e9
     cf = colocated_at_load(sm, mem, args.replicas, rate, isl, osl, slo)
     data.update({"trace": str(args.trace), "requests": len(arr), "model": args.model, "gpu": args.gpu,
-                 "gpus": args.replicas * args.tp, "rate": rate, "isl": isl, "osl": osl, "seed": args.seed,
-                 "completed": data["completed"], "stable": cf.stable,
-                 "closed_form": {"stable": cf.stable,
-                                 "mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
-                                 "p99_ttft_ms": cf.ttft_p99_s * 1e3 if cf.stable else None,
-                                 "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
-                                 "decode_batch": cf.decode_batch if cf.stable else None,
-                                 "reason": cf.reason}})
-    from servesim.render.predict import engine_sim_text
-
-    return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
+                 "gpus": args.replicas * args.tp, "rate": rate, "isl": isl, "osl": osl, "seed": args.seed})
+    return _engine_output(data, cf)
 
 
 def _replay(args: argparse.Namespace) -> Output:

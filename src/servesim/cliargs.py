@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = [
-    "FORMATS", "Output", "Parser", "add_format", "choice", "integer", "link", "number", "output_dir",
+    "FORMATS", "Output", "Parser", "add_format", "add_pool_arguments", "choice", "integer", "link", "number",
+    "output_dir",
     "output_file", "plot_path",
 ]
 
@@ -174,3 +175,15 @@ def _writable(text: str, *, file: bool) -> Path:
     except InputError as exc:
         msg = str(exc).removeprefix("path=")  # argparse prefixes the flag
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def add_pool_arguments(p: Any) -> None:
+    """The shape flags of a disaggregated deployment (predict and simulate share them)."""
+    p.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a prefill worker, 1-64 (default --tp)")
+    p.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: prefill workers, 1-4,096 (default 1)")
+    p.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a decode worker, 1-64 (default --tp)")
+    p.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: decode workers, 1-4,096 (default 1)")
