@@ -48,6 +48,17 @@ def test_markdown_tables_parse(report_dir):
         assert f"]({name})" in text and (report_dir / name).stat().st_size > 10_000
 
 
+def test_plan_chart_shows_the_recommended_deployment(report_dir):
+    import re
+
+    text = (report_dir / "report.md").read_text()
+    label = re.search(r"^Deploy (.+)\.$", text, re.M)
+    assert label is not None
+    # rag's plan recommends speculation; the goodput chart draws that deployment, not only plain ones.
+    assert "spec k=" in label.group(1)
+    assert f"the recommended deployment ({label.group(1)}), at the planned rate](goodput_vs_rate.png)" in text
+
+
 def test_html_is_self_contained(report_dir):
     page = (report_dir / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 4

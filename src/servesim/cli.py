@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap = sub.add_parser("all", help="both parts with defaults (disagg for every workload preset)")
     ap.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
-                    help="save the speedup heatmap and the utilization sweep")
+                    help="save every figure in one file: the speedup heatmap and utilization sweep, then "
+                    "goodput vs arrival rate and vs link for each workload preset")
     add_format(ap)
     ap.set_defaults(run=_all)
 
@@ -274,12 +275,12 @@ def _all(args: argparse.Namespace) -> Output:
 
     spec = specdec_summary()
     dis = {name: disagg_summary(name) for name in WORKLOAD_PRESETS}
-    if args.plot is not None:
-        from servesim.figures import specdec_figure
+    if args.plot is not None:  # one file, every panel: specdec, then disagg for each preset
+        from servesim.figures import all_figure
         from servesim.render.plots import save
         from servesim.speculative import DEFAULT_C, DEFAULT_D
 
-        save(specdec_figure(DEFAULT_D, DEFAULT_C, 0.0), args.plot)
+        save(all_figure(dis, DEFAULT_D, DEFAULT_C, 0.0), args.plot)
     text = "\n".join([render.specdec_text(spec), *(render.disagg_text(d) for d in dis.values())])
     rows = _specdec_rows(spec)
     for d in dis.values():

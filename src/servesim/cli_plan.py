@@ -206,7 +206,8 @@ def run_plan(args: argparse.Namespace) -> Output:
         from servesim.figures import plan_figure
         from servesim.render.plots import save
 
-        save(plan_figure(req.workload, req.node, req.nodes, req.beta, req.link), args.plot)
+        save(plan_figure(req.workload, req.node, req.nodes, req.beta, req.link, speculation=req.speculation,
+                         k_max=req.k_max, attainment_target=req.attainment_target), args.plot)
     return Output(data, render.plan_text(data), [{"table": "ranked", **c} for c in data["ranked"]])
 
 

@@ -72,10 +72,12 @@ def report_blocks(
     if plan["sensitivity"]:
         b.append(Block("h2", "How robust is the choice?"))
         b.append(Block("ul", items=tuple(line.strip() for line in sensitivity_lines(plan))))
-    b.append(Block("img", "Goodput vs arrival rate without speculation, colocated and best split, "
-                          "with the planned rate",
+    b.append(Block("img", f"Goodput vs arrival rate: colocated and the best split without speculation, and "
+                          f"the recommended deployment ({r['label']}), at the planned rate",
                    name="goodput_vs_rate.png",
-                   png=png_bytes(plan_figure(wl, req.node, req.nodes, req.beta, req.link))))
+                   png=png_bytes(plan_figure(wl, req.node, req.nodes, req.beta, req.link,
+                                             speculation=req.speculation, k_max=req.k_max,
+                                             attainment_target=req.attainment_target))))
 
     b.append(Block("h2", "Colocated vs disaggregated, by prompt/output mix"))
     b.append(Block("table", headers=("mix", "P/O tokens", "colocated TTFT", "colocated TPOT",
@@ -92,11 +94,13 @@ def report_blocks(
         f"(exact break-even {dis['crossover_exact_GBps']:.3f} GB/s)."
         if xo is not None else
         "At no link bandwidth does the best split serve more goodput than colocation.")))
-    b.append(Block("img", "Goodput vs arrival rate and vs link bandwidth", name="disaggregation.png",
+    b.append(Block("img", f"Goodput vs arrival rate and vs link bandwidth, at {wl.rate_per_s:g} req/s over "
+                          f"{req.link.name} (marked), with the crossover", name="disaggregation.png",
                    png=png_bytes(disagg_figure(wl, req.node, req.nodes, req.beta, req.link, dis[
                        "crossover_exact_GBps"]))))
     if ttft_png is not None:
-        b.append(Block("img", "Simulated TTFT distribution", name="ttft_distribution.png", png=ttft_png))
+        b.append(Block("img", "Simulated TTFT, cumulative distribution: the SLO (dashed) and the fraction of "
+                              "requests within it (marked)", name="ttft_distribution.png", png=ttft_png))
 
     b.append(Block("h2", "Speculative decoding"))
     b.append(Block("table", headers=("preset", "alpha", "d", "c", "best k (u=0)", "speedup (u=0)",
