@@ -261,6 +261,13 @@ def run_report(args: argparse.Namespace) -> Output:
     wl = req.workload
     dis = disagg_summary(plan_data["preset"], workload=wl, link=req.link, nodes=req.nodes, beta=req.beta,
                          node=req.node)
+    if req.speculation is not None:  # the mixes table weighs speculation as the plan does
+        from servesim.planner import plan as plan_one
+
+        for row in dis["rows"]:
+            mix = replace(wl, prompt_tokens=row["prompt_tokens"], output_tokens=row["output_tokens"])
+            best = plan_one(replace(req, workload=mix), with_sensitivity=False).ranked[0]
+            row["with_speculation"] = {"label": best.label, "goodput_rps": best.goodput_rps}
     spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     blocks = report_blocks(req, plan_data, dis, spec, command=command, biases=_report_biases(args.seed),
