@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.speculation import Speculation
-from servesim.hardware.stepmodel import Chunk, StepModel, bucket_context
+from servesim.hardware.stepmodel import Chunk, StepModel
 
 __all__ = ["BenchResult", "Benchmark", "Speculation", "run_benchmark"]
 
@@ -120,6 +120,15 @@ class _Req:
     index: int = 0  # send order
     osl: int = 1  # output tokens it will generate
     final: float = 0.0  # tokens it will hold when done (reserving engines count them at admission)
+
+
+def _q(x: float) -> int:
+    """``x`` rounded down to its 7 leading bits (exact below 128; within 1/64 above)."""
+    n = int(x)
+    if n < 128:
+        return n
+    shift = n.bit_length() - 7
+    return (n >> shift) << shift
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -217,14 +226,13 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
 
     prices: dict[tuple[object, ...], float] = {}
 
-    def price(b: float, ctx: float, chunks: tuple[Chunk, ...]) -> float:
-        # Contexts are rounded to 1/64 of an octave (about 1%) so that recurring steps are priced once.
-        cb = bucket_context
-        key = (b, cb(ctx), *((c.tokens, cb(c.context), c.samples) for c in chunks))
+    def price(b: float, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
+        """The step's time; ``chunks`` are (tokens, cached context, samples).  Contexts are rounded
+        to 7 significant bits (within 1.6%) so that recurring steps are priced once."""
+        key = (b, _q(ctx), *[(t, _q(c), s) for t, c, s in chunks])
         dt = prices.get(key)
         if dt is None:
-            dt = prices[key] = step_price(b, cb(ctx), tuple(Chunk(c.tokens, cb(c.context), 1, c.samples)
-                                                            for c in chunks))
+            dt = prices[key] = step_price(b, _q(ctx), tuple(Chunk(t, _q(c), 1, s) for t, c, s in chunks))
         return dt
 
     def step_price(b: float, ctx: float, chunks: tuple[Chunk, ...]) -> float:
@@ -382,7 +390,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                 n = max(1, min(n, math.ceil((arrivals[0] - t) / dt1)))
             dt = dt1 * n
         else:
-            dt = price(b, ctx, tuple(Chunk(q, r.context, 1, q == r.prompt_left) for r, q in chunks))
+            dt = price(b, ctx, tuple((q, r.context, q == r.prompt_left) for r, q in chunks))
         t += dt
         steps += n
         busy_time += dt
