@@ -229,7 +229,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     def price(b: float, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
         """The step's time; ``chunks`` are (tokens, cached context, samples).  Contexts are rounded
         to 7 significant bits (within 1.6%) so that recurring steps are priced once."""
-        key = (b, _q(ctx), *[(t, _q(c), s) for t, c, s in chunks])
+        key = (b, _q(ctx), *[(t, _q(c), s) for t, c, s in chunks]) if chunks else (b, _q(ctx))
         dt = prices.get(key)
         if dt is None:
             dt = prices[key] = step_price(b, _q(ctx), tuple(Chunk(t, _q(c), 1, s) for t, c, s in chunks))
