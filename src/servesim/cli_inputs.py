@@ -151,11 +151,43 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 # trace summarize
 
 
+def _estimated_lines(path: str) -> int:
+    """Lines in a trace file, estimated from its size and its first 64 KiB (for the progress bar)."""
+    import gzip
+    import os
+
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(65536)
+        ratio = 1.0
+        if head[:2] == b"\x1f\x8b":  # compressed: measure the first decompressed bytes instead
+            with gzip.open(path, "rb") as g:
+                plain = g.read(65536)
+            ratio = len(plain) / max(1, len(head)) if len(head) < 65536 else 4.0
+            head = plain
+        per_line = max(1.0, len(head) / max(1, head.count(b"\n")))
+        return max(1, int(size * ratio / per_line))
+    except (OSError, EOFError):
+        return 1
+
+
 def _trace_summarize(args: argparse.Namespace) -> Output:
+    from servesim.progress import Progress
     from servesim.traces import load_trace, plot_trace, summarize_trace
 
-    tr = load_trace(args.file, args.trace_format, block_tokens=args.block_tokens,
-                    cache_blocks=args.cache_blocks)
+    bar = Progress(_estimated_lines(args.file), "reading trace (lines)")
+    done = [0]
+
+    def tick(line: int) -> None:
+        bar.advance(line - done[0])
+        done[0] = line
+
+    try:
+        tr = load_trace(args.file, args.trace_format, block_tokens=args.block_tokens,
+                        cache_blocks=args.cache_blocks, progress=tick)
+    finally:
+        bar.close()
     s = summarize_trace(tr, args.window_s)
     data = s.as_dict()
     if args.plot is not None:

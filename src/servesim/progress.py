@@ -38,19 +38,12 @@ class Progress:
 
     def _open(self) -> None:
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RichProgress
 
         console = Console(file=self.stream, force_terminal=True, width=100)
         self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("[{task.fields[rate]}]"),
-                                 TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[rate]}"),
                                  console=console, transient=True, auto_refresh=False)
         self._bar.start()
         self._task = self._bar.add_task(self.label, total=self.total, completed=self.done, rate="")
@@ -65,7 +58,9 @@ class Progress:
             self._open()
         if self._bar is not None:
             rate = self.done / elapsed if elapsed > 0 else 0.0
-            self._bar.update(self._task, completed=self.done, rate=f"{rate:.2f}/s")
+            left = (self.total - self.done) / rate if rate > 0 else float("nan")
+            eta = f", about {left:.0f} s left" if left == left else ""
+            self._bar.update(self._task, completed=self.done, rate=f"{rate:,.2f}/s{eta}")
             self._bar.refresh()
 
     def close(self) -> None:

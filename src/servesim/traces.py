@@ -32,7 +32,7 @@ import csv
 import math
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import date
@@ -453,6 +453,7 @@ def load_trace(
     cache_blocks: int | None = None,
     rate_scale: float = 1.0,
     need_rate: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> TraceArrays:
     """Read a trace into :class:`TraceArrays` for summaries and simulation replay.
 
@@ -466,7 +467,8 @@ def load_trace(
     A trace with nothing to serve is refused here, so that every command
     refuses it alike: no requests, every prompt 0 tokens, or every output 0
     tokens.  ``need_rate`` (for callers that derive an arrival rate) also
-    refuses fewer than 2 requests or all of them at one instant.
+    refuses fewer than 2 requests or all of them at one instant.  ``progress``
+    is called with the line number every 20,000 lines (for a progress bar).
     """
     import numpy as np
 
@@ -485,6 +487,8 @@ def load_trace(
     hit_blocks = total_blocks = 0
     prompt_sum = output_sum = 0
     for t, prompt, output, hashes, line in _rows(p, fmt):
+        if progress is not None and line % 20_000 == 0:
+            progress(line)
         prompt_sum += prompt
         output_sum += output
         arrival.append(t)
