@@ -202,7 +202,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     sp.add_argument(
         "--no-timing",
         action="store_true",
-        help="leave out sim_wall_s and sim_requests_per_s (wall-clock), for byte-identical output",
+        help="leave out the wall-clock figures (sim_wall_s or sim_wall_ms, sim_requests_per_s), for "
+        "byte-identical output",
     )
     sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "

@@ -113,7 +113,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "p99_tpot_ms": _ms(res.p99_tpot_s), "mean_itl_ms": _ms(res.mean_itl_s),
         "output_throughput": res.output_throughput, "request_throughput": res.request_throughput,
         "output_throughput_per_gpu": res.output_throughput / gpus,
-        "duration_s": res.duration_s, "completed": res.completed,
+        "duration_ms": res.duration_s * 1e3, "completed": res.completed,
         "decode_batch": res.decode_batch, "max_concurrency": max_conc, "kv_capacity_tokens": cap,
         "above_max_concurrency": above, "preemptions": res.preemptions,
         "max_num_batched_tokens": sm.engine.max_num_batched_tokens, "max_num_seqs": sm.engine.max_num_seqs,

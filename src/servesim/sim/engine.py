@@ -50,7 +50,7 @@ def _summary(ttfts: list[float], tpots: list[float], completed: int, osl: int, d
         "p99_tpot_ms": 1e3 * _pct(tpots, 99) if tpots else None,
         "output_throughput": completed * osl / duration, "request_throughput": completed / duration,
         "completed": completed, "decode_batch": batch,
-        "sim_requests_per_s": completed / wall if wall > 0 else math.inf, "wall_s": wall, **extra,
+        "sim_requests_per_s": completed / wall if wall > 0 else math.inf, "wall_ms": wall * 1e3, **extra,
     }
 
 
@@ -85,7 +85,7 @@ def _merge(per: list[BenchResult], osl: int, wall: float, extra: dict[str, Any])
         "output_throughput": done * osl / duration, "request_throughput": done / duration,
         "completed": done, "decode_batch": sum(r.decode_batch for r in per) / len(per),
         "preemptions": sum(r.preemptions for r in per),
-        "sim_requests_per_s": done / wall if wall > 0 else math.inf, "wall_s": wall, **extra,
+        "sim_requests_per_s": done / wall if wall > 0 else math.inf, "wall_ms": wall * 1e3, **extra,
     }
 
 

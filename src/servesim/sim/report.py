@@ -3,7 +3,8 @@
 Pure computation: no printing, no rendering (see :mod:`servesim.sim.text`).
 Queue mode reports seconds (``*_s``); serving mode reports milliseconds
 (``*_ms``) like ``servesim disagg``.  An interval is ``[low, high]`` (95%,
-Student t over replications).  ``sim_wall_s`` and ``sim_requests_per_s`` are
+Student t over replications).  ``sim_wall_s`` (``sim_wall_ms`` in the serving summary, whose
+times are all in ms) and ``sim_requests_per_s`` are
 wall-clock measurements, the only fields that differ between two runs with
 the same seed; ``timing=False`` leaves them out.
 """
@@ -398,6 +399,6 @@ def serving_summary(
         "winner": {"closed_form": cf_compare(cf_co, cf_de, wl.rate_per_s), "simulated": cmp.winner},
     }
     if timing:
-        out["sim_wall_s"] = wall
+        out["sim_wall_ms"] = wall * 1e3  # every time of a serving summary is in ms
         out["sim_requests_per_s"] = out["requests"] / wall if wall > 0 else None
     return out

@@ -190,7 +190,8 @@ def serving_text(d: dict[str, Any]) -> str:
     win = d["winner"]
     out.append(f"  winner: closed form {win['closed_form']}, simulation {win['simulated']}")
     if "sim_requests_per_s" in d and d["sim_requests_per_s"] is not None:
-        out.append(f"  simulated {d['sim_requests_per_s']:,.0f} requests/s ({d['sim_wall_s']:.2f} s wall)")
+        out.append(f"  simulated {d['sim_requests_per_s']:,.0f} requests/s "
+                   f"({d['sim_wall_ms'] / 1e3:.2f} s wall)")
     return "\n".join(out) + "\n"
 
 
