@@ -52,6 +52,7 @@ Standard library only; the model never prints.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,7 @@ __all__ = [
     "derive_node",
     "draft_model_memory",
     "kv_room_bytes",
+    "largest_batch_within",
     "max_batch",
     "node_spec",
     "prefill_cost",
@@ -804,13 +806,7 @@ def derive_node(
         if tpot_slo_s is not None:
             slo = check_real("tpot_slo_s", tpot_slo_s, lo=0.0, lo_open=True)
             if tpot(b) > slo:
-                lo, hi = 1, b  # tpot is increasing in the batch: largest b with tpot(b) <= slo
-                if tpot(1) > slo:
-                    hi = 1
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    lo, hi = (mid, hi) if tpot(mid) <= slo else (lo, mid)
-                b, why = lo, "tpot_slo"
+                b, why = largest_batch_within(tpot, b, slo), "tpot_slo"
     pre = prefill_step(m, g, tp=tp, prompt_tokens=p, efficiency=efficiency)
     dec = decode_step(m, g, tp=tp, batch=b, context_tokens=mean_ctx, efficiency=efficiency)
     shape = KVShape(m.name, m.layers, m.kv_heads, m.head_dim, m.bytes_per_value)
@@ -822,6 +818,20 @@ def derive_node(
         gpus=tp,
     )
     return NodeDerivation(node, m.name, g.name, tp, b, why, fit, mean_ctx, pre, dec)
+
+
+def largest_batch_within(tpot: Callable[[int], float], hi: int, slo_s: float) -> int:
+    """The largest batch in [1, ``hi``] whose step ``tpot(b)`` meets ``slo_s`` (1 if none does).
+
+    ``tpot`` grows with the batch, so bisection applies; ``tpot(hi) > slo_s`` is the caller's case.
+    """
+    if tpot(1) > slo_s:
+        return 1
+    lo = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tpot(mid) <= slo_s else (lo, mid)
+    return lo
 
 
 def node_spec(

@@ -67,13 +67,9 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
     if tpot_slo_s is not None:
         slo = check_real("tpot_slo_s", tpot_slo_s, lo=0.0, lo_open=True)
         if tpot(b) > slo:
-            lo, hi = 1, b  # largest batch that meets the SLO (step time grows with the batch)
-            if tpot(1) > slo:
-                hi = 1
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if tpot(mid) <= slo else (lo, mid)
-            b, why = lo, "tpot_slo"
+            from servesim.roofline import largest_batch_within
+
+            b, why = largest_batch_within(tpot, b, slo), "tpot_slo"
     prefill = sm.prompt_s(p)  # the prompt in budget-sized chunks, each behind the ones before it
     dec = sm.decode_step(b, mean_ctx)
     s = sm.shape

@@ -31,7 +31,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError
@@ -130,19 +130,27 @@ def supported_kv_dtypes(gpu_name: str, catalog: Catalog | None = None) -> tuple[
     return tuple(d for d in KV_DTYPES if d in supported_dtypes(gpu_name, catalog))
 
 
+def _check(name: str, value: str, allowed: tuple[str, ...],
+           supported: Callable[[str, Catalog | None], tuple[str, ...]], gpu_name: str,
+           catalog: Catalog | None, why_not: Callable[[str, str], str], what: str) -> str:
+    """``value`` normalized if ``gpu_name`` runs it, else a ParameterError naming what it does run."""
+    d = _normalize(name, value, allowed)
+    cat = _catalog(catalog)
+    gpu = canonical_gpu(gpu_name, cat)
+    ok = supported(gpu, cat)
+    if d not in ok:
+        raise ParameterError(name, value, f"{what} {gpu} supports: {', '.join(ok)} ({why_not(gpu, d)})")
+    return d
+
+
 def check_dtype(dtype: str, gpu_name: str, catalog: Catalog | None = None) -> str:
     """Return the weight dtype (normalized: ``bf16``, ``fp8`` or ``fp4``) if ``gpu_name`` runs it.
 
     Raises :class:`ParameterError` (``name='dtype'``) naming what the GPU supports.
     """
-    d = _normalize("dtype", dtype, WEIGHT_DTYPES)
-    cat = _catalog(catalog)
-    gpu = canonical_gpu(gpu_name, cat)
-    ok = supported_dtypes(gpu, cat)
-    if d not in ok:
-        why = _WHY_NOT.get((gpu, d), f"{gpu} has no {d.upper()} peak in the catalog ({_PEAK_FIELD[d]})")
-        raise ParameterError("dtype", dtype, f"a weight dtype {gpu} supports: {', '.join(ok)} ({why})")
-    return d
+    return _check("dtype", dtype, WEIGHT_DTYPES, supported_dtypes, gpu_name, catalog,
+                  lambda gpu, d: _WHY_NOT.get((gpu, d), f"{gpu} has no {d.upper()} peak in the catalog "
+                                                       f"({_PEAK_FIELD[d]})"), "a weight dtype")
 
 
 def check_kv_dtype(kv_dtype: str, gpu_name: str, catalog: Catalog | None = None) -> str:
@@ -150,15 +158,9 @@ def check_kv_dtype(kv_dtype: str, gpu_name: str, catalog: Catalog | None = None)
 
     Raises :class:`ParameterError` (``name='kv_dtype'``) naming what the GPU supports.
     """
-    d = _normalize("kv_dtype", kv_dtype, KV_DTYPES)
-    cat = _catalog(catalog)
-    gpu = canonical_gpu(gpu_name, cat)
-    ok = supported_kv_dtypes(gpu, cat)
-    if d not in ok:
-        why = _WHY_NOT_KV.get(gpu, f"{gpu} has no FP8 peak in the catalog (fp8_TFLOPS)")
-        raise ParameterError("kv_dtype", kv_dtype,
-                             f"a KV-cache dtype {gpu} supports: {', '.join(ok)} ({why})")
-    return d
+    return _check("kv_dtype", kv_dtype, KV_DTYPES, supported_kv_dtypes, gpu_name, catalog,
+                  lambda gpu, d: _WHY_NOT_KV.get(gpu, f"{gpu} has no FP8 peak in the catalog (fp8_TFLOPS)"),
+                  "a KV-cache dtype")
 
 
 def peak_flops(gpu_name: str, dtype: str, catalog: Catalog | None = None) -> float:
