@@ -111,8 +111,9 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
     return req, preset
 
 
-def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """The plan (:class:`servesim.planner.Plan`) and its summary dict."""
+def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Any, dict[str, Any], Any]:
+    """The plan (:class:`servesim.planner.Plan`), its summary dict and the progress bar, still open
+    when ``extra_stages`` (the report's own steps) remain."""
     from servesim.planner import plan, plan_stages
     from servesim.progress import Progress
     from servesim.summary import plan_summary
@@ -121,14 +122,18 @@ def _plan_data(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     simulate = ({"top": args.simulate_top, "requests": args.sim_requests, "seed": args.seed}
                 if args.simulate else None)
     stages = plan_stages(req) + (min(args.simulate_top, 2 * req.nodes) if args.simulate else 0)
-    bar = Progress(stages, "planning", enabled=not args.quiet)
+    bar = Progress(stages + extra_stages, "planning" if not extra_stages else "report",
+                   enabled=not args.quiet)
     try:
         p = plan(req, jobs=args.jobs, ray_address=args.ray, progress=bar.advance)
         data = plan_summary(p, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
                             progress=bar.advance, simulate=simulate)
-    finally:
+    except BaseException:
         bar.close()
-    return p, data
+        raise
+    if not extra_stages:
+        bar.close()
+    return p, data, bar
 
 
 def _capacity(args: argparse.Namespace) -> Output:
@@ -200,7 +205,7 @@ def run_plan(args: argparse.Namespace) -> Output:
     fewest = args.target_rate is not None and args.model is not None and args.isl is not None
     if args.gpus is not None or fewest:
         return _capacity(args)
-    p, data = _plan_data(args)
+    p, data, _ = _plan_data(args)
     req = p.request
     if args.plot is not None:
         from servesim.figures import plan_figure
@@ -249,14 +254,22 @@ def _report_biases(seed: int) -> list[dict[str, Any]]:
 
 
 def run_report(args: argparse.Namespace) -> Output:
-    from servesim.render.content import report_blocks
-    from servesim.render.report import write_report
-    from servesim.summary import disagg_summary, specdec_summary
 
     if args.gpus is not None or (args.target_rate is not None and args.model is not None
                                  and args.isl is not None):
         return _capacity_report(args)
-    p, plan_data = _plan_data(args)
+    p, plan_data, bar = _plan_data(args, extra_stages=5)  # mixes, specdec, biases, TTFT, files
+    try:
+        return _report_rest(args, p, plan_data, bar)
+    finally:
+        bar.close()
+
+
+def _report_rest(args: argparse.Namespace, p: Any, plan_data: dict[str, Any], bar: Any) -> Output:
+    from servesim.render.content import report_blocks
+    from servesim.render.report import write_report
+    from servesim.summary import disagg_summary, specdec_summary
+
     req = p.request
     wl = req.workload
     dis = disagg_summary(plan_data["preset"], workload=wl, link=req.link, nodes=req.nodes, beta=req.beta,
@@ -268,12 +281,18 @@ def run_report(args: argparse.Namespace) -> Output:
             mix = replace(wl, prompt_tokens=row["prompt_tokens"], output_tokens=row["output_tokens"])
             best = plan_one(replace(req, workload=mix), with_sensitivity=False).ranked[0]
             row["with_speculation"] = {"label": best.label, "goodput_rps": best.goodput_rps}
+    bar.advance()
     spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
+    bar.advance()
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    blocks = report_blocks(req, plan_data, dis, spec, command=command, biases=_report_biases(args.seed),
-                           ttft_png=_report_ttft_png(p, args.seed))
+    biases = _report_biases(args.seed)
+    bar.advance()
+    ttft_png = _report_ttft_png(p, args.seed)
+    bar.advance()
+    blocks = report_blocks(req, plan_data, dis, spec, command=command, biases=biases, ttft_png=ttft_png)
     title = f"servesim report: {plan_data['preset']} on {req.nodes} nodes"
     written = write_report(blocks, args.out, title)
+    bar.advance()
     files = {k: str(v) for k, v in written.items()}
     text = (f"wrote {files['html']} (self-contained) and {files['markdown']} "
             f"with {len(files) - 2} figures\nrecommendation: {plan_data['recommendation']['label']}\n")
