@@ -26,8 +26,14 @@ a Poisson stream at ``rate_per_s`` (seeded).  Stretches of pure decode between
 events are advanced in one move: the step time is priced at the stretch's mean
 context, exact for the decode attention, which is linear in context.
 
+Bookkeeping is O(log n) per step: decoding sequences share one step counter
+(each knows the count at which it joined) and their finishing steps sit in a
+heap.  Step prices are cached, keyed on the batch and on contexts rounded to 7
+significant bits (within 1.6%).  Requests may carry their own lengths (a trace).
+
 Metrics follow ``vllm bench serve``: TTFT per request (queueing, waiting for
-chunks and the prefill itself included), TPOT per request ``(e2e - TTFT) /
+chunks, the prefill itself and the engine's per-request overhead, see
+:mod:`servesim.hardware.engines`), TPOT per request ``(e2e - TTFT) /
 (output - 1)``, ITL the mean gap between tokens over all tokens, throughput
 over the benchmark's duration (first request sent to last token received).
 ``warmup`` leaves the first requests out of every statistic, as tools that
