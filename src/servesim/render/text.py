@@ -56,8 +56,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
         return (indent + "  ".join(parts)).rstrip()
 
     rule = indent + "  ".join("-" * w for w in widths)
-    note = ([f"{indent}({dropped} more column{'s' if dropped > 1 else ''} to the right: widen the terminal, "
-             "or --format csv|json)"] if dropped else [])
+    note = ([f"{indent}({dropped} more column{'s' if dropped > 1 else ''}: widen, or --format csv|json)"]
+            if dropped else [])
     return "\n".join([line(headers), rule, *(line(r) for r in rows), *note])
 
 
