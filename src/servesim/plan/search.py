@@ -45,11 +45,12 @@ from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
 from servesim.hardware.stepmodel import StepModel
 from servesim.plan.capacity import (
     LoadPoint,
+    _kv_bytes,
     colocated_at_load,
     decode_at_load,
+    disaggregated_at_load,
     max_rate,
     prefill_at_load,
-    wait_quantile,
 )
 
 __all__ = ["HAZARDS", "PlanQuestion", "capacity_plan", "capacity_plan_gpus"]
@@ -219,15 +220,10 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                     rate = min(lam_p, dw * lam1)
                     gpus = pw * ptp + dw * dtp
                     at = rate if q.target_rate_per_s is None else q.target_rate_per_s
-                    p = prefill_at_load(psm, pw, at, q.isl)
-                    base = p.service_s + xfer + psm.engine.request_overhead_s
                     dsm = model(dtp, ddtype, default_chunk)
                     assert dsm is not None  # it has a decode capacity, so it fits
-                    d = decode_at_load(dsm, mem, at / dw, q.isl, q.osl, prefill=False, spec=spec)
-                    pt = LoadPoint(at, True, base + p.wait_mean_s,
-                                   base + wait_quantile(p.wait_tail, 0.99, p.service_s),
-                                   1.0 - p.wait_tail(q.slo_ttft_s - base), d.tpot_s, d.batch,
-                                   p.utilization, "", d.k)
+                    pt = disaggregated_at_load(psm, pw, dsm, mem, dw, q.link_bytes_per_s, at, q.isl, q.osl,
+                                               q.slo_ttft_s, spec=spec)
                     row = _row("disaggregated", (ptp, pw, pdtype), (dtp, dw, ddtype), gpus, rate, pt, q, spec,
                                default_chunk, price)
                     rows.append(row)
@@ -303,12 +299,6 @@ def _prefill_capacity(psm: StepModel, workers: int, q: PlanQuestion, xfer: float
         return LoadPoint(r, True, base + p.wait_mean_s, math.nan, att, 0.0, 0.0, p.utilization)
 
     return max_rate(pt, math.inf, q.attainment)[0]
-
-
-def _kv_bytes(sm: StepModel, tokens: int) -> float:
-    from servesim.hardware.precision import kv_bytes_per_token
-
-    return kv_bytes_per_token(sm.shape, sm.kv_dtype) * tokens
 
 
 def _row(arch: str, pre: tuple[int, int, str], dec: tuple[int, int, str], gpus: int, rate: float,
