@@ -138,7 +138,7 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
         ttfts[-len(order):] = [x + admit for x in ttfts[-len(order):]]
         tpots += [res.mean_tpot_s] * res.completed
         completed += res.completed
-        duration = max(duration, max(times) + res.duration_s - (max(times) - min(times)))
+        duration = max(duration, times[0] + res.duration_s)  # its last token, since arr[0] = 0
         batch += res.decode_batch / dw
     duration = max(duration, max(ready) - arr[0])
     wall = time.perf_counter() - t0
