@@ -16,9 +16,9 @@ try:
 except ImportError:  # a fresh checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
-from servesim.kvcache import LINKS, MODELS, kv_bytes_per_token, kv_transfer_s
-from servesim.queueing import MMc, erlang_b, erlang_c
-from servesim.serving import (
+from servesim.model.kvcache import LINKS, MODELS, kv_bytes_per_token, kv_transfer_s
+from servesim.model.queueing import MMc, erlang_b, erlang_c
+from servesim.model.serving import (
     DEFAULT_NODE,
     WORKLOAD_PRESETS,
     Workload,
@@ -29,7 +29,7 @@ from servesim.serving import (
     link_crossover,
     mixes,
 )
-from servesim.speculative import (
+from servesim.model.speculative import (
     SPECDEC_PRESETS,
     break_even_alpha,
     expected_tokens,

@@ -15,10 +15,10 @@ import time
 
 CASES = {
     "baseline (python -c pass)": "pass",
-    "servesim.speculative": "import servesim.speculative",
-    "servesim.queueing": "import servesim.queueing",
-    "analytic core (4 modules)": "import servesim.speculative, servesim.queueing, servesim.kvcache, "
-    "servesim.serving",
+    "servesim.model.speculative": "import servesim.model.speculative",
+    "servesim.model.queueing": "import servesim.model.queueing",
+    "analytic core (4 modules)": "import servesim.model.speculative, servesim.model.queueing, "
+    "servesim.model.kvcache, servesim.model.serving",
     "numpy (for scale)": "import numpy",
 }
 

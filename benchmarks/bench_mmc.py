@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from servesim.queueing import MMc
+from servesim.model.queueing import MMc
 from servesim.sim import Exponential, poisson_arrivals, simulate_queue
 from servesim.sim import _kernels as kern
 

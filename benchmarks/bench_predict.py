@@ -43,7 +43,7 @@ def points(n: int = 1000, seed: int = 0) -> str:
 
 
 def main() -> int:
-    from servesim.cli import main as cli
+    from servesim.cli.main import main as cli
     from servesim.hardware.names import dense_shape
     from servesim.hardware.stepmodel import StepModel
 

@@ -11,7 +11,7 @@ verify_costs = st.floats(min_value=0.0, max_value=0.5, allow_nan=False)
 utilizations = st.floats(min_value=0.0, max_value=0.999, allow_nan=False)
 servers = st.integers(min_value=1, max_value=200)
 
-# Simulation (servesim.sim, servesim.mgc)
+# Simulation (servesim.sim, servesim.model.mgc)
 service_scvs = st.floats(min_value=0.0, max_value=4.0, allow_nan=False)
 stable_utilizations = st.floats(min_value=0.05, max_value=0.95, allow_nan=False)
 acceptance_correlations = st.floats(min_value=0.0, max_value=0.95, allow_nan=False)

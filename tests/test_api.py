@@ -10,7 +10,8 @@ import pytest
 
 import servesim
 
-CORE = ("servesim.speculative", "servesim.queueing", "servesim.kvcache", "servesim.serving")
+CORE = ("servesim.model.speculative", "servesim.model.queueing", "servesim.model.kvcache",
+        "servesim.model.serving")
 
 
 def test_all_names_resolve():
@@ -27,7 +28,7 @@ def test_module_all_names_resolve(module):
 
 
 def test_issue_contract_names_exist():
-    from servesim import kvcache, queueing, serving, speculative
+    from servesim.model import kvcache, queueing, serving, speculative
 
     for mod, names in [
         (speculative, ["expected_tokens", "speedup", "optimal_k", "SPECDEC_PRESETS"]),

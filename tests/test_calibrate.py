@@ -1,4 +1,4 @@
-"""Calibration of prefill rate, TPOT_base and beta from measured points (servesim.calibrate).
+"""Calibration of prefill rate, TPOT_base and beta from measured points (servesim.inputs.calibrate).
 
 Points are generated from the closed forms with known parameters (so the fit
 must recover them), perturbed with seeded noise, or written as vLLM
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from servesim.calibrate import (
+from servesim.inputs.calibrate import (
     CalibrationPoint,
     InputError,
     calibrate,
@@ -25,8 +25,8 @@ from servesim.calibrate import (
     model_ttft_s,
     read_points,
 )
-from servesim.kvcache import LINKS
-from servesim.serving import Workload, best_split, colocated
+from servesim.model.kvcache import LINKS
+from servesim.model.serving import Workload, best_split, colocated
 
 FIXTURES = Path(__file__).resolve().parent / "data"
 R_P, TPOT0, BETA = 12_000.0, 0.025, 0.5
@@ -200,7 +200,7 @@ def test_malformed_json(tmp_path: Path) -> None:
 
 
 def test_cli_calibrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from servesim.cli import main
+    from servesim.cli.main import main
 
     out = tmp_path / "node.toml"
     assert main(["calibrate", str(FIXTURES / "calibration_points.csv"), "--save", str(out)]) == 0

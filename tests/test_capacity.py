@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from servesim.cli import main
+from servesim.cli.main import main
 from servesim.plan.capacity import (
     colocated_at_load,
     decode_at_load,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servesim.catalog import CatalogError, load_builtin
-from servesim.catalog.schema import FIELDS, builtin_catalog, load_catalog
+from servesim._catalogfile import CatalogError, load_builtin
+from servesim.hardware.catalog import FIELDS, builtin_catalog, load_catalog
 
 CAT = builtin_catalog()
 
@@ -35,7 +35,7 @@ def test_every_entry_cites_its_source():
 
 
 def test_the_seeds_keys_are_kept():
-    # servesim.kvcache reads these keys of every model and the GBps of every link
+    # servesim.model.kvcache reads these keys of every model and the GBps of every link
     for name, e in load_builtin("models.toml")["model"].items():
         assert {"layers", "kv_heads", "head_dim", "bytes_per_value", "why"} <= set(e), name
     links = load_builtin("links.toml")["link"]
@@ -139,7 +139,7 @@ def test_every_shipped_field_is_declared():
 
 def test_user_workloads(tmp_path):
     """[workload.NAME] in a user catalog: read, checked, and usable as --preset everywhere."""
-    from servesim.catalog.schema import load_catalog
+    from servesim.hardware.catalog import load_catalog
     from tests.cli_helpers import run_cli
 
     f = tmp_path / "wl.toml"

@@ -150,7 +150,7 @@ def test_model_without_gpu_is_one_line_exit_2():
 
 
 def test_calibrated_node_drives_disagg(tmp_path):
-    from servesim.calibrate import calibrate, read_points
+    from servesim.inputs.calibrate import calibrate, read_points
 
     points, warnings = read_points([ROOT / "tests" / "data" / "calibration_points.csv"])
     cal = calibrate(points, warnings=warnings)

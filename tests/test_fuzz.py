@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from servesim.cli import build_parser, main
+from servesim.cli.main import build_parser, main
 
 HOSTILE = ["-1", "0", "-inf", "inf", "nan", "1e-320", "1e300", "10" + "0" * 40, "1" + "0" * 5000, "abc", "",
            "0.5", "3"]

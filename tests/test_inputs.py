@@ -1,4 +1,4 @@
-"""Input files as people really have them (servesim.inputs.textfile and every reader that uses it).
+"""Input files as people really have them (servesim._textfile and every reader that uses it).
 
 Each hostile input is made here, byte by byte, and each asserts the one-line
 error a user sees: the file, the line (and byte offset for undecodable bytes),
@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from servesim._catalogfile import CatalogError, load_file
 from servesim._checks import InputError
-from servesim.calibrate import load_calibration, read_points
-from servesim.catalog import CatalogError, load_file
-from servesim.catalog.schema import load_catalog
-from servesim.hardware.names import read_hf_config
-from servesim.inputs.textfile import (
+from servesim._textfile import (
     MAX_COUNT,
     iter_lines,
     parse_count,
@@ -30,9 +27,12 @@ from servesim.inputs.textfile import (
     read_text,
     table_at,
 )
+from servesim.hardware.catalog import load_catalog
+from servesim.hardware.names import read_hf_config
+from servesim.inputs.calibrate import load_calibration, read_points
+from servesim.inputs.telemetry import fit_alpha, parse_exposition, read_counters
+from servesim.inputs.traces import load_trace, summarize_trace, workload_from_trace
 from servesim.sim.stats import FEW_SAMPLES, Estimate, estimate, format_interval
-from servesim.telemetry import fit_alpha, parse_exposition, read_counters
-from servesim.traces import load_trace, summarize_trace, workload_from_trace
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -437,7 +437,7 @@ def test_an_all_zero_trace_is_refused_by_load_trace(tmp_path: Path) -> None:
 def test_every_command_refuses_an_all_zero_trace_alike(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
-    from servesim.cli import main
+    from servesim.cli.main import main
 
     path = _write(tmp_path, "zero.csv", ZERO)
     assert main([*command, str(path)]) == 2
@@ -492,7 +492,7 @@ def test_fewer_than_three_samples_is_not_an_interval() -> None:
 
 
 def test_simulate_prints_clipped_intervals(capsys: pytest.CaptureFixture[str]) -> None:
-    from servesim.cli import main
+    from servesim.cli.main import main
 
     args = ["simulate", "--servers", "4", "--rate", "1", "--requests", "200", "--no-timing"]
     assert main([*args, "--replications", "3"]) == 0

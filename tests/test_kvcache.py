@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servesim import ParameterError
-from servesim.kvcache import LINKS, MODELS, KVShape, kv_bytes_per_token, kv_transfer_s
+from servesim.model.kvcache import LINKS, MODELS, KVShape, kv_bytes_per_token, kv_transfer_s
 
 
 def test_bytes_per_token_scales_with_every_factor():

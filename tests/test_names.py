@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from servesim._catalogfile import CatalogError, load_builtin
 from servesim._checks import InputError, ParameterError
-from servesim.catalog import CatalogError, load_builtin
-from servesim.catalog.schema import builtin_catalog, load_catalog
+from servesim.hardware.catalog import builtin_catalog, load_catalog
 from servesim.hardware.names import (
     ModelShape,
     canonical_gpu,
@@ -37,7 +37,7 @@ from servesim.hardware.precision import (
     supported_dtypes,
     weight_bytes,
 )
-from servesim.kvcache import MODELS
+from servesim.model.kvcache import MODELS
 
 CAT = builtin_catalog()
 FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
@@ -178,7 +178,7 @@ def test_new_models_match_their_config_json(name):
                          intermediate=inter, vocab=vocab, tied_embeddings=False, qkv_bias=s.qkv_bias,
                          qk_norm=name.startswith("qwen3"))
     assert exact == params  # the formula gives the checkpoint's own count
-    assert MODELS[name].bytes_per_token == 2 * layers * kv * hd * 2  # servesim.kvcache reads them too
+    assert MODELS[name].bytes_per_token == 2 * layers * kv * hd * 2  # servesim.model.kvcache reads them too
 
 
 def test_the_formula_gives_the_shipped_dense_counts():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from servesim.parallel import map_tasks
+from servesim.sim.parallel import map_tasks
 from tests.cli_helpers import run_cli
 
 

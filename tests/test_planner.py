@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from servesim import ParameterError
-from servesim.kvcache import LINKS
-from servesim.planner import PlanRequest, candidates, plan, sensitivity_one, smallest_fleet
-from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS, colocated
-from servesim.speculative import SPECDEC_PRESETS
+from servesim.model.kvcache import LINKS
+from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS, colocated
+from servesim.model.speculative import SPECDEC_PRESETS
+from servesim.plan.planner import PlanRequest, candidates, plan, sensitivity_one, smallest_fleet
 
 RAG = WORKLOAD_PRESETS["rag"]
 
@@ -102,7 +102,7 @@ def test_bad_request_names_the_parameter():
 def test_plan_from_a_trace_uses_its_mean_lengths_and_rate():
     import json
 
-    from servesim.traces import load_trace, workload_from_trace
+    from servesim.inputs.traces import load_trace, workload_from_trace
     from tests.cli_helpers import ROOT, run_cli
 
     path = ROOT / "tests" / "data" / "azure_code_head.csv"

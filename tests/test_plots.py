@@ -15,13 +15,13 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.lines import Line2D
 
-from servesim.figures import all_figure, disagg_figure, plan_figure, specdec_figure
-from servesim.kvcache import LINKS
+from servesim.model.kvcache import LINKS
+from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS, best_split, colocated
+from servesim.model.speculative import SPECDEC_PRESETS
+from servesim.plan.summary import disagg_summary
 from servesim.render import plots
-from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS, best_split, colocated
-from servesim.sim.figures import simulate_figure, validate_figure
-from servesim.speculative import SPECDEC_PRESETS
-from servesim.summary import disagg_summary
+from servesim.render.figures import all_figure, disagg_figure, plan_figure, specdec_figure
+from servesim.render.simfigures import simulate_figure, validate_figure
 from tests.cli_helpers import run_cli
 
 
@@ -129,7 +129,7 @@ def test_disagg_rate_axis_reaches_a_rate_above_the_fleet_capacity():
 
 
 def test_plan_figure_marks_the_recommended_deployment_with_its_speculation():
-    from servesim.planner import PlanRequest, plan
+    from servesim.plan.planner import PlanRequest, plan
 
     wl, node, link = WORKLOAD_PRESETS["rag"], DEFAULT_NODE, LINKS["rdma"]
     spec = SPECDEC_PRESETS["mtp"]
@@ -274,7 +274,7 @@ def test_roofline_turn_off_lines_differ_in_colour_style_and_label():
 
 
 def test_fit_alpha_value_plots_the_measured_point():
-    from servesim.telemetry import counters_from_value, fit_alpha
+    from servesim.inputs.telemetry import counters_from_value, fit_alpha
 
     data = fit_alpha(counters_from_value("accept-length", [3.2]), definition="accept-length", k=4).as_dict()
     fig, axes = plots.figure(1)

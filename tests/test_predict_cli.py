@@ -1,6 +1,6 @@
 """``servesim predict``: the JSON contract, aliases, bad input, --points, --compare and --spec.
 
-Most runs are in-process (``servesim.cli.main`` with capsys); the JSON contract and one bad
+Most runs are in-process (``servesim.cli.main.main`` with capsys); the JSON contract and one bad
 input also run in a subprocess, the way a user runs them.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from servesim.cli import main
+from servesim.cli.main import main
 from servesim.plan.predict import COMPARED_KEYS
 from tests.cli_helpers import ROOT, run_cli
 

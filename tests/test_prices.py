@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from servesim.catalog import CatalogError, load_builtin
-from servesim.catalog.schema import EXTRA_FIELDS, FIELDS, builtin_catalog, load_catalog
+from servesim._catalogfile import CatalogError, load_builtin
+from servesim.hardware.catalog import EXTRA_FIELDS, FIELDS, builtin_catalog, load_catalog
 
 CAT = builtin_catalog()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from servesim.progress import Progress
+from servesim.cli.progress import Progress
 
 
 class _Tty(io.StringIO):

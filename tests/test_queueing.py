@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servesim import ParameterError
-from servesim.queueing import MMc, erlang_b, erlang_c, mmc_mean_wait_s, mmc_wait_quantile_s, mmc_wait_tail
+from servesim.model.queueing import (
+    MMc,
+    erlang_b,
+    erlang_c,
+    mmc_mean_wait_s,
+    mmc_wait_quantile_s,
+    mmc_wait_tail,
+)
 from tests.strategies import servers
 
 

@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from servesim import roofline as rl
 from servesim._checks import ParameterError
-from servesim.catalog.schema import builtin_catalog
-from servesim.kvcache import MODELS
-from servesim.serving import NodeSpec, colocated
+from servesim.hardware import roofline as rl
+from servesim.hardware.catalog import builtin_catalog
+from servesim.model.kvcache import MODELS
+from servesim.model.serving import NodeSpec, colocated
 from tests.cli_helpers import ROOT
 
 CAT = builtin_catalog()
@@ -103,7 +103,7 @@ def test_kv_bytes_per_token_by_attention_kind(name, kind, hand):
     m = CAT.model(name)
     assert m.attention == kind
     assert m.kv_bytes_per_token == hand
-    assert MODELS[name].bytes_per_token == hand  # servesim.kvcache reads the same file
+    assert MODELS[name].bytes_per_token == hand  # servesim.model.kvcache reads the same file
 
 
 def test_every_catalog_model_agrees_with_kvcache():
@@ -217,7 +217,7 @@ def test_node_from_hardware_reproduces_the_seeds_node():
     assert d.node.kv.bytes_per_token == 327680
     assert d.node.decode_tokens_per_s == pytest.approx(d.batch / d.node.tpot_base_s)
     # it plugs into the serving model unchanged
-    from servesim.serving import WORKLOAD_PRESETS
+    from servesim.model.serving import WORKLOAD_PRESETS
 
     r = colocated(WORKLOAD_PRESETS["rag"], d.node, 8)
     assert r.stable
@@ -278,7 +278,8 @@ def test_efficiency_and_inputs_are_checked():
 
 
 def test_roofline_imports_no_numpy():
-    code = "import servesim.roofline, servesim.speculation_physics, sys; print('numpy' in sys.modules)"
+    code = ("import servesim.hardware.roofline, servesim.hardware.speculation_physics, sys; "
+            "print('numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servesim import ParameterError
-from servesim.kvcache import LINKS, Link
-from servesim.queueing import MMc
-from servesim.serving import (
+from servesim.model.kvcache import LINKS, Link
+from servesim.model.queueing import MMc
+from servesim.model.serving import (
     CROSSOVER_LADDER_GBPS,
     DEFAULT_NODE,
     GOODPUT_TIE_FRACTION,

@@ -188,7 +188,7 @@ def test_public_api_is_declared():
 
 
 def test_cli_constants_mirror_the_simulator():
-    from servesim import cli_sim
+    from servesim.cli import sim as cli_sim
     from servesim.sim.cluster import LINK_CONTENTION
     from servesim.sim.report import SERVICE_KINDS
     from servesim.sim.stats import DEFAULT_SEED

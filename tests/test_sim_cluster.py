@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from servesim._checks import ParameterError
-from servesim.kvcache import LINKS
-from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS, colocated, disaggregated
+from servesim.model.kvcache import LINKS
+from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS, colocated, disaggregated
 from servesim.sim import _kernels as kern
 from servesim.sim.cluster import (
     CLOSED_FORM,

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 
 from servesim._checks import ParameterError
-from servesim.mgc import (
+from servesim.model.mgc import (
     METHODS,
     GGc,
     allen_cunneen_mean_wait_s,
     cosmetatos_md_c_mean_wait_s,
     kimura_mean_wait_s,
 )
-from servesim.queueing import MMc
+from servesim.model.queueing import MMc
 from servesim.sim.distributions import Deterministic, poisson_arrivals
 from servesim.sim.queue import simulate_queue
 from tests.strategies import service_scvs, small_servers, stable_utilizations

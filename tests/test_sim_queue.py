@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 
 from servesim._checks import ParameterError
-from servesim.queueing import MMc
+from servesim.model.queueing import MMc
 from servesim.sim import _kernels as kern
 from servesim.sim.distributions import (
     Deterministic,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS
 from servesim.sim import (
     Colocated,
     Exponential,

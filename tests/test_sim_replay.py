@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from servesim.kvcache import LINKS
-from servesim.serving import DEFAULT_NODE, colocated, disaggregated
+from servesim.inputs.traces import load_trace, workload_from_trace
+from servesim.model.kvcache import LINKS
+from servesim.model.serving import DEFAULT_NODE, colocated, disaggregated
 from servesim.sim.replay import trace_replay_summary
-from servesim.traces import load_trace, workload_from_trace
 from tests.cli_helpers import ROOT, run_cli
 
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from servesim.kvcache import LINKS
-from servesim.planner import PlanRequest, plan
-from servesim.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+from servesim.model.kvcache import LINKS
+from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS
+from servesim.model.speculative import SPECDEC_PRESETS
+from servesim.plan.planner import PlanRequest, plan
+from servesim.plan.rescore import rescore, simulate_candidate
 from servesim.sim.cluster import DEFAULT_SETTINGS
-from servesim.sim.rescore import rescore, simulate_candidate
-from servesim.speculative import SPECDEC_PRESETS
 from tests.cli_helpers import run_cli
 
 REQ = PlanRequest(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, LINKS["rdma"], 8, speculation=SPECDEC_PRESETS["mtp"])

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from servesim import speculative as sd
 from servesim._checks import ParameterError
+from servesim.model import speculative as sd
 from servesim.sim import _kernels as kern
 from servesim.sim.specdec import (
     IidAcceptance,
@@ -51,8 +52,11 @@ def test_other_models_match_their_exact_expectation(model):
 @given(alpha=alphas, k=ks)
 def test_uncorrelated_markov_and_flat_profile_are_the_geometric_formula(alpha, k):
     geo = sd.expected_tokens(k, alpha)
-    assert MarkovAcceptance(alpha, 0.0).expected_tokens(k) == pytest.approx(geo, rel=1e-12, abs=1e-12)
-    assert PositionalAcceptance((alpha,)).expected_tokens(k) == pytest.approx(geo, rel=1e-12, abs=1e-12)
+    # (1 - a^(k+1)) / (1 - a) loses about eps / (1 - a) to cancellation as a -> 1 (2e-11 at a = 0.99999),
+    # so the tolerance widens there; elsewhere the three agree to 1e-12.
+    rel = 1e-12 + (8 * sys.float_info.epsilon / (1.0 - alpha) if alpha < 1.0 else 0.0)
+    assert MarkovAcceptance(alpha, 0.0).expected_tokens(k) == pytest.approx(geo, rel=rel, abs=1e-12)
+    assert PositionalAcceptance((alpha,)).expected_tokens(k) == pytest.approx(geo, rel=rel, abs=1e-12)
 
 
 @settings(max_examples=60, deadline=None)

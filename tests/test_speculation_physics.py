@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servesim import roofline as rl
-from servesim import speculation_physics as sp
-from servesim import speculative as sd
 from servesim._checks import ParameterError
-from servesim.catalog.schema import builtin_catalog
+from servesim.hardware import roofline as rl
+from servesim.hardware import speculation_physics as sp
+from servesim.hardware.catalog import builtin_catalog
+from servesim.model import speculative as sd
 from tests.strategies import open_alphas
 
 CAT = builtin_catalog()

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servesim import ParameterError
-from servesim.speculative import (
+from servesim.model.speculative import (
     GATE_EPSILON,
     SPECDEC_PRESETS,
     break_even_alpha,

@@ -1,4 +1,4 @@
-"""Acceptance fits from Prometheus telemetry (servesim.telemetry).
+"""Acceptance fits from Prometheus telemetry (servesim.inputs.telemetry).
 
 Every exposition text here is generated with prometheus_client itself, using
 vLLM's and SGLang's exact metric names and labels; malformed variants are
@@ -21,8 +21,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from servesim.speculative import expected_tokens, optimal_k, speedup
-from servesim.telemetry import (
+from servesim.inputs.telemetry import (
     InputError,
     alpha_from_length,
     chi2_sf,
@@ -34,6 +33,7 @@ from servesim.telemetry import (
     read_counters,
     wilson_interval,
 )
+from servesim.model.speculative import expected_tokens, optimal_k, speedup
 
 K = 4
 
@@ -416,7 +416,7 @@ def test_read_counters_from_file_stdin_and_url(tmp_path: Path, monkeypatch: pyte
 
 
 def test_cli_fit_alpha(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from servesim.cli import main
+    from servesim.cli.main import main
 
     rng = np.random.default_rng(12)
     eng = VllmEngine()
@@ -468,8 +468,8 @@ def test_interval_from_file_times(tmp_path: Path) -> None:
 def test_fit_alpha_batch_maps_to_u_by_the_roofline():
     import json
 
-    from servesim.catalog.schema import builtin_catalog
-    from servesim.roofline import utilization
+    from servesim.hardware.catalog import builtin_catalog
+    from servesim.hardware.roofline import utilization
     from tests.cli_helpers import run_cli
 
     res = run_cli("fit-alpha", "--value", "3.2", "--from", "accept-length", "--k", "4", "--batch", "64",

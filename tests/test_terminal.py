@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servesim.cli import _wrap, main
+from servesim.cli.main import _wrap, main
 from servesim.render import text
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from servesim.cli import main
+from servesim.cli.main import main
 from servesim.inputs import fetch
 from servesim.inputs.fetch import EXCERPT_DIR, EXCERPTS, SOURCES, excerpt_path, fetch_trace
-from servesim.traces import InputError, load_trace
+from servesim.inputs.traces import InputError, load_trace
 
 from .test_traces import FULL_DIR
 
@@ -103,7 +103,7 @@ def test_excerpt_path_errors() -> None:
 
 
 def test_cli_names_are_the_sources() -> None:
-    from servesim import cli_inputs
+    from servesim.cli import inputs as cli_inputs
 
     assert cli_inputs._FETCH_NAMES == tuple(SOURCES)
 

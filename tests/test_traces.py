@@ -1,4 +1,4 @@
-"""Trace readers, summaries and replay arrays (servesim.traces).
+"""Trace readers, summaries and replay arrays (servesim.inputs.traces).
 
 The excerpts of real traces that ship with servesim (servesim/data/traces: the
 first 1,000 requests of the Azure LLM inference 2023 traces, CC-BY 4.0, and of
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from servesim.inputs.fetch import EXCERPTS, SOURCES
-from servesim.traces import (
+from servesim.inputs.traces import (
     InputError,
     TraceRequest,
     detect_format,
@@ -427,7 +427,7 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
 
 
 def test_cli_trace_summarize(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from servesim.cli import main
+    from servesim.cli.main import main
 
     assert main(["trace", "summarize", str(FIXTURES / "mooncake_conversation_head.jsonl"),
                  "--format", "json", "--plot", str(tmp_path / "p.png")]) == 0
@@ -441,7 +441,7 @@ def test_cli_trace_summarize(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 
 
 def test_cli_trace_error_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from servesim.cli import main
+    from servesim.cli.main import main
 
     path = _edited(tmp_path, "azure_code_head.csv", lambda t: t.replace(",110,27", ",-110,27"))
     assert main(["trace", "summarize", str(path)]) == 2
@@ -451,7 +451,8 @@ def test_cli_trace_error_is_one_line(capsys: pytest.CaptureFixture[str], tmp_pat
     )
 
 
-@pytest.mark.parametrize("module", ["servesim.traces", "servesim.telemetry", "servesim.calibrate"])
+@pytest.mark.parametrize("module", ["servesim.inputs.traces", "servesim.inputs.telemetry",
+                                    "servesim.inputs.calibrate"])
 def test_public_names_resolve(module: str) -> None:
     import importlib
 
@@ -466,7 +467,7 @@ def test_traces_import_without_numpy() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; import servesim.traces; "
+    code = ("import sys; import servesim.inputs.traces; "
             "print(sorted(m for m in ('numpy', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

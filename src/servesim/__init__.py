@@ -1,7 +1,7 @@
 """servesim: speculative decoding and prefill/decode disaggregation, priced in closed form.
 
-The analytic core (:mod:`servesim.speculative`, :mod:`servesim.queueing`,
-:mod:`servesim.kvcache`, :mod:`servesim.serving`) imports only the standard
+The analytic core (:mod:`servesim.model.speculative`, :mod:`servesim.model.queueing`,
+:mod:`servesim.model.kvcache`, :mod:`servesim.model.serving`) imports only the standard
 library.
 """
 
@@ -9,35 +9,35 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-# Public names resolve lazily (PEP 562), so that ``import servesim.queueing``
+# Public names resolve lazily (PEP 562), so that ``import servesim.model.queueing``
 # does not also load the serving catalogs.
 _EXPORTS = {
     "ParameterError": "servesim._checks",
-    "LINKS": "servesim.kvcache",
-    "MODELS": "servesim.kvcache",
-    "KVShape": "servesim.kvcache",
-    "Link": "servesim.kvcache",
-    "kv_bytes_per_token": "servesim.kvcache",
-    "kv_transfer_s": "servesim.kvcache",
-    "MMc": "servesim.queueing",
-    "erlang_b": "servesim.queueing",
-    "erlang_c": "servesim.queueing",
-    "mmc_mean_wait_s": "servesim.queueing",
-    "mmc_wait_tail": "servesim.queueing",
-    "DEFAULT_NODE": "servesim.serving",
-    "WORKLOAD_PRESETS": "servesim.serving",
-    "NodeSpec": "servesim.serving",
-    "ServingResult": "servesim.serving",
-    "Workload": "servesim.serving",
-    "best_split": "servesim.serving",
-    "colocated": "servesim.serving",
-    "disaggregated": "servesim.serving",
-    "link_crossover": "servesim.serving",
-    "SPECDEC_PRESETS": "servesim.speculative",
-    "SpecDecPreset": "servesim.speculative",
-    "expected_tokens": "servesim.speculative",
-    "optimal_k": "servesim.speculative",
-    "speedup": "servesim.speculative",
+    "LINKS": "servesim.model.kvcache",
+    "MODELS": "servesim.model.kvcache",
+    "KVShape": "servesim.model.kvcache",
+    "Link": "servesim.model.kvcache",
+    "kv_bytes_per_token": "servesim.model.kvcache",
+    "kv_transfer_s": "servesim.model.kvcache",
+    "MMc": "servesim.model.queueing",
+    "erlang_b": "servesim.model.queueing",
+    "erlang_c": "servesim.model.queueing",
+    "mmc_mean_wait_s": "servesim.model.queueing",
+    "mmc_wait_tail": "servesim.model.queueing",
+    "DEFAULT_NODE": "servesim.model.serving",
+    "WORKLOAD_PRESETS": "servesim.model.serving",
+    "NodeSpec": "servesim.model.serving",
+    "ServingResult": "servesim.model.serving",
+    "Workload": "servesim.model.serving",
+    "best_split": "servesim.model.serving",
+    "colocated": "servesim.model.serving",
+    "disaggregated": "servesim.model.serving",
+    "link_crossover": "servesim.model.serving",
+    "SPECDEC_PRESETS": "servesim.model.speculative",
+    "SpecDecPreset": "servesim.model.speculative",
+    "expected_tokens": "servesim.model.speculative",
+    "optimal_k": "servesim.model.speculative",
+    "speedup": "servesim.model.speculative",
 }
 
 

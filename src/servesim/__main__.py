@@ -1,5 +1,5 @@
 import sys
 
-from servesim.cli import main
+from servesim.cli.main import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """Names of models and GPUs: catalog names, Hugging Face ids, ``config.json`` files, GPU aliases.
 
 **Models.**  :func:`resolve_model` turns what a user types into a
-:class:`~servesim.roofline.ModelSpec`:
+:class:`~servesim.hardware.roofline.ModelSpec`:
 
 * a catalog name (``llama-3-70b``; exact, then case-insensitive);
 * a Hugging Face id listed in an entry's ``hf_ids`` (``meta-llama/Llama-3.1-8B-Instruct``),
@@ -22,7 +22,7 @@ An unknown name raises :class:`~servesim._checks.ParameterError` (``name='model'
 listing the close matches (:func:`difflib.get_close_matches` over every name and id).
 
 **Shapes.**  :class:`ModelShape` holds everything a per-GEMM step model needs,
-including what :class:`~servesim.roofline.ModelSpec` does not (the MLP width
+including what :class:`~servesim.hardware.roofline.ModelSpec` does not (the MLP width
 ``intermediate``, ``gated_mlp``, ``qkv_bias``, kept in the catalog's
 ``model_extras``).  :func:`model_shape` builds one for any model;
 :func:`dense_shape` refuses the ones a dense step model cannot price (MoE, MLA,
@@ -66,10 +66,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
-from servesim.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
+from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.catalog.schema import Catalog
+    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -108,7 +108,7 @@ _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
 def _catalog(catalog: Catalog | None) -> Catalog:
     if catalog is not None:
         return catalog
-    from servesim.catalog.schema import builtin_catalog
+    from servesim.hardware.catalog import builtin_catalog
 
     return builtin_catalog()
 
@@ -177,7 +177,7 @@ class ModelShape:
         return self.vocab * self.hidden
 
     def spec(self) -> ModelSpec:
-        """The :class:`~servesim.roofline.ModelSpec` of this shape (BF16 weights and cache)."""
+        """The :class:`~servesim.hardware.roofline.ModelSpec` of this shape (BF16 weights and cache)."""
         return ModelSpec(
             name=self.name, layers=self.layers, hidden_size=self.hidden, heads=self.heads,
             kv_heads=self.kv_heads, head_dim=self.head_dim, vocab_size=self.vocab,
@@ -231,7 +231,7 @@ _READ_SHAPES: dict[ModelSpec, ModelShape] = {}
 def model_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
     """The :class:`ModelShape` of a catalog spec, a name, an HF id or a ``config.json`` path.
 
-    A :class:`~servesim.roofline.ModelSpec` takes its MLP width from the catalog entry
+    A :class:`~servesim.hardware.roofline.ModelSpec` takes its MLP width from the catalog entry
     of the same name when the two agree on the shape (``intermediate`` is 0 otherwise).
     """
     if isinstance(spec_or_name, ModelShape):
@@ -303,7 +303,7 @@ def _bool_field(where: str, data: Mapping[str, Any], key: str, default: bool) ->
 
 
 def _load_json(path: Path) -> tuple[str, dict[str, Any]]:
-    from servesim.inputs.textfile import parse_json, read_text
+    from servesim._textfile import parse_json, read_text
 
     where = str(path)
     if not path.is_file():
@@ -492,7 +492,7 @@ def _resolve(name_or_path: str, cat: Catalog) -> ModelShape:
 
 
 def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
-    """The :class:`~servesim.roofline.ModelSpec` a name, HF id or ``config.json`` path names.
+    """The :class:`~servesim.hardware.roofline.ModelSpec` a name, HF id or ``config.json`` path names.
 
     A catalog name or HF id returns the catalog's own spec (``catalog`` defaults to the
     shipped one); a ``config.json`` builds one (BF16, dense; :func:`read_hf_config`).
@@ -539,7 +539,7 @@ def valid_tps(shape: _Heads) -> tuple[int, ...]:
 def check_tp(shape: _Heads, tp: int) -> int:
     """Return ``tp`` after checking it splits the model's heads (vLLM's rule, see the module doc).
 
-    ``shape`` is a :class:`ModelShape` or a :class:`~servesim.roofline.ModelSpec`.
+    ``shape`` is a :class:`ModelShape` or a :class:`~servesim.hardware.roofline.ModelSpec`.
     Raises :class:`ParameterError` (``name='tp'``) listing the valid sizes.
     """
     heads, kv = shape.heads, shape.kv_heads
@@ -614,6 +614,6 @@ def canonical_gpu(name: str, catalog: Catalog | None = None) -> str:
 
 
 def resolve_gpu(name: str, catalog: Catalog | None = None) -> GPUSpec:
-    """The :class:`~servesim.roofline.GPUSpec` of a GPU name or alias (see :func:`canonical_gpu`)."""
+    """The :class:`~servesim.hardware.roofline.GPUSpec` of a GPU name or alias (see :func:`canonical_gpu`)."""
     cat = _catalog(catalog)
     return cat.gpus[canonical_gpu(name, cat)]

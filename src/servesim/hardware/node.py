@@ -1,6 +1,6 @@
 """A serving node (one replica) for the lab's reference model, priced by the measured-kernel step model.
 
-The reference model (:mod:`servesim.serving`) takes a node as four numbers:
+The reference model (:mod:`servesim.model.serving`) takes a node as four numbers:
 prefill tokens/s, decode tokens/s, TPOT_base and the KV shape.  Here they come
 from :class:`servesim.hardware.stepmodel.StepModel` for a dense model on ``tp``
 GPUs in the given dtypes:
@@ -31,9 +31,9 @@ __all__ = ["StepNode", "step_node"]
 
 @dataclass(frozen=True)
 class StepNode:
-    """A :class:`servesim.serving.NodeSpec` and how the step model derived it."""
+    """A :class:`servesim.model.serving.NodeSpec` and how the step model derived it."""
 
-    node: Any  # servesim.serving.NodeSpec
+    node: Any  # servesim.model.serving.NodeSpec
     batch: int
     batch_limited_by: str  # "memory", "max_num_seqs" or "tpot_slo"
     max_batch: int
@@ -45,8 +45,8 @@ class StepNode:
 def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_tokens: int,
               tpot_slo_s: float | None = None) -> StepNode:
     """Derive the node (see the module docstring)."""
-    from servesim.kvcache import KVShape
-    from servesim.serving import NodeSpec
+    from servesim.model.kvcache import KVShape
+    from servesim.model.serving import NodeSpec
 
     p = check_int("prompt_tokens", prompt_tokens, lo=1)
     o = check_int("output_tokens", output_tokens, lo=0)
@@ -67,7 +67,7 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
     if tpot_slo_s is not None:
         slo = check_real("tpot_slo_s", tpot_slo_s, lo=0.0, lo_open=True)
         if tpot(b) > slo:
-            from servesim.roofline import largest_batch_within
+            from servesim.hardware.roofline import largest_batch_within
 
             b, why = largest_batch_within(tpot, b, slo), "tpot_slo"
     prefill = sm.prompt_s(p)  # the prompt in budget-sized chunks, each behind the ones before it

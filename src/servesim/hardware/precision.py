@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError
 from servesim.hardware.names import ModelShape, canonical_gpu, model_shape
-from servesim.roofline import ModelSpec
+from servesim.hardware.roofline import ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.catalog.schema import Catalog
+    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -99,7 +99,7 @@ _WHY_NOT_KV: Mapping[str, str] = {
 def _catalog(catalog: Catalog | None) -> Catalog:
     if catalog is not None:
         return catalog
-    from servesim.catalog.schema import builtin_catalog
+    from servesim.hardware.catalog import builtin_catalog
 
     return builtin_catalog()
 

@@ -73,7 +73,7 @@ def speculation_for(sm: StepModel, preset: str, batch: float, context: float, *,
                     catalog: Any = None, draft: StepModel | None = None
                     ) -> tuple[Speculation, dict[str, float]]:
     """The speculative setting at a running ``batch``: best k (or the given one), d, c, speedup."""
-    from servesim.speculative import SPECDEC_PRESETS
+    from servesim.model.speculative import SPECDEC_PRESETS
 
     if preset not in SPECDEC_PRESETS:
         raise ParameterError("spec", preset, f"one of {', '.join(SPECDEC_PRESETS)}")

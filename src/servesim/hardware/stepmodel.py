@@ -77,7 +77,7 @@ from servesim.hardware.precision import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.catalog.schema import Catalog
+    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "ACTIVATION_BYTES",

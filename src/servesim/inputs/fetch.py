@@ -10,7 +10,7 @@ tests, examples and users work without the network.
 * the URL is pinned to an upstream commit where the file lives in git (Azure,
   Mooncake), and the download must match the SHA-256 and size recorded here;
 * the bytes go to a temporary file in the destination's folder, which is
-  checked (not empty, the expected format by :func:`servesim.traces.detect_format`,
+  checked (not empty, the expected format by :func:`servesim.inputs.traces.detect_format`,
   its first requests parse) and only then renamed onto the destination, so a
   failed or interrupted download leaves nothing behind;
 * an existing destination is kept unless ``force``;
@@ -238,7 +238,7 @@ def _copy(src: TraceSource, url: str, resp: IO[bytes], write: Callable[[bytes], 
 
 def _check_trace(src: TraceSource, url: str, tmp: Path) -> int:
     """The download is the expected format and its first requests parse; returns how many were read."""
-    from servesim.traces import detect_format, iter_requests
+    from servesim.inputs.traces import detect_format, iter_requests
 
     try:
         fmt = detect_format(tmp)

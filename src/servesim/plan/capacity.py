@@ -208,8 +208,8 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
 
 def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) -> Prefill:
     """A prefill pool of ``workers`` replicas at ``rate_per_s`` (M/D/c; see the module docstring)."""
-    from servesim.mgc import cosmetatos_md_c_mean_wait_s
-    from servesim.queueing import MMc
+    from servesim.model.mgc import cosmetatos_md_c_mean_wait_s
+    from servesim.model.queueing import MMc
 
     c = check_int("prefill_workers", workers, lo=1)
     s = sm.prompt_s(isl)

@@ -104,7 +104,7 @@ class PlanQuestion:
 
 
 def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
-    from servesim.catalog.schema import builtin_catalog
+    from servesim.hardware.catalog import builtin_catalog
 
     cat = catalog if catalog is not None else builtin_catalog()
     extras = getattr(cat, "gpu_extras", {}).get(gpu, {})

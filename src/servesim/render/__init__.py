@@ -1,6 +1,6 @@
 """Rendering of command results: aligned text tables, JSON and CSV.
 
-Every renderer takes the plain dicts of :mod:`servesim.summary` and returns a
+Every renderer takes the plain dicts of :mod:`servesim.plan.summary` and returns a
 string; printing is the CLI's job.
 """
 

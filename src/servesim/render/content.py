@@ -43,7 +43,7 @@ def report_blocks(
     ttft_png: bytes | None = None,
 ) -> list[Block]:
     """Assemble the report from the plan, disagg and specdec summaries (figures drawn here)."""
-    from servesim.figures import disagg_figure, plan_figure, specdec_figure
+    from servesim.render.figures import disagg_figure, plan_figure, specdec_figure
     from servesim.render.plots import png_bytes
 
     wl = req.workload

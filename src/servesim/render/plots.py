@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from cycler import cycler
 
-from servesim.curves import GoodputCurves, SpeedupSurface, UtilizationCurve
+from servesim.plan.curves import GoodputCurves, SpeedupSurface, UtilizationCurve
 
 __all__ = [
     "LINESTYLES",
@@ -354,7 +354,7 @@ def plot_acceptance(ax: Any, fit: dict[str, Any]) -> None:
         ax.set_title(f"Acceptance by position ({fit['engine']}, {fit['input_definition']})")
         legend(ax)
         return
-    from servesim.telemetry import definitions_at
+    from servesim.inputs.telemetry import definitions_at
 
     k, alpha, measured = int(fit["k"]), float(fit["alpha"]), float(fit["observed"][key])
     alphas = [i / 200 for i in range(201)]

@@ -1,8 +1,8 @@
 """Discrete-event and Monte Carlo checks of the closed forms (seed section 7 in numbers).
 
 The simulator takes the same frozen parameter objects as the closed forms
-(:class:`servesim.serving.Workload`, :class:`servesim.serving.NodeSpec`,
-:class:`servesim.kvcache.Link`, :class:`servesim.speculative.SpecDecPreset`'s
+(:class:`servesim.model.serving.Workload`, :class:`servesim.model.serving.NodeSpec`,
+:class:`servesim.model.kvcache.Link`, :class:`servesim.model.speculative.SpecDecPreset`'s
 alpha/d/c) plus a seed or ``numpy.random.Generator``; nothing is seeded
 globally and the same inputs give the same numbers.
 

@@ -1,8 +1,8 @@
 """Request-level simulation of colocated and disaggregated serving.
 
-The same frozen objects as the closed forms of :mod:`servesim.serving`
-(:class:`~servesim.serving.Workload`, :class:`~servesim.serving.NodeSpec`,
-:class:`~servesim.kvcache.Link`) describe the system; :class:`SimSettings`
+The same frozen objects as the closed forms of :mod:`servesim.model.serving`
+(:class:`~servesim.model.serving.Workload`, :class:`~servesim.model.serving.NodeSpec`,
+:class:`~servesim.model.kvcache.Link`) describe the system; :class:`SimSettings`
 says which of the closed form's simplifications (seed section 7) to relax.
 
 **Colocated** (N nodes, each prefills and decodes)::
@@ -66,8 +66,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.kvcache import Link
-from servesim.serving import (
+from servesim.model.kvcache import Link
+from servesim.model.serving import (
     CROSSOVER_LADDER_GBPS,
     GOODPUT_TIE_FRACTION,
     NodeSpec,
@@ -210,7 +210,7 @@ class Disaggregated:
         check_int("prefill_nodes", self.prefill_nodes, lo=1)
         check_int("decode_nodes", self.decode_nodes, lo=1)
         if not isinstance(self.link, Link):
-            raise ParameterError("link", self.link, "a servesim.kvcache.Link")
+            raise ParameterError("link", self.link, "a servesim.model.kvcache.Link")
 
     @property
     def architecture(self) -> str:
@@ -771,7 +771,7 @@ class DeploymentComparison:
 
 
 def compare_sims(co: ServingSim, de: ServingSim, rate: float) -> str:
-    """servesim.serving.compare's rule on simulated goodput (ties within 0.1% of rate go to colocation)."""
+    """servesim.model.serving.compare's rule on simulated goodput (ties within 0.1% of rate: colocation)."""
     g_co, g_de = co.goodput_rps.mean, de.goodput_rps.mean
     if g_de > g_co + GOODPUT_TIE_FRACTION * rate:
         return "disaggregated"
@@ -801,7 +801,7 @@ def compare_deployments(
     """Simulate ``nodes`` colocated nodes and a disaggregated split of the same fleet.
 
     ``split`` = (prefill_nodes, decode_nodes); by default the closed form's
-    goodput-best split (:func:`servesim.serving.best_split`).  Both runs use
+    goodput-best split (:func:`servesim.model.serving.best_split`).  Both runs use
     the same seed, hence the same requests (common random numbers).
     """
     n = check_int("nodes", nodes, lo=2)
@@ -870,8 +870,8 @@ def best_split_sim(
 
 
 def pick_best_split(sims: list[ServingSim], rate: float) -> ServingSim:
-    """The simulated splits ranked as :func:`servesim.serving.best_split` ranks closed forms:
-    goodput (ties within the tolerance of :func:`servesim.serving.tie_step`), then stability,
+    """The simulated splits ranked as :func:`servesim.model.serving.best_split` ranks closed forms:
+    goodput (ties within the tolerance of :func:`servesim.model.serving.tie_step`), then stability,
     then headroom (the least utilized busiest pool), then mean TTFT."""
     top = max(s.goodput_rps.mean for s in sims)
     tied = [s for s in sims if tie_step(s.goodput_rps.mean, top, rate) == 0]
@@ -896,7 +896,7 @@ def link_crossover_sim(
 ) -> float | None:
     """The smallest ladder bandwidth (GB/s) at which the simulated best split beats colocation.
 
-    The simulated counterpart of :func:`servesim.serving.link_crossover`'s
+    The simulated counterpart of :func:`servesim.model.serving.link_crossover`'s
     ladder rung ("beats": more goodput by over 0.1% of the rate); None when no
     rung wins.
     """

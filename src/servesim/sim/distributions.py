@@ -2,7 +2,7 @@
 
 Each distribution is a frozen, validated parameter object that exposes its
 ``mean`` and ``variance`` next to ``sample`` (STYLE habit 4), so the closed
-forms (which need only the first two moments, see :mod:`servesim.mgc`) and the
+forms (which need only the first two moments, see :mod:`servesim.model.mgc`) and the
 simulator read the same object.  ``scv`` is the squared coefficient of
 variation ``variance / mean^2``: 1 for the exponential, 0 for a constant.
 

@@ -3,9 +3,9 @@
 ``c`` identical servers share one first-come-first-served queue; each arrival
 takes the server that frees earliest (the Kiefer-Wolfowitz recursion, compiled
 in :mod:`servesim.sim._kernels`).  With Poisson arrivals and exponential
-service this is the M/M/c queue of :mod:`servesim.queueing`, so the run can be
+service this is the M/M/c queue of :mod:`servesim.model.queueing`, so the run can be
 checked against Erlang-C; with other inputs it measures what the two-moment
-approximations of :mod:`servesim.mgc` only estimate.
+approximations of :mod:`servesim.model.mgc` only estimate.
 
 Requests are generated and pushed through the recursion in chunks of
 ``CHUNK`` (interarrivals then service times, per chunk), so memory is one

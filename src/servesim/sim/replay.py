@@ -3,7 +3,7 @@
 Each deployment of the fleet sees the trace's own arrival times and its own
 prompt and output lengths (:func:`servesim.sim.cluster.replay_trace`).  Beside
 each, the closed form priced from the trace's mean lengths and mean rate
-(:func:`servesim.traces.workload_from_trace`): the gap between the two columns
+(:func:`servesim.inputs.traces.workload_from_trace`): the gap between the two columns
 is what burstiness, the spread of lengths and queueing at the decode side add.
 
 Prefix caching (traces with ``hash_ids``, i.e. Mooncake): a request whose
@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from servesim.kvcache import Link
-from servesim.serving import NodeSpec, ServingResult, best_split, colocated, compare, disaggregated
+from servesim.inputs.traces import TraceArrays, workload_from_trace
+from servesim.model.kvcache import Link
+from servesim.model.serving import NodeSpec, ServingResult, best_split, colocated, compare, disaggregated
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
@@ -35,7 +36,6 @@ from servesim.sim.cluster import (
 )
 from servesim.sim.report import sim_row
 from servesim.sim.stats import DEFAULT_SEED
-from servesim.traces import TraceArrays, workload_from_trace
 
 __all__ = ["trace_replay_summary"]
 

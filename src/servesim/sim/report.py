@@ -1,6 +1,6 @@
 """The numbers ``servesim simulate`` shows, as plain dicts (the command's JSON schema).
 
-Pure computation: no printing, no rendering (see :mod:`servesim.sim.text`).
+Pure computation: no printing, no rendering (see :mod:`servesim.render.simtext`).
 Queue mode reports seconds (``*_s``); serving mode reports milliseconds
 (``*_ms``) like ``servesim disagg``.  An interval is ``[low, high]`` (95%,
 Student t over replications).  ``sim_wall_s`` (``sim_wall_ms`` in the serving summary, whose
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from servesim._checks import ParameterError
-from servesim.kvcache import Link
-from servesim.mgc import GGc
-from servesim.queueing import MMc
-from servesim.serving import (
+from servesim.model.kvcache import Link
+from servesim.model.mgc import GGc
+from servesim.model.queueing import MMc
+from servesim.model.serving import (
     DEFAULT_NODE,
     WORKLOAD_PRESETS,
     NodeSpec,
@@ -29,8 +29,8 @@ from servesim.serving import (
     colocated,
     disaggregated,
 )
-from servesim.serving import best_split as cf_best_split
-from servesim.serving import compare as cf_compare
+from servesim.model.serving import best_split as cf_best_split
+from servesim.model.serving import compare as cf_compare
 from servesim.sim import _kernels as kern
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
@@ -308,11 +308,11 @@ def serving_summary(
     ``split`` defaults to the closed form's best split; ``prompt_cv`` > 0 draws
     prompt lengths from a lognormal of the preset's mean; ``arrival_cv`` != 1
     makes arrivals gamma-bursty.  ``node_from`` / ``workload`` as in
-    :func:`servesim.summary.disagg_summary`: ``node_from(workload) -> (node,
+    :func:`servesim.plan.summary.disagg_summary`: ``node_from(workload) -> (node,
     beta, source)`` derives the node from the final workload; otherwise
     ``node`` and ``beta`` (default 0.5) are used.
     """
-    from servesim.summary import resolve_scenario
+    from servesim.plan.summary import resolve_scenario
 
     wl, ln, node, beta, source = resolve_scenario(
         WORKLOAD_PRESETS[preset] if workload is None else workload,

@@ -1,7 +1,7 @@
 """Monte Carlo of speculative-decoding cycles: measured E[n] and speedup.
 
 A cycle drafts k tokens, accepts the longest accepted prefix A (0 <= A <= k)
-and emits n = A + 1 tokens.  The closed form (:mod:`servesim.speculative`)
+and emits n = A + 1 tokens.  The closed form (:mod:`servesim.model.speculative`)
 assumes i.i.d. acceptance with probability alpha, giving the geometric
 ``E[n] = sum_{i=0}^{k} alpha^i``.  Three acceptance models are simulated, each
 with its own exact E[n] computed in code, so the simulation is checked
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from servesim import speculative as sd
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.model import speculative as sd
 from servesim.sim import _kernels as kern
 from servesim.sim.stats import DEFAULT_SEED, Estimate, estimate, replication_rngs
 
@@ -70,7 +70,7 @@ class IidAcceptance:
         return self.alpha
 
     def expected_tokens(self, k: int) -> float:
-        """sum_{i=0}^{k} alpha^i (servesim.speculative.expected_tokens)."""
+        """sum_{i=0}^{k} alpha^i (servesim.model.speculative.expected_tokens)."""
         return sd.expected_tokens(k, self.alpha)
 
     def sample_accepted(self, rng: np.random.Generator, k: int, cycles: int) -> NDArray[np.int64]:

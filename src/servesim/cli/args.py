@@ -1,0 +1,189 @@
+"""Argument types and the command-module contract of the CLI.
+
+Each argparse ``type=`` here rejects bad input with a message naming the
+valid range; argparse adds the flag name, and :class:`Parser` prints it as one
+line with exit status 2 (no usage dump, no traceback).
+
+A command module (``servesim.cli.main`` and any module listed in
+``servesim.cli.main.COMMAND_MODULES``) exposes ``register(sub)``, which adds its
+subparser(s) with ``set_defaults(run=FUNC)``; ``FUNC(args)`` returns an
+:class:`Output`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = [
+    "FORMATS", "Output", "Parser", "add_format", "add_pool_arguments", "choice", "integer", "link", "number",
+    "output_dir",
+    "output_file", "plot_path",
+]
+
+FORMATS = ("table", "json", "csv")
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a command produced: the JSON data, its text table and its CSV rows."""
+
+    data: Any
+    text: str
+    csv_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+# argparse takes "-1" and "-.5" as values but "-inf" or "-1e3" as unknown flags; this matcher
+# (the one argparse consults) admits every form float() reads, so "--d -inf" reaches the range check.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?|inf|infinity|nan)$", re.I)
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line and exit status 2; negative numbers are values."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def number(lo: float | None, hi: float | None, *, lo_open: bool = False, hi_open: bool = False,
+            scale: float = 1.0) -> Callable[[str], float]:
+    """An argparse type: a finite float in the given range (argparse names the flag)."""
+    lo_s = "" if lo is None else f"{'(' if lo_open else '['}{lo:g}"
+    hi_s = "" if hi is None else f"{hi:g}{')' if hi_open else ']'}"
+    if lo is not None and hi is not None:
+        valid = f"a number in {lo_s}, {hi_s}"
+    elif lo is not None:
+        valid = f"a number {'>' if lo_open else '>='} {lo:g}"
+    else:
+        valid = "a finite number"
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number: must be {valid}") from None
+        bad = (
+            not math.isfinite(x)
+            or (lo is not None and (x < lo or (lo_open and x == lo)))
+            or (hi is not None and (x > hi or (hi_open and x == hi)))
+        )
+        if bad:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be {valid}")
+        return x * scale
+
+    return parse
+
+
+def integer(lo: int, why: str = "", *, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= lo (and <= hi when given)."""
+    valid = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
+
+    def parse(text: str) -> int:
+        if len(text) > 40:  # int() of thousands of digits is slow or refused: out of any range here
+            kind = "is out of range" if re.fullmatch(r"\s*[-+]?\d+\s*", text) else "is not an integer"
+            raise argparse.ArgumentTypeError(f"{text!r} {kind}: must be {valid}{why}")
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer: must be {valid}{why}") from None
+        if n < lo or (hi is not None and n > hi):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be {valid}{why}")
+        return n
+
+    return parse
+
+
+class LinkName(str):
+    """A link name not among the shipped ones: resolved after parsing, against ``--catalog`` files."""
+
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
+
+
+def link(text: str) -> Any:
+    """A shipped link name, a bandwidth in GB/s, or (a name) a link of a user's ``--catalog``."""
+    from servesim.model.kvcache import LINKS, Link
+
+    if text in LINKS:
+        return LINKS[text]
+    try:
+        gbps = float(text)
+    except ValueError:
+        if _NAME.match(text):
+            return LinkName(text)
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a --catalog file,"
+            " or a bandwidth in GB/s > 0"
+        ) from None
+    if not math.isfinite(gbps) or not 1e-3 <= gbps <= 1e5:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be a bandwidth in GB/s in "
+                                         "[0.001, 100000]")
+    return Link(f"{gbps:g} GB/s", gbps * 1e9)
+
+
+def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in names:
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}: must be one of {', '.join(names)}")
+        return text
+
+    return parse
+
+
+def add_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", type=choice(FORMATS, "format"), default="table",
+                   help="output format: table (default), json or csv")
+    p.add_argument("-o", "--output", type=output_file, default=None, metavar="FILE",
+                   help="write the output to FILE (whole or not at all) instead of standard output")
+
+
+
+
+def plot_path(text: str) -> Path:
+    """An argparse type: a .png or .svg file that can be written (checked before any work)."""
+    p = Path(text)
+    if p.suffix.lower() not in (".png", ".svg"):
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: the file must end in .png or .svg")
+    return _writable(text, file=True)
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a file the tool can write (checked before any work)."""
+    return _writable(text, file=True)
+
+
+def output_dir(text: str) -> Path:
+    """An argparse type: a folder the tool can write into or create (checked before any work)."""
+    return _writable(text, file=False)
+
+
+def _writable(text: str, *, file: bool) -> Path:
+    from servesim._checks import InputError
+    from servesim.render.output import check_dir, check_file
+
+    try:
+        return check_file(text, "path") if file else check_dir(text, "path")
+    except InputError as exc:
+        msg = str(exc).removeprefix("path=")  # argparse prefixes the flag
+        raise argparse.ArgumentTypeError(msg) from None
+
+
+def add_pool_arguments(p: Any) -> None:
+    """The shape flags of a disaggregated deployment (predict and simulate share them)."""
+    p.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a prefill worker, 1-64 (default --tp)")
+    p.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: prefill workers, 1-4,096 (default 1)")
+    p.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
+                   help="disagg: TP of a decode worker, 1-64 (default --tp)")
+    p.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
+                   help="disagg: decode workers, 1-4,096 (default 1)")

@@ -1,0 +1,526 @@
+"""CLI commands on real inputs (issue 5): ``trace summarize``, ``fit-alpha``, ``calibrate``.
+
+* ``servesim trace summarize FILE`` -- count, span, rate, burstiness, length
+  percentiles and (Mooncake) prefix reuse of an Azure, Mooncake or BurstGPT
+  trace (:mod:`servesim.inputs.traces`), with ``--plot FILE.png``.
+* ``servesim trace fetch NAME`` -- download a full public trace (Azure 2023
+  code or conversation, Mooncake FAST'25, BurstGPT), checked, to a file;
+  ``--list`` shows the names, sources and the excerpts that ship with
+  servesim (:mod:`servesim.inputs.fetch`).
+* ``servesim fit-alpha FILE [FILE2]`` -- the i.i.d. acceptance alpha from
+  vLLM or SGLang Prometheus metrics, or from a typed-in figure with
+  ``--value`` (:mod:`servesim.inputs.telemetry`).
+* ``servesim calibrate FILE...`` -- prefill rate, TPOT_base and beta from
+  measured TTFT/TPOT points (:mod:`servesim.inputs.calibrate`).
+
+File problems raise :class:`servesim.inputs.traces.InputError`, which the CLI
+``servesim.cli.main.main`` prints as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from servesim.cli.args import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
+
+__all__ = ["register"]
+
+# = servesim.inputs.traces.TRACE_FORMATS (not imported: the parser stays numpy-free)
+_TRACE_FORMATS = ("azure", "mooncake", "burstgpt")
+_FETCH_NAMES = ("azure-code", "azure-conv", "mooncake-conversation", "mooncake-synthetic", "burstgpt")
+# = servesim.inputs.fetch.SOURCES (not imported: the parser is built without it; a test checks they agree)
+_DEFINITIONS = ("per-position", "accept-length", "accept-rate")  # servesim.inputs.telemetry.DEFINITIONS
+_ENGINES = ("vllm", "sglang")
+
+
+def _values(text: str) -> list[float]:
+    """An argparse type: one number or a comma-separated list of numbers >= 0."""
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number or a comma-separated list of numbers"
+        ) from None
+    if not vals or not all(math.isfinite(v) and v >= 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range: numbers must be finite and >= 0")
+    return vals
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    """Add ``trace``, ``fit-alpha`` and ``calibrate``."""
+    from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
+
+    tp = sub.add_parser("trace", help="request traces: summarize an Azure, Mooncake or BurstGPT trace")
+    tsub = tp.add_subparsers(dest="trace_command", metavar="ACTION", parser_class=type(tp))
+    tsub.required = True
+    ts = tsub.add_parser("summarize", help="count, rate, burstiness, length percentiles, prefix reuse")
+    ts.add_argument("file", metavar="FILE", help="trace file (.csv, .jsonl; .gz accepted)")
+    ts.add_argument("--trace-format", type=choice(_TRACE_FORMATS, "trace format"), default=None,
+                    help=f"{', '.join(_TRACE_FORMATS)} (default: detected from the first line)")
+    ts.add_argument("--window-s", type=number(0.001, 1e7), default=60.0, metavar="S",
+                    help="window for the peak-to-mean arrival rate, seconds > 0 (default 60)")
+    ts.add_argument("--block-tokens", type=integer(1, hi=1_000_000), default=512,
+                    help="tokens per hash_ids block (Mooncake: 512, the default)")
+    ts.add_argument("--cache-blocks", type=integer(1, hi=100_000_000), default=None,
+                    help="prefix-cache capacity in blocks, LRU (default: unbounded)")
+    ts.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save arrival rate over time and length histograms")
+    add_format(ts)
+    ts.set_defaults(run=_trace_summarize)
+    tf = tsub.add_parser("fetch",
+                         help="download a full public trace (Azure 2023, Mooncake FAST'25, BurstGPT)")
+    tf.add_argument("name", metavar="NAME", nargs="?", default=None, type=choice(_FETCH_NAMES, "trace"),
+                    help=f"{', '.join(_FETCH_NAMES)}")
+    tf.add_argument("--out", default=None, metavar="FILE",
+                    help="where to write it (default: the upstream file name in the current folder; a "
+                         "folder gets that name inside it; a name ending in .gz is written compressed)")
+    tf.add_argument("--force", action="store_true", help="replace an existing file")
+    tf.add_argument("--timeout-s", type=number(0.1, 3600.0), default=30.0, metavar="S",
+                    help="seconds to wait for the server at each step (default 30)")
+    tf.add_argument("--url", default=None,
+                    help="download from this URL instead (a mirror; a pinned checksum still applies)")
+    tf.add_argument("--list", action="store_true",
+                    help="list the traces, their sources and licences, and the excerpts that ship "
+                         "with servesim")
+    tf.add_argument("--quiet", action="store_true", help="no progress bar")
+    tf.add_argument("--format", type=choice(FORMATS, "format"), default="table",
+                    help="output format: table (default), json or csv (the download itself is unchanged)")
+    tf.set_defaults(run=_trace_fetch)
+
+    fp = sub.add_parser("fit-alpha", help="acceptance alpha from vLLM/SGLang metrics or a published figure")
+    fp.add_argument("files", nargs="*", metavar="FILE",
+                    help="one Prometheus scrape (file, '-' for stdin, or http URL), or two for the "
+                         "interval between them")
+    fp.add_argument("--value", type=_values, default=None,
+                    help="a published figure instead of a scrape (per-position: comma-separated p_1,p_2,...)")
+    fp.add_argument("--from", dest="definition", type=choice(_DEFINITIONS, "definition"), default=None,
+                    help="what to fit from: per-position, accept-length (mean, bonus included) or "
+                         "accept-rate (default: the richest the input has)")
+    fp.add_argument("--k", type=integer(1, hi=64), default=None,
+                    help="draft tokens per cycle of the measurement, when the input does not say")
+    fp.add_argument("--engine", type=choice(_ENGINES, "engine"), default="vllm",
+                    help="whose accept-rate definition a --value uses: vllm (accepted/drafted) or "
+                         "sglang (length/(k+1)) (default vllm)")
+    fp.add_argument("--exclude-bonus", action="store_true",
+                    help="the --value accept-length excludes the bonus token")
+    fp.add_argument("--model", default=None, help="model_name label to use when a scrape has several")
+    fp.add_argument("--interval-s", type=number(0.001, 1e9), default=None, metavar="S",
+                    help="seconds between two scrapes (default: their sample or file times)")
+    fp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
+                    help="compute utilization u in [0, 1) for the second optimal k (default 0)")
+    fp.add_argument("--batch", type=integer(1, hi=100_000), default=None,
+                    help="decode batch instead of --util: u from the roofline of --target on --gpu x --tp")
+    fp.add_argument("--target", default=None,
+                    help="with --batch: catalog model being served, e.g. llama-3-70b")
+    fp.add_argument("--gpu", default=None, help="with --batch: catalog GPU, e.g. h100-sxm")
+    fp.add_argument("--tp", type=integer(1, hi=64), default=1,
+                    help="with --batch: tensor-parallel GPUs, 1-64 (default 1, as in every command)")
+    fp.add_argument("--context", type=integer(1, hi=10_000_000), default=2048,
+                    help="with --batch: mean context tokens during decode (default 2048)")
+    fp.add_argument("--d", type=number(0.0, 100.0), default=DEFAULT_D,
+                    help=f"draft-cost ratio t_draft/t_target >= 0 (default {DEFAULT_D:g})")
+    fp.add_argument("--c", type=number(0.0, 100.0), default=DEFAULT_C,
+                    help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
+    fp.add_argument("--k-max", type=integer(1, hi=64), default=DEFAULT_K_MAX,
+                    help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
+    fp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save measured per-position acceptance against the fitted i.i.d. alpha^i")
+    add_format(fp)
+    fp.set_defaults(run=_fit_alpha)
+
+    cp = sub.add_parser("calibrate", help="fit prefill rate, TPOT_base and beta to measured TTFT/TPOT points")
+    cp.add_argument("files", nargs="+", metavar="FILE",
+                    help="a CSV (rate_per_s,mean_ttft_ms,mean_tpot_ms,prompt_tokens,output_tokens[,nodes]) "
+                         "or vLLM benchmark_serving.py result JSON files")
+    cp.add_argument("--nodes", type=integer(1, hi=100_000), default=1,
+                    help="replicas the benchmark drove (default 1)")
+    cp.add_argument("--model", default=None,
+                    help="KV shape from the model catalog (default: the default node's)")
+    cp.add_argument("--decode-tokens-per-s", type=number(1e-3, 1e9), default=None,
+                    help="decode capacity per node, not identified by the fit (default: the default node's)")
+    cp.add_argument("--save", type=output_file, default=None, metavar="FILE.toml",
+                    help="write the fitted node and beta as TOML")
+    cp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save measured vs fitted TTFT and TPOT against the arrival rate")
+    add_format(cp)
+    cp.set_defaults(run=_calibrate)
+
+
+# ---------------------------------------------------------------------------
+# trace summarize
+
+
+def _estimated_lines(path: str) -> int:
+    """Lines in a trace file, estimated from its size and its first 64 KiB (for the progress bar)."""
+    import gzip
+    import os
+
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(65536)
+        ratio = 1.0
+        if head[:2] == b"\x1f\x8b":  # compressed: measure the first decompressed bytes instead
+            with gzip.open(path, "rb") as g:
+                plain = g.read(65536)
+            ratio = len(plain) / max(1, len(head)) if len(head) < 65536 else 4.0
+            head = plain
+        per_line = max(1.0, len(head) / max(1, head.count(b"\n")))
+        return max(1, int(size * ratio / per_line))
+    except (OSError, EOFError):
+        return 1
+
+
+def _trace_summarize(args: argparse.Namespace) -> Output:
+    from servesim.cli.progress import Progress
+    from servesim.inputs.traces import load_trace, plot_trace, summarize_trace
+
+    bar = Progress(_estimated_lines(args.file), "reading trace (lines)")
+    done = [0]
+
+    def tick(line: int) -> None:
+        bar.advance(line - done[0])
+        done[0] = line
+
+    try:
+        tr = load_trace(args.file, args.trace_format, block_tokens=args.block_tokens,
+                        cache_blocks=args.cache_blocks, progress=tick)
+    finally:
+        bar.close()
+    s = summarize_trace(tr, args.window_s)
+    data = s.as_dict()
+    if args.plot is not None:
+        data["plot"] = str(plot_trace(tr, args.plot, args.window_s))
+    row = {k: v for k, v in data.items() if k != "prefix"}
+    if data["prefix"] is not None:
+        row["prefix"] = data["prefix"]
+    return Output(data, _trace_text(data), [row])
+
+
+def _g(x: float | None, spec: str) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _trace_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    out = [f"TRACE {d['path']} ({d['format']})"]
+    lines = [
+        ("requests", f"{d['requests']:,}"),
+        ("duration", f"{d['duration_s']:,.1f} s ({d['duration_s'] / 60:.1f} min)"),
+        ("rate", f"{_g(d['rate_per_s'], '.4g')} req/s (1 / mean interarrival)"),
+        ("interarrival CV", f"{_g(d['interarrival_cv'], '.3f')} (1 = Poisson, > 1 burstier)"),
+        ("peak / mean rate", f"{d['peak_to_mean']:.3f} (peak {d['peak_rate_per_s']:.4g} req/s over "
+                             f"{d['windows']} whole {d['window_s']:g} s windows)"),
+    ]
+    if d["zero_output_requests"]:
+        lines.append(("zero-output requests", f"{d['zero_output_requests']:,} (failed requests?)"))
+    width = max(len(k) for k, _ in lines)
+    out += [f"  {k.ljust(width)}  {v}" for k, v in lines]
+    out.append("")
+    rows = []
+    for name in ("prompt_tokens", "output_tokens"):
+        st = d[name]
+        rows.append([name.replace("_tokens", ""), f"{st['mean']:.1f}", str(st["min"]), f"{st['p50']:g}",
+                     f"{st['p90']:g}", f"{st['p99']:g}", str(st["max"])])
+    out.append(table(["tokens", "mean", "min", "p50", "p90", "p99", "max"], rows))
+    pf = d["prefix"]
+    if pf is not None:
+        cap = "unbounded" if pf["cache_blocks"] is None else f"LRU of {pf['cache_blocks']:,} blocks"
+        out.append("")
+        out.append(f"  prefix cache from hash_ids ({pf['block_tokens']}-token blocks, {cap} cache):")
+        out.append(f"    prompt tokens reusable  {pf['reuse_rate']:.1%} "
+                   f"({pf['cached_tokens']:,} of {pf['prompt_tokens']:,})")
+        out.append(f"    block hit rate          {pf['block_hit_rate']:.1%}")
+        out.append(f"    requests with a hit     {pf['requests_with_hit']:.2%}")
+    if "plot" in d:
+        out.append("")
+        out.append(f"  plot: {d['plot']}")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# trace fetch
+
+
+def _trace_fetch(args: argparse.Namespace) -> Output:
+    from servesim.inputs.fetch import SOURCES, fetch_trace
+    from servesim.inputs.traces import InputError
+
+    if args.list:
+        rows = [{"name": s.name, "title": s.title, "format": s.format, "license": s.license, "url": s.url,
+                 "sha256": s.sha256, "bytes": s.size,
+                 "excerpt": None if s.excerpt is None else str(_excerpt(s.name)),
+                 "excerpt_requests": s.excerpt_requests or None} for s in SOURCES.values()]
+        return Output(rows, _sources_text(rows), rows)
+    if args.name is None:
+        raise InputError(f"give a trace NAME ({', '.join(_FETCH_NAMES)}), or --list")
+    from servesim.cli.progress import Progress
+
+    bar: list[Progress] = []
+
+    def progress(done: int, total: int | None) -> None:
+        if total is None:
+            return
+        if not bar:
+            bar.append(Progress(max(1, total >> 20), f"fetching {args.name} (MiB)", enabled=not args.quiet))
+        b = bar[0]
+        b.advance((done >> 20) - b.done)
+
+    try:
+        res = fetch_trace(args.name, args.out, force=args.force, timeout_s=args.timeout_s, url=args.url,
+                          progress=progress)
+    finally:
+        if bar:
+            bar[0].close()
+    d = res.as_dict()
+    s = SOURCES[res.name]
+    check = ("matches the pinned sha256" if res.sha256_pinned else "no pinned checksum for this source")
+    lines = [
+        f"FETCHED {res.name}: {s.title} ({res.license})",
+        f"  from    {res.url}",
+        f"  to      {res.path}" + (" (gzip-compressed)" if res.compressed else ""),
+        f"  bytes   {res.bytes:,} downloaded, sha256 {res.sha256} ({check})",
+        f"  format  {res.format}; the first {res.requests_checked} requests parse",
+    ]
+    return Output(d, "\n".join(lines) + "\n", [d])
+
+
+def _excerpt(name: str) -> str:
+    from servesim.inputs.fetch import excerpt_path
+
+    return str(excerpt_path(name))
+
+
+def _sources_text(rows: list[dict[str, Any]]) -> str:
+    out = ["TRACES servesim trace fetch NAME downloads (excerpts: the first requests, shipped with servesim)"]
+    for r in rows:
+        out.append("")
+        out.append(f"  {r['name']}: {r['title']} ({r['format']}, {r['license']})")
+        out.append(f"    source   {r['url']}")
+        if r["sha256"] is not None:
+            out.append(f"    pinned   {r['bytes']:,} bytes, sha256 {r['sha256']}")
+        excerpt = "none" if r["excerpt"] is None else f"{r['excerpt']} ({r['excerpt_requests']:,} requests)"
+        out.append(f"    excerpt  {excerpt}")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# fit-alpha
+
+
+def _fit_alpha(args: argparse.Namespace) -> Output:
+    from servesim.inputs.telemetry import counters_from_value, fit_alpha, read_counters
+    from servesim.inputs.traces import InputError
+
+    if args.value is not None:
+        if args.files:
+            raise InputError("give either scrape files or --value, not both")
+        if args.definition is None:
+            raise InputError("--value needs --from: which definition the figure is "
+                             f"({', '.join(_DEFINITIONS)})")
+        counts = counters_from_value(args.definition, args.value, engine=args.engine,
+                                     length_includes_bonus=not args.exclude_bonus)
+    else:
+        if not 1 <= len(args.files) <= 2:
+            raise InputError(
+                f"give one or two Prometheus scrapes (FILE [FILE2]) or --value; got {len(args.files)} files"
+            )
+        counts = read_counters(args.files, model=args.model, interval_s=args.interval_s)
+    util, from_batch = args.util, None
+    if args.batch is not None:
+        from servesim.hardware.catalog import builtin_catalog
+        from servesim.hardware.roofline import utilization
+
+        if args.target is None or args.gpu is None:
+            raise InputError("--batch needs --target MODEL and --gpu GPU (catalog names) "
+                             "to map the batch to u")
+        cat = builtin_catalog()
+        util = utilization(cat.model(args.target), cat.gpu(args.gpu), tp=args.tp, batch=args.batch,
+                           context_tokens=args.context)
+        from_batch = {"batch": args.batch, "target": args.target, "gpu": args.gpu, "tp": args.tp,
+                      "context_tokens": args.context, "u": util}
+    fit = fit_alpha(counts, definition=args.definition, k=args.k, util=util, d=args.d, c=args.c,
+                    k_max=args.k_max)
+    data = fit.as_dict()
+    if from_batch is not None:
+        data["util_from_batch"] = from_batch
+    if args.plot is not None:
+        from servesim.render import plots
+
+        fig, axes = plots.figure(1)
+        plots.plot_acceptance(axes[0], data)
+        plots.save(fig, args.plot)
+    return Output(data, _fit_text(data), _fit_rows(data))
+
+
+_INPUT_WORDS = {
+    "per-position": "per-position acceptance counts (maximum likelihood)",
+    "accept-length": "mean accepted length, bonus token included (method of moments)",
+    "accept-rate": "acceptance rate (method of moments)",
+}
+
+
+def _fit_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    out = [f"ACCEPTANCE FIT {d['source']} ({d['engine']})"]
+    n = d["num_drafts"]
+    span = ""
+    if d["interval_s"]:
+        span = f" over {d['interval_s']:,.1f} s (from {d['interval_from']})"
+        if d["drafts_per_s"] is not None:
+            span += f" ({d['drafts_per_s']:,.1f} cycles/s)"
+    cycles = f", N = {n:,.0f} cycles{span}" if n is not None else ""
+    out.append(f"  k = {d['k']} draft tokens per cycle{cycles}")
+    rate_def = ("vLLM accepted/drafted = E[A]/k" if d["engine"] == "vllm"
+                else "SGLang spec_accept_rate = E[n]/(k+1)")
+    word = _INPUT_WORDS[d["input_definition"]]
+    if d["input_definition"] == "accept-rate":
+        word += f"; {rate_def}"
+    out.append(f"  input: {word}")
+    iv = d["input_value"]
+    shown = ", ".join(f"{x:.4g}" for x in iv) if isinstance(iv, (list, tuple)) else f"{iv:.4g}"
+    out.append(f"         value {shown}")
+    ci = ""
+    if d["alpha_lo"] is not None:
+        ci = f"   95% interval [{d['alpha_lo']:.4f}, {d['alpha_hi']:.4f}]"
+    out.append(f"  alpha (conditional, i.i.d. model) = {d['alpha']:.4f}{ci}")
+    out.append(f"    interval: {d['interval']}")
+    t = d["iid_test"]
+    if t is not None:
+        verdict = "consistent with i.i.d." if t["consistent_at_5pct"] else "NOT i.i.d. (p < 0.05)"
+        out.append(f"  i.i.d. test (likelihood ratio): G = {t['statistic']:.3g}, df = {t['df']}, "
+                   f"p = {t['p_value']:.3g}: {verdict}; max |q_i - alpha| = {t['max_abs_deviation']:.4f}")
+    obs, iid = d["observed"], d["iid"]
+    out.append("")
+    heads = ["position i", *(str(i) for i in range(1, d["k"] + 1))]
+    rows = []
+    if obs["marginal"] is not None:
+        rows.append(["observed p_i = P(A>=i)", *(f"{x:.4f}" for x in obs["marginal"])])
+    rows.append(["i.i.d. alpha^i", *(f"{x:.4f}" for x in iid["marginal"])])
+    if obs["conditional"] is not None:
+        rows.append(["observed q_i = p_i/p_(i-1)", *(_g(x, ".4f") for x in obs["conditional"])])
+    out.append(table(heads, rows))
+    out.append("")
+    defs = [
+        ("conditional alpha", None, d["alpha"]),
+        ("mean accepted length, no bonus E[A]", obs["mean_accepted_no_bonus"], iid["mean_accepted_no_bonus"]),
+        ("mean accepted length + bonus E[n]", obs["mean_accepted_with_bonus"],
+         iid["mean_accepted_with_bonus"]),
+        ("vLLM acceptance rate E[A]/k", obs["vllm_acceptance_rate"], iid["vllm_acceptance_rate"]),
+        ("SGLang accept rate E[n]/(k+1)", obs["sglang_accept_rate"], iid["sglang_accept_rate"]),
+    ]
+    out.append(table(["definition", "observed", "i.i.d. at alpha"],
+                     [[name, _g(o, ".4f") if o is not None else "-", f"{m:.4f}"] for name, o, m in defs]))
+    out.append("")
+    out.append(f"  optimal k (servesim.model.speculative, d = {d['d']:g}, c = {d['c']:g}):")
+    if d.get("util_from_batch"):
+        b = d["util_from_batch"]
+        out.append(f"  (u = {b['u']:.3f} is batch {b['batch']} of {b['target']} on {b['tp']} x {b['gpu']} at"
+                   f" {b['context_tokens']} tokens of context, from the roofline)")
+    rows = []
+    for o in d["optimal"]:
+        band = "-"
+        if o["k_at_alpha_lo"] is not None:
+            band = f"{o['k_at_alpha_lo']}..{o['k_at_alpha_hi']}"
+        rows.append([f"{o['u']:.2f}", str(o["k"]), f"{o['speedup']:.3f}x",
+                     f"{o['speedup_at_measured_k']:.3f}x", band])
+    out.append(table(["u", "k*", "speedup at k*", f"speedup at k={d['k']}", "k* over interval"], rows))
+    if d["warnings"]:
+        out.append("")
+        out.append("  warnings:")
+        out += [f"  - {w}" for w in d["warnings"]]
+    return "\n".join(out) + "\n"
+
+
+def _fit_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{
+        "table": "fit", "source": d["source"], "engine": d["engine"], "input": d["input_definition"],
+        "k": d["k"], "num_drafts": d["num_drafts"], "alpha": d["alpha"], "alpha_lo": d["alpha_lo"],
+        "alpha_hi": d["alpha_hi"],
+        "iid_p_value": None if d["iid_test"] is None else d["iid_test"]["p_value"],
+    }]
+    obs = d["observed"]
+    for i in range(d["k"]):
+        rows.append({
+            "table": "position", "position": i + 1,
+            "observed_marginal": None if obs["marginal"] is None else obs["marginal"][i],
+            "observed_conditional": None if obs["conditional"] is None else obs["conditional"][i],
+            "iid_marginal": d["iid"]["marginal"][i],
+        })
+    rows += [{"table": "optimal_k", **o} for o in d["optimal"]]
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# calibrate
+
+
+def _calibrate(args: argparse.Namespace) -> Output:
+    from pathlib import Path
+
+    from servesim.inputs.calibrate import calibrate, read_points
+    from servesim.inputs.traces import InputError
+    from servesim.model.kvcache import MODELS
+
+    kv = None
+    if args.model is not None:
+        if args.model not in MODELS:
+            raise InputError(f"--model {args.model!r}: unknown; one of {', '.join(MODELS)}")
+        kv = MODELS[args.model]
+    points, notes = read_points(args.files, nodes=args.nodes)
+    cal = calibrate(points, decode_tokens_per_s=args.decode_tokens_per_s, kv=kv, warnings=notes)
+    data = cal.as_dict()
+    rows = [{"table": "node", **data["node"], "beta": data["beta"],
+             "ttft_rms_rel": data["ttft_rms_rel"], "tpot_rms_rel": data["tpot_rms_rel"]}]
+    rows += [{"table": "point", **p} for p in data["points"]]
+    if args.plot is not None:  # the figure first: a failing plot leaves any saved file untouched
+        from servesim.render import plots
+
+        fig, axes = plots.figure(2)
+        plots.plot_calibration(axes, data["points"])
+        plots.save(fig, args.plot)
+    if args.save is not None:  # checked before any work (--save's type); written whole or not at all
+        from servesim.render.output import write_atomic
+
+        path = Path(args.save)
+        try:
+            write_atomic(path, cal.to_toml().encode("utf-8"))
+        except OSError as exc:
+            raise InputError(f"--save {path}: cannot write: {exc.strerror or exc}") from None
+        data["saved"] = str(path)
+    return Output(data, _calibrate_text(data), rows)
+
+
+def _calibrate_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    nd = d["node"]
+    out = [f"CALIBRATION from {len(d['points'])} measured points (the lab's colocated closed form)",
+           "  TTFT = W_q(M/M/N) + P/R_p,  TPOT = TPOT_base (1 + beta rho_p),  rho_p = lambda P / (N R_p)",
+           f"  prefill R_p   {nd['prefill_tokens_per_s']:,.0f} tokens/s per node",
+           f"  TPOT_base     {nd['tpot_base_s'] * 1e3:.3f} ms",
+           f"  beta          {d['beta']:.4f}",
+           f"  decode R_d    {nd['decode_tokens_per_s']:,.0f} tokens/s per node (given, not fitted)",
+           f"  KV shape      {nd['model']}",
+           ""]
+    rows = [
+        [p["source"], f"{p['rate_per_s']:.3g}", f"{p['prefill_utilization']:.3f}",
+         f"{p['ttft_s'] * 1e3:.1f}", f"{p['ttft_model_s'] * 1e3:.1f}", f"{p['ttft_rel_residual']:+.1%}",
+         f"{p['tpot_s'] * 1e3:.2f}", f"{p['tpot_model_s'] * 1e3:.2f}", f"{p['tpot_rel_residual']:+.1%}"]
+        for p in d["points"]
+    ]
+    out.append(table(["point", "req/s", "rho_p", "TTFT ms", "model", "resid", "TPOT ms", "model", "resid"],
+                     rows))
+    out.append(f"  rms relative residual: TTFT {d['ttft_rms_rel']:.1%}, TPOT {d['tpot_rms_rel']:.1%}")
+    if "saved" in d:
+        out.append(f"  saved: {d['saved']}")
+    if d["warnings"]:
+        out.append("")
+        out.append("  warnings:")
+        out += [f"  - {w}" for w in d["warnings"]]
+    return "\n".join(out) + "\n"
+

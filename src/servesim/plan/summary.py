@@ -1,0 +1,405 @@
+"""The numbers each command shows, as plain dicts (the JSON schema of the CLI).
+
+These functions only compute; rendering to a table, JSON or CSV happens in
+:mod:`servesim.render`.  Times in the output are milliseconds (``*_ms``),
+rates requests per second (``*_rps``), bandwidths GB/s (10^9 B/s).  An unstable
+queue has ``stable: false``, ``ttft_ms: null`` and goodput 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from servesim.model import speculative as sd
+from servesim.model.kvcache import LINKS, Link
+from servesim.model.serving import (
+    DEFAULT_NODE,
+    GOODPUT_TIE_FRACTION,
+    WORKLOAD_PRESETS,
+    NodeSpec,
+    ServingResult,
+    Workload,
+    best_split,
+    colocated,
+    compare,
+    link_crossover,
+    mixes,
+)
+
+__all__ = [
+    "GRID_ALPHAS",
+    "GRID_KS",
+    "KV_TABLE_LINKS",
+    "SWEEP_US",
+    "disagg_summary",
+    "plan_summary",
+    "resolve_scenario",
+    "specdec_summary",
+]
+
+GRID_ALPHAS: tuple[float, ...] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+GRID_KS: tuple[int, ...] = tuple(range(1, 11))
+SWEEP_US: tuple[float, ...] = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.93, 0.95, 0.99)
+KV_TABLE_LINKS: tuple[str, ...] = ("nvlink", "rdma", "tcp")
+
+Row = dict[str, Any]
+
+
+def _ms(seconds: float) -> float | None:
+    """Seconds to milliseconds; None for an infinite (unstable) time."""
+    return None if math.isinf(seconds) else seconds * 1e3
+
+
+def specdec_summary(
+    *,
+    u: float = 0.0,
+    d: float = sd.DEFAULT_D,
+    c: float = sd.DEFAULT_C,
+    preset: str = "mtp",
+    alpha: float | None = None,
+    k: int | None = None,
+    k_max: int = sd.DEFAULT_K_MAX,
+) -> dict[str, Any]:
+    """Speedup grid at (u, d, c), the presets at u = 0 and 0.7, and a utilization sweep.
+
+    The sweep uses ``preset``, or the user's own (alpha, d, c) when ``alpha`` is
+    given; a ``case`` entry prices the user's own point when ``alpha`` or ``k``
+    is given.
+    """
+    p = sd.SPECDEC_PRESETS[preset]
+    grid: list[Row] = []
+    for a in GRID_ALPHAS:
+        best = sd.optimal_k(a, d, c, u, k_max=max(GRID_KS))
+        for kk in GRID_KS:
+            grid.append(
+                {"k": kk, "alpha": a, "speedup": sd.speedup(kk, a, d, c, u), "optimal": kk == best}
+            )
+    presets: list[Row] = []
+    for name, q in sd.SPECDEC_PRESETS.items():
+        k0 = sd.optimal_k(q.alpha, q.d, q.c, 0.0, k_max)
+        k7 = sd.optimal_k(q.alpha, q.d, q.c, 0.7, k_max)
+        presets.append(
+            {
+                "name": name,
+                "alpha": q.alpha,
+                "d": q.d,
+                "c": q.c,
+                "best_k_u0": k0,
+                "speedup_u0": sd.speedup(k0, q.alpha, q.d, q.c, 0.0),
+                "best_k_u07": k7,
+                "speedup_u07": sd.speedup(k7, q.alpha, q.d, q.c, 0.7),
+                "turn_off_u": sd.turn_off_utilization(q.alpha, q.d, q.c, k_max),
+            }
+        )
+    if alpha is not None:
+        s_name, s_alpha, s_d, s_c = "custom", alpha, d, c
+    else:
+        s_name, s_alpha, s_d, s_c = preset, p.alpha, p.d, p.c
+    sweep: list[Row] = []
+    for uu in sorted({*SWEEP_US, u}):
+        kk = sd.optimal_k(s_alpha, s_d, s_c, uu, k_max)
+        r = sd.evaluate(kk, s_alpha, s_d, s_c, uu)
+        sweep.append({"u": uu, "best_k": kk, "speedup": r.speedup, "verdict": r.verdict})
+    out: dict[str, Any] = {
+        "assumptions": {
+            "acceptance": "i.i.d. per drafted token (optimistic; see what the numbers assume)",
+            "verify_cost": "t_target (1 + c k g(u)), g(u) = (1 + 1e-3) / (1 - u + 1e-3)",
+            "u": u,
+            "d": d,
+            "c": c,
+            "k_max": k_max,
+        },
+        "grid": grid,
+        "presets": presets,
+        "sweep_preset": {"name": s_name, "alpha": s_alpha, "d": s_d, "c": s_c},
+        "utilization_sweep": sweep,
+        "turn_off_u": sd.turn_off_utilization(s_alpha, s_d, s_c, k_max),
+    }
+    if alpha is not None or k is not None:
+        a = p.alpha if alpha is None else alpha
+        cd, cc = (d, c) if alpha is not None else (p.d, p.c)
+        kk = sd.optimal_k(a, cd, cc, u, k_max) if k is None else k
+        r = sd.evaluate(kk, a, cd, cc, u)
+        out["case"] = {
+            "alpha": a,
+            "k": kk,
+            "d": cd,
+            "c": cc,
+            "u": u,
+            "expected_tokens": r.expected_tokens,
+            "cycle_time_target_steps": r.cycle_time,
+            "speedup": r.speedup,
+            "verdict": r.verdict,
+            "optimal_k": sd.optimal_k(a, cd, cc, u, k_max),
+            "break_even_alpha": sd.break_even_alpha(kk, cd, cc, u),
+        }
+    return out
+
+
+def _result_row(r: ServingResult) -> Row:
+    """The figures both architectures report (milliseconds, req/s)."""
+    return {
+        "ttft_ms": _ms(r.ttft_mean_s),
+        "tpot_ms": r.tpot_s * 1e3,
+        "goodput_rps": r.goodput_rps,
+        "stable": r.stable,
+        "p_ttft_ok": r.p_ttft_ok,
+        "tpot_ok": r.tpot_ok,
+    }
+
+
+def _coloc_row(r: ServingResult) -> Row:
+    return {
+        "nodes": r.prefill_nodes,
+        **_result_row(r),
+        "prefill_utilization": r.prefill_utilization,
+        "decode_utilization": r.decode_utilization,
+    }
+
+
+def _disagg_row(r: ServingResult) -> Row:
+    return {
+        "prefill_nodes": r.prefill_nodes,
+        "decode_nodes": r.decode_nodes,
+        **_result_row(r),
+        "kv_transfer_ms": r.kv_transfer_s * 1e3,
+        "prefill_utilization": r.prefill_utilization,
+        "decode_utilization": r.decode_utilization,
+    }
+
+
+def disagg_summary(
+    preset: str = "chat",
+    *,
+    link: Link | None = None,
+    nodes: int = 8,
+    beta: float | None = None,
+    rate_per_s: float | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    node: NodeSpec = DEFAULT_NODE,
+    node_from: NodeFrom | None = None,
+    workload: Workload | None = None,
+    node_source: str | None = None,
+) -> dict[str, Any]:
+    """Colocated vs best disaggregated split for each mix, the KV table and the crossover.
+
+    ``node_from(workload) -> (node, beta, source)`` derives the node from the
+    final workload (the roofline node depends on its lengths and SLO); without
+    it ``node`` and ``beta`` (default 0.5) are used as given.  ``workload``
+    replaces the preset's (e.g. one derived from a trace); ``preset`` then only
+    labels the output.
+    """
+    wl, ln, node, b, source = resolve_scenario(
+        WORKLOAD_PRESETS[preset] if workload is None else workload,
+        rate_per_s=rate_per_s, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
+        link=link, node=node, beta=beta, node_from=node_from, node_source=node_source,
+    )
+    return _disagg(wl, preset, ln, nodes, b, node, source)
+
+
+NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
+
+
+def resolve_scenario(
+    wl: Workload,
+    *,
+    rate_per_s: float | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    link: Link | None = None,
+    node: NodeSpec = DEFAULT_NODE,
+    beta: float | None = None,
+    node_from: NodeFrom | None = None,
+    node_source: str | None = None,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> tuple[Workload, Link, NodeSpec, float, str]:
+    """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
+
+    ``node_from(workload) -> (node, beta, source)`` derives the node from the
+    final workload; without it ``node`` and ``beta`` (default 0.5) are used,
+    with ``node_source`` (if given) as the description of the node.
+    """
+    wl = replace(
+        wl,
+        prompt_tokens=wl.prompt_tokens if prompt_tokens is None else prompt_tokens,
+        output_tokens=wl.output_tokens if output_tokens is None else output_tokens,
+        rate_per_s=wl.rate_per_s if rate_per_s is None else rate_per_s,
+        slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
+        slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,
+    )
+    ln = LINKS["rdma"] if link is None else link
+    if node_from is not None:
+        node, b, source = node_from(wl)
+    else:
+        b = 0.5 if beta is None else beta
+        default = "reference node (workloads.toml)" if node is DEFAULT_NODE else "given"
+        source = default if node_source is None else node_source
+    return wl, ln, node, b, source
+
+
+def _disagg(
+    wl: Workload, preset: str, ln: Link, nodes: int, beta: float, node: NodeSpec, source: str
+) -> dict[str, Any]:
+    rows: list[Row] = []
+    for label, w in mixes(wl):
+        co = colocated(w, node, nodes, beta)
+        de = best_split(w, node, nodes, ln)
+        rows.append(
+            {
+                "mix": label,
+                "prompt_tokens": w.prompt_tokens,
+                "output_tokens": w.output_tokens,
+                "colocated": _coloc_row(co),
+                "disaggregated": _disagg_row(de),
+                "winner": compare(co, de, w.rate_per_s),
+                "tie": abs(co.goodput_rps - de.goodput_rps) <= GOODPUT_TIE_FRACTION * w.rate_per_s
+                and co.goodput_rps + de.goodput_rps > 0,
+            }
+        )
+    kv_bytes = node.kv.bytes_for(wl.prompt_tokens)
+    kv_links = [LINKS[n] for n in KV_TABLE_LINKS]
+    if ln not in kv_links:
+        kv_links.append(ln)
+    kv_table = [
+        {"link": x.name, "GBps": x.GBps, "kv_bytes": kv_bytes, "transfer_ms": x.transfer_s(kv_bytes) * 1e3}
+        for x in kv_links
+    ]
+    xo = link_crossover(wl, node, nodes, beta)
+    at = None
+    if xo.ladder_GBps is not None:
+        at = {
+            "GBps": xo.ladder_GBps,
+            "kv_transfer_ms": kv_bytes / (xo.ladder_GBps * 1e9) * 1e3,
+            "split": best_split(wl, node, nodes, Link("x", xo.ladder_GBps * 1e9)).split,
+        }
+    return {
+        "preset": preset,
+        "assumptions": {
+            "queueing": "M/M/c prefill queue (Poisson arrivals, exponential service)",
+            "interference": "TPOT_coloc = TPOT_base (1 + beta rho_p)",
+            "decode": "no decode-side queueing; stable iff lambda O < nodes R_d",
+            "kv_transfer": "whole prompt cache sent after prefill, no overlap",
+            "tie": "goodputs within 0.1% of the rate are a tie, won by colocation",
+        },
+        "nodes": nodes,
+        "beta": beta,
+        "link": {"name": ln.name, "GBps": ln.GBps},
+        "workload": {
+            "prompt_tokens": wl.prompt_tokens,
+            "output_tokens": wl.output_tokens,
+            "rate_per_s": wl.rate_per_s,
+            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
+            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
+        },
+        "node": {
+            "source": source,
+            "gpus": node.gpus,
+            "model": node.kv.name,
+            "prefill_tokens_per_s": node.prefill_tokens_per_s,
+            "decode_tokens_per_s": node.decode_tokens_per_s,
+            "tpot_base_ms": node.tpot_base_s * 1e3,
+            "kv_bytes_per_token": node.kv.bytes_per_token,
+        },
+        "kv_transfer": kv_table,
+        "rows": rows,
+        "crossover_link_GBps": xo.ladder_GBps,
+        "crossover_exact_GBps": xo.exact_GBps,
+        "crossover_at": at,
+    }
+
+
+def _candidate_row(c: Any) -> Row:
+    r = c.result
+    return {
+        "architecture": c.architecture,
+        "prefill_nodes": c.prefill_nodes,
+        "decode_nodes": c.decode_nodes if c.architecture == "disaggregated" else 0,
+        "speculative_k": c.speculative_k,
+        "speculative_speedup": c.speculative_speedup,
+        "label": c.label,
+        "ttft_ms": _ms(r.ttft_mean_s),
+        "tpot_ms": r.tpot_s * 1e3,
+        "attainment": c.attainment,
+        "meets_target": c.meets_target,
+        "goodput_rps": c.goodput_rps,
+        "goodput_per_gpu": c.goodput_per_gpu,
+        "stable": r.stable,
+        "kv_transfer_ms": r.kv_transfer_s * 1e3,
+        "binding_constraint": c.binding_constraint,
+    }
+
+
+def plan_summary(
+    p: Any,
+    *,
+    preset: str,
+    top: int = 10,
+    jobs: int = 1,
+    ray_address: str | None = None,
+    progress: Any = None,
+    simulate: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A :class:`servesim.plan.planner.Plan` as a plain dict.
+
+    ``simulate`` (keyword arguments of :func:`servesim.plan.rescore.rescore`,
+    e.g. ``{"top": 5}``) re-scores the top candidates with the simulator, on
+    ``jobs`` local processes or the Ray cluster at ``ray_address``.
+    """
+    req = p.request
+    wl = req.workload
+    best = p.recommended
+    out = {
+        "preset": preset,
+        "question": (
+            f"How should {wl.rate_per_s:g} req/s of '{preset}' traffic ({wl.prompt_tokens}-token prompts, "
+            f"{wl.output_tokens}-token outputs) be served on {req.nodes} nodes joined by "
+            f"{req.link.name}, so that {req.attainment_target:.0%} of requests meet TTFT <= "
+            f"{wl.slo_ttft_s * 1e3:g} ms and TPOT <= {wl.slo_tpot_s * 1e3:g} ms?"
+        ),
+        "assumptions": {
+            "closed_form": "M/M/c prefill queue, deterministic TPOT (the lab's reference model)",
+            "speculation": (
+                "off" if req.speculation is None else
+                f"{req.speculation.name} (alpha={req.speculation.alpha:g}, d={req.speculation.d:g}, "
+                f"c={req.speculation.c:g}); TPOT / S(k, u) with u = pool compute utilization; "
+                "decode capacity unchanged"
+            ),
+            "attainment_target": req.attainment_target,
+            "tie": "goodputs within 0.1% of the rate are a tie, won by the simpler deployment",
+        },
+        "nodes": req.nodes,
+        "gpus_per_node": req.node.gpus,
+        "link": {"name": req.link.name, "GBps": req.link.GBps},
+        "workload": {
+            "prompt_tokens": wl.prompt_tokens,
+            "output_tokens": wl.output_tokens,
+            "rate_per_s": wl.rate_per_s,
+            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
+            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
+        },
+        "recommendation": _candidate_row(best),
+        "ranked": [_candidate_row(c) for c in p.ranked[:top]],
+        "candidates_evaluated": len(p.ranked),
+        "smallest_fleet": p.smallest_fleet,
+        "sensitivity": [
+            {
+                "parameter": s.parameter,
+                "baseline": s.baseline,
+                "flips_at": s.flips_at,
+                "direction": s.direction,
+                "new_choice": s.new_choice,
+            }
+            for s in p.sensitivity
+        ],
+    }
+    if simulate is not None:
+        from servesim.plan.rescore import rescore
+
+        out["simulated"] = rescore(req, p.ranked, jobs=jobs, ray_address=ray_address, progress=progress,
+                                   **simulate)
+    return out

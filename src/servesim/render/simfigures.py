@@ -1,0 +1,161 @@
+"""Figures of ``simulate`` and ``validate``, drawn from their result dicts (matplotlib).
+
+The house style, legends outside the data and full labels come from :mod:`servesim.render.plots`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from servesim.model.queueing import MMc
+
+__all__ = ["bias_labels", "simulate_figure", "validate_figure"]
+
+
+def _queue(ax: Any, d: dict[str, Any]) -> None:
+    """P(W_q > t): the M/M/c tail against the simulated p_wait and percentiles."""
+    from servesim.render import plots
+
+    c, lam = d["servers"], d["rate_per_s"]
+    q = MMc(c, lam, 1.0 / d["service_mean_s"])
+    top = max(d["wait_p99_s"] or 0.0, q.wait_quantile_s(0.995) if q.stable else 1.0) * 1.2 or 1.0
+    ts = [top * i / 200 for i in range(201)]
+    ax.semilogy(ts, [max(q.wait_tail(t), 1e-6) for t in ts], label="Erlang-C tail C exp(-(c mu - lambda) t)")
+    pts = [(0.0, d["p_wait"]), (d["wait_p50_s"], 0.5), (d["wait_p90_s"], 0.1), (d["wait_p99_s"], 0.01)]
+    pts = [(t, p) for t, p in pts if t is not None and p <= d["p_wait"] + 1e-12]
+    ax.semilogy([t for t, _ in pts], [p for _, p in pts], "o", ms=6, label="simulated P(wait), p50, p90, p99")
+    ax.set_xlabel("wait t (s)")
+    ax.set_ylabel("P(W_q > t)")
+    ax.set_title(f"{d['model']} at utilization {d['utilization']:.2f}")
+    plots.legend(ax)
+
+
+def _bar_values(ax: Any, bars: Any, values: list[float]) -> None:
+    """Each bar's value written on it (a zero-height bar still says 0)."""
+    ax.bar_label(bars, labels=["-" if math.isnan(v) else f"{v:.3g}" for v in values], fontsize=7, padding=2)
+
+
+def _serving(ax: Any, d: dict[str, Any]) -> None:
+    """TTFT mean and p99, closed form vs simulation, per architecture."""
+    from servesim.render import plots
+
+    labels, cf, sim = [], [], []
+    for arch in ("colocated", "disaggregated"):
+        c, s = d[arch]["closed_form"], d[arch]["simulated"]
+        for stat, ckey in (("mean", "ttft_mean_ms"), ("p99", "ttft_p99_ms")):
+            labels.append(f"{arch} {c['split']}\n{stat}")
+            cf.append(c[ckey] or math.nan)
+            sim.append(s["ttft_ms"][stat] or math.nan)
+    x = range(len(labels))
+    _bar_values(ax, ax.bar([i - 0.2 for i in x], cf, 0.4, label="closed form (M/M/c)"), cf)
+    _bar_values(ax, ax.bar([i + 0.2 for i in x], sim, 0.4, label="simulated"), sim)
+    ax.axhline(d["workload"]["slo_ttft_ms"], color=plots.REFERENCE, ls="--", lw=1.2,
+               label=f"TTFT SLO {d['workload']['slo_ttft_ms']:g} ms")
+    ax.set_xticks(list(x), labels)
+    ax.grid(False, axis="x")
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title(f"TTFT, {d['preset']}: closed form vs simulation")
+    plots.legend(ax)
+
+
+def _trace(ax: Any, d: dict[str, Any]) -> None:
+    """Goodput per deployment: closed form from the trace's means vs the replay."""
+    from servesim.render import plots
+
+    labels = [plots.wrap(r["deployment"] + ("" if r["closed_form"]["stable"] else " (closed form unstable)"),
+                         22) for r in d["rows"]]
+    x = range(len(labels))
+    cf = [float(r["closed_form"]["goodput_rps"]) for r in d["rows"]]
+    rp = [float(r["replay"]["goodput_rps"]) for r in d["rows"]]
+    _bar_values(ax, ax.bar([i - 0.2 for i in x], cf, 0.4, label="closed form (trace means)"), cf)
+    _bar_values(ax, ax.bar([i + 0.2 for i in x], rp, 0.4, label="replay"), rp)
+    ax.set_xticks(list(x), labels)
+    ax.grid(False, axis="x")
+    ax.set_ylabel("goodput (req/s)")
+    ax.set_title("Trace replay vs closed form")
+    plots.legend(ax)
+
+
+def simulate_figure(d: dict[str, Any]) -> Any:
+    from servesim.render import plots
+
+    fig, axes = plots.figure(1, width_in=8.0)
+    {"queue": _queue, "serving": _serving, "trace": _trace}[d["mode"]](axes[0], d)
+    return fig
+
+
+def bias_labels(bias: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float, str]]]:
+    """The bias chart's labels, in full: one ``assumption: figure`` per bar; and per run of bars with the
+    same assumption, relaxation and case, its middle row and the relaxation (with the case where one
+    assumption is relaxed the same way in several cases), wrapped."""
+    from servesim.render import plots
+
+    cases: dict[tuple[str, str], set[str]] = {}
+    for r in bias:
+        cases.setdefault((r["assumption"], r["relaxation"]), set()).add(r["case"])
+    left = [f"{r['assumption']}: {r['figure']}" for r in bias]
+    groups: list[list[int]] = []
+    for i, r in enumerate(bias):
+        prev = bias[i - 1] if i else None
+        if prev is None or any(prev[k] != r[k] for k in ("assumption", "relaxation", "case")):
+            groups.append([])
+        groups[-1].append(i)
+    right = []
+    for g in groups:
+        r = bias[g[0]]
+        several = len(cases[(r["assumption"], r["relaxation"])]) > 1
+        right.append(((g[0] + g[-1]) / 2, plots.wrap(r["relaxation"] + (f" ({r['case']})" if several else ""),
+                                                     60)))
+    return left, right
+
+
+def validate_figure(d: dict[str, Any]) -> Any:
+    """Agreement as z-scores (|z| <= 4 passes for exact rows) and each assumption's relative bias."""
+    from servesim.render import plots
+
+    bias = d["bias"]
+    fig, axes = plots.figure(2, width_in=8.0, height_in=max(5.5, 1.8 + 0.3 * len(bias)),
+                             width_ratios=(1.0, 1.6))
+    ag = d["agreement"]
+    ax = axes[0]
+    for relative, marker, label in ((False, "o", "exact closed form: passes within 4 SE"),
+                                    (True, "s", "approximation: passes within its relative tolerance")):
+        pts = [(i, r["z"]) for i, r in enumerate(ag)
+               if r.get("z") is not None and ("relative" in r["tolerance"]) == relative]
+        ax.plot([i for i, _ in pts], [z for _, z in pts], marker, ms=4, ls="none", label=label)
+    failed = [(i, r["z"]) for i, r in enumerate(ag) if not r["pass"] and r.get("z") is not None]
+    if failed:
+        ax.plot([i for i, _ in failed], [z for _, z in failed], "x", color=plots.PALETTE[3], ms=9, mew=2,
+                label="FAIL")
+    for y in (-4, 4):
+        ax.axhline(y, color=plots.REFERENCE, ls="--", lw=1, label="|z| = 4" if y > 0 else None)
+    ax.set_xlabel("agreement row")
+    ax.set_ylabel("(simulated - closed form) / SE")
+    ax.set_title(f"Agreement: {d['agreement_passed']} PASS, {d['agreement_failed']} FAIL")
+    plots.legend(ax, where="below")
+    ax = axes[1]
+    vals = [100 * r["relative_change"] if r.get("relative_change") is not None else 0.0 for r in bias]
+    left, right = bias_labels(bias)
+    groups = [(r["assumption"], r["relaxation"], r["case"]) for r in bias]
+    colors = []
+    shade = 0
+    for i, g in enumerate(groups):  # one colour per assumption, bands per relaxation
+        if i and g[0] != groups[i - 1][0]:
+            shade += 1
+        colors.append(plots.PALETTE[shade % 6])
+        if i and g != groups[i - 1]:
+            ax.axhline(i - 0.5, color="#999999", lw=0.6)
+    ax.barh(range(len(vals)), vals, color=colors)
+    ax.set_yticks(range(len(vals)), left, fontsize=7)
+    ax.grid(False, axis="y")
+    ax.axvline(0.0, color=plots.REFERENCE, lw=0.8)
+    ax.set_ylim(len(vals) - 0.5, -0.5)
+    twin = ax.twinx()
+    twin.set_ylim(ax.get_ylim())
+    twin.set_yticks([y for y, _ in right], [text for _, text in right], fontsize=6.5, color="#444444")
+    twin.grid(False)
+    twin.tick_params(length=0)
+    ax.set_xlabel("change when the assumption is relaxed (%)")
+    ax.set_title("Bias of each section-7 assumption (right: how it is relaxed)")
+    return fig
