@@ -32,7 +32,8 @@ from servesim.hardware.names import read_hf_config
 from servesim.inputs.calibrate import load_calibration, read_points
 from servesim.inputs.telemetry import fit_alpha, parse_exposition, read_counters
 from servesim.inputs.traces import load_trace, summarize_trace, workload_from_trace
-from servesim.sim.stats import FEW_SAMPLES, Estimate, estimate, format_interval
+from servesim.render.text import FEW_SAMPLES, format_interval
+from servesim.sim.stats import MIN_INTERVAL_SAMPLES, Estimate, estimate
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -485,6 +486,10 @@ def test_fewer_than_three_samples_is_not_an_interval() -> None:
     two = estimate([0.0, 0.0])
     assert two.low == two.high == 0.0 and two.interval is None
     assert format_interval(two.low, two.high, ".2f", samples=2) == FEW_SAMPLES == "n/a (fewer than 3 samples)"
+    # the renderer's mirror of the simulator's rule
+    from servesim.render import text
+
+    assert text.MIN_INTERVAL_SAMPLES == MIN_INTERVAL_SAMPLES
     assert estimate([1.0, 2.0, 3.0]).interval is not None
     assert Estimate.exact(0.0).interval == (0.0, 0.0)
     assert format_interval(None, None, ".2f", samples=5) == "-"

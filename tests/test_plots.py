@@ -331,3 +331,24 @@ def test_all_plot_writes_one_file_with_every_panel(tmp_path: Path):
     assert data.startswith(b"\x89PNG")
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert height > width > 1200  # four rows of two panels
+
+
+def test_queue_figure_draws_the_erlang_tail_its_caller_computed():
+    """The tail is computed below the renderer (sim.report) and drawn as given: P(W_q > 0) = C(c, a)."""
+    import math
+
+    from servesim.model.queueing import erlang_c
+    from servesim.sim.report import erlang_tail_curve
+
+    d = {"mode": "queue", "servers": 8, "rate_per_s": 6.8, "service_mean_s": 1.0, "p_wait": 0.45,
+         "wait_p50_s": None, "wait_p90_s": 0.8, "wait_p99_s": 2.1, "model": "M/M/8", "utilization": 0.85}
+    tail = erlang_tail_curve(d)
+    c = erlang_c(8, 6.8)
+    assert tail["p"][0] == pytest.approx(c, rel=1e-12)
+    t = tail["t_s"][100]
+    assert tail["p"][100] == pytest.approx(c * math.exp(-(8 - 6.8) * t), rel=1e-12)
+    assert all(a >= b for a, b in zip(tail["p"], tail["p"][1:], strict=False))
+    fig = simulate_figure(d, tail)
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("Erlang-C")]
+    assert list(line.get_ydata()) == tail["p"]
+    _close(fig)

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from servesim._checks import ParameterError
+from servesim.hardware import node as hn
 from servesim.hardware import roofline as rl
 from servesim.hardware.catalog import builtin_catalog
 from servesim.model.kvcache import MODELS
@@ -208,7 +209,7 @@ def test_draft_model_costs_its_weights_and_its_cache():
 
 def test_node_from_hardware_reproduces_the_seeds_node():
     # workloads.toml's node: Llama-3-70B on 4 x H100, 11,000 prefill tok/s, 27 ms, 2,600 tok/s
-    d = rl.derive_node("llama-3-70b", "h100-sxm", 4, prompt_tokens=6144, output_tokens=512)
+    d = hn.derive_node("llama-3-70b", "h100-sxm", 4, prompt_tokens=6144, output_tokens=512)
     assert isinstance(d.node, NodeSpec)
     assert d.batch_limited_by == "memory" and d.batch == d.max_batch
     assert rel(d.node.prefill_tokens_per_s, 11000) < 0.15
@@ -225,21 +226,21 @@ def test_node_from_hardware_reproduces_the_seeds_node():
 
 def test_node_batch_choices():
     base = {"prompt_tokens": 1024, "output_tokens": 512}
-    given = rl.derive_node(L70, H100, 8, batch=32, **base)
+    given = hn.derive_node(L70, H100, 8, batch=32, **base)
     assert given.batch == 32 and given.batch_limited_by == "given"
-    capped = rl.derive_node(L70, H100, 8, **base)
+    capped = hn.derive_node(L70, H100, 8, **base)
     assert capped.batch == rl.DEFAULT_BATCH_CAP and capped.batch_limited_by == "batch_cap"
-    slo = rl.derive_node(L70, H100, 8, tpot_slo_s=0.010, **base)
+    slo = hn.derive_node(L70, H100, 8, tpot_slo_s=0.010, **base)
     assert slo.batch_limited_by == "tpot_slo"
     assert slo.node.tpot_base_s <= 0.010
     over = rl.decode_step(L70, H100, tp=8, batch=slo.batch + 1, context_tokens=1024 + 256).total_s
     assert over > 0.010
-    assert rl.node_spec(L70, H100, 8, batch=32, **base) == given.node
+    assert hn.node_spec(L70, H100, 8, batch=32, **base) == given.node
 
 
 def test_node_that_does_not_fit_says_so():
     with pytest.raises(ParameterError) as info:
-        rl.node_spec("llama-3-405b", "h100-sxm", 8, prompt_tokens=1024)
+        hn.node_spec("llama-3-405b", "h100-sxm", 8, prompt_tokens=1024)
     assert info.value.name == "tp"
     assert "llama-3-405b" in str(info.value) and "GB per GPU" in str(info.value)
 

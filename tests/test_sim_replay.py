@@ -27,8 +27,9 @@ def _mooncake(tmp_path, n: int = 400):
 
 def _summary(path, **kw):
     tr = load_trace(path)
-    return tr, trace_replay_summary(tr, DEFAULT_NODE, nodes=4, link=LINKS["rdma"], beta=0.5,
-                                    slo_ttft_s=2.0, slo_tpot_s=0.04, **kw)
+    wl = workload_from_trace(tr, slo_ttft_s=2.0, slo_tpot_s=0.04)
+    return tr, trace_replay_summary(tr, DEFAULT_NODE, workload=wl, nodes=4, link=LINKS["rdma"], beta=0.5,
+                                    **kw)
 
 
 def test_closed_form_columns_price_the_trace_means(tmp_path):

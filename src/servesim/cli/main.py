@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from servesim import __version__
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError, ParameterError
+from servesim._version import __version__
 from servesim.cli.args import Output, Parser, add_format, choice, integer, link, number, plot_path
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
@@ -250,7 +250,8 @@ def _specdec(args: argparse.Namespace) -> Output:
 
 def _disagg(args: argparse.Namespace) -> Output:
     from servesim import render
-    from servesim.plan.summary import disagg_summary, resolve_scenario
+    from servesim.model.serving import resolve_scenario
+    from servesim.plan.summary import disagg_summary
 
     # Resolved once: the roofline node is derived here and reused by the figure.
     wl, ln, node, beta, source = resolve_scenario(

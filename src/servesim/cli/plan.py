@@ -77,9 +77,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def _request(args: argparse.Namespace) -> tuple[Any, str]:
     from servesim.cli.main import resolve_node, workload_of
+    from servesim.model.serving import resolve_scenario
     from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.plan.planner import PlanRequest, smallest_fleet
-    from servesim.plan.summary import resolve_scenario
 
     wl = workload_of(args)
     preset = args.preset

@@ -32,7 +32,12 @@ def _with_plot(run: Any, figure: str) -> Any:
             from servesim.render import simfigures as figures
             from servesim.render.plots import save
 
-            save(getattr(figures, figure)(out.data), args.plot)
+            if figure == "simulate_figure" and out.data["mode"] == "queue":
+                from servesim.sim.report import erlang_tail_curve
+
+                save(figures.simulate_figure(out.data, erlang_tail_curve(out.data)), args.plot)
+            else:
+                save(getattr(figures, figure)(out.data), args.plot)
         return out
 
     return wrapped
@@ -443,8 +448,7 @@ def _engine_trace(args: argparse.Namespace) -> Output:
 def _replay(args: argparse.Namespace) -> Output:
     from servesim.cli.main import resolve_node
     from servesim.inputs.traces import load_trace, workload_from_trace
-    from servesim.model.serving import WORKLOAD_PRESETS
-    from servesim.plan.summary import resolve_scenario
+    from servesim.model.serving import WORKLOAD_PRESETS, resolve_scenario
     from servesim.render import simtext as text
     from servesim.sim.replay import trace_replay_summary
 
@@ -458,8 +462,7 @@ def _replay(args: argparse.Namespace) -> Output:
         node_from=lambda w: resolve_node(args, w),
     )
     data = trace_replay_summary(
-        tr, node, nodes=args.nodes, link=link, beta=beta,
-        slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s, settings=_settings(args),
+        tr, node, workload=wl, nodes=args.nodes, link=link, beta=beta, settings=_settings(args),
         prefix_cache=args.prefix_cache,
         attainment_target=args.attainment_target, seed=args.seed, node_source=source,
     )

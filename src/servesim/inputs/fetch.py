@@ -181,7 +181,7 @@ def _open_url(src: TraceSource, url: str, timeout_s: float) -> Any:
     import urllib.parse
     import urllib.request
 
-    from servesim import __version__
+    from servesim._version import __version__
 
     req = urllib.request.Request(url, headers={"User-Agent": f"servesim/{__version__} (trace fetch)"})
     scheme = urllib.parse.urlsplit(url).scheme

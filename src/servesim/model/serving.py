@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from servesim._checks import check_int, check_real
-from servesim.model.kvcache import MODELS, KVShape, Link
+from servesim.model.kvcache import LINKS, MODELS, KVShape, Link
 from servesim.model.queueing import MMc
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "MIX_PROMPT_SHARES",
     "WORKLOAD_PRESETS",
     "Crossover",
+    "NodeFrom",
     "NodeSpec",
     "ServingResult",
     "Workload",
@@ -56,6 +57,7 @@ __all__ = [
     "link_crossover",
     "mixes",
     "p_within",
+    "resolve_scenario",
     "tie_step",
 ]
 
@@ -345,3 +347,44 @@ def _load_catalog() -> tuple[NodeSpec, dict[str, Workload]]:
 
 DEFAULT_NODE, WORKLOAD_PRESETS = _load_catalog()
 """The seed's node (Llama-3-70B replica) and workload presets chat, rag, agent (workloads.toml)."""
+
+
+NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
+
+
+def resolve_scenario(
+    wl: Workload,
+    *,
+    rate_per_s: float | None = None,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+    link: Link | None = None,
+    node: NodeSpec = DEFAULT_NODE,
+    beta: float | None = None,
+    node_from: NodeFrom | None = None,
+    node_source: str | None = None,
+    prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
+) -> tuple[Workload, Link, NodeSpec, float, str]:
+    """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
+
+    ``node_from(workload) -> (node, beta, source)`` derives the node from the
+    final workload; without it ``node`` and ``beta`` (default 0.5) are used,
+    with ``node_source`` (if given) as the description of the node.
+    """
+    wl = replace(
+        wl,
+        prompt_tokens=wl.prompt_tokens if prompt_tokens is None else prompt_tokens,
+        output_tokens=wl.output_tokens if output_tokens is None else output_tokens,
+        rate_per_s=wl.rate_per_s if rate_per_s is None else rate_per_s,
+        slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
+        slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,
+    )
+    ln = LINKS["rdma"] if link is None else link
+    if node_from is not None:
+        node, b, source = node_from(wl)
+    else:
+        b = 0.5 if beta is None else beta
+        default = "reference node (workloads.toml)" if node is DEFAULT_NODE else "given"
+        source = default if node_source is None else node_source
+    return wl, ln, node, b, source

@@ -9,8 +9,6 @@ queue has ``stable: false``, ``ttft_ms: null`` and goodput 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from servesim.model import speculative as sd
@@ -19,6 +17,7 @@ from servesim.model.serving import (
     DEFAULT_NODE,
     GOODPUT_TIE_FRACTION,
     WORKLOAD_PRESETS,
+    NodeFrom,
     NodeSpec,
     ServingResult,
     Workload,
@@ -27,6 +26,7 @@ from servesim.model.serving import (
     compare,
     link_crossover,
     mixes,
+    resolve_scenario,
 )
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "SWEEP_US",
     "disagg_summary",
     "plan_summary",
-    "resolve_scenario",
     "specdec_summary",
 ]
 
@@ -199,47 +198,6 @@ def disagg_summary(
         link=link, node=node, beta=beta, node_from=node_from, node_source=node_source,
     )
     return _disagg(wl, preset, ln, nodes, b, node, source)
-
-
-NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
-
-
-def resolve_scenario(
-    wl: Workload,
-    *,
-    rate_per_s: float | None = None,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
-    link: Link | None = None,
-    node: NodeSpec = DEFAULT_NODE,
-    beta: float | None = None,
-    node_from: NodeFrom | None = None,
-    node_source: str | None = None,
-    prompt_tokens: int | None = None,
-    output_tokens: int | None = None,
-) -> tuple[Workload, Link, NodeSpec, float, str]:
-    """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
-
-    ``node_from(workload) -> (node, beta, source)`` derives the node from the
-    final workload; without it ``node`` and ``beta`` (default 0.5) are used,
-    with ``node_source`` (if given) as the description of the node.
-    """
-    wl = replace(
-        wl,
-        prompt_tokens=wl.prompt_tokens if prompt_tokens is None else prompt_tokens,
-        output_tokens=wl.output_tokens if output_tokens is None else output_tokens,
-        rate_per_s=wl.rate_per_s if rate_per_s is None else rate_per_s,
-        slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
-        slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,
-    )
-    ln = LINKS["rdma"] if link is None else link
-    if node_from is not None:
-        node, b, source = node_from(wl)
-    else:
-        b = 0.5 if beta is None else beta
-        default = "reference node (workloads.toml)" if node is DEFAULT_NODE else "given"
-        source = default if node_source is None else node_source
-    return wl, ln, node, b, source
 
 
 def _disagg(

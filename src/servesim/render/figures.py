@@ -129,8 +129,7 @@ def all_figure(summaries: Mapping[str, Mapping[str, Any]], d: float, c: float, u
     sweep (first row), then goodput vs arrival rate and vs link for each workload preset (one row
     each).  ``summaries`` maps each preset's name to its ``disagg_summary(name)`` (the preset's
     defaults: its fleet size, beta and crossover are read from it)."""
-    from servesim.model.serving import WORKLOAD_PRESETS
-    from servesim.plan.summary import resolve_scenario
+    from servesim.model.serving import WORKLOAD_PRESETS, resolve_scenario
     from servesim.render import plots
 
     fig, axes = plots.figure(2, nrows=1 + len(summaries), height_in=4.6)

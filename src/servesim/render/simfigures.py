@@ -1,27 +1,26 @@
 """Figures of ``simulate`` and ``validate``, drawn from their result dicts (matplotlib).
 
+Drawing only: a theory curve beside a simulation (the Erlang-C wait tail) is computed by the
+caller (:func:`servesim.sim.report.erlang_tail_curve`) and passed in.
+
 The house style, legends outside the data and full labels come from :mod:`servesim.render.plots`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-from servesim.model.queueing import MMc
 
 __all__ = ["bias_labels", "simulate_figure", "validate_figure"]
 
 
-def _queue(ax: Any, d: dict[str, Any]) -> None:
-    """P(W_q > t): the M/M/c tail against the simulated p_wait and percentiles."""
+def _queue(ax: Any, d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None) -> None:
+    """P(W_q > t): the M/M/c tail (``tail``: ``t_s``, ``p``) against the simulated p_wait and percentiles."""
     from servesim.render import plots
 
-    c, lam = d["servers"], d["rate_per_s"]
-    q = MMc(c, lam, 1.0 / d["service_mean_s"])
-    top = max(d["wait_p99_s"] or 0.0, q.wait_quantile_s(0.995) if q.stable else 1.0) * 1.2 or 1.0
-    ts = [top * i / 200 for i in range(201)]
-    ax.semilogy(ts, [max(q.wait_tail(t), 1e-6) for t in ts], label="Erlang-C tail C exp(-(c mu - lambda) t)")
+    if tail is not None:
+        ax.semilogy(tail["t_s"], tail["p"], label="Erlang-C tail C exp(-(c mu - lambda) t)")
     pts = [(0.0, d["p_wait"]), (d["wait_p50_s"], 0.5), (d["wait_p90_s"], 0.1), (d["wait_p99_s"], 0.01)]
     pts = [(t, p) for t, p in pts if t is not None and p <= d["p_wait"] + 1e-12]
     ax.semilogy([t for t, _ in pts], [p for _, p in pts], "o", ms=6, label="simulated P(wait), p50, p90, p99")
@@ -77,11 +76,15 @@ def _trace(ax: Any, d: dict[str, Any]) -> None:
     plots.legend(ax)
 
 
-def simulate_figure(d: dict[str, Any]) -> Any:
+def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None = None) -> Any:
+    """The figure of a ``simulate`` result; ``tail`` is the theory curve of a queue run."""
     from servesim.render import plots
 
     fig, axes = plots.figure(1, width_in=8.0)
-    {"queue": _queue, "serving": _serving, "trace": _trace}[d["mode"]](axes[0], d)
+    if d["mode"] == "queue":
+        _queue(axes[0], d, tail)
+    else:
+        {"serving": _serving, "trace": _trace}[d["mode"]](axes[0], d)
     return fig
 
 

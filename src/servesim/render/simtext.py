@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from servesim.render.text import table
-from servesim.sim.stats import format_interval
+from servesim.render.text import format_interval, table
 
 __all__ = ["queue_text", "serving_text", "trace_text", "validate_text"]
 

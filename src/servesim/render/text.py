@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "disagg_text", "fmt", "mix_rows", "plan_text", "ranked_rows", "sensitivity_lines",
+    "FEW_SAMPLES", "MIN_INTERVAL_SAMPLES", "disagg_text", "fmt", "format_interval", "mix_rows",
+    "plan_text", "ranked_rows", "sensitivity_lines",
     "simulated_lines", "specdec_text", "table",
 ]
 
@@ -341,3 +343,38 @@ def simulated_lines(sim: dict[str, Any]) -> list[str]:
     else:
         out.append("  the simulation keeps the closed form's ranking")
     return out
+
+
+MIN_INTERVAL_SAMPLES = 3
+"""Fewest replications behind a shown interval: the simulator's own rule
+(:data:`servesim.sim.stats.MIN_INTERVAL_SAMPLES`, not imported: rendering knows no model; a test checks
+they agree)."""
+
+FEW_SAMPLES = f"n/a (fewer than {MIN_INTERVAL_SAMPLES} samples)"
+"""What is shown instead of an interval from fewer than :data:`MIN_INTERVAL_SAMPLES` samples."""
+
+
+def format_interval(
+    low: float | None,
+    high: float | None,
+    spec: str,
+    *,
+    samples: int | None,
+    lower: float = 0.0,
+    upper: float = math.inf,
+) -> str:
+    """``[low, high]`` clipped to [``lower``, ``upper``] and formatted with ``spec``.
+
+    ``-`` when there is no interval (None or non-finite ends: one replication,
+    an unstable system); :data:`FEW_SAMPLES` when ``samples`` (the
+    replications behind it) is below :data:`MIN_INTERVAL_SAMPLES`.  The
+    default range is a time's or a rate's (>= 0); pass ``upper=1`` for a
+    probability.
+    """
+    if samples is not None and samples < MIN_INTERVAL_SAMPLES:
+        return FEW_SAMPLES
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "-"
+    lo = min(max(low, lower), upper)
+    hi = max(min(high, upper), lower)
+    return f"[{lo:{spec}}, {hi:{spec}}]"

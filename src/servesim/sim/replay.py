@@ -3,7 +3,7 @@
 Each deployment of the fleet sees the trace's own arrival times and its own
 prompt and output lengths (:func:`servesim.sim.cluster.replay_trace`).  Beside
 each, the closed form priced from the trace's mean lengths and mean rate
-(:func:`servesim.inputs.traces.workload_from_trace`): the gap between the two columns
+(the caller's :func:`servesim.inputs.traces.workload_from_trace`): the gap between the two columns
 is what burstiness, the spread of lengths and queueing at the decode side add.
 
 Prefix caching (traces with ``hash_ids``, i.e. Mooncake): a request whose
@@ -15,13 +15,21 @@ prefix, as in Mooncake's shared KV store).  The replay then uses
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-from servesim.inputs.traces import TraceArrays, workload_from_trace
 from servesim.model.kvcache import Link
-from servesim.model.serving import NodeSpec, ServingResult, best_split, colocated, compare, disaggregated
+from servesim.model.serving import (
+    NodeSpec,
+    ServingResult,
+    Workload,
+    best_split,
+    colocated,
+    compare,
+    disaggregated,
+)
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
@@ -37,10 +45,32 @@ from servesim.sim.cluster import (
 from servesim.sim.report import sim_row
 from servesim.sim.stats import DEFAULT_SEED
 
-__all__ = ["trace_replay_summary"]
+__all__ = ["TraceLike", "trace_replay_summary"]
 
 
-def _requests(tr: TraceArrays, prefix_cache: bool) -> Requests:
+class TraceLike(Protocol):
+    """What a replay reads of a trace (:class:`servesim.inputs.traces.TraceArrays` has it): one
+    element per request, in arrival order."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def has_prefix_info(self) -> bool: ...
+    @property
+    def arrival_s(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def prompt_tokens(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def output_tokens(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def cached_prompt_tokens(self) -> npt.NDArray[np.int64]: ...
+
+
+def _requests(tr: TraceLike, prefix_cache: bool) -> Requests:
     prompt = tr.prompt_tokens.astype(np.float64)
     if prefix_cache:
         prompt = np.maximum(prompt - tr.cached_prompt_tokens, 1.0)
@@ -56,22 +86,26 @@ def _deployments(nodes: int, beta: float, link: Link) -> list[Deployment]:
 
 
 def trace_replay_summary(
-    tr: TraceArrays,
+    tr: TraceLike,
     node: NodeSpec,
     *,
+    workload: Workload,
     nodes: int,
     link: Link,
     beta: float,
-    slo_ttft_s: float,
-    slo_tpot_s: float,
     settings: SimSettings = DEFAULT_SETTINGS,
     prefix_cache: bool = False,
     attainment_target: float = 0.9,
     seed: int = DEFAULT_SEED,
     node_source: str = "",
 ) -> dict[str, Any]:
-    """Closed form (trace means) vs replay (the trace itself) for every deployment of the fleet."""
-    wl = workload_from_trace(tr, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)
+    """Closed form vs replay (the trace itself) for every deployment of the fleet.
+
+    ``workload`` is the closed form's view of the trace (its mean lengths and mean rate,
+    :func:`servesim.inputs.traces.workload_from_trace`) and carries the two SLOs.
+    """
+    wl = workload
+    slo_ttft_s, slo_tpot_s = wl.slo_ttft_s, wl.slo_tpot_s
     reqs = _requests(tr, prefix_cache=False)
 
     def replay(r: Requests, d: Deployment) -> ServingSim:

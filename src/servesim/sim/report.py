@@ -53,7 +53,8 @@ from servesim.sim.distributions import (
 from servesim.sim.queue import QueueSim, simulate_queue
 from servesim.sim.stats import DEFAULT_SEED, Estimate
 
-__all__ = ["SERVICE_KINDS", "queue_summary", "service_distribution", "serving_summary", "sim_row"]
+__all__ = ["SERVICE_KINDS", "erlang_tail_curve", "queue_summary", "service_distribution", "serving_summary",
+           "sim_row"]
 
 SERVICE_KINDS: tuple[str, ...] = ("exp", "det", "lognormal", "gamma")
 """Service-time distributions of ``simulate``'s queue mode."""
@@ -173,6 +174,16 @@ def queue_summary(
         out["sim_wall_s"] = wall
         out["sim_requests_per_s"] = q.requests / wall if wall > 0 else None
     return out
+
+
+def erlang_tail_curve(d: dict[str, Any], points: int = 201) -> dict[str, list[float]]:
+    """The M/M/c wait tail P(W_q > t) = C exp(-(c mu - lambda) t) of a :func:`queue_summary`
+    result, on ``points`` waits from 0 to 1.2 x the larger of its simulated p99 and the model's
+    99.5th percentile (floored at 1e-6 for a log axis): the theory curve of its figure."""
+    q = MMc(d["servers"], d["rate_per_s"], 1.0 / d["service_mean_s"])
+    top = max(d["wait_p99_s"] or 0.0, q.wait_quantile_s(0.995) if q.stable else 1.0) * 1.2 or 1.0
+    ts = [top * i / (points - 1) for i in range(points)]
+    return {"t_s": ts, "p": [max(q.wait_tail(t), 1e-6) for t in ts]}
 
 
 def _queue_agreement(q: QueueSim, models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -312,7 +323,7 @@ def serving_summary(
     beta, source)`` derives the node from the final workload; otherwise
     ``node`` and ``beta`` (default 0.5) are used.
     """
-    from servesim.plan.summary import resolve_scenario
+    from servesim.model.serving import resolve_scenario
 
     wl, ln, node, beta, source = resolve_scenario(
         WORKLOAD_PRESETS[preset] if workload is None else workload,

@@ -40,12 +40,10 @@ from servesim._checks import ParameterError, check_int, check_real
 __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_WARMUP_FRACTION",
-    "FEW_SAMPLES",
     "MIN_INTERVAL_SAMPLES",
     "PERCENTILES",
     "Estimate",
     "estimate",
-    "format_interval",
     "replication_rngs",
     "t_quantile_975",
 ]
@@ -61,9 +59,6 @@ PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 
 MIN_INTERVAL_SAMPLES = 3
 """Fewest replications (samples) from which a confidence interval is shown."""
-
-FEW_SAMPLES = f"n/a (fewer than {MIN_INTERVAL_SAMPLES} samples)"
-"""What is shown instead of an interval from fewer than :data:`MIN_INTERVAL_SAMPLES` samples."""
 
 _T975 = (
     12.706,
@@ -210,32 +205,6 @@ def estimate(values: Sequence[float], *, lower: float = -math.inf, upper: float 
         return Estimate(mean, math.nan, vals, lower, upper)
     sd = float(np.std(vals, ddof=1))
     return Estimate(mean, t_quantile_975(n - 1) * sd / math.sqrt(n), vals, lower, upper)
-
-
-def format_interval(
-    low: float | None,
-    high: float | None,
-    spec: str,
-    *,
-    samples: int | None,
-    lower: float = 0.0,
-    upper: float = math.inf,
-) -> str:
-    """``[low, high]`` clipped to [``lower``, ``upper``] and formatted with ``spec``.
-
-    ``-`` when there is no interval (None or non-finite ends: one replication,
-    an unstable system); :data:`FEW_SAMPLES` when ``samples`` (the
-    replications behind it) is below :data:`MIN_INTERVAL_SAMPLES`.  The
-    default range is a time's or a rate's (>= 0); pass ``upper=1`` for a
-    probability.
-    """
-    if samples is not None and samples < MIN_INTERVAL_SAMPLES:
-        return FEW_SAMPLES
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return "-"
-    lo = min(max(low, lower), upper)
-    hi = max(min(high, upper), lower)
-    return f"[{lo:{spec}}, {hi:{spec}}]"
 
 
 def replication_rngs(seed: int | np.random.Generator, replications: int) -> list[np.random.Generator]:
