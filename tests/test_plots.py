@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from servesim.model.kvcache import LINKS
 from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS, best_split, colocated
 from servesim.model.speculative import SPECDEC_PRESETS
+from servesim.plan.figures import all_curves, disagg_curves, plan_curves, specdec_curves
 from servesim.plan.summary import disagg_summary
 from servesim.render import plots
 from servesim.render.figures import all_figure, disagg_figure, plan_figure, specdec_figure
@@ -104,7 +105,7 @@ def test_disagg_figure_marks_the_current_rate_the_current_link_and_the_crossover
     wl, node, link = WORKLOAD_PRESETS["rag"], DEFAULT_NODE, LINKS["rdma"]
     xo = disagg_summary("rag")["crossover_exact_GBps"]
     assert xo is not None
-    fig = disagg_figure(wl, node, 8, 0.5, link, xo)
+    fig = disagg_figure(disagg_curves(wl, node, 8, 0.5, link, xo))
     by_rate, by_link = fig.axes[0], fig.axes[1]
     co, de = colocated(wl, node, 8, 0.5).goodput_rps, best_split(wl, node, 8, link).goodput_rps
     for ax, x in ((by_rate, wl.rate_per_s), (by_link, link.GBps)):
@@ -123,7 +124,7 @@ def test_disagg_rate_axis_reaches_a_rate_above_the_fleet_capacity():
     from dataclasses import replace
 
     wl = replace(WORKLOAD_PRESETS["rag"], rate_per_s=500.0)
-    fig = disagg_figure(wl, DEFAULT_NODE, 8, 0.5, LINKS["rdma"], None)
+    fig = disagg_figure(disagg_curves(wl, DEFAULT_NODE, 8, 0.5, LINKS["rdma"], None))
     assert fig.axes[0].get_xlim()[1] > 500.0 and _markers_at(fig.axes[0], 500.0)
     _close(fig)
 
@@ -135,7 +136,7 @@ def test_plan_figure_marks_the_recommended_deployment_with_its_speculation():
     spec = SPECDEC_PRESETS["mtp"]
     best = plan(PlanRequest(wl, node, link, 8, 0.5, speculation=spec), with_sensitivity=False).recommended
     assert best.speculative_k > 0, "the rag preset's plan recommends speculation (the case to check)"
-    fig = plan_figure(wl, node, 8, 0.5, link, speculation=spec)
+    fig = plan_figure(plan_curves(wl, node, 8, 0.5, link, speculation=spec))
     ax = fig.axes[0]
     (star,) = _markers_at(ax, wl.rate_per_s)
     assert float(star.get_ydata()[0]) == pytest.approx(best.goodput_rps)
@@ -151,7 +152,7 @@ def test_plan_figure_marks_the_recommended_deployment_with_its_speculation():
 
 def test_plan_figure_without_speculation_says_so():
     wl = WORKLOAD_PRESETS["rag"]
-    fig = plan_figure(wl, DEFAULT_NODE, 8, 0.5, LINKS["rdma"])
+    fig = plan_figure(plan_curves(wl, DEFAULT_NODE, 8, 0.5, LINKS["rdma"]))
     labels = [str(ln.get_label()) for ln in _lines(fig.axes[0])]
     assert any(lb.startswith("recommended (speculation not considered): ") for lb in labels)
     _close(fig)
@@ -231,12 +232,12 @@ def _roofline_rows() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                                    "calibration"])
 def test_legends_lie_outside_the_data(which):
     if which == "specdec":
-        fig = specdec_figure(0.1, 0.05, 0.0)
+        fig = specdec_figure(specdec_curves(0.1, 0.05, 0.0))
     elif which == "disagg":
-        fig = disagg_figure(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, 8, 0.5, LINKS["rdma"], 1.4)
+        fig = disagg_figure(disagg_curves(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, 8, 0.5, LINKS["rdma"], 1.4))
     elif which == "plan":
-        fig = plan_figure(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, 8, 0.5, LINKS["rdma"],
-                          speculation=SPECDEC_PRESETS["mtp"])
+        fig = plan_figure(plan_curves(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, 8, 0.5, LINKS["rdma"],
+                                      speculation=SPECDEC_PRESETS["mtp"]))
     elif which == "ttft":
         fig, axes = plots.figure(1)
         plots.plot_ttft_distribution(axes[0], _ttft_samples(), 0.9)
@@ -274,11 +275,15 @@ def test_roofline_turn_off_lines_differ_in_colour_style_and_label():
 
 
 def test_fit_alpha_value_plots_the_measured_point():
-    from servesim.inputs.telemetry import counters_from_value, fit_alpha
+    from servesim.inputs.telemetry import acceptance_curve, counters_from_value, fit_alpha
 
     data = fit_alpha(counters_from_value("accept-length", [3.2]), definition="accept-length", k=4).as_dict()
+    curve = acceptance_curve(data)
+    assert curve is not None and curve["statistic"] == "mean_accepted_with_bonus"
+    # i.i.d. acceptance at k = 4: E[n] = 1 + alpha + ... + alpha^4, so 1 at alpha = 0 and 5 at alpha = 1
+    assert curve["value"][0] == pytest.approx(1.0) and curve["value"][-1] == pytest.approx(5.0)
     fig, axes = plots.figure(1)
-    plots.plot_acceptance(axes[0], data)
+    plots.plot_acceptance(axes[0], data, curve)
     (point,) = _markers_at(axes[0], data["alpha"])
     assert float(point.get_ydata()[0]) == pytest.approx(3.2)
     assert "measured" in str(point.get_label())
@@ -304,7 +309,8 @@ def test_same_figure_same_bytes(tmp_path, suffix):
     digests = []
     for i in range(2):
         path = tmp_path / f"f{i}{suffix}"
-        plots.save(disagg_figure(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, 8, 0.5, LINKS["rdma"], 1.4), path)
+        curves = disagg_curves(WORKLOAD_PRESETS["rag"], DEFAULT_NODE, 8, 0.5, LINKS["rdma"], 1.4)
+        plots.save(disagg_figure(curves), path)
         digests.append(hashlib.sha256(path.read_bytes()).hexdigest())
     assert digests[0] == digests[1]
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"f0{suffix}", f"f1{suffix}"]  # no temporaries
@@ -312,7 +318,7 @@ def test_same_figure_same_bytes(tmp_path, suffix):
 
 def test_all_figure_has_every_panel():
     summaries = {name: disagg_summary(name) for name in WORKLOAD_PRESETS}
-    fig = all_figure(summaries, 0.1, 0.05)
+    fig = all_figure(*all_curves(summaries, 0.1, 0.05))
     titles = [ax.get_title() for ax in fig.axes]
     assert any(t.startswith("Speedup over (alpha, k)") for t in titles)
     assert "When to turn speculation off" in titles
@@ -352,3 +358,9 @@ def test_queue_figure_draws_the_erlang_tail_its_caller_computed():
     (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("Erlang-C")]
     assert list(line.get_ydata()) == tail["p"]
     _close(fig)
+
+
+def test_acceptance_axis_labels_cover_every_statistic_the_fit_can_draw():
+    from servesim.inputs.telemetry import CURVE_STATISTICS
+
+    assert tuple(plots._STATISTICS) == CURVE_STATISTICS

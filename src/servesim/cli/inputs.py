@@ -348,10 +348,11 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
     if from_batch is not None:
         data["util_from_batch"] = from_batch
     if args.plot is not None:
+        from servesim.inputs.telemetry import acceptance_curve
         from servesim.render import plots
 
         fig, axes = plots.figure(1)
-        plots.plot_acceptance(axes[0], data)
+        plots.plot_acceptance(axes[0], data, acceptance_curve(data))
         plots.save(fig, args.plot)
     return Output(data, _fit_text(data), _fit_rows(data))
 

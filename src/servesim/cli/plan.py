@@ -15,7 +15,7 @@ __all__ = ["register"]
 
 
 def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    from servesim.cli.main import add_disagg_arguments
+    from servesim.cli.common import add_disagg_arguments
     from servesim.model.serving import WORKLOAD_PRESETS
     from servesim.model.speculative import SPECDEC_PRESETS
 
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _request(args: argparse.Namespace) -> tuple[Any, str]:
-    from servesim.cli.main import resolve_node, workload_of
+    from servesim.cli.common import resolve_node, workload_of
     from servesim.model.serving import resolve_scenario
     from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.plan.planner import PlanRequest, smallest_fleet
@@ -139,7 +139,7 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Any, di
 def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
     from servesim._checks import InputError
-    from servesim.cli.main import workload_of
+    from servesim.cli.common import workload_of
     from servesim.hardware.catalog import load_catalog
     from servesim.model.kvcache import LINKS
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
@@ -211,9 +211,16 @@ def run_plan(args: argparse.Namespace) -> Output:
         from servesim.render.figures import plan_figure
         from servesim.render.plots import save
 
-        save(plan_figure(req.workload, req.node, req.nodes, req.beta, req.link, speculation=req.speculation,
-                         k_max=req.k_max, attainment_target=req.attainment_target), args.plot)
+        save(plan_figure(_plan_curves(req)), args.plot)
     return Output(data, render.plan_text(data), [{"table": "ranked", **c} for c in data["ranked"]])
+
+
+def _plan_curves(req: Any) -> Any:
+    """The plan figure's curves for a plan request (the same recommendation as the plan)."""
+    from servesim.plan.figures import plan_curves
+
+    return plan_curves(req.workload, req.node, req.nodes, req.beta, req.link, speculation=req.speculation,
+                       k_max=req.k_max, attainment_target=req.attainment_target)
 
 
 def _report_ttft_png(p: Any, seed: int) -> bytes | None:
@@ -289,7 +296,13 @@ def _report_rest(args: argparse.Namespace, p: Any, plan_data: dict[str, Any], ba
     bar.advance()
     ttft_png = _report_ttft_png(p, args.seed)
     bar.advance()
-    blocks = report_blocks(req, plan_data, dis, spec, command=command, biases=biases, ttft_png=ttft_png)
+    from servesim.plan.figures import disagg_curves, specdec_curves
+
+    xo = dis["crossover_exact_GBps"]
+    curves = {"plan": _plan_curves(req), "specdec": specdec_curves(0.1, 0.05, 0.0),
+              "disagg": disagg_curves(wl, req.node, req.nodes, req.beta, req.link, xo)}
+    blocks = report_blocks(req, plan_data, dis, spec, curves, command=command, biases=biases,
+                           ttft_png=ttft_png)
     title = f"servesim report: {plan_data['preset']} on {req.nodes} nodes"
     written = write_report(blocks, args.out, title)
     bar.advance()

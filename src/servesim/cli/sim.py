@@ -60,7 +60,7 @@ def _split(text: str) -> tuple[int, int]:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``simulate`` and ``validate``."""
-    from servesim.cli.main import add_disagg_arguments
+    from servesim.cli.common import add_disagg_arguments
     from servesim.model.serving import WORKLOAD_PRESETS
 
     sp = sub.add_parser(
@@ -317,7 +317,7 @@ def _simulate(args: argparse.Namespace) -> Output:
             "split", f"{args.split[0]}p/{args.split[1]}d", f"prefill + decode nodes = --nodes ({args.nodes})"
         )
     settings = _settings(args)
-    from servesim.cli.main import resolve_node, workload_of
+    from servesim.cli.common import resolve_node, workload_of
 
     data = serving_summary(
         args.preset,
@@ -446,14 +446,14 @@ def _engine_trace(args: argparse.Namespace) -> Output:
 
 
 def _replay(args: argparse.Namespace) -> Output:
-    from servesim.cli.main import resolve_node
+    from servesim.cli.common import resolve_node
     from servesim.inputs.traces import load_trace, workload_from_trace
     from servesim.model.serving import WORKLOAD_PRESETS, resolve_scenario
     from servesim.render import simtext as text
     from servesim.sim.replay import trace_replay_summary
 
     tr = load_trace(args.trace, cache_blocks=args.cache_blocks, rate_scale=args.rate_scale)
-    from servesim.cli.main import workload_of
+    from servesim.cli.common import workload_of
 
     base = workload_of(args) if args.preset else WORKLOAD_PRESETS["chat"]  # the SLOs, unless --slo-* say so
     wl, link, node, beta, source = resolve_scenario(

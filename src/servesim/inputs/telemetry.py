@@ -90,7 +90,7 @@ import math
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,7 @@ from servesim.model.speculative import (
 )
 
 __all__ = [
+    "CURVE_STATISTICS",
     "DEFINITIONS",
     "ENGINES",
     "SGLANG_GAUGES",
@@ -117,6 +118,7 @@ __all__ = [
     "InputError",
     "OptimalK",
     "SpecCounters",
+    "acceptance_curve",
     "alpha_from_length",
     "chi2_sf",
     "counters_from_value",
@@ -1082,3 +1084,33 @@ def read_counters(
         return replace(scrapes[0], interval_s=interval_s,
                        interval_from="--interval-s" if interval_s is not None else None)
     return difference(scrapes[0], scrapes[1], interval_s)
+
+
+CURVE_STATISTICS: tuple[str, ...] = ("mean_accepted_with_bonus", "vllm_acceptance_rate", "sglang_accept_rate")
+"""The measured figures fit-alpha can draw against alpha (fields of :class:`Definitions`), in order of
+preference after the input's own definition."""
+
+
+def _measured_statistic(fit: Mapping[str, Any]) -> str | None:
+    """The ``observed`` key of the figure alpha was fitted to (the input's definition first)."""
+    obs = fit["observed"]
+    prefer = {"accept-length": ["mean_accepted_with_bonus"],
+              "accept-rate": (["vllm_acceptance_rate", "sglang_accept_rate"] if fit.get("engine") == "vllm"
+                              else ["sglang_accept_rate", "vllm_acceptance_rate"])}
+    keys = [*prefer.get(fit.get("input_definition", ""), []), *CURVE_STATISTICS]
+    return next((key for key in keys if obs.get(key) is not None), None)
+
+
+def acceptance_curve(fit: Mapping[str, Any], points: int = 201) -> dict[str, Any] | None:
+    """The figure an alpha was fitted to, over alpha in [0, 1] at ``k`` drafts (i.i.d. acceptance,
+    :func:`definitions_at`), for a fit (``AlphaFit.as_dict()``) without per-position counts; None
+    when the fit has per-position counts or no single measured figure."""
+    if fit["observed"].get("marginal"):
+        return None
+    key = _measured_statistic(fit)
+    if key is None:
+        return None
+    k = int(fit["k"])
+    alphas = [i / (points - 1) for i in range(points)]
+    return {"statistic": key, "alpha": alphas,
+            "value": [float(getattr(definitions_at(a, k), key)) for a in alphas]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from servesim.render.report import Block
@@ -37,12 +38,14 @@ def report_blocks(
     plan: dict[str, Any],
     dis: dict[str, Any],
     spec: dict[str, Any],
+    curves: Mapping[str, Any],
     *,
     command: str,
     biases: list[dict[str, Any]] | None = None,
     ttft_png: bytes | None = None,
 ) -> list[Block]:
-    """Assemble the report from the plan, disagg and specdec summaries (figures drawn here)."""
+    """Assemble the report from the plan, disagg and specdec summaries; ``curves`` holds the ``plan``,
+    ``disagg`` and ``specdec`` figures' curves (:mod:`servesim.plan.figures`), drawn here."""
     from servesim.render.figures import disagg_figure, plan_figure, specdec_figure
     from servesim.render.plots import png_bytes
 
@@ -75,9 +78,7 @@ def report_blocks(
     b.append(Block("img", f"Goodput vs arrival rate: colocated and the best split without speculation, and "
                           f"the recommended deployment ({r['label']}), at the planned rate",
                    name="goodput_vs_rate.png",
-                   png=png_bytes(plan_figure(wl, req.node, req.nodes, req.beta, req.link,
-                                             speculation=req.speculation, k_max=req.k_max,
-                                             attainment_target=req.attainment_target))))
+                   png=png_bytes(plan_figure(curves["plan"]))))
 
     b.append(Block("h2", "Colocated vs disaggregated, by prompt/output mix"))
     headers: tuple[str, ...] = ("mix", "P/O tokens", "colocated TTFT", "colocated TPOT", "colocated goodput",
@@ -100,8 +101,7 @@ def report_blocks(
         "At no link bandwidth does the best split serve more goodput than colocation.")))
     b.append(Block("img", f"Goodput vs arrival rate and vs link bandwidth, at {wl.rate_per_s:g} req/s over "
                           f"{req.link.name} (marked), with the crossover", name="disaggregation.png",
-                   png=png_bytes(disagg_figure(wl, req.node, req.nodes, req.beta, req.link, dis[
-                       "crossover_exact_GBps"]))))
+                   png=png_bytes(disagg_figure(curves["disagg"]))))
     if ttft_png is not None:
         b.append(Block("img", "Simulated TTFT, cumulative distribution: the SLO (dashed) and the fraction of "
                               "requests within it (marked)", name="ttft_distribution.png", png=ttft_png))
@@ -114,7 +114,7 @@ def report_blocks(
                                f"{p['speedup_u07']:.2f}", f"{p['turn_off_u']:.3f}")
                               for p in spec["presets"])))
     b.append(Block("img", "Speedup over alpha and k (optimal k marked) and the utilization sweep",
-                   name="speculative.png", png=png_bytes(specdec_figure(0.1, 0.05, 0.0))))
+                   name="speculative.png", png=png_bytes(specdec_figure(curves["specdec"]))))
 
     b.append(Block("h2", "Assumptions and caveats"))
     b.append(Block("p", "Every figure above is a closed form under these assumptions (the lab's "

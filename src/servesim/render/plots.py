@@ -16,17 +16,14 @@ import tempfile
 import textwrap
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from cycler import cycler
-
-from servesim.plan.curves import GoodputCurves, SpeedupSurface, UtilizationCurve
 
 __all__ = [
     "LINESTYLES",
@@ -159,14 +156,64 @@ def png_bytes(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-@dataclass(frozen=True)
-class OperatingPoint:
+# What the plot functions read of their curves: the records of servesim.plan.curves and
+# servesim.plan.figures have these fields (rendering takes plain results and imports no model).
+
+
+class OperatingPoint(Protocol):
     """Where a scenario sits on a goodput curve: its x (rate or link) and both architectures' goodput."""
 
-    x: float
-    colocated: float
-    disaggregated: float
-    label: str  # e.g. "current rate 3 req/s"
+    @property
+    def x(self) -> float: ...
+    @property
+    def colocated(self) -> float: ...
+    @property
+    def disaggregated(self) -> float: ...
+    @property
+    def label(self) -> str: ...
+
+
+class GoodputCurves(Protocol):
+    """Colocated and best-split goodput at each x (an arrival rate or a link bandwidth)."""
+
+    @property
+    def x(self) -> Sequence[float]: ...
+    @property
+    def colocated(self) -> Sequence[float]: ...
+    @property
+    def disaggregated(self) -> Sequence[float]: ...
+
+
+class SpeedupSurface(Protocol):
+    """Speedup on an (alpha, k) grid, ``speedup[k index][alpha index]``, and the best k per alpha."""
+
+    @property
+    def alphas(self) -> Sequence[float]: ...
+    @property
+    def ks(self) -> Sequence[int]: ...
+    @property
+    def speedup(self) -> Sequence[Sequence[float]]: ...
+    @property
+    def optimal_k(self) -> Sequence[int]: ...
+    @property
+    def d(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    @property
+    def u(self) -> float: ...
+
+
+class UtilizationCurve(Protocol):
+    """A preset's best-k speedup at each utilization, and the utilization where it turns off."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def us(self) -> Sequence[float]: ...
+    @property
+    def speedup(self) -> Sequence[float]: ...
+    @property
+    def turn_off_u(self) -> float: ...
 
 
 def _mark(ax: Any, op: OperatingPoint, colors: tuple[str, str]) -> None:
@@ -319,30 +366,22 @@ def plot_roofline_intensity(ax: Any, rows: Sequence[dict[str, Any]], ridge: floa
     legend(ax)
 
 
-_STATISTICS = {  # fit-alpha's measured figure, as read from `observed` and drawn against alpha
+_STATISTICS = {  # fit-alpha's measured figure (servesim.inputs.telemetry.CURVE_STATISTICS), as an axis label
     "mean_accepted_with_bonus": "mean accepted length per cycle, bonus token included",
     "vllm_acceptance_rate": "vLLM acceptance rate (accepted / drafted tokens)",
     "sglang_accept_rate": "SGLang accept rate (accepted length / (k + 1))",
 }
 
 
-def _measured_statistic(fit: dict[str, Any]) -> str | None:
-    """The ``observed`` key of the figure alpha was fitted to (the input's definition first)."""
-    obs = fit["observed"]
-    prefer = {"accept-length": ["mean_accepted_with_bonus"],
-              "accept-rate": (["vllm_acceptance_rate", "sglang_accept_rate"] if fit.get("engine") == "vllm"
-                              else ["sglang_accept_rate", "vllm_acceptance_rate"])}
-    keys = [*prefer.get(fit.get("input_definition", ""), []), *_STATISTICS]
-    return next((key for key in keys if obs.get(key) is not None), None)
-
-
-def plot_acceptance(ax: Any, fit: dict[str, Any]) -> None:
+def plot_acceptance(ax: Any, fit: dict[str, Any], curve: Mapping[str, Any] | None = None) -> None:
     """Per-position acceptance when it was measured: P(A >= i) against the fitted i.i.d. alpha^i.
     Otherwise (a single ``--value``, or counters without positions) the figure alpha was fitted to,
-    against alpha, with the measured point marked where it fixes alpha."""
+    against alpha, with the measured point marked where it fixes alpha: ``curve`` is that figure
+    over alpha (``statistic``, ``alpha``, ``value``), computed by
+    :func:`servesim.inputs.telemetry.acceptance_curve`."""
     obs = fit["observed"].get("marginal")
-    key = None if obs else _measured_statistic(fit)
-    if key is None:
+    key = None if obs or curve is None else str(curve["statistic"])
+    if key is None or curve is None:
         iid = fit["iid"]["marginal"]
         pos = list(range(1, len(iid) + 1))
         ax.plot(pos, iid, "o-", label=f"i.i.d. alpha^i, alpha = {fit['alpha']:.3f}")
@@ -354,17 +393,14 @@ def plot_acceptance(ax: Any, fit: dict[str, Any]) -> None:
         ax.set_title(f"Acceptance by position ({fit['engine']}, {fit['input_definition']})")
         legend(ax)
         return
-    from servesim.inputs.telemetry import definitions_at
-
     k, alpha, measured = int(fit["k"]), float(fit["alpha"]), float(fit["observed"][key])
-    alphas = [i / 200 for i in range(201)]
-    curve = [float(getattr(definitions_at(a, k), key)) for a in alphas]
-    ax.plot(alphas, curve, label=f"i.i.d. acceptance, k = {k}")
+    values = list(curve["value"])
+    ax.plot(curve["alpha"], values, label=f"i.i.d. acceptance, k = {k}")
     if fit.get("alpha_lo") is not None and fit.get("alpha_hi") is not None:
         ax.axvspan(fit["alpha_lo"], fit["alpha_hi"], color=PALETTE[0], alpha=0.15,
                    label=f"95% interval {fit['alpha_lo']:.3f} - {fit['alpha_hi']:.3f}")
     ax.hlines(measured, 0.0, alpha, color=REFERENCE, ls=":", lw=1.0)
-    ax.vlines(alpha, min(curve), measured, color=REFERENCE, ls=":", lw=1.0)
+    ax.vlines(alpha, min(values), measured, color=REFERENCE, ls=":", lw=1.0)
     ax.plot([alpha], [measured], "*", ms=14, color=PALETTE[3], mec=REFERENCE, zorder=5,
             label=f"measured {measured:.4g} -> alpha = {alpha:.3f}")
     ax.set_xlim(0.0, 1.0)

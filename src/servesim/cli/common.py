@@ -1,0 +1,155 @@
+"""Flags and their resolution shared by several command groups: the workload, fleet, SLO and node
+flags of ``disagg`` (also on plan, report and simulate), a ``--preset`` or ``--link`` from a
+user's ``--catalog``, and the node those flags name."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from servesim._catalogfile import CatalogError
+from servesim._checks import InputError
+from servesim.cli.args import choice, integer, link, number
+
+__all__ = [
+    "WorkloadName",
+    "add_disagg_arguments",
+    "resolve_link_name",
+    "resolve_node",
+    "workload_name",
+    "workload_of",
+]
+
+
+def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> None:
+    """The workload/fleet/SLO flags shared by disagg and the commands built on it."""
+    p.add_argument("--preset", type=workload_name(presets), default="chat",
+                   help=f"workload: {', '.join(presets)} or a [workload.NAME] of a --catalog file "
+                   "(default chat)")
+    p.add_argument("--link", type=link, default=None,
+                   help="prefill-to-decode link: nvlink, rdma, tcp, ... or GB/s (default rdma)")
+    p.add_argument("--nodes", type=integer(2, " (one prefill and one decode node at least)", hi=512),
+                   default=8,
+                   help="fleet size N, 2-512; every split is priced, so time grows about as N^2 "
+                   "(512 nodes: seconds) (default 8)")
+    p.add_argument("--beta", type=number(0.0, 100.0), default=None,
+                   help="chunked-prefill interference coefficient in [0, 100] (default 0.5, or the "
+                   "calibrated one)")
+    p.add_argument("--rate", type=number(1e-6, 1e6), default=None,
+                   help="arrival rate in req/s, 1e-6 to 1e6 (default: the preset's)")
+    p.add_argument("--isl", type=integer(1, hi=1_000_000), default=None,
+                   help="prompt tokens per request, 1-1,000,000 (default: the preset's)")
+    p.add_argument("--osl", type=integer(1, hi=1_000_000), default=None,
+                   help="output tokens per request, 1-1,000,000 (default: the preset's)")
+    p.add_argument("--slo-ttft-ms", type=number(0.001, 3.6e6, scale=1e-3), default=None, metavar="MS",
+                   dest="slo_ttft_s", help="TTFT SLO in ms, 0.001 to 3,600,000 (default: the preset's)")
+    p.add_argument("--slo-tpot-ms", type=number(0.001, 60000.0, scale=1e-3), default=None, metavar="MS",
+                   dest="slo_tpot_s", help="TPOT SLO in ms, 0.001 to 60,000 (default: the preset's)")
+    g = p.add_argument_group("the node (default: the lab's reference node in workloads.toml)")
+    g.add_argument("--model", default=None, help="derive the node from measured kernels: catalog model, "
+                   "Hugging Face id or config.json, e.g. llama-3-70b (needs --gpu)")
+    g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm)")
+    g.add_argument("--tp", type=integer(1, hi=64), default=1,
+                   help="tensor-parallel GPUs per node for --model, 1-64, dividing the heads (default 1, as "
+                   "in every command)")
+    g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
+                   help="weights and GEMMs for --model: bf16 (default; plan --gpus searches every dtype "
+                   "the GPU runs), fp8, fp4 (B200)")
+    g.add_argument("--kv-dtype", type=choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
+                   help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
+    g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
+                   help="engine whose budgets and host time price the node (default vllm)")
+    g.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                   help="extra catalog TOML (GPUs, models, links); may be repeated")
+    g.add_argument("--calibration", default=None, metavar="FILE",
+                   help="use the node and beta fitted by `servesim calibrate` (its TOML output)")
+
+
+class WorkloadName(str):
+    """A --preset that is not shipped: resolved after parsing, against the --catalog files."""
+
+
+def workload_name(presets: Sequence[str]) -> Any:
+    """An argparse type: a shipped workload preset, or (a name) a workload of a user's --catalog."""
+    import re
+
+    def parse(text: str) -> str:
+        if text in presets:
+            return text
+        if re.fullmatch(r"[A-Za-z][A-Za-z0-9_.+-]*", text):
+            return WorkloadName(text)
+        raise argparse.ArgumentTypeError(f"unknown preset {text!r}: must be one of {', '.join(presets)} "
+                                         "or a [workload.NAME] of a --catalog file")
+
+    return parse
+
+
+def workload_of(args: argparse.Namespace) -> Any:
+    """The workload ``--preset`` names: shipped, or from the ``--catalog`` files (later ones win)."""
+    from servesim.model.serving import WORKLOAD_PRESETS
+
+    name = args.preset
+    if not isinstance(name, WorkloadName):
+        return WORKLOAD_PRESETS[name]
+    from servesim.hardware.catalog import load_catalog
+
+    cat = load_catalog(*getattr(args, "catalog", []))
+    if str(name) not in cat.workloads:
+        known = [*WORKLOAD_PRESETS, *cat.workloads]
+        raise InputError(f"--preset={str(name)!r} is not a known workload: must be one of "
+                         f"{', '.join(known)}, or a [workload.NAME] of a --catalog file")
+    return cat.workloads[str(name)]
+
+
+def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
+    """The node, beta and a one-line description of where the node came from.
+
+    ``--calibration`` wins, then ``--model/--gpu/--tp/--dtype/--kv-dtype`` (the
+    measured-kernel step model's node, :func:`servesim.hardware.node.step_node`,
+    its decode batch sized so that TPOT_base meets the workload's TPOT SLO), then
+    the lab's reference node.  ``--beta`` overrides a calibrated beta; the default is 0.5.
+    """
+    from servesim.model.serving import DEFAULT_NODE
+
+    if args.calibration is not None:
+        from servesim.inputs.calibrate import load_calibration
+
+        node, beta = load_calibration(args.calibration)
+        return node, beta if args.beta is None else args.beta, f"calibrated ({args.calibration})"
+    beta = 0.5 if args.beta is None else args.beta
+    if args.model is None and args.gpu is None:
+        return DEFAULT_NODE, beta, "reference node (workloads.toml)"
+    if args.model is None or args.gpu is None:
+        raise InputError("--model and --gpu go together (both name catalog entries), "
+                         "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
+    from servesim.hardware.catalog import load_catalog
+    from servesim.hardware.node import step_node
+    from servesim.plan.predict import Deployment, build_step_model
+
+    cat = load_catalog(*args.catalog)
+    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "bf16", args.kv_dtype, args.engine)
+    sm, _, memory = build_step_model(dep, cat)
+    d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
+                  tpot_slo_s=wl.slo_tpot_s)
+    return d.node, beta, d.source
+
+
+def resolve_link_name(args: argparse.Namespace) -> None:
+    """Replace a ``--link NAME`` that is not shipped by the link of that name in ``--catalog`` files."""
+    from servesim.cli.args import LinkName
+
+    name = getattr(args, "link", None)
+    if not isinstance(name, LinkName):
+        return
+    from servesim.hardware.catalog import load_catalog
+    from servesim.model.kvcache import LINKS
+
+    cat = load_catalog(*getattr(args, "catalog", []))
+    try:
+        args.link = cat.link(str(name)).link()
+    except CatalogError:
+        raise InputError(
+            f"--link={str(name)!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a "
+            "--catalog file, or a bandwidth in GB/s > 0"
+        ) from None

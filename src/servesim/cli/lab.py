@@ -1,0 +1,130 @@
+"""The lab's commands: ``specdec`` (speculative decoding economics), ``disagg`` (colocated vs
+disaggregated serving) and ``all`` (both, with defaults)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from servesim.cli.args import Output, add_format, choice, integer, number, plot_path
+from servesim.cli.common import add_disagg_arguments, resolve_node, workload_of
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    from servesim.model.serving import WORKLOAD_PRESETS
+    from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX, SPECDEC_PRESETS
+
+    sp = sub.add_parser("specdec", help="speculative decoding economics: grid, presets, utilization sweep")
+    sp.add_argument("--preset", type=choice(list(SPECDEC_PRESETS), "preset"), default="mtp",
+                    help=f"preset for the utilization sweep: {', '.join(SPECDEC_PRESETS)} (default mtp)")
+    sp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
+                    help="compute utilization u in [0, 1) for the grid and your case (default 0)")
+    sp.add_argument("--alpha", type=number(0.0, 1.0), default=None,
+                    help="your acceptance rate in [0, 1]: prices your case and sweeps it")
+    sp.add_argument("--k", type=integer(1, hi=64), default=None,
+                    help="your draft length, 1-64 (default: optimal)")
+    sp.add_argument("--d", type=number(0.0, 100.0), default=DEFAULT_D,
+                    help=f"draft-cost ratio t_draft/t_target in [0, 100] (default {DEFAULT_D:g})")
+    sp.add_argument("--c", type=number(0.0, 100.0), default=DEFAULT_C,
+                    help=f"verify cost per extra position, in target steps, in [0, 100] "
+                    f"(default {DEFAULT_C:g})")
+    sp.add_argument("--k-max", type=integer(1, hi=64), default=DEFAULT_K_MAX,
+                    help=f"largest k searched for the optimum, 1-64; cost grows with it "
+                    f"(default {DEFAULT_K_MAX})")
+    sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save the speedup heatmap and the utilization sweep")
+    add_format(sp)
+    sp.set_defaults(run=_specdec)
+
+    dp = sub.add_parser("disagg", help="colocated vs disaggregated serving: TTFT, TPOT, goodput, crossover")
+    add_disagg_arguments(dp, list(WORKLOAD_PRESETS))
+    dp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save goodput vs arrival rate and vs link bandwidth")
+    add_format(dp)
+    dp.set_defaults(run=_disagg)
+
+    ap = sub.add_parser("all", help="both parts with defaults (disagg for every workload preset)")
+    ap.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save every figure in one file: the speedup heatmap and utilization sweep, then "
+                    "goodput vs arrival rate and vs link for each workload preset")
+    add_format(ap)
+    ap.set_defaults(run=_all)
+
+
+def _specdec(args: argparse.Namespace) -> Output:
+    from servesim import render
+    from servesim.plan.summary import specdec_summary
+
+    data = specdec_summary(u=args.util, d=args.d, c=args.c, preset=args.preset,
+                           alpha=args.alpha, k=args.k, k_max=args.k_max)
+    if args.plot is not None:
+        from servesim.plan.figures import specdec_curves
+        from servesim.render.figures import specdec_figure
+        from servesim.render.plots import save
+
+        save(specdec_figure(specdec_curves(args.d, args.c, args.util)), args.plot)
+    return Output(data, render.specdec_text(data), _specdec_rows(data))
+
+
+def _disagg(args: argparse.Namespace) -> Output:
+    from servesim import render
+    from servesim.model.serving import resolve_scenario
+    from servesim.plan.summary import disagg_summary
+
+    # Resolved once: the roofline node is derived here and reused by the figure.
+    wl, ln, node, beta, source = resolve_scenario(
+        workload_of(args), rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
+        slo_tpot_s=args.slo_tpot_s, link=args.link, node_from=lambda w: resolve_node(args, w),
+        prompt_tokens=args.isl, output_tokens=args.osl,
+    )
+    data = disagg_summary(args.preset, workload=wl, link=ln, nodes=args.nodes, beta=beta, node=node,
+                          node_source=source)
+    if args.plot is not None:
+        from servesim.plan.figures import disagg_curves
+        from servesim.render.figures import disagg_figure
+        from servesim.render.plots import save
+
+        save(disagg_figure(disagg_curves(wl, node, args.nodes, beta, ln, data["crossover_exact_GBps"])),
+             args.plot)
+    return Output(data, render.disagg_text(data), _disagg_rows(data))
+
+
+def _all(args: argparse.Namespace) -> Output:
+    from servesim import render
+    from servesim.model.serving import WORKLOAD_PRESETS
+    from servesim.plan.summary import disagg_summary, specdec_summary
+
+    spec = specdec_summary()
+    dis = {name: disagg_summary(name) for name in WORKLOAD_PRESETS}
+    if args.plot is not None:  # one file, every panel: specdec, then disagg for each preset
+        from servesim.model.speculative import DEFAULT_C, DEFAULT_D
+        from servesim.plan.figures import all_curves
+        from servesim.render.figures import all_figure
+        from servesim.render.plots import save
+
+        save(all_figure(*all_curves(dis, DEFAULT_D, DEFAULT_C, 0.0)), args.plot)
+    text = "\n".join([render.specdec_text(spec), *(render.disagg_text(d) for d in dis.values())])
+    rows = _specdec_rows(spec)
+    for d in dis.values():
+        rows += _disagg_rows(d)
+    return Output({"specdec": spec, "disagg": dis}, text, rows)
+
+
+def _specdec_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [{"table": "grid", **g} for g in s["grid"]]
+    rows += [{"table": "presets", **p} for p in s["presets"]]
+    rows += [{"table": "utilization_sweep", "name": s["sweep_preset"]["name"], **r}
+             for r in s["utilization_sweep"]]
+    if "case" in s:
+        rows.append({"table": "case", **s["case"]})
+    return rows
+
+
+def _disagg_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"table": "disagg", "preset": s["preset"], **r,
+         "crossover_link_GBps": s["crossover_link_GBps"]}
+        for r in s["rows"]
+    ]
