@@ -1,0 +1,236 @@
+"""The numbers ``servesim roofline`` shows, as plain dicts (its JSON schema): step times, arithmetic
+intensity and speculation priced from GPU and model shape (:func:`roofline_summary`), and the
+measured-kernel step model's view beside them (:func:`measured_view`).  Rendering is
+:mod:`servesim.render.roofline`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
+    from servesim.hardware.speculation_physics import Drafter
+
+__all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_view", "roofline_summary"]
+
+DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_CONTEXT = 2048
+"""Tokens of context each sequence holds during decode (prompt plus output so far)."""
+LAB_UTILIZATIONS: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
+"""The lab's utilizations, each mapped to a batch."""
+
+Row = dict[str, Any]
+
+
+def roofline_summary(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    tp: int,
+    *,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    context_tokens: int = DEFAULT_CONTEXT,
+    k: int = 4,
+    k_max: int = 16,
+    draft: ModelSpec | None = None,
+    draft_overhead_s: float = 0.0,
+    efficiency: Efficiency | None = None,
+    memory_fraction: float | None = None,
+) -> dict[str, Any]:
+    """Everything ``servesim roofline`` shows, as plain data (times in ms, sizes in bytes or GB).
+
+    ``model`` and ``gpu`` are :class:`servesim.hardware.roofline.ModelSpec` / ``GPUSpec``;
+    ``draft`` is the separate draft model of the small-draft preset (the CLI
+    passes ``--draft`` or the model's own ``draft_model``); without one that
+    preset is reported as unavailable.
+    """
+    from servesim.hardware import roofline as rl
+    from servesim.hardware import speculation_physics as sp
+    from servesim.model.speculative import SPECDEC_PRESETS
+
+    eff = rl.DEFAULT_EFFICIENCY if efficiency is None else efficiency
+    frac = rl.DEFAULT_MEMORY_FRACTION if memory_fraction is None else memory_fraction
+    L = float(context_tokens)  # the context length, as in the formulas
+    drafters = _drafters(draft, draft_overhead_s)
+
+    step1 = rl.decode_step(model, gpu, tp=tp, batch=1, context_tokens=L, efficiency=eff)
+    pre = rl.prefill_step(model, gpu, tp=tp, prompt_tokens=context_tokens, efficiency=eff)
+    cap = rl.max_batch(model, gpu, tp=tp, context_tokens=L, memory_fraction=frac)
+    room = rl.kv_room_bytes(model, gpu, tp=tp, memory_fraction=frac)
+    ridge = gpu.ridge_flops_per_byte
+
+    rows: list[Row] = []
+    for b in batches:
+        st = rl.decode_step(model, gpu, tp=tp, batch=b, context_tokens=L, efficiency=eff)
+        spec = rl.decode_cost(model, tp=tp, batch=b, context_tokens=L, positions=k + 1)
+        speedups: dict[str, float | None] = {}
+        ks: dict[str, int | None] = {}
+        for name, dr in drafters.items():
+            if dr is None:
+                speedups[name], ks[name] = None, None
+                continue
+            pt = sp.best_k(dr, SPECDEC_PRESETS[name].alpha, model, gpu, tp=tp, batch=b,
+                           context_tokens=L, k_max=k_max, efficiency=eff)
+            speedups[name], ks[name] = pt.speedup, pt.drafted
+        rows.append({
+            "batch": b,
+            "fits_memory": b <= cap,
+            "decode_step_ms": st.total_s * 1e3,
+            "decode_tokens_per_s": b / st.total_s,
+            "u": st.compute_utilization,
+            "bound": st.linear_bound,
+            "weights_intensity_flops_per_byte": st.cost.weights_intensity_flops_per_byte,
+            "spec_weights_intensity_flops_per_byte": spec.weights_intensity_flops_per_byte,
+            "seed_spec_intensity_b_plus_k": b + k,
+            "intensity_flops_per_byte": st.cost.intensity_flops_per_byte,
+            "speedup": speedups,
+            "best_k": ks,
+        })
+
+    presets: list[Row] = []
+    for name, dr in drafters.items():
+        alpha = SPECDEC_PRESETS[name].alpha
+        seed = SPECDEC_PRESETS[name]
+        entry: Row = {"name": name, "kind": sp.PRESET_DRAFT_KINDS[name], "alpha": alpha,
+                      "seed_d": seed.d, "seed_c": seed.c,
+                      "draft_model": dr.model.name if (dr is not None and dr.model is not None) else None}
+        if dr is None:
+            entry.update({"available": False, "turn_off_batch": None, "pays_from_batch": None,
+                          "pays_at_memory_cap": None,
+                          "note": f"no draft model for {model.name}: pass --draft MODEL"})
+            presets.append(entry)
+            continue
+        p1 = sp.best_k(dr, alpha, model, gpu, tp=tp, batch=1, context_tokens=L, k_max=k_max,
+                       efficiency=eff)
+        stretch = sp.paying_batches(dr, alpha, model, gpu, tp=tp, context_tokens=L, k_max=k_max,
+                                    efficiency=eff)
+        off = 0 if stretch is None else stretch[1]
+        w, kv = sp.draft_memory(dr, model, tp=tp, k=p1.drafted)
+        cap_d = sp.max_batch_with_drafter(dr, model, gpu, tp=tp, context_tokens=L, k=p1.drafted,
+                                          memory_fraction=frac)
+        at_cap = None  # does it still pay at the largest batch that fits beside the drafter?
+        if cap_d >= 1:
+            at_cap = sp.best_k(dr, alpha, model, gpu, tp=tp, batch=cap_d, context_tokens=L, k_max=k_max,
+                               efficiency=eff).speedup > 1.0
+        chain_pt, tree_pt = sp.compare_chain_tree(dr, alpha, p1.width, model, gpu, tp=tp, batch=1,
+                                                  context_tokens=L, efficiency=eff)
+        tree = sp.best_tree(p1.drafted, sp.rank_acceptance(alpha, 4))
+        entry.update({
+            "available": True,
+            "turn_off_batch": off,
+            "pays_from_batch": None if stretch is None else stretch[0],
+            "batch_limit": sp.DEFAULT_BATCH_LIMIT,
+            "pays_at_memory_cap": at_cap,
+            "best_k_batch1": p1.drafted,
+            "speedup_batch1": p1.speedup,
+            "d_batch1": p1.d,
+            "c_batch1": p1.c,
+            "draft_weight_bytes_per_gpu": w,
+            "draft_kv_bytes_per_token_per_gpu": kv,
+            "max_batch_with_draft": cap_d,
+            "tree_vs_chain": {
+                "batch": 1,
+                "width": p1.width,
+                "chain_expected_tokens": chain_pt.expected_tokens,
+                "chain_speedup": chain_pt.speedup,
+                "tree_levels": list(tree.level_sizes),
+                "tree_expected_tokens": tree_pt.expected_tokens,
+                "tree_speedup": tree_pt.speedup,
+            },
+        })
+        presets.append(entry)
+
+    u_map = []
+    for u in LAB_UTILIZATIONS:
+        b_u = rl.batch_for_utilization(u, model, gpu, tp=tp, context_tokens=L, efficiency=eff)
+        u_map.append({"u": u, "batch": b_u})
+    u_max = rl.utilization(model, gpu, tp=tp, batch=1e6, context_tokens=L, efficiency=eff)
+
+    return {
+        "model": model.name,
+        "gpu": gpu.name,
+        "tp": tp,
+        "context_tokens": context_tokens,
+        "assumptions": {
+            "memory_efficiency": eff.memory,
+            "compute_efficiency": eff.compute,
+            "interconnect_efficiency": eff.interconnect,
+            "memory_fraction": frac,
+            "step": "weight GEMMs, attention and TP all-reduces priced one after another, "
+                    "each at max(FLOPs / roof, bytes / roof)",
+            "intensity": "speculative step pushes B (k+1) tokens through the weights (the B + k rule of "
+                         "thumb counts one speculating sequence)",
+            "acceptance": "i.i.d. per drafted token, alpha from the lab's presets",
+            "draft_overhead_us": draft_overhead_s * 1e6,
+            "not_modelled": "kernel-launch and scheduling overheads, all-reduce latency, "
+                            "batch composition (every sequence holds the same context)",
+        },
+        "gpu_peaks": {
+            "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
+            "flops_per_s": gpu.flops_per_s,
+            "memory_bytes": gpu.memory_bytes,
+            "interconnect_bytes_per_s": gpu.interconnect_bytes_per_s,
+        },
+        "ridge_flops_per_byte": ridge,
+        "ridge_effective_flops_per_byte": rl.ridge_flops_per_byte(gpu, eff),
+        "params": model.params,
+        "active_params": model.active_params,
+        "weight_bytes": model.weight_bytes,
+        "weight_bytes_per_gpu": model.weight_bytes / tp,
+        "attention": model.attention,
+        "kv_bytes_per_token": model.kv_bytes_per_token,
+        "kv_shards": model.kv_shards(tp),
+        "kv_room_bytes_per_gpu": room,
+        "max_batch": cap,
+        "decode_step_ms": step1.total_s * 1e3,
+        "decode_step_parts_ms": {
+            "weights": step1.linear_s * 1e3, "attention": step1.attention_s * 1e3,
+            "allreduce": step1.comm_s * 1e3,
+        },
+        "decode_bound": step1.linear_bound,
+        "decode_streamed_bytes_per_gpu": step1.cost.hbm_bytes,
+        "prefill_ms": pre.total_s * 1e3,
+        "prefill_tokens_per_s": context_tokens / pre.total_s,
+        "prefill_bound": pre.linear_bound,
+        "intensity_k": k,
+        "verify_ridge_batch": ridge / (k + 1) * model.weight_bytes_per_param / 2.0,
+        "rows": rows,
+        "presets": presets,
+        "u_to_batch": u_map,
+        "u_max": u_max,
+    }
+
+
+def measured_view(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
+                  kv_dtype: str, batches: Sequence[int] = DEFAULT_BATCHES,
+                  context_tokens: int = DEFAULT_CONTEXT, catalog: Any = None) -> dict[str, Any]:
+    """The measured-kernel step model's view of a model on ``tp`` GPUs (dense models only), or why
+    there is none (``available`` False and a ``note``)."""
+    from servesim.hardware.engines import engine_profile
+    from servesim.hardware.names import canonical_gpu, dense_shape
+    from servesim.hardware.stepmodel import StepModel
+    from servesim.model.speculative import SPECDEC_PRESETS
+    from servesim.plan.stepview import step_view
+
+    try:
+        shape = dense_shape(model, catalog)
+        gname = canonical_gpu(gpu_name, catalog)
+        eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30)
+        sm = StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
+    except ValueError as exc:
+        return {"available": False, "note": str(exc)}
+    view = step_view(sm, batches, context_tokens, gpu.memory_bytes, list(SPECDEC_PRESETS), catalog=catalog)
+    return {"available": True, **view}
+
+
+def _drafters(draft: ModelSpec | None, overhead_s: float) -> dict[str, Drafter | None]:
+    from servesim.hardware.speculation_physics import PRESET_DRAFT_KINDS, Drafter
+
+    out: dict[str, Drafter | None] = {}
+    for preset, kind in PRESET_DRAFT_KINDS.items():
+        if kind == "separate":
+            out[preset] = None if draft is None else Drafter(kind, draft, overhead_s=overhead_s)
+        else:
+            out[preset] = Drafter(kind, overhead_s=overhead_s)
+    return out

@@ -1,0 +1,222 @@
+"""The text of ``servesim roofline``: where a decode step's time goes, the roofline tables and the
+speculation presets, from :func:`servesim.plan.roofline.roofline_summary`'s dict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["roofline_text"]
+
+
+def _levels(sizes: Sequence[int]) -> str:
+    """Nodes per tree level as '2-2-1', or 'chain' when every level has one node."""
+    return "chain" if all(n == 1 for n in sizes) else "-".join(map(str, sizes))
+
+
+def _g(x: float) -> str:
+    """A number in 3-4 significant digits without exponent for everyday sizes."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def roofline_text(d: dict[str, Any]) -> str:
+    from servesim.render.text import table
+
+    a, g = d["assumptions"], d["gpu_peaks"]
+    bw, fl = g["hbm_bytes_per_s"], g["flops_per_s"]
+    tp = d["tp"]
+    out: list[str] = []
+    out.append(f"ROOFLINE: {d['model']} on {tp} x {d['gpu']} (tp={tp}), "
+               f"{d['context_tokens']:,} tokens of context")
+    out.append(
+        f"  efficiency: {a['memory_efficiency']:.0%} of HBM bandwidth, {a['compute_efficiency']:.0%} of "
+        f"dense BF16, {a['interconnect_efficiency']:.0%} of GPU-to-GPU links; "
+        f"{a['memory_fraction']:.0%} of HBM usable"
+    )
+    out.append("  a step = weight GEMMs + attention + all-reduces, each max(FLOPs / roof, bytes / roof)")
+    out.append("")
+    if "measured" in d:
+        out += _measured_text(d["measured"])
+    out.append("[1] Hardware and model")
+    out.append(
+        f"  ridge point     = {fl / 1e12:g}e12 FLOP/s / {bw / 1e12:g}e12 B/s = "
+        f"{d['ridge_flops_per_byte']:.0f} FLOP/byte (at the stated efficiencies: "
+        f"{d['ridge_effective_flops_per_byte']:.0f})"
+    )
+    wpp = d["weight_bytes"] / d["params"]
+    out.append(
+        f"  weights         = {d['params'] / 1e9:g}e9 params x {wpp:g} B = {d['weight_bytes'] / 1e9:.1f} GB, "
+        f"{d['weight_bytes_per_gpu'] / 1e9:.1f} GB per GPU"
+        + (f" ({d['active_params'] / 1e9:g}e9 active per token)" if d["active_params"] < d["params"] else "")
+    )
+    out.append(
+        f"  KV cache        = {d['kv_bytes_per_token']:,.0f} B/token ({d['attention'].upper()}), "
+        f"split over {d['kv_shards']} of the {tp} GPUs"
+    )
+    room = d["kv_room_bytes_per_gpu"]
+    mem = (f"{a['memory_fraction']:g} x {g['memory_bytes'] / 1e9:.1f} GB - "
+           f"{d['weight_bytes_per_gpu'] / 1e9:.1f} GB")
+    if d["max_batch"] >= 1:
+        out.append(f"  memory          = {mem} = {room / 1e9:.1f} GB of KV room per GPU -> "
+                   f"max batch {d['max_batch']:,} at {d['context_tokens']:,} tokens")
+    else:
+        out.append(f"  memory          = {mem} = {room / 1e9:.1f} GB: DOES NOT FIT (raise --tp)")
+    parts = d["decode_step_parts_ms"]
+    out.append(
+        f"  decode, batch 1 = {d['decode_step_ms']:.2f} ms ({d['decode_bound']}-bound): weights "
+        f"{parts['weights']:.2f} + attention {parts['attention']:.2f} + all-reduce "
+        f"{parts['allreduce']:.3f} ms; ~ {d['decode_streamed_bytes_per_gpu'] / 1e9:.2f} GB / "
+        f"({bw / 1e12:g} TB/s x {a['memory_efficiency']:g})"
+    )
+    out.append(
+        f"  prefill         = one {d['context_tokens']:,}-token prompt in {d['prefill_ms']:.1f} ms -> "
+        f"{d['prefill_tokens_per_s']:,.0f} tokens/s ({d['prefill_bound']}-bound)"
+    )
+
+    k = d["intensity_k"]
+    out.append("")
+    out.append("[2] Arithmetic intensity of the weight GEMMs (FLOP per byte of weights)")
+    coef = 2 / wpp  # FLOP per byte per token: 2 FLOPs per weight over its bytes
+    times = "B" if coef == 1 else f"{coef:g} B"
+    out.append(f"  plain step:       2 FLOPs x B tokens x P weights / ({wpp:g} bytes x P) = {times}")
+    out.append(f"  speculative step: each of the B sequences verifies k+1 = {k + 1} positions: {times} (k+1)"
+               "   (the rule of thumb B + k counts as if one sequence speculated)")
+    out.append(f"  the verify GEMMs cross the ridge ({d['ridge_flops_per_byte']:.0f}) at B = "
+               f"{d['ridge_flops_per_byte']:.0f} / ({coef:g} x {k + 1}) = {d['verify_ridge_batch']:.0f};"
+               f" plain ones at B = {d['ridge_flops_per_byte'] / coef:.0f}"
+               + ("  (MoE: the table counts the experts each batch touches)"
+                  if d["active_params"] < d["params"] else ""))
+    rows = []
+    for r in d["rows"]:
+        rows.append([
+            str(r["batch"]),
+            _g(r["weights_intensity_flops_per_byte"]),
+            _g(r["spec_weights_intensity_flops_per_byte"]),
+            str(r["seed_spec_intensity_b_plus_k"]),
+            f"{d['ridge_flops_per_byte']:.0f}",
+            "above" if r["spec_weights_intensity_flops_per_byte"] > d["ridge_flops_per_byte"] else "below",
+            _g(r["intensity_flops_per_byte"]),
+        ])
+    out.append(table(["batch", "plain", f"spec k={k}", "B+k", "ridge", "spec vs ridge", "whole step"],
+                     rows))
+    out.append("  (whole step: all FLOPs over all HBM bytes, the KV cache included)")
+
+    names = [p["name"] for p in d["presets"]]
+    out.append("")
+    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets")
+    rows = []
+    for r in d["rows"]:
+        cells = [str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['decode_step_ms']:.2f}",
+                 f"{r['decode_tokens_per_s']:,.0f}", f"{r['u']:.3f}"]
+        for n in names:
+            s = r["speedup"][n]
+            cells.append("n/a" if s is None else f"{s:.2f}x (k={r['best_k'][n]})")
+        rows.append(cells)
+    out.append(table(["batch", "step ms", "tokens/s", "u", *names], rows))
+    if any(not r["fits_memory"] for r in d["rows"]):
+        out.append(f"  ! beyond the memory cap of {d['max_batch']:,} sequences at this context")
+
+    out.append("")
+    out.append("[4] When to turn it off (the largest batch at which the best k still pays)")
+    for p in d["presets"]:
+        head = f"  {p['name']:<12}"
+        if not p["available"]:
+            out.append(f"{head}{p['note']}")
+            continue
+        off, cap, first = p["turn_off_batch"], p["max_batch_with_draft"], p["pays_from_batch"]
+        if off == 0:
+            verdict = f"pays at no batch up to {p['batch_limit']:,}"
+        elif cap >= 1 and (off is None or off >= cap):
+            verdict = f"pays at every batch that fits (memory cap {cap:,})"
+            verdict += f"; would turn off above B = {off:,}" if off is not None else ""
+        elif off is None:
+            verdict = f"pays at every batch up to {p['batch_limit']:,}"
+        else:
+            verdict = f"turn it off above B = {off:,}"
+        if first is not None and first > 1:
+            verdict += f"; it pays only from B = {first:,} up"
+            if d["active_params"] < d["params"]:
+                verdict += " (below, verifying k+1 positions touches more experts than a plain step)"
+        out.append(f"{head}alpha {p['alpha']:g}: {verdict}")
+        draft = f" ({p['draft_model']})" if p["draft_model"] else ""
+        out.append(
+            f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (preset {p['seed_d']:g}), "
+            f"c = {p['c_batch1']:.4f} (preset {p['seed_c']:g}) at B = 1; "
+            f"{p['draft_weight_bytes_per_gpu'] / 1e9:.2f} GB/GPU of weights, "
+            f"max batch {d['max_batch']:,} -> {cap:,}"
+        )
+
+    out.append("")
+    out.append("[5] The utilization u as a batch (u = compute time / step time of a plain step)")
+    parts_u = []
+    for m in d["u_to_batch"]:
+        parts_u.append(f"u = {m['u']:g} at B = {m['batch']:,.0f}" if m["batch"] is not None
+                       else f"u = {m['u']:g} never")
+    out.append("  " + "; ".join(parts_u))
+    out.append(f"  u saturates at {d['u_max']:.2f}: attention (memory-bound at any batch) and the "
+               "all-reduces keep the compute roof partly idle")
+
+    out.append("")
+    out.append("[6] Chain vs tree at equal verify width (batch 1; tree from top-4 candidates, "
+               "rank r accepted with alpha (1-alpha)^(r-1))")
+    rows = []
+    for p in d["presets"]:
+        if not p["available"]:
+            continue
+        t = p["tree_vs_chain"]
+        rows.append([p["name"], str(t["width"]), f"{t['chain_expected_tokens']:.2f}",
+                     f"{t['chain_speedup']:.2f}x", _levels(t["tree_levels"]),
+                     f"{t['tree_expected_tokens']:.2f}", f"{t['tree_speedup']:.2f}x"])
+    out.append(table(["preset", "width", "chain E[n]", "chain S", "tree levels", "tree E[n]", "tree S"],
+                     rows))
+    out.append("")
+    out.append("  d and c here are the roofline's alone; the lab's presets also carry launch, sampling and")
+    out.append("  scheduling time (add it with --draft-overhead-us), so their speedups at B = 1 are lower.")
+    out.append(f"  not modelled: {a['not_modelled']}")
+    return "\n".join(out) + "\n"
+
+
+def _measured_text(m: dict[str, Any]) -> list[str]:
+    """Section [0]: the measured-kernel step model, part by part, beside the speed of light."""
+    from servesim.render.text import table
+
+    if not m.get("available"):
+        return [f"[0] Measured-kernel step model: not available ({m.get('note', '')})", ""]
+    out = [f"[0] Where a decode step's time goes: measured kernels ({m['tables']}),",
+           f"    {m['dtype']} weights, {m['kv_dtype']} KV, {m['engine']} host time; "
+           f"speed of light = pure roofline at 100% of the peaks"]
+    rows = []
+    for r in m["rows"]:
+        rows.append([str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['total_ms']:.2f}",
+                     f"{r['gemm_ms']:.2f}", f"{r['attention_ms']:.2f}", f"{r['allreduce_ms']:.2f}",
+                     f"{r['other_ms']:.2f}", f"{r['host_ms']:.2f}", f"{r['speed_of_light_ms']:.2f}",
+                     f"{r['tokens_per_s']:,.0f}", "yes" if r["measured"] else "part*"])
+    out.append(table(["batch", "step ms", "GEMM", "attn", "allred", "other", "host", "light", "tok/s",
+                      "measured"], rows))
+    # One line per kind of fallback: the shape it was scaled from differs by batch.
+    notes = list(dict.fromkeys(n.split(": measured (")[0] for r in m["rows"] for n in r["notes"]))
+    for n in notes[:3]:
+        out.append(f"  * outside the tables: {n}; priced as the nearest measured shape scaled by the "
+                   "roofline at the tables' fitted efficiencies")
+    if len(notes) > 3:
+        out.append(f"  * and {len(notes) - 3} more fallbacks (--format json lists them)")
+    p = m["prefill"]
+    out.append(f"  prefill of {p['tokens']:,.0f} tokens: {p['total_ms']:.1f} ms "
+               f"({p['tokens'] / p['total_ms'] * 1e3:,.0f} tok/s; "
+               f"speed of light {p['speed_of_light_ms']:.1f} ms)")
+    parts = []
+    for s in m["speculation"]:
+        if not s["available"]:
+            parts.append(f"{s['name']} n/a")
+            continue
+        off = s["turn_off_batch"]
+        where = ("pays at every batch that fits" if off is None else "pays at no batch" if off == 0
+                 else f"off above B = {off:,}")
+        parts.append(f"{s['name']} {s['speedup_batch1']:.2f}x at B=1 (k={s['k_batch1']}), {where}")
+    out.append("  speculation from this step model: " + "; ".join(parts[:2]))
+    if len(parts) > 2:
+        out.append("    " + "; ".join(parts[2:]))
+    if any(not r["fits_memory"] for r in m["rows"]):
+        out.append(f"  ! beyond the KV-cache limit of {m['max_batch']:,} sequences at this context")
+    out.append("")
+    return out
