@@ -17,7 +17,7 @@ __all__ = ["register"]
 
 # Registration must not import numpy: the seed's stdlib-only entry point
 # (``python -S spec_decode_sim.py``) builds the whole parser.  These mirror
-# servesim.sim's values; tests/test_sim_cli.py checks that they agree.
+# servesim.sim's values; tests/cli/test_sim_cli.py checks that they agree.
 SERVICE_KINDS = ("exp", "det", "lognormal", "gamma")
 LINK_CONTENTION = ("node", "shared", "none")
 DEFAULT_SEED = 20240601

@@ -39,7 +39,7 @@ from servesim.inputs.traces import (
     summarize_trace,
 )
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 FIXTURES = HERE / "data"
 FULL_DIR = Path(os.environ.get("SERVESIM_TRACE_DIR") or HERE.parents[1] / "shared" / "data")
 

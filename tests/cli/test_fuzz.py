@@ -12,7 +12,7 @@ malformed files.  For each run exactly one of:
   that names the flag or the file, and no traceback.
 
 ``SERVESIM_FUZZ_VALUES`` (default 3) sets how many hostile values each flag gets; a longer
-run (all values) is ``SERVESIM_FUZZ_VALUES=0 python -m pytest tests/test_fuzz.py``.
+run (all values) is ``SERVESIM_FUZZ_VALUES=0 python -m pytest tests/cli/test_fuzz.py``.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from servesim.hardware.precision import (
 from servesim.model.kvcache import MODELS
 
 CAT = builtin_catalog()
-FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
 
 HF_IDS = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",

@@ -1,7 +1,7 @@
 """The command line in a subprocess: golden outputs, formats, bad input.
 
 Golden files live in tests/golden/.  After an intended change to an output,
-regenerate them with ``SERVESIM_UPDATE_GOLDEN=1 pytest tests/test_cli.py`` and
+regenerate them with ``SERVESIM_UPDATE_GOLDEN=1 pytest tests/cli/test_cli.py`` and
 review the diff.
 """
 

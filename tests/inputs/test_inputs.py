@@ -35,7 +35,7 @@ from servesim.inputs.traces import load_trace, summarize_trace, workload_from_tr
 from servesim.render.text import FEW_SAMPLES, format_interval
 from servesim.sim.stats import MIN_INTERVAL_SAMPLES, Estimate, estimate
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 DATA = HERE / "data"
 
 AZURE = (

@@ -28,7 +28,7 @@ from servesim.inputs.calibrate import (
 from servesim.model.kvcache import LINKS
 from servesim.model.serving import Workload, best_split, colocated
 
-FIXTURES = Path(__file__).resolve().parent / "data"
+FIXTURES = Path(__file__).resolve().parents[1] / "data"
 R_P, TPOT0, BETA = 12_000.0, 0.025, 0.5
 
 
