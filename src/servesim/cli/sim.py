@@ -219,7 +219,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     vp = sub.add_parser(
         "validate",
         help="closed forms vs simulation: agreement table (PASS/FAIL) and the bias of each "
-        "section-7 assumption",
+        "'model vs reality' assumption of the closed forms",
     )
     vp.add_argument(
         "--requests",

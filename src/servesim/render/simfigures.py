@@ -160,5 +160,5 @@ def validate_figure(d: dict[str, Any]) -> Any:
     twin.grid(False)
     twin.tick_params(length=0)
     ax.set_xlabel("change when the assumption is relaxed (%)")
-    ax.set_title("Bias of each section-7 assumption (right: how it is relaxed)")
+    ax.set_title("Bias of each 'model vs reality' assumption (right: how it is relaxed)")
     return fig

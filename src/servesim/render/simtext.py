@@ -246,7 +246,7 @@ def validate_text(d: dict[str, Any]) -> str:
         )
     )
     out.append("")
-    out.append("[BIAS] what each section-7 assumption hides: baseline vs the same run with it relaxed")
+    out.append("[BIAS] what each 'model vs reality' assumption hides: baseline vs the same run, relaxed")
     groups: list[tuple[str, str, str, str]] = []
     rows = []
     for r in d["bias"]:
