@@ -66,6 +66,7 @@ def test_html_is_self_contained(report_dir):
     assert "colocated" in page and "Assumptions and caveats" in page
     # The measured biases of `servesim validate`, one row per assumption and figure.
     assert "Measured by the simulator" in page and page.count("free KV-transfer machinery") >= 3
+    assert "<th>change (95% CI)</th>" in page and " +- " in page
 
 
 def test_blocks_render_the_same_content_in_both_formats():
