@@ -8,10 +8,6 @@ a CSV of deployments, ``--compare`` a saved ``vllm bench serve`` result.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +16,6 @@ from servesim.cli.args import Output, add_format, add_pool_arguments, choice, in
 
 __all__ = ["register"]
 
-_MAX_FILE = 16 * 2**20
-MAX_POINTS = 100_000
-"""Most rows of a --points file (a row costs about 10 ms: 100,000 rows take about 15 minutes)."""
-_POINT_COLUMNS = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
-_OPTIONAL_COLUMNS = ("kv_dtype", "engine", "rate", "num_prompts")
 
 
 
@@ -171,72 +162,26 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- points
 
 
-def _read_text(path: Path, what: str) -> str:
-    from servesim._textfile import read_text
-
-    return read_text(path, what=what, max_bytes=_MAX_FILE)
-
-
-def _cell(path: Path, line: int, name: str, raw: str, kind: str) -> Any:
-    raw = raw.strip()
-    if raw == "":
-        return None
-    try:
-        if kind == "int":
-            if len(raw) > 12:
-                raise ValueError
-            return int(raw)
-        if kind == "float":
-            x = float(raw)
-            if not math.isfinite(x):
-                raise ValueError
-            return x
-    except ValueError:
-        raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not a valid {kind}") from None
-    return raw
-
-
-_KINDS = {"tp": "int", "isl": "int", "osl": "int", "concurrency": "int", "num_prompts": "int",
-          "rate": "float"}
-
-
 def _points(args: argparse.Namespace, catalog: Any) -> Output:
-    path: Path = args.points
-    text = _read_text(path, "--points")
-    reader = csv.DictReader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        rows = []
-        for raw in reader:
-            rows.append(raw)
-            if len(rows) > MAX_POINTS:
-                raise InputError(f"{path}: more than {MAX_POINTS:,} rows (about 10 ms each): split the file")
-    except csv.Error as exc:
-        raise InputError(f"{path}: line {reader.line_num}: not a CSV row: {exc}") from None
-    missing = [c for c in _POINT_COLUMNS if c not in header and not (c == "concurrency" and "rate" in header)]
-    if missing:
-        raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; needs "
-                         f"{','.join(_POINT_COLUMNS)} (optional {', '.join(_OPTIONAL_COLUMNS)})")
     from servesim.cli.progress import Progress
+    from servesim.inputs.bench import read_points
+    from servesim.render.predict import points_text
 
+    rows = read_points(args.points)
     bar = Progress(len(rows), "predicting", enabled=not args.quiet)
     results: list[dict[str, Any]] = []
-    for i, raw in enumerate(rows, start=2):
+    for row in rows:
         bar.advance()
-        clean = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
+        if "error" in row:
+            results.append(row)
+            continue
         try:
-            row = {k: _cell(path, i, k, clean.get(k, ""), _KINDS.get(k, "str"))
-                   for k in (*_POINT_COLUMNS, *_OPTIONAL_COLUMNS)}
-            for k in ("model", "gpu", "isl", "osl"):
-                if row[k] is None:
-                    raise InputError(f"{path}: line {i}: field {k!r} is empty")
             results.append(_one(args, row, catalog))
         except (ParameterError, InputError) as exc:
             msg = str(exc)
-            results.append({"error": msg if msg.startswith(str(path)) else f"{path}: line {i}: {msg}"})
+            where = f"{args.points}: line {row['line']}"
+            results.append({"error": msg if msg.startswith(str(args.points)) else f"{where}: {msg}"})
     bar.close()
-    from servesim.render.predict import points_text
-
     return Output(results, points_text(results), [_flat(r) for r in results])
 
 
@@ -244,62 +189,29 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
 
 
 def _compare(args: argparse.Namespace, catalog: Any) -> Output:
-    path: Path = args.compare
-    text = _read_text(path, "--compare")
-    try:
-        res = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
-    if not isinstance(res, dict):
-        raise InputError(f"{path}: expected a JSON object (a `vllm bench serve --save-result` file)")
-    _require(args, "gpu")
-
-    def num(key: str) -> float | None:
-        v = res.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            return None
-        return float(v)
-
-    completed = num("completed") or num("num_prompts")
-    isl = args.isl or _mean_len(res, "input_lens", "total_input_tokens", completed)
-    osl = args.osl or _mean_len(res, "output_lens", "total_output_tokens", completed)
-    if isl is None or osl is None:
-        raise InputError(f"{path}: cannot tell the prompt/output lengths (no input_lens/total_input_tokens); "
-                         "give --isl and --osl")
-    conc = args.concurrency or (int(num("max_concurrency") or 0) or None)
-    rate = args.rate
-    if conc is None and rate is None:
-        r = num("request_rate")
-        rate = r if r is not None and r > 0 else None
-    if conc is None and rate is None:
-        raise InputError(f"{path}: no max_concurrency or finite request_rate; give --concurrency or --rate")
-    model = args.model or res.get("model_id")
-    if not isinstance(model, str):
-        raise InputError(f"{path}: no model_id; give --model")
-    row = {"model": model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype, "kv_dtype": args.kv_dtype,
-           "engine": args.engine, "isl": isl, "osl": osl, "concurrency": conc, "rate": rate,
-           "num_prompts": args.num_prompts or (int(completed) if completed else None)}
-    pred = _one(args, row, catalog)
-    from servesim.plan.predict import COMPARED_KEYS
+    from servesim.inputs.bench import read_bench_result
+    from servesim.plan.predict import compare_to_measured
     from servesim.render.predict import compare_text
 
-    rows = []
-    for key in COMPARED_KEYS:
-        m = num(key)
-        p = pred.get(key)
-        if m is None or p is None:
-            continue
-        rows.append({"metric": key, "predicted": p, "measured": m,
-                     "relative_error": (p - m) / m if m else None})
-    data = {"prediction": pred, "comparison": rows, "result_file": str(path)}
+    res = read_bench_result(args.compare)
+    _require(args, "gpu")
+    isl, osl = args.isl or res.isl, args.osl or res.osl
+    if isl is None or osl is None:
+        raise InputError(f"{res.path}: cannot tell the prompt/output lengths (no input_lens/"
+                         "total_input_tokens); give --isl and --osl")
+    conc, rate = args.concurrency or res.concurrency, args.rate
+    if conc is None and rate is None:
+        rate = res.request_rate
+    if conc is None and rate is None:
+        raise InputError(f"{res.path}: no max_concurrency or finite request_rate; "
+                         "give --concurrency or --rate")
+    model = args.model or res.model
+    if model is None:
+        raise InputError(f"{res.path}: no model_id; give --model")
+    row = {"model": model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype, "kv_dtype": args.kv_dtype,
+           "engine": args.engine, "isl": isl, "osl": osl, "concurrency": conc, "rate": rate,
+           "num_prompts": args.num_prompts or res.completed}
+    pred = _one(args, row, catalog)
+    rows = compare_to_measured(pred, res.metrics)
+    data = {"prediction": pred, "comparison": rows, "result_file": res.path}
     return Output(data, compare_text(data), rows)
-
-
-def _mean_len(res: dict[str, Any], lens: str, total: str, completed: float | None) -> int | None:
-    v = res.get(lens)
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return max(1, round(sum(v) / len(v)))
-    t = res.get(total)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and completed:
-        return max(1, round(t / completed))
-    return None

@@ -28,7 +28,7 @@ from servesim.hardware.speculation import speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
-__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "predict"]
+__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "predict"]
 
 COMPARED_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
@@ -213,3 +213,16 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
 
 def _ms(x: float) -> float | None:
     return None if math.isnan(x) else x * 1e3
+
+
+def compare_to_measured(prediction: dict[str, Any], measured: dict[str, float]) -> list[dict[str, Any]]:
+    """Predicted beside measured for each of :data:`COMPARED_KEYS` present in both, with the
+    relative error (predicted - measured) / measured (None when the measurement is 0)."""
+    rows = []
+    for key in COMPARED_KEYS:
+        m, p = measured.get(key), prediction.get(key)
+        if m is None or p is None:
+            continue
+        rows.append({"metric": key, "predicted": p, "measured": m,
+                     "relative_error": (p - m) / m if m else None})
+    return rows

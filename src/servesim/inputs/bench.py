@@ -1,0 +1,155 @@
+"""Serving-benchmark files a user brings to ``predict``: a CSV of deployments to price
+(``--points``) and a saved ``vllm bench serve --save-result`` JSON to compare against (``--compare``).
+
+Both are read through :func:`servesim._textfile.read_text` (bounded, decoded; a bad byte is named
+by line), and every problem is one :class:`InputError` line naming the file, the line and the
+field.  A bad row of a points file does not stop the others: it comes back as ``{"error": ...}``.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servesim._checks import InputError
+
+__all__ = [
+    "MAX_BENCH_FILE_BYTES",
+    "MAX_POINTS",
+    "OPTIONAL_COLUMNS",
+    "POINT_COLUMNS",
+    "BenchResult",
+    "read_bench_result",
+    "read_points",
+]
+
+MAX_BENCH_FILE_BYTES = 16 * 2**20
+"""A points or result file larger than this (16 MiB) is refused unread: real ones are KiB."""
+MAX_POINTS = 100_000
+"""Most rows of a points file (a row costs about 10 ms to predict: 100,000 rows take about 15 minutes)."""
+POINT_COLUMNS: tuple[str, ...] = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
+"""The columns of a points file (``rate`` may stand in for ``concurrency``)."""
+OPTIONAL_COLUMNS: tuple[str, ...] = ("kv_dtype", "engine", "rate", "num_prompts")
+_KINDS = {"tp": "int", "isl": "int", "osl": "int", "concurrency": "int", "num_prompts": "int",
+          "rate": "float"}
+_REQUIRED = ("model", "gpu", "isl", "osl")
+
+
+def _read(path: Path, what: str) -> str:
+    from servesim._textfile import read_text
+
+    return read_text(path, what=what, max_bytes=MAX_BENCH_FILE_BYTES)
+
+
+def _cell(path: Path, line: int, name: str, raw: str, kind: str) -> Any:
+    raw = raw.strip()
+    if raw == "":
+        return None
+    try:
+        if kind == "int":
+            if len(raw) > 12:
+                raise ValueError
+            return int(raw)
+        if kind == "float":
+            x = float(raw)
+            if not math.isfinite(x):
+                raise ValueError
+            return x
+    except ValueError:
+        raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not a valid {kind}") from None
+    return raw
+
+
+def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
+    """The rows of a points CSV, in order, as ``{column: value}`` (ints and floats parsed, an empty
+    cell None); a row with a bad or missing required field is ``{"error": "FILE: line N: ..."}``.
+    A missing column, more than :data:`MAX_POINTS` rows or a malformed CSV raises InputError."""
+    text = _read(path, what)
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        raws = []
+        for raw in reader:
+            raws.append(raw)
+            if len(raws) > MAX_POINTS:
+                raise InputError(f"{path}: more than {MAX_POINTS:,} rows (about 10 ms each): split the file")
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {reader.line_num}: not a CSV row: {exc}") from None
+    missing = [c for c in POINT_COLUMNS if c not in header and not (c == "concurrency" and "rate" in header)]
+    if missing:
+        raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; needs "
+                         f"{','.join(POINT_COLUMNS)} (optional {', '.join(OPTIONAL_COLUMNS)})")
+    rows: list[dict[str, Any]] = []
+    for line, raw in enumerate(raws, start=2):
+        clean = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
+        try:
+            row = {k: _cell(path, line, k, clean.get(k, ""), _KINDS.get(k, "str"))
+                   for k in (*POINT_COLUMNS, *OPTIONAL_COLUMNS)}
+            empty = next((k for k in _REQUIRED if row[k] is None), None)
+            if empty is not None:
+                raise InputError(f"{path}: line {line}: field {empty!r} is empty")
+        except InputError as exc:
+            rows.append({"error": str(exc)})
+            continue
+        row["line"] = line
+        rows.append(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What a saved ``vllm bench serve`` result says about its run: the model, the mean prompt and
+    output lengths, the clients (``max_concurrency``) or the offered Poisson rate, and every finite
+    top-level number (``metrics``: ``mean_ttft_ms``, ``output_throughput``, ...)."""
+
+    path: str
+    model: str | None
+    isl: int | None
+    osl: int | None
+    concurrency: int | None
+    request_rate: float | None  # finite and > 0 only (vLLM writes "inf" for all-at-once)
+    completed: int | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _mean_len(res: dict[str, Any], lens: str, total: str, completed: float | None) -> int | None:
+    """Mean of the per-request ``lens`` list, else ``total`` / completed; at least 1."""
+    v = res.get(lens)
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return max(1, round(sum(v) / len(v)))
+    t = res.get(total)
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and completed:
+        return max(1, round(t / completed))
+    return None
+
+
+def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
+    """Read a ``vllm bench serve --save-result`` JSON file (one object)."""
+    text = _read(path, what)
+    try:
+        res = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(res, dict):
+        raise InputError(f"{path}: expected a JSON object (a `vllm bench serve --save-result` file)")
+    metrics = {k: float(v) for k, v in res.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    completed = metrics.get("completed") or metrics.get("num_prompts")
+    rate = metrics.get("request_rate")
+    model = res.get("model_id")
+    return BenchResult(
+        path=str(path),
+        model=model if isinstance(model, str) else None,
+        isl=_mean_len(res, "input_lens", "total_input_tokens", completed),
+        osl=_mean_len(res, "output_lens", "total_output_tokens", completed),
+        concurrency=int(metrics.get("max_concurrency") or 0) or None,
+        request_rate=rate if rate is not None and rate > 0 else None,
+        completed=int(completed) if completed else None,
+        metrics=metrics,
+    )
