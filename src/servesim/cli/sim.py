@@ -366,83 +366,54 @@ def _engine(args: argparse.Namespace) -> Output:
     from servesim._checks import InputError
     from servesim.hardware.catalog import load_catalog
     from servesim.model.kvcache import LINKS
-    from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
-    from servesim.plan.predict import Deployment, build_step_model
-    from servesim.sim.engine import simulate_colocated, simulate_disaggregated
+    from servesim.plan.engine_summary import engine_summary
+    from servesim.plan.predict import Deployment
 
     if args.gpu is None or args.rate is None or args.osl is None:
         raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
     cat = load_catalog(*args.catalog) if args.catalog else None
     common = {"dtype": args.dtype or "bf16", "kv_dtype": args.kv_dtype, "engine": args.engine}
-    requests = args.requests or 2000
-    slo = args.slo_ttft_s if args.slo_ttft_s is not None else 1e9
+    run = {"rate_per_s": args.rate, "isl": args.isl, "osl": args.osl, "requests": args.requests or 2000,
+           "seed": args.seed, "slo_ttft_s": args.slo_ttft_s, "catalog": cat}
     if args.mode == "agg":
-        sm, _, mem = build_step_model(Deployment(args.model, args.gpu, args.tp, **common), cat)
-        data = simulate_colocated(sm, mem, args.replicas, args.rate, args.isl, args.osl, requests=requests,
-                                  seed=args.seed)
-        cf = colocated_at_load(sm, mem, args.replicas, args.rate, args.isl, args.osl, slo)
-        gpus = args.replicas * args.tp
+        data = engine_summary(Deployment(args.model, args.gpu, args.tp, **common), None,
+                              replicas=args.replicas, **run)
     else:
-        pdep = Deployment(args.model, args.gpu, args.prefill_tp or args.tp, **common)
-        ddep = Deployment(args.model, args.gpu, args.decode_tp or args.tp, **common)
-        psm, _, _ = build_step_model(pdep, cat)
-        dsm, _, dmem = build_step_model(ddep, cat)
         ln = LINKS["rdma"] if args.link is None else args.link
-        data = simulate_disaggregated(psm, args.prefill_workers, dsm, dmem, args.decode_workers,
-                                      ln.bytes_per_s, args.rate, args.isl, args.osl, requests=requests,
-                                      seed=args.seed, link_contention=args.shared_link)
-        cf = disaggregated_at_load(psm, args.prefill_workers, dsm, dmem, args.decode_workers, ln.bytes_per_s,
-                                   args.rate, args.isl, args.osl, slo)
-        gpus = psm.tp * args.prefill_workers + dsm.tp * args.decode_workers
-    data.update({"model": args.model, "gpu": args.gpu, "gpus": gpus, "rate": args.rate, "isl": args.isl,
-                 "osl": args.osl, "seed": args.seed})
-    return _engine_output(data, cf)
+        data = engine_summary(Deployment(args.model, args.gpu, args.prefill_tp or args.tp, **common),
+                              Deployment(args.model, args.gpu, args.decode_tp or args.tp, **common),
+                              prefill_workers=args.prefill_workers, decode_workers=args.decode_workers,
+                              link_bytes_per_s=ln.bytes_per_s, shared_link=args.shared_link, **run)
+    return _engine_output(data)
 
 
-def _engine_output(data: dict[str, Any], cf: Any) -> Output:
-    """The engine simulation beside the closed form at load (``cf``, a LoadPoint) as an Output."""
+def _engine_output(data: dict[str, Any]) -> Output:
     from servesim.render.predict import engine_sim_text
 
-    ok = cf.stable
-    data.update({"stable": ok, "closed_form": {
-        "stable": ok, "mean_ttft_ms": cf.ttft_mean_s * 1e3 if ok else None,
-        "p99_ttft_ms": cf.ttft_p99_s * 1e3 if ok else None, "mean_tpot_ms": cf.tpot_s * 1e3 if ok else None,
-        "decode_batch": cf.decode_batch if ok else None, "reason": cf.reason}})
     return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
 
 
 def _engine_trace(args: argparse.Namespace) -> Output:
-    """A trace replayed through the engine loop (batch and TPOT move with the load), beside the closed
-    form at the trace's mean lengths and mean rate."""
+    """A trace replayed through the engine loop, beside the closed form at its means."""
     from servesim._checks import InputError
     from servesim.hardware.catalog import load_catalog
     from servesim.inputs.traces import load_trace
-    from servesim.plan.capacity import colocated_at_load
-    from servesim.plan.predict import Deployment, build_step_model
-    from servesim.sim.engine import replay_colocated
+    from servesim.plan.engine_summary import engine_trace_summary
+    from servesim.plan.predict import Deployment
 
     tr = load_trace(args.trace, rate_scale=args.rate_scale, need_rate=True)
     cat = load_catalog(*args.catalog) if args.catalog else None
-    sm, _, mem = build_step_model(Deployment(args.model, args.gpu or "", args.tp, args.dtype or "bf16",
-                                             args.kv_dtype, args.engine), cat)
     arr = [float(x) for x in tr.arrival_s]
     lengths = [(int(p), int(o)) for p, o in zip(tr.prompt_tokens, tr.output_tokens, strict=True)]
     if args.requests:
         arr, lengths = arr[:args.requests], lengths[:args.requests]
-    data = replay_colocated(sm, mem, args.replicas, arr, lengths, seed=args.seed)
-    span = arr[-1] - arr[0]
-    if span <= 0:  # the first --requests of the trace all arrive at once
+    if arr[-1] - arr[0] <= 0:  # the first --requests of the trace all arrive at once
         raise InputError(f"--requests {len(arr)}: those first requests of {args.trace} arrive at one "
-                         "instant; "
-                         "the rate is undefined (take more requests)")
-    rate = len(arr) / span
-    isl = max(1, round(sum(p for p, _ in lengths) / len(lengths)))
-    osl = max(1, round(sum(o for _, o in lengths) / len(lengths)))
-    slo = args.slo_ttft_s if args.slo_ttft_s is not None else 1e9
-    cf = colocated_at_load(sm, mem, args.replicas, rate, isl, osl, slo)
-    data.update({"trace": str(args.trace), "requests": len(arr), "model": args.model, "gpu": args.gpu,
-                 "gpus": args.replicas * args.tp, "rate": rate, "isl": isl, "osl": osl, "seed": args.seed})
-    return _engine_output(data, cf)
+                         "instant; the rate is undefined (take more requests)")
+    dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "bf16", args.kv_dtype, args.engine)
+    data = engine_trace_summary(dep, arr, lengths, replicas=args.replicas, seed=args.seed,
+                                slo_ttft_s=args.slo_ttft_s, trace=str(args.trace), catalog=cat)
+    return _engine_output(data)
 
 
 def _replay(args: argparse.Namespace) -> Output:
