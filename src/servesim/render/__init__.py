@@ -1,7 +1,8 @@
-"""Rendering of command results: aligned text tables, JSON and CSV.
+"""Rendering: every text table, JSON and CSV output, plot and report.
 
-Every renderer takes the plain dicts of :mod:`servesim.plan.summary` and returns a
-string; printing is the CLI's job.
+Every renderer takes plain results (the dicts of :mod:`servesim.plan` and :mod:`servesim.sim`,
+or records with the fields its protocols name) and returns a string, a figure or files; it
+imports no other layer of servesim, and printing is the command line's job.
 """
 
 from servesim.render.formats import to_csv, to_json

@@ -1,4 +1,6 @@
-"""Discrete-event and Monte Carlo checks of the closed forms (seed section 7 in numbers).
+"""Discrete-event and Monte Carlo checks of the closed forms (the "model vs reality" list in numbers).
+
+Imports only :mod:`servesim.hardware` and :mod:`servesim.model`; computes and never prints.
 
 The simulator takes the same frozen parameter objects as the closed forms
 (:class:`servesim.model.serving.Workload`, :class:`servesim.model.serving.NodeSpec`,
