@@ -2,7 +2,7 @@
 
 Read from the source with ``ast`` (every import: module level, inside a function and under
 ``TYPE_CHECKING``), so a lazy import that climbs a floor is caught as surely as a top-level one.
-The floors, lowest first (``../shared/STYLE.md``)::
+The floors, lowest first (the table of layers in README.md, "Python API")::
 
     base      _checks, _textfile, _catalogfile, _version   helpers every layer shares
     model     closed forms, standard library only

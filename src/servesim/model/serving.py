@@ -59,6 +59,7 @@ __all__ = [
     "p_within",
     "resolve_scenario",
     "tie_step",
+    "workload_row",
 ]
 
 MIX_PROMPT_SHARES: tuple[tuple[str, float], ...] = (
@@ -388,3 +389,18 @@ def resolve_scenario(
         default = "reference node (workloads.toml)" if node is DEFAULT_NODE else "given"
         source = default if node_source is None else node_source
     return wl, ln, node, b, source
+
+
+def workload_row(wl: Workload, attainment_target: float | None = None) -> dict[str, float]:
+    """A workload as the commands' JSON shows it: lengths, rate and the SLOs in ms (and the
+    attainment target, when the command has one)."""
+    row: dict[str, float] = {
+        "prompt_tokens": wl.prompt_tokens,
+        "output_tokens": wl.output_tokens,
+        "rate_per_s": wl.rate_per_s,
+        "slo_ttft_ms": wl.slo_ttft_s * 1e3,
+        "slo_tpot_ms": wl.slo_tpot_s * 1e3,
+    }
+    if attainment_target is not None:
+        row["attainment_target"] = attainment_target
+    return row

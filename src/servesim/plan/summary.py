@@ -27,6 +27,7 @@ from servesim.model.serving import (
     link_crossover,
     mixes,
     resolve_scenario,
+    workload_row,
 )
 
 __all__ = [
@@ -247,13 +248,7 @@ def _disagg(
         "nodes": nodes,
         "beta": beta,
         "link": {"name": ln.name, "GBps": ln.GBps},
-        "workload": {
-            "prompt_tokens": wl.prompt_tokens,
-            "output_tokens": wl.output_tokens,
-            "rate_per_s": wl.rate_per_s,
-            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
-            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
-        },
+        "workload": workload_row(wl),
         "node": {
             "source": source,
             "gpus": node.gpus,
@@ -333,13 +328,7 @@ def plan_summary(
         "nodes": req.nodes,
         "gpus_per_node": req.node.gpus,
         "link": {"name": req.link.name, "GBps": req.link.GBps},
-        "workload": {
-            "prompt_tokens": wl.prompt_tokens,
-            "output_tokens": wl.output_tokens,
-            "rate_per_s": wl.rate_per_s,
-            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
-            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
-        },
+        "workload": workload_row(wl),
         "recommendation": _candidate_row(best),
         "ranked": [_candidate_row(c) for c in p.ranked[:top]],
         "candidates_evaluated": len(p.ranked),

@@ -29,6 +29,7 @@ from servesim.model.serving import (
     colocated,
     compare,
     disaggregated,
+    workload_row,
 )
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
@@ -168,14 +169,7 @@ def trace_replay_summary(
             "decode_tokens_per_s": node.decode_tokens_per_s,
             "tpot_base_ms": node.tpot_base_s * 1e3,
         },
-        "workload": {
-            "prompt_tokens": wl.prompt_tokens,
-            "output_tokens": wl.output_tokens,
-            "rate_per_s": wl.rate_per_s,
-            "slo_ttft_ms": slo_ttft_s * 1e3,
-            "slo_tpot_ms": slo_tpot_s * 1e3,
-            "attainment_target": attainment_target,
-        },
+        "workload": workload_row(wl, attainment_target),
         "rows": rows,
         "best": {
             "closed_form": {"colocated_goodput_rps": cf_co.goodput_rps, "split": cf_best.split,

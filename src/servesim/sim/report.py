@@ -28,6 +28,7 @@ from servesim.model.serving import (
     Workload,
     colocated,
     disaggregated,
+    workload_row,
 )
 from servesim.model.serving import best_split as cf_best_split
 from servesim.model.serving import compare as cf_compare
@@ -386,14 +387,7 @@ def serving_summary(
             "kv_bytes_per_token": node.kv.bytes_per_token,
         },
         "link": {"name": ln.name, "GBps": ln.GBps},
-        "workload": {
-            "prompt_tokens": wl.prompt_tokens,
-            "output_tokens": wl.output_tokens,
-            "rate_per_s": wl.rate_per_s,
-            "slo_ttft_ms": wl.slo_ttft_s * 1e3,
-            "slo_tpot_ms": wl.slo_tpot_s * 1e3,
-            "attainment_target": attainment_target,
-        },
+        "workload": workload_row(wl, attainment_target),
         "requests": cmp.colocated.requests + cmp.disaggregated.requests,
         "requests_per_architecture": cmp.colocated.requests,
         "replications": replications,
