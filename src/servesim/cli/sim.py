@@ -23,24 +23,35 @@ LINK_CONTENTION = ("node", "shared", "none")
 DEFAULT_SEED = 20240601
 
 
-def _with_plot(run: Any, figure: str) -> Any:
-    """Wrap a command so that ``--plot FILE`` saves the figure drawn from its result."""
+def _with_plot(run: Any, figure: Any) -> Any:
+    """Wrap a command so that ``--plot FILE`` saves ``figure(result)``, drawn after the command ran."""
 
     def wrapped(args: argparse.Namespace) -> Output:
         out: Output = run(args)
         if args.plot is not None:
-            from servesim.render import simfigures as figures
             from servesim.render.plots import save
 
-            if figure == "simulate_figure" and out.data["mode"] == "queue":
-                from servesim.sim.report import erlang_tail_curve
-
-                save(figures.simulate_figure(out.data, erlang_tail_curve(out.data)), args.plot)
-            else:
-                save(getattr(figures, figure)(out.data), args.plot)
+            save(figure(out.data), args.plot)
         return out
 
     return wrapped
+
+
+def _simulate_figure(data: dict[str, Any]) -> Any:
+    """simulate's figure; a queue run's carries the Erlang-C wait tail, computed here."""
+    from servesim.render.simfigures import simulate_figure
+
+    if data["mode"] != "queue":
+        return simulate_figure(data)
+    from servesim.sim.report import erlang_tail_curve
+
+    return simulate_figure(data, erlang_tail_curve(data))
+
+
+def _validate_figure(data: dict[str, Any]) -> Any:
+    from servesim.render.simfigures import validate_figure
+
+    return validate_figure(data)
 
 
 def _split(text: str) -> tuple[int, int]:
@@ -214,7 +225,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "
                     "goodput per deployment (--trace)")
     add_format(sp)
-    sp.set_defaults(run=_with_plot(_simulate, "simulate_figure"))
+    sp.set_defaults(run=_with_plot(_simulate, _simulate_figure))
 
     vp = sub.add_parser(
         "validate",
@@ -256,7 +267,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     vp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the agreement z-scores and the bias of each assumption")
     add_format(vp)
-    vp.set_defaults(run=_with_plot(_validate, "validate_figure"))
+    vp.set_defaults(run=_with_plot(_validate, _validate_figure))
 
 
 def _simulate(args: argparse.Namespace) -> Output:
