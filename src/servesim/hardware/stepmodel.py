@@ -20,9 +20,14 @@ step.  Its time is the sum of what the GPU runs, layer by layer, plus the host:
 * **attention** per layer: decode attention of the ``b`` decoding sequences at
   their mean context (measured by batch and context), and prefill attention of
   each chunk (measured by batch and prompt length).  A chunk of ``q`` tokens
-  behind ``c`` cached ones does ``q (c + q/2)`` query-key pairs where a fresh
-  prompt of ``q`` does ``q^2/2``: it is priced as the measured ``q``-token
-  prefill times ``(2c + q) / q``;
+  behind ``c`` cached ones does the causal query-key pairs of a ``c + q``-token
+  prompt less those of a ``c``-token one: it is priced as the measured
+  ``prefill(c + q) - prefill(c)``, and never less than the measured prefill of
+  its ``q`` tokens alone (same queries, fewer keys) or the decode attention of
+  one sequence at context ``c + q`` (the cache is read at least once).  (The
+  measured kernel of ``q`` fresh tokens must not be scaled up instead: a 1-token
+  chunk behind 8,128 cached ones would cost a launch-bound kernel times 16,257,
+  a 14.7 s step of Llama-3.1-70B on 8 x H200 where the bound is milliseconds.);
 * **all-reduce**: two per layer (after attention and after the MLP) of
   ``m h`` BF16 activations (measured by GPU count and message bytes), none at tp = 1;
 * **other kernels**, which no table holds: the two fused residual-add +
@@ -84,6 +89,7 @@ __all__ = [
     "OTHER_KERNELS_PER_LAYER",
     "OTHER_KERNEL_FLOOR_S",
     "SAMPLING_FLOOR_S",
+    "STEP_CEILING",
     "Chunk",
     "StepModel",
     "StepTime",
@@ -98,6 +104,13 @@ OTHER_KERNELS_PER_LAYER = 4
 
 OTHER_KERNEL_FLOOR_S = 2.2e-6
 """Shortest time of one small kernel inside a CUDA graph (see the module docstring)."""
+
+STEP_CEILING = 10.0
+"""A priced step's GPU time is at most this multiple of its speed-of-light bound, its host
+time added.  The widest gap is a small model's batch-1 step on many GPUs (Llama-3-8B at TP8:
+about 8x), where a few hundred launch-bound kernels of a few microseconds each stand against
+a weight read of a fraction of a millisecond; a bandwidth- or compute-bound step is within
+1.2-3x.  ``tests/hardware/test_step_bounds.py`` holds every shipped table to it."""
 
 SAMPLING_FLOOR_S = 60e-6
 """Sampling a step's tokens: a handful of small kernels (temperature, softmax,
@@ -179,6 +192,7 @@ class StepModel:
         self._cache_decode = lru_cache(maxsize=65536)(self._decode_attention)
         self._cache_head = lru_cache(maxsize=4096)(self._head)
         self._cache_prefill = lru_cache(maxsize=16384)(self._prefill_attention)
+        self._cache_chunk = lru_cache(maxsize=65536)(self._chunk_attention)
         self._cache_allreduce = lru_cache(maxsize=16384)(self._allreduce)
         self._cache_prompt = lru_cache(maxsize=1024)(self._prompt)
 
@@ -232,6 +246,27 @@ class StepModel:
                                            self.kv_dtype)
         t, ok, notes = self._sum([(lk, 1.0)])
         return t, ok, tuple(notes)
+
+    def _chunk_attention(self, count: int, tokens: int, context: int) -> tuple[float, bool, tuple[str, ...]]:
+        """One layer's attention of ``count`` chunks of ``tokens`` behind ``context`` cached ones.
+
+        The largest of three measured prices, each a lower bound of the chunk's kernel: the
+        measured prefill of the whole prompt so far less that of its cached part,
+        ``prefill(c + q) - prefill(c)`` (the chunk's queries see ``c+1 .. c+q`` keys: the causal
+        pairs of ``c + q`` tokens less those of ``c``), the fresh prefill of its ``q`` tokens
+        alone (the same queries against fewer keys: launch and floor included), and the decode
+        attention of ``count`` sequences at context ``c + q`` (the cache read once).  Each grows
+        with ``q`` and, prefill being convex in the prompt length, with ``c``.
+        """
+        fresh, ok, notes = self._cache_prefill(count, tokens)
+        if context <= 0:
+            return fresh, ok, notes
+        P = context + tokens
+        full, ok2, n2 = self._cache_prefill(count, P)
+        cached, _, _ = self._cache_prefill(count, context)
+        read, ok3, n3 = self._cache_decode(count, bucket_context(P))
+        return (max(full - cached, fresh, read), ok and ok2 and ok3,
+                tuple(dict.fromkeys((*notes, *n2, *n3))))
 
     def _allreduce(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
         """One all-reduce of the activations of ``m`` tokens."""
@@ -290,8 +325,8 @@ class StepModel:
             ok = ok and ok2
             notes += n2
         for c in chunks:
-            a, ok2, n2 = self._cache_prefill(c.count, c.tokens)
-            attn += a * L * (2 * c.context + c.tokens) / c.tokens
+            a, ok2, n2 = self._cache_chunk(c.count, c.tokens, c.context)
+            attn += a * L
             ok = ok and ok2
             notes += n2
         ar = 0.0
