@@ -21,7 +21,9 @@ HF_CONFIGS = ROOT / "tests" / "fixtures" / "hf_configs"
 CONTRACT = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--tp", "1",
             "--dtype", "bf16", "--isl", "512", "--osl", "128", "--concurrency", "8"]
 KEYS = ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput",
-        "request_throughput", "output_throughput_per_gpu", "decode_batch", "max_concurrency")
+        "request_throughput", "output_throughput_per_gpu", "decode_batch", "max_concurrency",
+        "kv_max_requests", "duration", "total_token_throughput",
+        "median_itl_ms", "p99_itl_ms")
 SMALL = ["--isl", "256", "--osl", "16", "--concurrency", "2"]
 
 
@@ -63,9 +65,13 @@ def test_json_contract_in_a_subprocess():
     assert d["concurrency"] == 8 and d["num_prompts"] == 80 and d["completed"] == 80
     assert d["output_throughput_per_gpu"] == d["output_throughput"]  # one GPU
     assert d["decode_batch"] <= 8
-    assert d["max_concurrency"] >= 8 and d["preemptions"] == 0 and d["above_max_concurrency"] == ""
-    # Throughput is the tokens of the run over its duration.
-    assert d["output_throughput"] == pytest.approx(80 * 128 / (d["duration_ms"] / 1e3), rel=1e-9)
+    assert d["max_concurrency"] == 8 and d["request_rate"] == "inf"  # vllm bench serve's meanings
+    assert d["kv_max_requests"] >= 8 and d["preemptions"] == 0 and d["above_kv_limit"] == ""
+    # Throughput is the tokens of the run over its duration (seconds, as vLLM writes it).
+    assert d["output_throughput"] == pytest.approx(80 * 128 / d["duration"], rel=1e-9)
+    assert d["total_output_tokens"] == 80 * 128 and d["total_input_tokens"] == 80 * 512
+    assert d["total_token_throughput"] == pytest.approx(80 * 640 / d["duration"], rel=1e-9)
+    assert d["client"] == "vllm" and d["random_range_ratio"] == 0 and d["scheduler"]["scheduler"] == "vllm"
     assert d["mean_itl_ms"] == pytest.approx(d["mean_tpot_ms"], rel=0.05)
 
 
@@ -208,9 +214,35 @@ def test_points_one_bad_row_among_three(capsys, tmp_path):
 
 def test_points_missing_column_is_exit_2_naming_it(capsys, tmp_path):
     path = tmp_path / "sweep.csv"
-    path.write_text("model,gpu,tp,isl,osl,concurrency\nllama-3-8b,h100-sxm,1,256,16,2\n")
-    line = _one_line_exit_2(*_run(capsys, "--points", str(path)), str(path), "dtype")
+    path.write_text("model,gpu,tp,dtype,isl,concurrency\nllama-3-8b,h100-sxm,1,bf16,256,2\n")
+    line = _one_line_exit_2(*_run(capsys, "--points", str(path)), str(path), "osl")
     assert "missing column" in line
+
+
+def test_points_unknown_column_is_refused_naming_it_and_the_known_ones(capsys, tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text("model,gpu,tp,dtype,isl,osl,concurrency,spec_method\nllama-3-8b,h100-sxm,1,bf16,256,16,2,x\n")
+    line = _one_line_exit_2(*_run(capsys, "--points", str(path)), str(path), "spec_method")
+    assert "unknown column" in line and "random_range_ratio" in line
+
+
+def test_points_take_the_client_and_engine_flags_as_columns(capsys, tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text(
+        "model,gpu,tp,dtype,random_input_len,random_output_len,max_concurrency,engine,client,"
+        "random_range_ratio,num_prompts,num_warmups,request_rate,burstiness,chunked_prefill_size,mean_tpot_ms\n"
+        "llama-3-8b,h100-sxm,1,bf16,256,16,2,sglang,inferencemax,0.5,20,4,inf,,4096,10\n"
+        "llama-3-8b,h100-sxm,1,bf16,256,16,2,vllm,vllm,,20,,,,4096,\n"
+        "llama-3-8b,h100-sxm,1,bf16,256,16,2,vllm,vllm,1.5,20,,,,,\n")
+    rows = _points(capsys, path)
+    a = rows[0]
+    assert a["engine"] == "sglang" and a["client"] == "inferencemax" and a["random_range_ratio"] == 0.5
+    assert a["num_prompts"] == 20 and a["num_warmups"] == 4 and a["max_concurrency"] == 2
+    assert a["scheduler"]["token_budget"] == 4096
+    assert a["comparison"][0]["metric"] == "mean_tpot_ms" and a["comparison"][0]["measured"] == 10
+    # Only that row errs: an SGLang flag on a vLLM row, a range ratio vLLM refuses.
+    assert "--chunked-prefill-size" in rows[1]["error"] and "line 3" in rows[1]["error"]
+    assert "random_range_ratio" in rows[2]["error"] and "[0, 1)" in rows[2]["error"]
 
 
 def test_points_bad_cell_is_an_error_row(capsys, tmp_path):

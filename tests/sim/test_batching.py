@@ -127,8 +127,7 @@ def test_rate_runs_are_seeded():
 
 
 @pytest.mark.parametrize(("kw", "name"), [
-    ({"concurrency": None}, "concurrency"),
-    ({"concurrency": 4, "rate_per_s": 1.0}, "concurrency"),
+    ({"concurrency": 4, "rate_per_s": -1.0}, "rate"),
     ({"concurrency": 0}, "concurrency"),
     ({"concurrency": None, "rate_per_s": 0.0}, "rate"),
     ({"concurrency": 4, "num_prompts": 0}, "num_prompts"),
@@ -199,10 +198,13 @@ def test_prompt_longer_than_the_budget_is_prefilled_in_chunks():
     assert engine_ttft > sm.prefill_step(isl).total_s  # one giant step would be cheaper (no re-reads)
 
 
-def test_a_smaller_budget_means_more_chunks_and_a_later_first_token():
+def test_a_much_smaller_budget_means_more_chunks_and_a_later_first_token():
+    # Chunks do the prompt's query-key pairs once in all (prefill(c + q) - prefill(c) telescopes),
+    # so what a small budget costs is the steps' fixed parts: host time, launch floors, the
+    # weights read once per step (512-token GEMMs are not yet compute-bound).
     sm = _model()
     small = StepModel(sm.shape, "h100-sxm", 1,
-                      engine=dataclasses.replace(sm.engine, max_num_batched_tokens=2048))
+                      engine=dataclasses.replace(sm.engine, max_num_batched_tokens=256))
     b = Benchmark(8000, 8, concurrency=1, num_prompts=2)
     assert run_benchmark(small, b, H100).mean_ttft_s > run_benchmark(sm, b, H100).mean_ttft_s
 

@@ -16,6 +16,58 @@ from servesim.cli.args import Output, add_format, add_pool_arguments, choice, in
 
 __all__ = ["register"]
 
+CLIENTS: tuple[str, ...] = ("vllm", "sglang", "inferencemax")
+"""servesim.sim.client.CLIENTS, named here so that building the parser imports no simulator."""
+
+ENGINE_FLAGS: dict[str, dict[str, tuple[str, str]]] = {
+    # engine -> {argument dest: (what it sets on the Deployment, the engine's own flag)}
+    "vllm": {"max_num_batched_tokens": ("budget", "--max-num-batched-tokens"),
+             "max_num_seqs": ("seqs", "--max-num-seqs")},
+    "sglang": {"chunked_prefill_size": ("budget", "--chunked-prefill-size"),
+               "max_running_requests": ("seqs", "--max-running-requests"),
+               "max_prefill_tokens": ("max_prefill_tokens", "--max-prefill-tokens"),
+               "enable_mixed_chunk": ("enable_mixed_chunk", "--enable-mixed-chunk")},
+    "trtllm": {"max_num_tokens": ("budget", "--max-num-tokens"),
+               "max_batch_size": ("seqs", "--max-batch-size"),
+               "enable_chunked_prefill": ("enable_chunked_prefill", "--enable-chunked-prefill")},
+}
+"""Each engine's own flags, and what each sets."""
+_ALL_ENGINE_FLAGS = {dest: (eng, flag) for eng, flags in ENGINE_FLAGS.items()
+                     for dest, (_, flag) in flags.items()}
+
+
+def _rate(text: str) -> float | None:
+    """--request-rate: a positive rate or inf (None: every request at once)."""
+    if text.strip().lower() == "inf":
+        return None
+    return number(0.0, 1e6, lo_open=True)(text)
+
+
+def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """The Deployment fields the engine flags in ``values`` set; a flag of another engine is an error
+    naming it and the engine it belongs to."""
+    from servesim._checks import ParameterError
+
+    out: dict[str, Any] = {"max_num_batched_tokens": None, "max_num_seqs": None, "scheduler": ()}
+    options: dict[str, Any] = {}
+    for dest, value in values.items():
+        if value is None or dest not in _ALL_ENGINE_FLAGS:
+            continue
+        owner, flag = _ALL_ENGINE_FLAGS[dest]
+        if owner != engine:
+            raise ParameterError(flag, value, f"given only with --engine {owner} (this run's engine is "
+                                 f"{engine}; "
+                                 f"its flags: {', '.join(f for _, f in ENGINE_FLAGS[engine].values())})")
+        target = ENGINE_FLAGS[engine][dest][0]
+        if target == "budget":
+            out["max_num_batched_tokens"] = value
+        elif target == "seqs":
+            out["max_num_seqs"] = value
+        else:
+            options[target] = value
+    out["scheduler"] = tuple(sorted(options.items()))
+    return out
+
 
 
 
@@ -40,36 +92,73 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="weights and GEMMs: bf16 (default), fp8 (Hopper, Blackwell), fp4 (Blackwell)")
     p.add_argument("--kv-dtype", type=choice(KV_DTYPES, "kv-dtype"), default=None,
                    help="KV cache: bf16 (default) or fp8")
-    p.add_argument("--isl", type=integer(1, hi=1_000_000), default=None,
-                   help="prompt tokens per request, 1-1,000,000")
-    p.add_argument("--osl", type=integer(1, hi=1_000_000), default=None,
-                   help="output tokens per request, 1-1,000,000")
-    load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=integer(1, hi=100_000), default=None,
-                      help="closed-loop clients (vllm bench serve --max-concurrency), 1-100,000")
-    load.add_argument("--rate", type=number(0.0, 1e6, lo_open=True), default=None,
-                      help="Poisson arrivals in req/s, (0, 1e6]")
+    p.add_argument("--isl", "--random-input-len", dest="isl", type=integer(1, hi=1_000_000), default=None,
+                   help="prompt tokens per request (nominal: see --random-range-ratio), 1-1,000,000; cost "
+                   "grows with it")
+    p.add_argument("--osl", "--random-output-len", dest="osl", type=integer(1, hi=1_000_000), default=None,
+                   help="output tokens per request (nominal), 1-1,000,000; cost grows with it")
+    p.add_argument("--concurrency", "--max-concurrency", dest="concurrency", type=integer(1, hi=100_000),
+                   default=None, help="client slots: at most this many requests in flight (vllm bench serve "
+                   "--max-concurrency), 1-100,000")
+    p.add_argument("--rate", "--request-rate", dest="rate", type=_rate, default=None,
+                   help="requests sent per second, (0, 1e6], or inf (default: every request at once, gated "
+                   "by --max-concurrency)")
+    p.add_argument("--burstiness", type=number(0.0, 1000.0, lo_open=True), default=None,
+                   help="gamma shape of the gaps between sends at --request-rate, (0, 1000]: 1 is Poisson "
+                   "(default), below 1 burstier")
     p.add_argument("--num-prompts", type=integer(1, hi=1_000_000), default=None,
-                   help="requests in the run, 1-1,000,000; cost grows with it "
-                   "(default 10 x concurrency, at least 50; 500 with --rate)")
+                   help="measured requests, 1-1,000,000; cost grows with it "
+                   "(default 10 x concurrency: InferenceMAX's; at least 50 for the other clients; 500 at "
+                   "a rate)")
+    p.add_argument("--num-warmups", type=integer(0, hi=1_000_000), default=None,
+                   help="warm-up requests sent first and not measured, 0 up to --num-prompts (default: the "
+                   "client's, 2 x concurrency for inferencemax, else 0); they end before the measured run")
+    p.add_argument("--random-range-ratio", type=number(0.0, 1.0), default=None,
+                   help="spread of the drawn lengths as the client reads it: vllm [L(1-r), L(1+r)], r in "
+                   "[0, 1); sglang [max(1, rL), L] and inferencemax [rL, L], r in [0, 1] (default: vllm 0, "
+                   "sglang 0, inferencemax 0.8)")
+    p.add_argument("--client", type=choice(CLIENTS, "client"), default=None,
+                   help="benchmark tool whose meanings the flags take: vllm (vllm bench serve, default), "
+                   "sglang (sglang.bench_serving) or inferencemax")
     p.add_argument("--warmup-prompts", type=integer(0, hi=1_000_000), default=0,
                    help="first requests left out of the statistics, as steady-window tools (genai-perf, "
                    "AIPerf) do (default 0: all count, as vllm bench serve)")
     p.add_argument("--engine", type=choice(ENGINES, "engine"), default=None,
-                   help="vllm (default), sglang or trtllm: budgets and host-time overlap")
-    p.add_argument("--max-num-batched-tokens", type=integer(1, hi=1_000_000), default=None,
-                   help="per-step token budget of chunked prefill (default: the engine's, 8192 on "
-                   "H100/H200/B200 in vLLM)")
-    p.add_argument("--max-num-seqs", type=integer(1, hi=100_000), default=None,
-                   help="most running sequences (default: the engine's, 1024 in vLLM on H100)")
+                   help="vllm (default), sglang or trtllm: each engine's scheduler, budgets and host overlap")
+    eng = p.add_argument_group("engine flags (each applies to one engine; defaults from its source)")
+    eng.add_argument("--max-num-batched-tokens", type=integer(1, hi=1_000_000), default=None,
+                     help="vllm: per-step token budget, 1-1,000,000 (default 8192 on H100/H200/B200, 2048 "
+                     "on smaller GPUs and the A100)")
+    eng.add_argument("--max-num-seqs", type=integer(1, hi=100_000), default=None,
+                     help="vllm: most running sequences, 1-100,000 (default 1024; 256 on smaller GPUs)")
+    eng.add_argument("--chunked-prefill-size", type=integer(1, hi=1_000_000), default=None,
+                     help="sglang: most prompt tokens in a prefill step, 1-1,000,000 (default 8192 on "
+                     "80-160 GB "
+                     "GPUs, 16384 above, 4096 below)")
+    eng.add_argument("--max-running-requests", type=integer(1, hi=100_000), default=None,
+                     help="sglang: most running requests, 1-100,000 (default 1024)")
+    eng.add_argument("--max-prefill-tokens", type=integer(1, hi=1_000_000), default=None,
+                     help="sglang: most tokens of one prefill batch, 1-1,000,000 (default 16384)")
+    eng.add_argument("--enable-mixed-chunk", action="store_true", default=None,
+                     help="sglang: decodes ride along in prefill steps (default off: prefill stalls them)")
+    eng.add_argument("--max-num-tokens", type=integer(1, hi=1_000_000), default=None,
+                     help="trtllm: per-step token budget, 1-1,000,000 (default 8192); whole prompts must fit "
+                     "unless --enable-chunked-prefill")
+    eng.add_argument("--max-batch-size", type=integer(1, hi=100_000), default=None,
+                     help="trtllm: most running requests, 1-100,000 (default 2048)")
+    eng.add_argument("--enable-chunked-prefill", action="store_true", default=None,
+                     help="trtllm: cut prompts to the step budget (default off: whole prompts)")
     p.add_argument("--spec", type=choice(["none", *SPECDEC_PRESETS], "spec"), default="none",
                    help=f"speculative decoding preset: none (default), {', '.join(SPECDEC_PRESETS)}")
     p.add_argument("--k", type=integer(1, hi=16), default=None,
                    help="draft tokens per step with --spec, 1-16 (default: best at the batch)")
-    p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=0, help="seed of --rate arrivals")
+    p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=0,
+                   help="seed of the drawn lengths, send times and acceptances (default 0)")
     p.add_argument("--points", type=Path, default=None, metavar="FILE.csv",
                    help="predict every row of a CSV with columns model,gpu,tp,dtype,isl,osl,concurrency "
-                   "(optional kv_dtype, engine, rate, num_prompts)")
+                   "(optional: kv_dtype, engine, request_rate, num_prompts, num_warmups, client, "
+                   "random_range_ratio, burstiness, the engine flags by their names, and measured "
+                   "mean_ttft_ms, mean_tpot_ms, ... to compare with); a bad row errs alone")
     p.add_argument("--compare", type=Path, default=None, metavar="RESULT.json",
                    help="a saved `vllm bench serve` result: predict the same run, print predicted vs "
                    "measured")
@@ -94,18 +183,36 @@ def _catalog(args: argparse.Namespace) -> Any:
     return load_catalog(*args.catalog)
 
 
-def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any) -> dict[str, Any]:
-    from servesim.plan.predict import Deployment, predict
+def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
+         lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """Predict one row (flags or a points line): the row's own values first, the flags' after."""
+    from servesim.plan.predict import Deployment, compare_to_measured, predict
     from servesim.sim.batching import Benchmark
+    from servesim.sim.client import Client
 
+    engine = row.get("engine") or args.engine or "vllm"
+    flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
+             for dest in _ALL_ENGINE_FLAGS}
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
                      dtype=row.get("dtype") or "bf16", kv_dtype=row.get("kv_dtype") or "bf16",
-                     engine=row.get("engine") or "vllm",
-                     max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs)
+                     engine=engine, **engine_settings(engine, flags))
+
+    def pick(name: str) -> Any:
+        v = row.get(name)
+        return v if v is not None else getattr(args, name, None)
+
+    client = Client(name=pick("client") or "vllm", random_range_ratio=pick("random_range_ratio"),
+                    num_warmups=pick("num_warmups"), burstiness=pick("burstiness") or 1.0)
     bench = Benchmark(isl=row["isl"], osl=row["osl"], concurrency=row.get("concurrency"),
-                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts"), seed=args.seed,
-                      warmup=args.warmup_prompts)
-    return predict(dep, bench, spec=args.spec, k=args.k, catalog=catalog)
+                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts") or args.num_prompts,
+                      seed=args.seed, warmup=args.warmup_prompts, client=client)
+    out = predict(dep, bench, spec=args.spec, k=args.k, catalog=catalog, lengths=lengths)
+    if row.get("labels"):
+        out = {**row["labels"], **out}
+    if row.get("measured"):
+        out["measured"] = row["measured"]
+        out["comparison"] = compare_to_measured(out, row["measured"])
+    return out
 
 
 def _require(args: argparse.Namespace, *names: str) -> None:
@@ -122,8 +229,9 @@ def _run(args: argparse.Namespace) -> Output:
     if args.compare is not None:
         return _compare(args, catalog)
     _require(args, "model", "gpu", "isl", "osl")
-    if args.concurrency is None and args.rate is None:
-        raise InputError("--concurrency or --rate is required: closed-loop clients or Poisson req/s")
+    if args.concurrency is None and args.rate is None and args.num_prompts is None:
+        raise InputError("--max-concurrency (--concurrency), --request-rate (--rate) or --num-prompts is "
+                         "required: client slots, send rate, or every one of --num-prompts at once")
     if args.mode == "disagg":
         return _disagg(args, catalog)
     row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
@@ -143,9 +251,9 @@ def _disagg(args: argparse.Namespace, catalog: Any) -> Output:
     from servesim.sim.batching import Benchmark
 
     tp = args.tp or 1
-    common = {"dtype": args.dtype or "bf16", "kv_dtype": args.kv_dtype or "bf16",
-              "engine": args.engine or "vllm", "max_num_batched_tokens": args.max_num_batched_tokens,
-              "max_num_seqs": args.max_num_seqs}
+    engine = args.engine or "vllm"
+    common = {"dtype": args.dtype or "bf16", "kv_dtype": args.kv_dtype or "bf16", "engine": engine,
+              **engine_settings(engine, {d: getattr(args, d, None) for d in _ALL_ENGINE_FLAGS})}
     pre = Deployment(args.model, args.gpu, args.prefill_tp or tp, **common)
     dec = Deployment(args.model, args.gpu, args.decode_tp or tp, **common)
     ln = LINKS["rdma"] if args.link is None else args.link
@@ -200,18 +308,20 @@ def _compare(args: argparse.Namespace, catalog: Any) -> Output:
         raise InputError(f"{res.path}: cannot tell the prompt/output lengths (no input_lens/"
                          "total_input_tokens); give --isl and --osl")
     conc, rate = args.concurrency or res.concurrency, args.rate
-    if conc is None and rate is None:
+    if rate is None:
         rate = res.request_rate
-    if conc is None and rate is None:
-        raise InputError(f"{res.path}: no max_concurrency or finite request_rate; "
-                         "give --concurrency or --rate")
     model = args.model or res.model
     if model is None:
         raise InputError(f"{res.path}: no model_id; give --model")
     row = {"model": model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype, "kv_dtype": args.kv_dtype,
            "engine": args.engine, "isl": isl, "osl": osl, "concurrency": conc, "rate": rate,
-           "num_prompts": args.num_prompts or res.completed}
-    pred = _one(args, row, catalog)
+           "num_prompts": args.num_prompts or res.completed,
+           "burstiness": args.burstiness or res.burstiness,
+           "random_range_ratio": args.random_range_ratio if args.random_range_ratio is not None
+           else res.random_range_ratio,
+           "num_warmups": args.num_warmups if args.num_warmups is not None else res.num_warmups}
+    lengths = res.lengths if res.lengths is not None and len(res.lengths) == row["num_prompts"] else None
+    pred = _one(args, row, catalog, lengths=lengths)
     rows = compare_to_measured(pred, res.metrics)
     data = {"prediction": pred, "comparison": rows, "result_file": res.path}
     return Output(data, compare_text(data), rows)

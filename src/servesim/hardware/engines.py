@@ -15,6 +15,11 @@ says how a continuous-batching engine forms its steps:
   ``max(gpu, host)`` instead of ``gpu + host`` (``overlap = true``);
 * ``cuda_graph_max_tokens``: the largest step captured in a CUDA graph; larger
   (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel);
+  ``cuda_graph_decode_only``: only steps without prefill run as graphs (SGLang,
+  TensorRT-LLM), so every step with a prompt in it pays the eager launches;
+* ``scheduler``: the engine's scheduler options (:mod:`servesim.sim.schedulers`),
+  e.g. SGLang's ``max_prefill_tokens`` and ``new_token_ratio`` schedule,
+  TensorRT-LLM's ``enable_chunked_prefill``;
 * ``request_overhead_s``: time a request spends outside the engine loop before
   its first token reaches the client (HTTP, tokenization, detokenization and
   streaming), added to its TTFT.
@@ -62,6 +67,9 @@ class EngineProfile:
     fraction_of_free: bool = False
     request_overhead_s: float = 0.0
     description: str = ""
+    cuda_graph_decode_only: bool = False
+    scheduler: tuple[tuple[str, float | bool], ...] = ()
+    version: str = ""
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -99,12 +107,15 @@ def _raw() -> dict[str, Any]:
 
 def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_batched_tokens: int | None = None,
-                   max_num_seqs: int | None = None) -> EngineProfile:
+                   max_num_seqs: int | None = None,
+                   scheduler: dict[str, float | bool] | None = None) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
     the ``large`` values apply from ``large_memory_gib`` up (except the GPUs
-    named in ``small_gpus``), the ``small`` ones below.
+    named in ``small_gpus``), the ``small`` ones below, and ``huge`` ones (where
+    given) from ``huge_memory_gib`` up.  ``scheduler`` overrides the engine's
+    scheduler options (names as in its ``[engine.NAME.scheduler]`` table).
     """
     raw = _raw()["engine"]
     if name not in raw:
@@ -112,6 +123,14 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     e = raw[name]
     large = memory_gib >= float(e["large_memory_gib"]) and gpu not in e["small_gpus"]
     tokens = int(e["max_num_batched_tokens_large" if large else "max_num_batched_tokens_small"])
+    if "huge_memory_gib" in e and memory_gib >= float(e["huge_memory_gib"]):
+        tokens = int(e["max_num_batched_tokens_huge"])
+    options: dict[str, float | bool] = dict(e.get("scheduler", {}))
+    for key, value in (scheduler or {}).items():
+        if key not in options:
+            raise ParameterError(key, value,
+                                 f"an option of {name}'s scheduler: {', '.join(options) or 'none'}")
+        options[key] = value
     seqs = int(e["max_num_seqs_large" if large else "max_num_seqs_small"])
     return EngineProfile(
         name=name,
@@ -127,4 +146,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         fraction_of_free=bool(e.get("fraction_of_free", False)),
         request_overhead_s=float(e.get("request_overhead_us", 0.0)) * 1e-6,
         description=str(e.get("label", name)),
+        cuda_graph_decode_only=bool(e.get("cuda_graph_decode_only", False)),
+        scheduler=tuple(sorted(options.items())),
+        version=str(e.get("version", "")),
     )

@@ -335,7 +335,9 @@ class StepModel:
             ar, ok = a * 2 * L, ok and ok2
             notes += n2
         other = self._other_s(m, samples)
-        if m > self.engine.cuda_graph_max_tokens:  # eager: launch gaps on every kernel
+        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+            # eager (too large for a graph, or a prefill step where graphs run decode only):
+            # launch gaps on every kernel
             kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
             other += kernels * self.engine.eager_kernel_s
         gpu = gemm + attn + ar + other

@@ -20,8 +20,10 @@ from typing import Any
 from servesim._checks import InputError
 
 __all__ = [
+    "LABEL_COLUMNS",
     "MAX_BENCH_FILE_BYTES",
     "MAX_POINTS",
+    "MEASURED_COLUMNS",
     "OPTIONAL_COLUMNS",
     "POINT_COLUMNS",
     "BenchResult",
@@ -34,11 +36,35 @@ MAX_BENCH_FILE_BYTES = 16 * 2**20
 MAX_POINTS = 100_000
 """Most rows of a points file (a row costs about 10 ms to predict: 100,000 rows take about 15 minutes)."""
 POINT_COLUMNS: tuple[str, ...] = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
-"""The columns of a points file (``rate`` may stand in for ``concurrency``)."""
-OPTIONAL_COLUMNS: tuple[str, ...] = ("kv_dtype", "engine", "rate", "num_prompts")
+"""The usual columns of a points file (``tp``, ``dtype`` and ``concurrency`` may be left out)."""
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "kv_dtype", "engine", "rate", "request_rate", "max_concurrency", "num_prompts", "num_warmups",
+    "client", "random_range_ratio", "burstiness", "random_input_len", "random_output_len",
+    "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
+    "max_prefill_tokens", "enable_mixed_chunk", "max_num_tokens", "max_batch_size", "enable_chunked_prefill",
+)
+"""Columns a points file may also have: the benchmark client's flags as ``vllm bench serve`` names them
+(``request_rate`` ``inf`` or empty: all at once; ``max_concurrency`` is ``concurrency``;
+``random_input_len``/``random_output_len`` are ``isl``/``osl``) and the engine's own flags."""
+LABEL_COLUMNS: tuple[str, ...] = ("id", "source", "note")
+"""Columns carried through to the output unread."""
+MEASURED_COLUMNS: tuple[str, ...] = (
+    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+    "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "output_throughput", "request_throughput",
+    "total_token_throughput",
+)
+"""Measured results a row may carry: the prediction is then compared with them."""
 _KINDS = {"tp": "int", "isl": "int", "osl": "int", "concurrency": "int", "num_prompts": "int",
-          "rate": "float"}
+          "rate": "rate", "request_rate": "rate", "max_concurrency": "int", "num_warmups": "int",
+          "random_range_ratio": "float", "burstiness": "float", "random_input_len": "int",
+          "random_output_len": "int", "max_num_batched_tokens": "int", "max_num_seqs": "int",
+          "chunked_prefill_size": "int", "max_running_requests": "int", "max_prefill_tokens": "int",
+          "enable_mixed_chunk": "bool", "max_num_tokens": "int", "max_batch_size": "int",
+          "enable_chunked_prefill": "bool", **dict.fromkeys(MEASURED_COLUMNS, "float")}
+_ALIASES = {"random_input_len": "isl", "random_output_len": "osl", "max_concurrency": "concurrency",
+            "request_rate": "rate"}
 _REQUIRED = ("model", "gpu", "isl", "osl")
+_TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def _read(path: Path, what: str) -> str:
@@ -51,12 +77,18 @@ def _cell(path: Path, line: int, name: str, raw: str, kind: str) -> Any:
     raw = raw.strip()
     if raw == "":
         return None
+    if kind == "rate" and raw.lower() == "inf":
+        return None  # all at once
+    if kind == "bool":
+        if raw.lower() not in _TRUE:
+            raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not true or false")
+        return _TRUE[raw.lower()]
     try:
         if kind == "int":
             if len(raw) > 12:
                 raise ValueError
             return int(raw)
-        if kind == "float":
+        if kind in ("float", "rate"):
             x = float(raw)
             if not math.isfinite(x):
                 raise ValueError
@@ -81,22 +113,39 @@ def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
                 raise InputError(f"{path}: more than {MAX_POINTS:,} rows (about 10 ms each): split the file")
     except csv.Error as exc:
         raise InputError(f"{path}: line {reader.line_num}: not a CSV row: {exc}") from None
-    missing = [c for c in POINT_COLUMNS if c not in header and not (c == "concurrency" and "rate" in header)]
+    known = (*POINT_COLUMNS, *OPTIONAL_COLUMNS, *LABEL_COLUMNS, *MEASURED_COLUMNS)
+    unknown = [h for h in header if h not in known]
+    if unknown:
+        raise InputError(f"{path}: line 1: unknown column(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    missing = [c for c in _REQUIRED if c not in header and
+               not any(_ALIASES.get(h) == c for h in header)]
     if missing:
         raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; needs "
-                         f"{','.join(POINT_COLUMNS)} (optional {', '.join(OPTIONAL_COLUMNS)})")
+                         f"{','.join(_REQUIRED)} (usually also tp, dtype, concurrency; optional "
+                         f"{', '.join(OPTIONAL_COLUMNS)})")
     rows: list[dict[str, Any]] = []
     for line, raw in enumerate(raws, start=2):
         clean = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
         try:
-            row = {k: _cell(path, line, k, clean.get(k, ""), _KINDS.get(k, "str"))
-                   for k in (*POINT_COLUMNS, *OPTIONAL_COLUMNS)}
+            row: dict[str, Any] = {k: _cell(path, line, k, clean.get(k, ""), _KINDS.get(k, "str"))
+                                   for k in (*POINT_COLUMNS, *OPTIONAL_COLUMNS, *MEASURED_COLUMNS)}
+            for alias, name in _ALIASES.items():
+                if row[alias] is not None:
+                    if row[name] is not None and row[name] != row[alias]:
+                        raise InputError(f"{path}: line {line}: {alias} = {row[alias]} and {name} = "
+                                         f"{row[name]} disagree (they are one flag)")
+                    row[name] = row[alias]
+                del row[alias]
             empty = next((k for k in _REQUIRED if row[k] is None), None)
             if empty is not None:
                 raise InputError(f"{path}: line {line}: field {empty!r} is empty")
         except InputError as exc:
             rows.append({"error": str(exc)})
             continue
+        row["measured"] = {k: row.pop(k) for k in MEASURED_COLUMNS if row.get(k) is not None}
+        for k in MEASURED_COLUMNS:
+            row.pop(k, None)
+        row["labels"] = {k: clean[k].strip() for k in LABEL_COLUMNS if clean.get(k, "").strip()}
         row["line"] = line
         rows.append(row)
     return rows
@@ -116,6 +165,10 @@ class BenchResult:
     request_rate: float | None  # finite and > 0 only (vLLM writes "inf" for all-at-once)
     completed: int | None
     metrics: dict[str, float] = field(default_factory=dict)
+    burstiness: float | None = None
+    random_range_ratio: float | None = None  # where the file records the client's flags
+    num_warmups: int | None = None
+    lengths: list[tuple[int, int]] | None = None  # each request's (prompt, output) tokens, if recorded
 
 
 def _mean_len(res: dict[str, Any], lens: str, total: str, completed: float | None) -> int | None:
@@ -152,4 +205,20 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
         request_rate=rate if rate is not None and rate > 0 else None,
         completed=int(completed) if completed else None,
         metrics=metrics,
+        burstiness=metrics.get("burstiness"),
+        random_range_ratio=metrics.get("random_range_ratio"),
+        num_warmups=int(metrics["num_warmups"]) if "num_warmups" in metrics else None,
+        lengths=_lengths(res),
     )
+
+
+def _lengths(res: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The per-request (prompt, output) lengths ``--save-detailed`` records, when both lists are
+    there, as long as each other and all positive integers."""
+    ins, outs = res.get("input_lens"), res.get("output_lens")
+    if not isinstance(ins, list) or not isinstance(outs, list) or len(ins) != len(outs) or not ins:
+        return None
+    pairs = list(zip(ins, outs, strict=True))
+    if not all(isinstance(a, int) and isinstance(b, int) and a > 0 and b > 0 for a, b in pairs):
+        return None
+    return pairs

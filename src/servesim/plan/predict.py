@@ -32,14 +32,24 @@ __all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measur
 
 COMPARED_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "output_throughput", "request_throughput",
+    "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "output_throughput", "request_throughput",
+    "total_token_throughput",
 )
 """Metrics that ``vllm bench serve`` reports and ``predict`` predicts."""
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """One replica: model on ``tp`` GPUs with weight and KV dtypes, served by ``engine``."""
+    """One replica: model on ``tp`` GPUs with weight and KV dtypes, served by ``engine``.
+
+    ``max_num_batched_tokens`` and ``max_num_seqs`` are the engine's step token budget and
+    running-sequence limit under whatever name the engine gives them (vLLM
+    ``--max-num-batched-tokens``/``--max-num-seqs``, SGLang ``--chunked-prefill-size``/
+    ``--max-running-requests``, TensorRT-LLM ``--max-num-tokens``/``--max-batch-size``);
+    ``scheduler`` holds the engine's other scheduler options as (name, value) pairs
+    (SGLang ``enable_mixed_chunk``, ``max_prefill_tokens``; TensorRT-LLM
+    ``enable_chunked_prefill``).
+    """
 
     model: str
     gpu: str
@@ -49,6 +59,7 @@ class Deployment:
     engine: str = "vllm"
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    scheduler: tuple[tuple[str, float | bool], ...] = ()
 
     def __post_init__(self) -> None:
         check_int("tp", self.tp, lo=1, hi=64)
@@ -62,7 +73,8 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, M
     gpu = resolve_gpu(dep.gpu, catalog)
     gname = canonical_gpu(dep.gpu, catalog)
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
-                         max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs)
+                         max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
+                         scheduler=dict(dep.scheduler))
     sm = StepModel(shape, gname, dep.tp, dtype=dep.dtype, kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
         need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)
@@ -77,45 +89,61 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, M
 
 
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
-            catalog: Any = None) -> dict[str, Any]:
-    """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON)."""
+            catalog: Any = None, lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON).
+
+    ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
+    benchmark's client draws them."""
     sm, shape, memory = build_step_model(dep, catalog)
     cap = sm.kv_capacity_tokens(memory)
+    isl_mean, osl_mean = bench.mean_lengths()
     per_request = bench.isl + bench.osl
-    max_conc = min(sm.engine.max_num_seqs, cap // per_request)
+    kv_max = min(sm.engine.max_num_seqs, cap // per_request)
     spec_info: dict[str, float] | None = None
     speculation = None
     if spec is not None and spec != "none":
         guess = bench.concurrency if bench.concurrency is not None else 8
-        speculation, spec_info = speculation_for(sm, spec, float(min(guess, max(1, max_conc))),
-                                                 bench.isl + bench.osl / 2, k=k, catalog=catalog)
-    reserve = dep.engine != "vllm"
+        speculation, spec_info = speculation_for(sm, spec, float(min(guess, max(1, kv_max))),
+                                                 isl_mean + osl_mean / 2, k=k, catalog=catalog)
     stable, why = _stable_at_rate(sm, memory, bench)
-    res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, reserve=reserve)
+    res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, lengths=lengths)
     gpus = dep.tp
-    batch1 = sm.decode_step(1, bench.isl + bench.osl / 2)
-    at_batch = sm.decode_step(max(1.0, res.decode_batch), bench.isl + bench.osl / 2)
+    batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
+    at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
     conc = bench.concurrency
-    if conc is not None and conc > max_conc:
-        above = ("queue: requests wait for KV room" if reserve else
-                 "preempt: vLLM evicts the newest sequences and recomputes them")
+    if (conc or bench.prompts) > kv_max:
+        above = {"vllm": "preempt: vLLM evicts the newest sequences and recomputes them",
+                 "sglang": "retract: SGLang admits against a reserved share of the outputs and "
+                           "retracts the newest when decode runs out of room",
+                 "trtllm": "queue: TensorRT-LLM reserves each request's whole output and "
+                           "admits only what fits"}[dep.engine]
     else:
         above = ""
+    duration = res.duration_s
+    client = bench.client
+    sched = res.scheduler
     out: dict[str, Any] = {
         "mode": "agg", "stable": stable,
         "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "gpus": gpus,
         "dtype": dep.dtype, "kv_dtype": dep.kv_dtype, "engine": dep.engine,
-        "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "request_rate": bench.rate_per_s,
-        "num_prompts": bench.prompts,
+        "engine_version": sm.engine.version, "scheduler": sched,
+        "client": client.name, "random_range_ratio": client.ratio, "num_warmups": bench.warmups,
+        "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "max_concurrency": conc,
+        "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
+        "burstiness": client.burstiness, "num_prompts": bench.prompts,
+        "duration": duration, "completed": res.completed,
+        "total_input_tokens": res.total_input_tokens, "total_output_tokens": res.total_output_tokens,
+        "request_throughput": res.request_throughput, "output_throughput": res.output_throughput,
+        "total_token_throughput": (res.total_input_tokens + res.total_output_tokens) / duration,
         "mean_ttft_ms": res.mean_ttft_s * 1e3, "median_ttft_ms": res.median_ttft_s * 1e3,
-        "p99_ttft_ms": res.p99_ttft_s * 1e3,
+        "std_ttft_ms": _ms(res.std_ttft_s), "p99_ttft_ms": res.p99_ttft_s * 1e3,
         "mean_tpot_ms": _ms(res.mean_tpot_s), "median_tpot_ms": _ms(res.median_tpot_s),
-        "p99_tpot_ms": _ms(res.p99_tpot_s), "mean_itl_ms": _ms(res.mean_itl_s),
-        "output_throughput": res.output_throughput, "request_throughput": res.request_throughput,
+        "std_tpot_ms": _ms(res.std_tpot_s), "p99_tpot_ms": _ms(res.p99_tpot_s),
+        "mean_itl_ms": _ms(res.mean_itl_s), "median_itl_ms": _ms(res.median_itl_s),
+        "p99_itl_ms": _ms(res.p99_itl_s),
         "output_throughput_per_gpu": res.output_throughput / gpus,
-        "duration_ms": res.duration_s * 1e3, "completed": res.completed,
-        "decode_batch": res.decode_batch, "max_concurrency": max_conc, "kv_capacity_tokens": cap,
-        "above_max_concurrency": above, "preemptions": res.preemptions,
+        "decode_batch": res.decode_batch, "kv_max_requests": kv_max, "kv_capacity_tokens": cap,
+        "above_kv_limit": above, "preemptions": res.preemptions,
         "max_num_batched_tokens": sm.engine.max_num_batched_tokens, "max_num_seqs": sm.engine.max_num_seqs,
         "batch1_step_ms": batch1.total_s * 1e3, "speed_of_light_batch1_step_ms": batch1.sol_s * 1e3,
         "step_at_batch": at_batch.as_dict(),
@@ -127,8 +155,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         out["speculation"] = {"preset": spec, **spec_info}
     if not stable:  # the queue grows without bound: the finite run's times mean nothing
         out["unstable_reason"] = why
-        for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
-                    "p99_tpot_ms", "mean_itl_ms"):
+        for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
+                    "median_tpot_ms", "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms",
+                    "p99_itl_ms"):
             out[key] = None
     return out
 
@@ -137,9 +166,10 @@ def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[boo
     """Whether one replica serves ``bench.rate_per_s`` in the long run (the closed form at load)."""
     from servesim.plan.capacity import colocated_at_load
 
-    if bench.rate_per_s is None:
-        return True, ""
-    p = colocated_at_load(sm, memory, 1, bench.rate_per_s, bench.isl, bench.osl, math.inf)
+    if bench.rate_per_s is None or bench.concurrency is not None:
+        return True, ""  # a closed loop (or a capped one) cannot outrun the replica
+    isl, osl = bench.mean_lengths()
+    p = colocated_at_load(sm, memory, 1, bench.rate_per_s, max(1, round(isl)), max(1, round(osl)), math.inf)
     return p.stable, p.reason
 
 
@@ -204,7 +234,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "output_throughput": rate * bench.osl if ok else None, "request_throughput": rate if ok else None,
         "output_throughput_per_gpu": rate * bench.osl / gpus if ok else None,
         "decode_batch": pt.decode_batch if ok else None, "prefill_utilization": pt.prefill_share,
-        "max_concurrency": decode_workers * min(dsm.engine.max_num_seqs,
+        "kv_max_requests": decode_workers * min(dsm.engine.max_num_seqs,
                                                 dsm.kv_capacity_tokens(dmem) // (bench.isl + bench.osl)),
         "speculative_k": pt.speculative_k, "unstable_reason": pt.reason,
         "step_model": f"closed form at load on the measured-kernel step model ({dsm.tables_note})",

@@ -30,6 +30,36 @@ def engine_sim_text(d: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _load(d: dict[str, Any]) -> str:
+    """The client's run in words: requests, lengths as drawn, arrivals."""
+    r = d.get("random_range_ratio") or 0.0
+    lengths = (f"{d['isl']} prompt + {d['osl']} output tokens" if not r else
+               f"~{d['isl']} prompt + ~{d['osl']} output tokens (range ratio {r:g})")
+    rate = d.get("request_rate")
+    conc = d.get("concurrency")
+    if rate in (None, "inf"):
+        load = f"{conc} concurrent clients" if conc is not None else "all at once"
+    else:
+        burst = d.get("burstiness", 1.0)
+        load = f"{rate:g} req/s" + ("" if burst == 1.0 else f" (burstiness {burst:g})")
+        load += f", at most {conc} in flight" if conc is not None else ""
+    warm = f", {d['num_warmups']} warm-ups first" if d.get("num_warmups") else ""
+    client = d.get("client", "vllm")
+    return f"{d['num_prompts']} requests of {lengths}, {load}{warm} ({client} client)"
+
+
+def _scheduler(d: dict[str, Any]) -> str:
+    """The engine's scheduler and the defaults it ran with."""
+    s = dict(d.get("scheduler") or {})
+    name = s.pop("scheduler", d.get("engine", ""))
+    parts = [f"token budget {s.pop('token_budget', d.get('max_num_batched_tokens'))}",
+             f"at most {s.pop('max_running', d.get('max_num_seqs'))} running"]
+    parts += [f"{k} {v}" for k, v in s.items() if k not in ("init_new_token_ratio", "min_new_token_ratio",
+                                                          "new_token_ratio_decay", "clip_max_new_tokens")]
+    version = f" {d['engine_version']}" if d.get("engine_version") else ""
+    return f"{name}{version}: " + ", ".join(parts)
+
+
 def disagg_text(d: dict[str, Any]) -> str:
     p, q = d["prefill"], d["decode"]
     load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
@@ -66,24 +96,23 @@ def _f(x: Any, nd: int = 1) -> str:
 
 
 def predict_text(d: dict[str, Any]) -> str:
-    load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
-            else f"Poisson {d['request_rate']:g} req/s")
     lines = [
         f"PREDICT  {d['model']} on {d['tp']} x {d['gpu']} ({d['dtype']} weights, {d['kv_dtype']} KV), "
         f"{d['engine']}",
         *([f"  UNSTABLE at this rate: {d.get('unstable_reason', '')}; the times of a finite run are not "
            "shown (goodput 0)"] if not d.get("stable", True) else []),
-        f"  benchmark: {d['num_prompts']} requests of {d['isl']} prompt + {d['osl']} output tokens, {load}",
+        f"  benchmark: {_load(d)}",
+        f"  scheduler: {_scheduler(d)}",
         "",
         f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   p99 {_f(d['p99_ttft_ms'])} ms",
         f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   ITL mean {_f(d['mean_itl_ms'], 2)} ms",
         f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
         f"{_f(d['request_throughput'], 3)} req/s",
         f"  decode batch {_f(d['decode_batch'])} (time mean); the KV cache holds {d['kv_capacity_tokens']:,} "
-        f"tokens: at most {d['max_concurrency']} requests of {d['isl'] + d['osl']} tokens",
+        f"tokens: at most {d['kv_max_requests']} requests of {d['isl'] + d['osl']} tokens",
     ]
-    if d.get("above_max_concurrency"):
-        lines.append(f"  above that: {d['above_max_concurrency']} "
+    if d.get("above_kv_limit"):
+        lines.append(f"  above that: {d['above_kv_limit']} "
                      f"({d['preemptions']} preemptions in this run)")
     st = d["step_at_batch"]
     lines += [

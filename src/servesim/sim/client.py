@@ -1,0 +1,161 @@
+"""The benchmark client: what requests it sends, with which lengths, and when.
+
+A serving benchmark's numbers depend on the client as much as on the engine:
+lengths that vary break the lock-step of closed-loop clients (every request of a
+fixed-length run finishes in the same step, so the next wave's prompts all
+arrive together and queue behind each other), and the tools read the same flag
+differently.  :class:`Client` holds a tool's name and the flags that change what
+it sends; :func:`draw_lengths` and :func:`arrival_times` produce the requests,
+seeded, so a run is reproducible.
+
+``--random-range-ratio r`` for a prompt (or output) length ``L``, integer lengths
+drawn uniformly and inclusively:
+
+=================  ===========================================  =========  =============
+client             lengths                                      default r  valid r
+=================  ===========================================  =========  =============
+``vllm``           ``[floor(L (1 - r)), ceil(L (1 + r))]``      0          ``[0, 1)``
+``sglang``         ``[max(1, int(r L)), L]``                    0          ``[0, 1]``
+``inferencemax``   ``[int(r L), L]``                            0.8        ``[0, 1]``
+=================  ===========================================  =========  =============
+
+* ``vllm``: ``vllm bench serve`` (``vllm/benchmarks/datasets.py``,
+  ``RandomDataset.sample``: ``input_low = floor(L * (1 - range_ratio))``,
+  ``input_high = ceil(L * (1 + range_ratio))``, ``rng.integers(low, high + 1)``;
+  it refuses ``range_ratio`` outside ``[0, 1)``; output lengths at least 1).
+  Default ``--num-prompts`` 1000 (servesim's default is smaller, see
+  :attr:`Benchmark.prompts`), ``--request-rate inf``, ``--burstiness 1``.
+* ``sglang``: ``python -m sglang.bench_serving`` (``python/sglang/bench_serving.py``,
+  ``sample_random_requests``: ``np.random.randint(max(int(L * range_ratio), 1), L + 1)``
+  for inputs and outputs alike, ``--random-range-ratio`` default 0.0): with its
+  default every length is uniform on ``[1, L]``, half of ``L`` on average.
+* ``inferencemax``: InferenceMAX (``benchmarks/benchmark_lib.sh``,
+  ``.github/workflows/benchmark-tmpl.yml``) runs vLLM's old
+  ``benchmarks/benchmark_serving.py``, whose random dataset draws
+  ``np.random.randint(int(L * range_ratio), L + 1)``, with
+  ``--random-range-ratio 0.8 --num-prompts 10C --num-warmups 2C --request-rate inf
+  --ignore-eos`` at ``--max-concurrency C``: lengths uniform on ``[0.8 L, L]``.
+
+Arrivals.  ``request_rate`` ``None`` (``inf``) sends every request at once, gated
+only by ``max_concurrency``; a finite rate spaces them by gamma-distributed gaps of
+shape ``burstiness`` and mean ``1 / rate`` (``vllm bench serve``:
+``theta = 1 / (rate * burstiness)``, ``np.random.gamma(shape=burstiness,
+scale=theta)``; burstiness 1 is Poisson, below 1 burstier).  With
+``max_concurrency`` as well, a request waits for a free client slot (an asyncio
+semaphore) and its TTFT counts from when it is sent.
+
+Warm-ups (``--num-warmups``): sent before the measured requests, run to the end
+and then awaited, so the measured run starts on an idle engine with its CUDA
+graphs and caches warm; servesim's engine model has no cold state, so warm-ups
+change no measured number and are checked (at most the prompts) but not
+simulated.
+
+Standard library only; deterministic for a given seed.  Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from servesim._checks import ParameterError, check_int, check_real
+
+__all__ = ["CLIENTS", "Client", "arrival_times", "draw_lengths"]
+
+CLIENTS: dict[str, str] = {
+    "vllm": "vllm bench serve",
+    "sglang": "python -m sglang.bench_serving",
+    "inferencemax": "InferenceMAX (vLLM benchmark_serving.py, range ratio 0.8)",
+}
+"""Benchmark clients whose meanings servesim follows, and what each is."""
+
+_DEFAULT_RATIO = {"vllm": 0.0, "sglang": 0.0, "inferencemax": 0.8}
+_RATIO_RANGE = {"vllm": (0.0, 1.0, True), "sglang": (0.0, 1.0, False), "inferencemax": (0.0, 1.0, False)}
+
+
+@dataclass(frozen=True)
+class Client:
+    """A benchmark tool and the flags that change what it sends (see the module docstring).
+
+    ``random_range_ratio`` and ``num_warmups`` are None for the tool's own default.
+    """
+
+    name: str = "vllm"
+    random_range_ratio: float | None = None
+    num_warmups: int | None = None
+    burstiness: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in CLIENTS:
+            raise ParameterError("client", self.name, f"one of {', '.join(CLIENTS)}")
+        if self.random_range_ratio is not None:
+            lo, hi, hi_open = _RATIO_RANGE[self.name]
+            r = self.random_range_ratio
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not (
+                    lo <= r < hi if hi_open else lo <= r <= hi):
+                raise ParameterError("random_range_ratio", r,
+                                     f"in [{lo:g}, {hi:g}{')' if hi_open else ']'} for the "
+                                     f"{self.name} client "
+                                     "(vllm: [0, 1); sglang and inferencemax: [0, 1])")
+        if self.num_warmups is not None:
+            check_int("num_warmups", self.num_warmups, lo=0, hi=1_000_000)
+        check_real("burstiness", self.burstiness, lo=0.0, hi=1e3, lo_open=True)
+
+    @property
+    def ratio(self) -> float:
+        """The range ratio in force (the tool's default where none was given)."""
+        return _DEFAULT_RATIO[self.name] if self.random_range_ratio is None else self.random_range_ratio
+
+    def warmups(self, concurrency: int | None) -> int:
+        """Warm-up requests sent first (InferenceMAX: 2 x concurrency; the others: none)."""
+        if self.num_warmups is not None:
+            return self.num_warmups
+        return 2 * concurrency if self.name == "inferencemax" and concurrency else 0
+
+    def length_range(self, length: int, *, output: bool = False) -> tuple[int, int]:
+        """Smallest and largest length drawn for a nominal ``length`` (inclusive)."""
+        r = self.ratio
+        if self.name == "vllm":
+            lo, hi = math.floor(length * (1 - r)), math.ceil(length * (1 + r))
+            lo = max(lo, 1) if output else lo
+        elif self.name == "sglang":
+            lo, hi = max(int(length * r), 1), length
+        else:
+            lo, hi = int(length * r), length
+        return max(lo, 1), max(hi, 1)  # a zero-token prompt or output is not a request
+
+    def mean_lengths(self, isl: int, osl: int) -> tuple[float, float]:
+        """Mean prompt and output length of the drawn requests."""
+        a, b = self.length_range(isl)
+        c, d = self.length_range(osl, output=True)
+        return (a + b) / 2, (c + d) / 2
+
+    @property
+    def label(self) -> str:
+        return CLIENTS[self.name]
+
+
+def draw_lengths(client: Client, isl: int, osl: int, n: int, seed: int) -> list[tuple[int, int]] | None:
+    """``n`` (prompt, output) lengths as ``client`` draws them; None when every request has ``isl``
+    and ``osl`` exactly (the range is a single point)."""
+    pin, pax = client.length_range(isl)
+    oin, oax = client.length_range(osl, output=True)
+    if pin == pax == isl and oin == oax == osl:
+        return None
+    rng = random.Random(seed * 1_000_003 + 17)
+    prompts = [rng.randint(pin, pax) for _ in range(n)]
+    outputs = [rng.randint(oin, oax) for _ in range(n)]
+    return list(zip(prompts, outputs, strict=True))
+
+
+def arrival_times(rate_per_s: float, burstiness: float, n: int, seed: int) -> list[float]:
+    """``n`` send times at ``rate_per_s``: gamma gaps of shape ``burstiness`` and mean ``1/rate``
+    (exponential, i.e. Poisson arrivals, at burstiness 1).  The first request goes at 0."""
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    theta = 1.0 / (rate_per_s * burstiness)
+    for _ in range(n):
+        out.append(t)
+        t += rng.expovariate(rate_per_s) if burstiness == 1.0 else rng.gammavariate(burstiness, theta)
+    return out

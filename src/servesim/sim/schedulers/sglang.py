@@ -1,0 +1,123 @@
+"""SGLang's scheduler: prefill first, prefill and decode in separate steps, reserved output.
+
+From ``python/sglang/srt/managers/scheduler.py`` and ``schedule_policy.py``:
+
+1. **Prefill first.**  ``Scheduler.get_next_batch_to_run`` builds a prefill (extend)
+   batch whenever it can (``get_new_batch_prefill``, "Run prefill first if
+   possible") and runs the decode batch only when there is none: every arrival
+   stalls the running decodes for its prefill step.  With ``--enable-mixed-chunk``
+   (off by default, ``enable_mixed_chunk=False`` in ``server_args.py``) the decodes
+   ride along in the prefill batch instead, as in vLLM.
+2. **The extend batch.**  The request being chunked continues first (at most one
+   is chunked at a time), then waiting requests in order (FCFS for random
+   prompts: no prefix to share), while running slots remain, at most
+   ``--chunked-prefill-size`` tokens in the batch (a longer prompt is cut there and
+   continues next step) and ``--max-prefill-tokens`` (16,384) in all.
+3. **Admission against a reservation** (``PrefillAdder``): a request is taken when
+   its prompt plus its ``max_new_tokens`` (clipped at ``CLIP_MAX_NEW_TOKENS`` =
+   4,096) fit in the free KV cache less what the running requests are expected to
+   still write, ``new_token_ratio x`` their remaining output (each clipped the
+   same way).  ``new_token_ratio`` starts at ``init_new_token_ratio`` 0.7, falls by
+   ``new_token_ratio_decay`` 0.001 per decode step to ``min_new_token_ratio`` 0.1,
+   and jumps back to 0.7 when a decode step runs out of room and retracts the
+   newest requests (``retract_decode``; they are recomputed later).
+4. **Overlap schedule**: the CPU prepares step n + 1 while the GPU runs step n
+   (the engine profile's ``overlap``), and CUDA graphs run decode batches only
+   (``cuda_graph_decode_only``).
+
+Defaults (``server_args.py``, ``_handle_gpu_memory_settings``): chunked prefill of
+8,192 tokens on 80-160 GB GPUs (H100, H200) and 16,384 above (B200), 4,096 below.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
+
+__all__ = ["SglangScheduler"]
+
+QUIET_STEPS_WAITING = 16
+"""While a request waits for room, the decode stretch is advanced at most this many steps at
+once, so that the decaying ``new_token_ratio`` is re-read (0.016 of it per stretch)."""
+
+
+class SglangScheduler(Scheduler):
+    """SGLang (see the module docstring)."""
+
+    name: ClassVar[str] = "sglang"
+    flags: ClassVar[dict[str, str]] = {"token_budget": "--chunked-prefill-size",
+                                       "max_running": "--max-running-requests",
+                                       "max_prefill_tokens": "--max-prefill-tokens",
+                                       "enable_mixed_chunk": "--enable-mixed-chunk"}
+
+    def __init__(self, profile, options=None):  # type: ignore[no-untyped-def]
+        super().__init__(profile, options)
+        o = self.options
+        o.setdefault("max_prefill_tokens", 16384)
+        o.setdefault("enable_mixed_chunk", False)
+        o.setdefault("init_new_token_ratio", 0.7)
+        o.setdefault("min_new_token_ratio", 0.1)
+        o.setdefault("new_token_ratio_decay", 0.001)
+        o.setdefault("clip_max_new_tokens", 4096)
+        self.ratio = float(o["init_new_token_ratio"])
+
+    def _reserved(self, s: EngineState) -> float:
+        """KV the running requests are expected to still write: ratio x clipped remaining output."""
+        clip = self.options["clip_max_new_tokens"]
+        total = 0.0
+        for r in s.decoding.values():
+            total += min(r.osl - s.generated_of(r), clip)
+        for r in s.chunking:
+            total += min(r.osl - r.generated, clip)
+        return self.ratio * max(0.0, total)
+
+    def schedule(self, s: EngineState) -> StepPlan:
+        o = self.options
+        chunk_left = s.budget
+        input_left = int(o["max_prefill_tokens"])
+        chunks = []
+        for r in s.chunking:  # the chunked request continues first
+            q = min(r.prompt_left, chunk_left, input_left)
+            if q <= 0 or q > s.capacity - s.used:
+                break
+            chunks.append((r, q))
+            chunk_left -= q
+            input_left -= q
+        if s.waiting and not (s.chunking and chunks and chunks[-1][1] < chunks[-1][0].prompt_left):
+            rem = s.capacity - s.used - s.decode_tokens() - self._reserved(s)
+            clip = o["clip_max_new_tokens"]
+            while s.waiting and chunk_left > 0 and input_left > 0 and s.running < s.slots:
+                r = s.waiting[0]
+                total = r.prompt_left + min(r.osl - r.generated, clip)
+                if total > rem:
+                    break
+                q = min(r.prompt_left, chunk_left, input_left)
+                s.waiting.popleft()
+                s.admit(r)
+                chunks.append((r, q))
+                chunk_left -= q
+                input_left -= q
+                rem -= total
+                if q < r.prompt_left:  # cut at the chunk size: the one chunked request
+                    break
+        if chunks:
+            return StepPlan(bool(o["enable_mixed_chunk"]), chunks, False)
+        preempted = False
+        need = s.decode_tokens()
+        while s.decoding and s.used + need > s.capacity:
+            s.preempt(s.newest_running())
+            preempted = True
+            need = s.decode_tokens()
+        if preempted:
+            self.ratio = max(self.ratio, float(o["init_new_token_ratio"]))
+        return StepPlan(True, [], preempted)
+
+    def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
+        if plan.decode and not plan.chunks and not plan.preempted:
+            o = self.options
+            self.ratio = max(float(o["min_new_token_ratio"]),
+                             self.ratio - steps * float(o["new_token_ratio_decay"]))
+
+    def quiet_steps(self, s: EngineState) -> float:
+        return QUIET_STEPS_WAITING if s.waiting else float("inf")
