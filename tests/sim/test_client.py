@@ -1,0 +1,79 @@
+"""The benchmark client (servesim.sim.client): each tool's length ranges, arrivals, checks.
+
+The ranges are the tools' own formulas evaluated by hand; the arrivals are checked against
+the gamma law's mean and coefficient of variation (1 / sqrt(shape)).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.sim.batching import Benchmark
+from servesim.sim.client import Client, arrival_times, draw_lengths
+
+
+@pytest.mark.parametrize(("name", "ratio", "length", "expect"), [
+    ("vllm", 0.0, 1024, (1024, 1024)),
+    ("vllm", 0.5, 1000, (500, 1500)),  # floor(L (1 - r)), ceil(L (1 + r))
+    ("vllm", 0.25, 1023, (767, 1279)),  # 767.25 -> 767, 1278.75 -> 1279
+    ("sglang", 0.0, 1024, (1, 1024)),  # the default: uniform on [1, L]
+    ("sglang", 0.5, 1001, (500, 1001)),  # int(500.5) = 500
+    ("inferencemax", None, 1024, (819, 1024)),  # r = 0.8 by default: int(819.2)
+    ("inferencemax", 1.0, 8192, (8192, 8192)),
+])
+def test_length_ranges_follow_each_tool(name, ratio, length, expect):
+    c = Client(name, random_range_ratio=ratio)
+    assert c.length_range(length) == expect
+
+
+def test_drawn_lengths_stay_in_range_cover_it_and_repeat_with_the_seed():
+    c = Client("inferencemax")
+    got = draw_lengths(c, 1024, 8192, 2000, seed=3)
+    assert got is not None and len(got) == 2000
+    ins, outs = [p for p, _ in got], [o for _, o in got]
+    assert min(ins) >= 819 and max(ins) <= 1024 and min(outs) >= 6553 and max(outs) <= 8192
+    assert statistics.mean(ins) == pytest.approx((819 + 1024) / 2, rel=0.01)  # uniform: the midpoint
+    assert min(ins) < 830 and max(ins) > 1010  # both ends reached
+    assert draw_lengths(c, 1024, 8192, 2000, seed=3) == got
+    assert draw_lengths(c, 1024, 8192, 2000, seed=4) != got
+    assert draw_lengths(Client("vllm"), 1024, 128, 10, seed=0) is None  # fixed lengths: nothing drawn
+
+
+def test_sglang_default_halves_the_mean_lengths():
+    assert Client("sglang").mean_lengths(1000, 200) == pytest.approx((500.5, 100.5))
+
+
+@pytest.mark.parametrize("burstiness", [1.0, 0.25, 4.0])
+def test_gamma_arrivals_have_the_rate_and_the_spread_of_their_shape(burstiness):
+    t = arrival_times(5.0, burstiness, 20001, seed=1)
+    gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
+    mean = statistics.mean(gaps)
+    assert mean == pytest.approx(0.2, rel=0.05)
+    cv = statistics.pstdev(gaps) / mean
+    assert cv == pytest.approx(1 / math.sqrt(burstiness), rel=0.08)
+    assert t[0] == 0.0 and t == sorted(t)
+
+
+@pytest.mark.parametrize(("kw", "name"), [
+    ({"name": "genai-perf"}, "client"),
+    ({"name": "vllm", "random_range_ratio": 1.0}, "random_range_ratio"),  # vLLM refuses 1
+    ({"name": "sglang", "random_range_ratio": 1.5}, "random_range_ratio"),
+    ({"name": "vllm", "burstiness": 0.0}, "burstiness"),
+    ({"name": "vllm", "num_warmups": -1}, "num_warmups"),
+])
+def test_bad_client_raises_naming_the_flag(kw, name):
+    with pytest.raises(ParameterError) as exc:
+        Client(**kw)
+    assert exc.value.name == name
+
+
+def test_inferencemax_defaults_and_warmups_beyond_the_prompts():
+    b = Benchmark(1024, 1024, concurrency=16, client=Client("inferencemax"))
+    assert b.prompts == 160 and b.warmups == 32  # 10 x C measured, 2 x C warm-ups
+    with pytest.raises(ParameterError) as exc:
+        Benchmark(1024, 1024, concurrency=4, num_prompts=10, client=Client("vllm", num_warmups=11))
+    assert exc.value.name == "num_warmups"

@@ -1,0 +1,136 @@
+"""Engine scheduler policies (servesim.sim.schedulers): each engine's rules, seen in its steps.
+
+Each test records the plans a policy makes during a run and checks the rule its engine's
+source states (SGLang never mixes prefill into a decode step by default; TensorRT-LLM runs
+prompts whole and never evicts; vLLM keeps every step within its token budget and preempts
+when the cache runs out), plus what must hold for any engine: every request completes with
+all its tokens, and a run is reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware.engines import engine_profile
+from servesim.hardware.names import dense_shape, resolve_gpu
+from servesim.hardware.stepmodel import StepModel
+from servesim.sim.batching import Benchmark, run_benchmark
+from servesim.sim.client import Client
+from servesim.sim.schedulers import SCHEDULERS, EngineState, StepPlan, make_scheduler
+
+H100 = resolve_gpu("h100-sxm").memory_bytes
+
+
+@cache
+def _model(engine: str, **options: object) -> StepModel:
+    eng = engine_profile(engine, gpu="h100-sxm", memory_gib=80, scheduler=dict(options) or None)
+    return StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1, engine=eng)
+
+
+def _tiny_memory(sm: StepModel, tokens: int) -> float:
+    eng = sm.engine
+    kv = sm.kv_bytes_per_token_per_gpu
+    if eng.fraction_of_free:
+        return sm.weight_bytes_per_gpu + eng.reserved_bytes + (tokens + 0.5) * kv / eng.memory_fraction
+    return (sm.weight_bytes_per_gpu + eng.reserved_bytes + (tokens + 0.5) * kv) / eng.memory_fraction
+
+
+def _recorded(sm: StepModel, bench: Benchmark, memory: float = H100):  # type: ignore[no-untyped-def]
+    """Run ``bench`` and return (result, [(plan, decoding before the step, prompt lengths)])."""
+    policy = make_scheduler(sm.engine.name, sm.engine)
+    seen = []
+    inner = policy.schedule
+
+    def schedule(s: EngineState) -> StepPlan:
+        plan = inner(s)
+        seen.append((plan, len(s.decoding), [(q, r.prompt_left, r.context) for r, q in plan.chunks]))
+        return plan
+
+    policy.schedule = schedule  # type: ignore[method-assign]
+    return run_benchmark(sm, bench, memory, scheduler=policy), seen
+
+
+LOADED = Benchmark(1024, 64, rate_per_s=12.0, num_prompts=60, seed=5,
+                   client=Client("vllm", random_range_ratio=0.5))
+
+
+def test_sglang_runs_prefill_in_steps_of_its_own_and_stalls_the_decodes():
+    res, seen = _recorded(_model("sglang"), LOADED)
+    prefill_steps = [p for p, dec, _ in seen if p.chunks]
+    assert prefill_steps and all(not p.decode for p in prefill_steps)
+    stalled = sum(1 for p, dec, _ in seen if p.chunks and dec > 0)
+    assert stalled > 10  # arrivals met running decodes, which waited
+    assert res.completed == 60
+    # Stalls are in TPOT and the mean ITL (gaps that straddle a prefill step), not in the median
+    # gap, which is a decode step's.
+    assert res.mean_tpot_s > 1.05 * res.median_itl_s
+    assert res.mean_itl_s > 1.05 * res.median_itl_s
+
+
+def test_sglang_with_mixed_chunk_lets_decodes_ride_along():
+    _, seen = _recorded(_model("sglang", enable_mixed_chunk=True), LOADED)
+    assert any(p.decode and p.chunks and dec > 0 for p, dec, _ in seen)
+
+
+def test_sglang_cuts_prompts_at_its_chunk_size():
+    sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1,
+                   engine=engine_profile("sglang", memory_gib=80, max_num_batched_tokens=2048))
+    _, seen = _recorded(sm, Benchmark(5000, 8, concurrency=1, num_prompts=2))
+    assert [q for _, _, ch in seen for q, _, _ in ch][:3] == [2048, 2048, 904]
+
+
+def test_trtllm_runs_prompts_whole_and_never_evicts():
+    sm = _model("trtllm")
+    tight = _tiny_memory(sm, 6000)  # room for about four 1024 + 64 requests at once
+    res, seen = _recorded(sm, Benchmark(1024, 256, concurrency=16, num_prompts=48), tight)
+    chunks = [c for _, _, ch in seen for c in ch]
+    assert chunks and all(q == left for q, left, _ in chunks)  # each a whole prompt
+    assert res.preemptions == 0 and res.completed == 48
+    vllm = _model("vllm")
+    assert run_benchmark(vllm, Benchmark(1024, 256, concurrency=16, num_prompts=48),
+                         _tiny_memory(vllm, 6000)).preemptions > 0
+
+
+def test_trtllm_refuses_a_prompt_beyond_its_budget_unless_chunked():
+    with pytest.raises(ParameterError) as exc:
+        run_benchmark(_model("trtllm"), Benchmark(9000, 8, concurrency=1, num_prompts=2), H100)
+    assert exc.value.name == "max_num_tokens"
+    res = run_benchmark(_model("trtllm", enable_chunked_prefill=True),
+                        Benchmark(9000, 8, concurrency=1, num_prompts=2), H100)
+    assert res.completed == 2
+
+
+@pytest.mark.parametrize("engine", sorted(SCHEDULERS))
+def test_every_step_keeps_to_the_budget_and_every_token_is_served(engine):
+    sm = _model(engine)
+    res, seen = _recorded(sm, LOADED)
+    budget = sm.engine.max_num_batched_tokens
+    for plan, dec, chunks in seen:
+        assert (dec if plan.decode else 0) + sum(q for q, _, _ in chunks) <= budget
+    lengths = LOADED.lengths()
+    assert lengths is not None
+    assert res.completed == 60 and res.total_output_tokens == sum(o for _, o in lengths)
+    assert res.total_input_tokens == sum(p for p, _ in lengths)
+
+
+@pytest.mark.parametrize("engine", sorted(SCHEDULERS))
+def test_runs_with_preemption_repeat_exactly(engine):
+    sm = _model(engine)
+    mem = _tiny_memory(sm, 5000)
+    b = Benchmark(1024, 200, concurrency=12, num_prompts=36, seed=7, client=Client("inferencemax"))
+    first = run_benchmark(sm, b, mem)
+    assert all(run_benchmark(sm, b, mem) == first for _ in range(3))
+
+
+def test_varied_lengths_break_the_lock_step_of_closed_loop_clients():
+    """Fixed lengths keep C clients in waves whose prompts queue behind each other; lengths drawn
+    on [0.8 L, L] spread the finishes, and with them the sends, so TTFT falls."""
+    sm = _model("vllm")
+    fixed = run_benchmark(sm, Benchmark(1024, 256, concurrency=64, num_prompts=640), H100)
+    drawn = run_benchmark(sm, Benchmark(1024, 256, concurrency=64, num_prompts=640,
+                                        client=Client("inferencemax")), H100)
+    assert drawn.median_ttft_s < 0.5 * fixed.median_ttft_s
+    assert drawn.mean_tpot_s == pytest.approx(fixed.mean_tpot_s, rel=0.15)
