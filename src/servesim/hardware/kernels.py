@@ -1,20 +1,30 @@
-"""Measured kernel latencies of vLLM on four NVIDIA GPUs, looked up by shape.
+"""Measured kernel latencies of three serving engines on four NVIDIA GPUs, looked up by shape.
 
-The tables (``data/kernels/<gpu>.json.gz``, one per GPU in :data:`GPU_TABLES`) are derived
-from per-kernel timings that NVIDIA's aiconfigurator project measured with vLLM (Apache-2.0;
-origin, license and every change made: ``data/kernels/NOTICE.md``;
-``scripts/build_kernel_tables.py`` rebuilds them).  Each holds, for one GPU:
+The tables (``data/kernels/<gpu>.json.gz`` for vLLM, ``<gpu>_sglang.json.gz`` for SGLang and
+``<gpu>_trtllm.json.gz`` for TensorRT-LLM; one per GPU in :data:`GPU_TABLES` and engine in
+:data:`ENGINE_TABLES`) are derived from per-kernel timings that NVIDIA's aiconfigurator project
+measured with each engine (Apache-2.0; origin, license, the kernels kept per engine and every
+change made: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` rebuilds them).
+Versions: vLLM 0.24.0, SGLang 0.5.14 and TensorRT-LLM 1.3.0rc20 on the H100, H200 and B200;
+vLLM 0.14.0 and SGLang 0.5.10 on the A100 (TensorRT-LLM 1.0.0 was measured there too but is not
+shipped: its decode attention reads the KV cache up to 1.7x faster than the A100's HBM allows,
+NOTICE.md).  :func:`tables_for` returns one engine's tables (vLLM's by default) or None,
+:func:`engine_tables` the engine's or else vLLM's, with a note saying which.  Each holds, for
+one GPU and engine:
 
 * **GEMM** latency by dtype (``bf16``; ``fp8`` per-tensor scaled, not on the A100; ``fp4``
-  NVFP4, B200 only) and shape: an ``(m x k)`` activation times a ``(k x n)`` weight, ``m`` =
-  tokens in the batch.  Grid: m 1..32768 (1..8192 on the A100), n and k 32..65536.
+  NVFP4, B200 only; ``fp8_block``, 128 x 128 block-scaled FP8, SGLang and TensorRT-LLM on the
+  H100, H200 and B200 only) and shape: an ``(m x k)`` activation times a ``(k x n)`` weight,
+  ``m`` = tokens in the batch.  Grid: m 1..32768 (1..8192 for vLLM and TensorRT-LLM on the
+  A100), n and k 32..65536 (128..65536 for fp8_block and SGLang / TensorRT-LLM fp4).
 * **decode attention**: one decode step of ``batch`` sequences with ``context`` tokens each
-  already in the KV cache, by (kv dtype, query heads, KV heads, head dim) per GPU; grid batch
-  1..2048 x context 1..131071 (minus the largest batch x context, which did not fit).
+  already in the KV cache, by (kv dtype, query heads, KV heads, head dim) per GPU, in the
+  attention kernel a default deployment of the engine runs there; grid batch 1..2048 x context
+  1..131071 (minus the largest batch x context, which did not fit).
 * **prefill attention**: a fresh causal prefill of ``batch`` prompts of ``prompt`` tokens each,
   same keys; grid batch 1..256 x prompt 1..16384 (minus the largest).
-* **all-reduce**: vLLM's custom all-reduce under CUDA graphs (NCCL above its size limit), by GPU
-  count (2, 4, 8) and message size in bytes (256 B .. 1 GiB).
+* **all-reduce**: the engine's own all-reduce under CUDA graphs (NCCL above its size limit), by
+  GPU count (2, 4, 8) and message size in bytes (256 B .. 1 GiB).
 * the GPU's datasheet numbers as aiconfigurator states them, and **fitted roofline
   efficiencies** (:attr:`KernelTables.efficiency`).
 
@@ -28,7 +38,7 @@ and log-log interpolation is exact for any power law, so it follows each regime 
 where linear interpolation would bend.  The result lies between the values of the cell's
 corners, and a grid point reads back its stored value exactly.  The stored tables keep the
 measured values except glitches, so they are monotone along each size axis within a factor 1.5
-(NOTICE.md): vLLM really is slower at some shapes than at slightly larger ones.  ``m``,
+(NOTICE.md): the engines really are slower at some shapes than at slightly larger ones.  ``m``,
 ``batch`` and ``context`` may be non-integer (averages).
 
 Outside the measured grid (above or below an axis, or a grid cell that was not measured) a
@@ -68,10 +78,18 @@ from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["GPU_TABLES", "KernelTables", "Lookup", "table_name", "tables_for"]
+__all__ = ["ENGINE_TABLES", "GPU_TABLES", "KernelTables", "Lookup", "engine_label", "engine_tables",
+           "engines_for", "table_name", "tables_for"]
 
 GPU_TABLES: tuple[str, ...] = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
-"""GPUs with measured kernel tables."""
+"""GPUs with measured kernel tables (vLLM's; see :func:`engines_for` for the other engines)."""
+
+ENGINE_TABLES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+"""Serving engines whose kernels were measured (``KernelTables.engine_name``)."""
+
+_ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+_ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "trt-llm": "trtllm",
+                   "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "tensorrtllm": "trtllm"}
 
 _DATA = Path(__file__).parent / "data" / "kernels"
 
@@ -83,10 +101,12 @@ _ALIASES: dict[str, str] = {
 }
 
 KV_DTYPES_KNOWN: tuple[str, ...] = ("bf16", "fp8")
+_GEMM_ORDER = ("bf16", "fp8", "fp4", "fp8_block")
 _KV_BYTES = {"bf16": 2.0, "fp8": 1.0}
-_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
-"""Bytes per weight value; NVFP4 is 4 bits plus one FP8 scale per 16 values."""
-_ACT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp8_block": 1.0}
+"""Bytes per weight value; NVFP4 is 4 bits plus one FP8 scale per 16 values (the fp32 scale per
+128 x 128 block of fp8_block is negligible)."""
+_ACT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp8_block": 1.0}
 """Bytes per activation value read by the GEMM (quantized GEMMs quantize their input)."""
 _OUT_BYTES = 2.0
 _ANCHOR_WINDOW = 4
@@ -100,15 +120,67 @@ def table_name(gpu_name: str) -> str | None:
     return _ALIASES.get(gpu_name.strip().lower())
 
 
-def tables_for(gpu_name: str) -> KernelTables | None:
-    """The measured tables of ``gpu_name`` (loaded once, then cached), or None if it has none."""
-    name = table_name(gpu_name)
-    return None if name is None else _load(name)
+def _engine(engine: str) -> str:
+    """The engine key (``vllm``, ``sglang``, ``trtllm``) of ``engine``; ParameterError if unknown."""
+    key = _ENGINE_ALIASES.get(engine.strip().lower()) if isinstance(engine, str) else None
+    if key is None:
+        raise ParameterError("engine", engine, f"one of {', '.join(ENGINE_TABLES)}")
+    return key
+
+
+def engine_label(engine: str) -> str:
+    """The display name of an engine: ``vLLM``, ``SGLang`` or ``TensorRT-LLM``."""
+    return _ENGINE_LABELS[_engine(engine)]
+
+
+def _file(name: str, engine: str) -> Path:
+    return _DATA / (f"{name}.json.gz" if engine == "vllm" else f"{name}_{engine}.json.gz")
 
 
 @cache
-def _load(name: str) -> KernelTables:
-    with gzip.open(_DATA / f"{name}.json.gz", "rt", encoding="utf-8") as fh:
+def _shipped(name: str, engine: str) -> bool:
+    return _file(name, engine).is_file()
+
+
+def engines_for(gpu_name: str) -> tuple[str, ...]:
+    """The engines with measured tables for ``gpu_name`` (in :data:`ENGINE_TABLES` order)."""
+    name = table_name(gpu_name)
+    if name is None:
+        return ()
+    return tuple(e for e in ENGINE_TABLES if _shipped(name, e))
+
+
+def tables_for(gpu_name: str, engine: str = "vllm") -> KernelTables | None:
+    """The measured tables of ``engine`` (``vllm``, ``sglang`` or ``trtllm``) on ``gpu_name``
+    (loaded once, then cached), or None if that GPU has none for that engine.  An engine name
+    that is none of the three raises :class:`ParameterError`."""
+    key = _engine(engine)
+    name = table_name(gpu_name)
+    if name is None or not _shipped(name, key):
+        return None
+    return _load(name, key)
+
+
+def engine_tables(gpu_name: str, engine: str) -> tuple[KernelTables | None, str]:
+    """The tables to price ``engine`` on ``gpu_name`` with, and a one-line note saying which.
+
+    The engine's own tables where there are some (note ``"kernel tables: NVIDIA H200,
+    TensorRT-LLM 1.3.0rc20"``); else vLLM's on that GPU (``"no SGLang tables for a100_sxm:
+    vLLM 0.14.0's used"``); else None (``"no measured kernel tables for mi300x"``)."""
+    key = _engine(engine)
+    t = tables_for(gpu_name, key)
+    if t is not None:
+        return t, f"kernel tables: {t.device}, {t.engine}"
+    name = table_name(gpu_name) or str(gpu_name)
+    v = tables_for(gpu_name, "vllm")
+    if v is not None:
+        return v, f"no {_ENGINE_LABELS[key]} tables for {name}: {v.engine}'s used"
+    return None, f"no measured kernel tables for {name}"
+
+
+@cache
+def _load(name: str, engine: str = "vllm") -> KernelTables:
+    with gzip.open(_file(name, engine), "rt", encoding="utf-8") as fh:
         doc = json.load(fh)
     return KernelTables(doc)
 
@@ -243,19 +315,25 @@ def _pct(x: float) -> str:
 
 
 class KernelTables:
-    """The measured kernel tables of one GPU (see the module docstring).
+    """The measured kernel tables of one GPU and engine (see the module docstring).
 
-    Attributes: ``name`` (table name), ``device`` (as the measuring GPU reported itself),
-    ``engine`` (``"vLLM <version>"``), ``hbm_bytes_per_s``, ``flops_per_s`` (dense tensor-core
-    peak per GEMM dtype), ``memory_bytes``, ``nvlink_bytes_per_s`` (per GPU, each direction),
-    ``gemm_dtypes``, ``kv_dtypes``, ``efficiency`` (the fitted numbers, as stored) and
-    ``memory_efficiency`` (the share of HBM bandwidth a streaming kernel reaches: the bf16 GEMM
-    fit, for kernels no table holds).
+    Attributes: ``name`` (table name, the GPU's), ``device`` (as the measuring GPU reported
+    itself), ``engine`` (``"vLLM 0.24.0"``, ``"SGLang 0.5.14"``, ``"TensorRT-LLM 1.3.0rc20"``
+    ...), ``engine_name`` (``"vllm"``, ``"sglang"`` or ``"trtllm"``), ``hbm_bytes_per_s``,
+    ``flops_per_s`` (dense tensor-core peak per GEMM dtype), ``memory_bytes``,
+    ``nvlink_bytes_per_s`` (per GPU, each direction), ``gemm_dtypes``, ``kv_dtypes``,
+    ``efficiency`` (the fitted numbers, as stored) and ``memory_efficiency`` (the share of HBM
+    bandwidth a streaming kernel reaches: the bf16 GEMM fit, for kernels no table holds).
+    ``sources`` names the kernel (aiconfigurator's ``kernel_source``) behind each table, and
+    ``attn_dtype`` the query dtype of each attention table by kind and KV dtype (bf16 everywhere
+    except SGLang's fp8-KV prefill, measured with fp8 queries as SGLang runs it:
+    ``attn_dtype["prefill"]["fp8"] == "fp8"``).
     """
 
     name: str
     device: str
     engine: str
+    engine_name: str
     hbm_bytes_per_s: float
     flops_per_s: dict[str, float]
     memory_bytes: float
@@ -264,6 +342,7 @@ class KernelTables:
     kv_dtypes: tuple[str, ...]
     efficiency: dict[str, Any]
     memory_efficiency: float
+    attn_dtype: dict[str, dict[str, str]]
 
     def __init__(self, doc: dict[str, Any]) -> None:
         if doc.get("format") != 1:
@@ -272,14 +351,14 @@ class KernelTables:
         self.name = doc["name"]
         self.device = doc["device"]
         self.engine = doc["engine"]
+        self.engine_name = doc.get("engine_name", "vllm")
         self.hbm_bytes_per_s = float(sysd["hbm_bytes_per_s"])
         self.flops_per_s = {k: float(v) for k, v in sysd["flops_per_s"].items()}
         self.memory_bytes = float(sysd["memory_bytes"])
         self.nvlink_bytes_per_s = float(sysd["nvlink_bytes_per_s"])
         self.internode_bytes_per_s = float(sysd["internode_bytes_per_s"])
         self.gpus_per_node = int(sysd["gpus_per_node"])
-        order = ("bf16", "fp8", "fp4")
-        self.gemm_dtypes = tuple(d for d in order if d in doc["gemm"])
+        self.gemm_dtypes = tuple(d for d in _GEMM_ORDER if d in doc["gemm"])
         self.kv_dtypes = tuple(d for d in KV_DTYPES_KNOWN if d in doc["decode"]["ms"])
         self.efficiency = doc["efficiency"]
         self._eff: dict[str, dict[str, dict[str, float]]] = {
@@ -289,6 +368,8 @@ class KernelTables:
         self.sources = {"gemm": {k: v["kernel_source"] for k, v in doc["gemm"].items()},
                         "decode": doc["decode"]["kernel_source"], "prefill": doc["prefill"]["kernel_source"],
                         "allreduce": doc["allreduce"]["kernel_source"]}
+        self.attn_dtype = {kind: dict(doc[kind].get("attn_dtype", {kv: "bf16" for kv in self.kv_dtypes}))
+                           for kind in ("decode", "prefill")}
         self._doc = doc
         self._gemm: dict[str, _Grid] = {}
         self._attn: dict[tuple[str, str, tuple[int, int, int]], _Grid] = {}
