@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import statistics
 import sys
 from dataclasses import replace
@@ -54,24 +55,49 @@ def warmup(row: dict[str, str]) -> int:
     return 0
 
 
+_CLIENT = re.compile(r"client=(\w+)")
+_RATIO = re.compile(r"random_range_ratio=([0-9.]+)")
+_NOMINAL = re.compile(r"--random-input(?:-len)? (\d+) --random-output(?:-len)? (\d+)")
+_MEDIAN = {"ttft": re.compile(r"median TTFT ([0-9.]+) ms"), "itl": re.compile(r"median ITL ([0-9.]+) ms")}
+
+
+def client_of(row: dict[str, str]) -> tuple[str, float | None, tuple[int, int] | None]:
+    """The benchmark client a row's note names (``client=sglang.bench_serving``, ``client=inferencemax``;
+    default vllm with fixed lengths), its range ratio and the nominal lengths it was given."""
+    note = row.get("note", "")
+    m = _CLIENT.search(note)
+    name = "vllm"
+    if m:
+        word = m.group(1).lower()
+        name = "sglang" if word.startswith("sglang") else "inferencemax" if "inferencemax" in word else "vllm"
+    r = _RATIO.search(note)
+    n = _NOMINAL.search(note)
+    return name, float(r.group(1)) if r else None, (int(n.group(1)), int(n.group(2))) if n else None
+
+
 def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
     from servesim.plan.predict import Deployment, build_step_model
     from servesim.sim.batching import Benchmark, run_benchmark
+    from servesim.sim.client import Client
 
     conc = _num(row["concurrency"])
     rate = _num(row["request_rate"])
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "bf16",
                      kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm")
-    bench = Benchmark(isl=int(float(row["isl"])), osl=int(float(row["osl"])),
+    name, ratio, nominal = client_of(row)
+    isl, osl = nominal or (int(float(row["isl"])), int(float(row["osl"])))
+    client = Client(name, random_range_ratio=ratio)
+    bench = Benchmark(isl=isl, osl=osl,
                       concurrency=int(conc) if conc is not None else None,
                       rate_per_s=rate if conc is None else None,
-                      num_prompts=None, warmup=warmup(row))
+                      num_prompts=None, warmup=warmup(row), client=client)
     sm, _, memory = build_step_model(dep)
     if host is not None:
         sm.engine = replace(sm.engine, host_step_s=host[0], host_per_seq_s=host[1])
-    res = run_benchmark(sm, bench, memory, reserve=dep.engine != "vllm")
+    res = run_benchmark(sm, bench, memory)
     return {"ttft": res.mean_ttft_s * 1e3, "tpot": res.mean_tpot_s * 1e3, "itl": res.mean_itl_s * 1e3,
-            "tput": res.output_throughput}
+            "tput": res.output_throughput, "median_ttft": res.median_ttft_s * 1e3,
+            "median_itl": res.median_itl_s * 1e3, "client": name}
 
 
 def _err(p: float | None, m: float | None) -> float | None:
@@ -95,10 +121,15 @@ def evaluate(rows: list[dict[str, str]], host: tuple[float, float] | None = None
             skipped.append(f"{r['id']}: {exc}")
             continue
         m_tpot = _num(r["mean_tpot_ms"]) or _num(r["mean_itl_ms"])
+        e_ttft = _err(p["ttft"], _num(r["mean_ttft_ms"]))
+        e_tpot = _err(p["tpot"], m_tpot)
+        note = r.get("note", "")
+        if e_ttft is None and (m := _MEDIAN["ttft"].search(note)):  # only a median published
+            e_ttft = _err(p["median_ttft"], float(m.group(1)))
+        if e_tpot is None and (m := _MEDIAN["itl"].search(note)):
+            e_tpot = _err(p["median_itl"], float(m.group(1)))
         out.append({
-            "row": r, "pred": p,
-            "e_ttft": _err(p["ttft"], _num(r["mean_ttft_ms"])),
-            "e_tpot": _err(p["tpot"], m_tpot),
+            "row": r, "pred": p, "e_ttft": e_ttft, "e_tpot": e_tpot,
             "e_tput": _err(p["tput"], _num(r["output_throughput"])),
         })
     return out, skipped
@@ -129,7 +160,7 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
                              r["kv_dtype"] or "bf16", r["engine"] or "vllm")
             sm, _, mem = build_step_model(dep)
             bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000)
-            res = run_benchmark(sm, bench, mem, reserve=dep.engine != "vllm")
+            res = run_benchmark(sm, bench, mem)
         except Exception as exc:  # report and go on: this is a survey
             skipped.append(f"{r['id']}: {exc}")
             continue
@@ -167,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     for key, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "output tok/s")):
         n, med, worst = summary(results, key)
         print(f"{name:<13} n={n:<4} median |error| {100 * med:5.1f}%   worst {100 * worst:6.1f}%")
+    print("\nper engine and client (median |error|, worst):")
+    for key in sorted({(x["row"]["engine"], x["pred"]["client"]) for x in results}):
+        sub = [x for x in results if (x["row"]["engine"], x["pred"]["client"]) == key]
+        parts = []
+        for k, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "tok/s")):
+            n, med, worst = summary(sub, k)
+            if n:
+                parts.append(f"{name} {100 * med:.0f}% / {100 * worst:.0f}% (n={n})")
+        print(f"  {key[0]:<7} {key[1]:<13} {', '.join(parts)}")
+    print("\nper source:")
     sources = sorted({x["row"]["source"] for x in results})
     for s in sources:
         sub = [x for x in results if x["row"]["source"] == s]

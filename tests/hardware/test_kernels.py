@@ -144,9 +144,27 @@ def test_shipped_files() -> None:
 
 @pytest.mark.parametrize(("name", "dtype", "m", "n", "k", "ms"), GEMM_POINTS)
 def test_gemm_grid_points_read_back(name: str, dtype: str, m: int, n: int, k: int, ms: float) -> None:
-    lk = _t(name).gemm(dtype, m, n, k)
+    """A grid point reads back the monotone envelope of the raw value: the raw value itself, or
+    the stored time of a larger neighbour where that is less (a smaller GEMM can be padded)."""
+    t = _t(name)
+    lk = t.gemm(dtype, m, n, k)
     assert lk.measured and lk.note == ""
-    assert close(lk.ms, ms)
+    _check_envelope(lk.ms, ms, t._gemm_grid(dtype), (m, n, k))
+
+
+def _check_envelope(stored: float, raw: float, grid: kernels._Grid, point: tuple[float, ...]) -> None:
+    """``stored`` is min(raw, the stored value one grid step up on each axis), within rounding."""
+    ups = []
+    for i, (x, axis) in enumerate(zip(point, grid.axes, strict=True)):
+        j = axis.index(float(x))
+        if j + 1 < len(axis):
+            q = list(point)
+            q[i] = axis[j + 1]
+            v = grid.values[sum(axis_.index(float(c)) * st for axis_, c, st in
+                                zip(grid.axes, q, grid.strides, strict=True))]
+            if v is not None:
+                ups.append(v)
+    assert close(stored, min([raw, *ups]), rel=2 * ROUND), (stored, raw, ups)
 
 
 @pytest.mark.parametrize(("name", "kind", "kv", "batch", "length", "ms"), ATTENTION_POINTS)
@@ -155,14 +173,15 @@ def test_attention_grid_points_read_back(name: str, kind: str, kv: str, batch: i
     t = _t(name)
     lk = (t.decode_attention if kind == "decode" else t.prefill_attention)(batch, length, 8, 1, 128, kv)
     assert lk.measured
-    assert close(lk.ms, ms)
+    _check_envelope(lk.ms, ms, t._attn_grid(kind, kv, (8, 1, 128))[0], (batch, length))
 
 
 @pytest.mark.parametrize(("name", "gpus", "elements", "ms"), ALLREDUCE_POINTS)
 def test_allreduce_points_read_back_in_bytes(name: str, gpus: int, elements: int, ms: float) -> None:
-    lk = _t(name).allreduce(gpus, 2 * elements)  # the upstream size counts bf16 elements
+    t = _t(name)
+    lk = t.allreduce(gpus, 2 * elements)  # the upstream size counts bf16 elements
     assert lk.measured
-    assert close(lk.ms, ms)
+    _check_envelope(lk.ms, ms, t._ar_grid(gpus), (2 * elements,))
 
 
 def test_glitch_replaced_by_larger_shape() -> None:
@@ -195,7 +214,7 @@ def _all_tables() -> list[KernelTables]:
     return out
 
 
-def test_tables_monotone_within_glitch_factor() -> None:
+def test_tables_are_monotone() -> None:
     rng = random.Random(1)
     for t in _all_tables():
         name = f"{t.name} {t.engine_name}"
@@ -209,7 +228,7 @@ def test_tables_monotone_within_glitch_factor() -> None:
                     if (flat // st) % size < size - 1:
                         w = vals[flat + st]
                         if w is not None:
-                            assert v <= 1.5 * w * (1 + 2 * ROUND), (name, grid.names, flat)
+                            assert v <= w, (name, grid.names, flat)
 
 
 def test_gemm_monotone_when_doubling() -> None:
@@ -539,9 +558,10 @@ def test_engine_tables_notes_and_fallback() -> None:
 @pytest.mark.parametrize(("name", "engine", "dtype", "m", "n", "k", "ms"), ENGINE_GEMM_POINTS)
 def test_engine_gemm_grid_points_read_back(name: str, engine: str, dtype: str, m: int, n: int, k: int,
                                            ms: float) -> None:
-    lk = _e(name, engine).gemm(dtype, m, n, k)
+    t = _e(name, engine)
+    lk = t.gemm(dtype, m, n, k)
     assert lk.measured and lk.note == ""
-    assert close(lk.ms, ms)
+    _check_envelope(lk.ms, ms, t._gemm_grid(dtype), (m, n, k))
 
 
 @pytest.mark.parametrize(("name", "engine", "kind", "kv", "batch", "length", "ms"), ENGINE_ATTENTION_POINTS)
@@ -556,9 +576,10 @@ def test_engine_attention_grid_points_read_back(name: str, engine: str, kind: st
 @pytest.mark.parametrize(("name", "engine", "gpus", "elements", "ms"), ENGINE_ALLREDUCE_POINTS)
 def test_engine_allreduce_points_read_back_in_bytes(name: str, engine: str, gpus: int, elements: int,
                                                     ms: float) -> None:
-    lk = _e(name, engine).allreduce(gpus, 2 * elements)  # the upstream size counts bf16 elements
+    t = _e(name, engine)
+    lk = t.allreduce(gpus, 2 * elements)  # the upstream size counts bf16 elements
     assert lk.measured
-    assert close(lk.ms, ms)
+    _check_envelope(lk.ms, ms, t._ar_grid(gpus), (2 * elements,))
 
 
 def test_engine_allreduce_hands_large_messages_to_nccl() -> None:

@@ -260,14 +260,16 @@ def test_chunk_behind_a_cached_prefix_costs_more_attention_than_a_fresh_prompt()
     fresh = sm.step(0, 0, (Chunk(512, 0),))
     assert behind.attention_s > fresh.attention_s
     # The causal pairs of a 2,048-token prompt less those of its first 1,536: the measured
-    # prefill of 2,048 tokens less that of 1,536, per layer (here above the fresh 512 and the
-    # decode read of 2,048 cached tokens, the chunk's two lower bounds).
+    # prefill of 2,048 tokens less that of 1,536 per layer, read off the convex hull of the
+    # measured curve (equal to it where the curve is convex, below it by the kinks otherwise);
+    # here above the chunk's two lower bounds, the fresh 512 and the decode read.
     t = sm.tables
     s = sm.shape
     per_layer = [t.prefill_attention(1, n, s.heads, s.kv_heads, s.head_dim, "bf16").ms * 1e-3
                  for n in (2048, 1536, 512)]
-    assert per_layer[0] - per_layer[1] > per_layer[2]
-    assert behind.attention_s == pytest.approx(s.layers * (per_layer[0] - per_layer[1]), rel=1e-12)
+    diff = s.layers * (per_layer[0] - per_layer[1])
+    assert diff > s.layers * per_layer[2]
+    assert 0.9 * diff <= behind.attention_s <= diff * (1 + 1e-9)
     assert behind.gemm_s == fresh.gemm_s  # same 512 tokens through the weights
     assert behind.sol_s > fresh.sol_s
 

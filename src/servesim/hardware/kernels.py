@@ -36,20 +36,22 @@ Interpolation.  Between grid points a lookup is multilinear in ``log(latency)`` 
 proportional to m, n k, batch x context, prompt^2 ... once it is bound by bandwidth or FLOPs),
 and log-log interpolation is exact for any power law, so it follows each regime between points
 where linear interpolation would bend.  The result lies between the values of the cell's
-corners, and a grid point reads back its stored value exactly.  The stored tables keep the
-measured values except glitches, so they are monotone along each size axis within a factor 1.5
-(NOTICE.md): the engines really are slower at some shapes than at slightly larger ones.  ``m``,
+corners, and a grid point reads back its stored value exactly.  The stored tables are each
+point's monotone envelope (the least time measured at any point at least as large on every axis,
+NOTICE.md), so lookups inside a grid never fall when a size grows.  ``m``,
 ``batch`` and ``context`` may be non-integer (averages).
 
 Outside the measured grid (above or below an axis, or a grid cell that was not measured) a
-lookup is a **roofline estimate anchored to the table**: the measured time at the nearest point
-of the grid (the query clamped to the axes; where that cell was not measured, the measured grid
-point at or below it on every axis with the most work) multiplied by
-``roofline(query) / roofline(anchor)``, where ``roofline`` is
-``max(floor, bytes / (memory efficiency x HBM), FLOPs / (compute efficiency x peak))`` with the
-efficiencies and floor fitted to that table.  It is continuous at the edge of the grid and
-follows the fitted roofline away from it; ``Lookup.measured`` is then False and ``Lookup.note``
-says why.
+lookup is a **roofline estimate anchored to the table**: the table's time at the nearest point
+of the grid (the query clamped to the axes) multiplied by ``roofline(query) /
+roofline(clamped)``, where ``roofline`` is ``max(floor, bytes / (memory efficiency x HBM),
+FLOPs / (compute efficiency x peak))`` with the efficiencies and floor fitted to that table.
+Where the clamped point's cell was not measured (the largest batch x context of the attention
+grids did not fit on the GPU), the grid's unmeasured points are first filled, in order, from
+their neighbours one step below scaled by the roofline ratio (:meth:`_Grid.filled`), and the
+filled grid is interpolated: monotone like the measured one.  Every estimate is continuous at
+the edge of the grid and follows the fitted roofline away from it; ``Lookup.measured`` is then
+False and ``Lookup.note`` says why.
 
 Attention head shapes.  A (heads, kv_heads, head_dim) that was not measured uses the nearest
 measured one of the same KV dtype (nearest head_dim first, then nearest heads and kv_heads in
@@ -72,7 +74,6 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from functools import cache
-from itertools import product
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -109,7 +110,6 @@ _WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp8_block": 1.0}
 _ACT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp8_block": 1.0}
 """Bytes per activation value read by the GEMM (quantized GEMMs quantize their input)."""
 _OUT_BYTES = 2.0
-_ANCHOR_WINDOW = 4
 
 
 def table_name(gpu_name: str) -> str | None:
@@ -263,23 +263,42 @@ class _Grid:
             acc += weight * v
         return math.exp(acc)
 
-    def anchor_below(self, point: Sequence[float],
-                     roof: Callable[[tuple[float, ...]], float]) -> tuple[tuple[float, ...], float] | None:
-        """The measured grid point <= ``point`` on every axis (a few steps back at most) of greatest
-        roofline time, with its value; None if there is none."""
-        low = [max(0, bisect_right(a, x) - 1) for x, a in zip(point, self.axes, strict=True)]
-        ranges = [range(i, max(-1, i - _ANCHOR_WINDOW), -1) for i in low]
-        best: tuple[float, tuple[float, ...], float] | None = None
-        for idx in product(*ranges):
-            flat = sum(i * st for i, st in zip(idx, self.strides, strict=True))
-            v = self.values[flat]
-            if v is None:
+    def filled(self, roof: Callable[[tuple[float, ...]], float]) -> _Grid:
+        """This grid with every unmeasured point filled (computed once per grid, on first need).
+
+        In C order, so that the points below come first, an unmeasured point takes the largest of
+        its measured or filled neighbours one step below on each axis, scaled by the roofline
+        ratio ``roof(point) / roof(neighbour)`` (at least 1).  The measured points are the
+        monotone envelope (``scripts/build_kernel_tables.py``) and the unmeasured ones lie at the
+        top of the grid (the largest batch x context that did not fit), so the filled grid stays
+        monotone, and so does its interpolation.  A point with no neighbour below stays empty."""
+        got = _FILLED.get(id(self))
+        if got is not None and got[0] is self:
+            return got[1]
+        values = list(self.values)
+        for flat, v in enumerate(values):
+            if v is not None:
                 continue
+            idx, rest = [], flat
+            for st in self.strides:
+                idx.append(rest // st)
+                rest %= st
             p = tuple(a[i] for a, i in zip(self.axes, idx, strict=True))
-            r = roof(p)
-            if best is None or r > best[0]:
-                best = (r, p, v)
-        return None if best is None else (best[1], best[2])
+            best = None
+            for axis, i in enumerate(idx):
+                if i == 0:
+                    continue
+                nb = values[flat - self.strides[axis]]
+                if nb is None:
+                    continue
+                q = tuple(a[j - (1 if k == axis else 0)]
+                          for k, (a, j) in enumerate(zip(self.axes, idx, strict=True)))
+                est = nb * max(1.0, roof(p) / roof(q))
+                best = est if best is None else max(best, est)
+            values[flat] = best
+        grid = _Grid(self.names, self.axes, values)
+        _FILLED[id(self)] = (self, grid)
+        return grid
 
     def estimate(self, point: tuple[float, ...], roof: Callable[[tuple[float, ...]], float],
                  what: str, how: str) -> Lookup:
@@ -292,19 +311,19 @@ class _Grid:
                 reasons.append(f"{name}={x:g} above the measured {a[-1]:g}")
             elif x < c:
                 reasons.append(f"{name}={x:g} below the measured {a[0]:g}")
-        if v is not None:
-            anchor, av = clamped, v
-        else:
-            found = self.anchor_below(clamped, roof)
-            inside = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, clamped, strict=True))
-            reasons.append(f"({inside}) not measured")
-            if found is None:
+        inside = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, clamped, strict=True))
+        if v is None:
+            v = self.filled(roof).interp(clamped)
+            reasons.append(f"({inside}) not measured: filled from the measured points below")
+            if v is None:
                 return Lookup(roof(point), False, f"{what}: {'; '.join(reasons)}: roofline {how}")
-            anchor, av = found
-        at = ", ".join(f"{n}={x:g}" for n, x in zip(self.names, anchor, strict=True))
-        ms = av * roof(point) / roof(anchor)
+        ms = v * roof(point) / roof(clamped)
         why = "; ".join(reasons)
-        return Lookup(ms, False, f"{what}: {why}: measured ({at}) scaled by the roofline {how}")
+        return Lookup(ms, False, f"{what}: {why}: ({inside}) scaled by the roofline {how}")
+
+
+_FILLED: dict[int, tuple[_Grid, _Grid]] = {}
+"""Filled copies of grids, keyed by the grid's identity (grids live as long as their tables)."""
 
 
 def _pct(x: float) -> str:

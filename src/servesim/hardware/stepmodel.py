@@ -21,10 +21,11 @@ step.  Its time is the sum of what the GPU runs, layer by layer, plus the host:
   their mean context (measured by batch and context), and prefill attention of
   each chunk (measured by batch and prompt length).  A chunk of ``q`` tokens
   behind ``c`` cached ones does the causal query-key pairs of a ``c + q``-token
-  prompt less those of a ``c``-token one: it is priced as the measured
-  ``prefill(c + q) - prefill(c)``, and never less than the measured prefill of
-  its ``q`` tokens alone (same queries, fewer keys) or the decode attention of
-  one sequence at context ``c + q`` (the cache is read at least once).  (The
+  prompt less those of a ``c``-token one: it is priced as ``F(c + q) - F(c)``,
+  ``F`` the lower convex hull of the measured prefill times (so the price grows
+  with ``c`` as the pairs do), and never less than the measured prefill of its
+  ``q`` tokens alone (same queries, fewer keys) or the decode attention of one
+  sequence at context ``c + q`` (the cache is read at least once).  (The
   measured kernel of ``q`` fresh tokens must not be scaled up instead: a 1-token
   chunk behind 8,128 cached ones would cost a launch-bound kernel times 16,257,
   a 14.7 s step of Llama-3.1-70B on 8 x H200 where the bound is milliseconds.);
@@ -65,13 +66,14 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, engine_profile
-from servesim.hardware.kernels import KernelTables, Lookup, tables_for
+from servesim.hardware.kernels import KernelTables, Lookup, engine_tables, tables_for
 from servesim.hardware.names import ModelShape, check_tp
 from servesim.hardware.precision import (
     bytes_per_value,
@@ -106,11 +108,12 @@ OTHER_KERNEL_FLOOR_S = 2.2e-6
 """Shortest time of one small kernel inside a CUDA graph (see the module docstring)."""
 
 STEP_CEILING = 10.0
-"""A priced step's GPU time is at most this multiple of its speed-of-light bound, its host
-time added.  The widest gap is a small model's batch-1 step on many GPUs (Llama-3-8B at TP8:
-about 8x), where a few hundred launch-bound kernels of a few microseconds each stand against
-a weight read of a fraction of a millisecond; a bandwidth- or compute-bound step is within
-1.2-3x.  ``tests/hardware/test_step_bounds.py`` holds every shipped table to it."""
+"""A priced step's GPU time is at most this multiple of its lower bound
+(:attr:`StepTime.bound_s`: the larger of the work's speed of light and the kernels' launch
+floor, :data:`OTHER_KERNEL_FLOOR_S` each).  Launch-bound steps sit 3-8x above the floor (a
+GEMM's shortest measured time is 2.5-14 us, an eager step adds 4 us a kernel); bandwidth- and
+compute-bound steps sit 1.2-3x above their roofline.  ``tests/hardware/test_step_bounds.py``
+holds every shipped table (GPU and engine) to it."""
 
 SAMPLING_FLOOR_S = 60e-6
 """Sampling a step's tokens: a handful of small kernels (temperature, softmax,
@@ -143,6 +146,13 @@ class StepTime:
     tokens: float
     measured: bool  # every lookup inside a measured table
     notes: tuple[str, ...] = field(default=())
+    floor_s: float = 0.0  # the step's kernels at the shortest launch-to-launch gap each
+
+    @property
+    def bound_s(self) -> float:
+        """The larger of the two lower bounds: the roofline of the work and the launch floor of the
+        kernels (no step is faster than either)."""
+        return max(self.sol_s, self.floor_s)
 
     def as_dict(self) -> dict[str, float | bool | list[str]]:
         return {
@@ -166,18 +176,19 @@ class StepModel:
         self.tp = tp
         self.dtype = check_dtype(dtype, gpu, catalog)
         self.kv_dtype = check_kv_dtype(kv_dtype, gpu, catalog)
-        t = tables if tables is not None else tables_for(gpu)
+        self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
+        if tables is not None:
+            t: KernelTables | None = tables
+            self.tables_note = f"kernel tables: {tables.device}, {tables.engine}"
+        else:
+            t, self.tables_note = engine_tables(gpu, self.engine.name)
+        self._foreign = t is None
         if t is None:
             t = tables_for("h100_sxm")
-            self.tables_note = (f"no measured kernel tables for {gpu}: every kernel priced on the roofline "
-                                "at the H100 tables' fitted efficiencies")
-            self._foreign = True
-        else:
-            self.tables_note = f"kernel tables: {t.device}, {t.engine}"
-            self._foreign = False
+            self.tables_note = (f"{self.tables_note}: every kernel priced on the roofline at the H100 "
+                                "tables' fitted efficiencies")
         assert t is not None
         self.tables: KernelTables = t
-        self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
         s = shape
         self.heads = s.heads // tp
         self.kv_heads = max(1, s.kv_heads // tp)
@@ -193,6 +204,7 @@ class StepModel:
         self._cache_head = lru_cache(maxsize=4096)(self._head)
         self._cache_prefill = lru_cache(maxsize=16384)(self._prefill_attention)
         self._cache_chunk = lru_cache(maxsize=65536)(self._chunk_attention)
+        self._hulls: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._cache_allreduce = lru_cache(maxsize=16384)(self._allreduce)
         self._cache_prompt = lru_cache(maxsize=1024)(self._prompt)
 
@@ -250,23 +262,41 @@ class StepModel:
     def _chunk_attention(self, count: int, tokens: int, context: int) -> tuple[float, bool, tuple[str, ...]]:
         """One layer's attention of ``count`` chunks of ``tokens`` behind ``context`` cached ones.
 
-        The largest of three measured prices, each a lower bound of the chunk's kernel: the
-        measured prefill of the whole prompt so far less that of its cached part,
-        ``prefill(c + q) - prefill(c)`` (the chunk's queries see ``c+1 .. c+q`` keys: the causal
-        pairs of ``c + q`` tokens less those of ``c``), the fresh prefill of its ``q`` tokens
-        alone (the same queries against fewer keys: launch and floor included), and the decode
-        attention of ``count`` sequences at context ``c + q`` (the cache read once).  Each grows
-        with ``q`` and, prefill being convex in the prompt length, with ``c``.
+        The largest of three prices, each a lower bound of the chunk's kernel: the whole prompt's
+        prefill less its cached part's, ``F(c + q) - F(c)`` (the chunk's queries see ``c+1 .. c+q``
+        keys: the causal pairs of ``c + q`` tokens less those of ``c``), where ``F`` is the lower
+        convex hull of the measured prefill times over prompt lengths (:meth:`_prefill_hull`, so
+        that the difference grows with ``c`` as the pairs do, whatever the tables' kinks); the
+        measured fresh prefill of its ``q`` tokens alone (the same queries against fewer keys:
+        launch and floor included); and the decode attention of ``count`` sequences at context
+        ``c + q`` (the cache read once).  Each grows with ``q`` and with ``c``.
         """
         fresh, ok, notes = self._cache_prefill(count, tokens)
         if context <= 0:
             return fresh, ok, notes
         P = context + tokens
-        full, ok2, n2 = self._cache_prefill(count, P)
-        cached, _, _ = self._cache_prefill(count, context)
+        hull = self._prefill_hull(count)
+        _, ok2, n2 = self._cache_prefill(count, P)
         read, ok3, n3 = self._cache_decode(count, bucket_context(P))
-        return (max(full - cached, fresh, read), ok and ok2 and ok3,
+        return (max(_on_hull(hull, P) - _on_hull(hull, context), fresh, read), ok and ok2 and ok3,
                 tuple(dict.fromkeys((*notes, *n2, *n3))))
+
+    def _prefill_hull(self, count: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The lower convex hull of one layer's prefill time (s) of ``count`` prompts against the
+        prompt length, from the kernel lookups at 8 lengths per octave, 1 to 2^21 tokens (cached)."""
+        got = self._hulls.get(count)
+        if got is not None:
+            return got
+        xs = sorted({max(1, round(2 ** (i / 8))) for i in range(8 * 21 + 1)})
+        pts = [(float(x), self._cache_prefill(count, x)[0]) for x in xs]
+        hull: list[tuple[float, float]] = []
+        for p in pts:  # Andrew's monotone chain, lower half
+            while len(hull) >= 2 and _cross(hull[-2], hull[-1], p) <= 0:
+                hull.pop()
+            hull.append(p)
+        got = (tuple(x for x, _ in hull), tuple(y for _, y in hull))
+        self._hulls[count] = got
+        return got
 
     def _allreduce(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
         """One all-reduce of the activations of ``m`` tokens."""
@@ -341,6 +371,8 @@ class StepModel:
             kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
             other += kernels * self.engine.eager_kernel_s
         gpu = gemm + attn + ar + other
+        kernels = L * (4 + (1 if b > 0 else 0) + len(chunks) + OTHER_KERNELS_PER_LAYER
+                       + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
         seqs = b + sum(c.count for c in chunks)
         host = self.engine.host_s(seqs)
         total = max(gpu, host) if self.engine.overlap else gpu + host
@@ -349,7 +381,8 @@ class StepModel:
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
                         gpu_s=gpu, total_s=total,
                         sol_s=self.speed_of_light(b, ctx, chunks, pos) if bound else math.nan,
-                        tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)))
+                        tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
+                        floor_s=kernels * OTHER_KERNEL_FLOOR_S)
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                        positions: int = 1) -> float:
@@ -399,6 +432,18 @@ class StepModel:
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+
+def _on_hull(hull: tuple[tuple[float, ...], tuple[float, ...]], x: float) -> float:
+    """The piecewise-linear hull at ``x`` (extended along its last segment beyond the end)."""
+    xs, ys = hull
+    i = min(max(1, bisect_left(xs, x)), len(xs) - 1)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
 def bucket_context(x: float) -> int:

@@ -19,8 +19,9 @@ From ``python/sglang/srt/managers/scheduler.py`` and ``schedule_policy.py``:
    still write, ``new_token_ratio x`` their remaining output (each clipped the
    same way).  ``new_token_ratio`` starts at ``init_new_token_ratio`` 0.7, falls by
    ``new_token_ratio_decay`` 0.001 per decode step to ``min_new_token_ratio`` 0.1,
-   and jumps back to 0.7 when a decode step runs out of room and retracts the
-   newest requests (``retract_decode``; they are recomputed later).
+   and, when a decode step runs out of room and retracts requests (``retract_decode``:
+   the fewest output tokens first, i.e. the newest; recomputed later), becomes
+   ``min(1, (tokens decoded + 20 x survivors) / their max_new_tokens)``.
 4. **Overlap schedule**: the CPU prepares step n + 1 while the GPU runs step n
    (the engine profile's ``overlap``), and CUDA graphs run decode batches only
    (``cuda_graph_decode_only``).
@@ -36,6 +37,9 @@ from typing import ClassVar
 from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
 
 __all__ = ["SglangScheduler"]
+
+RETRACT_DECODE_STEPS = 20
+"""``global_config.retract_decode_steps``: the decode steps a retraction plans room for."""
 
 QUIET_STEPS_WAITING = 16
 """While a request waits for room, the decode stretch is advanced at most this many steps at
@@ -85,14 +89,16 @@ class SglangScheduler(Scheduler):
             chunk_left -= q
             input_left -= q
         if s.waiting and not (s.chunking and chunks and chunks[-1][1] < chunks[-1][0].prompt_left):
-            rem = s.capacity - s.used - s.decode_tokens() - self._reserved(s)
+            rem = s.capacity - s.used - self._reserved(s)
             clip = o["clip_max_new_tokens"]
-            while s.waiting and chunk_left > 0 and input_left > 0 and s.running < s.slots:
+            while s.waiting and chunk_left > 0 and s.running < s.slots:
                 r = s.waiting[0]
                 total = r.prompt_left + min(r.osl - r.generated, clip)
-                if total > rem:
+                if total >= rem:  # NO_TOKEN: the cache cannot promise it room
                     break
-                q = min(r.prompt_left, chunk_left, input_left)
+                if r.prompt_left > input_left and chunks:  # OTHER: the batch is full
+                    break
+                q = min(r.prompt_left, chunk_left)
                 s.waiting.popleft()
                 s.admit(r)
                 chunks.append((r, q))
@@ -110,7 +116,12 @@ class SglangScheduler(Scheduler):
             preempted = True
             need = s.decode_tokens()
         if preempted:
-            self.ratio = max(self.ratio, float(o["init_new_token_ratio"]))
+            # retract_decode: the ratio becomes what the survivors have decoded plus 20 steps each,
+            # over what they may write in all.
+            left = list(s.decoding.values())
+            total = sum(r.osl for r in left)
+            decoded = sum(s.generated_of(r) for r in left)
+            self.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(left)) / total) if total else 1.0
         return StepPlan(True, [], preempted)
 
     def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
