@@ -75,6 +75,26 @@ def client_of(row: dict[str, str]) -> tuple[str, float | None, tuple[int, int] |
     return name, float(r.group(1)) if r else None, (int(n.group(1)), int(n.group(2))) if n else None
 
 
+_VLLM_VERSION = re.compile(r"vLLM v?0\.(\d+)")
+
+
+def overlap_of(row: dict[str, str]) -> bool | None:
+    """Whether the row's engine ran an overlap (async) scheduler, from the version its note states;
+    None: the engine's current default (on for all three).
+
+    TensorRT-LLM's TensorRT (C++) backend, which the v0.14 Triton rows, the v0.17 trtllm-bench
+    engines and NIM 1.8 ran, has no overlap scheduler (the PyTorch backend's
+    ``disable_overlap_scheduler`` is where it lives); vLLM ran steps synchronously by default up to
+    0.11 (InferenceMAX passed ``--async-scheduling`` on 0.10.2; the default came with PR #27614)."""
+    note = row.get("note", "")
+    if row["engine"] == "trtllm" and any(w in note for w in ("Triton TensorRT-LLM backend", "v0.17", "NIM")):
+        return False
+    m = _VLLM_VERSION.search(note)
+    if row["engine"] == "vllm" and m and int(m.group(1)) <= 11:
+        return False
+    return None
+
+
 def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
     from servesim.plan.predict import Deployment, build_step_model
     from servesim.sim.batching import Benchmark, run_benchmark
@@ -83,7 +103,8 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
     conc = _num(row["concurrency"])
     rate = _num(row["request_rate"])
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "bf16",
-                     kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm")
+                     kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm",
+                     overlap=overlap_of(row))
     name, ratio, nominal = client_of(row)
     isl, osl = nominal or (int(float(row["isl"])), int(float(row["osl"])))
     client = Client(name, random_range_ratio=ratio)
@@ -156,8 +177,12 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
         if not offline or m is None or not _num(r["isl"]) or not _num(r["osl"]):
             continue
         try:
+            isl = int(float(r["isl"]))
+            # trtllm-bench sizes max_num_tokens to the workload: a whole prompt fits in a step.
+            budget = max(8192, isl) if r["engine"] == "trtllm" else None
             dep = Deployment(r["model"], r["gpu"], int(r["tp"] or 1), r["dtype"] or "bf16",
-                             r["kv_dtype"] or "bf16", r["engine"] or "vllm")
+                             r["kv_dtype"] or "bf16", r["engine"] or "vllm", max_num_batched_tokens=budget,
+                             overlap=overlap_of(r))
             sm, _, mem = build_step_model(dep)
             bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000)
             res = run_benchmark(sm, bench, mem)

@@ -22,14 +22,17 @@ CLIENTS: tuple[str, ...] = ("vllm", "sglang", "inferencemax")
 ENGINE_FLAGS: dict[str, dict[str, tuple[str, str]]] = {
     # engine -> {argument dest: (what it sets on the Deployment, the engine's own flag)}
     "vllm": {"max_num_batched_tokens": ("budget", "--max-num-batched-tokens"),
-             "max_num_seqs": ("seqs", "--max-num-seqs")},
+             "max_num_seqs": ("seqs", "--max-num-seqs"),
+             "no_async_scheduling": ("no_overlap", "--no-async-scheduling")},
     "sglang": {"chunked_prefill_size": ("budget", "--chunked-prefill-size"),
                "max_running_requests": ("seqs", "--max-running-requests"),
                "max_prefill_tokens": ("max_prefill_tokens", "--max-prefill-tokens"),
-               "enable_mixed_chunk": ("enable_mixed_chunk", "--enable-mixed-chunk")},
+               "enable_mixed_chunk": ("enable_mixed_chunk", "--enable-mixed-chunk"),
+               "disable_overlap_schedule": ("no_overlap", "--disable-overlap-schedule")},
     "trtllm": {"max_num_tokens": ("budget", "--max-num-tokens"),
                "max_batch_size": ("seqs", "--max-batch-size"),
-               "enable_chunked_prefill": ("enable_chunked_prefill", "--enable-chunked-prefill")},
+               "enable_chunked_prefill": ("enable_chunked_prefill", "--enable-chunked-prefill"),
+               "disable_overlap_scheduler": ("no_overlap", "--disable-overlap-scheduler")},
 }
 """Each engine's own flags, and what each sets."""
 _ALL_ENGINE_FLAGS = {dest: (eng, flag) for eng, flags in ENGINE_FLAGS.items()
@@ -48,7 +51,8 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
     naming it and the engine it belongs to."""
     from servesim._checks import ParameterError
 
-    out: dict[str, Any] = {"max_num_batched_tokens": None, "max_num_seqs": None, "scheduler": ()}
+    out: dict[str, Any] = {"max_num_batched_tokens": None, "max_num_seqs": None, "scheduler": (),
+                           "overlap": None}
     options: dict[str, Any] = {}
     for dest, value in values.items():
         if value is None or dest not in _ALL_ENGINE_FLAGS:
@@ -63,6 +67,8 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
             out["max_num_batched_tokens"] = value
         elif target == "seqs":
             out["max_num_seqs"] = value
+        elif target == "no_overlap":
+            out["overlap"] = not value
         else:
             options[target] = value
     out["scheduler"] = tuple(sorted(options.items()))
@@ -131,6 +137,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      "on smaller GPUs and the A100)")
     eng.add_argument("--max-num-seqs", type=integer(1, hi=100_000), default=None,
                      help="vllm: most running sequences, 1-100,000 (default 1024; 256 on smaller GPUs)")
+    eng.add_argument("--no-async-scheduling", action="store_true", default=None,
+                     help="vllm: host work between steps instead of beside them (default: async on)")
     eng.add_argument("--chunked-prefill-size", type=integer(1, hi=1_000_000), default=None,
                      help="sglang: most prompt tokens in a prefill step, 1-1,000,000 (default 8192 on "
                      "80-160 GB "
@@ -141,6 +149,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="sglang: most tokens of one prefill batch, 1-1,000,000 (default 16384)")
     eng.add_argument("--enable-mixed-chunk", action="store_true", default=None,
                      help="sglang: decodes ride along in prefill steps (default off: prefill stalls them)")
+    eng.add_argument("--disable-overlap-schedule", action="store_true", default=None,
+                     help="sglang: host work between steps instead of beside them (default: overlap on)")
     eng.add_argument("--max-num-tokens", type=integer(1, hi=1_000_000), default=None,
                      help="trtllm: per-step token budget, 1-1,000,000 (default 8192); whole prompts must fit "
                      "unless --enable-chunked-prefill")
@@ -148,6 +158,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="trtllm: most running requests, 1-100,000 (default 2048)")
     eng.add_argument("--enable-chunked-prefill", action="store_true", default=None,
                      help="trtllm: cut prompts to the step budget (default off: whole prompts)")
+    eng.add_argument("--disable-overlap-scheduler", action="store_true", default=None,
+                     help="trtllm: host work between steps instead of beside them (default: overlap on)")
     p.add_argument("--spec", type=choice(["none", *SPECDEC_PRESETS], "spec"), default="none",
                    help=f"speculative decoding preset: none (default), {', '.join(SPECDEC_PRESETS)}")
     p.add_argument("--k", type=integer(1, hi=16), default=None,

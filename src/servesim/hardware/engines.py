@@ -108,14 +108,16 @@ def _raw() -> dict[str, Any]:
 def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_batched_tokens: int | None = None,
                    max_num_seqs: int | None = None,
-                   scheduler: dict[str, float | bool] | None = None) -> EngineProfile:
+                   scheduler: dict[str, float | bool] | None = None,
+                   overlap: bool | None = None) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
     the ``large`` values apply from ``large_memory_gib`` up (except the GPUs
     named in ``small_gpus``), the ``small`` ones below, and ``huge`` ones (where
     given) from ``huge_memory_gib`` up.  ``scheduler`` overrides the engine's
-    scheduler options (names as in its ``[engine.NAME.scheduler]`` table).
+    scheduler options (names as in its ``[engine.NAME.scheduler]`` table); ``overlap``
+    turns the overlap (async) scheduler on or off.
     """
     raw = _raw()["engine"]
     if name not in raw:
@@ -138,7 +140,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         max_num_seqs=seqs if max_num_seqs is None else max_num_seqs,
         host_step_s=float(e["host_step_us"]) * 1e-6,
         host_per_seq_s=float(e["host_per_seq_us"]) * 1e-6,
-        overlap=bool(e["overlap"]),
+        overlap=bool(e["overlap"]) if overlap is None else bool(overlap),
         cuda_graph_max_tokens=int(e["cuda_graph_max_tokens"]),
         eager_kernel_s=float(e["eager_kernel_us"]) * 1e-6,
         memory_fraction=float(e["memory_fraction"]),

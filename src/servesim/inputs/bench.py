@@ -42,6 +42,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "client", "random_range_ratio", "burstiness", "random_input_len", "random_output_len",
     "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
     "max_prefill_tokens", "enable_mixed_chunk", "max_num_tokens", "max_batch_size", "enable_chunked_prefill",
+    "no_async_scheduling", "disable_overlap_schedule", "disable_overlap_scheduler",
 )
 """Columns a points file may also have: the benchmark client's flags as ``vllm bench serve`` names them
 (``request_rate`` ``inf`` or empty: all at once; ``max_concurrency`` is ``concurrency``;
@@ -60,7 +61,8 @@ _KINDS = {"tp": "int", "isl": "int", "osl": "int", "concurrency": "int", "num_pr
           "random_output_len": "int", "max_num_batched_tokens": "int", "max_num_seqs": "int",
           "chunked_prefill_size": "int", "max_running_requests": "int", "max_prefill_tokens": "int",
           "enable_mixed_chunk": "bool", "max_num_tokens": "int", "max_batch_size": "int",
-          "enable_chunked_prefill": "bool", **dict.fromkeys(MEASURED_COLUMNS, "float")}
+          "enable_chunked_prefill": "bool", "no_async_scheduling": "bool", "disable_overlap_schedule": "bool",
+          "disable_overlap_scheduler": "bool", **dict.fromkeys(MEASURED_COLUMNS, "float")}
 _ALIASES = {"random_input_len": "isl", "random_output_len": "osl", "max_concurrency": "concurrency",
             "request_rate": "rate"}
 _REQUIRED = ("model", "gpu", "isl", "osl")

@@ -48,7 +48,9 @@ class Deployment:
     ``--max-running-requests``, TensorRT-LLM ``--max-num-tokens``/``--max-batch-size``);
     ``scheduler`` holds the engine's other scheduler options as (name, value) pairs
     (SGLang ``enable_mixed_chunk``, ``max_prefill_tokens``; TensorRT-LLM
-    ``enable_chunked_prefill``).
+    ``enable_chunked_prefill``); ``overlap`` False turns off the engine's overlap scheduler
+    (vLLM ``--no-async-scheduling``, SGLang ``--disable-overlap-schedule``, TensorRT-LLM
+    ``--disable-overlap-scheduler``).
     """
 
     model: str
@@ -60,6 +62,7 @@ class Deployment:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     scheduler: tuple[tuple[str, float | bool], ...] = ()
+    overlap: bool | None = None  # the engine's overlap (async) scheduler; None: its default
 
     def __post_init__(self) -> None:
         check_int("tp", self.tp, lo=1, hi=64)
@@ -74,7 +77,7 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, M
     gname = canonical_gpu(dep.gpu, catalog)
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
-                         scheduler=dict(dep.scheduler))
+                         scheduler=dict(dep.scheduler), overlap=dep.overlap)
     sm = StepModel(shape, gname, dep.tp, dtype=dep.dtype, kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
         need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)

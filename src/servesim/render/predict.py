@@ -53,7 +53,8 @@ def _scheduler(d: dict[str, Any]) -> str:
     s = dict(d.get("scheduler") or {})
     name = s.pop("scheduler", d.get("engine", ""))
     parts = [f"token budget {s.pop('token_budget', d.get('max_num_batched_tokens'))}",
-             f"at most {s.pop('max_running', d.get('max_num_seqs'))} running"]
+             f"at most {s.pop('max_running', d.get('max_num_seqs'))} running",
+             "overlap scheduler" if s.pop("overlap", False) else "host time between steps"]
     parts += [f"{k} {v}" for k, v in s.items() if k not in ("init_new_token_ratio", "min_new_token_ratio",
                                                           "new_token_ratio_decay", "clip_max_new_tokens")]
     version = f" {d['engine_version']}" if d.get("engine_version") else ""

@@ -170,4 +170,4 @@ class Scheduler:
     def describe(self) -> dict[str, Any]:
         """The policy's name, token budget, sequence limit and options, for the output."""
         return {"scheduler": self.name, "token_budget": self.profile.max_num_batched_tokens,
-                "max_running": self.profile.max_num_seqs, **self.options}
+                "max_running": self.profile.max_num_seqs, "overlap": self.profile.overlap, **self.options}
