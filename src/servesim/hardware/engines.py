@@ -109,15 +109,16 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_batched_tokens: int | None = None,
                    max_num_seqs: int | None = None,
                    scheduler: dict[str, float | bool] | None = None,
-                   overlap: bool | None = None) -> EngineProfile:
+                   overlap: bool | None = None, tp: int = 1) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
     the ``large`` values apply from ``large_memory_gib`` up (except the GPUs
-    named in ``small_gpus``), the ``small`` ones below, and ``huge`` ones (where
-    given) from ``huge_memory_gib`` up.  ``scheduler`` overrides the engine's
+    named in ``small_gpus``), the ``small`` ones below.  ``scheduler`` overrides the engine's
     scheduler options (names as in its ``[engine.NAME.scheduler]`` table); ``overlap``
-    turns the overlap (async) scheduler on or off.
+    turns the overlap (async) scheduler on or off.  An engine with a ``memory`` table (SGLang)
+    sizes its chunk, its CUDA-graph batch and its static memory fraction from the GPU's memory and
+    the tensor-parallel degree ``tp`` as its server does.
     """
     raw = _raw()["engine"]
     if name not in raw:
@@ -125,8 +126,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     e = raw[name]
     large = memory_gib >= float(e["large_memory_gib"]) and gpu not in e["small_gpus"]
     tokens = int(e["max_num_batched_tokens_large" if large else "max_num_batched_tokens_small"])
-    if "huge_memory_gib" in e and memory_gib >= float(e["huge_memory_gib"]):
-        tokens = int(e["max_num_batched_tokens_huge"])
     options: dict[str, float | bool] = dict(e.get("scheduler", {}))
     for key, value in (scheduler or {}).items():
         if key not in options:
@@ -134,6 +133,17 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                                  f"an option of {name}'s scheduler: {', '.join(options) or 'none'}")
         options[key] = value
     seqs = int(e["max_num_seqs_large" if large else "max_num_seqs_small"])
+    fraction, reserved = float(e["memory_fraction"]), float(e["reserved_GiB"]) * 2.0**30
+    graph = int(e["cuda_graph_max_tokens"])
+    if "memory" in e:  # SGLang's _handle_gpu_memory_settings
+        m = e["memory"]
+        cls = next(c for c in m["classes"] if memory_gib < float(c[0]))
+        tokens, graph = int(cls[1]), int(cls[2] if tp < 4 else cls[3])
+        chunk = tokens if max_num_batched_tokens is None else max_num_batched_tokens
+        mib = float(m["reserved_base_MiB"]) + 1.5 * max(chunk, 2048) + 2 * graph + tp / 8 * 1024
+        if memory_gib > 60:
+            mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
+        fraction, reserved = round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
     return EngineProfile(
         name=name,
         max_num_batched_tokens=tokens if max_num_batched_tokens is None else max_num_batched_tokens,
@@ -141,10 +151,10 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         host_step_s=float(e["host_step_us"]) * 1e-6,
         host_per_seq_s=float(e["host_per_seq_us"]) * 1e-6,
         overlap=bool(e["overlap"]) if overlap is None else bool(overlap),
-        cuda_graph_max_tokens=int(e["cuda_graph_max_tokens"]),
+        cuda_graph_max_tokens=graph,
         eager_kernel_s=float(e["eager_kernel_us"]) * 1e-6,
-        memory_fraction=float(e["memory_fraction"]),
-        reserved_bytes=float(e["reserved_GiB"]) * 2.0**30,
+        memory_fraction=fraction,
+        reserved_bytes=reserved,
         fraction_of_free=bool(e.get("fraction_of_free", False)),
         request_overhead_s=float(e.get("request_overhead_us", 0.0)) * 1e-6,
         description=str(e.get("label", name)),

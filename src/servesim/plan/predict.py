@@ -77,7 +77,7 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, M
     gname = canonical_gpu(dep.gpu, catalog)
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
-                         scheduler=dict(dep.scheduler), overlap=dep.overlap)
+                         scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp)
     sm = StepModel(shape, gname, dep.tp, dtype=dep.dtype, kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
         need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)
