@@ -376,7 +376,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         t += dt
         steps += n
         busy_time += dt
-        batch_time += b * dt
+        batch_time += len(s.decoding) * dt  # the running sequences, stepping or stalled by a prefill
         itl_sum += b * dt
         itl_n += b * n
         if not plan.decode:  # a prefill-only step stalls the decoding sequences: their next gap grows
