@@ -346,3 +346,26 @@ def test_spec_with_fixed_k(capsys):
     d = _json(capsys, "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "512", "--osl", "32",
               "--concurrency", "1", "--num-prompts", "2", "--spec", "mtp", "--k", "2")
     assert d["speculation"]["k"] == 2
+
+
+# --------------------------------------------------------------------------- MoE models
+
+
+def test_moe_model_predicts_with_its_parallelism(capsys):
+    d = _json(capsys, "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "8",
+              "--isl", "1024", "--osl", "256", "--concurrency", "16", "--num-prompts", "32")
+    assert d["model"] == "deepseek-r1" and d["dtype"] == "fp8_block"  # the checkpoint's own
+    assert d["tp"] == 8 and d["dp"] == 1 and d["ep"] == 1 and d["gpus"] == 8
+    assert d["completed"] == 32 and d["mean_tpot_ms"] > d["batch1_step_ms"] * 0.9
+    dp = _json(capsys, "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "1", "--dp", "8",
+               "--ep", "8", "--isl", "1024", "--osl", "256", "--concurrency", "16", "--num-prompts", "32")
+    assert dp["gpus"] == 8 and dp["kv_capacity_tokens"] > 4 * d["kv_capacity_tokens"]
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (["--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2"], ("dp=2", "dense model")),
+    (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--tp", "8"], ("fit", "GPUs would hold")),
+    (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "8", "--ep", "3"], ("ep=3", "divisor")),
+])
+def test_moe_bad_parallelism_is_one_line_exit_2(capsys, args, fragments):
+    _one_line_exit_2(*_run(capsys, *args, "--isl", "128", "--osl", "16", "--concurrency", "2"), *fragments)

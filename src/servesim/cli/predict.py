@@ -94,8 +94,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--gpu", help="h100-sxm, h200, b200, a100-80gb (also h100_sxm, ...)")
     p.add_argument("--tp", type=integer(1, hi=64), default=None,
                    help="tensor-parallel GPUs in the replica, 1-64, dividing the heads (default 1)")
-    p.add_argument("--dtype", type=choice(WEIGHT_DTYPES, "dtype"), default=None,
-                   help="weights and GEMMs: bf16 (default), fp8 (Hopper, Blackwell), fp4 (Blackwell)")
+    p.add_argument("--dtype", type=choice((*WEIGHT_DTYPES, "int4", "fp8_block", "mxfp4"), "dtype"),
+                   default=None,
+                   help="weights and GEMMs: bf16 (default for dense models), fp8 (Hopper, Blackwell; block "
+                   "FP8 on a block-quantized MoE checkpoint), fp4 (NVFP4 on Blackwell; MXFP4 weight-only on "
+                   "Hopper for MXFP4 checkpoints), int4 (weight-only, MoE experts); MoE default: the "
+                   "checkpoint's")
+    p.add_argument("--dp", type=integer(1, hi=256), default=None,
+                   help="MoE models: attention data-parallel ranks, 1-256 (SGLang --enable-dp-attention "
+                   "--dp, vLLM --data-parallel-size, TensorRT-LLM enable_attention_dp); the replica spans "
+                   "tp x dp GPUs (default 1)")
+    p.add_argument("--ep", type=integer(1, hi=256), default=None,
+                   help="MoE models: expert-parallel ranks, 1-256, dividing the experts and tp x dp; the MoE "
+                   "layers' tensor parallel is tp x dp / ep (default 1)")
     p.add_argument("--kv-dtype", type=choice(KV_DTYPES, "kv-dtype"), default=None,
                    help="KV cache: bf16 (default) or fp8")
     p.add_argument("--isl", "--random-input-len", dest="isl", type=integer(1, hi=1_000_000), default=None,
@@ -206,8 +217,9 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
     flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
              for dest in _ALL_ENGINE_FLAGS}
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
-                     dtype=row.get("dtype") or "bf16", kv_dtype=row.get("kv_dtype") or "bf16",
-                     engine=engine, **engine_settings(engine, flags))
+                     dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype") or "bf16",
+                     engine=engine, dp=row.get("dp") or args.dp or 1, ep=row.get("ep") or args.ep or 1,
+                     **engine_settings(engine, flags))
 
     def pick(name: str) -> Any:
         v = row.get(name)

@@ -38,7 +38,7 @@ MAX_POINTS = 100_000
 POINT_COLUMNS: tuple[str, ...] = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
 """The usual columns of a points file (``tp``, ``dtype`` and ``concurrency`` may be left out)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = (
-    "kv_dtype", "engine", "rate", "request_rate", "max_concurrency", "num_prompts", "num_warmups",
+    "dp", "ep", "kv_dtype", "engine", "rate", "request_rate", "max_concurrency", "num_prompts", "num_warmups",
     "client", "random_range_ratio", "burstiness", "random_input_len", "random_output_len",
     "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
     "max_prefill_tokens", "enable_mixed_chunk", "max_num_tokens", "max_batch_size", "enable_chunked_prefill",
@@ -55,7 +55,8 @@ MEASURED_COLUMNS: tuple[str, ...] = (
     "total_token_throughput",
 )
 """Measured results a row may carry: the prediction is then compared with them."""
-_KINDS = {"tp": "int", "isl": "int", "osl": "int", "concurrency": "int", "num_prompts": "int",
+_KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "concurrency": "int",
+          "num_prompts": "int",
           "rate": "rate", "request_rate": "rate", "max_concurrency": "int", "num_warmups": "int",
           "random_range_ratio": "float", "burstiness": "float", "random_input_len": "int",
           "random_output_len": "int", "max_num_batched_tokens": "int", "max_num_seqs": "int",

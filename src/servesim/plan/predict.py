@@ -23,7 +23,7 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_int
 from servesim.hardware.engines import ENGINES, engine_profile
-from servesim.hardware.names import ModelShape, canonical_gpu, dense_shape, resolve_gpu
+from servesim.hardware.names import canonical_gpu, dense_shape, resolve_gpu
 from servesim.hardware.speculation import speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
@@ -63,22 +63,107 @@ class Deployment:
     max_num_seqs: int | None = None
     scheduler: tuple[tuple[str, float | bool], ...] = ()
     overlap: bool | None = None  # the engine's overlap (async) scheduler; None: its default
+    dp: int = 1  # attention data-parallel ranks (MoE models): the replica spans tp x dp GPUs
+    ep: int = 1  # expert-parallel ranks of the MoE layers (their tensor parallel is tp x dp / ep)
 
     def __post_init__(self) -> None:
         check_int("tp", self.tp, lo=1, hi=64)
+        check_int("dp", self.dp, lo=1, hi=256)
+        check_int("ep", self.ep, lo=1, hi=256)
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
 
-def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[StepModel, ModelShape, float]:
-    """The step model of ``dep``, the model's shape and each GPU's memory in bytes."""
-    shape = dense_shape(dep.model, catalog)
+def _architecture(model: str) -> Any:
+    """The MoE / MLA architecture ``model`` names (a shipped config or a config.json path), or None
+    for a dense model."""
+    from servesim._checks import InputError
+    from servesim.hardware.architectures import find_architecture
+
+    try:
+        return find_architecture(model)
+    except InputError:
+        if _is_moe_config(model):
+            raise
+        return None  # a dense config.json: the dense reader names what is wrong with it
+
+
+def _is_moe_config(path: str) -> bool:
+    """Whether the config.json at ``path`` declares experts or a latent (MLA) KV cache."""
+    import json
+    from pathlib import Path
+
+    from servesim.hardware.names import MOE_CONFIG_FIELDS
+
+    p = Path(path).expanduser()
+    p = p / "config.json" if p.is_dir() else p
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
+    return data.get("kv_lora_rank") is not None or any(data.get(k) not in (None, 0, 1)
+                                                       for k in MOE_CONFIG_FIELDS)
+
+
+def moe_dtype(user: str, arch: Any, gpu: str) -> str:
+    """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` its block
+    FP8 where it is block-quantized (DeepSeek, Qwen3-FP8), else per-tensor; ``fp4`` NVFP4 on
+    Blackwell, MXFP4 weight-only on older GPUs for an MXFP4 checkpoint (gpt-oss); ``int4`` int4
+    weight-only groups; ``bf16`` as it says."""
+    own = arch.checkpoint_dtype
+    if user == "auto":
+        return str(own)
+    if user == "fp8":
+        return "fp8_block" if own == "fp8_block" else "fp8"
+    if user == "fp4":
+        blackwell = gpu.startswith(("b200", "b300", "gb200", "gb300"))
+        if blackwell:
+            return "fp4"
+        if own == "mxfp4":
+            return "mxfp4"
+        raise ParameterError("dtype", user, f"bf16, fp8 or int4 on {gpu} for {arch.name}: NVFP4 needs a "
+                             "Blackwell GPU (MXFP4 weight-only runs on Hopper for MXFP4 checkpoints)")
+    return user
+
+
+def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
+    """The step model of ``dep``, the model's shape and each GPU's memory in bytes.
+
+    A mixture-of-experts or MLA model (:mod:`servesim.hardware.architectures`) gets the
+    operation-list step model of :mod:`servesim.hardware.moe_step` on ``tp x dp`` GPUs with
+    ``ep``-way expert parallelism; a dense model the per-GEMM :class:`StepModel` on ``tp``."""
+    arch = _architecture(dep.model)
     gpu = resolve_gpu(dep.gpu, catalog)
     gname = canonical_gpu(dep.gpu, catalog)
+    if arch is None and (dep.dp > 1 or dep.ep > 1):
+        raise ParameterError("dp" if dep.dp > 1 else "ep", dep.dp if dep.dp > 1 else dep.ep,
+                             f"1 for a dense model ({dep.model}): attention data parallel and expert "
+                             "parallel apply to mixture-of-experts models")
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
                          scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp)
-    sm = StepModel(shape, gname, dep.tp, dtype=dep.dtype, kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
+    if arch is not None:
+        from servesim.hardware.moe_step import MoEStepModel, Parallelism
+
+        msm = MoEStepModel(arch, gname, Parallelism(dep.tp, dep.dp, dep.ep),
+                           dtype=moe_dtype(dep.dtype, arch, gname), kv_dtype=dep.kv_dtype, engine=eng)
+        if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
+            per = msm.weight_bytes_per_gpu / 2**30
+            room = gpu.memory_bytes / 2**30 * eng.memory_fraction * 0.9
+            gpus_needed = math.ceil(per * dep.tp * dep.dp / room)
+            raise ParameterError(
+                "tp", f"{dep.tp} x dp {dep.dp}",
+                f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
+                "GPU "
+                f"on {dep.tp * dep.dp} GPUs, a {dep.gpu} has {gpu.memory_bytes / 2**30:.1f} GiB (about "
+                f"{gpus_needed} GPUs would hold it)")
+        return msm, arch, gpu.memory_bytes
+    shape = dense_shape(dep.model, catalog)
+    sm = StepModel(shape, gname, dep.tp, dtype="bf16" if dep.dtype == "auto" else dep.dtype,
+                   kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
         need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)
         raise ParameterError(
@@ -110,7 +195,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
                                                  isl_mean + osl_mean / 2, k=k, catalog=catalog)
     stable, why = _stable_at_rate(sm, memory, bench)
     res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, lengths=lengths)
-    gpus = dep.tp
+    gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
     conc = bench.concurrency
@@ -127,8 +212,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     sched = res.scheduler
     out: dict[str, Any] = {
         "mode": "agg", "stable": stable,
-        "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "gpus": gpus,
-        "dtype": dep.dtype, "kv_dtype": dep.kv_dtype, "engine": dep.engine,
+        "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "dp": dep.dp, "ep": dep.ep, "gpus": gpus,
+        "dtype": getattr(sm, "dtype", dep.dtype), "kv_dtype": dep.kv_dtype, "engine": dep.engine,
         "engine_version": sm.engine.version, "scheduler": sched,
         "client": client.name, "random_range_ratio": client.ratio, "num_warmups": bench.warmups,
         "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "max_concurrency": conc,

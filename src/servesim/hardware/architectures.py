@@ -1,0 +1,1042 @@
+"""Shapes of mixture-of-experts and MLA models, read from their Hugging Face ``config.json``.
+
+:func:`read_architecture` builds an :class:`Architecture` from a ``config.json`` (and the
+``hf_quant_config.json`` beside it, where a ModelOpt checkpoint has one);
+:func:`find_architecture` looks up the configs shipped in ``servesim/data/model_configs``
+(copied from ai-dynamo/aiconfigurator, see the ``NOTICE.md`` there) by Hugging Face id,
+alias or short name.  Dense models are :func:`servesim.hardware.names.read_hf_config`'s.
+
+**Notation.**  ``h`` width (``hidden_size``), ``V`` vocabulary, ``H`` query heads, ``G`` KV
+heads of width ``d``, ``E`` routed experts of width ``I`` (``k`` per token), ``S`` shared
+experts of width ``I_s``, dense-layer MLP width ``I_d``.  Every MLP is gated (gate, up, down:
+``3 h I``).  Every layer has two RMSNorms (``2 h``); the model a final norm (``h``), the
+input embedding (``V h``) and the LM head (``V h``, unless tied).
+
+**Families** (one line each: the attention, the FFN, the config fields read):
+
+* ``deepseek_v3`` (DeepSeek-V3 / R1 / V3.1, Kimi-K2; ``KimiK25`` nests it in
+  ``text_config``): MLA, per layer ``h r_q + r_q + r_q H (n + p)`` (q_a, its norm, q_b;
+  ``h H (n + p)`` when ``q_lora_rank`` is null) ``+ h (r_kv + p) + r_kv`` (kv_a with the
+  shared RoPE key, its norm) ``+ r_kv H (n + v) + H v h`` (kv_b, o); the first
+  ``first_k_dense_replace`` layers dense (``3 h I_d``), then every ``moe_layer_freq``-th
+  layer MoE: ``E 3 h I + S 3 h I`` + router ``h E`` + ``E`` correction biases.  Reads
+  ``q_lora_rank`` (r_q), ``kv_lora_rank`` (r_kv), ``qk_nope_head_dim`` (n),
+  ``qk_rope_head_dim`` (p), ``v_head_dim`` (v), ``n_routed_experts``, ``n_shared_experts``,
+  ``moe_intermediate_size``, ``intermediate_size``, ``num_nextn_predict_layers``.
+* ``qwen3_moe``: GQA ``2 h H d + 2 h G d`` plus per-head Q/K norms ``2 d``; a layer is MoE
+  unless listed in ``mlp_only_layers`` or off the ``decoder_sparse_step``: ``E 3 h I + h E``.
+  Reads ``num_experts``, ``moe_intermediate_size``, ``head_dim``, ``use_sliding_window``.
+* ``gpt_oss``: GQA with biases (``H d + 2 G d + h``) and one learned sink logit per head
+  (``H``); ``layer_types`` alternates ``sliding_window`` (128) and full attention; MoE every
+  layer: ``E (3 h I + 2 I + h)`` (gate_up and down with biases) + router ``h E + E``.
+  Reads ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size`` (an expert's).
+* ``minimax_m2``: GQA with Q/K RMSNorms over all heads (``qk_norm_type`` ``per_layer``:
+  ``H d + G d``; ``per_head``: ``2 d``), full attention in every layer; MoE every layer
+  ``E 3 h I + h E + E`` (routing bias); ``shared_intermediate_size`` 0 = no shared expert.
+  MTP: ``num_mtp_modules x mtp_transformer_layers`` when ``use_mtp``.
+* ``mixtral``: GQA ``2 h H d + 2 h G d``; MoE every layer ``E 3 h I + h E``
+  (``num_local_experts``, ``intermediate_size``); ``sliding_window`` (null today) on every layer.
+* ``llama4`` (``text_config``): GQA ``2 h H d + 2 h G d`` (its QK norm has no weights);
+  MoE layers ``moe_layers`` or every ``interleave_moe_layer_step``-th (counting from
+  ``step - 1``): ``E 3 h I + 1 x 3 h I + h E`` (a shared expert of ``intermediate_size``),
+  the others dense with ``intermediate_size_mlp``.  Attention: ``layer_types`` or, by
+  default, ``no_rope_layers`` (every 4th layer is a NoPE layer with full attention, the
+  other three RoPE layers attend within chunks of ``attention_chunk_size`` = 8192 tokens).
+
+**Parameters.**  :attr:`Architecture.params` is the sum of :meth:`Architecture.breakdown`
+(MTP modules excluded: :attr:`Architecture.mtp_params`; vision towers are not modelled).
+:attr:`Architecture.active_params` is what one token uses: the routed experts scaled by
+``k / E``, every other weight once, the input embedding included (servesim's convention,
+:class:`~servesim.hardware.roofline.ModelSpec`'s; Mistral, Meta and Qwen publish theirs so).
+:attr:`Architecture.active_matmul_params` leaves out the input table, from which a token
+only gathers a row (what a token multiplies by; DeepSeek, OpenAI, Moonshot and MiniMax
+publish theirs so).
+
+**Names** (:func:`find_architecture`, case-insensitive): the shipped configs' Hugging Face ids
+(:func:`shipped_ids`); re-releases of the same shape (``deepseek-ai/DeepSeek-R1-0528``,
+``DeepSeek-V3-0324``, ``DeepSeek-V3.1`` / ``-Terminus`` / ``-Base``: V3's shape and block FP8;
+``Kimi-K2-Instruct-0905``, ``Kimi-K2-Base``; Qwen3's ``-Instruct-2507`` / ``-Thinking-2507`` and
+their ``-FP8``; ``Qwen3-30B-A3B-FP8``: block FP8 of every linear layer, as Qwen's FP8 releases;
+``Mixtral-8x7B-Instruct-v0.1``; the Llama-4 base models; ``MiniMax-M2`` / ``M2.1``); each id's
+repository name (``deepseek-r1``, ``gpt-oss-120b``, ``qwen3-235b-a22b``, ``kimi-k2.5``) and a few
+short names (``kimi-k2``, ``mixtral-8x7b``, ``llama-4-scout``, ``llama-4-maverick``).
+
+**KV cache per token** (:meth:`Architecture.kv_bytes_per_token`): MLA stores one latent
+``kv_lora_rank + qk_rope_head_dim`` values per layer (one copy for all heads, the
+compressed KV and the shared RoPE key); GQA ``2 G d`` values per layer.  A layer with a
+window ``w`` (sliding, or Llama-4's chunk) holds at most ``w`` tokens, so over a sequence
+of ``L`` tokens it costs ``min(L, w) / L`` of a full layer per token.  A chunked layer
+really holds ``L mod w`` tokens (the current chunk), at most ``w``: the bound is what an
+engine must reserve (vLLM's chunked-local-attention spec reserves a chunk).
+
+**Checkpoint dtype** (``checkpoint_dtype``) from ``quantization_config`` (in
+``text_config`` or the top level) or ``hf_quant_config.json``: ``fp8`` with a
+``weight_block_size`` -> ``fp8_block`` (without -> ``fp8``); ``mxfp4`` -> ``mxfp4``;
+``compressed-tensors`` groups of 4-bit integers -> ``int4`` (4-bit floats -> ``fp4``,
+8-bit floats -> ``fp8`` / ``fp8_block``); ModelOpt ``NVFP4`` -> ``fp4``, ``FP8`` -> ``fp8``;
+no quantization -> ``bf16``.  ``quantized_parts`` lists the linear layers
+(:data:`LINEAR_PARTS`) the checkpoint stores in that dtype: those its
+``modules_to_not_convert`` / ``ignore`` / ``exclude_modules`` lists (names, ``*`` globs,
+``re:`` regular expressions) leave out in no decoder layer, and, for compressed-tensors,
+that its ``targets`` select.  Every linear layer of a bf16 checkpoint is listed.
+
+**Weight bytes** (:meth:`Architecture.weight_bytes`): the requested dtype's bytes per
+value (:data:`BYTES_PER_VALUE`, scales included) for the experts and the other
+``quantized_parts``; bf16 for the rest, the embeddings, LM head, norms, biases and router.
+
+* ``fp8_block``: 1 byte + one FP32 scale per 128 x 128 block = ``1 + 4 / 16384``;
+* ``fp8``: 1 byte (per-tensor or per-channel scales not counted, as in
+  :mod:`servesim.hardware.precision`);
+* ``fp4`` (NVFP4): 4 bits + one FP8 scale per 16 values = ``0.5 + 1/16``;
+* ``mxfp4``: 4 bits + one E8M0 scale per 32 values = ``0.5 + 1/32``;
+* ``int4``: 4 bits + one BF16 scale per group of 32 = ``0.5 + 2/32``.
+
+Standard library only; nothing prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim.hardware.names import _load_json
+
+__all__ = [
+    "BYTES_PER_VALUE",
+    "CHECKPOINT_DTYPES",
+    "LINEAR_PARTS",
+    "MOE_FAMILIES",
+    "Architecture",
+    "find_architecture",
+    "read_architecture",
+    "shipped_ids",
+]
+
+MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax_m2", "mixtral", "llama4")
+"""The model families :func:`read_architecture` reads."""
+
+CHECKPOINT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
+"""Weight dtypes a checkpoint is stored in, or :meth:`Architecture.weight_bytes` prices."""
+
+BYTES_PER_VALUE: Mapping[str, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0 + 4.0 / (128 * 128),
+    "fp4": 0.5 + 1.0 / 16,
+    "mxfp4": 0.5 + 1.0 / 32,
+    "int4": 0.5 + 2.0 / 32,
+}
+"""Bytes per stored weight, block or group scales included (see the module doc)."""
+
+LINEAR_PARTS: tuple[str, ...] = (
+    "q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj",
+    "experts", "shared_experts", "dense_mlp",
+)
+"""Linear layers a checkpoint may quantize (the keys of :meth:`Architecture.breakdown` that may
+take a dtype other than bf16)."""
+
+_BF16_PARTS: tuple[str, ...] = ("embed", "lm_head", "norms", "biases", "router")
+_ATTENTION_KINDS = ("mla", "gqa")
+_QK_NORMS = ("", "per_head", "per_layer")
+_DTYPE_ALIASES: Mapping[str, str] = {
+    "bfloat16": "bf16", "nvfp4": "fp4", "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8",
+    "fp8-block": "fp8_block", "w4a16": "int4",
+}
+_MAX_DIM = 1 << 24
+_MAX_LIST = 4096
+_MAX_PATTERN = 1000
+
+
+# --------------------------------------------------------------------------- the shape
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A mixture-of-experts (and/or MLA) transformer's shape, as its ``config.json`` gives it.
+
+    Attention: ``attention`` is ``"mla"`` or ``"gqa"``.  For MLA ``kv_heads`` is 1 (one
+    latent per token, shared by the heads and replicated on every tensor-parallel rank) and
+    ``head_dim`` is the query/key head width ``qk_nope_head_dim + qk_rope_head_dim``.
+    ``layer_windows[i]`` is 0 for full attention, else the most tokens layer ``i`` attends
+    to (``sliding_window``, or ``attention_chunk`` for Llama-4's chunked layers).
+
+    FFN: ``layer_moe[i]`` says whether layer ``i`` is a MoE layer (else a dense MLP of
+    ``dense_intermediate``); a MoE layer holds ``experts`` routed experts of
+    ``moe_intermediate`` (``experts_per_token`` used) and ``shared_experts`` always-on
+    experts of ``shared_intermediate`` each.
+
+    Quantization: ``checkpoint_dtype`` and ``quantized_parts`` (see the module doc; ``None``
+    = every linear part).  ``source`` is the file the shape was read from.
+    """
+
+    name: str
+    hf_id: str
+    family: str
+    layers: int
+    hidden: int
+    vocab: int
+    tied_embeddings: bool
+    attention: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    layer_windows: tuple[int, ...]
+    layer_moe: tuple[bool, ...]
+    experts: int
+    experts_per_token: int
+    moe_intermediate: int
+    dense_intermediate: int = 0
+    shared_experts: int = 0
+    shared_intermediate: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    attention_chunk: int = 0
+    attention_sinks: bool = False
+    attention_bias: bool = False
+    qk_norm: str = ""
+    router_bias: bool = False
+    expert_bias: bool = False
+    mtp_layers: int = 0
+    checkpoint_dtype: str = "bf16"
+    quantized_parts: tuple[str, ...] | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in MOE_FAMILIES:
+            raise ParameterError("family", self.family, f"one of {', '.join(MOE_FAMILIES)}")
+        if self.attention not in _ATTENTION_KINDS:
+            raise ParameterError("attention", self.attention, "'mla' or 'gqa'")
+        for name in ("layers", "hidden", "vocab", "heads", "kv_heads", "head_dim", "experts",
+                     "moe_intermediate"):
+            check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+        check_int("experts_per_token", self.experts_per_token, lo=1, hi=self.experts)
+        for name in ("dense_intermediate", "shared_experts", "shared_intermediate", "q_lora_rank",
+                     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                     "sliding_window", "attention_chunk", "mtp_layers"):
+            check_int(name, getattr(self, name), lo=0, hi=_MAX_DIM)
+        if self.attention == "mla":
+            for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+        elif self.heads % self.kv_heads:
+            raise ParameterError("kv_heads", self.kv_heads, f"a divisor of heads ({self.heads})")
+        if len(self.layer_windows) != self.layers:
+            raise ParameterError("layer_windows", self.layer_windows, f"{self.layers} windows, one per layer")
+        allowed = {0, self.sliding_window, self.attention_chunk}
+        for w in self.layer_windows:
+            if isinstance(w, bool) or not isinstance(w, int) or w not in allowed:
+                raise ParameterError("layer_windows", self.layer_windows,
+                                     "0 (full attention), sliding_window or attention_chunk per layer")
+        if len(self.layer_moe) != self.layers or not all(isinstance(m, bool) for m in self.layer_moe):
+            raise ParameterError("layer_moe", self.layer_moe, f"{self.layers} booleans, one per layer")
+        if not all(self.layer_moe):
+            check_int("dense_intermediate", self.dense_intermediate, lo=1, hi=_MAX_DIM)
+        if self.shared_experts:
+            check_int("shared_intermediate", self.shared_intermediate, lo=1, hi=_MAX_DIM)
+        if self.qk_norm not in _QK_NORMS:
+            raise ParameterError("qk_norm", self.qk_norm, "'', 'per_head' or 'per_layer'")
+        if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
+            raise ParameterError("checkpoint_dtype", self.checkpoint_dtype,
+                                 f"one of {', '.join(CHECKPOINT_DTYPES)}")
+        present = tuple(p for p in LINEAR_PARTS if self._linear_counts()[p])
+        if self.quantized_parts is None:
+            object.__setattr__(self, "quantized_parts", present)
+        elif not set(self.quantized_parts) <= set(present):
+            raise ParameterError("quantized_parts", self.quantized_parts,
+                                 f"linear parts of this model: a subset of {', '.join(present)}")
+
+    # ----------------------------------------------------------------- counts
+
+    @property
+    def moe_layers(self) -> int:
+        """Number of MoE layers."""
+        return sum(self.layer_moe)
+
+    @property
+    def dense_layers(self) -> int:
+        """Number of layers with a dense MLP."""
+        return self.layers - self.moe_layers
+
+    def _attention_linear(self) -> dict[str, int]:
+        """One layer's attention projections, by part."""
+        h, H = self.hidden, self.heads
+        if self.attention == "mla":
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            out = {"kv_a_proj": h * (self.kv_lora_rank + self.qk_rope_head_dim),
+                   "kv_b_proj": self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim),
+                   "o_proj": H * self.v_head_dim * h}
+            if self.q_lora_rank:
+                out |= {"q_a_proj": h * self.q_lora_rank, "q_b_proj": self.q_lora_rank * H * qk}
+            else:
+                out["q_proj"] = h * H * qk
+            return out
+        q, kv = H * self.head_dim, self.kv_heads * self.head_dim
+        return {"q_proj": h * q, "k_proj": h * kv, "v_proj": h * kv, "o_proj": q * h}
+
+    def _attention_norms(self) -> int:
+        if self.attention == "mla":
+            return self.q_lora_rank + self.kv_lora_rank  # q_a_layernorm, kv_a_layernorm
+        if self.qk_norm == "per_head":
+            return 2 * self.head_dim
+        if self.qk_norm == "per_layer":
+            return (self.heads + self.kv_heads) * self.head_dim
+        return 0
+
+    def _attention_biases(self) -> int:
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        biases = q + 2 * kv + self.hidden if self.attention_bias else 0
+        return biases + (self.heads if self.attention_sinks else 0)
+
+    def _linear_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(LINEAR_PARTS, 0)
+        for part, n in self._attention_linear().items():
+            counts[part] = n * self.layers
+        g = 3 * self.hidden  # gated MLP: gate, up, down
+        counts["experts"] = self.moe_layers * self.experts * g * self.moe_intermediate
+        counts["shared_experts"] = self.moe_layers * self.shared_experts * g * self.shared_intermediate
+        counts["dense_mlp"] = self.dense_layers * g * self.dense_intermediate
+        return counts
+
+    def breakdown(self) -> dict[str, int]:
+        """Parameters by part: :data:`LINEAR_PARTS` plus ``embed``, ``lm_head``, ``norms``,
+        ``biases`` (attention and expert biases, sinks) and ``router`` (gate and routing bias)."""
+        h, E = self.hidden, self.experts
+        out = self._linear_counts()
+        out["embed"] = self.vocab * h
+        out["lm_head"] = 0 if self.tied_embeddings else self.vocab * h
+        out["norms"] = self.layers * (2 * h + self._attention_norms()) + h
+        expert_bias = E * (2 * self.moe_intermediate + h) if self.expert_bias else 0
+        out["biases"] = self.layers * self._attention_biases() + self.moe_layers * expert_bias
+        out["router"] = self.moe_layers * (h * E + (E if self.router_bias else 0))
+        return out
+
+    @property
+    def params(self) -> float:
+        """Total parameters (MTP modules excluded; see the module doc)."""
+        return float(sum(self.breakdown().values()))
+
+    @property
+    def input_embedding_params(self) -> int:
+        """The input embedding table, ``vocab x hidden``."""
+        return self.vocab * self.hidden
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token uses: all but the routed experts, plus ``k / E`` of those (input
+        embedding included, as :class:`~servesim.hardware.roofline.ModelSpec` counts it)."""
+        parts = self.breakdown()
+        routed = parts["experts"]
+        if self.expert_bias:
+            routed += self.moe_layers * self.experts * (2 * self.moe_intermediate + self.hidden)
+        return float(sum(parts.values())) - routed * (1.0 - self.experts_per_token / self.experts)
+
+    @property
+    def active_matmul_params(self) -> float:
+        """Parameters one token multiplies by (2 FLOPs each): :attr:`active_params` without the
+        untied input embedding table, from which a token only gathers a row."""
+        return self.active_params - (0.0 if self.tied_embeddings else self.input_embedding_params)
+
+    @property
+    def mtp_params(self) -> float:
+        """Parameters of the multi-token-prediction modules, DeepSeek's layout: each one MoE decoder
+        layer, the ``2h x h`` projection and three norms (embedding and head shared, not counted).
+
+        DeepSeek-V3: 11.61e9; its checkpoint also stores copies of the embedding and head in the MTP
+        layer (1.85e9) and FP32 block scales (0.04e9): 671.03 + 13.50 = 684.5e9, the published 685B.
+        """
+        if not self.mtp_layers:
+            return 0.0
+        h, E = self.hidden, self.experts
+        layer = (sum(self._attention_linear().values()) + 2 * h + self._attention_norms()
+                 + self._attention_biases()
+                 + E * 3 * h * self.moe_intermediate + self.shared_experts * 3 * h * self.shared_intermediate
+                 + h * E + (E if self.router_bias else 0))
+        return float(self.mtp_layers * (layer + 2 * h * h + 3 * h))
+
+    # ----------------------------------------------------------------- bytes
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float, context: int | None = None) -> float:
+        """KV-cache bytes of one token over all layers (see the module doc).
+
+        ``kv_dtype_bytes`` is the bytes of one cached value (2 for bf16, 1 for fp8).  Without
+        ``context`` every layer holds the token; with it, the average per token over a sequence
+        of ``context`` tokens, a windowed layer holding at most its window.
+        """
+        b = check_real("kv_dtype_bytes", kv_dtype_bytes, lo=0.0, lo_open=True)
+        n = None if context is None else check_int("context", context, lo=1)
+        if self.attention == "mla":
+            per_layer = float(self.kv_lora_rank + self.qk_rope_head_dim)
+        else:
+            per_layer = 2.0 * self.kv_heads * self.head_dim
+        held = 0.0
+        for w in self.layer_windows:
+            held += 1.0 if (w == 0 or n is None or n <= w) else w / n
+        return per_layer * held * b
+
+    def weight_bytes(self, dtype: str) -> float:
+        """Bytes of the weights with ``dtype`` (one of :data:`CHECKPOINT_DTYPES`) for the experts and
+        the other ``quantized_parts``, bf16 for everything else (MTP modules excluded)."""
+        key = dtype.strip().lower() if isinstance(dtype, str) else ""
+        key = _DTYPE_ALIASES.get(key, key)
+        if key not in BYTES_PER_VALUE:
+            raise ParameterError("dtype", dtype, f"one of {', '.join(repr(d) for d in CHECKPOINT_DTYPES)}")
+        quantized = {"experts", *(self.quantized_parts or ())}
+        total = 0.0
+        for part, n in self.breakdown().items():
+            total += n * (BYTES_PER_VALUE[key] if part in quantized else BYTES_PER_VALUE["bf16"])
+        return total
+
+    @property
+    def checkpoint_bytes(self) -> float:
+        """:meth:`weight_bytes` in the checkpoint's own dtype."""
+        return self.weight_bytes(self.checkpoint_dtype)
+
+    @property
+    def quant_scope(self) -> str:
+        """``"all_linear"``, ``"experts"`` (only the routed experts) or ``"partial"`` (others)."""
+        present = [p for p, n in self._linear_counts().items() if n]
+        parts = set(self.quantized_parts or ())
+        if parts >= set(present):
+            return "all_linear"
+        return "experts" if parts == {"experts"} else "partial"
+
+
+# --------------------------------------------------------------------------- config fields
+
+
+class _Fields:
+    """Typed access to one JSON object of a config, errors naming the file and the field."""
+
+    def __init__(self, where: str, data: Mapping[str, Any], prefix: str = "") -> None:
+        self.where, self.data, self.prefix = where, data, prefix
+
+    def name(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def bad(self, key: str, value: object, must: str) -> InputError:
+        return InputError(f"{self.where}: field {self.name(key)!r} = {_shown(value)} is invalid: "
+                          f"must be {must}")
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def int_(self, key: str, meaning: str, default: int | None = None, lo: int = 1) -> int:
+        value = self.data.get(key)
+        if value is None:
+            if default is None:
+                raise InputError(f"{self.where}: missing required field {self.name(key)!r} ({meaning})")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= _MAX_DIM:
+            raise self.bad(key, value, f"an integer in [{lo}, {_MAX_DIM}] ({meaning})")
+        return value
+
+    def bool_(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.bad(key, value, "true or false")
+        return value
+
+    def str_(self, key: str, default: str = "") -> str:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.bad(key, value, "a string")
+        return value
+
+    def list_(self, key: str, kind: type, meaning: str, length: int | None = None) -> list[Any]:
+        value = self.data.get(key)
+        if value is None:
+            return []
+        what = f"a list of {meaning}" + ("" if length is None else f", {length} of them")
+        if (not isinstance(value, list) or len(value) > _MAX_LIST
+                or any(isinstance(v, bool) and kind is not bool for v in value)
+                or not all(isinstance(v, kind) for v in value)
+                or (length is not None and len(value) != length)):
+            raise self.bad(key, value, what)
+        return value
+
+    def dict_(self, key: str) -> dict[str, Any] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.bad(key, value, "a JSON object")
+        return value
+
+    def child(self, key: str) -> _Fields:
+        sub = self.dict_(key)
+        if sub is None:
+            raise InputError(f"{self.where}: missing required field {self.name(key)!r} "
+                             "(the text model's config)")
+        return _Fields(self.where, sub, f"{self.name(key)}.")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --------------------------------------------------------------------------- families
+
+_ARCH_FAMILY: Mapping[str, str] = {
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "KimiK25ForConditionalGeneration": "deepseek_v3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "GptOssForCausalLM": "gpt_oss",
+    "MiniMaxM2ForCausalLM": "minimax_m2",
+    "MixtralForCausalLM": "mixtral",
+    "Llama4ForConditionalGeneration": "llama4",
+    "Llama4ForCausalLM": "llama4",
+}
+_TYPE_FAMILY: Mapping[str, str] = {
+    "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "kimi_k25": "deepseek_v3",
+    "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss", "minimax_m2": "minimax_m2", "mixtral": "mixtral",
+    "llama4": "llama4", "llama4_text": "llama4",
+}
+_NESTED = ("KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration", "kimi_k25", "llama4")
+
+# Module names (layer i) of each linear part, as the checkpoints name their tensors, to match
+# the quantization configs' exclusion lists against.
+_DS_MLP = ("gate_proj", "up_proj", "down_proj")
+_MODULES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "deepseek_v3": {
+        "q_proj": ("self_attn.q_proj",), "q_a_proj": ("self_attn.q_a_proj",),
+        "q_b_proj": ("self_attn.q_b_proj",),
+        "kv_a_proj": ("self_attn.kv_a_proj_with_mqa",), "kv_b_proj": ("self_attn.kv_b_proj",),
+        "o_proj": ("self_attn.o_proj",),
+        "experts": tuple(f"mlp.experts.0.{p}" for p in _DS_MLP),
+        "shared_experts": tuple(f"mlp.shared_experts.{p}" for p in _DS_MLP),
+        "dense_mlp": tuple(f"mlp.{p}" for p in _DS_MLP),
+    },
+    "qwen3_moe": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "experts": tuple(f"mlp.experts.0.{p}" for p in _DS_MLP),
+        "dense_mlp": tuple(f"mlp.{p}" for p in _DS_MLP),
+    },
+    "gpt_oss": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "experts": ("mlp.experts.gate_up_proj", "mlp.experts.down_proj"),
+    },
+    "minimax_m2": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "experts": tuple(f"block_sparse_moe.experts.0.{w}" for w in ("w1", "w2", "w3")),
+        "shared_experts": tuple(f"block_sparse_moe.shared_experts.{p}" for p in _DS_MLP),
+    },
+    "mixtral": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "experts": tuple(f"block_sparse_moe.experts.0.{w}" for w in ("w1", "w2", "w3")),
+    },
+    "llama4": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "experts": ("feed_forward.experts.gate_up_proj", "feed_forward.experts.down_proj"),
+        "shared_experts": tuple(f"feed_forward.shared_expert.{p}" for p in _DS_MLP),
+        "dense_mlp": tuple(f"feed_forward.{p}" for p in _DS_MLP),
+    },
+}
+_PREFIX: Mapping[str, str] = {
+    "llama4": "language_model.model.layers", "kimi_k25": "language_model.model.layers",
+}
+
+
+def _family(where: str, top: _Fields) -> tuple[str, _Fields]:
+    """(family, the fields of the text model) of a config."""
+    archs = top.list_("architectures", str, "class names")
+    model_type = top.str_("model_type")
+    family = next((_ARCH_FAMILY[a] for a in archs if a in _ARCH_FAMILY), None)
+    if family is None:
+        family = _TYPE_FAMILY.get(model_type)
+    if family is None:
+        supported = "; ".join(
+            f"{fam} ({', '.join(a for a, f in _ARCH_FAMILY.items() if f == fam)})" for fam in MOE_FAMILIES)
+        if not archs and not model_type:
+            raise InputError(f"{where}: missing required field 'architectures' (or 'model_type'): the model "
+                             f"class; supported families: {supported}")
+        field = "architectures" if archs else "model_type"
+        value = archs if archs else model_type
+        raise InputError(
+            f"{where}: field {field!r} = {_shown(value)} (model_type {model_type!r}) is not a supported "
+            f"mixture-of-experts / MLA family: supported families: {supported}; dense models are read by "
+            "servesim.hardware.names.read_hf_config")
+    nested = any(a in _NESTED for a in archs) or model_type in _NESTED
+    if nested or (top.has("text_config") and not top.has("hidden_size")):
+        return family, top.child("text_config")
+    return family, top
+
+
+def _windows_from_types(f: _Fields, layers: int, window: int, chunk: int) -> tuple[int, ...]:
+    kinds = {"full_attention": 0, "sliding_attention": window, "chunked_attention": chunk}
+    types = f.list_("layer_types", str, "attention kinds", length=layers)
+    out = []
+    for t in types:
+        if t not in kinds:
+            raise f.bad("layer_types", types, f"a list of {', '.join(repr(k) for k in kinds)}")
+        if kinds[t] == 0 and t != "full_attention":
+            need = "sliding_window" if t == "sliding_attention" else "attention_chunk_size"
+            raise InputError(f"{f.where}: field {f.name('layer_types')!r} has {t!r} layers but "
+                             f"{f.name(need)!r} is missing or 0")
+        out.append(kinds[t])
+    return tuple(out)
+
+
+def _dense_width(f: _Fields, layer_moe: tuple[bool, ...], key: str) -> int:
+    return 0 if all(layer_moe) else f.int_(key, "the dense layers' MLP width")
+
+
+def _common_gqa(f: _Fields) -> dict[str, Any]:
+    hidden = f.int_("hidden_size", "the model width")
+    heads = f.int_("num_attention_heads", "query heads")
+    kv = f.int_("num_key_value_heads", "KV heads", default=heads)
+    if heads % kv:
+        raise f.bad("num_key_value_heads", kv, f"a divisor of num_attention_heads ({heads})")
+    if not f.has("head_dim") and hidden % heads:
+        raise InputError(f"{f.where}: missing required field {f.name('head_dim')!r} (hidden_size "
+                         f"{hidden} is not a multiple of num_attention_heads {heads})")
+    return {"hidden": hidden, "heads": heads, "kv_heads": kv, "attention": "gqa",
+            "head_dim": f.int_("head_dim", "width of one head", default=hidden // heads),
+            "attention_bias": f.bool_("attention_bias", False)}
+
+
+def _moe(f: _Fields, experts_key: str, width_key: str) -> dict[str, int]:
+    experts = f.int_(experts_key, "routed experts")
+    k_key = "experts_per_token" if not f.has("num_experts_per_tok") and f.has("experts_per_token") else (
+        "num_experts_per_tok")
+    k = f.int_(k_key, "experts per token")
+    if k > experts:
+        raise f.bad(k_key, k, f"at most {f.name(experts_key)} ({experts})")
+    return {"experts": experts, "experts_per_token": k,
+            "moe_intermediate": f.int_(width_key, "one routed expert's MLP width")}
+
+
+def _uniform_window(f: _Fields, layers: int) -> dict[str, Any]:
+    window = f.int_("sliding_window", "attention window", default=0, lo=0)
+    if f.has("layer_types"):
+        return {"sliding_window": window, "layer_windows": _windows_from_types(f, layers, window, 0)}
+    return {"sliding_window": window, "layer_windows": (window,) * layers}
+
+
+def _deepseek(f: _Fields, layers: int) -> dict[str, Any]:
+    hidden = f.int_("hidden_size", "the model width")
+    heads = f.int_("num_attention_heads", "query heads")
+    nope = f.int_("qk_nope_head_dim", "per-head query/key width without RoPE")
+    rope = f.int_("qk_rope_head_dim", "per-head RoPE query/key width")
+    first_dense = f.int_("first_k_dense_replace", "leading dense layers", default=0, lo=0)
+    if first_dense > layers:
+        raise f.bad("first_k_dense_replace", first_dense, f"at most num_hidden_layers ({layers})")
+    freq = f.int_("moe_layer_freq", "MoE layer period", default=1)
+    layer_moe = tuple(i >= first_dense and i % freq == 0 for i in range(layers))
+    out: dict[str, Any] = {
+        "hidden": hidden, "heads": heads, "kv_heads": 1, "head_dim": nope + rope, "attention": "mla",
+        "q_lora_rank": f.int_("q_lora_rank", "query compression rank", default=0, lo=0),
+        "kv_lora_rank": f.int_("kv_lora_rank", "KV latent rank"),
+        "qk_nope_head_dim": nope, "qk_rope_head_dim": rope,
+        "v_head_dim": f.int_("v_head_dim", "per-head value width"),
+        "layer_windows": (0,) * layers, "layer_moe": layer_moe,
+        **_moe(f, "n_routed_experts", "moe_intermediate_size"),
+        "dense_intermediate": _dense_width(f, layer_moe, "intermediate_size"),
+        "router_bias": f.str_("topk_method") == "noaux_tc",  # e_score_correction_bias
+        "mtp_layers": f.int_("num_nextn_predict_layers", "MTP modules", default=0, lo=0),
+    }
+    shared = f.int_("n_shared_experts", "shared experts", default=0, lo=0)
+    out |= {"shared_experts": shared, "shared_intermediate": out["moe_intermediate"] if shared else 0}
+    return out
+
+
+def _qwen3_moe(f: _Fields, layers: int) -> dict[str, Any]:
+    out = _common_gqa(f) | _moe(f, "num_experts", "moe_intermediate_size") | {"qk_norm": "per_head"}
+    step = f.int_("decoder_sparse_step", "MoE layer period", default=1)
+    dense = set(f.list_("mlp_only_layers", int, "layer indices"))
+    layer_moe = tuple(i not in dense and (i + 1) % step == 0 for i in range(layers))
+    window = f.int_("sliding_window", "attention window", default=0, lo=0)
+    if f.has("layer_types"):
+        windows = _windows_from_types(f, layers, window, 0)
+    elif f.bool_("use_sliding_window", False) and window:
+        first = f.int_("max_window_layers", "first sliding-window layer", default=0, lo=0)
+        windows = tuple(window if i >= first else 0 for i in range(layers))
+    else:
+        window, windows = 0, (0,) * layers
+    out |= {"layer_moe": layer_moe, "sliding_window": window, "layer_windows": windows,
+            "dense_intermediate": _dense_width(f, layer_moe, "intermediate_size")}
+    return out
+
+
+def _gpt_oss(f: _Fields, layers: int) -> dict[str, Any]:
+    out = _common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size")
+    out["attention_bias"] = f.bool_("attention_bias", True)
+    window = f.int_("sliding_window", "attention window", default=0, lo=0)
+    if f.has("layer_types"):
+        windows = _windows_from_types(f, layers, window, 0)
+    else:  # transformers' default: sliding, full, sliding, ...
+        windows = tuple(window if i % 2 == 0 else 0 for i in range(layers))
+    return out | {"layer_moe": (True,) * layers, "sliding_window": window, "layer_windows": windows,
+                  "attention_sinks": True, "router_bias": True, "expert_bias": True}
+
+
+def _minimax_m2(f: _Fields, layers: int) -> dict[str, Any]:
+    out = _common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size") | _uniform_window(f, layers)
+    shared = f.int_("shared_intermediate_size", "shared expert width", default=0, lo=0)
+    qk = ""
+    if f.bool_("use_qk_norm", False):
+        qk = f.str_("qk_norm_type", "per_layer")
+        if qk not in ("per_layer", "per_head"):
+            raise f.bad("qk_norm_type", qk, "'per_layer' or 'per_head'")
+    mtp = 0
+    if f.bool_("use_mtp", False):
+        mtp = (f.int_("num_mtp_modules", "MTP modules", default=1, lo=0)
+               * f.int_("mtp_transformer_layers", "layers per MTP module", default=1, lo=0))
+    return out | {"layer_moe": (True,) * layers, "shared_experts": 1 if shared else 0,
+                  "shared_intermediate": shared, "qk_norm": qk,
+                  "router_bias": f.bool_("use_routing_bias", False), "mtp_layers": mtp}
+
+
+def _mixtral(f: _Fields, layers: int) -> dict[str, Any]:
+    return (_common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size") | _uniform_window(f, layers)
+            | {"layer_moe": (True,) * layers})
+
+
+def _llama4(f: _Fields, layers: int) -> dict[str, Any]:
+    out = _common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size")
+    if f.has("moe_layers"):
+        chosen = f.list_("moe_layers", int, "layer indices")
+        if any(not 0 <= i < layers for i in chosen):
+            raise f.bad("moe_layers", chosen, f"layer indices in [0, {layers - 1}]")
+        layer_moe = tuple(i in set(chosen) for i in range(layers))
+    else:
+        step = f.int_("interleave_moe_layer_step", "MoE layer period", default=1)
+        layer_moe = tuple((i - (step - 1)) % step == 0 and i >= step - 1 for i in range(layers))
+    chunk = f.int_("attention_chunk_size", "chunked-attention length", default=0, lo=0)
+    if f.has("layer_types"):
+        windows = _windows_from_types(f, layers, 0, chunk)
+    else:
+        rope = f.list_("no_rope_layers", int, "0 (NoPE, full attention) or 1 (RoPE, chunked)", length=None)
+        if rope and len(rope) != layers:
+            raise f.bad("no_rope_layers", rope, f"one 0 or 1 per layer ({layers})")
+        rope = rope or [int((i + 1) % 4 != 0) for i in range(layers)]
+        windows = tuple(chunk if r else 0 for r in rope)
+    return out | {
+        "layer_moe": layer_moe, "attention_chunk": chunk, "layer_windows": windows,
+        "shared_experts": 1, "shared_intermediate": out["moe_intermediate"],
+        "dense_intermediate": _dense_width(f, layer_moe, "intermediate_size_mlp"),
+    }
+
+
+_READERS: Mapping[str, Callable[[_Fields, int], dict[str, Any]]] = {
+    "deepseek_v3": _deepseek, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
+    "minimax_m2": _minimax_m2, "mixtral": _mixtral, "llama4": _llama4,
+}
+
+
+# --------------------------------------------------------------------------- quantization
+
+
+def _matcher(where: str, field: str, patterns: Sequence[object]) -> Callable[[str], bool]:
+    """A test of module names against exclusion/target patterns: dotted names (matching whole
+    components anywhere in the name), ``*`` / ``?`` globs, or ``re:`` regular expressions
+    (``re.match``, as compressed-tensors)."""
+    plain: list[str] = []
+    regexes: list[re.Pattern[str]] = []
+    for pat in patterns:
+        if not isinstance(pat, str) or not pat or len(pat) > _MAX_PATTERN:
+            raise InputError(f"{where}: field {field!r} holds {_shown(pat)}: must be module names "
+                             f"(strings of 1 to {_MAX_PATTERN} characters)")
+        if pat.startswith("re:"):
+            try:
+                regexes.append(re.compile(pat[3:]))
+            except re.error as exc:
+                raise InputError(f"{where}: field {field!r} holds {pat!r}: not a regular expression "
+                                 f"({exc})") from None
+        else:
+            plain.append(re.escape(pat).replace(r"\*", ".*").replace(r"\?", "."))
+    joined = re.compile(r"(?:^|\.)(?:" + "|".join(plain) + r")(?:\.|$)") if plain else None
+
+    def match(name: str) -> bool:
+        return bool(joined and joined.search(name)) or any(r.match(name) for r in regexes)
+
+    return match
+
+
+@dataclass(frozen=True)
+class _Quant:
+    dtype: str
+    excluded: Callable[[str], bool] | None = None
+    targeted: Callable[[str], bool] | None = None
+
+
+def _cfg_quant(where: str, q: _Fields) -> _Quant:
+    """The dtype and exclusions of a ``quantization_config``."""
+    method = q.str_("quant_method")
+    if method == "fp8":
+        block = q.data.get("weight_block_size")
+        if block is not None and not (isinstance(block, list) and len(block) == 2
+                                      and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                                              for b in block)):
+            raise q.bad("weight_block_size", block, "two positive integers, e.g. [128, 128]")
+        dtype = "fp8_block" if block else "fp8"
+        return _Quant(dtype, _matcher(where, q.name("modules_to_not_convert"),
+                                      q.list_("modules_to_not_convert", str, "module names")))
+    if method == "mxfp4":
+        return _Quant("mxfp4", _matcher(where, q.name("modules_to_not_convert"),
+                                        q.list_("modules_to_not_convert", str, "module names")))
+    if method == "compressed-tensors":
+        return _compressed_tensors(where, q)
+    if method == "modelopt":
+        return _modelopt(where, q, "quant_algo", ("exclude_modules", "ignore"))
+    raise InputError(f"{where}: field {q.name('quant_method')!r} = {_shown(method or None)} is not "
+                     "supported: must be 'fp8', 'mxfp4', 'compressed-tensors' or 'modelopt'")
+
+
+def _compressed_tensors(where: str, q: _Fields) -> _Quant:
+    groups = q.dict_("config_groups")
+    if not groups:
+        raise InputError(f"{where}: missing required field {q.name('config_groups')!r} (compressed-tensors "
+                         "quantization schemes)")
+    dtypes: set[str] = set()
+    targets: list[str] = []
+    for key, raw in groups.items():
+        g = _Fields(where, raw if isinstance(raw, dict) else {}, f"{q.name('config_groups')}.{key}.")
+        if not isinstance(raw, dict):
+            raise q.bad(f"config_groups.{key}", raw, "a JSON object")
+        w = g.child("weights")
+        bits = w.int_("num_bits", "bits per weight")
+        kind = w.str_("type", "int")
+        if kind == "int" and bits == 4:
+            dtypes.add("int4")
+        elif kind == "float" and bits == 4:
+            dtypes.add("fp4")
+        elif kind == "float" and bits == 8:
+            dtypes.add("fp8_block" if w.str_("strategy") == "block" else "fp8")
+        else:
+            raise w.bad("num_bits", bits, f"4 or 8 with type 'int' (4) or 'float' (4, 8); got type {kind!r}")
+        targets += g.list_("targets", str, "module classes or names")
+    if len(dtypes) != 1:
+        raise InputError(f"{where}: field {q.name('config_groups')!r} mixes weight formats "
+                         f"({', '.join(sorted(dtypes))}): one per checkpoint is supported")
+    named = [t for t in targets if t != "Linear"]
+    targeted = None
+    if named and "Linear" not in targets:
+        targeted = _matcher(where, q.name("config_groups.*.targets"), named)
+    ignore = _matcher(where, q.name("ignore"), q.list_("ignore", str, "module names"))
+    return _Quant(dtypes.pop(), ignore, targeted)
+
+
+def _modelopt(where: str, q: _Fields, algo_key: str, exclude_keys: tuple[str, ...]) -> _Quant:
+    algo = q.str_(algo_key).upper()
+    dtypes = {"NVFP4": "fp4", "FP8": "fp8", "FP8_BLOCK": "fp8_block", "MXFP4": "mxfp4", "W4A16_AWQ": "int4"}
+    if algo not in dtypes:
+        raise InputError(f"{where}: field {q.name(algo_key)!r} = {_shown(q.data.get(algo_key))} is not "
+                         f"supported: must be one of {', '.join(dtypes)}")
+    patterns: list[str] = []
+    for key in exclude_keys:
+        patterns += q.list_(key, str, "module names")
+    return _Quant(dtypes[algo], _matcher(where, q.name(exclude_keys[0]), patterns))
+
+
+def _quantization(where: str, top: _Fields, text: _Fields, quant_file: Path | None) -> _Quant | None:
+    if quant_file is not None:
+        qwhere, qdata = _load_json(quant_file)
+        quant = _Fields(qwhere, qdata).child("quantization")
+        return _modelopt(qwhere, quant, "quant_algo", ("exclude_modules",))
+    for f in (text, top):
+        q = f.dict_("quantization_config")
+        if q is not None:
+            return _cfg_quant(where, _Fields(where, q, f.name("quantization_config") + "."))
+    return None
+
+
+def _quantized_parts(family: str, model_type: str, arch: Architecture, quant: _Quant) -> tuple[str, ...]:
+    """The linear parts stored quantized in every decoder layer that has them."""
+    prefix = _PREFIX.get(model_type, _PREFIX.get(family, "model.layers"))
+    counts = arch._linear_counts()
+    modules = _MODULES[family]
+    out = []
+    for part in LINEAR_PARTS:
+        if not counts[part]:
+            continue
+        if part in ("experts", "shared_experts"):
+            layers = [i for i in range(arch.layers) if arch.layer_moe[i]]
+        elif part == "dense_mlp":
+            layers = [i for i in range(arch.layers) if not arch.layer_moe[i]]
+        else:
+            layers = list(range(arch.layers))
+        names = [f"{prefix}.{i}.{m}" for i in layers for m in modules.get(part, (part,))]
+        if quant.targeted is not None and not all(quant.targeted(n) for n in names):
+            continue
+        if quant.excluded is not None and any(quant.excluded(n) for n in names):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- reading
+
+_SHIPPED_NAME = re.compile(r"(?P<org>[A-Za-z0-9][\w.-]*)--(?P<repo>[\w.-]+)_config\.json")
+_HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _quant_sibling(p: Path) -> Path | None:
+    if not p.name.endswith("config.json") or p.name.endswith("hf_quant_config.json"):
+        return None
+    sibling = p.with_name(p.name[: -len("config.json")] + "hf_quant_config.json")
+    return sibling if sibling.is_file() else None
+
+
+def read_architecture(path: str | Path) -> Architecture:
+    """The :class:`Architecture` of a ``config.json`` file, or of a directory holding one.
+
+    An ``hf_quant_config.json`` beside it (``X_hf_quant_config.json`` beside
+    ``X_config.json``) gives the checkpoint's quantization.  Every problem raises
+    :class:`~servesim._checks.InputError` naming the file and the field: a file that is
+    missing or not JSON, an unknown ``architectures`` / ``model_type`` (the message lists
+    :data:`MOE_FAMILIES`), a missing or invalid shape field.
+    """
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    where, data = _load_json(p)
+    top = _Fields(where, data)
+    family, text = _family(where, top)
+    layers = text.int_("num_hidden_layers", "decoder layers")
+    shape = _READERS[family](text, layers)
+    m = _SHIPPED_NAME.fullmatch(p.name)
+    hf_id = f"{m['org']}/{m['repo']}" if m else text.str_("_name_or_path") or top.str_("_name_or_path")
+    if not _HF_ID.fullmatch(hf_id):
+        hf_id = ""
+    name = hf_id.rpartition("/")[2].lower() if hf_id else (
+        p.parent.name if p.name == "config.json" and p.parent.name else p.stem)
+    tied_key = "tie_word_embeddings"
+    tied = text.bool_(tied_key, top.bool_(tied_key, False))
+    try:
+        arch = Architecture(name=name or "config", hf_id=hf_id, family=family, layers=layers,
+                            vocab=text.int_("vocab_size", "vocabulary size"), tied_embeddings=tied,
+                            source=where, **shape)
+        quant = _quantization(where, top, text, _quant_sibling(p))
+        if quant is not None:
+            parts = _quantized_parts(family, top.str_("model_type"), arch, quant)
+            if "experts" not in parts:
+                raise InputError(f"{where}: the quantization config leaves the routed experts unquantized: "
+                                 "only checkpoints that quantize them are read")
+            arch = dataclasses.replace(arch, checkpoint_dtype=quant.dtype, quantized_parts=parts)
+    except ParameterError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return arch
+
+
+# --------------------------------------------------------------------------- shipped configs
+
+_DATA = Path(__file__).resolve().parents[1] / "data" / "model_configs"
+
+# alias id -> (shipped id, fields to change)
+_ALIASES: Mapping[str, tuple[str, Mapping[str, Any]]] = {
+    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", {}),
+    "deepseek-ai/DeepSeek-V3-0324": ("deepseek-ai/DeepSeek-V3", {}),
+    "deepseek-ai/DeepSeek-V3-Base": ("deepseek-ai/DeepSeek-V3", {}),
+    "deepseek-ai/DeepSeek-V3.1": ("deepseek-ai/DeepSeek-V3", {}),
+    "deepseek-ai/DeepSeek-V3.1-Base": ("deepseek-ai/DeepSeek-V3", {}),
+    "deepseek-ai/DeepSeek-V3.1-Terminus": ("deepseek-ai/DeepSeek-V3", {}),
+    "moonshotai/Kimi-K2-Instruct-0905": ("moonshotai/Kimi-K2-Instruct", {}),
+    "moonshotai/Kimi-K2-Base": ("moonshotai/Kimi-K2-Instruct", {}),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", {}),
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": ("Qwen/Qwen3-235B-A22B", {}),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", {}),
+    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", {}),
+    "Qwen/Qwen3-30B-A3B-Base": ("Qwen/Qwen3-30B-A3B", {}),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": ("Qwen/Qwen3-30B-A3B", {}),
+    "Qwen/Qwen3-30B-A3B-Thinking-2507": ("Qwen/Qwen3-30B-A3B", {}),
+    # Qwen's FP8 releases: 128 x 128 block FP8 for every linear layer but lm_head (and the router)
+    "Qwen/Qwen3-30B-A3B-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block"}),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block"}),
+    "Qwen/Qwen3-30B-A3B-Thinking-2507-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block"}),
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": ("mistralai/Mixtral-8x7B-v0.1", {}),
+    "meta-llama/Llama-4-Scout-17B-16E": ("meta-llama/Llama-4-Scout-17B-16E-Instruct", {}),
+    "meta-llama/Llama-4-Maverick-17B-128E": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", {}),
+    "MiniMaxAI/MiniMax-M2": ("MiniMaxAI/MiniMax-M2.5", {}),
+    "MiniMaxAI/MiniMax-M2.1": ("MiniMaxAI/MiniMax-M2.5", {}),
+}
+# short name -> id, besides every id's repository name
+_SHORT: Mapping[str, str] = {
+    "kimi-k2": "moonshotai/Kimi-K2-Instruct",
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+    "mixtral-8x22b": "mistralai/Mixtral-8x22B-v0.1",
+    "llama-4-scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "llama-4-maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+}
+_PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> Mapping[str, tuple[str, Path]]:
+    """Lower-case id -> (id, config file) of the shipped configs."""
+    out: dict[str, tuple[str, Path]] = {}
+    for p in sorted(_DATA.glob("*_config.json")):
+        m = _SHIPPED_NAME.fullmatch(p.name)
+        if m and not p.name.endswith("_hf_quant_config.json"):
+            hf_id = f"{m['org']}/{m['repo']}"
+            out[hf_id.lower()] = (hf_id, p)
+    return out
+
+
+def shipped_ids() -> tuple[str, ...]:
+    """Hugging Face ids of the configs shipped with servesim."""
+    return tuple(hf_id for hf_id, _ in _shipped().values())
+
+
+@lru_cache(maxsize=1)
+def _index() -> Mapping[str, tuple[str, str]]:
+    """Lower-case id, alias or short name -> (id it names, shipped id whose config it uses)."""
+    shipped = _shipped()
+    ids = {k: (v[0], v[0]) for k, v in shipped.items()}
+    ids |= {a.lower(): (a, target) for a, (target, _) in _ALIASES.items()}
+    out = dict(ids)
+    repos: dict[str, list[str]] = {}
+    for key in ids:
+        repos.setdefault(key.rpartition("/")[2], []).append(key)
+    for repo, keys in repos.items():
+        if len(keys) == 1 and repo not in out:
+            out[repo] = ids[keys[0]]
+    for short, hf_id in _SHORT.items():
+        out.setdefault(short, ids[hf_id.lower()])
+    return out
+
+
+@lru_cache(maxsize=64)
+def _read_shipped(hf_id: str) -> Architecture:
+    return read_architecture(_shipped()[hf_id.lower()][1])
+
+
+def find_architecture(name: str) -> Architecture | None:
+    """The :class:`Architecture` of a shipped config by Hugging Face id, alias or short name
+    (case-insensitive), or of a ``config.json`` path; ``None`` for an unknown name.
+
+    Text ending in ``.json`` or starting with ``/``, ``./``, ``../`` or ``~`` is a path (and an
+    unreadable one raises :class:`~servesim._checks.InputError`); other text is looked up as a
+    name first, then read as a directory holding a ``config.json`` if there is one.
+    """
+    if not isinstance(name, str):
+        raise ParameterError("name", name, "a Hugging Face id, a short name or the path of a config.json")
+    text = name.strip()
+    if not text:
+        return None
+    if text.lower().endswith(".json") or text.startswith(_PATH_PREFIXES):
+        return read_architecture(text)
+    found = _index().get(text.lower())
+    if found is not None:
+        hf_id, base = found
+        arch = _read_shipped(base)
+        if hf_id == base:
+            return arch
+        changes = dict(_ALIASES[hf_id][1]) if hf_id in _ALIASES else {}
+        return dataclasses.replace(arch, name=hf_id.rpartition("/")[2].lower(), hf_id=hf_id, **changes)
+    if (Path(text).expanduser() / "config.json").is_file():
+        return read_architecture(text)
+    return None

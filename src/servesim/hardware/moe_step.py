@@ -1,0 +1,529 @@
+"""Steps of mixture-of-experts and MLA models as a list of operations, each priced by a table.
+
+A replica of ``T x D`` GPUs (``tp`` tensor-parallel attention ranks, ``dp``
+attention data-parallel ranks) runs the attention of each DP rank's own
+sequences and the MoE layers of every rank's tokens, its experts split over
+``ep`` expert-parallel ranks and ``moe_tp = T D / ep`` tensor-parallel ones.  A
+step is the sum over one layer's operations (times the layers of each kind),
+plus the LM head, sampling and host time, each operation priced from the
+engine's measured tables and falling back to the roofline at the tables' fitted
+efficiencies where none was measured:
+
+* **attention projections** (GEMMs, the dense tables): GQA ``QKV (m, (H/T + 2
+  max(1, G/T)) d, h)`` and ``O (m, h, H d / T)``; MLA (DeepSeek-V3 family) ``q_a
+  (m, q_lora, h)``, ``q_b (m, H/T (nope + rope), q_lora)``, ``kv_a (m, kv_lora +
+  rope, h)``, the absorbed per-head ``W_UK``/``W_UV`` (a batched matmul of ``m``
+  tokens, ``H/T`` heads, ``nope x kv_lora`` and ``kv_lora x v``) and ``O (m, h,
+  H/T v)``, for the ``m`` tokens of one DP rank;
+* **attention** (the GQA tables, or the MLA tables once shipped): decode of the
+  rank's sequences at their mean context, sliding-window layers at ``min(context,
+  window)``; a prefill chunk as for dense models
+  (:meth:`servesim.hardware.stepmodel.StepModel._chunk_attention`). MLA decode reads
+  the latent cache once per sequence: ``b c (kv_lora + rope)`` values, and does
+  ``2 H/T c (2 kv_lora + rope)`` FLOPs per query; MLA prefill runs as multi-head
+  attention of ``H/T`` heads of width ``nope + rope`` (values of width ``v``);
+* **MoE** (routed experts): the engine's measured MoE table where it holds the
+  shape (:mod:`servesim.hardware.moe_kernels`), else the grouped-GEMM roofline:
+  each GPU holds ``E / ep`` experts split ``moe_tp`` ways, receives ``m_all k /
+  ep`` token-expert pairs, and reads the weights of the experts they touch,
+  ``E/ep (1 - (1 - k/E)^(m_all/ep... ))``: the expected share of its experts that at
+  least one of the replica's ``m_all`` tokens picks; FLOPs ``2 m_all k 3 h I /
+  (ep moe_tp)``;
+* **shared experts and dense layers** (GEMMs): gate/up ``(m, 2 I_s / T, h)`` and down
+  ``(m, h, I_s / T)`` on each DP rank's tokens;
+* **communication**: with ``T > 1`` two all-reduces of ``m h`` activations per layer
+  (after attention, after the MLP); with attention DP, the MoE layer's tokens are
+  gathered from and scattered back to the ``D`` ranks (an all-gather of ``m_all h``
+  bytes, then a reduce-scatter, priced as one all-reduce of ``m_all h``); with
+  ``ep > 1`` the dispatch and the combine of ``m_all k / ep`` token-expert pairs of
+  ``h`` values each are two all-to-alls, priced at the all-reduce table's bus rate
+  for the same bytes (a lower bound: DeepEP's tables replace it once shipped);
+* **other kernels**: two norms, RoPE, the activation and the router per layer, at the
+  launch floor plus their bytes at the tables' HBM efficiency.
+
+The speed-of-light bound of the same step is every operation at 100% of the
+datasheet peaks, computed from the same counts.
+
+Standard library only; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.architectures import LINEAR_PARTS
+from servesim.hardware.engines import EngineProfile, engine_profile
+from servesim.hardware.kernels import KernelTables, Lookup, engine_tables, tables_for
+from servesim.hardware.stepmodel import (
+    ACTIVATION_BYTES,
+    OTHER_KERNEL_FLOOR_S,
+    SAMPLING_FLOOR_S,
+    Chunk,
+    StepTime,
+    bucket_context,
+)
+
+__all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
+
+MOE_DTYPES: dict[str, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0 + 4.0 / (128 * 128),  # one FP32 scale per 128 x 128 block
+    "fp4": 0.5 + 1.0 / 16,  # NVFP4: an FP8 scale per 16 values
+    "mxfp4": 0.5 + 1.0 / 32,  # MXFP4: an E8M0 scale per 32 values
+    "int4": 0.5 + 2.0 / 32,  # int4 groups of 32 with a BF16 scale
+}
+"""Bytes per stored weight value, scales included."""
+
+_GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "fp4", "mxfp4": "bf16",
+               "int4": "bf16"}
+"""The GEMM table that prices a layer of each weight dtype (weight-only 4-bit layers multiply in BF16)."""
+
+OTHER_KERNELS_PER_MOE_LAYER = 6
+"""Two fused add + RMSNorm, RoPE, the activation, the router's softmax/top-k and the token
+permutation around the experts."""
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How a replica splits a model: ``tp`` x ``dp`` GPUs, experts over ``ep`` of them."""
+
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+
+    def __post_init__(self) -> None:
+        check_int("tp", self.tp, lo=1, hi=64)
+        check_int("dp", self.dp, lo=1, hi=256)
+        check_int("ep", self.ep, lo=1, hi=256)
+        if (self.tp * self.dp) % self.ep:
+            raise ParameterError("ep", self.ep, f"a divisor of tp x dp = {self.tp * self.dp} (the replica's "
+                                 "GPUs): MoE tensor parallel is tp x dp / ep")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def moe_tp(self) -> int:
+        return self.gpus // self.ep
+
+
+class MoEStepModel:
+    """Prices steps of one replica of an MoE or MLA model (see the module docstring).
+
+    ``arch`` is a :class:`servesim.hardware.architectures.Architecture`; ``dtype`` the
+    weights' precision (``None``: the checkpoint's), applied to the experts and, unless
+    the checkpoint keeps them in BF16, to the other linear layers.
+    """
+
+    def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
+                 kv_dtype: str = "bf16", engine: EngineProfile | None = None,
+                 tables: KernelTables | None = None) -> None:
+        self.arch = arch
+        self.shape = arch
+        self.gpu = gpu
+        self.par = par
+        self.tp = par.gpus  # the replica's GPUs (what throughput per GPU divides by)
+        self._check(arch, par)
+        self.dtype = dtype or arch.checkpoint_dtype
+        if self.dtype not in MOE_DTYPES:
+            raise ParameterError("dtype", self.dtype, f"one of {', '.join(MOE_DTYPES)}")
+        if kv_dtype not in ("bf16", "fp8"):
+            raise ParameterError("kv_dtype", kv_dtype, "bf16 or fp8")
+        self.kv_dtype = kv_dtype
+        self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
+        if tables is not None:
+            t: KernelTables | None = tables
+            self.tables_note = f"kernel tables: {tables.device}, {tables.engine}"
+        else:
+            t, self.tables_note = engine_tables(gpu, self.engine.name)
+        self._foreign = t is None
+        if t is None:
+            t = tables_for("h100_sxm")
+            self.tables_note += (": every kernel priced on the roofline at the H100 tables' fitted "
+                                 "efficiencies")
+        assert t is not None
+        self.tables: KernelTables = t
+        self._moe_tables, self.moe_note = _moe_tables(gpu, self.engine.name)
+        own = arch.checkpoint_dtype
+        if self.dtype == "bf16":
+            self._quantized: frozenset[str] = frozenset()
+        elif self.dtype == own:
+            self._quantized = frozenset(arch.quantized_parts)
+        elif self.dtype in ("mxfp4", "int4"):
+            self._quantized = frozenset({"experts"})  # weight-only 4-bit formats quantize the experts
+        else:
+            self._quantized = frozenset(LINEAR_PARTS)
+        # The GEMM table of the attention projections and dense layers: the quantized format where
+        # the engine measured it (block FP8 falls back to per-tensor FP8), else BF16.
+        def table_dtype(quantized: bool) -> str:
+            want = _GEMM_DTYPE[self.dtype] if quantized else "bf16"
+            if want not in t.gemm_dtypes:
+                want = "fp8" if want == "fp8_block" and "fp8" in t.gemm_dtypes else "bf16"
+            return want
+
+        self.gemm_dtype = table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj",
+                                                              "o_proj"}))
+        self.ffn_gemm_dtype = table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
+        self._cache_step = lru_cache(maxsize=65536)(self._step)
+
+    # ------------------------------------------------------------------ checks
+
+    @staticmethod
+    def _check(arch: Any, par: Parallelism) -> None:
+        if arch.attention == "gqa":
+            if arch.heads % par.tp or (arch.kv_heads % par.tp and par.tp % arch.kv_heads):
+                raise ParameterError("tp", par.tp, f"a divisor of the {arch.heads} query heads whose KV "
+                                     "heads "
+                                     f"({arch.kv_heads}) it divides or is divided by")
+        elif arch.heads % par.tp:
+            raise ParameterError("tp", par.tp, f"a divisor of the {arch.heads} attention heads")
+        if arch.experts % par.ep:
+            raise ParameterError("ep", par.ep, f"a divisor of the {arch.experts} routed experts")
+        if arch.moe_intermediate % par.moe_tp:
+            raise ParameterError("tp", par.tp, f"such that tp x dp / ep ({par.moe_tp}) divides the expert "
+                                 f"width {arch.moe_intermediate}")
+
+    # ------------------------------------------------------------------ memory
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        """Weights each GPU holds: routed experts over all ``tp x dp`` GPUs; attention, shared
+        experts, dense layers, embeddings and LM head over ``tp`` (replicated over the DP ranks);
+        norms and the router on every GPU.  Quantized parts take the format's bytes, scales
+        included (:data:`MOE_DTYPES`), the rest BF16."""
+        p = self.par
+        w = MOE_DTYPES[self.dtype]
+        total = 0.0
+        for part, n in self.arch.breakdown().items():
+            size = n * (w if part in self._quantized else 2.0)
+            if part == "experts":
+                total += size / p.gpus
+            elif part in ("norms", "router", "biases"):
+                total += size
+            else:
+                total += size / p.tp
+        return total
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes a token of one DP rank holds on each of its GPUs (MLA's latent is replicated
+        over the TP ranks; GQA's KV heads split over them, replicated past the KV heads)."""
+        a = self.arch
+        b = 2.0 if self.kv_dtype == "bf16" else 1.0
+        per = float(a.kv_bytes_per_token(b))
+        if a.attention == "mla":
+            return per
+        return per * max(1, int(a.kv_heads) // self.par.tp) / float(a.kv_heads)
+
+    def kv_capacity_tokens(self, memory_bytes: float) -> int:
+        """KV tokens the replica holds: each DP rank's share beside the weights, times the ranks."""
+        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu)
+        return max(0, int(room // self.kv_bytes_per_token_per_gpu)) * self.par.dp
+
+    # ------------------------------------------------------------------ lookups
+
+    def _gemm(self, m: float, n: int, k: int, dtype: str | None = None) -> tuple[float, bool, str]:
+        d = dtype or self.gemm_dtype
+        lk = self.tables.gemm(d, max(1.0, m), max(1, n), max(1, k))
+        return lk.ms * 1e-3, lk.measured and not self._foreign, lk.note
+
+    def _moe(self, m_all: float) -> tuple[float, bool, str]:
+        """One MoE layer's routed experts on one GPU for the replica's ``m_all`` tokens."""
+        a, p = self.arch, self.par
+        if self._moe_tables is not None:
+            try:
+                lk: Lookup = self._moe_tables.moe(self.dtype, max(1.0, m_all), a.hidden, a.moe_intermediate,
+                                                  a.experts_per_token, a.experts, p.moe_tp, p.ep)
+                return lk.ms * 1e-3, lk.measured, lk.note
+            except ParameterError:
+                pass
+        t = self.tables
+        e_local = a.experts / p.ep
+        touched = e_local * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
+        inter = a.moe_intermediate / p.moe_tp
+        w = MOE_DTYPES[self.dtype]
+        pairs = m_all * a.experts_per_token / p.ep
+        nbytes = touched * 3 * a.hidden * inter * w + pairs * (a.hidden + inter) * ACTIVATION_BYTES * 2
+        flops = 2 * pairs * 3 * a.hidden * inter
+        eff = t.efficiency["gemm"]
+        gd = self.gemm_dtype if self.gemm_dtype in eff else "bf16"
+        peak = t.flops_per_s.get(gd, t.flops_per_s["bf16"])
+        sec = max(nbytes / (eff[gd]["memory"] * t.hbm_bytes_per_s), flops / (eff[gd]["compute"] * peak))
+        floor = 2 * eff["bf16"]["floor_ms"] * 1e-3
+        return (max(sec, floor) + floor, False,
+                "MoE experts priced on the grouped-GEMM roofline (no measured table)")
+
+    def _allreduce(self, gpus: int, nbytes: float) -> tuple[float, bool, str]:
+        if gpus <= 1 or nbytes <= 0:
+            return 0.0, True, ""
+        lk = self.tables.allreduce(gpus, nbytes)
+        return lk.ms * 1e-3, lk.measured, lk.note
+
+    def _alltoall(self, nbytes: float) -> float:
+        """Dispatch or combine of ``nbytes`` per GPU over the EP group: the all-reduce table's time
+        for the same bytes (each GPU sends and receives its share once)."""
+        p = self.par
+        if p.ep <= 1:
+            return 0.0
+        return self._allreduce(min(p.ep, self.tables.gpus_per_node), nbytes)[0]
+
+    def _attention(self, b: float, ctx: float, chunks: tuple[Chunk, ...], window: int) -> tuple[float, bool]:
+        """One layer's attention on one DP rank: decode of ``b`` sequences and the prefill chunks."""
+        a, t, tp = self.arch, self.tables, self.par.tp
+        kv = self.kv_dtype
+        total, ok = 0.0, True
+        if a.attention == "mla":
+            heads = a.heads // tp
+            lat = a.kv_lora_rank + a.qk_rope_head_dim
+            if b > 0:
+                c = min(ctx, window) if window else ctx
+                read = b * c * lat * (2.0 if kv == "bf16" else 1.0)
+                flops = 2 * b * heads * c * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+                total += self._roof(read, flops, "decode")
+                ok = False
+            for ch in chunks:
+                P = ch.context + ch.tokens
+                qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+                flops = ch.count * 2 * heads * ch.tokens * (ch.context + ch.tokens / 2) * (qk + a.v_head_dim)
+                read = ch.count * P * heads * (qk + a.v_head_dim) * ACTIVATION_BYTES
+                total += self._roof(read, flops, "prefill")
+                ok = False
+            return total, ok
+        heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
+        if b > 0:
+            c = min(ctx, window) if window else ctx
+            lk = t.decode_attention(max(1, round(b)), max(1, bucket_context(c + 1)), heads, kvh, a.head_dim,
+                                    kv)
+            total += lk.ms * 1e-3 * (b / max(1, round(b)))
+            ok = ok and lk.measured
+        for ch in chunks:
+            q, c = ch.tokens, ch.context
+            if window:
+                c = min(c, window)
+            fresh = t.prefill_attention(ch.count, q, heads, kvh, a.head_dim, kv)
+            price = fresh.ms
+            if c > 0:
+                full = t.prefill_attention(ch.count, c + q, heads, kvh, a.head_dim, kv).ms
+                cached = t.prefill_attention(ch.count, c, heads, kvh, a.head_dim, kv).ms
+                price = max(full - cached, fresh.ms)
+            total += price * 1e-3
+            ok = ok and fresh.measured
+        return total, ok
+
+    def _roof(self, nbytes: float, flops: float, kind: str) -> float:
+        t = self.tables
+        e = t.efficiency[kind][self.kv_dtype if self.kv_dtype in t.efficiency[kind] else "bf16"]
+        mem = nbytes / (float(e.get("memory", t.memory_efficiency)) * t.hbm_bytes_per_s)
+        comp = flops / (float(e.get("compute", 0.5)) * t.flops_per_s["bf16"])
+        return max(mem, comp, float(e["floor_ms"]) * 1e-3)
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
+             positions: int = 1, *, bound: bool = True) -> StepTime:
+        """A step with ``decode`` sequences (the whole replica's) at mean ``context`` and the given
+        prefill ``chunks``; the DP ranks share them evenly."""
+        if bound:
+            check_real("decode", decode, lo=0.0)
+            check_real("context", context, lo=0.0)
+            check_int("positions", positions, lo=1)
+        st = self._cache_step(float(decode), float(context), tuple(chunks), int(positions))
+        if bound:
+            return StepTime(st.gemm_s, st.attention_s, st.allreduce_s, st.other_s, st.host_s, st.gpu_s,
+                            st.total_s, self.speed_of_light(decode, context, chunks, positions), st.tokens,
+                            st.measured, st.notes, st.floor_s)
+        return st
+
+    def _step(self, decode: float, context: float, chunks: tuple[Chunk, ...], positions: int) -> StepTime:
+        a, p = self.arch, self.par
+        prefill = sum(c.tokens * c.count for c in chunks)
+        m_all = decode * positions + prefill
+        if m_all <= 0:
+            raise ParameterError("tokens", m_all, "> 0: a step needs a decoding sequence or a prefill chunk")
+        dp = p.dp
+        m = m_all / dp  # tokens of one DP rank (chunks spread over the ranks as the sequences are)
+        b = decode / dp
+        rank_chunks = chunks if dp == 1 else tuple(
+            Chunk(c.tokens, c.context, max(1, math.ceil(c.count / dp)), c.samples) for c in chunks)
+        samples = (decode * positions + sum(c.count for c in chunks if c.samples)) / dp
+        notes: list[str] = []
+        ok = not self._foreign
+        gemm = attn = comm = 0.0
+        # Attention projections, per layer, on one DP rank's tokens.
+        proj = 0.0
+        for n, k in self._proj_shapes():
+            g, good, note = self._gemm(m, n, k)
+            proj += g
+            ok = ok and good
+            if note:
+                notes.append(note)
+        gemm += proj * a.layers
+        # Attention, grouped by window.
+        windows: dict[int, int] = {}
+        for w in a.layer_windows:
+            windows[w] = windows.get(w, 0) + 1
+        for w, count in windows.items():
+            t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w)
+            attn += t_attn * count
+            ok = ok and good
+        # FFN: MoE layers (routed + shared experts) and dense layers.
+        n_moe = _n_moe(a)
+        n_dense = a.layers - n_moe
+        moe_t, good, note = self._moe(m_all)
+        ok = ok and good
+        if note:
+            notes.append(note)
+        shared = 0.0
+        if a.shared_experts and a.shared_intermediate:
+            inter = a.shared_experts * a.shared_intermediate
+            shared = self._mlp(m, inter)
+        gemm += n_moe * (moe_t + shared)
+        if n_dense:
+            gemm += n_dense * self._mlp(m, a.dense_intermediate)
+        # The LM head (BF16) on the sampled rows of one rank.
+        head, _, _ = self._gemm(max(1.0, samples), a.vocab // p.tp, a.hidden, "bf16")
+        gemm += head
+        # Communication.
+        act = m * a.hidden * ACTIVATION_BYTES
+        ar1 = self._allreduce(p.tp, act)[0]
+        comm += a.layers * ar1 + n_dense * ar1  # after attention on every layer, after dense MLPs
+        if dp > 1 and p.ep == 1:
+            comm += n_moe * self._allreduce(p.gpus, m_all * a.hidden * ACTIVATION_BYTES)[0]
+        elif p.ep > 1:
+            pairs = m_all * a.experts_per_token / p.ep
+            comm += n_moe * 2 * self._alltoall(pairs * a.hidden * ACTIVATION_BYTES)
+            if p.moe_tp > 1:
+                comm += n_moe * self._allreduce(p.moe_tp, pairs * a.hidden * ACTIVATION_BYTES)[0]
+        else:
+            comm += n_moe * ar1  # after the MoE layer (its TP is the attention TP)
+        # Other kernels: norms, RoPE, activation, router; sampling.
+        t = self.tables
+        bw = t.hbm_bytes_per_s * t.memory_efficiency
+        per_token = ACTIVATION_BYTES * (8 * a.hidden + 4 * a.hidden + 2 * a.experts)
+        other = a.layers * (OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw)
+        other += SAMPLING_FLOOR_S + samples * a.vocab / p.tp * 4 * 3 / bw
+        m_rank = m
+        if m_rank > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+            other += a.layers * (12 + (2 if p.tp > 1 else 0)) * self.engine.eager_kernel_s
+        gpu = gemm + attn + comm + other
+        seqs = (decode + sum(c.count for c in chunks)) / dp
+        host = self.engine.host_s(seqs)
+        total = max(gpu, host) if self.engine.overlap else gpu + host
+        kernels = a.layers * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
+                              + (2 if p.tp > 1 else 0)) + 2
+        if self._foreign:
+            notes.insert(0, self.tables_note)
+        return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=comm, other_s=other, host_s=host,
+                        gpu_s=gpu,
+                        total_s=total, sol_s=math.nan, tokens=m_all, measured=ok,
+                        notes=tuple(dict.fromkeys(n for n in notes if n)),
+                        floor_s=kernels * OTHER_KERNEL_FLOOR_S)
+
+    def _mlp(self, m: float, inter: int) -> float:
+        """A gated MLP of width ``inter`` split over ``tp``, on ``m`` tokens."""
+        tp = self.par.tp
+        up, _, _ = self._gemm(m, 2 * inter // tp, self.arch.hidden, self.ffn_gemm_dtype)
+        down, _, _ = self._gemm(m, self.arch.hidden, inter // tp, self.ffn_gemm_dtype)
+        return up + down
+
+    def _proj_shapes(self) -> tuple[tuple[int, int], ...]:
+        a, tp = self.arch, self.par.tp
+        h = a.hidden
+        if a.attention == "mla":
+            heads = a.heads // tp
+            qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+            q = ((a.q_lora_rank, h), (heads * qk, a.q_lora_rank)) if a.q_lora_rank else ((heads * qk, h),)
+            return (*q, (a.kv_lora_rank + a.qk_rope_head_dim, h),
+                    (heads * a.kv_lora_rank, a.qk_nope_head_dim),  # absorbed W_UK, as one GEMM of the heads
+                    (heads * a.v_head_dim, a.kv_lora_rank),  # absorbed W_UV
+                    (h, heads * a.v_head_dim))
+        heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
+        return (((heads + 2 * kvh) * a.head_dim, h), (h, heads * a.head_dim))
+
+    def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
+                       positions: int = 1) -> float:
+        """Every operation at 100% of the datasheet peaks: the weights each GPU reads (the experts
+        its tokens touch) against the FLOPs of the step, attention and the all-reduces."""
+        a, p, t = self.arch, self.par, self.tables
+        prefill = sum(c.tokens * c.count for c in chunks)
+        m_all = decode * positions + prefill
+        m = m_all / p.dp
+        w = MOE_DTYPES[self.dtype]
+        dense_w = w if self._quantized - {"experts"} else 2.0
+        e_local = a.experts / p.ep
+        touched = e_local * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
+        expert_bytes = _n_moe(a) * touched * 3 * a.hidden * a.moe_intermediate / p.moe_tp * w
+        proj = sum(n * k for n, k in self._proj_shapes()) * a.layers
+        shared = a.shared_experts * a.shared_intermediate * 3 * a.hidden / p.tp * _n_moe(a)
+        dense = (a.layers - _n_moe(a)) * a.dense_intermediate * 3 * a.hidden / p.tp
+        head = a.vocab * a.hidden / p.tp
+        rest_bytes = (proj + shared + dense) * dense_w + head * 2
+        peak = t.flops_per_s.get(self.gemm_dtype, t.flops_per_s["bf16"])
+        flops = 2 * m * (proj + shared + dense + head) + 2 * m_all * a.experts_per_token * 3 * a.hidden * \
+            a.moe_intermediate / p.gpus * _n_moe(a)
+        gemm = max((expert_bytes + rest_bytes) / t.hbm_bytes_per_s, flops / peak)
+        kv = self.kv_bytes_per_token_per_gpu
+        b = decode / p.dp
+        per_layer = kv / a.layers  # every layer holds the same KV per token; windows cap what is read
+        att_bytes = 0.0
+        for w in a.layer_windows:
+            def seen(n: float, w: int = w) -> float:
+                return min(n, w) if w else n
+            att_bytes += per_layer * (b * seen(context + positions) + sum(
+                c.count * seen(c.context + c.tokens) for c in chunks) / p.dp)
+        # Attention FLOPs of one rank's queries: causal pairs of the chunks and the decode reads,
+        # 2 (score + value) x 2 FLOPs per pair and head dimension.
+        pairs = b * positions * (context + (positions + 1) / 2) + sum(
+            c.count * c.tokens * (c.context + c.tokens / 2) for c in chunks) / p.dp
+        if a.attention == "mla":
+            width = (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2
+        else:
+            width = a.head_dim
+        att_flops = 4 * a.layers * a.heads / p.tp * width * pairs
+        attn = max(att_bytes / t.hbm_bytes_per_s, att_flops / t.flops_per_s["bf16"])
+        # The all-reduces and the expert all-to-alls at NVLink rate.
+        comm_bytes = 0.0
+        if p.tp > 1:
+            comm_bytes += 2 * a.layers * 2 * (p.tp - 1) / p.tp * m * a.hidden * ACTIVATION_BYTES
+        if p.ep > 1:
+            comm_bytes += 2 * _n_moe(a) * m_all * a.experts_per_token / p.ep * a.hidden * ACTIVATION_BYTES
+        return float(gemm + attn + comm_bytes / t.nvlink_bytes_per_s)
+
+    # ------------------------------------------------------------------ shortcuts
+
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> StepTime:
+        return self.step(batch, context, (), positions)
+
+    def prompt_s(self, tokens: int) -> float:
+        budget = self.engine.max_num_batched_tokens
+        t, done = 0.0, 0
+        while done < tokens:
+            q = min(budget, tokens - done)
+            t += self.step(0.0, 0.0, (Chunk(q, done, 1, done + q == tokens),), bound=False).total_s
+            done += q
+        return t
+
+    def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
+        return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def _n_moe(arch: Any) -> int:
+    """MoE layers of ``arch`` (the others are dense)."""
+    return sum(1 for x in arch.layer_moe if x)
+
+
+def _moe_tables(gpu: str, engine: str) -> tuple[Any, str]:
+    import importlib
+
+    try:
+        mod = importlib.import_module("servesim.hardware.moe_kernels")
+    except ImportError:  # pragma: no cover - the MoE tables are not shipped yet
+        return None, "no measured MoE tables: experts on the grouped-GEMM roofline"
+    got: tuple[Any, str] = mod.moe_tables(gpu, engine)
+    return got

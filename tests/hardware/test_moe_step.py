@@ -1,0 +1,113 @@
+"""The MoE / MLA step model (servesim.hardware.moe_step): memory by parallelism, bounds, order.
+
+Expectations are computed independently: weight bytes per GPU from the architecture's own parameter
+breakdown split as the parallelism says; KV capacity grows with the attention DP ranks; every step
+lies above its speed of light and below the stated ceiling, and more work never costs less.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware.architectures import find_architecture
+from servesim.hardware.engines import engine_profile
+from servesim.hardware.moe_step import MOE_DTYPES, MoEStepModel, Parallelism
+from servesim.hardware.names import resolve_gpu
+from servesim.hardware.stepmodel import STEP_CEILING, Chunk
+
+H200 = resolve_gpu("h200").memory_bytes
+
+CASES = [
+    ("deepseek-ai/DeepSeek-R1", Parallelism(8, 1, 1)),
+    ("deepseek-ai/DeepSeek-R1", Parallelism(1, 8, 8)),
+    ("openai/gpt-oss-120b", Parallelism(2, 1, 1)),
+    ("Qwen/Qwen3-235B-A22B", Parallelism(4, 2, 8)),
+    ("MiniMaxAI/MiniMax-M2.5", Parallelism(4, 1, 4)),
+    ("moonshotai/Kimi-K2.5", Parallelism(8, 1, 8)),
+    ("mistralai/Mixtral-8x7B-v0.1", Parallelism(2, 1, 1)),
+]
+
+
+def _sm(name: str, par: Parallelism, engine: str = "vllm") -> MoEStepModel:
+    arch = find_architecture(name)
+    assert arch is not None
+    return MoEStepModel(arch, "h200", par, engine=engine_profile(engine, gpu="h200", memory_gib=131))
+
+
+@pytest.mark.parametrize(("name", "par"), CASES, ids=[f"{n}-{p.tp}x{p.dp}-ep{p.ep}" for n, p in CASES])
+def test_weights_per_gpu_split_as_the_parallelism_says(name: str, par: Parallelism) -> None:
+    sm = _sm(name, par)
+    arch = sm.arch
+    w = MOE_DTYPES[sm.dtype]
+    parts = arch.breakdown()
+    quantized = set(arch.quantized_parts) if sm.dtype != "bf16" else set()
+    expect = parts["experts"] * (w if "experts" in quantized else 2.0) / par.gpus
+    for part, n in parts.items():
+        if part == "experts":
+            continue
+        size = n * (w if part in quantized else 2.0)
+        expect += size if part in ("norms", "router", "biases") else size / par.tp
+    assert sm.weight_bytes_per_gpu == pytest.approx(expect, rel=1e-12)
+    # The whole replica holds at least the checkpoint (replicated attention makes it more with DP).
+    assert sm.weight_bytes_per_gpu * par.gpus >= 0.99 * arch.checkpoint_bytes if hasattr(
+        arch, "checkpoint_bytes") and sm.dtype == arch.checkpoint_dtype else True
+
+
+def test_deepseek_r1_fits_eight_h200_not_eight_h100() -> None:
+    sm = _sm("deepseek-ai/DeepSeek-R1", Parallelism(8, 1, 1))
+    assert 75 * 2**30 < sm.weight_bytes_per_gpu < 82 * 2**30  # ~671 GB of FP8 over 8 GPUs
+    assert sm.kv_capacity_tokens(H200) > 100_000
+    assert sm.kv_capacity_tokens(resolve_gpu("h100-sxm").memory_bytes) == 0
+
+
+def test_mla_cache_is_its_latent_replicated_and_dp_ranks_hold_their_own() -> None:
+    tp8 = _sm("deepseek-ai/DeepSeek-R1", Parallelism(8, 1, 1))
+    dp8 = _sm("deepseek-ai/DeepSeek-R1", Parallelism(1, 8, 8))
+    assert tp8.kv_bytes_per_token_per_gpu == 61 * (512 + 64) * 2  # the latent, on every TP rank
+    # DP8: attention weights replicate on every GPU (less room each) but each rank's tokens are its own.
+    assert dp8.weight_bytes_per_gpu > tp8.weight_bytes_per_gpu
+    per_rank = dp8.kv_capacity_tokens(H200) // 8
+    assert dp8.kv_capacity_tokens(H200) == per_rank * 8
+    assert dp8.kv_capacity_tokens(H200) > 4 * tp8.kv_capacity_tokens(H200)
+
+
+@pytest.mark.parametrize(("name", "par"), CASES, ids=[f"{n}-{p.tp}x{p.dp}-ep{p.ep}" for n, p in CASES])
+def test_steps_lie_within_their_bounds_and_grow_with_work(name: str, par: Parallelism) -> None:
+    sm = _sm(name, par)
+    for b, ctx, q, c in itertools.product((0, 1, 8, 64, 512), (16, 2048, 32768), (0, 1, 700, 8192),
+                                          (0, 4000)):
+        if b == 0 and q == 0:
+            continue
+        chunks = (Chunk(q, c),) if q else ()
+        st = sm.step(b, ctx, chunks)
+        assert st.total_s >= st.sol_s, (b, ctx, q, c)
+        assert st.gpu_s <= STEP_CEILING * st.bound_s, (b, ctx, q, c, st.gpu_s / st.bound_s)
+        bigger = sm.step(b + 1, ctx, chunks)
+        assert bigger.total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+        longer = sm.step(b, ctx * 2, chunks)
+        assert longer.total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+
+
+def test_decode_at_batch_one_reads_the_chosen_experts_not_all() -> None:
+    sm = _sm("deepseek-ai/DeepSeek-R1", Parallelism(8, 1, 1))
+    one, full = sm.decode_step(1, 1024), sm.decode_step(512, 1024)
+    assert one.gemm_s < full.gemm_s / 3  # 8 of 256 experts per layer against nearly all of them
+
+
+@pytest.mark.parametrize(("par", "name"), [
+    (dict(tp=8, dp=1, ep=3), "ep"),
+    (dict(tp=3, dp=1, ep=1), "tp"),
+])
+def test_bad_parallelism_names_the_parameter(par: dict[str, int], name: str) -> None:
+    with pytest.raises(ParameterError) as exc:
+        _sm("deepseek-ai/DeepSeek-R1", Parallelism(**par))
+    assert exc.value.name == name
+
+
+def test_ep_must_divide_the_experts() -> None:
+    with pytest.raises(ParameterError) as exc:
+        _sm("mistralai/Mixtral-8x7B-v0.1", Parallelism(1, 16, 16))
+    assert exc.value.name == "ep" and "8 routed experts" in str(exc.value)
