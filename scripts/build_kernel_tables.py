@@ -105,8 +105,9 @@ What is kept (per GPU and engine; NOTICE.md repeats this text):
   tables and says so.  (The highest share shipped: SGLang's H100 bf16 decode at 1.07 x HBM,
   23 points of head_dim 192 at batch 128; every other table stays at or under 1.0 x.)
 
-Size: everything shipped is about 3.8 MB of the 8 MB budget, so every grid is kept in full (no
-shapes dropped, no axis thinned).
+Size: everything shipped (the dense tables, the ``_moe`` files below, NOTICE.md and the license)
+is about 3.8 MB of the 8 MB budget, so every grid is kept in full (no shapes dropped, no axis
+thinned).
 
 Changes made to the measured numbers:
 
@@ -178,6 +179,138 @@ range), from the STORED grid values, per table:
   ``floor_ms`` = median over batch 1, isl <= 16.
 * All-reduce per GPU count: ``bus`` = busbw / intra_node_bw at the largest size, ``floor_ms`` =
   latency at the smallest size.
+
+MoE, MLA and expert-parallel communication: one more file per GPU and engine,
+``<gpu>_moe.json.gz`` (vLLM), ``<gpu>_sglang_moe.json.gz``, ``<gpu>_trtllm_moe.json.gz``, read by
+:mod:`servesim.hardware.moe_kernels`.  All twelve are built, TensorRT-LLM 1.0.0's on the A100
+too: its MoE rows pass the plausibility check below (its dense tables are not shipped for their
+decode attention alone).  Each holds:
+
+* MoE layer (``moe_perf``): rows of one routing distribution, MOE_DISTRIBUTION =
+  ``power_law_1.01``, keyed by servesim dtype and the measured shape ``hidden,inter,topk,experts,
+  moe_tp,moe_ep`` (exactly the real models' shapes, e.g. DeepSeek-V3/R1 ``7168,2048,8,256``,
+  Kimi-K2 ``7168,2048,8,384``, Qwen3-235B-A22B ``4096,1536,8,128``, Qwen3-30B-A3B
+  ``2048,768,8,128``, gpt-oss-120b / 20b ``2880,2880,4,128`` / ``2880,2880,4,32``, Mixtral
+  ``4096,14336,2,8`` / ``6144,16384,2,8``, Llama-4 Scout / Maverick ``5120,8192,1,16`` /
+  ``5120,8192,1,128``, MiniMax-M2.5 ``3072,1536,8,256``), each a grid over num_tokens (1..16384,
+  27 values; 1..65536, 30 values, for vLLM 0.14.0 and TensorRT-LLM 1.0.0 on the A100).
+
+  - What is timed (ai-dynamo/aiconfigurator ``collector/vllm/collect_moe.py``,
+    ``collector/sglang/collect_moe.py``, ``collector/trtllm/collect_moe.py``): one rank's MoE
+    layer called with router logits: the top-k selection (grouped top-k where the model's config
+    asks for it, vLLM; SGLang's EP rows are handed the rank's routed tokens and top-k
+    ready-made), the activation quantization of the quantized dtypes, the two grouped
+    GEMMs with SwiGLU between them, and the weighted sum over the top-k (TensorRT-LLM's
+    finalize).  Not timed: the router GEMM, shared experts, any all-reduce
+    (``reduce_results=False``) and the EP dispatch / combine.  ``num_tokens`` is every token the
+    layer routes over the whole EP group (aiconfigurator's ``MoE.query`` passes the tokens of
+    one attention rank times ``attention_dp_size``); the rank holds ``experts / moe_ep`` experts
+    of ``inter / moe_tp`` each and runs the pairs routed to them.
+  - dtypes: ``bfloat16`` -> ``bf16``, ``fp8`` (per-tensor) -> ``fp8``, ``fp8_block`` ->
+    ``fp8_block``, ``nvfp4`` -> ``fp4``, ``w4a16_mxfp4`` -> ``mxfp4``, ``int4_wo`` -> ``int4``.
+    DROPPED, no servesim dtype: ``w4a8_mxfp4_mxfp8`` (B200).  The kernel_source of each point is
+    the one the engine's own dispatch chose (vLLM's collector builds ``FusedMoE`` and logs the
+    backend vLLM's oracle selected; e.g. Hopper fp8_block runs Triton without EP and FlashInfer
+    CUTLASS with it), so no point has two sources and none is chosen here; NOTICE.md lists them
+    per file.
+  - Rows dropped: non-gated (ReLU^2) shapes (NONGATED_SHAPES, the Nemotron-3 / Nemotron-H shapes
+    TensorRT-LLM labels ``moe_torch_flow_nongated``; vLLM and SGLang measured the same shapes
+    unlabelled, and their rows read 1.4-1.5x HBM if counted as 3 GEMMs: every model servesim
+    prices is gated); TensorRT-LLM's ``moe_torch_flow_min_latency`` NVFP4 rows (B200; an opt-in
+    kernel timed without its finalize; aiconfigurator prefers it at <= 128 tokens); on the B200
+    vLLM table, 972 rows of a preview build (``0.1.dev19262``, Kimi-K3) whose version is not the
+    table's; the Kimi-K3 rows timed with SiLU standing in for its SiTU activation (kernel sources
+    ending ``_situ_as_silu``, vLLM and SGLang on Hopper; SGLang's leave gaps in num_tokens where
+    cells crashed), a model servesim does not price; the ``balanced`` and ``power_law_1.2`` rows.
+    Repeats of a point (SGLang 0.5.10 on the A100 measured the Kimi-K2 shape twice) -> their
+    median.
+  - Routing distribution.  aiconfigurator measured balanced routing and power laws of alpha
+    1.01 and 1.2, where the busiest EP rank's experts are moved onto the measured rank.
+    ``power_law_1.01`` is kept because it is aiconfigurator's default (its models set
+    ``_power_law_alpha = 1.01``), the only distribution measured on the A100 for vLLM and
+    TensorRT-LLM, and with EP the time of the hottest rank, which sets the step (real routing
+    is skewed; EPLB evens it out only partly); and because vLLM's and SGLang's balanced rows of
+    the DeepSeek-V3 shape are not balanced: from 32 tokens on they plateau at about half the
+    time of reading every expert (up to 1.8x HBM if all 256 were read), as grouped top-k
+    (n_group 8, topk_group 4) sending equally scored tokens to the same 4 of 8 groups would
+    (TensorRT-LLM, routed with plain renormalized top-k, shows no such plateau).  The ratio to
+    balanced, median over points per table (NOTICE.md has each): 0.92-1.00x at <= 64 tokens (skew
+    touches fewer experts, so fewer weights are read), 0.93-1.05x at 65-1024, and above 1024
+    1.01-1.11x without EP, 1.10-1.43x with EP (the hot rank's larger GEMMs; power_law_1.2: up to
+    1.61x).
+  - Plausibility (MOE_PLAUSIBLE = 1.1): points that must read every local expert's weights
+    (balanced routing with tokens >= ceil(experts / topk); without balanced rows, tokens x topk
+    >= 8 x experts) and hold >= 2^27 bytes of them do not finish sooner than that read at 1.1x
+    HBM, except the DeepSeek-V3 balanced plateau above (not kept).  Any other point would stop
+    the build.
+  - Monotone envelope along num_tokens, GLITCH = 1.0, rounding to 4 significant digits, as for
+    the dense tables.
+
+* Core MLA (``context_mla_perf``, ``generation_mla_perf``; ``mla_dtype`` bfloat16 only): the
+  attention kernel of the engine's MLA backend for DeepSeek-V3's dimensions (kv_lora_rank 512,
+  rope 64, nope 128, v 128), by kv_cache_dtype (bf16, fp8) and query heads per GPU (1..128),
+  grid batch 1..1024 x step 1..131071 (decode; step = tokens already in the latent cache) and
+  batch 1..256 x isl 1..32768 (prefill; batch x isl <= 65536 measured, the rest filled at lookup
+  as for attention).  Sources: SGLang ``flash_attention`` (FA3) on Hopper, ``trtllm_mla`` on the
+  B200; TensorRT-LLM ``default`` (its TRTLLM backend, FlashMLA-enabled metadata); vLLM 0.14.0
+  ``vllm_triton_mla`` on the A100 (bf16 latent cache only).  The absorbed BMMs and all
+  projections are not in these times (aiconfigurator ``collector/*/collect_mla.py``).  Repeats
+  (the same heads per GPU at several tp_size, TensorRT-LLM 1.0.0; H100 SGLang measured twice) ->
+  their median.  NOT measured: vLLM 0.24.0's core MLA (it timed only whole attention modules,
+  ``mla_*_module_perf``, projections included, DeepSeek-V3 only, with the backend switching
+  between points: not shipped, they would double count the GEMMs servesim prices) and SGLang
+  0.5.10's on the A100.  servesim prices those with another engine's core MLA on the same GPU
+  (MLA_FALLBACK): vLLM with TensorRT-LLM's, because the two engines' whole-module tables agree
+  (median vLLM / TensorRT-LLM 0.99-1.20x at batch x context >= 2^18, NOTICE.md) while SGLang's
+  FA3 MLA with an fp8 latent cache on H100 and H200 takes a median 9.6x TensorRT-LLM's (it reads
+  the cache at 6-8% of HBM; its bf16 one is 1.02x); SGLang on the A100 with vLLM 0.14.0's.
+* MLA BMM (``mla_bmm_perf``): ``mla_gen_pre`` (q_nope x W_UK) -> ``pre`` and ``mla_gen_post``
+  (latent x W_UV) -> ``post``, by dtype (bf16; fp8 for SGLang and TensorRT-LLM) and heads per GPU,
+  over num_tokens 1..20480 (28 values).  Repeats (H100 SGLang) -> median.
+* DeepEP (``comm_sglang_0.5.12_wideep_deepep_{ll,normal}_perf``, H100, H200, B200; none on the
+  A100): dispatch and combine times of one rank of one node (``node_num`` 1: EP 8), ``us`` ->
+  ms, by ``hidden,topk,experts``; low-latency over tokens per rank (1..1024), normal over SMs
+  (4..24, DeepEP's default 20) x tokens per rank (1..131072; ``*_transmit_us``, notify 0).  The
+  low-latency tables' own bandwidth column times their latency equals tokens x topk x (hidden +
+  hidden / 128 x 4 + 16) bytes for dispatch (FP8 with scales) and tokens x topk x 2 hidden for
+  combine (BF16) at every row, so tokens are per rank.  The normal dispatch moves FP8: on the H100
+  and H200 BF16 would exceed NVLink (7168 hidden, 131072 tokens, top-8 over 256 experts in 15.5-15.9
+  ms is 283-289 GB/s to the other ranks as FP8, 550-561 GB/s of the 450 as BF16; the B200, with
+  the same collector and the same time, reaches 31% of its NVLink); combine BF16.  Envelope along
+  tokens only.
+* NCCL ``all_gather`` and ``alltoall`` of ``half`` (``comm_nccl_*_nccl_perf``), grid num_gpus (2,
+  4, 8) x bytes; reduce_scatter and the int8 rows are not kept.  ``message_size`` is converted
+  from ELEMENTS to BYTES (x 2), as for all-reduce: aiconfigurator's ``collector/collect_nccl.py``
+  logs nccl-tests' byte size divided by the element size; half at S takes the time of int8 at 2 S
+  (within 0.5% at the largest size for both ops and every GPU count, NOTICE.md; mid sizes scatter
+  both ways by up to 25%); and read as elements the bus bandwidths at the largest size are
+  37-75% of NVLink (as bytes they would be 18-37%).  The size is nccl-tests': the
+  gathered output of all_gather, each rank's send buffer of alltoall.  Envelope along bytes.
+
+Fitted efficiencies of the ``_moe`` files (under ``efficiency``, from the stored values):
+
+* MoE per dtype, with bytes = E_local (1 - (1 - topk / E)^tokens) x 3 hidden (inter / tp) x
+  weight bytes (2 bf16, 1 fp8 / fp8_block, 0.5625 fp4, 0.53125 mxfp4 (4 bits + an E8M0 scale per
+  32), 0.515625 int4 (4 bits + a bf16 scale per 128)) + tokens x topk / ep x (4 hidden + 6 inter /
+  tp) activation bytes, and FLOPs = 6 tokens x topk / ep x hidden x inter / tp: ``memory`` =
+  median (bytes / mem_bw) / latency over points with tokens x topk >= 4 E (every expert
+  touched), <= 16 pairs per expert and >= 2^27 bytes of local weights (else all points with
+  tokens <= 16); ``compute`` = median (FLOPs / peak) / latency over >= 256 pairs per expert and
+  >= 2^36 FLOPs (else each shape's largest token count), peak of the dtype (bf16 for the
+  weight-only mxfp4 and int4); ``floor_ms`` = the least latency of the dtype.
+* Core MLA per KV dtype: decode ``memory`` over heads <= 16 and >= 2^27 bytes of latent cache,
+  bytes = batch (context x 576 x KV bytes + heads x 1088 x 2); ``compute`` over heads >= 64 and
+  batch x context >= 2^18, FLOPs = 2 batch heads context (576 + 512); ``floor_ms`` = median over
+  batch <= 2, context <= 15.  Prefill ``compute`` over isl >= 4096 with FLOPs = 2 batch heads
+  (192 + 128) isl (isl + 1) / 2; ``floor_ms`` over batch 1, isl <= 16.  Peak: bf16.
+* MLA BMM per dtype: ``memory`` over tokens <= 16, heads >= 16 (weights heads x 128 x 512 x dtype
+  bytes, at most 16 MiB, so L2 can push it above 1), ``compute`` over tokens >= 4096, heads >= 32,
+  ``floor_ms`` the least latency.
+* DeepEP per mode and kind: ``bus`` = median over shapes of bytes / intra_node_bw / latency at the
+  largest tokens (normal: at 20 SMs), bytes as above (normal: one copy per destination rank, the
+  expected distinct ranks of a uniform top-k); ``floor_ms`` = median latency at the fewest tokens.
+* all_gather and alltoall per GPU count: ``bus`` = (N - 1) / N x bytes / latency / intra_node_bw
+  at the largest size, ``floor_ms`` = latency at the smallest.
 """
 
 from __future__ import annotations
@@ -634,6 +767,586 @@ def encode(doc: dict[str, Any]) -> bytes:
     return gzip.compress(text.encode(), compresslevel=9, mtime=0)
 
 
+# --------------------------------------------------------------------------- MoE, MLA, EP communication
+
+MOE_FORMAT = 1
+MOE_DISTRIBUTION = "power_law_1.01"  # the routing kept (module docstring: "Routing distribution")
+MOE_OTHER_DISTRIBUTIONS = ("balanced", "power_law_1.2")
+# upstream moe_dtype -> servesim dtype
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4",
+              "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}
+MOE_ORDER = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
+MOE_UNMAPPED = {"w4a8_mxfp4_mxfp8": "MXFP4 weights with MXFP8 activations (DeepSeek-V4 / gpt-oss on "
+                                    "Blackwell): servesim has no such dtype"}
+MOE_DROPPED_SOURCES = {
+    "moe_torch_flow_min_latency": "TensorRT-LLM's opt-in min-latency NVFP4 MoE (B200): timed without its "
+                                  "finalize (do_finalize=False) and with DeepSeek-V3 grouped routing for "
+                                  "every shape; the default CUTLASS rows of the same points are kept",
+    "moe_torch_flow_nongated": "non-gated (ReLU^2, Nemotron-H) MoE rows of TensorRT-LLM: the key has no "
+                               "activation field and every model servesim prices is gated (SwiGLU)",
+    "sglang_marlin_moe_situ_as_silu": "Kimi-K3 rows timed with SiLU standing in for its SiTU activation "
+                                      "(upstream's approximation), a model servesim does not price; SGLang's "
+                                      "H100/H200 rows also leave gaps in num_tokens (crashed cells)",
+    "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu": "the same Kimi-K3 approximation "
+                                                                             "in vLLM's Hopper tables",
+}
+# (hidden, inter, topk, experts) of non-gated (ReLU^2) MoE models: TensorRT-LLM's moe_torch_flow_nongated rows
+# (Nemotron-3 / Nemotron-H shapes); vLLM and SGLang measured the same shapes without saying so
+NONGATED_SHAPES = frozenset({(1024, 2688, 22, 512), (2048, 5120, 22, 512), (2688, 1856, 6, 128),
+                             (4096, 2688, 22, 512), (8192, 5120, 22, 512)})
+MOE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "mxfp4": 0.53125,
+                    "int4": 0.515625}
+MOE_PEAK_KEY = {"bf16": "bfloat16_tc_flops", "fp8": "fp8_tc_flops", "fp8_block": "fp8_tc_flops",
+                "fp4": "fp4_tc_flops", "mxfp4": "bfloat16_tc_flops", "int4": "bfloat16_tc_flops"}
+MOE_PLAUSIBLE = 1.10  # an MoE layer cannot read its local experts' weights faster than this x HBM
+# DeepSeek-V3/R1's shape: vLLM's and SGLang's balanced rows plateau from 32 tokens at about half the time of
+# reading every expert (TensorRT-LLM's, routed with plain renormalized top-k, do not), as grouped top-k
+# (n_group 8, topk_group 4) sending equally scored tokens to the same 4 of 8 groups would (module docstring)
+GROUPED_TOPK_SHAPES = frozenset({(7168, 2048, 8, 256)})
+MOE_KEY = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+MLA_KV = 512 + 64  # latent cache values per token (kv_lora_rank + qk_rope_head_dim)
+MLA_DECODE_DIM = 576 + 512  # QK over the 576-value latent and PV into the 512-value latent, per head
+MLA_PREFILL_DIM = 192 + 128  # QK (128 nope + 64 rope) and PV (v_head_dim 128), per head
+MLA_BMM_DIMS = (128, 512)  # W_UK / W_UV per head: qk_nope_head_dim x kv_lora_rank
+DEEPEP_VERSION_GLOB = "comm_sglang_*_wideep_deepep_{mode}_perf.parquet"
+DEEPEP_DEFAULT_SMS = 20  # DeepEP's Buffer default (normal kernels)
+NCCL_OPS = ("all_gather", "alltoall")
+# the core-MLA table servesim uses where an engine measured none (vLLM 0.24 on H100/H200/B200 timed only
+# whole attention modules; SGLang 0.5.10 on the A100 no MLA at all): the first of these that has one
+MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "trtllm": ("vllm", "sglang")}
+
+
+def moe_file(gpu: str, engine: str) -> str:
+    """The shipped MoE/MLA file of one (GPU, engine), named like the dense tables plus ``_moe``."""
+    return f"{gpu}_moe.json.gz" if engine == "vllm" else f"{gpu}_{engine}_moe.json.gz"
+
+
+def moe_roofline_parts(dtype: str, tokens: float, h: int, i: int, k: int, e: int, tp: int,
+                       ep: int) -> tuple[float, float, float]:
+    """(bytes, FLOPs, local weight bytes) of one MoE layer on one GPU of a (tp, ep) group fed
+    ``tokens`` tokens: weights of the local experts touched (expected count under uniform
+    routing), activations in and out of each GEMM at 2 bytes, 3 GEMMs (gate, up, down)."""
+    il = i / tp
+    el = e / ep
+    touched = el * (1.0 - (1.0 - k / e) ** tokens)
+    pairs = tokens * k / ep
+    wbytes = 3 * h * il * MOE_WEIGHT_BYTES[dtype]
+    nbytes = touched * wbytes + pairs * (4 * h + 6 * il)
+    return nbytes, 2 * pairs * 3 * h * il, el * wbytes
+
+
+def parse_shape(key: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in key.split(","))
+
+
+def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats: dict[str, list[float]],
+              label: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The MoE grids of one engine on one GPU: per servesim dtype and measured shape
+    ``hidden,inter,topk,experts,moe_tp,moe_ep``, latency over num_tokens (MOE_DISTRIBUTION rows),
+    the fitted efficiencies per dtype, and evidence lines (plausibility, distributions)."""
+    pts: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    src: dict[str, dict[str, str]] = defaultdict(dict)
+    dropped: dict[str, int] = defaultdict(int)
+    kept_rows: list[dict[str, Any]] = []
+    for r in rows:
+        shape4 = (r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"])
+        if r["distribution"] not in (MOE_DISTRIBUTION, *MOE_OTHER_DISTRIBUTIONS):
+            raise SystemExit(f"{label}: unknown MoE distribution {r['distribution']!r}")
+        if r["moe_dtype"] not in MOE_DTYPES and r["moe_dtype"] not in MOE_UNMAPPED:
+            raise SystemExit(f"{label}: unknown moe_dtype {r['moe_dtype']!r}")
+        if r["kernel_source"] == "moe_torch_flow_nongated" and shape4 not in NONGATED_SHAPES:
+            raise SystemExit(f"{label}: non-gated rows of an unlisted shape {shape4}")
+        if shape4 in NONGATED_SHAPES:
+            why = "non-gated (ReLU^2) shapes"
+        elif r["moe_dtype"] in MOE_UNMAPPED:
+            why = f"moe_dtype {r['moe_dtype']}"
+        elif r["kernel_source"] in MOE_DROPPED_SOURCES:
+            why = f"kernel_source {r['kernel_source']}"
+        else:
+            kept_rows.append(r)
+            if r["distribution"] != MOE_DISTRIBUTION:
+                continue
+            name = MOE_DTYPES[r["moe_dtype"]]
+            key = ",".join(str(r[c]) for c in MOE_KEY)
+            if src[name].setdefault(key, r["kernel_source"]) != r["kernel_source"]:
+                raise SystemExit(f"{label}: {name} {key} measured with two kernels")
+            pts[name][key][int(r["num_tokens"])].append(float(r["latency"]))
+            continue
+        dropped[why] += 1
+    tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
+    hbm = float(system["mem_bw"])
+    dtypes: dict[str, Any] = {}
+    eff: dict[str, Any] = {}
+    for name in [d for d in MOE_ORDER if d in pts]:
+        sources = sorted(set(src[name].values()))
+        shapes: dict[str, list[float | None]] = {}
+        for key in sorted(pts[name], key=parse_shape):
+            med = {(t,): statistics.median(v) for t, v in pts[name][key].items()}  # repeats: median
+            shapes[key] = finish(dense(med, [tokens]), [len(tokens)], stats, f"moe {name}")
+            have = [j for j, v in enumerate(shapes[key]) if v is not None]
+            if have[0] != 0 or len(have) != have[-1] + 1:  # only the largest token counts may be missing
+                raise SystemExit(f"{label}: {name} {key} has gaps in num_tokens")
+        dtypes[name] = {"kernel_sources": sources,
+                        "source_of": {key: sources.index(src[name][key]) for key in shapes},
+                        "shapes": shapes}
+        eff[name] = moe_fit(name, shapes, tokens, system)
+    table = {"distribution": MOE_DISTRIBUTION, "tokens": tokens, "dtypes": dtypes,
+             "dropped_rows": dict(sorted(dropped.items()))}
+    return table, eff, moe_evidence(kept_rows, hbm, label)
+
+
+def moe_fit(name: str, shapes: dict[str, list[float | None]], tokens: list[int],
+            system: dict[str, float | str]) -> dict[str, float]:
+    """Fitted memory and compute shares and the floor of one MoE dtype (module docstring)."""
+    hbm = float(system["mem_bw"])
+    peak = float(system.get(MOE_PEAK_KEY[name], system["bfloat16_tc_flops"]))
+    mem_s, loose_mem, comp_s, last_s, values = [], [], [], [], []
+    for key, grid in shapes.items():
+        h, i, k, e, tp, ep = parse_shape(key)
+        have = list(points_of(grid, [tokens]))
+        for (t,), v in have:
+            values.append(v)
+            nbytes, flops, local_w = moe_roofline_parts(name, t, h, i, k, e, tp, ep)
+            share = nbytes / hbm / (v * 1e-3)
+            if t * k >= 4 * e and t * k / e <= 16 and local_w >= 2**27:
+                mem_s.append(share)
+            if t <= 16 and nbytes >= 2**24:
+                loose_mem.append(share)
+            if t * k / e >= 256 and flops >= 2**36:
+                comp_s.append(flops / peak / (v * 1e-3))
+        (t, ), v = have[-1]
+        last_s.append(moe_roofline_parts(name, t, h, i, k, e, tp, ep)[1] / peak / (v * 1e-3))
+    return {"memory": r4(median(mem_s or loose_mem)), "compute": r4(median(comp_s or last_s)),
+            "floor_ms": r4(min(values))}
+
+
+def moe_evidence(rows: list[dict[str, Any]], hbm: float, label: str) -> list[str]:
+    """Plausibility of the MoE rows kept (all distributions) and the ratio of each power-law
+    distribution to balanced routing, as lines for NOTICE.md.
+
+    Plausibility: a point that must read every local expert's weights (balanced routing with
+    tokens >= ceil(experts / topk): the collector's balanced_logits then covers every expert; on
+    tables without balanced rows, power-law rows with tokens x topk >= 8 x experts) and holds >=
+    2^27 bytes of them cannot finish sooner than that read at MOE_PLAUSIBLE x HBM.  The only
+    points that do are explained by the routing (GROUPED_TOPK_SHAPES); any other stops the build."""
+    lines = []
+    balanced = [r for r in rows if r["distribution"] == "balanced"]
+    check = balanced or [r for r in rows if r["distribution"] == MOE_DISTRIBUTION]
+    bad: list[tuple[float, str]] = []
+    explained: list[float] = []
+    checked = 0
+    for r in check:
+        name = MOE_DTYPES[r["moe_dtype"]]
+        h, i, k, e, tp, ep, t = (int(r[c]) for c in (*MOE_KEY, "num_tokens"))
+        full = t >= math.ceil(e / k) if balanced else t * k >= 8 * e
+        local_w = moe_roofline_parts(name, t, h, i, k, e, tp, ep)[2]
+        if not full or local_w < 2**27:
+            continue
+        checked += 1
+        share = local_w / hbm / (float(r["latency"]) * 1e-3)
+        if share <= MOE_PLAUSIBLE:
+            continue
+        if (h, i, k, e) in GROUPED_TOPK_SHAPES and r["distribution"] == "balanced":
+            explained.append(share)
+        else:
+            bad.append((share, f"{name} {h},{i},{k},{e},{tp},{ep} tokens {t} ({r['distribution']})"))
+    if bad:
+        raise SystemExit(f"{label}: {len(bad)} MoE points read their experts faster than {MOE_PLAUSIBLE} "
+                         f"x HBM, e.g. {max(bad)[1]} at {max(bad)[0]:.2f} x")
+    what = "balanced" if balanced else f"{MOE_DISTRIBUTION} (no balanced rows)"
+    line = f"{label}: {checked} {what} points that read every local expert: none above {MOE_PLAUSIBLE} x HBM"
+    if explained:
+        line += (f" except {len(explained)} balanced DeepSeek-V3-shape points (up to {max(explained):.2f} x: "
+                 "grouped top-k routing, see GROUPED_TOPK_SHAPES)")
+    lines.append(line)
+    by: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        point = (r["moe_dtype"], *(r[c] for c in MOE_KEY), r["num_tokens"])
+        by[point][r["distribution"]] = float(r["latency"])
+    parts = []
+    for dist in (MOE_DISTRIBUTION, "power_law_1.2"):
+        for ep_cls in ("EP1", "EP>1"):
+            for lo, hi in ((1, 64), (65, 1024), (1025, 10**9)):
+                ratios = [v[dist] / v["balanced"] for key, v in by.items()
+                          if "balanced" in v and dist in v and (key[6] == 1) == (ep_cls == "EP1")
+                          and lo <= key[7] <= hi]
+                if ratios:
+                    rng = f"{lo}-{hi}" if hi < 10**9 else f">{lo - 1}"
+                    parts.append(f"{dist} {ep_cls} tokens {rng}: x{statistics.median(ratios):.2f}")
+    if parts:
+        lines.append(f"{label}: median latency / balanced: " + "; ".join(parts))
+    return lines
+
+
+def mla_decode_parts(batch: float, context: float, heads: int, kv: str) -> tuple[float, float]:
+    """(bytes, FLOPs) of one absorbed MLA decode step: the latent cache read (576 values per token),
+    q (576) and the output (512) per head in bf16; QK and PV over the latent per head."""
+    nbytes = batch * (context * MLA_KV * KV_BYTES[kv] + heads * MLA_DECODE_DIM * 2)
+    return nbytes, 2 * batch * heads * context * MLA_DECODE_DIM
+
+
+def mla_prefill_parts(batch: float, prompt: float, heads: int, kv: str) -> tuple[float, float]:
+    """(bytes, FLOPs) of a causal MLA prefill in DeepSeek's non-absorbed form: q and k of 192,
+    v and the output of 128 values per head in bf16, the latent cache written; QK (192) and PV
+    (128) over the causal triangle."""
+    nbytes = batch * prompt * (heads * (192 + 192 + 128 + 128) * 2 + MLA_KV * KV_BYTES[kv])
+    return nbytes, 2 * batch * heads * MLA_PREFILL_DIM * prompt * (prompt + 1) / 2
+
+
+def build_mla(ctx_rows: list[dict[str, Any]], gen_rows: list[dict[str, Any]], system: dict[str, float | str],
+              stats: dict[str, list[float]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Core MLA attention of one engine: per kv dtype and query heads per GPU, a grid batch x
+    context (decode) and batch x prompt (prefill).  Repeats of a point (other tp_size at the same
+    heads per GPU, or measured twice) -> their median."""
+    hbm = float(system["mem_bw"])
+    peak = float(system["bfloat16_tc_flops"])
+    out: dict[str, Any] = {}
+    eff: dict[str, Any] = {}
+    sources = {r["kernel_source"] for r in ctx_rows + gen_rows}
+    if len(sources) != 1 or {r["mla_dtype"] for r in ctx_rows + gen_rows} != {"bfloat16"}:
+        raise SystemExit(f"MLA: expected one kernel_source and bf16 queries, got {sorted(sources)}")
+    for kind, rows, axis in (("decode", gen_rows, "step"), ("prefill", ctx_rows, "isl")):
+        pts: dict[str, dict[str, dict[tuple[int, int], list[float]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list)))
+        for r in rows:
+            pts[KV_DTYPES[r["kv_cache_dtype"]]][str(r["num_heads"])][(r["batch_size"], r[axis])].append(
+                float(r["latency"]))
+        batches = sorted({p[0] for d in pts.values() for by in d.values() for p in by})
+        lengths = sorted({p[1] for d in pts.values() for by in d.values() for p in by})
+        grids: dict[str, dict[str, list[float | None]]] = {}
+        for kv in sorted(pts):
+            grids[kv] = {}
+            for heads in sorted(pts[kv], key=int):
+                med = {p: statistics.median(v) for p, v in pts[kv][heads].items()}
+                grids[kv][heads] = finish(dense(med, [batches, lengths]), [len(batches), len(lengths)], stats,
+                                          f"mla {kind}")
+        second = "context" if kind == "decode" else "prompt"
+        out[kind] = {"batch": batches, second: lengths, "ms": grids}
+        eff[kind] = {}
+        for kv, by_heads in grids.items():
+            mem, comp, floor = [], [], []
+            for heads, grid in by_heads.items():
+                h = int(heads)
+                for (b, s), v in points_of(grid, [batches, lengths]):
+                    if kind == "decode":
+                        nbytes, flops = mla_decode_parts(b, s, h, kv)
+                        if h <= 16 and b * s * MLA_KV * KV_BYTES[kv] >= 2**27:
+                            mem.append(nbytes / hbm / (v * 1e-3))
+                        if h >= 64 and b * s >= 2**18:
+                            comp.append(flops / peak / (v * 1e-3))
+                        if b <= 2 and s <= 15:
+                            floor.append(v)
+                    else:
+                        nbytes, flops = mla_prefill_parts(b, s, h, kv)
+                        if s >= 4096:
+                            comp.append(flops / peak / (v * 1e-3))
+                        if b == 1 and s <= 16:
+                            floor.append(v)
+            fit = {"compute": r4(median(comp)), "floor_ms": r4(median(floor))}
+            if kind == "decode":
+                fit["memory"] = r4(median(mem))
+            eff[kind][kv] = fit
+    out["kernel_source"] = sources.pop()
+    return out, eff
+
+
+def build_mla_bmm(rows: list[dict[str, Any]], system: dict[str, float | str],
+                  stats: dict[str, list[float]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """MLA's absorbed batched matmuls per op (pre: q_nope x W_UK, post: latent out x W_UV), dtype
+    and heads per GPU, over num_tokens.  Repeats -> median."""
+    ops = {"mla_gen_pre": "pre", "mla_gen_post": "post"}
+    pts: dict[str, dict[str, dict[str, dict[int, list[float]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
+    srcs: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        dt = KV_DTYPES[r["bmm_dtype"]]
+        pts[ops[r["op_name"]]][dt][str(r["num_heads"])][int(r["num_tokens"])].append(float(r["latency"]))
+        srcs[dt].add(r["kernel_source"])
+    tokens = sorted({t for a in pts.values() for b in a.values() for c in b.values() for t in c})
+    ms: dict[str, Any] = {}
+    hbm = float(system["mem_bw"])
+    eff: dict[str, Any] = {}
+    samples: dict[str, tuple[list[float], list[float], list[float]]] = defaultdict(lambda: ([], [], []))
+    for op in sorted(pts):
+        ms[op] = {}
+        for dt in sorted(pts[op]):
+            ms[op][dt] = {}
+            peak = float(system[PEAK_KEY[dt]])
+            for heads in sorted(pts[op][dt], key=int):
+                med = {(t,): statistics.median(v) for t, v in pts[op][dt][heads].items()}
+                grid = finish(dense(med, [tokens]), [len(tokens)], stats, f"mla_bmm {dt}")
+                ms[op][dt][heads] = grid
+                h = int(heads)
+                for (t,), v in points_of(grid, [tokens]):
+                    w = h * MLA_BMM_DIMS[0] * MLA_BMM_DIMS[1] * WEIGHT_BYTES[dt]
+                    mem, comp, floor = samples[dt]
+                    floor.append(v)
+                    if t <= 16 and h >= 16:
+                        mem.append((w + t * h * sum(MLA_BMM_DIMS) * 2) / hbm / (v * 1e-3))
+                    if t >= 4096 and h >= 32:
+                        comp.append(2 * t * h * MLA_BMM_DIMS[0] * MLA_BMM_DIMS[1] / peak / (v * 1e-3))
+    for dt, (mem, comp, floor) in sorted(samples.items()):
+        eff[dt] = {"memory": r4(median(mem)), "compute": r4(median(comp)), "floor_ms": r4(min(floor))}
+    sources = {dt: ", ".join(sorted(s)) for dt, s in sorted(srcs.items())}
+    return {"tokens": tokens, "ms": ms, "kernel_source": sources}, eff
+
+
+def deepep_ranks_hit(topk: int, experts: int, ep: int) -> float:
+    """Expected distinct EP ranks a token's top-k experts land on (uniform top-k without repeats)."""
+    per = experts / ep
+    miss = 1.0
+    for j in range(topk):
+        miss *= max(0.0, (experts - per - j) / (experts - j))
+    return ep * (1.0 - miss)
+
+
+def deepep_bytes(mode: str, kind: str, tokens: float, hidden: int, topk: int, experts: int, ep: int) -> float:
+    """Bytes one rank sends (dispatch) or receives back (combine) for ``tokens`` tokens of its own:
+    low-latency kernels move every top-k selection (FP8 dispatch: hidden + hidden/128 x 4 + 16
+    bytes, as the collector counts; BF16 combine: 2 hidden), normal kernels one copy per
+    destination rank (FP8 dispatch hidden x (1 + 1/32), BF16 combine 2 hidden)."""
+    if mode == "ll":
+        per = hidden + hidden / 128 * 4 + 16 if kind == "dispatch" else 2 * hidden
+        return tokens * topk * per
+    per = hidden * (1 + 1 / 32) if kind == "dispatch" else 2 * hidden
+    return tokens * deepep_ranks_hit(topk, experts, ep) * per
+
+
+def build_deepep(ll_rows: list[dict[str, Any]], normal_rows: list[dict[str, Any]],
+                 system: dict[str, float | str],
+                 stats: dict[str, list[float]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """DeepEP dispatch / combine (us upstream -> ms) of one GPU: low-latency by (hidden, topk,
+    experts) over tokens per rank; normal by (hidden, topk, experts) over SMs x tokens."""
+    gpn = int(float(system.get("num_gpus_per_node", 8)))
+    nodes = {r["node_num"] for r in ll_rows + normal_rows}
+    if nodes != {1}:
+        raise SystemExit(f"DeepEP: expected single-node rows, got node_num {sorted(nodes)}")
+    nvl = float(system["intra_node_bw"])
+    out: dict[str, Any] = {"ep": gpn}
+    eff: dict[str, Any] = {}
+    ll: dict[str, dict[str, dict[int, float]]] = {"dispatch": defaultdict(dict), "combine": defaultdict(dict)}
+    for r in ll_rows:
+        key = f"{r['hidden_size']},{r['num_topk']},{r['num_experts']}"
+        for kind in ll:
+            if int(r["num_token"]) in ll[kind][key]:
+                raise SystemExit(f"DeepEP ll: two rows for {key} {r['num_token']}")
+            ll[kind][key][int(r["num_token"])] = float(r[f"{kind}_avg_t_us"]) * 1e-3
+    tok_ll = sorted({int(r["num_token"]) for r in ll_rows})
+    nm: dict[str, dict[str, dict[tuple[int, int], float]]] = {"dispatch": defaultdict(dict),
+                                                              "combine": defaultdict(dict)}
+    for r in normal_rows:
+        if r["dispatch_sms"] != r["combine_sms"] or r["dispatch_notify_us"] or r["combine_notify_us"]:
+            raise SystemExit(f"DeepEP normal: unexpected row {r}")
+        key = f"{r['hidden_size']},{r['num_topk']},{r['num_experts']}"
+        for kind in nm:
+            p = (int(r[f"{kind}_sms"]), int(r["num_token"]))
+            if p in nm[kind][key]:
+                raise SystemExit(f"DeepEP normal: two rows for {key} {p}")
+            nm[kind][key][p] = float(r[f"{kind}_transmit_us"]) * 1e-3
+    sms = sorted({p[0] for d in nm.values() for by in d.values() for p in by})
+    tok_nm = sorted({p[1] for d in nm.values() for by in d.values() for p in by})
+    out["ll"] = {"tokens": tok_ll, "ms": {}}
+    out["normal"] = {"sms": sms, "tokens": tok_nm, "ms": {}}
+    for kind in ("dispatch", "combine"):
+        out["ll"]["ms"][kind] = {k: finish(dense({(t,): v for t, v in d.items()}, [tok_ll]), [len(tok_ll)],
+                                           stats, f"deepep ll {kind}") for k, d in sorted(ll[kind].items())}
+        out["normal"]["ms"][kind] = {k: finish(dense(d, [sms, tok_nm]), [len(sms), len(tok_nm)], stats,
+                                               f"deepep normal {kind}", pad_axes=[1])
+                                     for k, d in sorted(nm[kind].items())}
+        for mode in ("ll", "normal"):
+            bus, floor = [], []
+            for key, grid in out[mode]["ms"][kind].items():
+                h, k, e = (int(x) for x in key.split(","))
+                if mode == "ll":
+                    row = grid
+                else:
+                    i = sms.index(DEEPEP_DEFAULT_SMS)
+                    row = grid[i * len(tok_nm):(i + 1) * len(tok_nm)]
+                toks = tok_ll if mode == "ll" else tok_nm
+                have = [(t, v) for t, v in zip(toks, row, strict=True) if v is not None]
+                t, v = have[-1]
+                bus.append(deepep_bytes(mode, kind, t, h, k, e, gpn) / nvl / (v * 1e-3))
+                floor.append(have[0][1])
+            eff[f"{mode}_{kind}"] = {"bus": r4(median(bus)), "floor_ms": r4(median(floor))}
+    return out, eff
+
+
+def build_nccl(rows: list[dict[str, Any]], system: dict[str, float | str],
+               stats: dict[str, list[float]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """NCCL all_gather and alltoall of half (nccl-tests sizes): grid GPUs x bytes (message_size is
+    elements of 2 bytes, the module docstring)."""
+    nvl = float(system["intra_node_bw"])
+    out: dict[str, Any] = {}
+    eff: dict[str, Any] = {}
+    for op in NCCL_OPS:
+        pts = {(r["num_gpus"], r["message_size"] * ALLREDUCE_ELEMENT_BYTES): float(r["latency"])
+               for r in rows if r["op_name"] == op and r["nccl_dtype"] == "half"}
+        gpus = sorted({p[0] for p in pts})
+        sizes = sorted({p[1] for p in pts})
+        grid = finish(dense(pts, [gpus, sizes]), [len(gpus), len(sizes)], stats, f"nccl {op}", pad_axes=[1])
+        out[op] = {"gpus": gpus, "bytes": sizes, "ms": grid}
+        eff[op] = {}
+        for i, n in enumerate(gpus):
+            row = grid[i * len(sizes):(i + 1) * len(sizes)]
+            last, first = row[-1], row[0]
+            assert last is not None and first is not None
+            busbw = (n - 1) / n * sizes[-1] / (last * 1e-3)
+            eff[op][str(n)] = {"bus": r4(busbw / nvl), "floor_ms": r4(first)}
+    return out, eff
+
+
+def optional_file(folder: Path, pattern: str) -> Path | None:
+    found = sorted(folder.glob(pattern))
+    if len(found) > 1:
+        raise SystemExit(f"{folder}: more than one file matches {pattern}")
+    return found[0] if found else None
+
+
+def build_moe_table(folder: Path, gpu: str, engine: str,
+                    all_stats: dict[str, list[float]]) -> tuple[dict[str, Any], list[str]]:
+    """One ``<gpu>[_<engine>]_moe.json.gz``: the engine's MoE, core MLA and MLA BMM tables, the GPU's
+    DeepEP and NCCL all_gather / alltoall tables, the system numbers and the fitted efficiencies."""
+    stats: dict[str, list[float]] = {}
+    system = read_system(folder / "system.yaml")
+    label = f"{gpu} {engine}"
+    moe_path = one_file(folder, f"moe_{engine}_*_moe_perf.parquet")
+    version = moe_path.name.split("_")[2]
+    moe_rows = read_rows(moe_path)
+    other = [r for r in moe_rows if r["version"] != version]  # B200 vLLM: 972 preview-build (Kimi-K3) rows
+    moe_rows = [r for r in moe_rows if r["version"] == version]
+    ctx_path = optional_file(folder, f"mla_{engine}_*_context_mla_perf.parquet")
+    gen_path = optional_file(folder, f"mla_{engine}_*_generation_mla_perf.parquet")
+    bmm_path = optional_file(folder, f"mla_bmm_{engine}_*_mla_bmm_perf.parquet")
+    ctx_rows = read_rows(ctx_path) if ctx_path else []
+    gen_rows = read_rows(gen_path) if gen_path else []
+    bmm_rows = read_rows(bmm_path) if bmm_path else []
+    if bool(ctx_rows) != bool(gen_rows):
+        raise SystemExit(f"{label}: MLA context and generation tables must come together")
+    engine_rows = moe_rows + ctx_rows + gen_rows + bmm_rows
+    devices = {r["device"] for r in engine_rows}
+    versions = {r["version"] for r in engine_rows}
+    if len(devices) != 1 or len(versions) != 1:
+        raise SystemExit(f"{label}: mixed devices {devices} or versions {versions}")
+    nccl_rows = read_rows(one_file(folder, "comm_nccl_*_nccl_perf.parquet"))
+    moe, moe_eff, evidence = build_moe(moe_rows, system, stats, label)
+    for v in sorted({r["version"] for r in other}):
+        why = f"version {v} (not the table's {version})"
+        moe["dropped_rows"][why] = sum(r["version"] == v for r in other)
+    efficiency: dict[str, Any] = {"moe": moe_eff}
+    doc: dict[str, Any] = {
+        "format": MOE_FORMAT,
+        "kind": "moe",
+        "name": gpu,
+        "device": devices.pop(),
+        "engine": f"{ENGINE_LABEL[engine]} {versions.pop()}",
+        "engine_name": engine,
+        "nccl": ", ".join(sorted({r["version"] for r in nccl_rows})),
+        "source": {"repo": UPSTREAM_REPO, "commit": UPSTREAM_COMMIT,
+                   "folder": UPSTREAM_FOLDER.replace("<gpu>", gpu)},
+        "system": {
+            "hbm_bytes_per_s": float(system["mem_bw"]),
+            "memory_bytes": float(system["mem_capacity"]),
+            "nvlink_bytes_per_s": float(system["intra_node_bw"]),
+            "internode_bytes_per_s": float(system.get("inter_node_bw", 0.0)),
+            "gpus_per_node": int(float(system.get("num_gpus_per_node", 8))),
+            "flops_per_s": {name: float(system[key]) for name, key in PEAK_KEY.items() if key in system},
+        },
+        "moe": moe,
+    }
+    if ctx_rows:
+        doc["mla"], mla_eff = build_mla(ctx_rows, gen_rows, system, stats)
+        efficiency["mla_decode"], efficiency["mla_prefill"] = mla_eff["decode"], mla_eff["prefill"]
+    if bmm_rows:
+        doc["mla_bmm"], efficiency["mla_bmm"] = build_mla_bmm(bmm_rows, system, stats)
+    ll_path = optional_file(folder, DEEPEP_VERSION_GLOB.format(mode="ll"))
+    normal_path = optional_file(folder, DEEPEP_VERSION_GLOB.format(mode="normal"))
+    if ll_path and normal_path:
+        ll_rows, normal_rows = read_rows(ll_path), read_rows(normal_path)
+        doc["deepep"], efficiency["deepep"] = build_deepep(ll_rows, normal_rows, system, stats)
+        doc["deepep"]["measured_with"] = ", ".join(sorted({f"SGLang {r['version']} (DeepEP)"
+                                                           for r in ll_rows + normal_rows}))
+    nccl, nccl_eff = build_nccl(nccl_rows, system, stats)
+    doc["nccl_collectives"] = nccl
+    efficiency.update(nccl_eff)
+    doc["efficiency"] = efficiency
+    all_stats.update({f"{gpu} {engine} {k}": v for k, v in stats.items()})
+    return doc, evidence
+
+
+def mla_fallback_evidence(folder: Path, gpu: str) -> str | None:
+    """Why vLLM borrows TensorRT-LLM's core MLA: the two engines' whole-module MLA tables (same
+    gemm_type, KV dtype, heads, batch, step) against each other, and SGLang's core MLA against
+    TensorRT-LLM's, at the large points (batch x context >= 2^18)."""
+    vm = optional_file(folder, "mla_vllm_*_mla_generation_module_perf.parquet")
+    tm = optional_file(folder, "mla_trtllm_*_mla_generation_module_perf.parquet")
+    sc = optional_file(folder, "mla_sglang_*_generation_mla_perf.parquet")
+    tc = optional_file(folder, "mla_trtllm_*_generation_mla_perf.parquet")
+    if not (vm and tm and sc and tc):
+        return None
+    parts = []
+    for kind, a_path, b_path, keys in (("module", vm, tm, ("gemm_type", "kv_cache_dtype")),
+                                       ("core", sc, tc, ("kv_cache_dtype",))):
+        def index(path: Path, keys: tuple[str, ...] = keys) -> dict[tuple[Any, ...], list[float]]:
+            out: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+            for r in read_rows(path):
+                if r["batch_size"] * r["step"] >= 2**18:
+                    out[(*(r[k] for k in keys), r["num_heads"], r["batch_size"], r["step"])].append(
+                        float(r["latency"]))
+            return out
+        a, b = index(a_path), index(b_path)
+        for kv in ("bfloat16", "fp8"):
+            ratios = [statistics.median(a[k]) / statistics.median(b[k]) for k in a if k in b and k[-4] == kv]
+            if ratios:
+                who = "vLLM / TensorRT-LLM whole module" if kind == "module" else "SGLang / TensorRT-LLM core"
+                parts.append(f"{who} {KV_DTYPES[kv]}-KV x{statistics.median(ratios):.2f} (n={len(ratios)})")
+    return f"{gpu} MLA decode, median at batch x context >= 2^18: " + "; ".join(parts)
+
+
+def deepep_evidence(folder: Path, system: dict[str, float | str], gpu: str) -> str | None:
+    """The DeepEP units: the low-latency tables' bandwidth column x latency against the bytes
+    deepep_bytes counts, and the NVLink rate the largest normal dispatch implies as FP8 or BF16."""
+    ll_path = optional_file(folder, DEEPEP_VERSION_GLOB.format(mode="ll"))
+    normal_path = optional_file(folder, DEEPEP_VERSION_GLOB.format(mode="normal"))
+    if not (ll_path and normal_path):
+        return None
+    ratios = []
+    for r in read_rows(ll_path):
+        for kind in ("dispatch", "combine"):
+            counted = deepep_bytes("ll", kind, r["num_token"], r["hidden_size"], r["num_topk"],
+                                   r["num_experts"], 8)
+            ratios.append(float(r[f"{kind}_bandwidth_gbps"]) * 1e3 * float(r[f"{kind}_avg_t_us"]) / counted)
+    rows = [r for r in read_rows(normal_path) if r["dispatch_sms"] == DEEPEP_DEFAULT_SMS
+            and (r["hidden_size"], r["num_topk"], r["num_experts"]) == (7168, 8, 256)]
+    big = max(rows, key=lambda r: r["num_token"])
+    fp8 = deepep_bytes("normal", "dispatch", big["num_token"], 7168, 8, 256, 8) * 7 / 8
+    t = float(big["dispatch_transmit_us"]) * 1e-6
+    nvl = float(system["intra_node_bw"])
+    return (f"{gpu} DeepEP: low-latency bandwidth x latency / counted bytes "
+            f"{min(ratios):.4f}..{max(ratios):.4f} over {len(ratios)} values; normal dispatch 7168/8/256 at "
+            f"{big['num_token']} tokens, 20 SMs: {t * 1e3:.4g} ms = {fp8 / t / 1e9:.0f} GB/s to other ranks "
+            f"as FP8 ({fp8 / t / nvl:.0%} of NVLink), {fp8 / t / 1e9 * 2 / (1 + 1 / 32):.0f} GB/s as BF16")
+
+
+def nccl_unit_evidence(rows: list[dict[str, Any]], system: dict[str, float | str], gpu: str) -> str:
+    """NCCL all_gather / alltoall: half against int8 at the same message_size and at twice it, and
+    the bus bandwidth at the largest size read as 2-byte elements."""
+    nvl = float(system["intra_node_bw"])
+    by: dict[tuple[str, str, int], dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        by[(r["op_name"], r["nccl_dtype"], r["num_gpus"])][r["message_size"]] = float(r["latency"])
+    parts = []
+    for op in NCCL_OPS:
+        for n in sorted({k[2] for k in by if k[0] == op}):
+            half, int8 = by[(op, "half", n)], by[(op, "int8", n)]
+            s = max(half)
+            bus = (n - 1) / n * 2 * s / (half[s] * 1e-3)
+            parts.append(f"{op} {n} GPUs at {s}: half {half[s]:.4g} ms, int8 {int8[s]:.4g} ms, int8 at "
+                         f"{2 * s} {int8.get(2 * s, math.nan):.4g} ms; busbw as elements "
+                         f"{bus / 1e9:.0f} GB/s = {bus / nvl:.0%} of NVLink (as bytes {bus / 2 / nvl:.0%})")
+    return f"{gpu} NCCL: " + "; ".join(parts)
+
+
 # --------------------------------------------------------------------------- NOTICE
 
 
@@ -641,8 +1354,27 @@ HEADER = ("| file | device | engine | GEMM kernel_source per dtype | decode atte
           "| all-reduce | bytes |\n|---|---|---|---|---|---|---|---|")
 
 
+MOE_HEADER = ("| file | device | engine | MoE kernel_source per dtype | core MLA | MLA BMM | DeepEP "
+              "| bytes |\n|---|---|---|---|---|---|---|---|")
+
+
+def moe_notice_lines(moe_docs: dict[str, dict[str, Any]], sizes: dict[str, int]) -> list[str]:
+    lines = []
+    for file, d in moe_docs.items():
+        per = "; ".join(f"{name}: {', '.join(t['kernel_sources'])}" for name, t in d["moe"]["dtypes"].items())
+        mla = d["mla"]["kernel_source"] if "mla" in d else "none measured"
+        bmm = (", ".join(f"{k}: {v}" for k, v in d["mla_bmm"]["kernel_source"].items()) if "mla_bmm" in d
+               else "none")
+        ep = d["deepep"]["measured_with"] if "deepep" in d else "none measured"
+        lines.append(f"| `{file}` | {d['device']} | {d['engine']} | {per} | {mla} | {bmm} | {ep} "
+                     f"| {sizes[file]:,} |")
+    return lines
+
+
 def notice(docs: dict[str, dict[str, Any]], sizes: dict[str, int], evidence: str,
-           skipped: dict[str, str]) -> str:
+           skipped: dict[str, str], moe_docs: dict[str, dict[str, Any]] | None = None,
+           moe_evidence_text: str = "") -> str:
+    moe_docs = moe_docs or {}
     src_lines = []
     for file, d in docs.items():
         g = ", ".join(f"{k}: {v['kernel_source']}" for k, v in d["gemm"].items())
@@ -659,7 +1391,8 @@ def notice(docs: dict[str, dict[str, Any]], sizes: dict[str, int], evidence: str
     return f"""# Measured kernel tables: origin, license and changes
 
 The files `<gpu>.json.gz` (vLLM), `<gpu>_sglang.json.gz` (SGLang) and `<gpu>_trtllm.json.gz`
-(TensorRT-LLM) in this folder are derived from measured GPU kernel timings published by the
+(TensorRT-LLM), and their mixture-of-experts companions `<gpu>_moe.json.gz`, `<gpu>_sglang_moe.json.gz`
+and `<gpu>_trtllm_moe.json.gz`, in this folder are derived from measured GPU kernel timings published by the
 NVIDIA project **{UPSTREAM_REPO}** (https://github.com/{UPSTREAM_REPO}), licensed under the
 Apache License 2.0 (full text: `{LICENSE_FILE}` in this folder).
 
@@ -669,7 +1402,9 @@ Apache License 2.0 (full text: `{LICENSE_FILE}` in this folder).
   `attention_<engine>_<version>_generation_attention_perf`,
   `attention_<engine>_<version>_context_attention_perf` and
   `comm_<engine>_<version>_custom_allreduce_perf`, the NCCL table `comm_nccl_<version>_nccl_perf`,
-  and the system description `<gpu>.yaml`.
+  and the system description `<gpu>.yaml`; for the `_moe` files `moe_<engine>_<version>_moe_perf`,
+  `mla_<engine>_<version>_{{context,generation}}_mla_perf`, `mla_bmm_<engine>_<version>_mla_bmm_perf`,
+  `comm_sglang_0.5.12_wideep_deepep_{{ll,normal}}_perf` (H100, H200, B200) and the same NCCL table.
 - Copyright: NVIDIA CORPORATION & AFFILIATES (SPDX headers of the source YAML files).
 
 The files here are **modified** versions of the source: reduced to the rows below, reshaped into
@@ -690,6 +1425,11 @@ Not built (servesim falls back to the GPU's vLLM tables, with a note):
 
 {chr(10).join(f"- `{f}`: {why}" for f, why in skipped.items()) or "- none"}
 
+MoE, MLA and expert-parallel communication (`_moe` files; MoE routing {MOE_DISTRIBUTION}):
+
+{MOE_HEADER}
+{chr(10).join(moe_notice_lines(moe_docs, sizes))}
+
 ## What is kept and what was changed
 
 {body.strip()}
@@ -698,6 +1438,12 @@ Not built (servesim falls back to the GPU's vLLM tables, with a note):
 
 ```
 {evidence}
+```
+
+## MoE plausibility, routing distributions and the NCCL all_gather / alltoall unit (computed by the script)
+
+```
+{moe_evidence_text}
 ```
 """
 
@@ -736,11 +1482,18 @@ def build(source: Path) -> tuple[dict[str, bytes], dict[str, dict[str, Any]], st
     stats: dict[str, list[float]] = {}
     blobs: dict[str, bytes] = {}
     docs: dict[str, dict[str, Any]] = {}
+    moe_docs: dict[str, dict[str, Any]] = {}
     skipped: dict[str, str] = {}
     evidence = []
+    moe_ev: list[str] = []
     for gpu in GPUS:
-        evidence.append(unit_evidence(read_rows(one_file(source / gpu, "comm_nccl_*_nccl_perf.parquet")),
-                                      read_system(source / gpu / "system.yaml"), gpu))
+        nccl_rows = read_rows(one_file(source / gpu, "comm_nccl_*_nccl_perf.parquet"))
+        system = read_system(source / gpu / "system.yaml")
+        evidence.append(unit_evidence(nccl_rows, system, gpu))
+        moe_ev.append(nccl_unit_evidence(nccl_rows, system, gpu))
+        for line in (mla_fallback_evidence(source / gpu, gpu), deepep_evidence(source / gpu, system, gpu)):
+            if line:
+                moe_ev.append(line)
         for engine in ENGINES:
             doc, ev = build_table(source / gpu, gpu, engine, stats)
             file = table_file(gpu, engine)
@@ -748,13 +1501,20 @@ def build(source: Path) -> tuple[dict[str, bytes], dict[str, dict[str, Any]], st
             why = implausible_decode(doc)
             if why is not None:
                 skipped[file] = f"{doc['engine']} on {gpu}: {why}"
-                continue
-            docs[file] = doc
-            blobs[file] = encode(doc)
+            else:
+                docs[file] = doc
+                blobs[file] = encode(doc)
+            if optional_file(source / gpu, f"moe_{engine}_*_moe_perf.parquet") is not None:
+                mdoc, lines = build_moe_table(source / gpu, gpu, engine, stats)
+                moe_ev.extend(lines)
+                mfile = moe_file(gpu, engine)
+                moe_docs[mfile] = mdoc
+                blobs[mfile] = encode(mdoc)
     ev_text = "\n".join(evidence)
-    blobs["NOTICE.md"] = notice(docs, {f: len(blobs[f]) for f in docs}, ev_text, skipped).encode()
+    sizes = {f: len(blobs[f]) for f in [*docs, *moe_docs]}
+    blobs["NOTICE.md"] = notice(docs, sizes, ev_text, skipped, moe_docs, "\n".join(moe_ev)).encode()
     blobs[LICENSE_FILE] = (source / LICENSE_FILE).read_bytes()
-    return blobs, docs, ev_text, stats, skipped
+    return blobs, {**docs, **moe_docs}, ev_text + "\n" + "\n".join(moe_ev), stats, skipped
 
 
 def main(argv: list[str] | None = None) -> int:

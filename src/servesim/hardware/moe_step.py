@@ -15,7 +15,8 @@ efficiencies where none was measured:
   rope, h)``, the absorbed per-head ``W_UK``/``W_UV`` (a batched matmul of ``m``
   tokens, ``H/T`` heads, ``nope x kv_lora`` and ``kv_lora x v``) and ``O (m, h,
   H/T v)``, for the ``m`` tokens of one DP rank;
-* **attention** (the GQA tables, or the MLA tables once shipped): decode of the
+* **attention** (the GQA tables; MLA from the engine's MLA tables, :mod:`servesim.hardware.moe_kernels`,
+  with its two absorbed batched matmuls from the MLA-BMM table): decode of the
   rank's sequences at their mean context, sliding-window layers at ``min(context,
   window)``; a prefill chunk as for dense models
   (:meth:`servesim.hardware.stepmodel.StepModel._chunk_attention`). MLA decode reads
@@ -35,9 +36,10 @@ efficiencies where none was measured:
   (after attention, after the MLP); with attention DP, the MoE layer's tokens are
   gathered from and scattered back to the ``D`` ranks (an all-gather of ``m_all h``
   bytes, then a reduce-scatter, priced as one all-reduce of ``m_all h``); with
-  ``ep > 1`` the dispatch and the combine of ``m_all k / ep`` token-expert pairs of
-  ``h`` values each are two all-to-alls, priced at the all-reduce table's bus rate
-  for the same bytes (a lower bound: DeepEP's tables replace it once shipped);
+  ``ep > 1`` the dispatch and the combine of each rank's ``m_all / ep`` tokens are
+  DeepEP's measured kernels (low-latency ones for decode-only steps, normal ones
+  when a prefill is in the step; the measured all-to-all every engine's wide-EP
+  path is priced with), else the all-reduce table's time for the same bytes;
 * **other kernels**: two norms, RoPE, the activation and the router per layer, at the
   launch floor plus their bytes at the tables' HBM efficiency.
 
@@ -259,19 +261,45 @@ class MoEStepModel:
         return (max(sec, floor) + floor, False,
                 "MoE experts priced on the grouped-GEMM roofline (no measured table)")
 
+    def _mla_bmm(self, m: float) -> float:
+        """MLA's two absorbed batched matmuls on ``m`` tokens: the measured table, else their GEMM
+        as one matmul of the heads (``(m, H/T kv_lora, nope)`` and ``(m, H/T v, kv_lora)``)."""
+        a, heads = self.arch, self.arch.heads // self.par.tp
+        mt = self._moe_tables
+        bdt = "fp8" if self.gemm_dtype in ("fp8", "fp8_block") else "bf16"
+        if mt is not None:
+            try:
+                pre = mt.mla_bmm("pre", max(1.0, m), heads, bdt).ms
+                return float(pre + mt.mla_bmm("post", max(1.0, m), heads, bdt).ms) * 1e-3
+            except (ParameterError, KeyError):
+                pass
+        pre, _, _ = self._gemm(m, heads * a.kv_lora_rank, a.qk_nope_head_dim, "bf16")
+        post, _, _ = self._gemm(m, heads * a.v_head_dim, a.kv_lora_rank, "bf16")
+        return pre + post
+
     def _allreduce(self, gpus: int, nbytes: float) -> tuple[float, bool, str]:
         if gpus <= 1 or nbytes <= 0:
             return 0.0, True, ""
         lk = self.tables.allreduce(gpus, nbytes)
         return lk.ms * 1e-3, lk.measured, lk.note
 
-    def _alltoall(self, nbytes: float) -> float:
-        """Dispatch or combine of ``nbytes`` per GPU over the EP group: the all-reduce table's time
-        for the same bytes (each GPU sends and receives its share once)."""
-        p = self.par
+    def _alltoall(self, nbytes: float, tokens: float = 0.0, decode_only: bool = False) -> float:
+        """Dispatch plus combine over the EP group: DeepEP's measured kernels where shipped (low-latency
+        for decode-only steps, normal otherwise) for ``tokens`` tokens of one rank; else the all-reduce
+        table's time for ``nbytes`` per GPU, twice (each GPU sends and receives its share once each way)."""
+        p, a = self.par, self.arch
         if p.ep <= 1:
             return 0.0
-        return self._allreduce(min(p.ep, self.tables.gpus_per_node), nbytes)[0]
+        mt = self._moe_tables
+        if mt is not None and tokens > 0:
+            mode = "ll" if decode_only else "normal"
+            try:
+                args = (tokens, a.hidden, a.experts_per_token, a.experts, p.ep)
+                both = mt.deepep("dispatch", mode, *args).ms + mt.deepep("combine", mode, *args).ms
+                return float(both) * 1e-3
+            except (ParameterError, KeyError):
+                pass
+        return 2 * self._allreduce(min(p.ep, self.tables.gpus_per_node), nbytes)[0]
 
     def _attention(self, b: float, ctx: float, chunks: tuple[Chunk, ...], window: int) -> tuple[float, bool]:
         """One layer's attention on one DP rank: decode of ``b`` sequences and the prefill chunks."""
@@ -280,21 +308,24 @@ class MoEStepModel:
         total, ok = 0.0, True
         if a.attention == "mla":
             heads = a.heads // tp
-            lat = a.kv_lora_rank + a.qk_rope_head_dim
-            if b > 0:
-                c = min(ctx, window) if window else ctx
-                read = b * c * lat * (2.0 if kv == "bf16" else 1.0)
-                flops = 2 * b * heads * c * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-                total += self._roof(read, flops, "decode")
-                ok = False
-            for ch in chunks:
-                P = ch.context + ch.tokens
-                qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-                flops = ch.count * 2 * heads * ch.tokens * (ch.context + ch.tokens / 2) * (qk + a.v_head_dim)
-                read = ch.count * P * heads * (qk + a.v_head_dim) * ACTIVATION_BYTES
-                total += self._roof(read, flops, "prefill")
-                ok = False
-            return total, ok
+            mt = self._moe_tables
+            if mt is not None and kv in mt.mla_kv_dtypes():
+                if b > 0:
+                    c = min(ctx, window) if window else ctx
+                    lk = mt.mla_decode(max(1, round(b)), max(1, bucket_context(c + 1)), heads, kv)
+                    total += lk.ms * 1e-3 * (b / max(1, round(b)))
+                    ok = ok and lk.measured
+                for ch in chunks:
+                    q, c = ch.tokens, ch.context
+                    fresh = mt.mla_prefill(ch.count, q, heads, kv)
+                    price = fresh.ms
+                    if c > 0:
+                        full = mt.mla_prefill(ch.count, c + q, heads, kv).ms
+                        cached = mt.mla_prefill(ch.count, c, heads, kv).ms
+                        price = max(full - cached, fresh.ms)
+                    total += price * 1e-3
+                    ok = ok and fresh.measured
+                return total, ok
         heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
         if b > 0:
             c = min(ctx, window) if window else ctx
@@ -364,6 +395,8 @@ class MoEStepModel:
             if note:
                 notes.append(note)
         gemm += proj * a.layers
+        if a.attention == "mla":  # the absorbed W_UK (before attention) and W_UV (after), per head
+            gemm += a.layers * self._mla_bmm(m)
         # Attention, grouped by window.
         windows: dict[int, int] = {}
         for w in a.layer_windows:
@@ -397,7 +430,7 @@ class MoEStepModel:
             comm += n_moe * self._allreduce(p.gpus, m_all * a.hidden * ACTIVATION_BYTES)[0]
         elif p.ep > 1:
             pairs = m_all * a.experts_per_token / p.ep
-            comm += n_moe * 2 * self._alltoall(pairs * a.hidden * ACTIVATION_BYTES)
+            comm += n_moe * self._alltoall(pairs * a.hidden * ACTIVATION_BYTES, m_all / p.ep, not chunks)
             if p.moe_tp > 1:
                 comm += n_moe * self._allreduce(p.moe_tp, pairs * a.hidden * ACTIVATION_BYTES)[0]
         else:
@@ -439,10 +472,7 @@ class MoEStepModel:
             heads = a.heads // tp
             qk = a.qk_nope_head_dim + a.qk_rope_head_dim
             q = ((a.q_lora_rank, h), (heads * qk, a.q_lora_rank)) if a.q_lora_rank else ((heads * qk, h),)
-            return (*q, (a.kv_lora_rank + a.qk_rope_head_dim, h),
-                    (heads * a.kv_lora_rank, a.qk_nope_head_dim),  # absorbed W_UK, as one GEMM of the heads
-                    (heads * a.v_head_dim, a.kv_lora_rank),  # absorbed W_UV
-                    (h, heads * a.v_head_dim))
+            return (*q, (a.kv_lora_rank + a.qk_rope_head_dim, h), (h, heads * a.v_head_dim))
         heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
         return (((heads + 2 * kvh) * a.head_dim, h), (h, heads * a.head_dim))
 

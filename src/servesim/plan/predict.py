@@ -189,6 +189,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     kv_max = min(sm.engine.max_num_seqs, cap // per_request)
     spec_info: dict[str, float] | None = None
     speculation = None
+    if spec is not None and spec != "none" and not isinstance(sm, StepModel):
+        raise ParameterError("spec", spec, "none for a mixture-of-experts or MLA model: its draft and verify "
+                             "are not priced yet (MTP of the DeepSeek family comes with its own module)")
     if spec is not None and spec != "none":
         guess = bench.concurrency if bench.concurrency is not None else 8
         speculation, spec_info = speculation_for(sm, spec, float(min(guess, max(1, kv_max))),
