@@ -76,6 +76,26 @@ def client_of(row: dict[str, str]) -> tuple[str, float | None, tuple[int, int] |
 
 
 _VLLM_VERSION = re.compile(r"vLLM v?0\.(\d+)")
+_DP = re.compile(r"\bdp=(\d+)")
+_EP = re.compile(r"\bep=(\d+)")
+
+
+def parallelism_of(row: dict[str, str]) -> tuple[int, int]:
+    """Attention data parallel and expert parallel a row's note states (``dp=8 ep=8``), else 1, 1."""
+    note = row.get("note", "")
+    dp, ep = _DP.search(note), _EP.search(note)
+    return (int(dp.group(1)) if dp else 1), (int(ep.group(1)) if ep else 1)
+
+
+def family_of(model: str) -> str:
+    """The row's model family for the summary: the MoE family where the model is one, else dense."""
+    from servesim.hardware.architectures import find_architecture
+
+    try:
+        arch = find_architecture(model)
+    except Exception:  # an unknown id is a dense catalog model or a skip reported elsewhere
+        arch = None
+    return "dense" if arch is None else str(arch.family)
 
 
 def overlap_of(row: dict[str, str]) -> bool | None:
@@ -102,9 +122,10 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
 
     conc = _num(row["concurrency"])
     rate = _num(row["request_rate"])
-    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "bf16",
+    dp, ep = parallelism_of(row)
+    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
                      kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm",
-                     overlap=overlap_of(row))
+                     overlap=overlap_of(row), dp=dp, ep=ep)
     name, ratio, nominal = client_of(row)
     isl, osl = nominal or (int(float(row["isl"])), int(float(row["osl"])))
     client = Client(name, random_range_ratio=ratio)
@@ -180,9 +201,10 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
             isl = int(float(r["isl"]))
             # trtllm-bench sizes max_num_tokens to the workload: a whole prompt fits in a step.
             budget = max(8192, isl) if r["engine"] == "trtllm" else None
-            dep = Deployment(r["model"], r["gpu"], int(r["tp"] or 1), r["dtype"] or "bf16",
+            dp, ep = parallelism_of(r)
+            dep = Deployment(r["model"], r["gpu"], int(r["tp"] or 1), r["dtype"] or "auto",
                              r["kv_dtype"] or "bf16", r["engine"] or "vllm", max_num_batched_tokens=budget,
-                             overlap=overlap_of(r))
+                             overlap=overlap_of(r), dp=dp, ep=ep)
             sm, _, mem = build_step_model(dep)
             bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000)
             res = run_benchmark(sm, bench, mem)
@@ -190,6 +212,8 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
             skipped.append(f"{r['id']}: {exc}")
             continue
         key = f"{r['id'].split('-')[0]} {r['engine']} {r['gpu']} {r['dtype']}"
+        if family_of(r["model"]) != "dense":
+            key += f" {family_of(r['model'])}"
         groups.setdefault(key, []).append((res.output_throughput - m) / m)
     return groups, skipped
 
@@ -223,6 +247,17 @@ def main(argv: list[str] | None = None) -> int:
     for key, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "output tok/s")):
         n, med, worst = summary(results, key)
         print(f"{name:<13} n={n:<4} median |error| {100 * med:5.1f}%   worst {100 * worst:6.1f}%")
+    print("\nper model family and engine (median |error|, worst):")
+    fams: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for x in results:
+        fams.setdefault((family_of(x["row"]["model"]), x["row"]["engine"]), []).append(x)
+    for key in sorted(fams):
+        parts = []
+        for k, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "tok/s")):
+            n, med, worst = summary(fams[key], k)
+            if n:
+                parts.append(f"{name} {100 * med:.0f}% / {100 * worst:.0f}% (n={n})")
+        print(f"  {key[0]:<12} {key[1]:<7} {', '.join(parts)}")
     print("\nper engine and client (median |error|, worst):")
     for key in sorted({(x["row"]["engine"], x["pred"]["client"]) for x in results}):
         sub = [x for x in results if (x["row"]["engine"], x["pred"]["client"]) == key]

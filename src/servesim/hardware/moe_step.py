@@ -31,7 +31,8 @@ efficiencies where none was measured:
   least one of the replica's ``m_all`` tokens picks; FLOPs ``2 m_all k 3 h I /
   (ep moe_tp)``;
 * **shared experts and dense layers** (GEMMs): gate/up ``(m, 2 I_s / T, h)`` and down
-  ``(m, h, I_s / T)`` on each DP rank's tokens;
+  ``(m, h, I_s / T)`` on each DP rank's tokens; the **router** ``(m, E, h)`` in BF16 (the
+  MoE tables time the experts from the router's logits on);
 * **communication**: with ``T > 1`` two all-reduces of ``m h`` activations per layer
   (after attention, after the MLP); with attention DP, the MoE layer's tokens are
   gathered from and scattered back to the ``D`` ranks (an all-gather of ``m_all h``
@@ -88,6 +89,13 @@ _GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "f
 OTHER_KERNELS_PER_MOE_LAYER = 6
 """Two fused add + RMSNorm, RoPE, the activation, the router's softmax/top-k and the token
 permutation around the experts."""
+
+
+EAGER_KERNELS_PER_MOE_LAYER = 20
+"""Kernels one MoE layer launches outside a CUDA graph: the attention projections, norms, RoPE,
+attention, router, top-k, the experts' quantize / two grouped GEMMs / activation / weighted sum,
+the shared expert's three, and the residual adds (the MLA layer's latent norms and absorbed
+matmuls are of the same count as a GQA layer's fused QKV path plus its QK norms)."""
 
 
 @dataclass(frozen=True)
@@ -416,7 +424,9 @@ class MoEStepModel:
         if a.shared_experts and a.shared_intermediate:
             inter = a.shared_experts * a.shared_intermediate
             shared = self._mlp(m, inter)
-        gemm += n_moe * (moe_t + shared)
+        # The router: a BF16 GEMM of the rank's tokens onto the experts' logits (not in the MoE table).
+        router, _, _ = self._gemm(m, a.experts, a.hidden, "bf16")
+        gemm += n_moe * (moe_t + shared + router)
         if n_dense:
             gemm += n_dense * self._mlp(m, a.dense_intermediate)
         # The LM head (BF16) on the sampled rows of one rank.
@@ -441,15 +451,15 @@ class MoEStepModel:
         per_token = ACTIVATION_BYTES * (8 * a.hidden + 4 * a.hidden + 2 * a.experts)
         other = a.layers * (OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw)
         other += SAMPLING_FLOOR_S + samples * a.vocab / p.tp * 4 * 3 / bw
-        m_rank = m
-        if m_rank > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
-            other += a.layers * (12 + (2 if p.tp > 1 else 0)) * self.engine.eager_kernel_s
+        kernels = a.layers * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
+                              + (2 if p.tp > 1 else 0)) + 2
+        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+            eager = a.layers * EAGER_KERNELS_PER_MOE_LAYER + (2 if p.tp > 1 else 0) * a.layers
+            other += eager * self.engine.eager_kernel_s  # the launch gap of every kernel, eagerly
         gpu = gemm + attn + comm + other
         seqs = (decode + sum(c.count for c in chunks)) / dp
         host = self.engine.host_s(seqs)
         total = max(gpu, host) if self.engine.overlap else gpu + host
-        kernels = a.layers * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
-                              + (2 if p.tp > 1 else 0)) + 2
         if self._foreign:
             notes.insert(0, self.tables_note)
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=comm, other_s=other, host_s=host,
