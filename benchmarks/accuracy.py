@@ -177,6 +177,16 @@ def evaluate(rows: list[dict[str, str]], host: tuple[float, float] | None = None
     return out, skipped
 
 
+def _errors(sub: list[dict[str, Any]]) -> str:
+    """Median and worst |error| of TTFT, TPOT and output tok/s over ``sub``, as one line."""
+    parts = []
+    for k, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "tok/s")):
+        n, med, worst = summary(sub, k)
+        if n:
+            parts.append(f"{name} {100 * med:.0f}% / {100 * worst:.0f}% (n={n})")
+    return ", ".join(parts)
+
+
 def summary(results: list[dict[str, Any]], key: str) -> tuple[int, float, float]:
     errs = [abs(x[key]) for x in results if x[key] is not None]
     if not errs:
@@ -252,21 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     for x in results:
         fams.setdefault((family_of(x["row"]["model"]), x["row"]["engine"]), []).append(x)
     for key in sorted(fams):
-        parts = []
-        for k, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "tok/s")):
-            n, med, worst = summary(fams[key], k)
-            if n:
-                parts.append(f"{name} {100 * med:.0f}% / {100 * worst:.0f}% (n={n})")
-        print(f"  {key[0]:<12} {key[1]:<7} {', '.join(parts)}")
+        print(f"  {key[0]:<12} {key[1]:<7} {_errors(fams[key])}")
     print("\nper engine and client (median |error|, worst):")
     for key in sorted({(x["row"]["engine"], x["pred"]["client"]) for x in results}):
         sub = [x for x in results if (x["row"]["engine"], x["pred"]["client"]) == key]
-        parts = []
-        for k, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "tok/s")):
-            n, med, worst = summary(sub, k)
-            if n:
-                parts.append(f"{name} {100 * med:.0f}% / {100 * worst:.0f}% (n={n})")
-        print(f"  {key[0]:<7} {key[1]:<13} {', '.join(parts)}")
+        print(f"  {key[0]:<7} {key[1]:<13} {_errors(sub)}")
     print("\nper source:")
     sources = sorted({x["row"]["source"] for x in results})
     for s in sources:

@@ -68,6 +68,7 @@ from servesim.hardware.stepmodel import (
     Chunk,
     StepTime,
     bucket_context,
+    prompt_in_chunks,
 )
 
 __all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
@@ -541,13 +542,7 @@ class MoEStepModel:
         return self.step(batch, context, (), positions)
 
     def prompt_s(self, tokens: int) -> float:
-        budget = self.engine.max_num_batched_tokens
-        t, done = 0.0, 0
-        while done < tokens:
-            q = min(budget, tokens - done)
-            t += self.step(0.0, 0.0, (Chunk(q, done, 1, done + q == tokens),), bound=False).total_s
-            done += q
-        return t
+        return prompt_in_chunks(self, check_int("tokens", tokens, lo=1))
 
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))

@@ -75,7 +75,7 @@ import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, engine_profile
@@ -102,6 +102,7 @@ __all__ = [
     "StepModel",
     "StepTime",
     "bucket_context",
+    "prompt_in_chunks",
 ]
 
 ACTIVATION_BYTES = 2
@@ -434,17 +435,23 @@ class StepModel:
         return self._cache_prompt(check_int("tokens", tokens, lo=1))
 
     def _prompt(self, tokens: int) -> float:
-        budget = self.engine.max_num_batched_tokens
-        t, done = 0.0, 0
-        while done < tokens:
-            q = min(budget, tokens - done)
-            t += self.step(0.0, 0.0, (Chunk(q, done, 1, done + q == tokens),), bound=False).total_s
-            done += q
-        return t
+        return prompt_in_chunks(self, tokens)
 
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def prompt_in_chunks(model: Any, tokens: int) -> float:
+    """One prompt of ``tokens`` prefilled alone by ``model`` (a step pricer with an ``engine``): chunks
+    of the engine's token budget, one per step, each behind the ones before it."""
+    budget = model.engine.max_num_batched_tokens
+    t, done = 0.0, 0
+    while done < tokens:
+        q = min(budget, tokens - done)
+        t += model.step(0.0, 0.0, (Chunk(q, done, 1, done + q == tokens),), bound=False).total_s
+        done += q
+    return float(t)
 
 
 def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:

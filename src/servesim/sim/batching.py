@@ -443,12 +443,8 @@ def _admit_prefilled(s: EngineState, first_token: Any) -> Any:
     a 1% watermark.  Its first token is the prefill worker's, counted when it joins."""
     from servesim.sim.schedulers import StepPlan
 
+    preempted = s.make_room_for_decode()
     need = s.decode_tokens()
-    preempted = False
-    while s.decoding and s.used + need > s.capacity:
-        s.preempt(s.newest_running())
-        preempted = True
-        need = s.decode_tokens()
     headroom = s.decode_tokens() + 0.01 * s.capacity
     while not preempted and s.waiting and s.running < s.slots:
         r = s.waiting[0]

@@ -131,6 +131,15 @@ class EngineState:
         assert last is not None
         return last
 
+    def make_room_for_decode(self) -> bool:
+        """Preempt the newest running requests until the decoding sequences' next tokens fit in the
+        cache; whether any was preempted."""
+        preempted = False
+        while self.decoding and self.used + self.decode_tokens() > self.capacity:
+            self.preempt(self.newest_running())
+            preempted = True
+        return preempted
+
     def preempt(self, victim: Request) -> None:
         """Recompute preemption: ``victim`` gives its KV back and waits, first in line, to be
         prefilled again over its prompt and the tokens it had generated."""

@@ -109,12 +109,7 @@ class SglangScheduler(Scheduler):
                     break
         if chunks:
             return StepPlan(bool(o["enable_mixed_chunk"]), chunks, False)
-        preempted = False
-        need = s.decode_tokens()
-        while s.decoding and s.used + need > s.capacity:
-            s.preempt(s.newest_running())
-            preempted = True
-            need = s.decode_tokens()
+        preempted = s.make_room_for_decode()
         if preempted:
             # retract_decode: the ratio becomes what the survivors have decoded plus 20 steps each,
             # over what they may write in all.

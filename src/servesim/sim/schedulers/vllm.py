@@ -43,12 +43,8 @@ class VllmScheduler(Scheduler):
 
     def schedule(self, s: EngineState) -> StepPlan:
         reserve = bool(self.options.get("reserve", False))
-        preempted = False
+        preempted = s.make_room_for_decode()
         need = s.decode_tokens()
-        while s.decoding and s.used + need > s.capacity:
-            s.preempt(s.newest_running())
-            preempted = True
-            need = s.decode_tokens()
         left = s.budget - need
         chunks = []
         for r in s.chunking:
