@@ -134,3 +134,22 @@ def test_varied_lengths_break_the_lock_step_of_closed_loop_clients():
                                         client=Client("inferencemax")), H100)
     assert drawn.median_ttft_s < 0.5 * fixed.median_ttft_s
     assert drawn.mean_tpot_s == pytest.approx(fixed.mean_tpot_s, rel=0.15)
+
+
+def test_running_sums_equal_the_sums_over_the_sequences():
+    """EngineState keeps the decoding sequences' remaining output as running sums (SGLang's
+    reservation reads them every step): they must equal the sums computed one by one."""
+    from servesim.sim.schedulers import Request
+
+    s = EngineState(10**6, 100, 8192, 1, 1.0, lambda r: float(r.osl - r.generated))
+    s.long_output = 300
+    reqs = [Request(0.0, 0, context=100 + i, generated=1.0, index=i, osl=50 + 100 * i) for i in range(6)]
+    for i, r in enumerate(reqs):
+        s.join(r)
+        s.G += 3 + i
+    s.leave(2)
+    s.G += 5
+    s.leave(4)
+    live = list(s.decoding.values())
+    assert s.remaining_output() == pytest.approx(sum(r.osl - s.generated_of(r) for r in live))
+    assert s.long_count == sum(r.osl > 300 for r in live)

@@ -256,6 +256,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         return float(steps)
 
     s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, steps_to_finish)
+    policy.prepare(s)
 
     # The client: send times (all 0 when every request goes at once) gated by its slots.
     if arrival_times is not None:

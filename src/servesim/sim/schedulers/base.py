@@ -76,6 +76,13 @@ class EngineState:
         self.promised = 0.0  # final tokens of every running request
         self.order = 0
         self.preemptions = 0
+        # Running sums over the decoding sequences, for reservations in O(1): their output
+        # lengths, their generated tokens less G per_step at join, and how many have an output
+        # longer than ``long_output`` (set by a policy that clips long outputs).
+        self.long_output = float("inf")
+        self.osl_sum = 0.0
+        self.gen_offset = 0.0
+        self.long_count = 0
 
     # ------------------------------------------------------------------ counts
 
@@ -90,6 +97,10 @@ class EngineState:
     def mean_context(self) -> float:
         b = len(self.decoding)
         return self.ctx_offset / b + self.G * self.per_step if b else 0.0
+
+    def remaining_output(self) -> float:
+        """Output tokens the decoding sequences have still to write, in all."""
+        return self.osl_sum - (self.gen_offset + len(self.decoding) * self.G * self.per_step)
 
     def generated_of(self, r: Request) -> float:
         """Output tokens ``r`` holds now (decoding or not)."""
@@ -112,6 +123,9 @@ class EngineState:
         off = r.context - self.G * self.per_step
         self.joined[r.index] = (self.G, off)
         self.ctx_offset += off
+        self.osl_sum += r.osl
+        self.gen_offset += r.generated - self.G * self.per_step
+        self.long_count += r.osl > self.long_output
         heapq.heappush(self.finish_heap, (self.G + self._steps_to_finish(r), r.index))
 
     def leave(self, index: int) -> Request:
@@ -119,6 +133,9 @@ class EngineState:
         r = self.decoding.pop(index)
         g0, off = self.joined.pop(index)
         self.ctx_offset -= off
+        self.osl_sum -= r.osl
+        self.gen_offset -= r.generated - g0 * self.per_step
+        self.long_count -= r.osl > self.long_output
         r.context = round(off + self.G * self.per_step)
         r.generated += (self.G - g0) * self.per_step
         return r
@@ -164,6 +181,9 @@ class Scheduler:
     def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
         self.profile = profile
         self.options: dict[str, Any] = {**dict(profile.scheduler), **(options or {})}
+
+    def prepare(self, s: EngineState) -> None:
+        """Set up the books before the first step (default: nothing)."""
 
     def schedule(self, s: EngineState) -> StepPlan:  # pragma: no cover - every policy overrides it
         raise NotImplementedError

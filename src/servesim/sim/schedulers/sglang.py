@@ -66,12 +66,16 @@ class SglangScheduler(Scheduler):
         o.setdefault("clip_max_new_tokens", 4096)
         self.ratio = float(o["init_new_token_ratio"])
 
+    def prepare(self, s: EngineState) -> None:
+        s.long_output = float(self.options["clip_max_new_tokens"])  # the outputs the clip shortens
+
     def _reserved(self, s: EngineState) -> float:
         """KV the running requests are expected to still write: ratio x clipped remaining output."""
         clip = self.options["clip_max_new_tokens"]
-        total = 0.0
-        for r in s.decoding.values():
-            total += min(r.osl - s.generated_of(r), clip)
+        if s.long_count == 0:  # no output longer than the clip: the running sums are exact
+            total = s.remaining_output()
+        else:
+            total = sum(min(r.osl - s.generated_of(r), clip) for r in s.decoding.values())
         for r in s.chunking:
             total += min(r.osl - r.generated, clip)
         return self.ratio * max(0.0, total)
