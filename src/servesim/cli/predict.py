@@ -276,7 +276,7 @@ def _disagg(args: argparse.Namespace, catalog: Any) -> Output:
 
     tp = args.tp or 1
     engine = args.engine or "vllm"
-    common = {"dtype": args.dtype or "bf16", "kv_dtype": args.kv_dtype or "bf16", "engine": engine,
+    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype or "bf16", "engine": engine,
               **engine_settings(engine, {d: getattr(args, d, None) for d in _ALL_ENGINE_FLAGS})}
     pre = Deployment(args.model, args.gpu, args.prefill_tp or tp, **common)
     dec = Deployment(args.model, args.gpu, args.decode_tp or tp, **common)

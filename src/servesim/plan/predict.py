@@ -280,6 +280,9 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     check_int("decode_workers", decode_workers, lo=1, hi=4096)
     psm, pshape, _ = build_step_model(prefill, catalog)
     dsm, _, dmem = build_step_model(decode, catalog)
+    if not isinstance(psm, StepModel) or not isinstance(dsm, StepModel):
+        raise ParameterError("mode", "disagg", "agg for a mixture-of-experts or MLA model: its disaggregated "
+                             "pools (and their latent KV transfer) are not priced yet")
     spec_name = None if spec in (None, "none") else spec
 
     def at(rate: float) -> Any:
@@ -314,8 +317,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     ok = pt.stable
     return {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": ok,
-        "prefill": {"tp": prefill.tp, "workers": prefill_workers, "dtype": prefill.dtype},
-        "decode": {"tp": decode.tp, "workers": decode_workers, "dtype": decode.dtype},
+        "prefill": {"tp": prefill.tp, "workers": prefill_workers, "dtype": psm.dtype},
+        "decode": {"tp": decode.tp, "workers": decode_workers, "dtype": dsm.dtype},
         "kv_dtype": decode.kv_dtype, "engine": decode.engine, "link_GBps": link_bytes_per_s / 1e9,
         "isl": bench.isl, "osl": bench.osl, "concurrency": bench.concurrency,
         "request_rate": bench.rate_per_s,
