@@ -30,6 +30,14 @@ def engine_sim_text(d: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _split(d: dict[str, Any]) -> str:
+    """How an MoE replica splits its GPUs, where it is more than tensor parallel."""
+    dp, ep = d.get("dp", 1), d.get("ep", 1)
+    if dp == 1 and ep == 1:
+        return ""
+    return f" (tp {d['tp']} x dp {dp}, ep {ep})"
+
+
 def _load(d: dict[str, Any]) -> str:
     """The client's run in words: requests, lengths as drawn, arrivals."""
     r = d.get("random_range_ratio") or 0.0
@@ -98,8 +106,8 @@ def _f(x: Any, nd: int = 1) -> str:
 
 def predict_text(d: dict[str, Any]) -> str:
     lines = [
-        f"PREDICT  {d['model']} on {d['tp']} x {d['gpu']} ({d['dtype']} weights, {d['kv_dtype']} KV), "
-        f"{d['engine']}",
+        f"PREDICT  {d['model']} on {d.get('gpus', d['tp'])} x {d['gpu']}{_split(d)} ({d['dtype']} weights, "
+        f"{d['kv_dtype']} KV), {d['engine']}",
         *([f"  UNSTABLE at this rate: {d.get('unstable_reason', '')}; the times of a finite run are not "
            "shown (goodput 0)"] if not d.get("stable", True) else []),
         f"  benchmark: {_load(d)}",
