@@ -111,3 +111,21 @@ def test_ep_must_divide_the_experts() -> None:
     with pytest.raises(ParameterError) as exc:
         _sm("mistralai/Mixtral-8x7B-v0.1", Parallelism(1, 16, 16))
     assert exc.value.name == "ep" and "8 routed experts" in str(exc.value)
+
+
+def test_sliding_window_layers_hold_only_their_window() -> None:
+    """gpt-oss alternates 128-token windows with full attention: at 2,048-token requests a token
+    costs the full layers' KV plus the windowed layers' 128 tokens spread over the request:
+    18 full layers x 2,048 B + 18 windowed layers x 2,048 B x 128 / 2,048, by hand."""
+    sm = _sm("openai/gpt-oss-120b", Parallelism(1, 1, 1))
+    full = sm.kv_bytes_per_token_per_gpu
+    assert full == 36 * 2 * 8 * 64 * 2  # every layer's K and V of 8 heads of 64 at BF16
+    cap_full = sm.kv_capacity_tokens(H200)
+    sm.kv_context = 2048
+    windowed = sm.kv_bytes_per_token_per_gpu
+    assert windowed == pytest.approx(18 * 2048 + 18 * 2048 * 128 / 2048)
+    assert sm.kv_capacity_tokens(H200) / cap_full == pytest.approx(full / windowed, rel=1e-4)
+    ds = _sm("deepseek-ai/DeepSeek-R1", Parallelism(8, 1, 1))
+    before = ds.kv_bytes_per_token_per_gpu
+    ds.kv_context = 2048
+    assert ds.kv_bytes_per_token_per_gpu == before  # no windows: nothing changes

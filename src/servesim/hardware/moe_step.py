@@ -221,13 +221,20 @@ class MoEStepModel:
                 total += size / p.tp
         return total
 
+    kv_context: int | None = None
+    """A request's typical length (prompt + output), set by the caller: sliding-window layers hold
+    at most their window of it (vLLM's hybrid KV-cache manager, SGLang's SWA pool, TensorRT-LLM's
+    variable-window cache), so a token of a windowed model costs the per-token average over a
+    sequence of that length."""
+
     @property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes a token of one DP rank holds on each of its GPUs (MLA's latent is replicated
         over the TP ranks; GQA's KV heads split over them, replicated past the KV heads)."""
         a = self.arch
         b = 2.0 if self.kv_dtype == "bf16" else 1.0
-        per = float(a.kv_bytes_per_token(b))
+        per = float(a.kv_bytes_per_token(b, self.kv_context) if any(a.layer_windows) and self.kv_context
+                    else a.kv_bytes_per_token(b))
         if a.attention == "mla":
             return per
         return per * max(1, int(a.kv_heads) // self.par.tp) / float(a.kv_heads)

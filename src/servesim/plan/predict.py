@@ -183,8 +183,10 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
     benchmark's client draws them."""
     sm, shape, memory = build_step_model(dep, catalog)
-    cap = sm.kv_capacity_tokens(memory)
     isl_mean, osl_mean = bench.mean_lengths()
+    if not isinstance(sm, StepModel):  # windowed layers hold at most their window of a request
+        sm.kv_context = max(1, round(isl_mean + osl_mean))
+    cap = sm.kv_capacity_tokens(memory)
     per_request = bench.isl + bench.osl
     kv_max = min(sm.engine.max_num_seqs, cap // per_request)
     spec_info: dict[str, float] | None = None
