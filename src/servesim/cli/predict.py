@@ -84,10 +84,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser(
         "predict", help="what `vllm bench serve` would measure on one replica (TTFT, TPOT, throughput)",
-        description="Predicts a serving benchmark (random prompts of --isl tokens, --osl output tokens, "
-        "--concurrency closed-loop clients or Poisson --rate) on one replica of --tp GPUs: an "
-        "iteration-level model of continuous batching with chunked prefill, each step priced from "
-        "measured kernel tables (GEMM, attention, all-reduce) plus norms, sampling and host time.",
+        description=(
+            "Predicts a serving benchmark on one replica as the client ran it (--client vllm, sglang or "
+            "inferencemax: lengths drawn around --isl/--osl with --random-range-ratio, --max-concurrency "
+            "client slots, --request-rate with --burstiness): an iteration-level loop of the engine's own "
+            "scheduler (--engine vllm, sglang, trtllm), each step priced from that engine's measured "
+            "kernel tables (GEMM, attention, all-reduce; MoE, MLA and DeepEP for mixture-of-experts "
+            "models on --tp x --dp GPUs with --ep) plus norms, sampling and host time."),
     )
     p.add_argument("--model", help="catalog name, Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) "
                    "or path to a config.json")
