@@ -205,22 +205,36 @@ def roofline_summary(
 def measured_view(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
                   kv_dtype: str, batches: Sequence[int] = DEFAULT_BATCHES,
                   context_tokens: int = DEFAULT_CONTEXT, catalog: Any = None) -> dict[str, Any]:
-    """The measured-kernel step model's view of a model on ``tp`` GPUs (dense models only), or why
-    there is none (``available`` False and a ``note``)."""
+    """The measured-kernel step model's view of a model on ``tp`` GPUs (dense, or MoE with its own step
+    model, tensor parallel only), or why there is none (``available`` False and a ``note``)."""
+    from servesim.hardware.architectures import find_architecture
     from servesim.hardware.engines import engine_profile
     from servesim.hardware.names import canonical_gpu, dense_shape
     from servesim.hardware.stepmodel import StepModel
     from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.plan.stepview import step_view
 
+    presets = list(SPECDEC_PRESETS)
     try:
-        shape = dense_shape(model, catalog)
         gname = canonical_gpu(gpu_name, catalog)
-        eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30)
-        sm = StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
+        eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp)
+        arch = find_architecture(model.name) if getattr(model, "experts", 1) > 1 or \
+            getattr(model, "attention", "") == "mla" else None
+        if arch is not None:  # the MoE / MLA step model (tensor parallel only here), no speculation yet
+            from servesim.hardware.moe_step import MoEStepModel, Parallelism
+            from servesim.plan.predict import moe_dtype
+
+            # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
+            own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname)
+            sm: Any = MoEStepModel(arch, gname, Parallelism(tp, 1, 1), dtype=own, kv_dtype=kv_dtype,
+                                   engine=eng)
+            presets = []
+        else:
+            shape = dense_shape(model, catalog)
+            sm = StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
     except ValueError as exc:
         return {"available": False, "note": str(exc)}
-    view = step_view(sm, batches, context_tokens, gpu.memory_bytes, list(SPECDEC_PRESETS), catalog=catalog)
+    view = step_view(sm, batches, context_tokens, gpu.memory_bytes, presets, catalog=catalog)
     return {"available": True, **view}
 
 

@@ -213,7 +213,8 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
         where = ("pays at every batch that fits" if off is None else "pays at no batch" if off == 0
                  else f"off above B = {off:,}")
         parts.append(f"{s['name']} {s['speedup_batch1']:.2f}x at B=1 (k={s['k_batch1']}), {where}")
-    out.append("  speculation from this step model: " + "; ".join(parts[:2]))
+    out.append("  speculation from this step model: " + ("; ".join(parts[:2]) or
+                                                         "not priced for mixture-of-experts models yet"))
     if len(parts) > 2:
         out.append("    " + "; ".join(parts[2:]))
     if any(not r["fits_memory"] for r in m["rows"]):
