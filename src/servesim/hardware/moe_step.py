@@ -68,6 +68,7 @@ from servesim.hardware.stepmodel import (
     Chunk,
     StepTime,
     bucket_context,
+    column_blocks,
     prompt_in_chunks,
 )
 
@@ -438,7 +439,8 @@ class MoEStepModel:
         if n_dense:
             gemm += n_dense * self._mlp(m, a.dense_intermediate)
         # The LM head (BF16) on the sampled rows of one rank.
-        head, _, _ = self._gemm(max(1.0, samples), a.vocab // p.tp, a.hidden, "bf16")
+        head = sum(lk.ms * 1e-3 * count for lk, count in
+                   column_blocks(self.tables, "bf16", max(1.0, samples), a.vocab // p.tp, a.hidden))
         gemm += head
         # Communication.
         act = m * a.hidden * ACTIVATION_BYTES

@@ -102,6 +102,7 @@ __all__ = [
     "StepModel",
     "StepTime",
     "bucket_context",
+    "column_blocks",
     "prompt_in_chunks",
 ]
 
@@ -262,8 +263,8 @@ class StepModel:
 
     def _head(self, samples: int) -> tuple[float, bool, tuple[str, ...]]:
         """The LM head (BF16 in quantized checkpoints too) for ``samples`` sampled rows."""
-        lk = self.tables.gemm("bf16", samples, self.shape.vocab // self.tp, self.shape.hidden)
-        t, ok, notes = self._sum([(lk, 1.0)])
+        t, ok, notes = self._sum(column_blocks(self.tables, "bf16", samples, self.shape.vocab // self.tp,
+                                               self.shape.hidden))
         return t, ok, tuple(notes)
 
     def _prefill_attention(self, count: int, tokens: int) -> tuple[float, bool, tuple[str, ...]]:
@@ -440,6 +441,17 @@ class StepModel:
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def column_blocks(tables: KernelTables, dtype: str, m: float, n: int, k: int) -> list[tuple[Lookup, float]]:
+    """A GEMM wider than the tables' measured ``n`` (the LM head of a 128k vocabulary on one GPU) as
+    equal column blocks within it, each a measured GEMM: the same weights and FLOPs, split.  A GEMM
+    within the grid is one lookup.  Returns (lookup, count) pairs."""
+    widest = int(tables._gemm_grid(dtype).axes[1][-1])
+    if n <= widest:
+        return [(tables.gemm(dtype, m, n, k), 1.0)]
+    blocks = math.ceil(n / widest)
+    return [(tables.gemm(dtype, m, math.ceil(n / blocks), k), float(blocks))]
 
 
 def prompt_in_chunks(model: Any, tokens: int) -> float:
