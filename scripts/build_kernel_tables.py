@@ -744,14 +744,7 @@ def build_table(folder: Path, gpu: str, engine: str,
         "nccl": ", ".join(sorted(nccl_version)),
         "source": {"repo": UPSTREAM_REPO, "commit": UPSTREAM_COMMIT,
                    "folder": UPSTREAM_FOLDER.replace("<gpu>", gpu)},
-        "system": {
-            "hbm_bytes_per_s": float(system["mem_bw"]),
-            "memory_bytes": float(system["mem_capacity"]),
-            "nvlink_bytes_per_s": float(system["intra_node_bw"]),
-            "internode_bytes_per_s": float(system.get("inter_node_bw", 0.0)),
-            "gpus_per_node": int(float(system.get("num_gpus_per_node", 8))),
-            "flops_per_s": flops,
-        },
+        "system": system_block(system, flops),
         "gemm": {name: {**t, "kernel_source": gemm_src[name]} for name, t in gemm.items()},
         "decode": decode,
         "prefill": prefill,
@@ -814,6 +807,19 @@ NCCL_OPS = ("all_gather", "alltoall")
 # the core-MLA table servesim uses where an engine measured none (vLLM 0.24 on H100/H200/B200 timed only
 # whole attention modules; SGLang 0.5.10 on the A100 no MLA at all): the first of these that has one
 MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "trtllm": ("vllm", "sglang")}
+
+
+def system_block(system: dict[str, float | str], flops: dict[str, float]) -> dict[str, Any]:
+    """The ``system`` block of a table file: the datasheet numbers of ``system.yaml`` that
+    servesim.hardware.kernels.GPUSystem reads, and the peaks ``flops`` of the dtypes kept."""
+    return {
+        "hbm_bytes_per_s": float(system["mem_bw"]),
+        "memory_bytes": float(system["mem_capacity"]),
+        "nvlink_bytes_per_s": float(system["intra_node_bw"]),
+        "internode_bytes_per_s": float(system.get("inter_node_bw", 0.0)),
+        "gpus_per_node": int(float(system.get("num_gpus_per_node", 8))),
+        "flops_per_s": flops,
+    }
 
 
 def moe_file(gpu: str, engine: str) -> str:
@@ -1244,14 +1250,8 @@ def build_moe_table(folder: Path, gpu: str, engine: str,
         "nccl": ", ".join(sorted({r["version"] for r in nccl_rows})),
         "source": {"repo": UPSTREAM_REPO, "commit": UPSTREAM_COMMIT,
                    "folder": UPSTREAM_FOLDER.replace("<gpu>", gpu)},
-        "system": {
-            "hbm_bytes_per_s": float(system["mem_bw"]),
-            "memory_bytes": float(system["mem_capacity"]),
-            "nvlink_bytes_per_s": float(system["intra_node_bw"]),
-            "internode_bytes_per_s": float(system.get("inter_node_bw", 0.0)),
-            "gpus_per_node": int(float(system.get("num_gpus_per_node", 8))),
-            "flops_per_s": {name: float(system[key]) for name, key in PEAK_KEY.items() if key in system},
-        },
+        "system": system_block(system, {name: float(system[key]) for name, key in PEAK_KEY.items()
+                                        if key in system}),
         "moe": moe,
     }
     if ctx_rows:

@@ -333,7 +333,36 @@ def _pct(x: float) -> str:
 # --------------------------------------------------------------------------- tables
 
 
-class KernelTables:
+class GPUSystem:
+    """The identity and datasheet numbers every shipped table file holds in its ``system`` block,
+    shared by the dense :class:`KernelTables` and the MoE tables (:mod:`servesim.hardware.moe_kernels`)."""
+
+    name: str
+    device: str
+    engine: str
+    engine_name: str
+    hbm_bytes_per_s: float
+    flops_per_s: dict[str, float]
+    memory_bytes: float
+    nvlink_bytes_per_s: float
+    internode_bytes_per_s: float
+    gpus_per_node: int
+
+    def _read_system(self, doc: dict[str, Any]) -> None:
+        sysd = doc["system"]
+        self.name = doc["name"]
+        self.device = doc["device"]
+        self.engine = doc["engine"]
+        self.engine_name = doc.get("engine_name", "vllm")
+        self.hbm_bytes_per_s = float(sysd["hbm_bytes_per_s"])
+        self.flops_per_s = {k: float(v) for k, v in sysd["flops_per_s"].items()}
+        self.memory_bytes = float(sysd["memory_bytes"])
+        self.nvlink_bytes_per_s = float(sysd["nvlink_bytes_per_s"])
+        self.internode_bytes_per_s = float(sysd["internode_bytes_per_s"])
+        self.gpus_per_node = int(sysd["gpus_per_node"])
+
+
+class KernelTables(GPUSystem):
     """The measured kernel tables of one GPU and engine (see the module docstring).
 
     Attributes: ``name`` (table name, the GPU's), ``device`` (as the measuring GPU reported
@@ -349,14 +378,6 @@ class KernelTables:
     ``attn_dtype["prefill"]["fp8"] == "fp8"``).
     """
 
-    name: str
-    device: str
-    engine: str
-    engine_name: str
-    hbm_bytes_per_s: float
-    flops_per_s: dict[str, float]
-    memory_bytes: float
-    nvlink_bytes_per_s: float
     gemm_dtypes: tuple[str, ...]
     kv_dtypes: tuple[str, ...]
     efficiency: dict[str, Any]
@@ -366,17 +387,7 @@ class KernelTables:
     def __init__(self, doc: dict[str, Any]) -> None:
         if doc.get("format") != 1:
             raise ValueError(f"kernel table format {doc.get('format')!r} is not supported")
-        sysd = doc["system"]
-        self.name = doc["name"]
-        self.device = doc["device"]
-        self.engine = doc["engine"]
-        self.engine_name = doc.get("engine_name", "vllm")
-        self.hbm_bytes_per_s = float(sysd["hbm_bytes_per_s"])
-        self.flops_per_s = {k: float(v) for k, v in sysd["flops_per_s"].items()}
-        self.memory_bytes = float(sysd["memory_bytes"])
-        self.nvlink_bytes_per_s = float(sysd["nvlink_bytes_per_s"])
-        self.internode_bytes_per_s = float(sysd["internode_bytes_per_s"])
-        self.gpus_per_node = int(sysd["gpus_per_node"])
+        self._read_system(doc)
         self.gemm_dtypes = tuple(d for d in _GEMM_ORDER if d in doc["gemm"])
         self.kv_dtypes = tuple(d for d in KV_DTYPES_KNOWN if d in doc["decode"]["ms"])
         self.efficiency = doc["efficiency"]

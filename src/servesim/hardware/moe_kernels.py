@@ -75,7 +75,15 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.kernels import ENGINE_TABLES, Lookup, _engine, _Grid, engine_label, table_name
+from servesim.hardware.kernels import (
+    ENGINE_TABLES,
+    GPUSystem,
+    Lookup,
+    _engine,
+    _Grid,
+    engine_label,
+    table_name,
+)
 
 __all__ = ["MLA_KV_VALUES", "MOE_DTYPES", "Fit", "MoETables", "moe_engines_for", "moe_tables"]
 
@@ -180,7 +188,7 @@ def _log2(a: float, b: float) -> float:
     return abs(math.log2(a / b))
 
 
-class MoETables:
+class MoETables(GPUSystem):
     """The MoE, MLA and expert-parallel communication tables of one GPU and engine.
 
     Attributes: ``name`` (the GPU's table name), ``device``, ``engine`` (``"SGLang 0.5.14"`` ...),
@@ -193,28 +201,14 @@ class MoETables:
     measured core MLA itself) and ``deepep_ep`` (the EP size DeepEP was measured at, 0 if not).
     """
 
-    name: str
-    device: str
-    engine: str
-    engine_name: str
     moe_dtypes: tuple[str, ...]
     efficiency: dict[str, dict[str, Fit]]
 
     def __init__(self, doc: dict[str, Any]) -> None:
         if doc.get("format") != 1 or doc.get("kind") != "moe":
             raise ValueError(f"MoE table format {doc.get('format')!r} / {doc.get('kind')!r} is not supported")
-        sysd = doc["system"]
-        self.name = doc["name"]
-        self.device = doc["device"]
-        self.engine = doc["engine"]
-        self.engine_name = doc["engine_name"]
+        self._read_system(doc)
         self.nccl = doc["nccl"]
-        self.hbm_bytes_per_s = float(sysd["hbm_bytes_per_s"])
-        self.flops_per_s = {k: float(v) for k, v in sysd["flops_per_s"].items()}
-        self.memory_bytes = float(sysd["memory_bytes"])
-        self.nvlink_bytes_per_s = float(sysd["nvlink_bytes_per_s"])
-        self.internode_bytes_per_s = float(sysd["internode_bytes_per_s"])
-        self.gpus_per_node = int(sysd["gpus_per_node"])
         moe = doc["moe"]
         self.distribution: str = moe["distribution"]
         self.moe_dtypes = tuple(d for d in MOE_DTYPES if d in moe["dtypes"])

@@ -60,7 +60,8 @@ from typing import Any
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import LINEAR_PARTS
 from servesim.hardware.engines import EngineProfile, engine_profile
-from servesim.hardware.kernels import KernelTables, Lookup, engine_tables, tables_for
+from servesim.hardware.kernels import KernelTables, Lookup
+from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.stepmodel import (
     ACTIVATION_BYTES,
     OTHER_KERNEL_FLOOR_S,
@@ -69,6 +70,7 @@ from servesim.hardware.stepmodel import (
     StepTime,
     bucket_context,
     column_blocks,
+    pricing_tables,
     prompt_in_chunks,
 )
 
@@ -149,19 +151,9 @@ class MoEStepModel:
             raise ParameterError("kv_dtype", kv_dtype, "bf16 or fp8")
         self.kv_dtype = kv_dtype
         self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
-        if tables is not None:
-            t: KernelTables | None = tables
-            self.tables_note = f"kernel tables: {tables.device}, {tables.engine}"
-        else:
-            t, self.tables_note = engine_tables(gpu, self.engine.name)
-        self._foreign = t is None
-        if t is None:
-            t = tables_for("h100_sxm")
-            self.tables_note += (": every kernel priced on the roofline at the H100 tables' fitted "
-                                 "efficiencies")
-        assert t is not None
-        self.tables: KernelTables = t
-        self._moe_tables, self.moe_note = _moe_tables(gpu, self.engine.name)
+        self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables)
+        t = self.tables
+        self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":
             self._quantized: frozenset[str] = frozenset()
@@ -560,14 +552,3 @@ class MoEStepModel:
 def _n_moe(arch: Any) -> int:
     """MoE layers of ``arch`` (the others are dense)."""
     return sum(1 for x in arch.layer_moe if x)
-
-
-def _moe_tables(gpu: str, engine: str) -> tuple[Any, str]:
-    import importlib
-
-    try:
-        mod = importlib.import_module("servesim.hardware.moe_kernels")
-    except ImportError:  # pragma: no cover - the MoE tables are not shipped yet
-        return None, "no measured MoE tables: experts on the grouped-GEMM roofline"
-    got: tuple[Any, str] = mod.moe_tables(gpu, engine)
-    return got

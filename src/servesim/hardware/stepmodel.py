@@ -103,6 +103,7 @@ __all__ = [
     "StepTime",
     "bucket_context",
     "column_blocks",
+    "pricing_tables",
     "prompt_in_chunks",
 ]
 
@@ -185,18 +186,8 @@ class StepModel:
         self.dtype = check_dtype(dtype, gpu, catalog)
         self.kv_dtype = check_kv_dtype(kv_dtype, gpu, catalog)
         self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
-        if tables is not None:
-            t: KernelTables | None = tables
-            self.tables_note = f"kernel tables: {tables.device}, {tables.engine}"
-        else:
-            t, self.tables_note = engine_tables(gpu, self.engine.name)
-        self._foreign = t is None
-        if t is None:
-            t = tables_for("h100_sxm")
-            self.tables_note = (f"{self.tables_note}: every kernel priced on the roofline at the H100 "
-                                "tables' fitted efficiencies")
-        assert t is not None
-        self.tables: KernelTables = t
+        self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables)
+        t = self.tables
         eff = t.efficiency["gemm"]
         self._floor_s = eff["bf16"]["floor_ms"] * 1e-3
         self._quant_s = (max(0.0, eff[self.dtype]["floor_ms"] * 1e-3 - self._floor_s)
@@ -441,6 +432,21 @@ class StepModel:
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def pricing_tables(gpu: str, engine: str, tables: KernelTables | None = None
+                   ) -> tuple[KernelTables, str, bool]:
+    """The kernel tables a step model of ``engine`` on ``gpu`` prices with, the note that says so,
+    and whether they are another GPU's (H100 tables at their fitted efficiencies, for a GPU with
+    none, whose every lookup is then an estimate)."""
+    if tables is not None:
+        return tables, f"kernel tables: {tables.device}, {tables.engine}", False
+    t, note = engine_tables(gpu, engine)
+    if t is not None:
+        return t, note, False
+    h100 = tables_for("h100_sxm")
+    assert h100 is not None
+    return h100, f"{note}: every kernel priced on the roofline at the H100 tables' fitted efficiencies", True
 
 
 def column_blocks(tables: KernelTables, dtype: str, m: float, n: int, k: int) -> list[tuple[Lookup, float]]:

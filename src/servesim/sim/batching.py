@@ -49,7 +49,7 @@ from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.sim.client import Client, arrival_times, draw_lengths
-from servesim.sim.schedulers import EngineState, Request, Scheduler, make_scheduler
+from servesim.sim.schedulers import EngineState, Request, Scheduler, StepPlan, make_scheduler
 
 __all__ = ["BenchResult", "Benchmark", "Speculation", "run_benchmark"]
 
@@ -438,12 +438,10 @@ def _arrivals(bench: Benchmark) -> list[float]:
     return arrival_times(bench.rate_per_s, bench.client.burstiness, bench.prompts, bench.seed)
 
 
-def _admit_prefilled(s: EngineState, first_token: Any) -> Any:
+def _admit_prefilled(s: EngineState, first_token: Any) -> StepPlan:
     """A decode worker: a waiting request's KV cache arrives whole (no compute, only room); it joins
     the decode batch when its prompt and output fit beyond the running sequences' next step and
     a 1% watermark.  Its first token is the prefill worker's, counted when it joins."""
-    from servesim.sim.schedulers import StepPlan
-
     preempted = s.make_room_for_decode()
     need = s.decode_tokens()
     headroom = s.decode_tokens() + 0.01 * s.capacity

@@ -176,7 +176,6 @@ class Scheduler:
     module, its docstring citing the engine source it follows."""
 
     name: ClassVar[str] = ""
-    flags: ClassVar[dict[str, str]] = {}  # option -> the engine's own flag name
 
     def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
         self.profile = profile

@@ -50,10 +50,6 @@ class SglangScheduler(Scheduler):
     """SGLang (see the module docstring)."""
 
     name: ClassVar[str] = "sglang"
-    flags: ClassVar[dict[str, str]] = {"token_budget": "--chunked-prefill-size",
-                                       "max_running": "--max-running-requests",
-                                       "max_prefill_tokens": "--max-prefill-tokens",
-                                       "enable_mixed_chunk": "--enable-mixed-chunk"}
 
     def __init__(self, profile, options=None):  # type: ignore[no-untyped-def]
         super().__init__(profile, options)

@@ -31,8 +31,6 @@ class TrtllmScheduler(Scheduler):
     """TensorRT-LLM (see the module docstring)."""
 
     name: ClassVar[str] = "trtllm"
-    flags: ClassVar[dict[str, str]] = {"token_budget": "--max-num-tokens", "max_running": "--max-batch-size",
-                                       "enable_chunked_prefill": "--enable-chunked-prefill"}
 
     def __init__(self, profile, options=None):  # type: ignore[no-untyped-def]
         super().__init__(profile, options)

@@ -38,8 +38,6 @@ class VllmScheduler(Scheduler):
     """vLLM V1 (see the module docstring)."""
 
     name: ClassVar[str] = "vllm"
-    flags: ClassVar[dict[str, str]] = {"token_budget": "--max-num-batched-tokens",
-                                       "max_running": "--max-num-seqs"}
 
     def schedule(self, s: EngineState) -> StepPlan:
         reserve = bool(self.options.get("reserve", False))
