@@ -442,8 +442,9 @@ def test_lookups_are_fast() -> None:
 
 # ------------------------------------------------------------------ other engines
 
-# (table, engine, dtype, m, n, k, latency ms): the parquet file under ../shared/data/kernels/<table>/
-# and its row (0-based, in file order) in the comment.
+# (table, engine, dtype, m, n, k, latency ms): the upstream parquet file (ai-dynamo/aiconfigurator
+# 095f58a, aic-core/src/aiconfigurator_core/systems/data/<table>/) and its row (0-based, in file
+# order) in the comment.
 ENGINE_GEMM_POINTS = [
     # h100_sxm/gemm_trtllm_1.3.0rc20_gemm_perf.parquet row 24320 (bfloat16, torch_flow)
     ("h100_sxm", "trtllm", "bf16", 64, 8192, 8192, 0.05042133231957754),

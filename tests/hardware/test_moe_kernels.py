@@ -1,10 +1,11 @@
 """MoE, MLA and expert-parallel tables (servesim.hardware.moe_kernels): read-back, fallbacks, checks.
 
-The expected latencies are copied from aiconfigurator's parquet files under
-``shared/data/kernels/<gpu>/`` (the ``latency`` column in ms; DeepEP's ``*_us`` columns in us),
-row numbers counted from 0 in file order as pyarrow reads them.  Every point below is its own
-monotone envelope (no larger point is faster), so the shipped table holds it rounded to 4
-significant digits; where a point is not, the test says so and checks the envelope rule.
+The expected latencies are copied from aiconfigurator's parquet files (ai-dynamo/aiconfigurator
+095f58a, ``aic-core/src/aiconfigurator_core/systems/data/<gpu>/``; the ``latency`` column in ms,
+DeepEP's ``*_us`` columns in us), row numbers counted from 0 in file order as pyarrow reads them.
+Every point below is its own monotone envelope (no larger point is faster), so the shipped
+table holds it rounded to 4 significant digits; where a point is not, the test says so and
+checks the envelope rule.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ first 1,000 requests of the Azure LLM inference 2023 traces, CC-BY 4.0, and of
 the Mooncake FAST'25 traces, Apache-2.0) are summarized and every figure is
 recomputed here with the csv/json/statistics modules, independently of the
 reader.  The full traces are checked against their publishers' own figures
-when they are at hand: in $SERVESIM_TRACE_DIR (where ``servesim trace fetch
-NAME --out DIR`` puts them), else ../shared/data beside the repository;
-those tests skip otherwise.  Malformed inputs are made from the small fixtures
+when they are at hand, in $SERVESIM_TRACE_DIR (where ``servesim trace fetch
+NAME --out DIR`` puts them; CI points it at the project's data folder); those
+tests skip otherwise.  Malformed inputs are made from the small fixtures
 in tests/data, one defect each, and each asserts its error message.
 """
 
@@ -41,16 +41,16 @@ from servesim.inputs.traces import (
 
 HERE = Path(__file__).resolve().parents[1]  # tests/
 FIXTURES = HERE / "data"
-FULL_DIR = Path(os.environ.get("SERVESIM_TRACE_DIR") or HERE.parents[1] / "shared" / "data")
+FULL_DIR = Path(os.environ["SERVESIM_TRACE_DIR"]) if os.environ.get("SERVESIM_TRACE_DIR") else None
 
 
 def _full(name: str) -> Path:
     """The full upstream trace ``name`` (a servesim.inputs.fetch.SOURCES key), or skip."""
-    path = FULL_DIR / SOURCES[name].filename
-    if not path.is_file():
-        pytest.skip(f"full trace {path.name} not in {FULL_DIR} (set SERVESIM_TRACE_DIR to a folder "
+    filename = SOURCES[name].filename
+    if FULL_DIR is None or not (FULL_DIR / filename).is_file():
+        pytest.skip(f"full trace {filename} not in SERVESIM_TRACE_DIR={FULL_DIR} (set it to a folder "
                     f"filled by `servesim trace fetch {name} --out DIR`)")
-    return path
+    return FULL_DIR / filename
 
 
 # ---------------------------------------------------------------------------
@@ -192,8 +192,7 @@ def test_excerpt_figures(name: str) -> None:
     assert s.output_tokens.p50 == output_median
 
 
-# The upstream READMEs' own numbers for the full traces (kept in the shared data folder's
-# README), a second, external reference.
+# The upstream READMEs' own numbers for the full traces, a second, external reference.
 PUBLISHED_FIGURES = {
     "azure-code": (8819, 2047.8, 1469, 27.9, 13),
     "azure-conv": (19366, 1154.7, 1020, 211.1, 129),
