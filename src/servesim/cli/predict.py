@@ -190,8 +190,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "measured")
     p.add_argument("--mode", type=choice(["agg", "disagg"], "mode"), default="agg",
                    help="agg: one colocated replica (default); disagg: prefill and decode pools with their "
-                   "own shapes (closed form at load)")
+                   "own shapes, the engine loop run per worker (--max-concurrency is the whole "
+                   "deployment's)")
     add_pool_arguments(p)
+    for pool in ("prefill", "decode"):
+        p.add_argument(f"--{pool}-dp", type=integer(1, hi=256), default=None,
+                       help=f"disagg, MoE models: attention data-parallel ranks of a {pool} worker, 1-256 "
+                       "(default --dp)")
+        p.add_argument(f"--{pool}-ep", type=integer(1, hi=256), default=None,
+                       help=f"disagg, MoE models: expert-parallel ranks of a {pool} worker, 1-256, dividing "
+                       f"the experts and its tp x dp (default --ep)")
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
@@ -209,20 +217,9 @@ def _catalog(args: argparse.Namespace) -> Any:
     return load_catalog(*args.catalog)
 
 
-def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
-         lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
-    """Predict one row (flags or a points line): the row's own values first, the flags' after."""
-    from servesim.plan.predict import Deployment, compare_to_measured, predict
+def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
-
-    engine = row.get("engine") or args.engine or "vllm"
-    flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
-             for dest in _ALL_ENGINE_FLAGS}
-    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
-                     dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype") or "bf16",
-                     engine=engine, dp=row.get("dp") or args.dp or 1, ep=row.get("ep") or args.ep or 1,
-                     **engine_settings(engine, flags))
 
     def pick(name: str) -> Any:
         v = row.get(name)
@@ -230,16 +227,62 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
 
     client = Client(name=pick("client") or "vllm", random_range_ratio=pick("random_range_ratio"),
                     num_warmups=pick("num_warmups"), burstiness=pick("burstiness") or 1.0)
-    bench = Benchmark(isl=row["isl"], osl=row["osl"], concurrency=row.get("concurrency"),
-                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts") or args.num_prompts,
-                      seed=args.seed, warmup=args.warmup_prompts, client=client)
-    out = predict(dep, bench, spec=args.spec, k=args.k, catalog=catalog, lengths=lengths)
+    return Benchmark(isl=row["isl"], osl=row["osl"], concurrency=row.get("concurrency"),
+                     rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts") or args.num_prompts,
+                     seed=args.seed, warmup=args.warmup_prompts, client=client)
+
+
+def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
+         lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """Predict one row (flags or a points line): the row's own values first, the flags' after."""
+    from servesim.plan.predict import Deployment, compare_to_measured, predict
+
+    engine = row.get("engine") or args.engine or "vllm"
+    flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
+             for dest in _ALL_ENGINE_FLAGS}
+    settings = engine_settings(engine, flags)
+    bench = _bench(args, row)
+    mode = row.get("mode") or args.mode
+    if mode == "disagg":
+        out = _disagg_row(args, row, catalog, engine, settings, bench, lengths)
+    else:
+        dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
+                         dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype") or "bf16",
+                         engine=engine, dp=row.get("dp") or args.dp or 1, ep=row.get("ep") or args.ep or 1,
+                         **settings)
+        out = predict(dep, bench, spec=args.spec, k=args.k, catalog=catalog, lengths=lengths)
     if row.get("labels"):
         out = {**row["labels"], **out}
     if row.get("measured"):
         out["measured"] = row["measured"]
         out["comparison"] = compare_to_measured(out, row["measured"])
     return out
+
+
+def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,
+                settings: dict[str, Any], bench: Any,
+                lengths: list[tuple[int, int]] | None) -> dict[str, Any]:
+    """A disaggregated row: each pool's tp/dp/ep/workers from its own column or flag, else the
+    replica's ``tp``/``dp``/``ep``."""
+    from servesim.model.kvcache import LINKS
+    from servesim.plan.predict import Deployment, predict_disaggregated
+
+    def get(name: str) -> Any:
+        v = row.get(name)
+        return v if v is not None else getattr(args, name, None)
+
+    common = {"dtype": row.get("dtype") or "auto", "kv_dtype": row.get("kv_dtype") or "bf16",
+              "engine": engine, **settings}
+    pools = {}
+    for pool in ("prefill", "decode"):
+        pools[pool] = Deployment(row["model"], row["gpu"],
+                                 tp=get(f"{pool}_tp") or row.get("tp") or 1,
+                                 dp=get(f"{pool}_dp") or row.get("dp") or args.dp or 1,
+                                 ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1, **common)
+    ln = LINKS["rdma"] if args.link is None else args.link
+    return predict_disaggregated(pools["prefill"], get("prefill_workers") or 1, pools["decode"],
+                                 get("decode_workers") or 1, ln.bytes_per_s, bench, spec=args.spec,
+                                 catalog=catalog, lengths=lengths)
 
 
 def _require(args: argparse.Namespace, *names: str) -> None:
@@ -272,21 +315,13 @@ def _run(args: argparse.Namespace) -> Output:
 
 
 def _disagg(args: argparse.Namespace, catalog: Any) -> Output:
-    from servesim.model.kvcache import LINKS
-    from servesim.plan.predict import Deployment, predict_disaggregated
     from servesim.render.predict import disagg_text
-    from servesim.sim.batching import Benchmark
 
-    tp = args.tp or 1
-    engine = args.engine or "vllm"
-    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype or "bf16", "engine": engine,
-              **engine_settings(engine, {d: getattr(args, d, None) for d in _ALL_ENGINE_FLAGS})}
-    pre = Deployment(args.model, args.gpu, args.prefill_tp or tp, **common)
-    dec = Deployment(args.model, args.gpu, args.decode_tp or tp, **common)
-    ln = LINKS["rdma"] if args.link is None else args.link
-    bench = Benchmark(isl=args.isl, osl=args.osl, concurrency=args.concurrency, rate_per_s=args.rate)
-    data = predict_disaggregated(pre, args.prefill_workers, dec, args.decode_workers, ln.bytes_per_s, bench,
-                                 spec=args.spec, catalog=catalog)
+    row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
+           "kv_dtype": args.kv_dtype, "engine": args.engine, "isl": args.isl, "osl": args.osl,
+           "concurrency": args.concurrency, "rate": args.rate, "num_prompts": args.num_prompts,
+           "mode": "disagg"}
+    data = _one(args, row, catalog)
     return Output(data, disagg_text(data), [_flat(data)])
 
 

@@ -70,6 +70,8 @@ class EngineProfile:
     cuda_graph_decode_only: bool = False
     scheduler: tuple[tuple[str, float | bool], ...] = ()
     version: str = ""
+    dp_ranks: int = 1  # attention data-parallel ranks, each with a scheduler of its own
+    chunk_tokens: int = 0  # most prompt tokens of one request in a step (one rank's budget); 0: the budget
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -109,7 +111,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_batched_tokens: int | None = None,
                    max_num_seqs: int | None = None,
                    scheduler: dict[str, float | bool] | None = None,
-                   overlap: bool | None = None, tp: int = 1) -> EngineProfile:
+                   overlap: bool | None = None, tp: int = 1, dp: int = 1) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
@@ -118,7 +120,11 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     scheduler options (names as in its ``[engine.NAME.scheduler]`` table); ``overlap``
     turns the overlap (async) scheduler on or off.  An engine with a ``memory`` table (SGLang)
     sizes its chunk, its CUDA-graph batch and its static memory fraction from the GPU's memory and
-    the tensor-parallel degree ``tp`` as its server does.
+    the tensor-parallel degree ``tp`` (the server's, the GPUs of a replica) as its server does.
+    ``dp`` attention data-parallel ranks each run a scheduler: the profile's budget and running
+    limit are then the whole group's, either as given (SGLang divides its flags among the ranks)
+    or ``dp`` times them (vLLM, TensorRT-LLM schedule each rank under the full flags), and one
+    request's chunk is at most one rank's budget (``chunk_tokens``).
     """
     raw = _raw()["engine"]
     if name not in raw:
@@ -144,10 +150,20 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         if memory_gib > 60:
             mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
         fraction, reserved = round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
+    tokens = tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    seqs = seqs if max_num_seqs is None else max_num_seqs
+    chunk = 0
+    if dp > 1:
+        if e["dp_budget"] == "group":
+            chunk = max(1, tokens // dp)
+        else:
+            chunk, tokens, seqs = tokens, tokens * dp, seqs * dp
+        if "max_prefill_tokens" in options:  # one prefill batch per rank
+            options["max_prefill_tokens"] = int(options["max_prefill_tokens"]) * dp
     return EngineProfile(
         name=name,
-        max_num_batched_tokens=tokens if max_num_batched_tokens is None else max_num_batched_tokens,
-        max_num_seqs=seqs if max_num_seqs is None else max_num_seqs,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
         host_step_s=float(e["host_step_us"]) * 1e-6,
         host_per_seq_s=float(e["host_per_seq_us"]) * 1e-6,
         overlap=bool(e["overlap"]) if overlap is None else bool(overlap),
@@ -161,4 +177,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         cuda_graph_decode_only=bool(e.get("cuda_graph_decode_only", False)),
         scheduler=tuple(sorted(options.items())),
         version=str(e.get("version", "")),
+        dp_ranks=dp,
+        chunk_tokens=chunk,
     )

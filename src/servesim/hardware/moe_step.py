@@ -387,11 +387,12 @@ class MoEStepModel:
         if m_all <= 0:
             raise ParameterError("tokens", m_all, "> 0: a step needs a decoding sequence or a prefill chunk")
         dp = p.dp
-        m = m_all / dp  # tokens of one DP rank (chunks spread over the ranks as the sequences are)
         b = decode / dp
-        rank_chunks = chunks if dp == 1 else tuple(
-            Chunk(c.tokens, c.context, max(1, math.ceil(c.count / dp)), c.samples) for c in chunks)
-        samples = (decode * positions + sum(c.count for c in chunks if c.samples)) / dp
+        rank_chunks = chunks if dp == 1 else _busiest_rank(chunks, dp)
+        # Tokens of the busiest DP rank: its share of the decoding sequences and its own chunks (the
+        # step waits for the slowest rank before the MoE layer gathers every rank's tokens).
+        m = b * positions + sum(c.tokens * c.count for c in rank_chunks)
+        samples = b * positions + sum(c.count for c in rank_chunks if c.samples)
         notes: list[str] = []
         ok = not self._foreign
         gemm = attn = comm = 0.0
@@ -495,7 +496,9 @@ class MoEStepModel:
         a, p, t = self.arch, self.par, self.tables
         prefill = sum(c.tokens * c.count for c in chunks)
         m_all = decode * positions + prefill
-        m = m_all / p.dp
+        b = decode / p.dp
+        rank = chunks if p.dp == 1 else _busiest_rank(chunks, p.dp)  # the rank the step waits for
+        m = b * positions + sum(c.tokens * c.count for c in rank)
         w = MOE_DTYPES[self.dtype]
         dense_w = w if self._quantized - {"experts"} else 2.0
         e_local = a.experts / p.ep
@@ -511,18 +514,17 @@ class MoEStepModel:
             a.moe_intermediate / p.gpus * _n_moe(a)
         gemm = max((expert_bytes + rest_bytes) / t.hbm_bytes_per_s, flops / peak)
         kv = self.kv_bytes_per_token_per_gpu
-        b = decode / p.dp
         per_layer = kv / a.layers  # every layer holds the same KV per token; windows cap what is read
         att_bytes = 0.0
         for w in a.layer_windows:
             def seen(n: float, w: int = w) -> float:
                 return min(n, w) if w else n
             att_bytes += per_layer * (b * seen(context + positions) + sum(
-                c.count * seen(c.context + c.tokens) for c in chunks) / p.dp)
+                c.count * seen(c.context + c.tokens) for c in rank))
         # Attention FLOPs of one rank's queries: causal pairs of the chunks and the decode reads,
         # 2 (score + value) x 2 FLOPs per pair and head dimension.
         pairs = b * positions * (context + (positions + 1) / 2) + sum(
-            c.count * c.tokens * (c.context + c.tokens / 2) for c in chunks) / p.dp
+            c.count * c.tokens * (c.context + c.tokens / 2) for c in rank)
         if a.attention == "mla":
             width = (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2
         else:
@@ -547,6 +549,23 @@ class MoEStepModel:
 
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def _busiest_rank(chunks: tuple[Chunk, ...], dp: int) -> tuple[Chunk, ...]:
+    """The prefill chunks of the busiest of ``dp`` attention data-parallel ranks: each chunk belongs
+    to one request and so to one rank; they are dealt largest first to the least loaded rank (by
+    attention work, ``q (c + q / 2)``, plus projection work, ``q``, in tokens), as a router that
+    balances the ranks would place them."""
+    singles = sorted(((c.tokens, c.context, c.samples) for c in chunks for _ in range(c.count)),
+                     key=lambda x: (-(x[0] * (x[1] + x[0] / 2) + x[0] * 4096), -x[0], -x[1]))
+    loads = [0.0] * dp
+    held: list[list[tuple[int, int, bool]]] = [[] for _ in range(dp)]
+    for q, c, x in singles:
+        r = min(range(dp), key=lambda i: (loads[i], i))
+        loads[r] += q * (c + q / 2) + q * 4096
+        held[r].append((q, c, x))
+    top = max(range(dp), key=lambda i: (loads[i], -i))
+    return tuple(Chunk(q, c, 1, x) for q, c, x in held[top])
 
 
 def _n_moe(arch: Any) -> int:

@@ -26,6 +26,7 @@ __all__ = [
     "MEASURED_COLUMNS",
     "OPTIONAL_COLUMNS",
     "POINT_COLUMNS",
+    "POOL_COLUMNS",
     "BenchResult",
     "read_bench_result",
     "read_points",
@@ -37,16 +38,21 @@ MAX_POINTS = 100_000
 """Most rows of a points file (a row costs about 10 ms to predict: 100,000 rows take about 15 minutes)."""
 POINT_COLUMNS: tuple[str, ...] = ("model", "gpu", "tp", "dtype", "isl", "osl", "concurrency")
 """The usual columns of a points file (``tp``, ``dtype`` and ``concurrency`` may be left out)."""
+POOL_COLUMNS: tuple[str, ...] = ("prefill_tp", "prefill_dp", "prefill_ep", "prefill_workers", "decode_tp",
+                                 "decode_dp", "decode_ep", "decode_workers")
+"""The shape of each pool of a ``mode=disagg`` row (``concurrency`` is then the whole deployment's)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "dp", "ep", "kv_dtype", "engine", "rate", "request_rate", "max_concurrency", "num_prompts", "num_warmups",
     "client", "random_range_ratio", "burstiness", "random_input_len", "random_output_len",
     "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
     "max_prefill_tokens", "enable_mixed_chunk", "max_num_tokens", "max_batch_size", "enable_chunked_prefill",
     "no_async_scheduling", "disable_overlap_schedule", "disable_overlap_scheduler",
+    "mode", *POOL_COLUMNS,
 )
 """Columns a points file may also have: the benchmark client's flags as ``vllm bench serve`` names them
 (``request_rate`` ``inf`` or empty: all at once; ``max_concurrency`` is ``concurrency``;
-``random_input_len``/``random_output_len`` are ``isl``/``osl``) and the engine's own flags."""
+``random_input_len``/``random_output_len`` are ``isl``/``osl``), the engine's own flags, and ``mode``
+(``agg`` or ``disagg``) with the pools' shapes."""
 LABEL_COLUMNS: tuple[str, ...] = ("id", "source", "note")
 """Columns carried through to the output unread."""
 MEASURED_COLUMNS: tuple[str, ...] = (
@@ -63,7 +69,8 @@ _KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "co
           "chunked_prefill_size": "int", "max_running_requests": "int", "max_prefill_tokens": "int",
           "enable_mixed_chunk": "bool", "max_num_tokens": "int", "max_batch_size": "int",
           "enable_chunked_prefill": "bool", "no_async_scheduling": "bool", "disable_overlap_schedule": "bool",
-          "disable_overlap_scheduler": "bool", **dict.fromkeys(MEASURED_COLUMNS, "float")}
+          "disable_overlap_scheduler": "bool", "mode": "mode", **dict.fromkeys(POOL_COLUMNS, "int"),
+          **dict.fromkeys(MEASURED_COLUMNS, "float")}
 _ALIASES = {"random_input_len": "isl", "random_output_len": "osl", "max_concurrency": "concurrency",
             "request_rate": "rate"}
 _REQUIRED = ("model", "gpu", "isl", "osl")
@@ -82,6 +89,10 @@ def _cell(path: Path, line: int, name: str, raw: str, kind: str) -> Any:
         return None
     if kind == "rate" and raw.lower() == "inf":
         return None  # all at once
+    if kind == "mode":
+        if raw not in ("agg", "disagg"):
+            raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not agg or disagg")
+        return raw
     if kind == "bool":
         if raw.lower() not in _TRUE:
             raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not true or false")

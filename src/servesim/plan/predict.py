@@ -18,7 +18,7 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from servesim._checks import ParameterError, check_int
@@ -28,7 +28,8 @@ from servesim.hardware.speculation import speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
-__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "predict"]
+__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "kv_transfer_seconds",
+           "predict", "predict_disaggregated"]
 
 COMPARED_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
@@ -144,7 +145,8 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, fl
                              "parallel apply to mixture-of-experts models")
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
-                         scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp)
+                         scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
+                         dp=dep.dp)
     if arch is not None:
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 
@@ -266,75 +268,140 @@ def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[boo
     return p.stable, p.reason
 
 
+def kv_transfer_seconds(sm: Any, link_bytes_per_s: float) -> Any:
+    """``p -> seconds`` to move a ``p``-token prompt's KV cache over the link: every layer's cache in
+    the KV dtype, one copy (an MLA model's latent, ``kv_lora_rank + rope`` values a layer; a GQA
+    model's ``2 G d``; a sliding-window layer at most its window)."""
+    kv_b = 2.0 if sm.kv_dtype == "bf16" else 1.0
+    arch = getattr(sm, "arch", None)
+    if arch is not None:
+        return lambda p: arch.kv_bytes_per_token(kv_b, max(1, int(p))) * p / link_bytes_per_s
+    from servesim.hardware.precision import kv_bytes_per_token
+
+    per = kv_bytes_per_token(sm.shape, sm.kv_dtype)
+    return lambda p: per * p / link_bytes_per_s
+
+
+def _pools_stable(psm: Any, wp: int, dsm: Any, kv_max: int, wd: int, rate: float, isl: float,
+                  osl: float) -> tuple[bool, str, float]:
+    """Whether the pools keep up with ``rate`` in the long run: the prefill pool's share of time
+    ``rate t_p(I) / w_p`` is below 1, and a decode worker has a batch ``B <= kv_max`` whose steps
+    emit what it is sent, ``(rate / w_d) (O - 1) T(B) <= B``.  Returns (stable, why, prefill share)."""
+    share = rate * psm.prompt_s(max(1, round(isl))) / wp
+    if share >= 1.0:
+        return False, f"the prefill pool is {100 * share:.0f}% busy", share
+    lam = rate / wd
+    ctx = isl + osl / 2
+    b = 1.0
+    while b <= max(1, kv_max):
+        if lam * max(0.0, osl - 1) * dsm.decode_step(b, ctx).total_s <= b:
+            return True, "", share
+        b *= 1.25
+    return False, (f"decode pool: no batch up to its KV limit ({kv_max} sequences per worker) keeps up "
+                   f"with {lam:.3g} req/s per worker"), share
+
+
 def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Deployment, decode_workers: int,
                           link_bytes_per_s: float, bench: Benchmark, *, spec: str | None = None,
-                          catalog: Any = None) -> dict[str, Any]:
-    """A disaggregated deployment under ``bench`` from the closed form at load.
-
-    Poisson ``--rate``: :func:`servesim.plan.capacity.disaggregated_at_load` at
-    that rate.  Closed loop (``--concurrency C``): the throughput ``X`` that
-    satisfies Little's law for the clients, ``C = X (TTFT(X) + (O - 1) TPOT(X))``
-    (bisection; each client always has one request in the system).
-    """
-    from servesim.plan.capacity import disaggregated_at_load
+                          catalog: Any = None,
+                          lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """A disaggregated deployment under ``bench``: the engine loop of every worker of each pool
+    (:func:`servesim.sim.disaggregation.run_disaggregated`), each pool with its own shape
+    (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
+    deployment's.  For a dense model the closed form at load
+    (:func:`servesim.plan.capacity.disaggregated_at_load`) is reported beside it."""
+    from servesim.sim.disaggregation import Pool, run_disaggregated
 
     check_int("prefill_workers", prefill_workers, lo=1, hi=4096)
     check_int("decode_workers", decode_workers, lo=1, hi=4096)
-    psm, pshape, _ = build_step_model(prefill, catalog)
-    dsm, _, dmem = build_step_model(decode, catalog)
-    if not isinstance(psm, StepModel) or not isinstance(dsm, StepModel):
-        raise ParameterError("mode", "disagg", "agg for a mixture-of-experts or MLA model: its disaggregated "
-                             "pools (and their latent KV transfer) are not priced yet")
-    spec_name = None if spec in (None, "none") else spec
-
-    def at(rate: float) -> Any:
-        return disaggregated_at_load(psm, prefill_workers, dsm, dmem, decode_workers, link_bytes_per_s, rate,
-                                     bench.isl, bench.osl, math.inf, spec=spec_name)
-
+    try:
+        psm, pshape, pmem = build_step_model(prefill, catalog)
+    except ParameterError as exc:
+        raise _pool_error(exc, "prefill") from None
+    try:
+        dsm, _, dmem = build_step_model(decode, catalog)
+    except ParameterError as exc:
+        raise _pool_error(exc, "decode") from None
+    isl_mean, osl_mean = bench.mean_lengths()
+    for sm in (psm, dsm):
+        if not isinstance(sm, StepModel):
+            sm.kv_context = max(1, round(isl_mean + osl_mean))
+    if psm.engine.name != dsm.engine.name:  # pragma: no cover - one --engine for both pools
+        raise ParameterError("engine", dsm.engine.name, f"{psm.engine.name}, as the prefill pool's")
+    speculation = None
+    if spec is not None and spec != "none":
+        if not isinstance(dsm, StepModel):
+            raise ParameterError("spec", spec, "none for a mixture-of-experts or MLA model: its draft and "
+                                 "verify are not priced yet")
+        guess = (bench.concurrency or 8) / decode_workers
+        speculation, _ = speculation_for(dsm, spec, float(max(1.0, guess)), isl_mean + osl_mean / 2,
+                                         catalog=catalog)
+    dcap = dsm.kv_capacity_tokens(dmem)
+    kv_max = min(dsm.engine.max_num_seqs, dcap // (bench.isl + bench.osl))
+    stable, why, share = True, "", 0.0
     if bench.rate_per_s is not None:
-        rate = bench.rate_per_s
-        pt = at(rate)
-    else:
-        conc = float(bench.concurrency or 1)
-
-        def clients(x: float) -> float:
-            p = at(x)
-            return math.inf if not p.stable else x * (p.ttft_mean_s + (bench.osl - 1) * p.tpot_s)
-
-        lo, hi = 0.0, 1.0
-        while clients(hi) < conc and hi < 1e6:
-            lo, hi = hi, hi * 2
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if clients(mid) < conc else (lo, mid)
-        rate = lo
-        pt = at(rate)
-        if pt.stable and clients(rate) < conc * (1 - 1e-6):
-            # Saturated: the clients outnumber what the pools serve; throughput stays at capacity and
-            # the extra clients wait for prefill, which Little's law puts into TTFT.
-            ttft = conc / rate - (bench.osl - 1) * pt.tpot_s
-            pt = replace(pt, ttft_mean_s=ttft, ttft_p99_s=max(pt.ttft_p99_s, ttft),
-                         reason="saturated: clients wait for the prefill pool")
-    gpus = prefill.tp * prefill_workers + decode.tp * decode_workers
-    ok = pt.stable
-    return {
-        "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": ok,
-        "prefill": {"tp": prefill.tp, "workers": prefill_workers, "dtype": psm.dtype},
-        "decode": {"tp": decode.tp, "workers": decode_workers, "dtype": dsm.dtype},
-        "kv_dtype": decode.kv_dtype, "engine": decode.engine, "link_GBps": link_bytes_per_s / 1e9,
+        stable, why, share = _pools_stable(psm, prefill_workers, dsm, kv_max, decode_workers,
+                                           bench.rate_per_s, isl_mean, osl_mean)
+    xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
+    res = run_disaggregated(Pool(psm, prefill_workers, pmem), Pool(dsm, decode_workers, dmem, speculation),
+                            bench, xfer, lengths=lengths)
+    gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
+    out: dict[str, Any] = {
+        "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,
+        "prefill": {"tp": prefill.tp, "dp": prefill.dp, "ep": prefill.ep, "workers": prefill_workers,
+                    "dtype": getattr(psm, "dtype", prefill.dtype), "scheduler": res.prefill_scheduler},
+        "decode": {"tp": decode.tp, "dp": decode.dp, "ep": decode.ep, "workers": decode_workers,
+                   "dtype": getattr(dsm, "dtype", decode.dtype), "scheduler": res.decode_scheduler},
+        "kv_dtype": decode.kv_dtype, "engine": decode.engine, "engine_version": dsm.engine.version,
+        "link_GBps": link_bytes_per_s / 1e9,
+        "client": bench.client.name, "random_range_ratio": bench.client.ratio, "num_warmups": bench.warmups,
         "isl": bench.isl, "osl": bench.osl, "concurrency": bench.concurrency,
-        "request_rate": bench.rate_per_s,
-        "mean_ttft_ms": pt.ttft_mean_s * 1e3 if ok else None,
-        "p99_ttft_ms": pt.ttft_p99_s * 1e3 if ok else None,
-        "mean_tpot_ms": pt.tpot_s * 1e3 if ok else None, "mean_itl_ms": pt.tpot_s * 1e3 if ok else None,
-        "output_throughput": rate * bench.osl if ok else None, "request_throughput": rate if ok else None,
-        "output_throughput_per_gpu": rate * bench.osl / gpus if ok else None,
-        "decode_batch": pt.decode_batch if ok else None, "prefill_utilization": pt.prefill_share,
-        "kv_max_requests": decode_workers * min(dsm.engine.max_num_seqs,
-                                                dsm.kv_capacity_tokens(dmem) // (bench.isl + bench.osl)),
-        "speculative_k": pt.speculative_k, "unstable_reason": pt.reason,
-        "step_model": f"closed form at load on the measured-kernel step model ({dsm.tables_note})",
+        "max_concurrency": bench.concurrency,
+        "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
+        "burstiness": bench.client.burstiness, "num_prompts": bench.prompts,
+        "duration": res.duration_s, "completed": res.completed,
+        "total_input_tokens": res.total_input_tokens, "total_output_tokens": res.total_output_tokens,
+        "request_throughput": res.request_throughput, "output_throughput": res.output_throughput,
+        "total_token_throughput": (res.total_input_tokens + res.total_output_tokens) / res.duration_s,
+        "mean_ttft_ms": res.mean_ttft_s * 1e3, "median_ttft_ms": res.median_ttft_s * 1e3,
+        "std_ttft_ms": _ms(res.std_ttft_s), "p99_ttft_ms": res.p99_ttft_s * 1e3,
+        "mean_tpot_ms": _ms(res.mean_tpot_s), "median_tpot_ms": _ms(res.median_tpot_s),
+        "std_tpot_ms": _ms(res.std_tpot_s), "p99_tpot_ms": _ms(res.p99_tpot_s),
+        "mean_itl_ms": _ms(res.mean_itl_s), "median_itl_ms": _ms(res.median_itl_s),
+        "p99_itl_ms": _ms(res.p99_itl_s),
+        "output_throughput_per_gpu": res.output_throughput / gpus,
+        "decode_batch": res.decode_batch, "prefill_utilization": res.prefill_busy if not share else share,
+        "kv_max_requests": decode_workers * kv_max, "kv_capacity_tokens": dcap,
+        "preemptions": res.preemptions,
+        "mean_prefill_wait_ms": res.mean_prefill_wait_s * 1e3,
+        "mean_kv_transfer_ms": res.mean_transfer_s * 1e3,
+        "mean_decode_wait_ms": res.mean_decode_wait_s * 1e3, "fixed_point_rounds": res.rounds,
+        "speculative_k": speculation.k if speculation is not None else 0, "unstable_reason": why,
+        "step_model": ("engine loop per worker on the measured-kernel step models "
+                       f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
+        "notes": list(res.notes),
     }
+    if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None:
+        from servesim.plan.capacity import disaggregated_at_load
+
+        cf = disaggregated_at_load(psm, prefill_workers, dsm, dmem, decode_workers, link_bytes_per_s,
+                                   bench.rate_per_s, bench.isl, bench.osl, math.inf,
+                                   spec=None if spec in (None, "none") else spec)
+        out["closed_form"] = {"mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
+                              "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
+                              "stable": cf.stable}
+    if not stable:
+        for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
+                    "median_tpot_ms", "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms",
+                    "p99_itl_ms"):
+            out[key] = None
+    return out
+
+
+def _pool_error(exc: ParameterError, pool: str) -> ParameterError:
+    """``exc`` of one pool's deployment, naming the pool's flag (``--decode-tp`` for ``tp``)."""
+    name = exc.name if exc.name not in ("tp", "dp", "ep", "dtype") else f"{pool}_{exc.name}"
+    return ParameterError(name, exc.value, exc.valid)
 
 
 def _ms(x: float) -> float | None:

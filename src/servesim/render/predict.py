@@ -69,25 +69,43 @@ def _scheduler(d: dict[str, Any]) -> str:
     return f"{name}{version}: " + ", ".join(parts)
 
 
+def _pool(p: dict[str, Any]) -> str:
+    """A pool's shape: ``2 x TP8`` or ``1 x TP1 DP8 EP8``."""
+    shape = f"TP{p['tp']}"
+    if p.get("dp", 1) > 1:
+        shape += f" DP{p['dp']}"
+    if p.get("ep", 1) > 1:
+        shape += f" EP{p['ep']}"
+    return f"{p['workers']} x {shape}"
+
+
 def disagg_text(d: dict[str, Any]) -> str:
     p, q = d["prefill"], d["decode"]
     load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
-            else f"Poisson {d['request_rate']:g} req/s")
-    lines = [f"PREDICT (disaggregated)  {d['model']} on {d['gpu']}: {p['workers']} prefill x TP{p['tp']} -> "
-             f"{q['workers']} decode x TP{q['tp']} ({d['gpus']} GPUs, {q['dtype']}, {d['kv_dtype']} KV), "
+            else f"{d['request_rate']:g} req/s")
+    lines = [f"PREDICT (disaggregated)  {d['model']} on {d['gpu']}: prefill {_pool(p)} -> decode {_pool(q)} "
+             f"({d['gpus']} GPUs, {q['dtype']}, {d['kv_dtype']} KV), {d['engine']}, "
              f"link {d['link_GBps']:g} GB/s",
              f"  {d['isl']} prompt + {d['osl']} output tokens, {load}"]
     if not d["stable"]:
         lines.append(f"  unstable: {d['unstable_reason']} (goodput 0)")
     else:
         lines += [
-            f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   p99 {_f(d['p99_ttft_ms'])} ms",
-            f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms",
+            f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   median {_f(d['median_ttft_ms'])} ms   "
+            f"p99 {_f(d['p99_ttft_ms'])} ms",
+            f"         prefill wait {_f(d['mean_prefill_wait_ms'])} ms, KV transfer "
+            f"{_f(d['mean_kv_transfer_ms'], 2)} ms, decode admission {_f(d['mean_decode_wait_ms'])} ms "
+            "(means)",
+            f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   p99 {_f(d['p99_tpot_ms'], 2)} ms",
             f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
             f"{_f(d['request_throughput'], 3)} req/s",
             f"  decode batch {_f(d['decode_batch'])} per decode worker; prefill pool "
             f"{100 * d['prefill_utilization']:.0f}% busy",
         ]
+        cf = d.get("closed_form")
+        if cf and cf.get("stable"):
+            lines.append(f"  closed form at this rate: TTFT {_f(cf['mean_ttft_ms'])} ms, TPOT "
+                         f"{_f(cf['mean_tpot_ms'], 2)} ms")
     lines.append(f"  model: {d['step_model']}")
     return "\n".join(lines) + "\n"
 
@@ -141,7 +159,7 @@ def predict_text(d: dict[str, Any]) -> str:
 
 
 def points_text(rows: list[dict[str, Any]]) -> str:
-    head = f"{'#':>4} {'model':<28} {'gpu':<9} {'tp':>2} {'dt':<4} {'isl/osl':>11} {'conc':>5} " \
+    head = f"{'#':>4} {'model':<28} {'gpu':<9} {'tp':>2} {'dt':<9} {'isl/osl':>11} {'conc':>5} " \
            f"{'TTFT ms':>9} {'TPOT ms':>8} {'tok/s':>9}"
     out = [head]
     for i, r in enumerate(rows, start=1):
@@ -149,7 +167,9 @@ def points_text(rows: list[dict[str, Any]]) -> str:
             out.append(f"{i:>4} error: {r['error']}")
             continue
         conc = r["concurrency"] if r["concurrency"] is not None else f"@{r['request_rate']:g}"
-        out.append(f"{i:>4} {r['model'][:28]:<28} {r['gpu'][:9]:<9} {r['tp']:>2} {r['dtype']:<4} "
+        tp = r["tp"] if r.get("mode") != "disagg" else "PD"
+        dtype = r["dtype"] if r.get("mode") != "disagg" else r["decode"]["dtype"]
+        out.append(f"{i:>4} {r['model'][:28]:<28} {r['gpu'][:9]:<9} {tp:>2} {dtype:<9} "
                    f"{str(r['isl']) + '/' + str(r['osl']):>11} {conc!s:>5} {_f(r['mean_ttft_ms']):>9} "
                    f"{_f(r['mean_tpot_ms'], 2):>8} {_f(r['output_throughput'], 0):>9}")
     return "\n".join(out) + "\n"

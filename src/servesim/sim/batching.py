@@ -142,6 +142,9 @@ class BenchResult:
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     scheduler: dict[str, Any] = field(default_factory=dict)
+    requests: tuple[tuple[int, float, float, float], ...] = ()
+    """With ``keep_requests``: (index, sent, first token, last token) of every request, in finishing
+    order (times in seconds from the run's start; the index is the request's place in send order)."""
 
 
 def _q(x: float) -> int:
@@ -189,7 +192,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                   spec: Speculation | None = None, reserve: bool = False,
                   max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
                   prefilled: bool = False, lengths: list[tuple[int, int]] | None = None,
-                  scheduler: Scheduler | str | None = None) -> BenchResult:
+                  scheduler: Scheduler | str | None = None, keep_requests: bool = False) -> BenchResult:
     """Run ``bench`` against one replica priced by ``model`` (see the module docstring).
 
     ``scheduler`` is a policy or an engine's name (default: the step model's engine,
@@ -199,7 +202,9 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     computed (a decode worker of a disaggregated deployment): it joins the decode
     batch as soon as its cache fits, and its TTFT is the wait for that.
     ``lengths`` gives each request's (prompt, output) tokens, in send order (a
-    trace); without it the client draws them.
+    trace); without it the client draws them.  ``keep_requests`` keeps each request's
+    times in :attr:`BenchResult.requests` (the pools of a disaggregated deployment
+    hand them on).
     """
     eng = model.engine
     if scheduler is None or isinstance(scheduler, str):
@@ -256,6 +261,8 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         return float(steps)
 
     s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, steps_to_finish)
+    s.ranks = eng.dp_ranks
+    s.chunk_cap = eng.chunk_tokens or eng.max_num_batched_tokens
     policy.prepare(s)
 
     # The client: send times (all 0 when every request goes at once) gated by its slots.
@@ -301,6 +308,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     notes: dict[str, None] = {}
     prices: dict[tuple[object, ...], float] = {}
     gaps: dict[float, float] = {}  # gap between a sequence's tokens (a step's time) -> tokens with it
+    kept: list[tuple[int, float, float, float]] = []
 
     def price(b: float, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
         """The step's time; ``chunks`` are (tokens, cached context, samples).  Contexts are rounded
@@ -409,6 +417,8 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             s.promised -= r.final
             done += 1
             last_finish = t
+            if keep_requests:
+                kept.append((r.index, r.arrival, r.first, t))
             if slots_free is not None:
                 slots_free.append(t)
             if r.index >= bench.warmup:
@@ -430,6 +440,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         measured=measured, notes=tuple(notes), std_ttft_s=_std(ttfts), std_tpot_s=_std(tpots),
         median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
         total_input_tokens=in_tokens, total_output_tokens=out_tokens, scheduler=policy.describe(),
+        requests=tuple(kept),
     )
 
 

@@ -61,7 +61,9 @@ class EngineState:
                  steps_to_finish: Callable[[Request], float]) -> None:
         self.capacity = capacity  # KV tokens the cache holds
         self.slots = slots  # most running sequences
-        self.budget = budget  # the engine's per-step token budget
+        self.budget = budget  # the engine's per-step token budget (all DP ranks together)
+        self.chunk_cap = budget  # most tokens of one request's chunk (one DP rank's budget)
+        self.ranks = 1  # attention data-parallel ranks: each may carry one chunked prompt
         self.pos = positions  # tokens each decoding sequence runs per step (k + 1 with speculation)
         self.per_step = per_step  # tokens each decoding sequence keeps per step on average
         self._steps_to_finish = steps_to_finish

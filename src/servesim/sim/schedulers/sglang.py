@@ -81,14 +81,16 @@ class SglangScheduler(Scheduler):
         chunk_left = s.budget
         input_left = int(o["max_prefill_tokens"])
         chunks = []
+        cut = 0  # chunked requests (one per DP rank) whose prompt goes on past this step
         for r in s.chunking:  # the chunked request continues first
-            q = min(r.prompt_left, chunk_left, input_left)
+            q = min(r.prompt_left, chunk_left, input_left, s.chunk_cap)
             if q <= 0 or q > s.capacity - s.used:
                 break
             chunks.append((r, q))
             chunk_left -= q
             input_left -= q
-        if s.waiting and not (s.chunking and chunks and chunks[-1][1] < chunks[-1][0].prompt_left):
+            cut += q < r.prompt_left
+        if s.waiting and cut < s.ranks:
             rem = s.capacity - s.used - self._reserved(s)
             clip = o["clip_max_new_tokens"]
             while s.waiting and chunk_left > 0 and s.running < s.slots:
@@ -98,15 +100,17 @@ class SglangScheduler(Scheduler):
                     break
                 if r.prompt_left > input_left and chunks:  # OTHER: the batch is full
                     break
-                q = min(r.prompt_left, chunk_left)
+                q = min(r.prompt_left, chunk_left, s.chunk_cap)
                 s.waiting.popleft()
                 s.admit(r)
                 chunks.append((r, q))
                 chunk_left -= q
                 input_left -= q
                 rem -= total
-                if q < r.prompt_left:  # cut at the chunk size: the one chunked request
-                    break
+                if q < r.prompt_left:  # cut at the chunk size: the one chunked request of a rank
+                    cut += 1
+                    if cut >= s.ranks:
+                        break
         if chunks:
             return StepPlan(bool(o["enable_mixed_chunk"]), chunks, False)
         preempted = s.make_room_for_decode()

@@ -50,7 +50,7 @@ class TrtllmScheduler(Scheduler):
         for r in s.chunking:
             if left <= 0:
                 break
-            q = min(r.prompt_left, left)
+            q = min(r.prompt_left, left, s.chunk_cap)
             if not chunked and q < r.prompt_left:
                 break
             chunks.append((r, q))
@@ -62,7 +62,7 @@ class TrtllmScheduler(Scheduler):
                 break
             if not chunked and r.prompt_left > left:
                 break
-            q = min(r.prompt_left, left)
+            q = min(r.prompt_left, left, s.chunk_cap)
             s.waiting.popleft()
             s.admit(r)
             chunks.append((r, q))

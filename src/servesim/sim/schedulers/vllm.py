@@ -48,7 +48,7 @@ class VllmScheduler(Scheduler):
         for r in s.chunking:
             if left <= 0:
                 break
-            q = min(r.prompt_left, left)
+            q = min(r.prompt_left, left, s.chunk_cap)
             if q > s.capacity - s.used - need:  # the chunk's blocks must all be free
                 break
             chunks.append((r, q))
@@ -60,7 +60,7 @@ class VllmScheduler(Scheduler):
             final = r.context + r.prompt_left + (r.osl - r.generated)
             if reserve and s.capacity - s.promised - WATERMARK * s.capacity < final:
                 break
-            q = min(r.prompt_left, left)
+            q = min(r.prompt_left, left, s.chunk_cap)
             if q > int(s.capacity - s.used - need - headroom):
                 break
             s.waiting.popleft()

@@ -1,0 +1,89 @@
+"""The disaggregated engine loop: prefill workers, the KV transfer, decode workers (sim.disaggregation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servesim.plan.predict import Deployment, build_step_model, kv_transfer_seconds, predict_disaggregated
+from servesim.sim.batching import Benchmark
+from servesim.sim.disaggregation import FIXED_POINT_ROUNDS, Pool, run_disaggregated
+
+LINK = 50e9  # bytes/s (RDMA, 400 Gb/s)
+
+
+def _pools(prefill_tp: int = 2, prefill_workers: int = 2, decode_tp: int = 4, decode_workers: int = 1):
+    psm, _, pmem = build_step_model(Deployment("llama-3-70b", "h100-sxm", prefill_tp, dtype="fp8"))
+    dsm, _, dmem = build_step_model(Deployment("llama-3-70b", "h100-sxm", decode_tp, dtype="fp8"))
+    return Pool(psm, prefill_workers, pmem), Pool(dsm, decode_workers, dmem), psm, dsm
+
+
+def test_a_lone_request_costs_its_prefill_transfer_and_decode_steps():
+    pre, dec, psm, dsm = _pools()
+    bench = Benchmark(isl=2048, osl=64, concurrency=1, num_prompts=3)
+    xfer = kv_transfer_seconds(dsm, LINK)
+    res = run_disaggregated(pre, dec, bench, xfer)
+    # By hand: 70B has 80 layers x 8 KV heads x 128 x 2 (K and V) x 2 bytes = 327,680 bytes a token.
+    assert xfer(2048) == pytest.approx(80 * 8 * 128 * 2 * 2 * 2048 / LINK)
+    ttft = psm.prompt_s(2048) + xfer(2048) + psm.engine.request_overhead_s
+    assert res.mean_ttft_s == pytest.approx(ttft, rel=0.02)
+    step = dsm.decode_step(1, 2048 + 32).total_s
+    assert res.mean_tpot_s == pytest.approx(step, rel=0.03)
+    assert res.completed == 3 and res.total_output_tokens == 3 * 64 and res.total_input_tokens == 3 * 2048
+
+
+def test_closed_loop_keeps_littles_law_and_settles():
+    pre, dec, _, dsm = _pools()
+    bench = Benchmark(isl=1024, osl=256, concurrency=32, num_prompts=320)
+    res = run_disaggregated(pre, dec, bench, kv_transfer_seconds(dsm, LINK))
+    assert 1 < res.rounds <= FIXED_POINT_ROUNDS
+    in_system = res.request_throughput * (res.mean_ttft_s + 255 * res.mean_tpot_s)
+    assert in_system == pytest.approx(32, rel=0.05)
+    again = run_disaggregated(pre, dec, bench, kv_transfer_seconds(dsm, LINK))
+    assert again == res  # deterministic, to the bit
+
+
+def test_more_prefill_workers_shorten_the_wait_and_agree_with_the_closed_form():
+    bench = Benchmark(isl=4096, osl=128, rate_per_s=2.0, num_prompts=400)  # one worker 68% busy
+    one = predict_disaggregated(Deployment("llama-3-70b", "h100-sxm", 2, dtype="fp8"), 1,
+                                Deployment("llama-3-70b", "h100-sxm", 4, dtype="fp8"), 1, LINK, bench)
+    two = predict_disaggregated(Deployment("llama-3-70b", "h100-sxm", 2, dtype="fp8"), 2,
+                                Deployment("llama-3-70b", "h100-sxm", 4, dtype="fp8"), 1, LINK, bench)
+    assert one["stable"] and two["stable"]
+    assert two["mean_prefill_wait_ms"] < one["mean_prefill_wait_ms"]
+    assert two["mean_ttft_ms"] < one["mean_ttft_ms"]
+    for d in (one, two):  # the engine loop and the closed form at load tell the same decode story
+        assert d["mean_tpot_ms"] == pytest.approx(d["closed_form"]["mean_tpot_ms"], rel=0.1)
+        assert d["mean_ttft_ms"] == pytest.approx(d["closed_form"]["mean_ttft_ms"], rel=0.2)
+
+
+def test_an_overloaded_prefill_pool_is_unstable_not_a_number():
+    bench = Benchmark(isl=8192, osl=64, rate_per_s=50.0, num_prompts=100)
+    d = predict_disaggregated(Deployment("llama-3-70b", "h100-sxm", 2, dtype="fp8"), 1,
+                              Deployment("llama-3-70b", "h100-sxm", 4, dtype="fp8"), 1, LINK, bench)
+    assert d["stable"] is False and d["mean_ttft_ms"] is None and "prefill pool" in d["unstable_reason"]
+
+
+def test_mla_latent_crosses_the_link_and_dp_pools_run():
+    bench = Benchmark(isl=1024, osl=128, concurrency=64, num_prompts=128)
+    ds = "deepseek-ai/DeepSeek-V3"
+    d = predict_disaggregated(Deployment(ds, "h200-sxm", 8, dtype="auto", engine="sglang"), 1,
+                              Deployment(ds, "h200-sxm", 1, dtype="auto", engine="sglang", dp=8, ep=8), 1,
+                              LINK, bench)
+    # By hand: (512 latent + 64 rope) values x 61 layers x 2 bytes x 1,024 tokens over 50 GB/s.
+    assert d["mean_kv_transfer_ms"] == pytest.approx((512 + 64) * 61 * 2 * 1024 / LINK * 1e3, rel=1e-9)
+    assert d["gpus"] == 16 and d["decode"]["dp"] == 8 and d["decode"]["ep"] == 8
+    assert d["stable"] and d["mean_tpot_ms"] > 0 and d["mean_ttft_ms"] > 0
+    assert d["completed"] == 128
+
+
+def test_a_pools_bad_shape_names_the_pools_flag():
+    from servesim._checks import ParameterError
+
+    bench = Benchmark(isl=1024, osl=128, concurrency=8)
+    with pytest.raises(ParameterError, match="decode_tp"):
+        predict_disaggregated(Deployment("llama-3-70b", "h100-sxm", 2), 1,
+                              Deployment("llama-3-70b", "h100-sxm", 3), 1, LINK, bench)
+    with pytest.raises(ParameterError, match="decode_ep"):
+        predict_disaggregated(Deployment("deepseek-ai/DeepSeek-V3", "h200-sxm", 8, dtype="auto"), 1,
+                              Deployment("deepseek-ai/DeepSeek-V3", "h200-sxm", 1, dtype="auto", dp=8, ep=3),
+                              1, LINK, bench)
