@@ -325,13 +325,13 @@ SPEC_CASES = [
 
 
 @pytest.mark.parametrize("model", SPEC_CASES)
-def test_spec_mtp_reports_its_setting_and_lowers_tpot(capsys, model):
+def test_spec_eagle3_reports_its_setting_and_lowers_tpot(capsys, model):
     load = ["--isl", "512", "--osl", "64", "--concurrency", "1", "--num-prompts", "3"]
     plain = _json(capsys, *model, *load)
-    spec = _json(capsys, *model, *load, "--spec", "mtp")
+    spec = _json(capsys, *model, *load, "--spec", "eagle3")
     assert "speculation" not in plain
     s = spec["speculation"]
-    assert s["preset"] == "mtp" and s["batch"] == 1
+    assert s["preset"] == "eagle3" and s["batch"] == 1 and s["acceptance"].startswith("preset")
     assert isinstance(s["k"], int) and s["k"] >= 1
     assert s["d"] > 0
     assert 0 < s["alpha"] < 1
@@ -344,7 +344,7 @@ def test_spec_mtp_reports_its_setting_and_lowers_tpot(capsys, model):
 
 def test_spec_with_fixed_k(capsys):
     d = _json(capsys, "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "512", "--osl", "32",
-              "--concurrency", "1", "--num-prompts", "2", "--spec", "mtp", "--k", "2")
+              "--concurrency", "1", "--num-prompts", "2", "--spec", "eagle3", "--k", "2")
     assert d["speculation"]["k"] == 2
 
 

@@ -16,6 +16,9 @@ from servesim.cli.args import Output, add_format, add_pool_arguments, choice, in
 
 __all__ = ["register"]
 
+SPEC_METHODS: tuple[str, ...] = ("small-draft", "draft", "mtp", "medusa", "eagle", "eagle3", "ngram")
+"""servesim.hardware.speculation.METHODS, named here so that building the parser imports no pricer."""
+
 CLIENTS: tuple[str, ...] = ("vllm", "sglang", "inferencemax")
 """servesim.sim.client.CLIENTS, named here so that building the parser imports no simulator."""
 
@@ -80,7 +83,6 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     from servesim.hardware.engines import ENGINES
     from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES
-    from servesim.model.speculative import SPECDEC_PRESETS
 
     p = sub.add_parser(
         "predict", help="what `vllm bench serve` would measure on one replica (TTFT, TPOT, throughput)",
@@ -174,10 +176,21 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="trtllm: cut prompts to the step budget (default off: whole prompts)")
     eng.add_argument("--disable-overlap-scheduler", action="store_true", default=None,
                      help="trtllm: host work between steps instead of beside them (default: overlap on)")
-    p.add_argument("--spec", type=choice(["none", *SPECDEC_PRESETS], "spec"), default="none",
-                   help=f"speculative decoding preset: none (default), {', '.join(SPECDEC_PRESETS)}")
+    p.add_argument("--spec", type=choice(["none", *SPEC_METHODS], "spec"), default="none",
+                   help=f"speculative decoding method: none (default), {', '.join(SPEC_METHODS)} (mtp: a "
+                   "model's own MTP module, DeepSeek-V3 family; draft: --draft MODEL)")
     p.add_argument("--k", type=integer(1, hi=16), default=None,
                    help="draft tokens per step with --spec, 1-16 (default: best at the batch)")
+    p.add_argument("--acceptance-length", type=number(1.0, 17.0), default=None,
+                   help="measured mean acceptance length with --spec and --k: tokens per verify step, the "
+                   "bonus token included, as vLLM's spec-decode metrics and SGLang's accept length print it, "
+                   "in [1, k + 1]")
+    p.add_argument("--alpha", type=number(0.0, 1.0, lo_open=True, hi_open=True), default=None,
+                   help="per-token acceptance probability with --spec, in (0, 1) (default: the lab's preset; "
+                   "servesim fit-alpha estimates it from engine telemetry)")
+    p.add_argument("--draft", default=None, metavar="MODEL",
+                   help="draft model with --spec draft (a catalog name, Hugging Face id or config.json); it "
+                   "must share the target's vocabulary")
     p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=0,
                    help="seed of the drawn lengths, send times and acceptances (default 0)")
     p.add_argument("--points", type=Path, default=None, metavar="FILE.csv",
@@ -250,7 +263,7 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
                          dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype") or "bf16",
                          engine=engine, dp=row.get("dp") or args.dp or 1, ep=row.get("ep") or args.ep or 1,
                          **settings)
-        out = predict(dep, bench, spec=args.spec, k=args.k, catalog=catalog, lengths=lengths)
+        out = predict(dep, bench, catalog=catalog, lengths=lengths, **_spec_args(args, row))
     if row.get("labels"):
         out = {**row["labels"], **out}
     if row.get("measured"):
@@ -281,8 +294,17 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                  ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1, **common)
     ln = LINKS["rdma"] if args.link is None else args.link
     return predict_disaggregated(pools["prefill"], get("prefill_workers") or 1, pools["decode"],
-                                 get("decode_workers") or 1, ln.bytes_per_s, bench, spec=args.spec,
-                                 catalog=catalog, lengths=lengths)
+                                 get("decode_workers") or 1, ln.bytes_per_s, bench, catalog=catalog,
+                                 lengths=lengths, **_spec_args(args, row))
+
+
+def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
+    """The speculation of a row (its spec, k, acceptance_length, alpha, draft columns) or the flags'."""
+    out = {}
+    for name in ("spec", "k", "acceptance_length", "alpha", "draft"):
+        v = row.get(name)
+        out[name] = v if v is not None else getattr(args, name, None)
+    return out
 
 
 def _require(args: argparse.Namespace, *names: str) -> None:

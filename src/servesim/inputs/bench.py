@@ -47,12 +47,13 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
     "max_prefill_tokens", "enable_mixed_chunk", "max_num_tokens", "max_batch_size", "enable_chunked_prefill",
     "no_async_scheduling", "disable_overlap_schedule", "disable_overlap_scheduler",
-    "mode", *POOL_COLUMNS,
+    "mode", *POOL_COLUMNS, "spec", "k", "acceptance_length", "alpha", "draft",
 )
 """Columns a points file may also have: the benchmark client's flags as ``vllm bench serve`` names them
 (``request_rate`` ``inf`` or empty: all at once; ``max_concurrency`` is ``concurrency``;
 ``random_input_len``/``random_output_len`` are ``isl``/``osl``), the engine's own flags, and ``mode``
-(``agg`` or ``disagg``) with the pools' shapes."""
+(``agg`` or ``disagg``) with the pools' shapes, and speculation (``spec`` a method or ``none``, ``k``, the
+measured ``acceptance_length`` or ``alpha``, a ``draft`` model)."""
 LABEL_COLUMNS: tuple[str, ...] = ("id", "source", "note")
 """Columns carried through to the output unread."""
 MEASURED_COLUMNS: tuple[str, ...] = (
@@ -70,6 +71,7 @@ _KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "co
           "enable_mixed_chunk": "bool", "max_num_tokens": "int", "max_batch_size": "int",
           "enable_chunked_prefill": "bool", "no_async_scheduling": "bool", "disable_overlap_schedule": "bool",
           "disable_overlap_scheduler": "bool", "mode": "mode", **dict.fromkeys(POOL_COLUMNS, "int"),
+          "k": "int", "acceptance_length": "float", "alpha": "float",
           **dict.fromkeys(MEASURED_COLUMNS, "float")}
 _ALIASES = {"random_input_len": "isl", "random_output_len": "osl", "max_concurrency": "concurrency",
             "request_rate": "rate"}

@@ -178,12 +178,56 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, fl
     return sm, shape, gpu.memory_bytes
 
 
+def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: int | None = None,
+                        alpha: float | None = None, acceptance_length: float | None = None,
+                        draft: str | None = None, catalog: Any = None,
+                        kv_max: int = 1) -> tuple[Any, dict[str, Any]]:
+    """The speculation ``spec`` on step model ``sm`` at a running ``batch``, with the acceptance as
+    given (a measured mean acceptance length at ``k``, or alpha) or the preset's, and its speedup
+    curve over the batch up to ``kv_max`` (where it stops paying)."""
+    from servesim._checks import check_real
+    from servesim.hardware.speculation import (
+        alpha_for_acceptance_length,
+        draft_model_for,
+        speedup_curve,
+    )
+
+    if spec == "mtp" and isinstance(sm, StepModel):
+        raise ParameterError("spec", spec, f"a method {sm.shape.name} has: it has no MTP module (DeepSeek-V3 "
+                             "family models do); use eagle3, eagle, medusa, ngram or a draft model")
+    if acceptance_length is not None and alpha is not None:
+        raise ParameterError("alpha", alpha, "left out when the acceptance length is given (one of the two)")
+    if acceptance_length is not None:
+        if k is None:
+            raise ParameterError("k", None, "the draft length the acceptance length was measured at (--k K "
+                                 "with --acceptance-length)")
+        a: float | None = alpha_for_acceptance_length(acceptance_length, k)
+        source = f"given: mean acceptance length {acceptance_length:g} at k = {k}"
+    elif alpha is not None:
+        a = check_real("alpha", alpha, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        source = f"given: alpha {alpha:g}"
+    else:
+        a, source = None, "preset (the lab's illustration, not a measurement)"
+    dm = draft_model_for(sm, spec, catalog, draft)
+    speculation, info = speculation_for(sm, spec, batch, context, k=k, draft=dm, alpha=a)
+    batches = [1]
+    while batches[-1] * 2 <= max(1, kv_max):
+        batches.append(batches[-1] * 2)
+    curve = speedup_curve(sm, spec, context, batches, k=k, alpha=speculation.alpha, draft=dm)
+    off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
+    return speculation, {"method": spec, **({"draft": draft} if draft else {}), "acceptance": source, **info,
+                         "speedup_by_batch": curve, "stops_paying_at_batch": off}
+
+
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
-            catalog: Any = None, lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+            catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
+            acceptance_length: float | None = None, draft: str | None = None) -> dict[str, Any]:
     """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON).
 
     ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
-    benchmark's client draws them."""
+    benchmark's client draws them.  ``spec`` (a method of
+    :data:`servesim.hardware.speculation.METHODS`) with ``k`` and the measured ``acceptance_length``
+    (or ``alpha``; else the lab's preset) and ``draft`` (a draft model) adds speculative decoding."""
     sm, shape, memory = build_step_model(dep, catalog)
     isl_mean, osl_mean = bench.mean_lengths()
     if not isinstance(sm, StepModel):  # windowed layers hold at most their window of a request
@@ -191,15 +235,16 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     cap = sm.kv_capacity_tokens(memory)
     per_request = bench.isl + bench.osl
     kv_max = min(sm.engine.max_num_seqs, cap // per_request)
-    spec_info: dict[str, float] | None = None
+    spec_info: dict[str, Any] | None = None
     speculation = None
-    if spec is not None and spec != "none" and not isinstance(sm, StepModel):
-        raise ParameterError("spec", spec, "none for a mixture-of-experts or MLA model: its draft and verify "
-                             "are not priced yet (MTP of the DeepSeek family comes with its own module)")
     if spec is not None and spec != "none":
         guess = bench.concurrency if bench.concurrency is not None else 8
-        speculation, spec_info = speculation_for(sm, spec, float(min(guess, max(1, kv_max))),
-                                                 isl_mean + osl_mean / 2, k=k, catalog=catalog)
+        speculation, spec_info = speculation_setting(
+            sm, spec, float(min(guess, max(1, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
+            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max)
+    elif any(x is not None for x in (alpha, acceptance_length, draft)):
+        raise ParameterError("spec", spec or "none", "a speculative method when alpha, an acceptance length "
+                             "or a draft model is given")
     stable, why = _stable_at_rate(sm, memory, bench)
     res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, lengths=lengths)
     gpus = dep.tp * dep.dp
@@ -303,8 +348,9 @@ def _pools_stable(psm: Any, wp: int, dsm: Any, kv_max: int, wd: int, rate: float
 
 def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Deployment, decode_workers: int,
                           link_bytes_per_s: float, bench: Benchmark, *, spec: str | None = None,
-                          catalog: Any = None,
-                          lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+                          catalog: Any = None, lengths: list[tuple[int, int]] | None = None,
+                          k: int | None = None, alpha: float | None = None,
+                          acceptance_length: float | None = None, draft: str | None = None) -> dict[str, Any]:
     """A disaggregated deployment under ``bench``: the engine loop of every worker of each pool
     (:func:`servesim.sim.disaggregation.run_disaggregated`), each pool with its own shape
     (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
@@ -328,16 +374,15 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
             sm.kv_context = max(1, round(isl_mean + osl_mean))
     if psm.engine.name != dsm.engine.name:  # pragma: no cover - one --engine for both pools
         raise ParameterError("engine", dsm.engine.name, f"{psm.engine.name}, as the prefill pool's")
-    speculation = None
-    if spec is not None and spec != "none":
-        if not isinstance(dsm, StepModel):
-            raise ParameterError("spec", spec, "none for a mixture-of-experts or MLA model: its draft and "
-                                 "verify are not priced yet")
-        guess = (bench.concurrency or 8) / decode_workers
-        speculation, _ = speculation_for(dsm, spec, float(max(1.0, guess)), isl_mean + osl_mean / 2,
-                                         catalog=catalog)
     dcap = dsm.kv_capacity_tokens(dmem)
     kv_max = min(dsm.engine.max_num_seqs, dcap // (bench.isl + bench.osl))
+    speculation = None
+    spec_info: dict[str, Any] | None = None
+    if spec is not None and spec != "none":
+        guess = (bench.concurrency or 8) / decode_workers
+        speculation, spec_info = speculation_setting(
+            dsm, spec, float(max(1.0, min(guess, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
+            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max)
     stable, why, share = True, "", 0.0
     if bench.rate_per_s is not None:
         stable, why, share = _pools_stable(psm, prefill_workers, dsm, kv_max, decode_workers,
@@ -381,15 +426,17 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                        f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
         "notes": list(res.notes),
     }
-    if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None:
+    if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None and \
+            speculation is None:  # the closed form's speculation is the lab's presets only
         from servesim.plan.capacity import disaggregated_at_load
 
         cf = disaggregated_at_load(psm, prefill_workers, dsm, dmem, decode_workers, link_bytes_per_s,
-                                   bench.rate_per_s, bench.isl, bench.osl, math.inf,
-                                   spec=None if spec in (None, "none") else spec)
+                                   bench.rate_per_s, bench.isl, bench.osl, math.inf)
         out["closed_form"] = {"mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
                               "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
                               "stable": cf.stable}
+    if spec_info is not None:
+        out["speculation"] = {"preset": spec, **spec_info}
     if not stable:
         for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
                     "median_tpot_ms", "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms",
