@@ -20,8 +20,9 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     from servesim.model.speculative import SPECDEC_PRESETS
 
     add_disagg_arguments(p, list(WORKLOAD_PRESETS))
-    p.add_argument("--spec", type=choice([*SPECDEC_PRESETS, "none"], "speculative preset"), default="mtp",
-                   help="speculative preset to consider on each pool, or none (default mtp)")
+    p.add_argument("--spec", type=choice([*SPECDEC_PRESETS, "none"], "speculative preset"), default=None,
+                   help="speculative preset to consider on each pool, or none (default: mtp for the lab's "
+                   "node plan; none with --model, where speculation runs only where asked for)")
     p.add_argument("--k-max", type=integer(1, hi=64), default=8,
                    help="largest draft length tried, 1-64 (default 8)")
     p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9, metavar="FRACTION",
@@ -101,7 +102,7 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         nodes=args.nodes,
         beta=beta,
         attainment_target=args.attainment,
-        speculation=None if args.spec == "none" else SPECDEC_PRESETS[args.spec],
+        speculation=None if args.spec == "none" else SPECDEC_PRESETS[args.spec or "mtp"],
         k_max=args.k_max,
     )
     if args.target_rate is not None:
@@ -161,7 +162,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         isl=args.isl or wl.prompt_tokens, osl=args.osl or wl.output_tokens,
         slo_ttft_s=args.slo_ttft_s or wl.slo_ttft_s, slo_tpot_s=args.slo_tpot_s or wl.slo_tpot_s,
         attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
-        spec=None if args.spec == "none" else args.spec, engine=args.engine,
+        spec=None if args.spec in (None, "none") else args.spec, engine=args.engine,
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
@@ -277,7 +278,7 @@ def _report_rest(args: argparse.Namespace, p: Any, plan_data: dict[str, Any], ba
             best = plan_one(replace(req, workload=mix), with_sensitivity=False).ranked[0]
             row["with_speculation"] = {"label": best.label, "goodput_rps": best.goodput_rps}
     bar.advance()
-    spec = specdec_summary(preset=args.spec if args.spec != "none" else "mtp")
+    spec = specdec_summary(preset=args.spec if args.spec not in (None, "none") else "mtp")
     bar.advance()
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     biases = _report_biases(args.seed)

@@ -395,13 +395,29 @@ def _engine(args: argparse.Namespace) -> Output:
                               Deployment(args.model, args.gpu, args.decode_tp or args.tp, **common),
                               prefill_workers=args.prefill_workers, decode_workers=args.decode_workers,
                               link_bytes_per_s=ln.bytes_per_s, shared_link=args.shared_link, **run)
-    return _engine_output(data)
+    return _engine_output(data, timing=not args.no_timing)
 
 
-def _engine_output(data: dict[str, Any]) -> Output:
+WALL_CLOCK_KEYS = ("wall_ms", "sim_wall_ms", "sim_wall_s", "sim_requests_per_s")
+"""Figures that depend on the machine's speed, not on the inputs (left out under --no-timing)."""
+
+
+def _engine_output(data: dict[str, Any], *, timing: bool = True) -> Output:
     from servesim.render.predict import engine_sim_text
 
+    if not timing:
+        data = _without_timing(data)
+
     return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
+
+
+def _without_timing(d: Any) -> Any:
+    """``d`` with every wall-clock figure removed, at any depth."""
+    if isinstance(d, dict):
+        return {k: _without_timing(v) for k, v in d.items() if k not in WALL_CLOCK_KEYS}
+    if isinstance(d, list):
+        return [_without_timing(v) for v in d]
+    return d
 
 
 def _engine_trace(args: argparse.Namespace) -> Output:
@@ -424,7 +440,7 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "bf16", args.kv_dtype, args.engine)
     data = engine_trace_summary(dep, arr, lengths, replicas=args.replicas, seed=args.seed,
                                 slo_ttft_s=args.slo_ttft_s, trace=str(args.trace), catalog=cat)
-    return _engine_output(data)
+    return _engine_output(data, timing=not args.no_timing)
 
 
 def _replay(args: argparse.Namespace) -> Output:

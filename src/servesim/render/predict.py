@@ -22,8 +22,13 @@ def engine_sim_text(d: dict[str, Any]) -> str:
              f"  {'p99 TTFT ms':<22}{_f(d['p99_ttft_ms']):>12}{_f(cf['p99_ttft_ms']):>13}",
              f"  {'mean TPOT ms':<22}{_f(d['mean_tpot_ms'], 2):>12}{_f(cf['mean_tpot_ms'], 2):>13}",
              f"  {'decode batch':<22}{_f(d['decode_batch']):>12}{_f(cf['decode_batch']):>13}",
-             f"  output {_f(d['output_throughput'])} tok/s (simulated; its speed, sim_requests_per_s, is in "
-             "the JSON)"]
+             f"  output {_f(d['output_throughput'])} tok/s (simulated"
+             + ("; its speed, sim_requests_per_s, is in the JSON)" if "sim_requests_per_s" in d else ")")]
+    gaps = [f"{name} {100 * (cf[key] - d[key]) / d[key]:+.0f}%" for name, key in
+            (("mean TTFT", "mean_ttft_ms"), ("mean TPOT", "mean_tpot_ms"))
+            if cf.get("stable") and cf.get(key) and d.get(key)]
+    if gaps:
+        lines.append(f"  the closed form is off the engine loop (the reference) by {', '.join(gaps)}")
     if not cf["stable"]:
         lines.append(f"  the closed form calls this rate unstable ({cf['reason']}): "
                      "the finite run's queue grows")
