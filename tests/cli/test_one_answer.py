@@ -39,7 +39,7 @@ def test_no_timing_leaves_no_wall_clock_field():
 
 
 def test_a_model_plan_runs_no_speculation_unless_asked():
-    out = json.loads(_fresh(["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl", "512",
-                             "--osl", "128", "--slo-ttft-ms", "500", "--slo-tpot-ms", "40", "--format", "json"],
-                            "0"))
+    out = json.loads(_fresh(["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl",
+                             "512", "--osl", "128", "--slo-ttft-ms", "500", "--slo-tpot-ms", "40", "--format",
+                             "json"], "0"))
     assert out["ranked"] and all(r["speculative_k"] == 0 for r in out["ranked"])
