@@ -101,7 +101,8 @@ def test_capacity_meets_the_slos_and_one_more_step_does_not(node70):
 def test_capacity_is_monotone_in_gpus():
     rates = []
     for gpus in (4, 8, 16):
-        d = capacity_plan(PlanQuestion("llama-3-8b", "h100-sxm", gpus, ISL, OSL, 1.0, 0.03))
+        # The closed-form screen (the engine model's confirmation is tested in test_plan_confirmed).
+        d = capacity_plan(PlanQuestion("llama-3-8b", "h100-sxm", gpus, ISL, OSL, 1.0, 0.03, confirm=False))
         best = max(r["max_rate_rps"] for r in d["ranked"])
         assert all(r["gpus"] <= gpus for r in d["ranked"])
         rates.append(best)
@@ -110,7 +111,7 @@ def test_capacity_is_monotone_in_gpus():
 
 
 def test_plan_ranks_by_goodput_per_gpu_and_the_front_is_not_dominated():
-    d = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="mtp"))
+    d = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="eagle3"))
     per_gpu = [r["output_throughput_per_gpu"] for r in d["ranked"]]
     assert per_gpu == sorted(per_gpu, reverse=True)
     for r in d["ranked"]:
@@ -126,7 +127,7 @@ def test_plan_ranks_by_goodput_per_gpu_and_the_front_is_not_dominated():
     for p in front:
         assert not any(o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
                        and o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"] for o in front)
-    safe = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="mtp",
+    safe = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="eagle3",
                                       hazards=False))
     assert all(r["speculation"] == "none" and not r["hazards"] for r in safe["ranked"])
 

@@ -35,7 +35,8 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-rate", type=number(1e-6, 1e6), default=None,
                    help="plan for this rate (req/s) on the smallest fleet that meets the target")
     p.add_argument("--top", type=integer(1, hi=10_000), default=10,
-                   help="how many ranked deployments to show, 1-10,000 (default 10)")
+                   help="how many ranked deployments to show, 1-10,000 (default 10); with --model, the "
+                   "first 100 of them are confirmed by the engine model (about 0.3 s each)")
     p.add_argument("--jobs", type=integer(1, hi=256), default=1,
                    help="local processes for the sweeps, 1-256 (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -146,6 +147,10 @@ def _capacity(args: argparse.Namespace) -> Output:
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
     from servesim.render.capacity import capacity_text
 
+    if getattr(args, "rate", None) is not None:
+        raise InputError(f"--rate {args.rate:g}: a capacity plan finds each deployment's largest rate "
+                         "itself; "
+                         "give --target-rate R for the fewest GPUs that sustain R req/s")
     if args.model is None or args.gpu is None:
         raise InputError("--gpus plans on measured kernels: give --model and --gpu too, e.g. "
                          "--model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16")
@@ -164,6 +169,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
         spec=None if args.spec in (None, "none") else args.spec, engine=args.engine,
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
+        confirm_top=min(args.top, 100),
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]

@@ -197,7 +197,9 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
         why = ("prefill fills every step" if phi >= 1.0 else
                f"the decode batch would exceed the {b_max:.0f} sequences that fit (KV cache or slots)")
         return Decode(False, math.nan, math.nan, phi, 0, math.nan, k, why)
-    for _ in range(50):
+    for _ in range(50):  # to 1e-7 of the batch (a few dozen steps; the step time is smooth in it)
+        if hi - lo <= 1e-7 * hi:
+            break
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
     t, phi, c, tc = mean_step(hi)

@@ -130,7 +130,24 @@ def moe_dtype(user: str, arch: Any, gpu: str) -> str:
     return user
 
 
+_BUILT: dict[Deployment, tuple[Any, Any, float]] = {}
+"""Step models built for the shipped catalog, by deployment (a plan confirms one at many rates)."""
+
+
 def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
+    """The step model of ``dep``, the model's shape and each GPU's memory in bytes (built once per
+    deployment for the shipped catalog)."""
+    if catalog is not None:
+        return _build_step_model(dep, catalog)
+    hit = _BUILT.get(dep)
+    if hit is None:
+        if len(_BUILT) >= 256:
+            _BUILT.clear()
+        hit = _BUILT[dep] = _build_step_model(dep, None)
+    return hit
+
+
+def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes.
 
     A mixture-of-experts or MLA model (:mod:`servesim.hardware.architectures`) gets the
@@ -221,7 +238,8 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
 
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
             catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
-            acceptance_length: float | None = None, draft: str | None = None) -> dict[str, Any]:
+            acceptance_length: float | None = None, draft: str | None = None,
+            slo_ttft_s: float | None = None) -> dict[str, Any]:
     """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON).
 
     ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
@@ -293,6 +311,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     }
     if spec_info is not None:
         out["speculation"] = {"preset": spec, **spec_info}
+    if slo_ttft_s is not None:
+        out["ttft_slo_attainment"] = _attainment(res.ttfts_s, slo_ttft_s) if stable else 0.0
     if not stable:  # the queue grows without bound: the finite run's times mean nothing
         out["unstable_reason"] = why
         for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
@@ -350,7 +370,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                           link_bytes_per_s: float, bench: Benchmark, *, spec: str | None = None,
                           catalog: Any = None, lengths: list[tuple[int, int]] | None = None,
                           k: int | None = None, alpha: float | None = None,
-                          acceptance_length: float | None = None, draft: str | None = None) -> dict[str, Any]:
+                          acceptance_length: float | None = None, draft: str | None = None,
+                          slo_ttft_s: float | None = None) -> dict[str, Any]:
     """A disaggregated deployment under ``bench``: the engine loop of every worker of each pool
     (:func:`servesim.sim.disaggregation.run_disaggregated`), each pool with its own shape
     (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
@@ -437,6 +458,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                               "stable": cf.stable}
     if spec_info is not None:
         out["speculation"] = {"preset": spec, **spec_info}
+    if slo_ttft_s is not None:
+        out["ttft_slo_attainment"] = _attainment(res.ttfts_s, slo_ttft_s) if stable else 0.0
     if not stable:
         for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
                     "median_tpot_ms", "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms",
@@ -449,6 +472,11 @@ def _pool_error(exc: ParameterError, pool: str) -> ParameterError:
     """``exc`` of one pool's deployment, naming the pool's flag (``--decode-tp`` for ``tp``)."""
     name = exc.name if exc.name not in ("tp", "dp", "ep", "dtype") else f"{pool}_{exc.name}"
     return ParameterError(name, exc.value, exc.valid)
+
+
+def _attainment(ttfts: tuple[float, ...], slo_s: float) -> float:
+    """Share of the measured requests whose TTFT met ``slo_s``."""
+    return sum(1 for t in ttfts if t <= slo_s) / len(ttfts) if ttfts else 0.0
 
 
 def _ms(x: float) -> float | None:

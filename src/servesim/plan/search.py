@@ -90,6 +90,8 @@ class PlanQuestion:
     chunks: tuple[int, ...] = ()  # () = the engine's budget and 2048
     hazards: bool = True
     target_rate_per_s: float | None = None  # plan the fewest GPUs for this rate (``gpus`` is then a cap)
+    confirm: bool = True  # confirm the printed rows by the engine model (servesim.plan.confirm)
+    confirm_top: int = 10  # how many of the closed form's best rows are confirmed (and printed)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, lo=1, hi=4096)
@@ -114,6 +116,26 @@ def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
 
 def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out."""
+    from dataclasses import replace
+
+    out = _screen(replace(q, confirm=False), catalog)
+    if q.confirm:
+        out["ranked"], out["pareto"] = _confirmed(out["ranked"], q, out["gpu"], catalog)
+        out.update(_confirmed_note(q, len(out["ranked"])))
+    return out
+
+
+def _confirmed_note(q: PlanQuestion, n: int) -> dict[str, Any]:
+    return {"confirmed": n,
+            "step_model": ("closed form at load screens every deployment; the engine model (predict --rate) "
+                           f"confirms the best {q.confirm_top}: the rows and the front are its figures")}
+
+
+def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
+    """Every deployment priced by the closed form at load, ranked (the plan before confirmation)."""
+    if q.spec == "mtp":
+        raise ParameterError("spec", q.spec, "a method the model has: a dense model has no MTP module (use "
+                             "eagle3, medusa, small-draft or none)")
     shape = dense_shape(q.model, catalog)
     gspec = resolve_gpu(q.gpu, catalog)
     gname = canonical_gpu(q.gpu, catalog)
@@ -201,7 +223,7 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
             if psm is None:
                 continue
             xfer = _kv_bytes(psm, q.isl) / q.link_bytes_per_s
-            for pw in range(1, q.gpus // ptp):
+            for pw in _prefill_counts(psm, ptp, q, xfer):
                 left = q.gpus - pw * ptp
                 lam_p = _prefill_capacity(psm, pw, q, xfer)
                 if lam_p <= 0:
@@ -234,6 +256,7 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     else:  # the fewest GPUs for the rate; then the most headroom
         rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated",
                                  -(r["tokens_per_s_per_user"] or 0.0)))
+    screened = len(rows)
     pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
     return {
         "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
@@ -241,7 +264,7 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "engine": q.engine, "kv_dtype": q.kv_dtype, "link": q.link_name,
         "link_GBps": q.link_bytes_per_s / 1e9,
         "usd_per_gpu_hour": price, "price_source": price_source,
-        "searched": len(rows), "ranked": rows, "pareto": pareto,
+        "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
         "target_rate_rps": q.target_rate_per_s,
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
         "hazards": HAZARDS if q.hazards else {},
@@ -252,7 +275,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None) ->
     """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
     from dataclasses import replace
 
-    plans = [capacity_plan(replace(q, gpu=g), catalog) for g in gpus]
+    plans = [_screen(replace(q, gpu=g, confirm=False), catalog) for g in gpus]
     out = dict(plans[0])
     rows = [r for p in plans for r in p["ranked"]]
     if q.target_rate_per_s is None:
@@ -260,18 +283,88 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None) ->
                                  -(r["tokens_per_s_per_user"] or 0.0)))
     else:
         rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated"))
-    pts = [p for pl in plans for p in pl["pareto"]]
+    if q.confirm:
+        rows, front = _confirmed(rows, q, "", catalog)
+    else:
+        front = _front([p for pl in plans for p in pl["pareto"]])
+    out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front,
+                "searched": sum(p["searched"] for p in plans),
+                "usd_per_gpu_hour": {p["gpu"]: p["usd_per_gpu_hour"] for p in plans},
+                "price_source": {p["gpu"]: p["price_source"] for p in plans}})
+    if q.confirm:
+        out.update(_confirmed_note(q, len(rows)))
+    return out
+
+
+def _sort_rows(rows: list[dict[str, Any]], q: PlanQuestion) -> None:
+    if q.target_rate_per_s is None:
+        rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
+                                 -(r["tokens_per_s_per_user"] or 0.0)))
+    else:
+        rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated",
+                                 -(r["tokens_per_s_per_user"] or 0.0)))
+
+
+def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog: Any
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The closed form's best rows confirmed by the engine model (:mod:`servesim.plan.confirm`), ranked
+    again, and the Pareto front of their engine-model operating points (1, 1/2, 1/4, 1/8 of each
+    confirmed rate)."""
+    import os
+
+    from servesim.sim.parallel import map_tasks
+
+    jobs = max(1, min(2, os.cpu_count() or 1, q.confirm_top))
+    tasks = [(r, q, r.get("gpu") or gname, catalog) for r in rows[:max(1, q.confirm_top)]]
+    done = map_tasks(_confirm_task, tasks, jobs=jobs)
+    out: list[dict[str, Any]] = []
+    pts: list[dict[str, Any]] = []
+    for c, points in done:
+        if c is None:
+            continue
+        out.append(c)
+        pts += points
+    _sort_rows(out, q)
+    return out, _front(pts)
+
+
+def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Any
+                  ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """One row confirmed and its operating points (a task of its own: rows confirm in parallel)."""
+    from servesim.plan.confirm import confirm_row, operating_point
+
+    c = confirm_row(row, q, gname, catalog)
+    if c is None or c["max_rate_rps"] <= 0:
+        return None, []
+    if q.target_rate_per_s is not None and c["max_rate_rps"] < q.target_rate_per_s * (1 - 1e-9):
+        return None, []  # the engine model does not sustain the target with these GPUs
+    pts = [{"gpu": gname, **_brief(c), "rate_rps": c["max_rate_rps"],
+            "output_throughput_per_gpu": c["output_throughput_per_gpu"],
+            "tokens_per_s_per_user": c["tokens_per_s_per_user"] or 0.0}]
+    for frac in (0.5, 0.25, 0.125):
+        rate = c["max_rate_rps"] * frac
+        d = operating_point(c, q, gname, rate, catalog)
+        if d["stable"] and d["mean_tpot_ms"]:
+            pts.append({"gpu": gname, **_brief(c), "rate_rps": rate,
+                        "output_throughput_per_gpu": rate * q.osl / c["gpus"],
+                        "tokens_per_s_per_user": 1e3 / d["mean_tpot_ms"]})
+    return c, pts
+
+
+def _front(pts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points no other beats on both output tok/s per GPU and tok/s per user, best first."""
     front = [p for p in pts if not any(
         o["output_throughput_per_gpu"] >= p["output_throughput_per_gpu"]
         and o["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
         and (o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
              or o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"]) for o in pts)]
     front.sort(key=lambda p: -p["output_throughput_per_gpu"])
-    out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front,
-                "searched": sum(p["searched"] for p in plans),
-                "usd_per_gpu_hour": {p["gpu"]: p["usd_per_gpu_hour"] for p in plans},
-                "price_source": {p["gpu"]: p["price_source"] for p in plans}})
-    return out
+    uniq: list[dict[str, Any]] = []
+    for p in front:
+        if not uniq or (p["output_throughput_per_gpu"], p["tokens_per_s_per_user"]) != (
+                uniq[-1]["output_throughput_per_gpu"], uniq[-1]["tokens_per_s_per_user"]):
+            uniq.append(p)
+    return uniq
 
 
 def _distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -285,6 +378,23 @@ def _distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add(key)
             out.append(r)
     return out
+
+
+def _prefill_counts(psm: StepModel, ptp: int, q: PlanQuestion, xfer: float) -> range:
+    """Prefill worker counts to try: every count within the budget; for a target rate, the fewest that
+    sustain it (a pool's capacity grows with its workers: bisection) and the next three (more prefill
+    workers only shorten TTFT, and the ranking takes the fewest GPUs first)."""
+    top = q.gpus // ptp - 1
+    if q.target_rate_per_s is None or top < 1:
+        return range(1, top + 1)
+    target = q.target_rate_per_s
+    if _prefill_capacity(psm, top, q, xfer) < target:
+        return range(0)
+    lo, hi = 0, top  # capacity(lo) < target <= capacity(hi), with capacity(0) = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _prefill_capacity(psm, mid, q, xfer) >= target else (mid, hi)
+    return range(hi, min(hi + 4, top + 1))
 
 
 def _prefill_capacity(psm: StepModel, workers: int, q: PlanQuestion, xfer: float) -> float:

@@ -7,12 +7,14 @@ from typing import Any
 __all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto"]
 
 
-def _shape(r: dict[str, Any], with_gpu: bool = False) -> str:
+def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool = False) -> str:
+    """A deployment's pools; ``budget`` adds its step token budget (where rows differ in it)."""
     if with_gpu:
-        return f"{r['gpu']}: {_shape(r)}"
+        return f"{r['gpu']}: {_shape(r, budget=budget)}"
     p, d = r["prefill"], r["decode"]
     if r["architecture"] == "colocated":
-        return f"{d['workers']} x TP{d['tp']} {d['dtype']}"
+        tail = f" b{r['max_num_batched_tokens']}" if budget and r.get("max_num_batched_tokens") else ""
+        return f"{d['workers']} x TP{d['tp']} {d['dtype']}{tail}"
     if p["dtype"] == d["dtype"]:
         return f"{p['workers']}xTP{p['tp']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
     return f"{p['workers']}xTP{p['tp']} {p['dtype']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
@@ -32,8 +34,14 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
                  "JSON)" if d["usd_per_gpu_hour"] else "no GPU-hour price in the catalog")
     goal = (f"the fewest GPUs for {d['target_rate_rps']:g} req/s (up to {d['gpus_budget']})"
             if d.get("target_rate_rps") else f"up to {d['gpus_budget']}")
-    how = (", ranked by GPUs; req/s is each one's capacity, TTFT and TPOT at the target"
-           if d.get("target_rate_rps") else ", each at the largest rate it sustains")
+    confirmed = bool(d.get("confirmed"))
+    if d.get("target_rate_rps"):
+        how = (", ranked by GPUs; req/s is each one's capacity" + (", TTFT and TPOT there" if confirmed else
+                                                                  ", TTFT and TPOT at the target"))
+    else:
+        how = ", each at the largest rate it sustains"
+    if confirmed:
+        how = f" screened; the best {d['confirmed']} confirmed by the engine model{how}"
     out = [f"CAPACITY PLAN  {d['model']} on {goal} x {d['gpu']}, {d['engine']}, "
            f"{d['isl']}/{d['osl']} tokens",
            f"  SLOs: TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, "
@@ -41,9 +49,12 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
            f"({d['link_GBps']:g} GB/s)",
            f"  {d['searched']} deployments{how}; {price}", ""]
     several = "," in d["gpu"]
+    shown = d["ranked"][:top]
+    labels = [_shape(r, several) for r in shown]
+    budget = len(set(labels)) < len(labels)  # rows alike but for the step budget: show it
     rows = []
-    for i, r in enumerate(d["ranked"][:top], start=1):
-        rows.append([str(i), r["architecture"][:5], _shape(r, several), str(r["gpus"]),
+    for i, r in enumerate(shown, start=1):
+        rows.append([str(i), r["architecture"][:5], _shape(r, several, budget), str(r["gpus"]),
                      _n(r["max_rate_rps"], 2),
                      _n(r["output_throughput_per_gpu"]), _n(r["tokens_per_s_per_user"], 1),
                      _n(r["mean_ttft_ms"]), _n(r["mean_tpot_ms"], 1),
@@ -59,7 +70,7 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     out += ["", "PARETO FRONT  output tok/s per GPU against tok/s per user (each deployment at 1, 1/2, 1/4, "
             "1/8 of its capacity)"]
     rows = [[_n(p["output_throughput_per_gpu"]), _n(p["tokens_per_s_per_user"], 1), _n(p["rate_rps"], 2),
-             p["architecture"][:5], _shape(p, several),
+             p["architecture"][:5], _shape(p, several, budget),
              "-" if p["speculation"] == "none" else p["speculation"]] for p in d["pareto"]]
     out.append(table(["tok/s/GPU", "tok/s/user", "req/s", "arch", "pools", "spec"], rows))
     out.append(f"  model: {d['step_model']}")

@@ -142,6 +142,7 @@ class BenchResult:
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     scheduler: dict[str, Any] = field(default_factory=dict)
+    ttfts_s: tuple[float, ...] = ()  # every measured request's TTFT, in send order of their first tokens
     requests: tuple[tuple[int, float, float, float], ...] = ()
     """With ``keep_requests``: (index, sent, first token, last token) of every request, in finishing
     order (times in seconds from the run's start; the index is the request's place in send order)."""
@@ -306,27 +307,33 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     measured_done = out_tokens = in_tokens = 0
     measured = True
     notes: dict[str, None] = {}
-    prices: dict[tuple[object, ...], float] = {}
+    # Step prices are shared by every run on the same step model (a plan's confirmation runs one
+    # deployment at many rates): keyed on what the price depends on, bounded in size.
+    prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
+    kv_key = (pos, getattr(model, "kv_context", None))
     gaps: dict[float, float] = {}  # gap between a sequence's tokens (a step's time) -> tokens with it
     kept: list[tuple[int, float, float, float]] = []
 
     def price(b: float, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
         """The step's time; ``chunks`` are (tokens, cached context, samples).  Contexts are rounded
         to 7 significant bits (within 1.6%) so that recurring steps are priced once."""
-        key = (b, _q(ctx), *[(q, _q(c), x) for q, c, x in chunks]) if chunks else (b, _q(ctx))
-        dt = prices.get(key)
-        if dt is None:
-            nonlocal measured
+        nonlocal measured
+        key = (kv_key, b, _q(ctx), *[(q, _q(c), x) for q, c, x in chunks]) if chunks else (kv_key, b, _q(ctx))
+        hit = prices.get(key)
+        if hit is None:
             st = model.step(b, _q(ctx), tuple(Chunk(q, _q(c), 1, x) for q, c, x in chunks),
                             pos if b > 0 else 1, bound=False)
-            if not st.measured:
-                measured = False
-                for n in st.notes:
-                    notes[n] = None
-            dt = st.total_s
-            if spec is not None and b > 0:
-                dt += spec.k * spec.draft_step_s
-            prices[key] = dt
+            hit = (st.total_s, st.measured, st.notes)
+            if len(prices) >= _PRICE_CACHE_MAX:
+                prices.clear()
+            prices[key] = hit
+        dt, ok, why = hit
+        if not ok:
+            measured = False
+            for n in why:
+                notes[n] = None
+        if spec is not None and b > 0:
+            dt += spec.k * spec.draft_step_s
         return dt
 
     def first_token(r: Request, overhead: float) -> None:
@@ -440,8 +447,21 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         measured=measured, notes=tuple(notes), std_ttft_s=_std(ttfts), std_tpot_s=_std(tpots),
         median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
         total_input_tokens=in_tokens, total_output_tokens=out_tokens, scheduler=policy.describe(),
-        requests=tuple(kept),
+        ttfts_s=tuple(ttfts), requests=tuple(kept),
     )
+
+
+_PRICE_CACHE_MAX = 200_000
+"""Most step prices kept per step model (about 40 MB); the cache starts afresh past it."""
+
+
+def _shared_prices(model: Any) -> dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]]:
+    """The step-price cache that travels with ``model`` (created on first use)."""
+    cache = getattr(model, "_engine_step_prices", None)
+    if cache is None:
+        cache = {}
+        model._engine_step_prices = cache
+    return cache
 
 
 def _arrivals(bench: Benchmark) -> list[float]:

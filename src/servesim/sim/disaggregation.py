@@ -98,6 +98,7 @@ class DisaggResult:
     rounds: int  # fixed-point rounds (1: open loop)
     measured: bool
     notes: tuple[str, ...] = field(default=())
+    ttfts_s: tuple[float, ...] = field(default=())  # every measured request's TTFT, by index
     prefill_scheduler: dict[str, Any] = field(default_factory=dict)
     decode_scheduler: dict[str, Any] = field(default_factory=dict)
 
@@ -210,7 +211,7 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
         decode_batch=(sum(r.decode_batch * r.duration_s for r in dec_res) / dec_time) if dec_time else 0.0,
         prefill_busy=min(1.0, sum(unloaded) / (prefill.workers * duration)),
         preemptions=sum(r.preemptions for r in (*pre_res, *dec_res)), rounds=rounds,
-        measured=all(r.measured for r in (*pre_res, *dec_res)), notes=notes,
+        measured=all(r.measured for r in (*pre_res, *dec_res)), notes=notes, ttfts_s=tuple(ttfts),
         prefill_scheduler=pre_res[0].scheduler if pre_res else {},
         decode_scheduler=dec_res[0].scheduler if dec_res else {},
     )

@@ -1,0 +1,68 @@
+"""Every row the plan prints is what the engine model (predict --rate) says of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servesim.cli.main import main
+
+PLAN = ["plan", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "8", "--isl", "2000", "--osl", "300",
+        "--slo-ttft-ms", "800", "--slo-tpot-ms", "50", "--format", "json"]
+
+
+def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(list(args)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _predict(capsys: pytest.CaptureFixture[str], r: dict) -> dict:
+    p, d = r["prefill"], r["decode"]
+    base = ["predict", "--model", "llama-3-70b", "--gpu", r["gpu"], "--isl", "2000", "--osl", "300",
+            "--max-num-batched-tokens", str(r["max_num_batched_tokens"]), "--format", "json"]
+    if r["architecture"] == "colocated":  # one replica at its share of the rate
+        return _json(capsys, *base, "--tp", str(d["tp"]), "--dtype", d["dtype"], "--rate",
+                     repr(r["max_rate_rps"] / d["workers"]))
+    if p["dtype"] != d["dtype"]:
+        pytest.skip("predict --mode disagg takes one --dtype for both pools")
+    return _json(capsys, *base, "--mode", "disagg", "--dtype", d["dtype"], "--prefill-tp", str(p["tp"]),
+                 "--prefill-workers", str(p["workers"]), "--decode-tp", str(d["tp"]),
+                 "--decode-workers", str(d["workers"]), "--rate", repr(r["max_rate_rps"]))
+
+
+def test_every_printed_row_is_predict_at_its_rate_and_meets_the_slos(capsys):
+    plan = _json(capsys, *PLAN)
+    rows = plan["ranked"]
+    assert rows and plan["confirmed"] == len(rows)
+    checked = 0
+    for r in rows:
+        assert r["mean_tpot_ms"] <= 50 and r["ttft_attainment"] >= 0.9
+        if r["architecture"] != "colocated" and r["prefill"]["dtype"] != r["decode"]["dtype"]:
+            continue
+        got = _predict(capsys, r)
+        assert got["stable"]
+        assert got["mean_tpot_ms"] == pytest.approx(r["mean_tpot_ms"], rel=0.05)
+        assert got["mean_ttft_ms"] == pytest.approx(r["mean_ttft_ms"], rel=0.05)
+        checked += 1
+    assert checked >= 5
+    # Ranked by goodput per GPU, best first.
+    per_gpu = [r["output_throughput_per_gpu"] for r in rows]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+
+
+def test_the_front_is_not_dominated_and_rows_alike_show_their_budget(capsys):
+    plan = _json(capsys, *PLAN)
+    front = plan["pareto"]
+    for p in front:
+        assert not any(o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
+                       and o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"] for o in front)
+    assert main([*PLAN[:-2]]) == 0
+    text = capsys.readouterr().out
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith(("1 ", "2 ", "3 ", "4 ", "5 "))]
+    assert len(set(ln.split()[2:7].__str__() for ln in lines)) == len(lines)  # no two rows look alike
+
+
+def test_rate_with_a_capacity_plan_is_refused(capsys):
+    assert main([*PLAN, "--rate", "5"]) == 2
+    assert "--target-rate" in capsys.readouterr().err
