@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
-__all__ = ["InputError", "ParameterError", "check_int", "check_real"]
+__all__ = ["InputError", "OutputError", "ParameterError", "check_int", "check_real"]
 
 
 class ParameterError(ValueError):
@@ -21,6 +21,12 @@ class ParameterError(ValueError):
         self.value = value
         self.valid = valid
         super().__init__(f"{name}={value!r} is invalid: must be {valid}")
+
+
+class OutputError(RuntimeError):
+    """A result could not be written (a full disk, a file-size limit): a runtime failure, exit 1.
+
+    The message names the file; nothing partial is left where it was to go."""
 
 
 class InputError(ValueError):

@@ -55,6 +55,7 @@ __all__ = [
     "parse_json",
     "parse_number",
     "parse_toml",
+    "path_kind",
     "read_text",
     "shown",
     "table_at",
@@ -75,6 +76,45 @@ _MAX_DIGITS = 30
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def save_through_temp(path: str | Path, write: Any, what: str = "file") -> Path:
+    """``write(tmp)`` a file beside ``path``, give it the user's usual mode and rename it over ``path``:
+    the file appears whole or not at all.  A failed write (a full disk, a file-size limit) removes the
+    temporary file and raises :class:`~servesim._checks.OutputError` naming ``path``."""
+    import os
+    import tempfile
+
+    from servesim._checks import OutputError
+
+    p = Path(path)
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.",
+                                   suffix=p.suffix)
+        os.close(fd)
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the file gets what open() would give
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise OutputError(f"cannot write the {what} {str(p)!r}: {exc.strerror or exc} (nothing was written "
+                          "there)") from None
+    finally:
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+    return p
+
+
+def path_kind(text: str | Path) -> str:
+    """``"file"``, ``"dir"`` or ``""`` (nothing there, or a name no file system takes: too long, a NUL
+    byte): what a name that may or may not be a path names, without raising."""
+    try:
+        p = Path(text).expanduser()
+        return "file" if p.is_file() else "dir" if p.is_dir() else ""
+    except (OSError, ValueError):
+        return ""
 
 
 def _label(path: Path, what: str, label: str | None) -> str:

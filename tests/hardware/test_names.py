@@ -430,7 +430,7 @@ def test_gpu_aliases(alias, name):
     assert resolve_gpu(alias) is CAT.gpu(name)
 
 
-@pytest.mark.parametrize(("alias", "close"), [("h100-pcie", "h100-sxm"), ("a100-40gb", "a100-80gb"),
+@pytest.mark.parametrize(("alias", "close"), [("h100-sxn", "h100-sxm"), ("a100-40gb", "a100-80gb"),
                                               ("h300", "h200"), ("mi300", "mi300x")])
 def test_unknown_gpus_list_close_matches(alias, close):
     with pytest.raises(ParameterError) as info:

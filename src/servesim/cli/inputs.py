@@ -263,6 +263,14 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
     from servesim.inputs.telemetry import counters_from_value, fit_alpha, read_counters
     from servesim.inputs.traces import InputError
 
+    if args.target is not None or args.gpu is not None:  # names first: before any file is read
+        from servesim.hardware.catalog import builtin_catalog
+
+        cat = builtin_catalog()
+        for flag, value, table in (("--target", args.target, cat.models), ("--gpu", args.gpu, cat.gpus)):
+            if value is not None and value not in table:
+                kind = "model" if flag == "--target" else "GPU"
+                raise InputError(f"{flag} {value!r}: not a catalog {kind}; one of {', '.join(sorted(table))}")
     if args.value is not None:
         if args.files:
             raise InputError("give either scrape files or --value, not both")

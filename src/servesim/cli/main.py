@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from servesim._catalogfile import CatalogError
-from servesim._checks import InputError, ParameterError
+from servesim._checks import InputError, OutputError, ParameterError
 from servesim._version import __version__
 from servesim.cli.args import Output, Parser
 from servesim.cli.common import resolve_link_name
@@ -95,9 +95,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _unrecognized(parser: Any, command: str | None, extra: list[str]) -> None:
+    """Exit 2 naming the command, the arguments it does not take and the closest flags it does."""
+    import difflib
+
+    sub = parser
+    for action in parser._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and command in choices:
+            sub = choices[command]
+    known = sorted(o for o in sub._option_string_actions if o.startswith("--") and o != "--help")
+    hints = []
+    for x in extra:
+        flag = x.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=2, cutoff=0.6) if flag.startswith("-") else []
+        hints.append(f"{x} (did you mean {' or '.join(close)}?)" if close else x)
+    sub.error(f"unrecognized argument{'s' if len(extra) > 1 else ''}: {', '.join(hints)}; "
+              f"see servesim {command or ''} --help".replace("  ", " "))
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unrecognized(parser, getattr(args, "command", None), extra)
     if args.command is None:  # bare `servesim`: the command list
         sys.stdout.write(parser.format_help())
         return 0
@@ -109,6 +130,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except (ParameterError, CatalogError, InputError) as exc:
         print(f"servesim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OutputError as exc:  # the work ran; a result could not be written (disk full, size limit)
+        print(f"servesim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     fmt = getattr(args, "format", "table")
     if fmt == "json":
         from servesim.render import to_json

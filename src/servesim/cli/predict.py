@@ -46,7 +46,7 @@ def _rate(text: str) -> float | None:
     """--request-rate: a positive rate or inf (None: every request at once)."""
     if text.strip().lower() == "inf":
         return None
-    return number(0.0, 1e6, lo_open=True)(text)
+    return number(1e-6, 1e6)(text)  # below one request in ~12 days a run's clock loses its milliseconds
 
 
 def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dict[str, Any]:
@@ -123,8 +123,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    default=None, help="client slots: at most this many requests in flight (vllm bench serve "
                    "--max-concurrency), 1-100,000")
     p.add_argument("--rate", "--request-rate", dest="rate", type=_rate, default=None,
-                   help="requests sent per second, (0, 1e6], or inf (default: every request at once, gated "
-                   "by --max-concurrency)")
+                   help="requests sent per second, [1e-6, 1e6], or inf (default: every request at once, "
+                   "gated by --max-concurrency)")
     p.add_argument("--burstiness", type=number(0.0, 1000.0, lo_open=True), default=None,
                    help="gamma shape of the gaps between sends at --request-rate, (0, 1000]: 1 is Poisson "
                    "(default), below 1 burstier")

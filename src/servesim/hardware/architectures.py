@@ -888,7 +888,9 @@ def _quant_sibling(p: Path) -> Path | None:
     if not p.name.endswith("config.json") or p.name.endswith("hf_quant_config.json"):
         return None
     sibling = p.with_name(p.name[: -len("config.json")] + "hf_quant_config.json")
-    return sibling if sibling.is_file() else None
+    from servesim._textfile import path_kind
+
+    return sibling if path_kind(sibling) == "file" else None
 
 
 def read_architecture(path: str | Path) -> Architecture:
@@ -900,8 +902,10 @@ def read_architecture(path: str | Path) -> Architecture:
     missing or not JSON, an unknown ``architectures`` / ``model_type`` (the message lists
     :data:`MOE_FAMILIES`), a missing or invalid shape field.
     """
+    from servesim._textfile import path_kind
+
     p = Path(path).expanduser()
-    if p.is_dir():
+    if path_kind(p) == "dir":
         p = p / "config.json"
     where, data = _load_json(p)
     top = _Fields(where, data)
@@ -1037,6 +1041,8 @@ def find_architecture(name: str) -> Architecture | None:
             return arch
         changes = dict(_ALIASES[hf_id][1]) if hf_id in _ALIASES else {}
         return dataclasses.replace(arch, name=hf_id.rpartition("/")[2].lower(), hf_id=hf_id, **changes)
-    if (Path(text).expanduser() / "config.json").is_file():
+    from servesim._textfile import path_kind
+
+    if path_kind(text) == "dir" and path_kind(Path(text).expanduser() / "config.json") == "file":
         return read_architecture(text)
     return None

@@ -62,6 +62,24 @@ prompt (prompt + 1) / 2`` causal FLOPs.  (The ratio is the work ratio once both 
 fitted floor.)  Such a lookup has ``measured = False``.  A KV dtype a GPU has no table for (fp8
 on the A100) uses the bf16 table, decode scaled by the KV bytes, also ``measured = False``.
 
+GPUs without tables.  A GPU with no measured tables (an MI300X, an L40S, a GPU of a
+``--catalog`` file) is priced with the tables of the **nearest measured GPU** scaled by the
+roofline (:class:`ScaledTables`, chosen by :func:`nearest_measured`): every kernel time
+looked up in the borrowed table is multiplied by ``roofline_target(kernel) /
+roofline_measured(kernel)``, the table's own fitted roofline (the ``*_roofline_ms`` methods:
+launch floor, bytes over the fitted share of HBM, FLOPs over the fitted share of the dtype's
+peak, all-reduce bytes over the fitted share of the interconnect) evaluated once on the target
+GPU's datasheet peaks and once on the measured GPU's.  So a memory-bound kernel scales by the
+HBM-bandwidth ratio, a compute-bound one by the dtype's FLOP/s ratio, an all-reduce by the
+interconnect ratio, and a launch-bound one not at all (the floor is the same on both sides):
+each kernel by the bound that limits it, at the borrowed table's measured efficiency.  The
+nearest measured GPU is one of the same family by name (``h``/``gh`` + digits: Hopper;
+``b``/``gb`` + digits: Blackwell; ``a`` + digits: Ampere) whose tables cover the target's
+tensor-core dtypes, else any that covers them; among those the closest in
+``|log(HBM ratio)| + |log(BF16 peak ratio)|`` (an MI300X borrows the H200's).  A target
+peak more than :data:`SCALE_LIMIT` (1e4) times from the borrowed GPU's, either way, is refused
+(:class:`ParameterError`) rather than priced at times no measurement supports.
+
 Standard library only; a table is read on first use (about 15 ms; the logs of a grid are taken
 once, on its first off-grid lookup) and cached.  A lookup inside the grid takes 1.5-3 us.
 """
@@ -71,19 +89,39 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["ENGINE_TABLES", "GPU_TABLES", "KernelTables", "Lookup", "engine_label", "engine_tables",
-           "engines_for", "table_name", "tables_for"]
+__all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup",
+           "ScaledTables",
+           "borrowed_tables", "engine_label", "engine_tables", "engines_for", "nearest_measured",
+           "table_name", "tables_for"]
 
 GPU_TABLES: tuple[str, ...] = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
 """GPUs with measured kernel tables (vLLM's; see :func:`engines_for` for the other engines)."""
+
+MEASURED_PEAKS: Mapping[str, tuple[float, float, tuple[str, ...]]] = {
+    # table -> (HBM bytes/s, dense BF16 FLOP/s, weight dtypes with tensor cores), as each table's
+    # ``system`` block states them (tests/hardware/test_gpu_fallback.py checks they agree)
+    "a100_sxm": (2.039e12, 312e12, ("bf16",)),
+    "h100_sxm": (3.35e12, 989e12, ("bf16", "fp8")),
+    "h200_sxm": (4.8e12, 989e12, ("bf16", "fp8")),
+    "b200_sxm": (7.7e12, 2250e12, ("bf16", "fp8", "fp4")),
+}
+"""The peaks :func:`nearest_measured` compares a GPU without tables to (no table is read to choose)."""
+
+_TABLE_FAMILY = {"a100_sxm": "ampere", "h100_sxm": "hopper", "h200_sxm": "hopper", "b200_sxm": "blackwell"}
+_FAMILY_NAMES = (  # a GPU name (any case, after an optional vendor prefix) -> its family
+    (re.compile(r"(?:nvidia[-_ ]?)?g?h\d{2,3}"), "hopper"),
+    (re.compile(r"(?:nvidia[-_ ]?)?g?b\d{3}"), "blackwell"),
+    (re.compile(r"(?:nvidia[-_ ]?)?a\d{2,3}"), "ampere"),
+)
 
 ENGINE_TABLES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 """Serving engines whose kernels were measured (``KernelTables.engine_name``)."""
@@ -599,3 +637,176 @@ def _count(name: str, value: object, hi: int | None = None) -> int:
     if type(value) is int and value >= 1 and (hi is None or value <= hi):
         return value
     return check_int(name, value, lo=1, hi=hi)
+
+
+# --------------------------------------------------------------------------- GPUs without tables
+
+
+def _family(gpu_name: str) -> str | None:
+    name = gpu_name.strip().lower()
+    for pattern, family in _FAMILY_NAMES:
+        if pattern.match(name):
+            return family
+    return None
+
+
+def nearest_measured(gpu_name: str, hbm_bytes_per_s: float, bf16_flops_per_s: float,
+                     dtypes: Sequence[str] = ("bf16",)) -> str:
+    """The measured table (:data:`GPU_TABLES`) a GPU without tables borrows (module docstring).
+
+    Candidates are the tables whose GPU has tensor cores for every weight dtype in ``dtypes``
+    (the target's: ``bf16``, ``fp8``, ``fp4``; a Blackwell table covers all three); among
+    them those of the target's family by name (Hopper ``h100-nvl``, ``gh200-96gb``, ``h20``;
+    Blackwell ``b300``, ``gb200``; Ampere ``a40``) when there are any, and of those the one
+    closest in ``|log(HBM ratio)| + |log(BF16 ratio)|`` (ties: the first in :data:`GPU_TABLES`).
+    """
+    hbm = _positive("hbm_bytes_per_s", hbm_bytes_per_s)
+    flops = _positive("bf16_flops_per_s", bf16_flops_per_s)
+    want = set(dtypes)
+    covering = [n for n in GPU_TABLES if want <= set(MEASURED_PEAKS[n][2])] or list(GPU_TABLES)
+    family = _family(gpu_name) if isinstance(gpu_name, str) else None
+    pool = [n for n in covering if _TABLE_FAMILY[n] == family] or covering
+
+    def distance(n: str) -> float:
+        h, f, _ = MEASURED_PEAKS[n]
+        return abs(math.log(hbm / h)) + abs(math.log(flops / f))
+
+    return min(pool, key=distance)
+
+
+SCALE_LIMIT = 1e4
+"""The most a :class:`ScaledTables` scales a measured GPU's peaks by, either way: a target whose HBM
+bandwidth, interconnect or a tensor-core peak is further than this from the borrowed table's is
+refused (ParameterError) rather than priced at times no measurement supports (a 1e-300 TB/s GPU
+would otherwise step in 1e299 s and overflow the simulation's arithmetic)."""
+
+
+class ScaledTables(KernelTables):
+    """Another GPU's measured tables, every lookup scaled by the roofline to ``gpu``'s peaks.
+
+    ``source`` is the measured :class:`KernelTables` borrowed; the peaks are the target's
+    datasheet figures (``flops_per_s`` by weight dtype: ``bf16`` and those the target has
+    tensor cores for).  Each lookup (:meth:`gemm`, :meth:`decode_attention`,
+    :meth:`prefill_attention`, :meth:`allreduce`) is the source's times
+    ``roofline(target) / roofline(source)`` of that kernel, both the source table's fitted
+    roofline (same floor and efficiencies, each GPU's peaks: the module docstring), and is
+    reported ``measured = False``.  The attributes read like a :class:`KernelTables`' with
+    the target's peaks (``name`` is the target's; the fitted ``efficiency`` and
+    ``gpus_per_node`` and the inter-node bandwidth are the source's); ``source`` and
+    ``note`` say what was borrowed and how it is scaled.
+    """
+
+    source: KernelTables
+    note: str
+
+    def __init__(self, source: KernelTables, gpu: str, *, hbm_bytes_per_s: float,
+                 flops_per_s: Mapping[str, float], interconnect_bytes_per_s: float,
+                 memory_bytes: float) -> None:
+        if isinstance(source, ScaledTables):
+            source = source.source
+        super().__init__(source._doc)
+        self.source = source
+        self.name = str(gpu)
+        self.device = f"{gpu} (no measured tables: {source.device}'s scaled by the roofline)"
+        self.hbm_bytes_per_s = check_real("hbm_bytes_per_s", hbm_bytes_per_s, lo=0.0, lo_open=True)
+        self.nvlink_bytes_per_s = check_real("interconnect_bytes_per_s", interconnect_bytes_per_s, lo=0.0,
+                                             lo_open=True)
+        self.memory_bytes = check_real("memory_bytes", memory_bytes, lo=0.0, lo_open=True)
+        peaks = {d: check_real(f"flops_per_s[{d!r}]", v, lo=0.0, lo_open=True)
+                 for d, v in flops_per_s.items()}
+        if "bf16" not in peaks:
+            raise ParameterError("flops_per_s", dict(flops_per_s), "a mapping with a 'bf16' peak")
+        if "fp8" in peaks:
+            peaks.setdefault("fp8_block", peaks["fp8"])  # block-scaled FP8 runs on the FP8 tensor cores
+        self.flops_per_s = {d: peaks[d] for d in source.flops_per_s if d in peaks}
+        for what, mine, theirs in (("hbm_bytes_per_s", self.hbm_bytes_per_s, source.hbm_bytes_per_s),
+                                   ("interconnect_bytes_per_s", self.nvlink_bytes_per_s,
+                                    source.nvlink_bytes_per_s),
+                                   *((f"flops_per_s[{d!r}]", v, source.flops_per_s[d])
+                                     for d, v in self.flops_per_s.items())):
+            if not 1 / SCALE_LIMIT <= mine / theirs <= SCALE_LIMIT:
+                raise ParameterError(
+                    what, mine, f"within {SCALE_LIMIT:g}x of the {theirs:.4g} of {source.name}, the "
+                    f"measured GPU whose kernel tables {gpu} borrows ({mine / theirs:.3g}x it: no measured "
+                    "kernel time is scaled that far; check the catalog's units: hbm_TBps in TB/s, "
+                    "bf16_TFLOPS in TFLOP/s, interconnect_GBps in GB/s)")
+        self.gemm_dtypes = tuple(d for d in source.gemm_dtypes if d in self.flops_per_s)
+        self.kv_dtypes = tuple(d for d in source.kv_dtypes if d == "bf16" or d in self.flops_per_s)
+        s_bf16 = source.flops_per_s["bf16"]
+        self.note = (
+            f"no measured kernel tables for {gpu}: {source.device}'s ({source.engine}) borrowed, every "
+            f"kernel time scaled by its roofline on {gpu}'s peaks over {source.name}'s (HBM "
+            f"{self.hbm_bytes_per_s / 1e12:.3g}/{source.hbm_bytes_per_s / 1e12:.3g} TB/s, BF16 "
+            f"{self.flops_per_s['bf16'] / 1e12:.4g}/{s_bf16 / 1e12:.4g} TFLOP/s, interconnect "
+            f"{self.nvlink_bytes_per_s / 1e9:.3g}/{source.nvlink_bytes_per_s / 1e9:.3g} GB/s)")
+
+    def __repr__(self) -> str:
+        return f"ScaledTables({self.name!r}: {self.source!r} scaled)"
+
+    def _scaled(self, lk: Lookup, ratio: float) -> Lookup:
+        return Lookup(lk.ms * ratio, False, lk.note or self.note)
+
+    def _gemm_grid(self, dtype: str) -> _Grid:
+        if dtype not in self.gemm_dtypes:
+            have = ", ".join(self.gemm_dtypes)
+            raise ParameterError("dtype", dtype, f"one of {have} (the GEMM dtypes {self.name} has tensor "
+                                 "cores for)")
+        return self.source._gemm_grid(dtype)
+
+    def gemm(self, dtype: str, m: float, n: int, k: int) -> Lookup:
+        self._gemm_grid(dtype)
+        lk = self.source.gemm(dtype, m, n, k)
+        mf, nf, kf = float(m), float(n), float(k)
+        ratio = self.gemm_roofline_ms(dtype, mf, nf, kf) / self.source.gemm_roofline_ms(dtype, mf, nf, kf)
+        return self._scaled(lk, ratio)
+
+    def _attention(self, kind: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int,
+                   kv_dtype: str) -> Lookup:
+        src = self.source
+        lk = src._attention(kind, batch, length, heads, kv_heads, head_dim, kv_dtype)
+        fit = kv_dtype if kv_dtype in src.kv_dtypes else "bf16"
+        args = (batch, length, heads, kv_heads, head_dim, kv_dtype)
+        if kind == "decode":
+            ratio = self.decode_roofline_ms(*args, fit_kv=fit) / src.decode_roofline_ms(*args, fit_kv=fit)
+        else:
+            ratio = self.prefill_roofline_ms(*args, fit_kv=fit) / src.prefill_roofline_ms(*args, fit_kv=fit)
+        return self._scaled(lk, ratio)
+
+    def allreduce(self, gpus: int, message_bytes: float) -> Lookup:
+        n = _count("gpus", gpus)
+        size = _positive("message_bytes", message_bytes)
+        if n == 1:
+            return Lookup(0.0, True)
+        if n in self.allreduce_gpus():
+            ratio = self.allreduce_roofline_ms(n, size) / self.source.allreduce_roofline_ms(n, size)
+            return self._scaled(self.source.allreduce(n, size), ratio)
+        # other counts: KernelTables' own scaling of the measured counts, which are scaled here
+        lk = super().allreduce(n, size)
+        return Lookup(lk.ms, False, lk.note or self.note)
+
+
+@cache
+def _borrowed(gpu: str, engine: str, hbm: float, flops: tuple[tuple[str, float], ...], interconnect: float,
+              memory: float) -> tuple[ScaledTables, str]:
+    peaks = dict(flops)
+    name = nearest_measured(gpu, hbm, peaks["bf16"], tuple(peaks))
+    source, how = engine_tables(name, engine)
+    assert source is not None  # every table of GPU_TABLES ships vLLM's
+    scaled = ScaledTables(source, gpu, hbm_bytes_per_s=hbm, flops_per_s=peaks,
+                          interconnect_bytes_per_s=interconnect, memory_bytes=memory)
+    note = scaled.note if how.startswith("kernel tables:") else f"{scaled.note}; {how}"
+    return scaled, note
+
+
+def borrowed_tables(gpu: str, engine: str, *, hbm_bytes_per_s: float, flops_per_s: Mapping[str, float],
+                    interconnect_bytes_per_s: float, memory_bytes: float) -> tuple[ScaledTables, str]:
+    """The tables to price ``engine`` on ``gpu``, a GPU without measured tables, and the note saying so.
+
+    The nearest measured GPU's tables (:func:`nearest_measured`; its ``engine`` tables, else its
+    vLLM ones) scaled by the roofline to the given peaks (:class:`ScaledTables`); cached by
+    arguments.  ``flops_per_s`` holds the dense peak of each weight dtype the GPU has tensor
+    cores for (``bf16`` at least; ``fp8``, ``fp4``)."""
+    key = _engine(engine)
+    peaks = tuple(sorted((str(d), float(v)) for d, v in flops_per_s.items()))
+    return _borrowed(str(gpu), key, float(hbm_bytes_per_s), peaks, float(interconnect_bytes_per_s),
+                     float(memory_bytes))

@@ -303,11 +303,12 @@ def _bool_field(where: str, data: Mapping[str, Any], key: str, default: bool) ->
 
 
 def _load_json(path: Path) -> tuple[str, dict[str, Any]]:
-    from servesim._textfile import parse_json, read_text
+    from servesim._textfile import parse_json, path_kind, read_text
 
     where = str(path)
-    if not path.is_file():
-        what = "is not a regular file" if path.exists() else "no such file"
+    if path_kind(path) != "file":
+        what = "is not a regular file" if path_kind(path) == "dir" else "no such file (or a name no file " \
+            "system takes)"
         raise InputError(f"{where}: {what} (a model is a catalog name, a Hugging Face id or the path "
                          "of a config.json)")
     text = read_text(path, what="", max_bytes=MAX_CONFIG_BYTES)
@@ -331,8 +332,10 @@ def read_hf_config(path: str | Path) -> ModelShape:
     config (``kv_lora_rank``) is refused.  Every problem raises
     :class:`~servesim._checks.InputError` naming the file and the field.
     """
+    from servesim._textfile import path_kind
+
     p = Path(path).expanduser()
-    if p.is_dir():
+    if path_kind(p) == "dir":
         p = p / "config.json"
     where, data = _load_json(p)
     for key in MOE_CONFIG_FIELDS:
@@ -486,7 +489,9 @@ def _resolve(name_or_path: str, cat: Catalog) -> ModelShape:
     if found is not None:
         name, hf_id = found
         return _from_spec(cat.models[name], cat.model_extras.get(name, {}), hf_id)
-    if Path(text).expanduser().is_dir():
+    from servesim._textfile import path_kind
+
+    if path_kind(text) == "dir":
         return read_hf_config(text)
     raise _unknown_model(text, cat)
 

@@ -63,7 +63,10 @@ the same, all-reduces at NVLink rate, nothing else): no engine can beat it.
 Outside a table's measured range each lookup falls back to the roofline at
 efficiencies fitted to that table (:mod:`servesim.hardware.kernels`); the step
 then reports ``measured = False`` with the reason.  A GPU without tables (e.g.
-MI300X) is priced entirely that way, at the efficiencies of the H100 tables.
+MI300X, or one from ``--catalog FILE``) is priced with the nearest measured GPU's tables, each
+kernel scaled by its roofline on the two GPUs' peaks (:class:`servesim.hardware.kernels.ScaledTables`;
+:func:`pricing_tables`), and every step of it reports ``measured = False`` with a note saying
+which GPU's tables were borrowed.
 
 Units: seconds and bytes (the tables are in ms and converted here).
 Standard library only; nothing here prints.
@@ -79,8 +82,8 @@ from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, engine_profile
-from servesim.hardware.kernels import KernelTables, Lookup, engine_tables, tables_for
-from servesim.hardware.names import ModelShape, check_tp
+from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
+from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -186,7 +189,8 @@ class StepModel:
         self.dtype = check_dtype(dtype, gpu, catalog)
         self.kv_dtype = check_kv_dtype(kv_dtype, gpu, catalog)
         self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
-        self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables)
+        self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
+                                                                      catalog=catalog)
         t = self.tables
         eff = t.efficiency["gemm"]
         self._floor_s = eff["bf16"]["floor_ms"] * 1e-3
@@ -434,19 +438,45 @@ class StepModel:
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
 
 
-def pricing_tables(gpu: str, engine: str, tables: KernelTables | None = None
-                   ) -> tuple[KernelTables, str, bool]:
+def pricing_tables(gpu: str, engine: str, tables: KernelTables | None = None, *,
+                   catalog: Catalog | None = None) -> tuple[KernelTables, str, bool]:
     """The kernel tables a step model of ``engine`` on ``gpu`` prices with, the note that says so,
-    and whether they are another GPU's (H100 tables at their fitted efficiencies, for a GPU with
-    none, whose every lookup is then an estimate)."""
+    and whether they are another GPU's.
+
+    ``tables`` given: those (another GPU's if they are :class:`ScaledTables`).  Else the GPU's
+    own measured tables (:func:`servesim.hardware.kernels.engine_tables`), or, for a GPU with
+    none, the nearest measured GPU's scaled by the roofline to this GPU's catalog peaks
+    (:func:`servesim.hardware.kernels.borrowed_tables`; ``catalog`` defaults to the shipped
+    one, so a ``--catalog`` GPU needs its catalog here).  A GPU the catalog does not know
+    raises :class:`ParameterError` (``name='gpu'``)."""
     if tables is not None:
+        if isinstance(tables, ScaledTables):
+            return tables, tables.note, True
         return tables, f"kernel tables: {tables.device}, {tables.engine}", False
     t, note = engine_tables(gpu, engine)
     if t is not None:
         return t, note, False
-    h100 = tables_for("h100_sxm")
-    assert h100 is not None
-    return h100, f"{note}: every kernel priced on the roofline at the H100 tables' fitted efficiencies", True
+    if catalog is None:
+        from servesim.hardware.catalog import builtin_catalog
+
+        catalog = builtin_catalog()
+    try:
+        name = canonical_gpu(gpu, catalog)
+    except ParameterError:
+        raise ParameterError(
+            "gpu", gpu, "a GPU of the catalog the step model is given: it has no measured kernel tables, and "
+            "without its catalog entry there are no peaks to scale a measured GPU's tables to (a --catalog "
+            "GPU needs that catalog here; the MoE / MLA step model reads the shipped catalog only)") from None
+    spec = catalog.gpus[name]
+    extras = catalog.gpu_extras.get(name, {})
+    peaks = {"bf16": spec.flops_per_s}
+    for dtype, key in (("fp8", "fp8_TFLOPS"), ("fp4", "fp4_TFLOPS")):
+        if key in extras:
+            peaks[dtype] = float(extras[key]) * 1e12
+    scaled, how = borrowed_tables(name, engine, hbm_bytes_per_s=spec.hbm_bytes_per_s, flops_per_s=peaks,
+                                  interconnect_bytes_per_s=spec.interconnect_bytes_per_s,
+                                  memory_bytes=spec.memory_bytes)
+    return scaled, how, True
 
 
 def column_blocks(tables: KernelTables, dtype: str, m: float, n: int, k: int) -> list[tuple[Lookup, float]]:

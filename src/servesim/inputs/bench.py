@@ -130,6 +130,10 @@ def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
     except csv.Error as exc:
         raise InputError(f"{path}: line {reader.line_num}: not a CSV row: {exc}") from None
     known = (*POINT_COLUMNS, *OPTIONAL_COLUMNS, *LABEL_COLUMNS, *MEASURED_COLUMNS)
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise InputError(f"{path}: line 1: column(s) {', '.join(twice)} given more than once (which one is "
+                         "meant?)")
     unknown = [h for h in header if h not in known]
     if unknown:
         raise InputError(f"{path}: line 1: unknown column(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -198,6 +202,18 @@ def _mean_len(res: dict[str, Any], lens: str, total: str, completed: float | Non
     return None
 
 
+_RESULT_RANGES: dict[str, tuple[float, float]] = {
+    **{f"{stat}_{m}_ms": (0.0, 3.6e9) for stat in ("mean", "median", "std", "p50", "p90", "p95", "p99")
+       for m in ("ttft", "tpot", "itl", "e2el")},
+    **dict.fromkeys(("output_throughput", "request_throughput", "total_token_throughput"), (0.0, 1e12)),
+    **dict.fromkeys(("completed", "num_prompts", "total_input_tokens", "total_output_tokens",
+                     "max_concurrency", "num_warmups"), (0.0, 1e12)),
+    "duration": (0.0, 3.6e7), "request_rate": (0.0, 1e6), "burstiness": (0.0, 1000.0),
+    "random_range_ratio": (0.0, 1.0),
+}
+"""Physical ranges of the fields a saved result is read for (times in ms, counts, rates)."""
+
+
 def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
     """Read a ``vllm bench serve --save-result`` JSON file (one object)."""
     text = _read(path, what)
@@ -205,10 +221,26 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
         res = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{path}: not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise InputError(f"{path}: not a benchmark result: {exc}") from None
     if not isinstance(res, dict):
         raise InputError(f"{path}: expected a JSON object (a `vllm bench serve --save-result` file)")
-    metrics = {k: float(v) for k, v in res.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    metrics: dict[str, float] = {}
+    for k, v in res.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        try:
+            x = float(v)
+        except OverflowError:
+            raise InputError(f"{path}: field {k!r} is not a finite number") from None
+        if not math.isfinite(x):
+            continue
+        bounds = _RESULT_RANGES.get(k)
+        if bounds is not None and not bounds[0] <= x <= bounds[1]:
+            lo, hi = bounds
+            raise InputError(f"{path}: field {k!r} = {x:g} is invalid: must be in [{lo:g}, {hi:g}] "
+                             f"({'a time in ms' if k.endswith('_ms') else 'a count or a rate'})")
+        metrics[k] = x
     completed = metrics.get("completed") or metrics.get("num_prompts")
     rate = metrics.get("request_rate")
     model = res.get("model_id")

@@ -194,13 +194,15 @@ def load_calibration(path: str | Path) -> tuple[NodeSpec, float]:
         raise CatalogError(f"{where}: [node] key 'model' = {shown(model)} is invalid: must be one of "
                            f"{', '.join(MODELS)}")
     try:
+        # Physical ranges: a node prefills 1 to 10^9 tokens/s, decodes as many, and a decode step takes
+        # 1 us to 60 s; beta (the prefill's slowdown of decode) is at most 100, as the flag's.
         node = NodeSpec(
-            check_real("prefill_tokens_per_s", n["prefill_tokens_per_s"], lo=0.0, lo_open=True),
-            check_real("decode_tokens_per_s", n["decode_tokens_per_s"], lo=0.0, lo_open=True),
-            check_real("tpot_base_s", n["tpot_base_s"], lo=0.0, lo_open=True),
+            check_real("prefill_tokens_per_s", n["prefill_tokens_per_s"], lo=1.0, hi=1e9),
+            check_real("decode_tokens_per_s", n["decode_tokens_per_s"], lo=1.0, hi=1e9),
+            check_real("tpot_base_s", n["tpot_base_s"], lo=1e-6, hi=60.0),
             MODELS[model],
         )
-        beta = check_real("beta", n["beta"], lo=0.0)
+        beta = check_real("beta", n["beta"], lo=0.0, hi=100.0)
     except ParameterError as exc:
         raise CatalogError(f"{where}: [node] key {exc.name!r}: {exc}") from None
     return node, beta
@@ -224,6 +226,13 @@ def _point(where: str, rate: float, ttft_s: float, tpot_s: float, prompt: float,
             raise InputError(f"{where}: {name}={v:g} is invalid: must be {'>' if strict else '>='} 0")
         if name.endswith("_tokens") and v > MAX_COUNT:
             raise InputError(f"{where}: {name}={v:g} is invalid: a token count must be <= {MAX_COUNT:,}")
+    # What a serving benchmark can measure: beyond these the fit's arithmetic means nothing.
+    for name, v, lo, hi, unit in (("rate_per_s", rate, 1e-6, 1e6, " req/s"),
+                                  ("mean TTFT", ttft_s * 1e3, 1e-3, 3.6e6, " ms"),
+                                  ("mean TPOT", tpot_s * 1e3, 1e-3, 6e4, " ms")):
+        if not lo <= v <= hi:
+            raise InputError(f"{where}: {name}={v:g}{unit} is invalid: must be in [{lo:g}, {hi:g}]{unit} "
+                             "(what a serving benchmark measures)")
     return CalibrationPoint(rate, ttft_s, tpot_s, prompt, output, nodes, where)
 
 

@@ -738,12 +738,14 @@ def plot_trace(trace: TraceArrays, out_path: str | Path, window_s: float = 60.0)
             ax.hist(data, bins=10)
         ax.set_xlabel(label)
         ax.set_ylabel("requests")
-    out = Path(out_path)
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write the plot: {exc.strerror or exc}") from exc
-    return out
+    import matplotlib.pyplot as plt
+
+    from servesim._textfile import save_through_temp
+
+    try:  # atomically: a failed write leaves the old file as it was
+        return save_through_temp(out_path, lambda tmp: fig.savefig(tmp, dpi=110), "plot")
+    finally:
+        plt.close(fig)
 
 
 

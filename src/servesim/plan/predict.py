@@ -94,10 +94,11 @@ def _is_moe_config(path: str) -> bool:
     import json
     from pathlib import Path
 
+    from servesim._textfile import path_kind
     from servesim.hardware.names import MOE_CONFIG_FIELDS
 
     p = Path(path).expanduser()
-    p = p / "config.json" if p.is_dir() else p
+    p = p / "config.json" if path_kind(p) == "dir" else p
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -252,6 +253,10 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         sm.kv_context = max(1, round(isl_mean + osl_mean))
     cap = sm.kv_capacity_tokens(memory)
     per_request = bench.isl + bench.osl
+    longest = max((p + o for p, o in lengths), default=per_request) if lengths else per_request
+    if bench.isl < cap and longest > cap:
+        raise ParameterError("osl", bench.osl, f"at most {max(1, cap - bench.isl)}: a request's prompt and "
+                             f"output must fit in the KV cache of this replica ({cap:,} tokens)")
     kv_max = min(sm.engine.max_num_seqs, cap // per_request)
     spec_info: dict[str, Any] | None = None
     speculation = None
@@ -269,7 +274,11 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
     conc = bench.concurrency
-    if (conc or bench.prompts) > kv_max:
+    if (conc or bench.prompts) > kv_max and kv_max == sm.engine.max_num_seqs and \
+            cap // per_request > kv_max:
+        above = (f"queue: at most {kv_max} requests run at once (the engine's running limit); the others "
+                 "wait for a slot")
+    elif (conc or bench.prompts) > kv_max:
         above = {"vllm": "preempt: vLLM evicts the newest sequences and recomputes them",
                  "sglang": "retract: SGLang admits against a reserved share of the outputs and "
                            "retracts the newest when decode runs out of room",

@@ -42,6 +42,14 @@ def _writable_dir(d: Path, flag: str, target: Path) -> None:
         raise InputError(f"{flag}={str(target)!r}: {str(d)!r} is not a folder")
     if not os.access(d, os.W_OK | os.X_OK):
         raise InputError(f"{flag}={str(target)!r}: no permission to write in folder {str(d)!r}")
+    # A real probe: root passes os.access everywhere, yet /proc, /sys and read-only mounts take no file.
+    try:
+        fd, probe = tempfile.mkstemp(dir=d, prefix=f".{target.name[:40]}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{flag}={str(target)!r}: cannot write in folder {str(d)!r}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def check_file(path: str | Path, flag: str) -> Path:
@@ -108,16 +116,21 @@ def write_atomic(path: str | Path, data: bytes) -> Path:
 
 def write_set(folder: str | Path, files: Mapping[str, bytes]) -> dict[str, Path]:
     """Write every file of ``files`` (name -> bytes) into ``folder``, all or none."""
+    from servesim._checks import OutputError
+
     d = Path(folder)
-    d.mkdir(parents=True, exist_ok=True)
     temps: list[tuple[str, Path]] = []
     try:
+        d.mkdir(parents=True, exist_ok=True)
         for name, data in files.items():
             temps.append((_temp(d / name, data), d / name))
-    except BaseException:
+    except BaseException as exc:
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write into {str(d)!r}: {exc.strerror or exc} (no file of the set was "
+                              "written)") from None
         raise
     for tmp, final in temps:
         os.replace(tmp, final)

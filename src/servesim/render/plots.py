@@ -137,6 +137,11 @@ def save(fig: Any, path: str | Path) -> Path:
 
         os.chmod(tmp, file_mode())  # mkstemp makes 0600; a plot gets the user's usual mode
         os.replace(tmp, p)
+    except OSError as exc:
+        from servesim._checks import OutputError
+
+        raise OutputError(f"cannot write the plot {str(p)!r}: {exc.strerror or exc} (nothing was written "
+                          "there)") from None
     finally:
         plt.close(fig)
         if os.path.exists(tmp):

@@ -80,7 +80,7 @@ class Benchmark:
         if self.concurrency is not None:
             check_int("concurrency", self.concurrency, lo=1, hi=100_000)
         if self.rate_per_s is not None:
-            check_real("rate", self.rate_per_s, lo=0.0, hi=1e6, lo_open=True)
+            check_real("rate", self.rate_per_s, lo=1e-6, hi=1e6)  # below, float clocks lose the step times
         if self.num_prompts is not None:
             check_int("num_prompts", self.num_prompts, lo=1, hi=1_000_000)
         check_int("warmup", self.warmup, lo=0, hi=self.prompts - 1)
