@@ -111,7 +111,8 @@ def test_capacity_is_monotone_in_gpus():
 
 
 def test_plan_ranks_by_goodput_per_gpu_and_the_front_is_not_dominated():
-    d = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="eagle3"))
+    d = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="eagle3",
+                                   confirm=False))  # the screen (its confirmation: test_plan_confirmed)
     per_gpu = [r["output_throughput_per_gpu"] for r in d["ranked"]]
     assert per_gpu == sorted(per_gpu, reverse=True)
     for r in d["ranked"]:
@@ -128,7 +129,7 @@ def test_plan_ranks_by_goodput_per_gpu_and_the_front_is_not_dominated():
         assert not any(o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
                        and o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"] for o in front)
     safe = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 8, ISL, OSL, 1.0, 0.04, spec="eagle3",
-                                      hazards=False))
+                                      hazards=False, confirm=False))
     assert all(r["speculation"] == "none" and not r["hazards"] for r in safe["ranked"])
 
 

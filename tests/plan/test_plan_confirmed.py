@@ -66,3 +66,16 @@ def test_the_front_is_not_dominated_and_rows_alike_show_their_budget(capsys):
 def test_rate_with_a_capacity_plan_is_refused(capsys):
     assert main([*PLAN, "--rate", "5"]) == 2
     assert "--target-rate" in capsys.readouterr().err
+
+
+def test_a_moe_model_is_planned_over_tp_dp_and_ep_and_confirmed(capsys):
+    plan = _json(capsys, "plan", "--model", "Qwen/Qwen3-235B-A22B-Instruct-2507", "--gpu", "h200", "--gpus", "8",
+                 "--isl", "1024", "--osl", "512", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--engine",
+                 "sglang", "--top", "4", "--format", "json")
+    rows = plan["ranked"]
+    assert rows and plan["confirmed"] == len(rows) <= 4
+    shapes = {(r["decode"]["tp"], r["decode"].get("dp", 1), r["decode"].get("ep", 1)) for r in rows}
+    assert all(tp * dp <= 8 and (tp * dp) % ep == 0 for tp, dp, ep in shapes)
+    for r in rows:
+        assert r["mean_tpot_ms"] <= 50 and r["ttft_attainment"] >= 0.9 and r["gpus"] <= 8
+        assert r["decode"]["dtype"] == "bf16"  # the checkpoint's own

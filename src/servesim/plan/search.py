@@ -45,7 +45,6 @@ from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
 from servesim.hardware.stepmodel import StepModel
 from servesim.plan.capacity import (
     LoadPoint,
-    _kv_bytes,
     colocated_at_load,
     decode_at_load,
     disaggregated_at_load,
@@ -131,131 +130,159 @@ def _confirmed_note(q: PlanQuestion, n: int) -> dict[str, Any]:
                            f"confirms the best {q.confirm_top}: the rows and the front are its figures")}
 
 
+Par = tuple[int, int, int]
+"""A replica's split: (tp, dp, ep); it spans tp x dp GPUs."""
+
+
+def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
+    """The model's name-bearing shape, whether it is a mixture of experts, and the splits to search:
+    TP 1-8 for a dense model; for an MoE model, TP, TP with expert parallel over the same GPUs, and
+    attention data parallel with expert parallel (DP x EP), on 1-8 GPUs."""
+    from servesim.plan.predict import _architecture
+
+    arch = _architecture(q.model)
+    if arch is None:
+        shape = dense_shape(q.model, catalog)
+        return shape, False, [(t, 1, 1) for t in TPS if t <= q.gpus and t in valid_tps(shape)]
+    pars: list[Par] = []
+    for g in TPS:
+        if g > q.gpus:
+            continue
+        pars += [(g, 1, 1)] + ([(g, 1, g), (1, g, g)] if g > 1 else [])
+    return arch, True, pars
+
+
 def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     """Every deployment priced by the closed form at load, ranked (the plan before confirmation)."""
+    from servesim.plan.predict import Deployment, build_step_model, kv_transfer_seconds
+
+    shape, moe, pars = _shapes(q, catalog)
+    if q.spec is not None and moe:
+        raise ParameterError("spec", q.spec, "none for a mixture-of-experts plan (its speculation is "
+                             "priced by predict --spec mtp)")
     if q.spec == "mtp":
         raise ParameterError("spec", q.spec, "a method the model has: a dense model has no MTP module (use "
                              "eagle3, medusa, small-draft or none)")
-    shape = dense_shape(q.model, catalog)
     gspec = resolve_gpu(q.gpu, catalog)
     gname = canonical_gpu(q.gpu, catalog)
     mem = gspec.memory_bytes
-    dtypes = q.dtypes or supported_dtypes(gname, catalog)
+    dtypes = q.dtypes or (("auto",) if moe else supported_dtypes(gname, catalog))
     if q.kv_dtype not in supported_kv_dtypes(gname, catalog):
         have = ", ".join(supported_kv_dtypes(gname, catalog))
         raise ParameterError("kv_dtype", q.kv_dtype, f"one of {have} on {gname}")
-    tps = [t for t in TPS if t <= q.gpus and t in valid_tps(shape)]
-    if not tps:
-        raise ParameterError("gpus", q.gpus, f"at least the smallest valid TP for {shape.name} "
-                             f"({', '.join(map(str, valid_tps(shape)[:4]))})")
+    if not pars:
+        raise ParameterError("gpus", q.gpus, f"at least the smallest valid TP for {shape.name}")
     base_engine = engine_profile(q.engine, gpu=gname, memory_gib=mem / 2**30)
     chunks = q.chunks or tuple(dict.fromkeys((base_engine.max_num_batched_tokens, 2048)))
     specs: list[str | None] = [None] + ([q.spec] if q.spec else [])
     price, price_source = _price(gname, catalog)
 
-    models: dict[tuple[int, str, int], StepModel | None] = {}
+    models: dict[tuple[Par, str, int], Any] = {}
 
-    def model(tp: int, dtype: str, chunk: int) -> StepModel | None:
-        key = (tp, dtype, chunk)
+    def model(par: Par, dtype: str, chunk: int) -> Any:
+        key = (par, dtype, chunk)
         if key not in models:
-            from dataclasses import replace
-
-            eng = replace(base_engine, max_num_batched_tokens=chunk)
+            tp, dp, ep = par
             try:
-                check_tp(shape, tp)
-                sm = StepModel(shape, gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=eng,
-                               catalog=catalog)
+                if not moe:
+                    check_tp(shape, tp)
+                dep = Deployment(q.model, gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=q.engine,
+                                 max_num_batched_tokens=chunk, dp=dp, ep=ep)
+                sm, _, _ = build_step_model(dep, catalog)
+                if moe:
+                    sm.kv_context = q.isl + q.osl
                 models[key] = sm if sm.kv_capacity_tokens(mem) >= q.isl + q.osl else None
             except ParameterError:
                 models[key] = None
         return models[key]
 
+    def label(sm: Any, dtype: str) -> str:
+        return str(getattr(sm, "dtype", dtype)) if dtype == "auto" else dtype
+
     rows: list[dict[str, Any]] = []
     curves: list[tuple[dict[str, Any], Any]] = []
     # Colocated: one replica solved, scaled by the replica count.
-    for tp in tps:
-        n = q.gpus // tp
+    for par in pars:
+        g = par[0] * par[1]
+        n = q.gpus // g
         for dtype in dtypes:
             for chunk in chunks:
-                sm = model(tp, dtype, chunk)
+                sm = model(par, dtype, chunk)
                 if sm is None:
                     continue
                 for spec in specs:
                     if spec is not None and not q.hazards:
                         continue  # every engine caches prefixes by default: the hazard applies
 
-                    def one(r: float, sm: StepModel = sm, spec: str | None = spec) -> LoadPoint:
+                    def one(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
                         return colocated_at_load(sm, mem, 1, r, q.isl, q.osl, q.slo_ttft_s, spec=spec)
 
                     rate1, pt = max_rate(one, q.slo_tpot_s, q.attainment)
                     if q.target_rate_per_s is not None and rate1 > 0:
                         n = math.ceil(q.target_rate_per_s / rate1 - 1e-9)  # the fewest replicas
-                        if n * tp > q.gpus:
+                        if n * g > q.gpus:
                             continue
                         pt = one(q.target_rate_per_s / n)
-                    row = _row("colocated", (tp, n, dtype), (tp, n, dtype), n * tp, n * rate1, pt, q, spec,
-                               chunk, price)
+                    pool = (par, n, label(sm, dtype), dtype)
+                    row = _row("colocated", pool, pool, n * g, n * rate1, pt, q, spec, chunk, price)
                     rows.append(row)
                     curves.append((row, lambda r, f=one, n=n: f(r / n)))
     # Disaggregated: decode capacity per worker (linear), prefill capacity per worker count; each pool
-    # has its own TP and dtype (the KV cache crosses in the shared KV dtype).
+    # has its own split and dtype (the KV cache crosses in the shared KV dtype).
     default_chunk = base_engine.max_num_batched_tokens
-    dec: dict[tuple[int, str, str | None], tuple[float, LoadPoint]] = {}
+    dec: dict[tuple[Par, str, str | None], tuple[float, LoadPoint]] = {}
     for dtype in dtypes:
-        for tp in tps:
-            sm = model(tp, dtype, default_chunk)
+        for par in pars:
+            sm = model(par, dtype, default_chunk)
             if sm is None:
                 continue
             for spec in specs:
                 if spec is not None and not q.hazards:
                     continue
 
-                def dpoint(r: float, sm: StepModel = sm, spec: str | None = spec) -> LoadPoint:
+                def dpoint(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
                     d = decode_at_load(sm, mem, r, q.isl, q.osl, prefill=False, spec=spec)
                     if not d.stable:
                         return LoadPoint(r, False, math.nan, math.nan, 0.0, math.nan, math.nan, 0.0, d.reason)
                     return LoadPoint(r, True, 0.0, 0.0, 1.0, d.tpot_s, d.batch, 0.0, "", d.k)
 
-                dec[(tp, dtype, spec)] = max_rate(dpoint, q.slo_tpot_s, q.attainment)
+                dec[(par, dtype, spec)] = max_rate(dpoint, q.slo_tpot_s, q.attainment)
     for pdtype in dtypes:
-        for ptp in tps:
-            psm = model(ptp, pdtype, default_chunk)
+        for ppar in pars:
+            psm = model(ppar, pdtype, default_chunk)
             if psm is None:
                 continue
-            xfer = _kv_bytes(psm, q.isl) / q.link_bytes_per_s
-            for pw in _prefill_counts(psm, ptp, q, xfer):
-                left = q.gpus - pw * ptp
+            pg = ppar[0] * ppar[1]
+            xfer = kv_transfer_seconds(psm, q.link_bytes_per_s)(q.isl)
+            for pw in _prefill_counts(psm, pg, q, xfer):
+                left = q.gpus - pw * pg
                 lam_p = _prefill_capacity(psm, pw, q, xfer)
                 if lam_p <= 0:
                     continue
-                for (dtp, ddtype, spec), (lam1, _) in dec.items():
-                    if lam1 <= 0 or left < dtp:
+                for (dpar, ddtype, spec), (lam1, _) in dec.items():
+                    dg = dpar[0] * dpar[1]
+                    if lam1 <= 0 or left < dg:
                         continue
                     # The fewest decode workers that keep up with the prefill pool (or with the target
                     # rate), within the budget.
                     need = lam_p if q.target_rate_per_s is None else q.target_rate_per_s
                     if q.target_rate_per_s is not None and lam_p < need:
                         continue
-                    dw = min(left // dtp, max(1, math.ceil(need / lam1 - 1e-9)))
+                    dw = min(left // dg, max(1, math.ceil(need / lam1 - 1e-9)))
                     if q.target_rate_per_s is not None and dw * lam1 < need:
                         continue
                     rate = min(lam_p, dw * lam1)
-                    gpus = pw * ptp + dw * dtp
+                    gpus = pw * pg + dw * dg
                     at = rate if q.target_rate_per_s is None else q.target_rate_per_s
-                    dsm = model(dtp, ddtype, default_chunk)
+                    dsm = model(dpar, ddtype, default_chunk)
                     assert dsm is not None  # it has a decode capacity, so it fits
-                    pt = disaggregated_at_load(psm, pw, dsm, mem, dw, q.link_bytes_per_s, at, q.isl, q.osl,
-                                               q.slo_ttft_s, spec=spec)
-                    row = _row("disaggregated", (ptp, pw, pdtype), (dtp, dw, ddtype), gpus, rate, pt, q, spec,
-                               default_chunk, price)
+                    pt = _disagg_point(psm, pw, dsm, mem, dw, q, at, spec, xfer)
+                    row = _row("disaggregated", (ppar, pw, label(psm, pdtype), pdtype),
+                               (dpar, dw, label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, default_chunk,
+                               price)
                     rows.append(row)
     rows = _distinct([{"gpu": gname, **r} for r in rows if r["max_rate_rps"] > 0])
-    if q.target_rate_per_s is None:
-        rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
-                                 -r["tokens_per_s_per_user"]))
-    else:  # the fewest GPUs for the rate; then the most headroom
-        rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated",
-                                 -(r["tokens_per_s_per_user"] or 0.0)))
+    _sort_rows(rows, q)
     screened = len(rows)
     pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
     return {
@@ -269,6 +296,26 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
         "hazards": HAZARDS if q.hazards else {},
     }
+
+
+def _disagg_point(psm: Any, pw: int, dsm: Any, mem: float, dw: int, q: PlanQuestion, rate: float,
+                  spec: str | None, xfer: float) -> LoadPoint:
+    """The closed form of a split at ``rate``: the dense one, or for an MoE model its two pools (M/D/c
+    prefill, decode fixed point) joined by the latent's transfer time ``xfer``."""
+    if isinstance(psm, StepModel) and isinstance(dsm, StepModel):
+        return disaggregated_at_load(psm, pw, dsm, mem, dw, q.link_bytes_per_s, rate, q.isl, q.osl,
+                                     q.slo_ttft_s, spec=spec)
+    from servesim.plan.capacity import wait_quantile
+
+    p = prefill_at_load(psm, pw, rate, q.isl)
+    d = decode_at_load(dsm, mem, rate / dw, q.isl, q.osl, prefill=False)
+    if not p.stable or not d.stable:
+        return LoadPoint(rate, False, math.nan, math.nan, 0.0, math.nan, math.nan, p.utilization,
+                         "a pool cannot keep up")
+    base = p.service_s + xfer + psm.engine.request_overhead_s
+    att = 1.0 - p.wait_tail(q.slo_ttft_s - base) if q.slo_ttft_s >= base else 0.0
+    return LoadPoint(rate, True, base + p.wait_mean_s, base + wait_quantile(p.wait_tail, 0.99, p.service_s),
+                     att, d.tpot_s, d.batch, p.utilization, "", d.k)
 
 
 def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None) -> dict[str, Any]:
@@ -411,7 +458,18 @@ def _prefill_capacity(psm: StepModel, workers: int, q: PlanQuestion, xfer: float
     return max_rate(pt, math.inf, q.attainment)[0]
 
 
-def _row(arch: str, pre: tuple[int, int, str], dec: tuple[int, int, str], gpus: int, rate: float,
+def _pool(p: tuple[Par, int, str, str]) -> dict[str, Any]:
+    """A pool of a row: its split, workers and weight format (the checkpoint's own for ``auto``)."""
+    (tp, dp, ep), workers, dtype, flag = p
+    out: dict[str, Any] = {"tp": tp, "workers": workers, "dtype": dtype}
+    if dp > 1 or ep > 1:
+        out.update({"dp": dp, "ep": ep})
+    if flag != dtype:
+        out["dtype_flag"] = flag
+    return out
+
+
+def _row(arch: str, pre: tuple[Par, int, str, str], dec: tuple[Par, int, str, str], gpus: int, rate: float,
          pt: LoadPoint, q: PlanQuestion, spec: str | None, chunk: int, price: float | None) -> dict[str, Any]:
     out_tps = rate * q.osl
     hazards = []
@@ -421,8 +479,8 @@ def _row(arch: str, pre: tuple[int, int, str], dec: tuple[int, int, str], gpus: 
             hazards.append("spec+disagg")
     return {
         "architecture": arch,
-        "prefill": {"tp": pre[0], "workers": pre[1], "dtype": pre[2]},
-        "decode": {"tp": dec[0], "workers": dec[1], "dtype": dec[2]},
+        "prefill": _pool(pre),
+        "decode": _pool(dec),
         "gpus": gpus,
         "max_rate_rps": rate,
         "output_throughput_per_gpu": out_tps / gpus if gpus else 0.0,

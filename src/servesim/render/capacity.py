@@ -12,12 +12,21 @@ def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool = False) -> s
     if with_gpu:
         return f"{r['gpu']}: {_shape(r, budget=budget)}"
     p, d = r["prefill"], r["decode"]
+
+    def split(x: dict[str, Any]) -> str:
+        out = f"TP{x['tp']}"
+        if x.get("dp", 1) > 1:
+            out += f"DP{x['dp']}"
+        if x.get("ep", 1) > 1:
+            out += f"EP{x['ep']}"
+        return out
+
     if r["architecture"] == "colocated":
         tail = f" b{r['max_num_batched_tokens']}" if budget and r.get("max_num_batched_tokens") else ""
-        return f"{d['workers']} x TP{d['tp']} {d['dtype']}{tail}"
+        return f"{d['workers']} x {split(d)} {d['dtype']}{tail}"
     if p["dtype"] == d["dtype"]:
-        return f"{p['workers']}xTP{p['tp']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
-    return f"{p['workers']}xTP{p['tp']} {p['dtype']} -> {d['workers']}xTP{d['tp']} {d['dtype']}"
+        return f"{p['workers']}x{split(p)} -> {d['workers']}x{split(d)} {d['dtype']}"
+    return f"{p['workers']}x{split(p)} {p['dtype']} -> {d['workers']}x{split(d)} {d['dtype']}"
 
 
 def _n(x: Any, nd: int = 0) -> str:
