@@ -70,8 +70,8 @@ def test_rate_with_a_capacity_plan_is_refused(capsys):
 
 def test_a_moe_model_is_planned_over_tp_dp_and_ep_and_confirmed(capsys):
     plan = _json(capsys, "plan", "--model", "Qwen/Qwen3-235B-A22B-Instruct-2507", "--gpu", "h200", "--gpus",
-                 "8", "--isl", "1024", "--osl", "512", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--engine",
-                 "sglang", "--top", "4", "--format", "json")
+                 "8", "--isl", "1024", "--osl", "512", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+                 "--engine", "sglang", "--top", "4", "--format", "json")
     rows = plan["ranked"]
     assert rows and plan["confirmed"] == len(rows) <= 4
     shapes = {(r["decode"]["tp"], r["decode"].get("dp", 1), r["decode"].get("ep", 1)) for r in rows}
