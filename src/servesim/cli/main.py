@@ -73,14 +73,16 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "roofline": ("servesim roofline --model llama-3-70b --gpu h100-sxm --tp 8",
                  "servesim roofline --model meta-llama/Llama-3.1-8B-Instruct --gpu h200 --dtype fp8 "
                  "--batch 1 64"),
-    "trace": ("servesim trace summarize FILE", "servesim trace fetch azure-code"),
-    "fit-alpha": ("servesim fit-alpha scrape.txt", "servesim fit-alpha before.txt after.txt --batch 64 "
-                  "--model llama-3-70b --gpu h100-sxm --tp 8"),
-    "calibrate": ("servesim calibrate points.csv", "servesim calibrate result.json --save node.toml"),
+    "trace": ("servesim trace summarize examples/trace.jsonl", "servesim trace fetch azure-code"),
+    "fit-alpha": ("servesim fit-alpha examples/scrape.txt", "servesim fit-alpha examples/before.txt "
+                  "examples/after.txt --batch 64 --target llama-3-70b --gpu h100-sxm --tp 8"),
+    "calibrate": ("servesim calibrate examples/sweep.csv",
+                  "servesim calibrate examples/sweep.csv --save node.toml"),
     "predict": ("servesim predict --model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --tp 4 "
                 "--isl 1024 --osl 512 --concurrency 32",
                 "servesim predict --model llama-3-8b --gpu h200 --dtype fp8 --isl 2048 --osl 256 --rate 4",
-                "servesim predict --points sweep.csv --format json"),
+                "servesim predict --points examples/points.csv --format json",
+                "servesim predict --compare examples/vllm_bench_result.json --model qwen3-8b --gpu h100-sxm"),
 }
 """Two or three examples at the end of each command's --help."""
 
