@@ -219,3 +219,104 @@ def test_unwritable_outputs_are_refused_before_work(capsys, tmp_path, target):
             err = capsys.readouterr().err
             assert exc.code == 2 and len(err.strip().splitlines()) == 1, (argv, err)
             assert "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- named cases
+# Inputs that once crashed or gave a confident wrong answer, and the new surfaces (clients, engine
+# flags, MoE configs, tp/dp/ep, acceptance lengths, points columns): each with its expected class,
+# a result ("ok", and a text it must show) or a refusal in one line naming what was wrong.
+
+LLAMA = ["predict", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "128", "--osl", "16"]
+DSR1 = ["predict", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--isl", "128", "--osl", "16",
+        "--num-prompts", "8"]
+
+
+def _named_cases(tmp: Path) -> list[tuple[list[str], str, str]]:
+    bad_arch = tmp / "foo" / "config.json"
+    bad_arch.parent.mkdir()
+    bad_arch.write_text(json.dumps({"model_type": "foo_moe", "architectures": ["FooMoeForCausalLM"],
+                                    "num_experts": 8, "hidden_size": 1024}))
+    pts = {
+        "unknown.csv": "model,gpu,isl,osl,concurency\nllama-3-8b,h100-sxm,128,16,2\n",
+        "twice.csv": "model,gpu,isl,osl,isl\nllama-3-8b,h100-sxm,128,16,256\n",
+        "rows.csv": ("model,gpu,tp,dtype,isl,osl,concurrency,mode,decode_tp,decode_dp,decode_ep,spec,k,"
+                     "acceptance_length\n"
+                     "llama-3-8b,h100-sxm,1,bf16,128,16,2,,,,,eagle3,3,2.5\n"
+                     "deepseek-ai/DeepSeek-R1,h200,8,auto,128,16,8,disagg,1,8,3,,,\n"
+                     "llama-3-8b,h100-sxm,1,bf16,128,16,2,,,,,eagle3,3,7\n"),
+    }
+    for name, text in pts.items():
+        (tmp / name).write_text(text)
+    res = {"neg.json": {"model_id": "llama-3-8b", "completed": 4, "total_input_tokens": 512,
+                        "total_output_tokens": 64, "mean_ttft_ms": -5.0, "max_concurrency": 2},
+           "digits.json": None}
+    for name, obj in res.items():
+        digits = '{"model_id": "llama-3-8b", "completed": 1' + "0" * 5000 + "}"
+        text = json.dumps(obj) if obj is not None else digits
+        (tmp / name).write_text(text)
+    (tmp / "huge.csv").write_text("rate_per_s,mean_ttft_ms,mean_tpot_ms,prompt_tokens,output_tokens\n"
+                                  "1,1e300,1e300,1000,100\n2,2e300,1e300,1000,100\n")
+    (tmp / "cal.toml").write_text('[node]\nmodel = "llama-3-70b"\nprefill_tokens_per_s = 20000\n'
+                                  "decode_tokens_per_s = 5000\ntpot_base_s = 1e300\nbeta = 0.5\n")
+    c2 = ["--concurrency", "2", "--num-prompts", "4"]
+    return [
+        ([*LLAMA, "--rate", "1e-300"], "refuse", "--rate"),
+        ([*LLAMA, "--osl", "1000000", *c2], "refuse", "osl"),
+        ([*LLAMA, "--concurrency", "4", "--max-num-seqs", "1", "--num-prompts", "8"], "ok", "queue"),
+        (["predict", "--model", "x" * 300, "--gpu", "h100-sxm", "--isl", "8", "--osl", "8", *c2], "refuse",
+         "model"),
+        ([*LLAMA, *c2, "--mode", "disagg", "--decode-tp", "3"], "refuse", "decode_tp"),
+        ([*DSR1, "--tp", "8", "--ep", "3", "--concurrency", "4"], "refuse", "ep"),
+        ([*DSR1, "--tp", "1", "--dp", "3", "--ep", "3", "--concurrency", "4"], "refuse", "ep"),
+        ([*DSR1, "--tp", "8", "--dtype", "fp4", "--concurrency", "4"], "refuse", "dtype"),
+        ([*DSR1, "--tp", "1", "--concurrency", "4"], "refuse", "GPUs would hold it"),
+        ([*DSR1, "--tp", "8", "--concurrency", "4", "--spec", "mtp", "--k", "1", "--acceptance-length",
+          "1.8"], "ok", "speculation mtp"),
+        (["predict", "--model", str(bad_arch), "--gpu", "h100-sxm", "--isl", "8", "--osl", "8", *c2],
+         "refuse", "config.json"),
+        ([*LLAMA, *c2, "--client", "inferencemax", "--random-range-ratio", "1.5"], "refuse",
+         "--random-range-ratio"),
+        ([*LLAMA, *c2, "--engine", "sglang", "--max-num-batched-tokens", "100"], "refuse",
+         "--max-num-batched-tokens"),
+        ([*LLAMA, *c2, "--spec", "eagle3", "--k", "3", "--acceptance-length", "9"], "refuse",
+         "acceptance_length"),
+        ([*LLAMA, *c2, "--spec", "eagle3", "--k", "3", "--acceptance-length", "4.5"], "refuse",
+         "acceptance_length"),
+        ([*LLAMA, *c2, "--spec", "mtp"], "refuse", "MTP module"),
+        ([*LLAMA, *c2, "--alpha", "0.5"], "refuse", "spec"),
+        ([*LLAMA, *c2, "--spec", "ngram", "--k", "3"], "refuse", "acceptance"),
+        (["predict", "--points", str(tmp / "unknown.csv")], "refuse", "concurency"),
+        (["predict", "--points", str(tmp / "twice.csv")], "refuse", "isl"),
+        (["predict", "--points", str(tmp / "rows.csv"), "--format", "json"], "rows", "decode_ep"),
+        (["predict", "--gpu", "h100-sxm", "--compare", str(tmp / "neg.json")], "refuse", "mean_ttft_ms"),
+        (["predict", "--gpu", "h100-sxm", "--compare", str(tmp / "digits.json")], "refuse", "digits"),
+        (["calibrate", str(tmp / "huge.csv")], "refuse", "mean TTFT"),
+        (["disagg", "--calibration", str(tmp / "cal.toml")], "refuse", "tpot_base_s"),
+        (["specdec", "--alpah", "0.5"], "refuse", "--alpha"),
+        (["validate", "--serving-requests=1"], "refuse", "--serving-requests"),
+        (["fit-alpha", "--target=nope"], "refuse", "--target"),
+        (["specdec", "--plot", "/proc/x.png"], "refuse", "--plot"),
+        (["plan", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "8", "--rate", "5", "--isl", "512",
+          "--osl", "64"], "refuse", "--target-rate"),
+    ]
+
+
+def test_named_hostile_cases(capsys, tmp_path):
+    wrong = []
+    for argv, kind, text in _named_cases(tmp_path):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        if kind == "refuse":
+            ok = rc == 2 and len(err.strip().splitlines()) == 1 and text in err
+        elif kind == "ok":
+            ok = rc == 0 and text in out
+        else:  # a points file: the bad rows err alone, naming their line and what was wrong
+            rows = json.loads(out) if rc == 0 else []
+            ok = (len(rows) == 3 and "error" not in rows[0] and text in rows[1].get("error", "")
+                  and "line 3" in rows[1]["error"] and "acceptance_length" in rows[2].get("error", ""))
+        if not ok or "Traceback" in err:
+            wrong.append((argv[:8], kind, text, rc, err.strip()[-200:]))
+    assert not wrong, wrong
