@@ -17,6 +17,18 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.fixture(scope="module")
+def plan_json() -> dict:
+    """The default 8-GPU plan, once for the module."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(PLAN) == 0
+    return json.loads(buf.getvalue())
+
+
 def _predict(capsys: pytest.CaptureFixture[str], r: dict) -> dict:
     p, d = r["prefill"], r["decode"]
     base = ["predict", "--model", "llama-3-70b", "--gpu", r["gpu"], "--isl", "2000", "--osl", "300",
@@ -31,8 +43,8 @@ def _predict(capsys: pytest.CaptureFixture[str], r: dict) -> dict:
                  "--decode-workers", str(d["workers"]), "--rate", repr(r["max_rate_rps"]))
 
 
-def test_every_printed_row_is_predict_at_its_rate_and_meets_the_slos(capsys):
-    plan = _json(capsys, *PLAN)
+def test_every_printed_row_is_predict_at_its_rate_and_meets_the_slos(capsys, plan_json):
+    plan = plan_json
     rows = plan["ranked"]
     assert rows and plan["confirmed"] == len(rows)
     checked = 0
@@ -51,9 +63,8 @@ def test_every_printed_row_is_predict_at_its_rate_and_meets_the_slos(capsys):
     assert per_gpu == sorted(per_gpu, reverse=True)
 
 
-def test_the_front_is_not_dominated_and_rows_alike_show_their_budget(capsys):
-    plan = _json(capsys, *PLAN)
-    front = plan["pareto"]
+def test_the_front_is_not_dominated_and_rows_alike_show_their_budget(capsys, plan_json):
+    front = plan_json["pareto"]
     for p in front:
         assert not any(o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
                        and o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"] for o in front)
