@@ -351,3 +351,23 @@ def test_lookups_are_fast() -> None:
     per = min(timeit.repeat(lambda: t.moe("fp8_block", 33, *DSV3, 1, 8), number=2000, repeat=3)) / 2000
     assert per < 50e-6
     assert math.isfinite(per)
+
+
+def test_roofline_shows_an_moe_split_of_dp_and_ep(capsys):
+    import json
+
+    from servesim.cli.main import main
+
+    def view(*extra: str) -> dict:
+        assert main(["roofline", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--batch", "64",
+                     *extra, "--format", "json"]) == 0
+        return json.loads(capsys.readouterr().out)["measured"]
+
+    tp8 = view("--tp", "8")
+    dp8 = view("--tp", "1", "--dp", "8", "--ep", "8")
+    assert tp8["available"] and dp8["available"]
+    a, b = tp8["rows"][0], dp8["rows"][0]
+    assert a["batch"] == b["batch"] == 64 and a["total_ms"] != b["total_ms"]
+    assert b["speed_of_light_ms"] <= b["total_ms"]
+    assert main(["roofline", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["measured"]["available"] is False  # dense: no DP/EP split

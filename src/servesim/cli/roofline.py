@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--gpu", required=True, help="catalog GPU, e.g. h100-sxm (or h100_sxm)")
     p.add_argument("--tp", type=integer(1, hi=64), default=1,
                    help="tensor-parallel GPUs per replica, 1-64, dividing the heads (default 1)")
+    p.add_argument("--dp", type=integer(1, hi=256), default=1,
+                   help="MoE models: attention data-parallel ranks, 1-256 (the measured view; default 1)")
+    p.add_argument("--ep", type=integer(1, hi=256), default=1,
+                   help="MoE models: expert-parallel ranks, 1-256, dividing the experts and tp x dp "
+                   "(the measured view; default 1)")
     p.add_argument("--batch", type=integer(1, hi=100_000), nargs="+", default=None, metavar="B",
                    help=f"decode batches to tabulate (default {' '.join(map(str, DEFAULT_BATCHES))})")
     p.add_argument("--context", type=integer(1, hi=10_000_000), default=DEFAULT_CONTEXT,
@@ -106,7 +111,7 @@ def _run(args: argparse.Namespace) -> Output:
     )
     data["measured"] = measured_view(model, gpu, args.gpu, args.tp, engine=args.engine, dtype=args.dtype,
                                      kv_dtype=args.kv_dtype, batches=args.batch or DEFAULT_BATCHES,
-                                     context_tokens=args.context, catalog=cat)
+                                     context_tokens=args.context, catalog=cat, dp=args.dp, ep=args.ep)
     if args.plot is not None:
         from servesim.render import plots
 

@@ -204,9 +204,11 @@ def roofline_summary(
 
 def measured_view(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
                   kv_dtype: str, batches: Sequence[int] = DEFAULT_BATCHES,
-                  context_tokens: int = DEFAULT_CONTEXT, catalog: Any = None) -> dict[str, Any]:
-    """The measured-kernel step model's view of a model on ``tp`` GPUs (dense, or MoE with its own step
-    model, tensor parallel only), or why there is none (``available`` False and a ``note``)."""
+                  context_tokens: int = DEFAULT_CONTEXT, catalog: Any = None, dp: int = 1,
+                  ep: int = 1) -> dict[str, Any]:
+    """The measured-kernel step model's view of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with
+    its own step model and ``ep``-way expert parallel), or why there is none (``available`` False and a
+    ``note``)."""
     from servesim.hardware.architectures import find_architecture
     from servesim.hardware.engines import engine_profile
     from servesim.hardware.names import canonical_gpu, dense_shape
@@ -217,16 +219,19 @@ def measured_view(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, eng
     presets = list(SPECDEC_PRESETS)
     try:
         gname = canonical_gpu(gpu_name, catalog)
-        eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp)
+        eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp * dp, dp=dp)
         arch = find_architecture(model.name) if getattr(model, "experts", 1) > 1 or \
             getattr(model, "attention", "") == "mla" else None
-        if arch is not None:  # the MoE / MLA step model (tensor parallel only here), no speculation yet
+        if arch is None and (dp > 1 or ep > 1):
+            return {"available": False, "note": f"--dp and --ep apply to mixture-of-experts models, not "
+                    f"{model.name}"}
+        if arch is not None:  # the MoE / MLA step model of its split (speculation: predict --spec mtp)
             from servesim.hardware.moe_step import MoEStepModel, Parallelism
             from servesim.plan.predict import moe_dtype
 
             # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
             own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname)
-            sm: Any = MoEStepModel(arch, gname, Parallelism(tp, 1, 1), dtype=own, kv_dtype=kv_dtype,
+            sm: Any = MoEStepModel(arch, gname, Parallelism(tp, dp, ep), dtype=own, kv_dtype=kv_dtype,
                                    engine=eng)
             presets = []
         else:

@@ -214,7 +214,8 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
                  else f"off above B = {off:,}")
         parts.append(f"{s['name']} {s['speedup_batch1']:.2f}x at B=1 (k={s['k_batch1']}), {where}")
     out.append("  speculation from this step model: " + ("; ".join(parts[:2]) or
-                                                         "not priced for mixture-of-experts models yet"))
+                                                         "see predict --spec mtp --k K --acceptance-length A "
+                                                         "(the MoE model's own MTP module)"))
     if len(parts) > 2:
         out.append("    " + "; ".join(parts[2:]))
     if any(not r["fits_memory"] for r in m["rows"]):
