@@ -369,5 +369,6 @@ def test_roofline_shows_an_moe_split_of_dp_and_ep(capsys):
     a, b = tp8["rows"][0], dp8["rows"][0]
     assert a["batch"] == b["batch"] == 64 and a["total_ms"] != b["total_ms"]
     assert b["speed_of_light_ms"] <= b["total_ms"]
-    assert main(["roofline", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2", "--format", "json"]) == 0
+    dense = ["roofline", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2", "--format", "json"]
+    assert main(dense) == 0
     assert json.loads(capsys.readouterr().out)["measured"]["available"] is False  # dense: no DP/EP split
