@@ -156,8 +156,15 @@ def predict_text(d: dict[str, Any]) -> str:
     ]
     if "speculation" in d:
         s = d["speculation"]
-        lines.append(f"  speculation {s['preset']}: k={s['k']}, alpha {s['alpha']:g}, d {s['d']:.3f}, "
+        lines.append(f"  speculation {s['preset']}: k={s['k']}, alpha {s['alpha']:.3f} (acceptance length "
+                     f"{s.get('acceptance_length', 0):.2f}; {s.get('acceptance', 'preset')}), d {s['d']:.3f}, "
                      f"c {s['c']:.3f} at batch {s['batch']:g}: {s['speedup_at_batch']:.2f}x per step")
+        curve = s.get("speedup_by_batch") or []
+        if curve:
+            off = s.get("stops_paying_at_batch")
+            pts = ", ".join(f"{c['batch']:g}: {c['speedup']:.2f}x" for c in curve)
+            lines.append(f"    speedup by running batch: {pts}; "
+                         + (f"stops paying at batch {off:g}" if off else "pays at every batch that fits"))
     lines.append(f"  step model: {d['step_model']}")
     lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
     return "\n".join(lines) + "\n"
