@@ -157,7 +157,8 @@ def predict_text(d: dict[str, Any]) -> str:
     if "speculation" in d:
         s = d["speculation"]
         lines.append(f"  speculation {s['preset']}: k={s['k']}, alpha {s['alpha']:.3f} (acceptance length "
-                     f"{s.get('acceptance_length', 0):.2f}; {s.get('acceptance', 'preset')}), d {s['d']:.3f}, "
+                     f"{s.get('acceptance_length', 0):.2f}; {s.get('acceptance', 'preset')}), "
+                     f"d {s['d']:.3f}, "
                      f"c {s['c']:.3f} at batch {s['batch']:g}: {s['speedup_at_batch']:.2f}x per step")
         curve = s.get("speedup_by_batch") or []
         if curve:
