@@ -15,6 +15,7 @@ from servesim.cli.args import choice, integer, link, number
 __all__ = [
     "WorkloadName",
     "add_disagg_arguments",
+    "preset_label",
     "resolve_link_name",
     "resolve_node",
     "workload_name",
@@ -100,6 +101,15 @@ def workload_of(args: argparse.Namespace) -> Any:
         raise InputError(f"--preset={str(name)!r} is not a known workload: must be one of "
                          f"{', '.join(known)}, or a [workload.NAME] of a --catalog file")
     return cat.workloads[str(name)]
+
+
+def preset_label(args: argparse.Namespace, wl: Any) -> str:
+    """The workload's name as output shows it: the preset's, or its lengths where --isl/--osl changed
+    them (a custom workload is not the preset)."""
+    base = workload_of(args)
+    if (wl.prompt_tokens, wl.output_tokens) == (base.prompt_tokens, base.output_tokens):
+        return str(args.preset)
+    return f"custom {wl.prompt_tokens}/{wl.output_tokens} tokens (rate and SLOs of {args.preset})"
 
 
 def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:

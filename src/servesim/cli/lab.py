@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from servesim.cli.args import Output, add_format, choice, integer, number, plot_path
-from servesim.cli.common import add_disagg_arguments, resolve_node, workload_of
+from servesim.cli.common import add_disagg_arguments, preset_label, resolve_node, workload_of
 
 __all__ = ["register"]
 
@@ -79,8 +79,8 @@ def _disagg(args: argparse.Namespace) -> Output:
         slo_tpot_s=args.slo_tpot_s, link=args.link, node_from=lambda w: resolve_node(args, w),
         prompt_tokens=args.isl, output_tokens=args.osl,
     )
-    data = disagg_summary(args.preset, workload=wl, link=ln, nodes=args.nodes, beta=beta, node=node,
-                          node_source=source)
+    data = disagg_summary(preset_label(args, wl), workload=wl, link=ln, nodes=args.nodes, beta=beta,
+                          node=node, node_source=source)
     if args.plot is not None:
         from servesim.plan.figures import disagg_curves
         from servesim.render.figures import disagg_figure

@@ -210,7 +210,8 @@ def specdec_text(s: dict[str, Any]) -> str:
 def disagg_text(s: dict[str, Any]) -> str:
     w, nd = s["workload"], s["node"]
     out: list[str] = []
-    out.append(f"COLOCATED vs DISAGGREGATED: preset {s['preset']}")
+    what = s["preset"] if s["preset"].startswith("custom") else f"preset {s['preset']}"
+    out.append(f"COLOCATED vs DISAGGREGATED: {what}")
     out.append(
         f"  {s['nodes']} nodes of {nd['model']} on {nd['gpus']} GPUs each "
         f"(prefill {nd['prefill_tokens_per_s']:,.0f} tok/s,"
