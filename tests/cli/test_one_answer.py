@@ -43,3 +43,13 @@ def test_a_model_plan_runs_no_speculation_unless_asked():
                              "512", "--osl", "128", "--slo-ttft-ms", "500", "--slo-tpot-ms", "40", "--format",
                              "json"], "0"))
     assert out["ranked"] and all(r["speculative_k"] == 0 for r in out["ranked"])
+
+
+def test_plot_works_on_the_engine_simulation_and_the_capacity_plan(tmp_path):
+    for args in (["simulate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "512", "--osl", "128",
+                  "--rate", "4", "--requests", "200"],
+                 ["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "1", "--isl", "512",
+                  "--osl", "128", "--top", "2"]):
+        out = tmp_path / f"{args[0]}.png"
+        _fresh([*args, "--plot", str(out)], "0")
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -175,6 +175,13 @@ def _capacity(args: argparse.Namespace) -> Output:
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
     data = capacity_plan(q, cat) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat)
     data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
+    if getattr(args, "plot", None) is not None:
+        from servesim.render import plots
+        from servesim.render.capacity import plot_pareto
+
+        fig, axes = plots.figure(1, width_in=8.0)
+        plot_pareto(axes[0], data)
+        plots.save(fig, args.plot)
     return Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
                                                              for r in data["ranked"]])
 

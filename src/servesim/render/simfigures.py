@@ -84,8 +84,30 @@ def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | Non
     if d["mode"] == "queue":
         _queue(axes[0], d, tail)
     else:
-        {"serving": _serving, "trace": _trace}[d["mode"]](axes[0], d)
+        {"serving": _serving, "trace": _trace}.get(d["mode"], _engine)(axes[0], d)
     return fig
+
+
+def _engine(ax: Any, d: dict[str, Any]) -> None:
+    """The engine loop (agg or disagg) beside the closed form at the same rate: mean TTFT and TPOT."""
+    from servesim.render import plots
+
+    cf = d.get("closed_form") or {}
+    names = ["mean TTFT (ms)", "p99 TTFT (ms)", "mean TPOT (ms)"]
+    keys = ["mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms"]
+    sim = [float(d.get(k) or 0.0) for k in keys]
+    closed = [float(cf.get(k) or 0.0) for k in keys]
+    x = range(len(names))
+    _bar_values(ax, ax.bar([i - 0.2 for i in x], sim, 0.4, label="engine loop"), sim)
+    _bar_values(ax, ax.bar([i + 0.2 for i in x], closed, 0.4, label="closed form at load"), closed)
+    ax.set_xticks(list(x), names)
+    ax.grid(False, axis="x")
+    ax.set_yscale("log")
+    ax.set_ylabel("ms")
+    rate = next((d[k] for k in ("rate_per_s", "rate", "request_rate") if isinstance(d.get(k), (int, float))),
+                None)
+    ax.set_title(f"Engine loop vs closed form ({d['mode']}" + (f", {rate:g} req/s)" if rate else ")"))
+    plots.legend(ax)
 
 
 def bias_labels(bias: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float, str]]]:
