@@ -173,7 +173,12 @@ def _capacity(args: argparse.Namespace) -> Output:
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
-    data = capacity_plan(q, cat) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat)
+    from servesim.cli.progress import Progress
+
+    bar = Progress(min(args.top, 100), "confirming by the engine model", enabled=not args.quiet)
+    data = capacity_plan(q, cat, bar.advance) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat,
+                                                                                         bar.advance)
+    bar.close()
     data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
     if getattr(args, "plot", None) is not None:
         from servesim.render import plots

@@ -113,13 +113,14 @@ def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
     return (float(p) if p is not None else None), str(extras.get("price_source", ""))
 
 
-def capacity_plan(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
-    """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out."""
+def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) -> dict[str, Any]:
+    """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out.
+    ``progress()`` is called as each confirmed row is done."""
     from dataclasses import replace
 
     out = _screen(replace(q, confirm=False), catalog)
     if q.confirm:
-        out["ranked"], out["pareto"] = _confirmed(out["ranked"], q, out["gpu"], catalog)
+        out["ranked"], out["pareto"] = _confirmed(out["ranked"], q, out["gpu"], catalog, progress)
         out.update(_confirmed_note(q, len(out["ranked"])))
     return out
 
@@ -318,7 +319,8 @@ def _disagg_point(psm: Any, pw: int, dsm: Any, mem: float, dw: int, q: PlanQuest
                      att, d.tpot_s, d.batch, p.utilization, "", d.k)
 
 
-def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None) -> dict[str, Any]:
+def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
+                       progress: Any = None) -> dict[str, Any]:
     """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
     from dataclasses import replace
 
@@ -331,7 +333,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None) ->
     else:
         rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated"))
     if q.confirm:
-        rows, front = _confirmed(rows, q, "", catalog)
+        rows, front = _confirmed(rows, q, "", catalog, progress)
     else:
         front = _front([p for pl in plans for p in pl["pareto"]])
     out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front,
@@ -352,7 +354,7 @@ def _sort_rows(rows: list[dict[str, Any]], q: PlanQuestion) -> None:
                                  -(r["tokens_per_s_per_user"] or 0.0)))
 
 
-def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog: Any
+def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog: Any, progress: Any = None
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The closed form's best rows confirmed by the engine model (:mod:`servesim.plan.confirm`), ranked
     again, and the Pareto front of their engine-model operating points (1, 1/2, 1/4, 1/8 of each
@@ -363,7 +365,7 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
 
     jobs = max(1, min(2, os.cpu_count() or 1, q.confirm_top))
     tasks = [(r, q, r.get("gpu") or gname, catalog) for r in rows[:max(1, q.confirm_top)]]
-    done = map_tasks(_confirm_task, tasks, jobs=jobs)
+    done = map_tasks(_confirm_task, tasks, jobs=jobs, progress=progress)
     out: list[dict[str, Any]] = []
     pts: list[dict[str, Any]] = []
     for c, points in done:
