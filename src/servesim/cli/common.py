@@ -116,8 +116,9 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     """The node, beta and a one-line description of where the node came from.
 
     ``--calibration`` wins, then ``--model/--gpu/--tp/--dtype/--kv-dtype`` (the
-    measured-kernel step model's node, :func:`servesim.hardware.node.step_node`,
-    its decode batch sized so that TPOT_base meets the workload's TPOT SLO), then
+    measured-kernel step model's node, :func:`servesim.hardware.node.step_node`:
+    its decode capacity at the largest batch within the workload's TPOT SLO, its TPOT_base at
+    the batch the workload's rate keeps running on each of ``--nodes``), then
     the lab's reference node.  ``--beta`` overrides a calibrated beta; the default is 0.5.
     """
     from servesim.model.serving import DEFAULT_NODE
@@ -140,8 +141,9 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     cat = load_catalog(*args.catalog)
     dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "bf16", args.kv_dtype, args.engine)
     sm, _, memory = build_step_model(dep, cat)
+    nodes = max(1, int(getattr(args, "nodes", 1) or 1))
     d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
-                  tpot_slo_s=wl.slo_tpot_s)
+                  tpot_slo_s=wl.slo_tpot_s, rate_per_node=wl.rate_per_s / nodes)
     return d.node, beta, d.source
 
 
