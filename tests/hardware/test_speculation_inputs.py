@@ -76,3 +76,18 @@ def test_deepseek_mtp_is_its_own_module_and_ngram_costs_the_host_only():
     n = json.loads(_cli(*LLAMA, "--concurrency", "8", "--spec", "ngram", "--k", "3", "--acceptance-length",
                         "1.5", "--format", "json").stdout)
     assert n["speculation"]["d"] < 0.01
+
+
+def test_fit_alpha_hands_predict_its_acceptance_length():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "servesim", "fit-alpha", str(root / "examples" / "scrape.txt"),
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    d = json.loads(r.stdout)
+    # By hand: accepted per position 25,600, 19,200 and 13,440 of 32,000 drafts, plus the bonus token.
+    assert d["acceptance_length"] == pytest.approx(1 + (25600 + 19200 + 13440) / 32000)
+    flags = d["predict_flags"].split()
+    p = _cli(*LLAMA, "--concurrency", "4", "--spec", "eagle3", *flags, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["speculation"]["acceptance_length"] == pytest.approx(2.82, abs=1e-3)

@@ -301,6 +301,13 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
     fit = fit_alpha(counts, definition=args.definition, k=args.k, util=util, d=args.d, c=args.c,
                     k_max=args.k_max)
     data = fit.as_dict()
+    # The same answer in predict's terms: the mean acceptance length at k (bonus token included), from
+    # the observed per-position acceptance where the scrape has it, else from the fitted alpha.
+    obs = (data.get("observed") or {}).get("marginal")
+    k = int(data["k"])
+    length = 1.0 + (sum(obs) if obs else sum(data["alpha"] ** i for i in range(1, k + 1)))
+    data["acceptance_length"] = length
+    data["predict_flags"] = f"--k {k} --acceptance-length {length:.3f}"
     if from_batch is not None:
         data["util_from_batch"] = from_batch
     if args.plot is not None:

@@ -93,6 +93,9 @@ def fit_text(d: dict[str, Any]) -> str:
         ci = f"   95% interval [{d['alpha_lo']:.4f}, {d['alpha_hi']:.4f}]"
     out.append(f"  alpha (conditional, i.i.d. model) = {d['alpha']:.4f}{ci}")
     out.append(f"    interval: {d['interval']}")
+    if d.get("predict_flags"):
+        out.append(f"  mean acceptance length {d['acceptance_length']:.3f} tokens per verify step (bonus "
+                   f"included): servesim predict ... --spec METHOD {d['predict_flags']}")
     t = d["iid_test"]
     if t is not None:
         verdict = "consistent with i.i.d." if t["consistent_at_5pct"] else "NOT i.i.d. (p < 0.05)"
