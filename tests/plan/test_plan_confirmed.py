@@ -90,3 +90,12 @@ def test_a_moe_model_is_planned_over_tp_dp_and_ep_and_confirmed(capsys):
     for r in rows:
         assert r["mean_tpot_ms"] <= 50 and r["ttft_attainment"] >= 0.9 and r["gpus"] <= 8
         assert r["decode"]["dtype"] == "bf16"  # the checkpoint's own
+
+
+def test_the_lab_commands_take_an_moe_model_node(capsys):
+    d = _json(capsys, "disagg", "--preset", "chat", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200",
+              "--tp", "8", "--format", "json")
+    # The MLA latent: (512 + 64) values x 61 layers x 2 bytes a token; a 1,024-token prompt of it.
+    assert d["node"]["kv_bytes_per_token"] == 576 * 61 * 2
+    assert d["kv_transfer"][0]["kv_bytes"] == 576 * 61 * 2 * 1024
+    assert "fp8_block" in d["node"]["source"] and d["node"]["gpus"] == 8

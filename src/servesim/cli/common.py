@@ -139,7 +139,7 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     from servesim.plan.predict import Deployment, build_step_model
 
     cat = load_catalog(*args.catalog)
-    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "bf16", args.kv_dtype, args.engine)
+    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine)
     sm, _, memory = build_step_model(dep, cat)
     nodes = max(1, int(getattr(args, "nodes", 1) or 1))
     d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,

@@ -73,11 +73,12 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
     p = check_int("prompt_tokens", prompt_tokens, lo=1)
     o = check_int("output_tokens", output_tokens, lo=0)
     final_ctx, mean_ctx = p + o, p + o / 2.0
+    name, layers, kv_heads, head_dim, gpus = _kv_layout(sm)
     fit = sm.kv_capacity_tokens(memory_bytes) // final_ctx
     if fit < 1:
         raise ParameterError(
-            "tp", sm.tp,
-            f"large enough for {sm.shape.name}'s weights ({sm.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU "
+            "tp", gpus,
+            f"large enough for {name}'s weights ({sm.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU "
             f"in {sm.dtype}) and one {final_ctx:,}-token sequence on {sm.gpu}",
         )
     cap = sm.engine.max_num_seqs
@@ -109,14 +110,25 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
             load_b = hi_b
         base = sm.decode_step(load_b, mean_ctx).total_s
         at_load = f"; TPOT_base at the {load_b:.1f} sequences {lam:g} req/s keeps running"
-    s = sm.shape
     kv_bytes = 1.0 if sm.kv_dtype == "fp8" else 2.0
     node = NodeSpec(prefill_tokens_per_s=p / prefill, decode_tokens_per_s=b / dec.total_s,
-                    tpot_base_s=base, kv=KVShape(s.name, s.layers, s.kv_heads, s.head_dim, kv_bytes),
-                    gpus=sm.tp)
-    source = (f"measured-kernel step model: {s.name} on {sm.tp} x {sm.gpu} ({sm.dtype}, {sm.kv_dtype} KV, "
+                    tpot_base_s=base, kv=KVShape(name, layers, kv_heads, head_dim, kv_bytes), gpus=gpus)
+    source = (f"measured-kernel step model: {name} on {gpus} x {sm.gpu} ({sm.dtype}, {sm.kv_dtype} KV, "
               f"{sm.engine.name}), decode batch {b} (limited by {why.replace('_', ' ')}){at_load}")
     return StepNode(node, b, why, fit, prefill, dec, source)
+
+
+def _kv_layout(sm: Any) -> tuple[str, int, int, int, int]:
+    """(name, layers, KV heads, head width, GPUs) of a dense or an MoE step model; an MLA model's latent
+    (``kv_lora_rank + rope`` values a layer) is written as one head of half that width (K and V)."""
+    arch = getattr(sm, "arch", None)
+    if arch is None:
+        s = sm.shape
+        return s.name, s.layers, s.kv_heads, s.head_dim, sm.tp
+    gpus = sm.par.tp * sm.par.dp
+    if arch.attention == "mla":
+        return arch.name, arch.layers, 1, max(1, (arch.kv_lora_rank + arch.qk_rope_head_dim) // 2), gpus
+    return arch.name, arch.layers, arch.kv_heads, arch.head_dim, gpus
 
 
 # --------------------------------------------------------------------------- from the roofline
