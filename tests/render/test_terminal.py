@@ -16,17 +16,21 @@ def narrow():
     text.WIDTH = old
 
 
-def test_tables_drop_columns_from_the_right_and_say_so(narrow):
-    headers = ["deployment", "goodput", "TTFT", "TPOT", "a long reason column"]
-    rows = [["colocated x8, spec k=5", "3.000", "559", "13.3", "TPOT 13.3 of 28 ms, and more words"]]
+def test_tables_drop_detail_columns_and_keep_the_answer(narrow):
+    headers = ["deployment", "goodput", "TTFT", "a long detail column", "winner"]
+    rows = [["colocated x8, spec k=5", "3.000", "559", "TPOT 13.3 of 28 ms, more", "disaggregated"]]
     out = text.table(headers, rows)
     lines = out.splitlines()
     assert all(len(line) <= narrow for line in lines)
-    assert "deployment" in lines[0] and "a long reason column" not in out
+    # The row's name and its answer stay; the detail next to the answer goes first.
+    assert "deployment" in lines[0] and "winner" in lines[0] and "disaggregated" in lines[2]
+    assert "a long detail column" not in out
     assert "more column" in lines[-1] and "--format csv|json" in lines[-1]
-    # never fewer than two columns, even when two do not fit
+    # never fewer than two columns, even when two do not fit; a table may name more columns to keep
     two = text.table(["x" * 50, "y" * 50, "z"], [["1", "2", "3"]])
-    assert "x" * 50 in two and "y" * 50 in two and "z" not in two.splitlines()[0]
+    assert "x" * 50 in two and "z" in two.splitlines()[0] and "y" * 50 not in two
+    kept = text.table(["a", "b" * 30, "c" * 30, "d"], [["1", "2", "3", "4"]], keep=(0, 1, -1))
+    assert "b" * 30 in kept and "c" * 30 not in kept
 
 
 def test_without_a_terminal_every_column_stays():

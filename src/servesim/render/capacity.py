@@ -70,7 +70,7 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
                      "-" if r["speculation"] == "none" else f"{r['speculation']} k={r['speculative_k']}",
                      _n(r["dollars_per_million_output_tokens"], 2) + ("!" if r["hazards"] else "")])
     out.append(table(["#", "arch", "pools", "GPUs", "req/s", "tok/s/GPU", "tok/s/user", "TTFT", "TPOT",
-                      "spec", "$/Mtok"], rows))
+                      "spec", "$/Mtok"], rows, keep=(0, 1, 2, 4, -2, -1)))  # the deployment, its rate, marks
     if not d["ranked"]:
         out.append("  no deployment meets both SLOs at any rate")
     if any(r["hazards"] for r in d["ranked"][:top]):

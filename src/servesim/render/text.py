@@ -22,37 +22,52 @@ out.  Files, pipes and ``--format json|csv`` always carry every column.
 """
 
 
-def fit_width(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str, width: int | None
-              ) -> tuple[list[str], list[list[str]], int]:
-    """The columns that fit ``width`` (dropping from the right, keeping at least two), and how many
-    were dropped."""
+def fit_width(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str, width: int | None,
+              keep: Sequence[int] = (0, -1)) -> tuple[list[str], list[list[str]], int]:
+    """The columns that fit ``width``, and how many were dropped.  Detail goes first: columns are left
+    out from the right, but never those in ``keep`` (by default the first, which names the row, and
+    the last, which holds the answer: the winner, PASS/FAIL, a hazard mark), and at least two stay."""
+    kept, _, dropped = _fit_columns(headers, rows, indent, width, keep)
+    return [headers[i] for i in kept], [[r[i] for i in kept] for r in rows], dropped
+
+
+def _fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str, width: int | None,
+                 keep: Sequence[int]) -> tuple[list[int], list[int], int]:
     cols = len(headers)
-    hdr, body = list(headers), [list(r) for r in rows]
+    idx = list(range(cols))
     if width is None:
-        return hdr, body, 0
+        return idx, idx, 0
+    fixed = {k % cols for k in keep} if cols else set()
+    ws = [max([len(headers[i]), *(len(r[i]) for r in rows)]) for i in range(cols)]
 
-    def total(n: int) -> int:
-        ws = [max([len(hdr[i]), *(len(r[i]) for r in body)]) for i in range(n)]
-        return len(indent) + sum(ws) + 2 * (n - 1)
+    def total(ix: list[int]) -> int:
+        return len(indent) + sum(ws[i] for i in ix) + 2 * (len(ix) - 1)
 
-    n = cols
-    while n > 2 and total(n) > width:
-        n -= 1
-    return hdr[:n], [r[:n] for r in body], cols - n
+    while len(idx) > 2 and total(idx) > width:
+        drop = next((i for i in reversed(idx) if i not in fixed), None)
+        if drop is None:
+            break
+        idx.remove(drop)
+    return idx, idx, cols - len(idx)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ",
-          left: Sequence[int] = (0,)) -> str:
+          left: Sequence[int] = (0,), keep: Sequence[int] = (0, -1)) -> str:
     """Right-aligned columns (those in ``left`` left-aligned) under a rule; on a terminal narrower
-    than the table, the rightmost columns are left out (see :data:`WIDTH`)."""
-    headers, rows, dropped = fit_width(headers, rows, indent, WIDTH)
+    than the table, detail columns are left out from the right, never those in ``keep`` (see
+    :func:`fit_width` and :data:`WIDTH`)."""
+    kept, _, dropped = _fit_columns(headers, rows, indent, WIDTH, keep)
+    lefts = {i % len(headers) for i in left} if headers else set()
+    headers = [headers[i] for i in kept]
+    rows = [[r[i] for i in kept] for r in rows]
+    left_now = [j for j, i in enumerate(kept) if i in lefts]
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, r, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
         parts = [
-            cell.ljust(w) if i in left else cell.rjust(w)
+            cell.ljust(w) if i in left_now else cell.rjust(w)
             for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
         ]
         return (indent + "  ".join(parts)).rstrip()
