@@ -12,7 +12,7 @@ traffic evenly); a disaggregated row is the whole deployment's engine loop.
 
 The search: the closed form's rate ``r0`` is tried first; the bracket grows (x1.25)
 or shrinks (x0.8) until it holds a passing and a failing rate, then
-:data:`BISECT_STEPS` bisections narrow it to about 1.5%.  Each trial is one
+:data:`BISECT_STEPS` bisections narrow it to about 3%.  Each trial is one
 ``predict`` run with the default benchmark of ``predict --rate`` (500 Poisson
 requests, seed 0), so ``predict --rate R`` of a printed row reproduces the row's
 figures.
@@ -28,8 +28,8 @@ from servesim._checks import InputError, ParameterError
 
 __all__ = ["BISECT_STEPS", "confirm_row", "operating_point", "row_deployments"]
 
-BISECT_STEPS = 4
-"""Bisections after bracketing (the bracket's width x 1/16: the rate to about 1.5%)."""
+BISECT_STEPS = 3
+"""Bisections after bracketing (the bracket's width x 1/8: the rate to about 3%)."""
 
 _GROW, _SHRINK, _TRIES = 1.25, 0.8, 14
 
