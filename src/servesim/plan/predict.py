@@ -286,7 +286,6 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
                            "admits only what fits"}[dep.engine]
     else:
         above = ""
-    duration = res.duration_s
     client = bench.client
     sched = res.scheduler
     out: dict[str, Any] = {
@@ -298,17 +297,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "max_concurrency": conc,
         "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
         "burstiness": client.burstiness, "num_prompts": bench.prompts,
-        "duration": duration, "completed": res.completed,
-        "total_input_tokens": res.total_input_tokens, "total_output_tokens": res.total_output_tokens,
-        "request_throughput": res.request_throughput, "output_throughput": res.output_throughput,
-        "total_token_throughput": (res.total_input_tokens + res.total_output_tokens) / duration,
-        "mean_ttft_ms": res.mean_ttft_s * 1e3, "median_ttft_ms": res.median_ttft_s * 1e3,
-        "std_ttft_ms": _ms(res.std_ttft_s), "p99_ttft_ms": res.p99_ttft_s * 1e3,
-        "mean_tpot_ms": _ms(res.mean_tpot_s), "median_tpot_ms": _ms(res.median_tpot_s),
-        "std_tpot_ms": _ms(res.std_tpot_s), "p99_tpot_ms": _ms(res.p99_tpot_s),
-        "mean_itl_ms": _ms(res.mean_itl_s), "median_itl_ms": _ms(res.median_itl_s),
-        "p99_itl_ms": _ms(res.p99_itl_s),
-        "output_throughput_per_gpu": res.output_throughput / gpus,
+        **_result_keys(res, gpus),
         "decode_batch": res.decode_batch, "kv_max_requests": kv_max, "kv_capacity_tokens": cap,
         "above_kv_limit": above, "preemptions": res.preemptions,
         "max_num_batched_tokens": sm.engine.max_num_batched_tokens, "max_num_seqs": sm.engine.max_num_seqs,
@@ -434,17 +423,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "max_concurrency": bench.concurrency,
         "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
         "burstiness": bench.client.burstiness, "num_prompts": bench.prompts,
-        "duration": res.duration_s, "completed": res.completed,
-        "total_input_tokens": res.total_input_tokens, "total_output_tokens": res.total_output_tokens,
-        "request_throughput": res.request_throughput, "output_throughput": res.output_throughput,
-        "total_token_throughput": (res.total_input_tokens + res.total_output_tokens) / res.duration_s,
-        "mean_ttft_ms": res.mean_ttft_s * 1e3, "median_ttft_ms": res.median_ttft_s * 1e3,
-        "std_ttft_ms": _ms(res.std_ttft_s), "p99_ttft_ms": res.p99_ttft_s * 1e3,
-        "mean_tpot_ms": _ms(res.mean_tpot_s), "median_tpot_ms": _ms(res.median_tpot_s),
-        "std_tpot_ms": _ms(res.std_tpot_s), "p99_tpot_ms": _ms(res.p99_tpot_s),
-        "mean_itl_ms": _ms(res.mean_itl_s), "median_itl_ms": _ms(res.median_itl_s),
-        "p99_itl_ms": _ms(res.p99_itl_s),
-        "output_throughput_per_gpu": res.output_throughput / gpus,
+        **_result_keys(res, gpus),
         "decode_batch": res.decode_batch, "prefill_utilization": res.prefill_busy if not share else share,
         "kv_max_requests": decode_workers * kv_max, "kv_capacity_tokens": dcap,
         "preemptions": res.preemptions,
@@ -481,6 +460,25 @@ def _pool_error(exc: ParameterError, pool: str) -> ParameterError:
     """``exc`` of one pool's deployment, naming the pool's flag (``--decode-tp`` for ``tp``)."""
     name = exc.name if exc.name not in ("tp", "dp", "ep", "dtype") else f"{pool}_{exc.name}"
     return ParameterError(name, exc.value, exc.valid)
+
+
+def _result_keys(res: Any, gpus: int) -> dict[str, Any]:
+    """What a run measured, under ``vllm bench serve``'s names and units (times in ms, duration in s);
+    ``res`` is a colocated or a disaggregated engine-loop result."""
+    d = res.duration_s
+    return {
+        "duration": d, "completed": res.completed,
+        "total_input_tokens": res.total_input_tokens, "total_output_tokens": res.total_output_tokens,
+        "request_throughput": res.request_throughput, "output_throughput": res.output_throughput,
+        "total_token_throughput": (res.total_input_tokens + res.total_output_tokens) / d,
+        "mean_ttft_ms": res.mean_ttft_s * 1e3, "median_ttft_ms": res.median_ttft_s * 1e3,
+        "std_ttft_ms": _ms(res.std_ttft_s), "p99_ttft_ms": res.p99_ttft_s * 1e3,
+        "mean_tpot_ms": _ms(res.mean_tpot_s), "median_tpot_ms": _ms(res.median_tpot_s),
+        "std_tpot_ms": _ms(res.std_tpot_s), "p99_tpot_ms": _ms(res.p99_tpot_s),
+        "mean_itl_ms": _ms(res.mean_itl_s), "median_itl_ms": _ms(res.median_itl_s),
+        "p99_itl_ms": _ms(res.p99_itl_s),
+        "output_throughput_per_gpu": res.output_throughput / gpus,
+    }
 
 
 def _attainment(ttfts: tuple[float, ...], slo_s: float) -> float:

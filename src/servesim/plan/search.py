@@ -519,21 +519,7 @@ def _pareto(rows: list[dict[str, Any]], curves: list[tuple[dict[str, Any], Any]]
                 pts.append({**_brief(r), "rate_rps": rate,
                             "output_throughput_per_gpu": rate * q.osl / r["gpus"],
                             "tokens_per_s_per_user": 1.0 / p.tpot_s})
-    front = []
-    for p in pts:
-        dominated = any(o["output_throughput_per_gpu"] >= p["output_throughput_per_gpu"]
-                        and o["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"]
-                        and (o["output_throughput_per_gpu"] > p["output_throughput_per_gpu"]
-                             or o["tokens_per_s_per_user"] > p["tokens_per_s_per_user"]) for o in pts)
-        if not dominated:
-            front.append(p)
-    front.sort(key=lambda p: -p["output_throughput_per_gpu"])
-    uniq: list[dict[str, Any]] = []
-    for p in front:
-        if not uniq or (p["output_throughput_per_gpu"], p["tokens_per_s_per_user"]) != (
-                uniq[-1]["output_throughput_per_gpu"], uniq[-1]["tokens_per_s_per_user"]):
-            uniq.append(p)
-    return uniq
+    return _front(pts)
 
 
 def _brief(r: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto"]
+__all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto", "split_label"]
+
+
+def split_label(x: dict[str, Any], sep: str = "") -> str:
+    """A pool's split: ``TP8``, ``TP1DP8EP8`` (``sep`` between the parts)."""
+    parts = [f"TP{x['tp']}"]
+    if x.get("dp", 1) > 1:
+        parts.append(f"DP{x['dp']}")
+    if x.get("ep", 1) > 1:
+        parts.append(f"EP{x['ep']}")
+    return sep.join(parts)
 
 
 def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool = False) -> str:
@@ -12,14 +22,7 @@ def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool = False) -> s
     if with_gpu:
         return f"{r['gpu']}: {_shape(r, budget=budget)}"
     p, d = r["prefill"], r["decode"]
-
-    def split(x: dict[str, Any]) -> str:
-        out = f"TP{x['tp']}"
-        if x.get("dp", 1) > 1:
-            out += f"DP{x['dp']}"
-        if x.get("ep", 1) > 1:
-            out += f"EP{x['ep']}"
-        return out
+    split = split_label
 
     if r["architecture"] == "colocated":
         tail = f" b{r['max_num_batched_tokens']}" if budget and r.get("max_num_batched_tokens") else ""

@@ -76,12 +76,9 @@ def _scheduler(d: dict[str, Any]) -> str:
 
 def _pool(p: dict[str, Any]) -> str:
     """A pool's shape: ``2 x TP8`` or ``1 x TP1 DP8 EP8``."""
-    shape = f"TP{p['tp']}"
-    if p.get("dp", 1) > 1:
-        shape += f" DP{p['dp']}"
-    if p.get("ep", 1) > 1:
-        shape += f" EP{p['ep']}"
-    return f"{p['workers']} x {shape}"
+    from servesim.render.capacity import split_label
+
+    return f"{p['workers']} x {split_label(p, ' ')}"
 
 
 def disagg_text(d: dict[str, Any]) -> str:
