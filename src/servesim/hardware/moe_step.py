@@ -137,7 +137,7 @@ class MoEStepModel:
 
     def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
-                 tables: KernelTables | None = None) -> None:
+                 tables: KernelTables | None = None, catalog: Any = None) -> None:
         self.arch = arch
         self.shape = arch
         self.gpu = gpu
@@ -151,7 +151,8 @@ class MoEStepModel:
             raise ParameterError("kv_dtype", kv_dtype, "bf16 or fp8")
         self.kv_dtype = kv_dtype
         self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
-        self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables)
+        self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
+                                                                      catalog=catalog)
         t = self.tables
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
         own = arch.checkpoint_dtype

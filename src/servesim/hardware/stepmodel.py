@@ -466,7 +466,7 @@ def pricing_tables(gpu: str, engine: str, tables: KernelTables | None = None, *,
         raise ParameterError(
             "gpu", gpu, "a GPU of the catalog the step model is given: it has no measured kernel tables, and "
             "without its catalog entry there are no peaks to scale a measured GPU's tables to (a --catalog "
-            "GPU needs that catalog here; the MoE / MLA step model reads the shipped catalog only)") from None
+            "GPU needs that catalog here)") from None
     spec = catalog.gpus[name]
     extras = catalog.gpu_extras.get(name, {})
     peaks = {"bf16": spec.flops_per_s}

@@ -169,7 +169,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 
         msm = MoEStepModel(arch, gname, Parallelism(dep.tp, dep.dp, dep.ep),
-                           dtype=moe_dtype(dep.dtype, arch, gname), kv_dtype=dep.kv_dtype, engine=eng)
+                           dtype=moe_dtype(dep.dtype, arch, gname), kv_dtype=dep.kv_dtype, engine=eng,
+                           catalog=catalog)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
             room = gpu.memory_bytes / 2**30 * eng.memory_fraction * 0.9
