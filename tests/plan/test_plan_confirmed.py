@@ -99,3 +99,22 @@ def test_the_lab_commands_take_an_moe_model_node(capsys):
     assert d["node"]["kv_bytes_per_token"] == 576 * 61 * 2
     assert d["kv_transfer"][0]["kv_bytes"] == 576 * 61 * 2 * 1024
     assert "fp8_block" in d["node"]["source"] and d["node"]["gpus"] == 8
+
+
+def test_a_speculative_plan_takes_the_measured_acceptance_and_drops_what_does_not_pay(capsys):
+    plan = _json(capsys, "plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl",
+                 "1024", "--osl", "256", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "30", "--spec", "eagle3", "--k", "3",
+                 "--acceptance-length", "2.5", "--top", "8", "--format", "json")
+    rows = plan["ranked"]
+    spec = [r for r in rows if r["speculation"] != "none"]
+    assert spec and all(r["acceptance"].startswith("given") and r["speculative_k"] == 3 for r in spec)
+    # Every speculative row left beats its twin without speculation where both were confirmed.
+    plain = {(r["architecture"], str(r["prefill"]), str(r["decode"]), r["max_num_batched_tokens"]):
+             r["max_rate_rps"] for r in rows if r["speculation"] == "none"}
+    for r in spec:
+        key = (r["architecture"], str(r["prefill"]), str(r["decode"]), r["max_num_batched_tokens"])
+        twin = plain.get(key)
+        assert twin is None or r["max_rate_rps"] > twin
+    assert main(["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl", "512",
+                 "--osl", "64", "--spec", "eagle3", "--acceptance-length", "2.5"]) == 2
+    assert "acceptance_length" in capsys.readouterr().err

@@ -25,6 +25,14 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    "node plan; none with --model, where speculation runs only where asked for)")
     p.add_argument("--k-max", type=integer(1, hi=64), default=8,
                    help="largest draft length tried, 1-64 (default 8)")
+    p.add_argument("--k", type=integer(1, hi=16), default=None,
+                   help="with --model and --spec: the draft length the engine runs, 1-16 (the one "
+                   "--acceptance-length was measured at)")
+    p.add_argument("--acceptance-length", type=number(1.0, 17.0), default=None,
+                   help="with --model, --spec and --k: the measured mean acceptance length (tokens per "
+                   "verify step, bonus included), in [1, k + 1]; the engine model confirms each speculative "
+                   "deployment with it, and one that does not beat the same deployment without speculation "
+                   "is left out (speculation off at that load)")
     p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9, metavar="FRACTION",
                    help="fraction of requests that must meet both SLOs, in (0, 1] (default 0.9)")
     p.add_argument("--trace", default=None, metavar="FILE",
@@ -169,7 +177,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
         spec=None if args.spec in (None, "none") else args.spec, engine=args.engine,
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
-        confirm_top=min(args.top, 100),
+        confirm_top=min(args.top, 100), k=args.k, acceptance_length=args.acceptance_length,
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]

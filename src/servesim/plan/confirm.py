@@ -53,14 +53,16 @@ def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Any) -> di
 
     pre, dec = row_deployments(row, q, gpu)
     spec = None if row["speculation"] == "none" else row["speculation"]
+    acc = {} if spec is None else {"k": getattr(q, "k", None),
+                                   "acceptance_length": getattr(q, "acceptance_length", None)}
     if row["architecture"] == "colocated":
         n = row["prefill"]["workers"]
         bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n)
-        return predict(dec, bench, spec=spec, catalog=catalog, slo_ttft_s=q.slo_ttft_s)
+        return predict(dec, bench, spec=spec, catalog=catalog, slo_ttft_s=q.slo_ttft_s, **acc)
     bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate)
     return predict_disaggregated(pre, row["prefill"]["workers"], dec, row["decode"]["workers"],
                                  q.link_bytes_per_s, bench, spec=spec, catalog=catalog,
-                                 slo_ttft_s=q.slo_ttft_s)
+                                 slo_ttft_s=q.slo_ttft_s, **acc)
 
 
 def _meets(d: dict[str, Any], q: Any) -> bool:
@@ -115,6 +117,8 @@ def confirm_row(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> d
         "tokens_per_s_per_user": 1e3 / d["mean_tpot_ms"] if d["mean_tpot_ms"] else None,
         "mean_ttft_ms": d["mean_ttft_ms"], "p99_ttft_ms": d["p99_ttft_ms"], "mean_tpot_ms": d["mean_tpot_ms"],
         "ttft_attainment": d["ttft_slo_attainment"], "decode_batch": d["decode_batch"],
+        **({"speculative_k": d["speculation"]["k"], "acceptance": d["speculation"]["acceptance"]}
+           if "speculation" in d else {}),
         "dollars_per_million_output_tokens": (row["dollars_per_million_output_tokens"] * row["max_rate_rps"]
                                               / good if row["dollars_per_million_output_tokens"] else None),
         "closed_form": {"max_rate_rps": row["max_rate_rps"], "mean_ttft_ms": row["mean_ttft_ms"],

@@ -89,6 +89,8 @@ class PlanQuestion:
     chunks: tuple[int, ...] = ()  # () = the engine's budget and 2048
     hazards: bool = True
     target_rate_per_s: float | None = None  # plan the fewest GPUs for this rate (``gpus`` is then a cap)
+    k: int | None = None  # the draft length of the speculative rows (with acceptance_length)
+    acceptance_length: float | None = None  # measured mean acceptance length at k (bonus included)
     confirm: bool = True  # confirm the printed rows by the engine model (servesim.plan.confirm)
     confirm_top: int = 10  # how many of the closed form's best rows are confirmed (and printed)
 
@@ -157,6 +159,9 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     """Every deployment priced by the closed form at load, ranked (the plan before confirmation)."""
     from servesim.plan.predict import Deployment, build_step_model, kv_transfer_seconds
 
+    if q.acceptance_length is not None and (q.spec is None or q.k is None):
+        raise ParameterError("acceptance_length", q.acceptance_length, "given with --spec METHOD and --k K "
+                             "(the draft length it was measured at)")
     shape, moe, pars = _shapes(q, catalog)
     if q.spec is not None and moe:
         raise ParameterError("spec", q.spec, "none for a mixture-of-experts plan (its speculation is "
@@ -373,8 +378,30 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
             continue
         out.append(c)
         pts += points
+    out, pts = _speculation_off(out, pts)
     _sort_rows(out, q)
     return out, _front(pts)
+
+
+def _twin(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r.get("gpu"), r["architecture"], tuple(sorted(r["prefill"].items())),
+            tuple(sorted(r["decode"].items())), r["max_num_batched_tokens"])
+
+
+def _speculation_off(rows: list[dict[str, Any]], pts: list[dict[str, Any]]
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Leave out a speculative row whose confirmed rate does not beat the same deployment without
+    speculation (confirmed too): at the load it sustains, speculation does not pay, so it is off."""
+    plain = {_twin(r): r["max_rate_rps"] for r in rows if r["speculation"] == "none"}
+    off = {_twin(r) for r in rows if r["speculation"] != "none" and _twin(r) in plain
+           and r["max_rate_rps"] <= plain[_twin(r)]}
+    keep = [r for r in rows if r["speculation"] == "none" or _twin(r) not in off]
+    return keep, [p for p in pts if p["speculation"] == "none" or _twin_pt(p) not in off]
+
+
+def _twin_pt(p: dict[str, Any]) -> tuple[Any, ...]:
+    return (p.get("gpu"), p["architecture"], tuple(sorted(p["prefill"].items())),
+            tuple(sorted(p["decode"].items())), p["max_num_batched_tokens"])
 
 
 def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Any
