@@ -232,6 +232,12 @@ def run_plan(args: argparse.Namespace) -> Output:
     fewest = args.target_rate is not None and args.model is not None and args.isl is not None
     if args.gpus is not None or fewest:
         return _capacity(args)
+    for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length)):
+        if value is not None:
+            from servesim._checks import InputError
+
+            raise InputError(f"{flag} {value:g}: applies to a capacity plan (--model M --gpu G --gpus N); "
+                             "the lab's node plan takes its preset's alpha")
     p, data, _ = _plan_data(args)
     req = p.request
     if args.plot is not None:

@@ -267,8 +267,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
             sm, spec, float(min(guess, max(1, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
             acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max)
     elif any(x is not None for x in (alpha, acceptance_length, draft)):
-        raise ParameterError("spec", spec or "none", "a speculative method when alpha, an acceptance length "
-                             "or a draft model is given")
+        name, value = next((n, v) for n, v in (("acceptance_length", acceptance_length), ("alpha", alpha),
+                                               ("draft", draft)) if v is not None)
+        raise ParameterError(name, value, "given with a speculative method (--spec METHOD; spec is none)")
     stable, why = _stable_at_rate(sm, memory, bench)
     res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, lengths=lengths)
     gpus = dep.tp * dep.dp
