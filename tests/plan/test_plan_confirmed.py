@@ -107,6 +107,7 @@ def test_a_speculative_plan_takes_the_measured_acceptance_and_drops_what_does_no
                  "--k", "3", "--acceptance-length", "2.5", "--top", "8", "--format", "json")
     rows = plan["ranked"]
     spec = [r for r in rows if r["speculation"] != "none"]
+    assert plan["speculation_off"] >= 0 and plan["confirmed"] == len(rows)
     assert spec and all(r["acceptance"].startswith("given") and r["speculative_k"] == 3 for r in spec)
     # Every speculative row left beats its twin without speculation where both were confirmed.
     plain = {(r["architecture"], str(r["prefill"]), str(r["decode"]), r["max_num_batched_tokens"]):

@@ -122,13 +122,13 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) ->
 
     out = _screen(replace(q, confirm=False), catalog)
     if q.confirm:
-        out["ranked"], out["pareto"] = _confirmed(out["ranked"], q, out["gpu"], catalog, progress)
-        out.update(_confirmed_note(q, len(out["ranked"])))
+        out["ranked"], out["pareto"], off = _confirmed(out["ranked"], q, out["gpu"], catalog, progress)
+        out.update(_confirmed_note(q, len(out["ranked"]), off))
     return out
 
 
-def _confirmed_note(q: PlanQuestion, n: int) -> dict[str, Any]:
-    return {"confirmed": n,
+def _confirmed_note(q: PlanQuestion, n: int, off: int = 0) -> dict[str, Any]:
+    return {"confirmed": n, "speculation_off": off,
             "step_model": ("closed form at load screens every deployment; the engine model (predict --rate) "
                            f"confirms the best {q.confirm_top}: the rows and the front are its figures")}
 
@@ -338,7 +338,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
     else:
         rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated"))
     if q.confirm:
-        rows, front = _confirmed(rows, q, "", catalog, progress)
+        rows, front, off = _confirmed(rows, q, "", catalog, progress)
     else:
         front = _front([p for pl in plans for p in pl["pareto"]])
     out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front,
@@ -346,7 +346,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
                 "usd_per_gpu_hour": {p["gpu"]: p["usd_per_gpu_hour"] for p in plans},
                 "price_source": {p["gpu"]: p["price_source"] for p in plans}})
     if q.confirm:
-        out.update(_confirmed_note(q, len(rows)))
+        out.update(_confirmed_note(q, len(rows), off))
     return out
 
 
@@ -360,10 +360,10 @@ def _sort_rows(rows: list[dict[str, Any]], q: PlanQuestion) -> None:
 
 
 def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog: Any, progress: Any = None
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
     """The closed form's best rows confirmed by the engine model (:mod:`servesim.plan.confirm`), ranked
-    again, and the Pareto front of their engine-model operating points (1, 1/2, 1/4, 1/8 of each
-    confirmed rate)."""
+    again, the Pareto front of their engine-model operating points (1, 1/2, 1/4, 1/8 of each
+    confirmed rate), and how many speculative rows were left out for not paying."""
     import os
 
     from servesim.sim.parallel import map_tasks
@@ -378,9 +378,10 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
             continue
         out.append(c)
         pts += points
+    n = len(out)
     out, pts = _speculation_off(out, pts)
     _sort_rows(out, q)
-    return out, _front(pts)
+    return out, _front(pts), n - len(out)
 
 
 def _twin(r: dict[str, Any]) -> tuple[Any, ...]:

@@ -76,6 +76,10 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
                       "spec", "$/Mtok"], rows, keep=(0, 1, 2, 4, -2, -1)))  # the deployment, its rate, marks
     if not d["ranked"]:
         out.append("  no deployment meets both SLOs at any rate")
+    if d.get("speculation_off"):
+        n = d["speculation_off"]
+        out.append(f"  speculation off: {n} speculative deployment{'s' if n > 1 else ''} confirmed no faster "
+                   "than the same without speculation at the load it sustains, left out")
     if any(r["hazards"] for r in d["ranked"][:top]):
         out.append("  ! known hazards (plan --no-hazards leaves these out):")
         out += [f"    {k}: {v}" for k, v in d["hazards"].items()]
