@@ -78,6 +78,15 @@ _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def file_mode() -> int:
+    """0666 minus the process umask (what ``open(..., 'w')`` would give)."""
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def save_through_temp(path: str | Path, write: Any, what: str = "file") -> Path:
     """``write(tmp)`` a file beside ``path``, give it the user's usual mode and rename it over ``path``:
     the file appears whole or not at all.  A failed write (a full disk, a file-size limit) removes the
@@ -94,9 +103,7 @@ def save_through_temp(path: str | Path, write: Any, what: str = "file") -> Path:
                                    suffix=p.suffix)
         os.close(fd)
         write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the file gets what open() would give
+        os.chmod(tmp, file_mode())  # mkstemp makes 0600; the file gets what open() would give
         os.replace(tmp, p)
     except OSError as exc:
         raise OutputError(f"cannot write the {what} {str(p)!r}: {exc.strerror or exc} (nothing was written "

@@ -5,6 +5,7 @@ user's ``--catalog``, and the node those flags name."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,9 +142,12 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     cat = load_catalog(*args.catalog)
     dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine)
     sm, _, memory = build_step_model(dep, cat)
-    nodes = max(1, int(getattr(args, "nodes", 1) or 1))
+    from servesim.plan.capacity import decode_at_load
+
+    rate = wl.rate_per_s / max(1, int(getattr(args, "nodes", 1) or 1))
+    at = decode_at_load(sm, memory, rate, wl.prompt_tokens, max(1, wl.output_tokens), prefill=False)
     d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
-                  tpot_slo_s=wl.slo_tpot_s, rate_per_node=wl.rate_per_s / nodes)
+                  tpot_slo_s=wl.slo_tpot_s, load=(rate, at.batch if at.stable else math.inf))
     return d.node, beta, d.source
 
 

@@ -324,27 +324,14 @@ def _run(args: argparse.Namespace) -> Output:
     if args.concurrency is None and args.rate is None and args.num_prompts is None:
         raise InputError("--max-concurrency (--concurrency), --request-rate (--rate) or --num-prompts is "
                          "required: client slots, send rate, or every one of --num-prompts at once")
-    if args.mode == "disagg":
-        return _disagg(args, catalog)
     row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
            "kv_dtype": args.kv_dtype,
            "engine": args.engine, "isl": args.isl, "osl": args.osl, "concurrency": args.concurrency,
            "rate": args.rate, "num_prompts": args.num_prompts}
-    data = _one(args, row, catalog)
-    from servesim.render.predict import predict_text
+    data = _one(args, row, catalog)  # the mode is --mode's
+    from servesim.render.predict import disagg_text, predict_text
 
-    return Output(data, predict_text(data), [_flat(data)])
-
-
-def _disagg(args: argparse.Namespace, catalog: Any) -> Output:
-    from servesim.render.predict import disagg_text
-
-    row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
-           "kv_dtype": args.kv_dtype, "engine": args.engine, "isl": args.isl, "osl": args.osl,
-           "concurrency": args.concurrency, "rate": args.rate, "num_prompts": args.num_prompts,
-           "mode": "disagg"}
-    data = _one(args, row, catalog)
-    return Output(data, disagg_text(data), [_flat(data)])
+    return Output(data, (disagg_text if data["mode"] == "disagg" else predict_text)(data), [_flat(data)])
 
 
 def _flat(d: dict[str, Any]) -> dict[str, Any]:

@@ -62,12 +62,12 @@ class StepNode:
 
 
 def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_tokens: int,
-              tpot_slo_s: float | None = None, rate_per_node: float | None = None) -> StepNode:
-    """Derive the node (see the module docstring).  With ``rate_per_node`` (the requests per second
-    each node serves), TPOT_base is the decode step at the batch that load keeps running (the fixed
-    point ``B = rate (O - 1) T(B)``, Little's law for the decoding sequences, capped by the batch the
-    node holds), so that the lab's TPOT agrees with the engine model's at that rate; the decode
-    capacity stays the node's largest batch over its step."""
+              tpot_slo_s: float | None = None, load: tuple[float, float] | None = None) -> StepNode:
+    """Derive the node (see the module docstring).  With ``load`` = (requests per second each node
+    serves, the decode batch that rate keeps running: the fixed point ``B = rate (O - 1) T(B)`` of
+    :func:`servesim.plan.capacity.decode_at_load`, inf where none fits), TPOT_base is the decode step at
+    that batch (at least one sequence, at most the node's batch), so that the lab's TPOT agrees with
+    the engine model's at that rate; the decode capacity stays the node's largest batch over its step."""
     from servesim.model.kvcache import KVShape
 
     p = check_int("prompt_tokens", prompt_tokens, lo=1)
@@ -97,17 +97,9 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
     dec = sm.decode_step(b, mean_ctx)
     base = dec.total_s
     at_load = ""
-    if rate_per_node is not None and o > 1:
-        lam = check_real("rate_per_node", rate_per_node, lo=0.0)
-        lo_b, hi_b = 1.0, float(b)
-        if lam * (o - 1) * tpot(b) >= b:  # the load fills the node: its TPOT is the full batch's
-            load_b = float(b)
-        else:
-            for _ in range(40):
-                mid = (lo_b + hi_b) / 2
-                lo_b, hi_b = (mid, hi_b) if lam * (o - 1) * sm.decode_step(mid, mean_ctx).total_s > mid \
-                    else (lo_b, mid)
-            load_b = hi_b
+    if load is not None and o > 1:
+        lam = check_real("rate_per_node", load[0], lo=0.0)
+        load_b = max(1.0, min(float(load[1]), float(b)))  # the load fills the node: the full batch's step
         base = sm.decode_step(load_b, mean_ctx).total_s
         at_load = f"; TPOT_base at the {load_b:.1f} sequences {lam:g} req/s keeps running"
     kv_bytes = 1.0 if sm.kv_dtype == "fp8" else 2.0

@@ -155,10 +155,6 @@ def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None
                      tables=sm.tables)
 
 
-def _draft_model(sm: StepModel, preset: str, catalog: Any) -> Any:
-    return draft_model_for(sm, preset, catalog)
-
-
 def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: int | None = None,
                     catalog: Any = None, draft: Any = None, alpha: float | None = None,
                     ) -> tuple[Speculation, dict[str, float]]:
@@ -212,7 +208,7 @@ def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: i
 
     None: it pays at every batch up to ``batch_limit``; 0: it pays at no batch.
     """
-    dm = _draft_model(sm, preset, catalog)
+    dm = draft_model_for(sm, preset, catalog)
 
     def pays(b: int) -> bool:
         return speculation_for(sm, preset, b, context, draft=dm)[1]["speedup_at_batch"] > 1.0

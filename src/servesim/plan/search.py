@@ -332,11 +332,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
     plans = [_screen(replace(q, gpu=g, confirm=False), catalog) for g in gpus]
     out = dict(plans[0])
     rows = [r for p in plans for r in p["ranked"]]
-    if q.target_rate_per_s is None:
-        rows.sort(key=lambda r: (-r["output_throughput_per_gpu"], r["gpus"], r["architecture"] != "colocated",
-                                 -(r["tokens_per_s_per_user"] or 0.0)))
-    else:
-        rows.sort(key=lambda r: (r["gpus"], -r["max_rate_rps"], r["architecture"] != "colocated"))
+    _sort_rows(rows, q)
     if q.confirm:
         rows, front, off = _confirmed(rows, q, "", catalog, progress)
     else:
@@ -385,6 +381,7 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
 
 
 def _twin(r: dict[str, Any]) -> tuple[Any, ...]:
+    """What names a deployment apart from its speculation (a row or a front point)."""
     return (r.get("gpu"), r["architecture"], tuple(sorted(r["prefill"].items())),
             tuple(sorted(r["decode"].items())), r["max_num_batched_tokens"])
 
@@ -397,12 +394,7 @@ def _speculation_off(rows: list[dict[str, Any]], pts: list[dict[str, Any]]
     off = {_twin(r) for r in rows if r["speculation"] != "none" and _twin(r) in plain
            and r["max_rate_rps"] <= plain[_twin(r)]}
     keep = [r for r in rows if r["speculation"] == "none" or _twin(r) not in off]
-    return keep, [p for p in pts if p["speculation"] == "none" or _twin_pt(p) not in off]
-
-
-def _twin_pt(p: dict[str, Any]) -> tuple[Any, ...]:
-    return (p.get("gpu"), p["architecture"], tuple(sorted(p["prefill"].items())),
-            tuple(sorted(p["decode"].items())), p["max_num_batched_tokens"])
+    return keep, [p for p in pts if p["speculation"] == "none" or _twin(p) not in off]
 
 
 def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Any

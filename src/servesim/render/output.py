@@ -24,15 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from servesim._checks import InputError
+from servesim._textfile import file_mode
 
 __all__ = ["check_dir", "check_file", "file_mode", "write_atomic", "write_set"]
-
-
-def file_mode() -> int:
-    """0666 minus the process umask (what ``open(..., 'w')`` would give)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 def _writable_dir(d: Path, flag: str, target: Path) -> None:

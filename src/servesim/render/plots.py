@@ -11,8 +11,6 @@ same figure gives the same bytes.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import textwrap
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
@@ -127,26 +125,15 @@ def save(fig: Any, path: str | Path) -> Path:
     if p.suffix.lower() not in SUFFIXES:
         plt.close(fig)
         raise ValueError(f"--plot={str(p)!r} is invalid: the file must end in .png or .svg")
-    fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=p.suffix)
-    os.close(fd)
+    from servesim._textfile import save_through_temp
+
+    # A fixed date keeps SVG/PNG bytes identical from run to run.
+    meta = {"Date": None} if p.suffix.lower() == ".svg" else {"Software": "servesim"}
     try:
-        # A fixed date keeps SVG/PNG bytes identical from run to run.
-        meta = {"Date": None} if p.suffix.lower() == ".svg" else {"Software": "servesim"}
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata=meta)
-        from servesim.render.output import file_mode
-
-        os.chmod(tmp, file_mode())  # mkstemp makes 0600; a plot gets the user's usual mode
-        os.replace(tmp, p)
-    except OSError as exc:
-        from servesim._checks import OutputError
-
-        raise OutputError(f"cannot write the plot {str(p)!r}: {exc.strerror or exc} (nothing was written "
-                          "there)") from None
+        return save_through_temp(p, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata=meta),
+                                 "plot")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return p
 
 
 def png_bytes(fig: Any) -> bytes:

@@ -35,6 +35,16 @@ def _bar_values(ax: Any, bars: Any, values: list[float]) -> None:
     ax.bar_label(bars, labels=["-" if math.isnan(v) else f"{v:.3g}" for v in values], fontsize=7, padding=2)
 
 
+def _paired_bars(ax: Any, labels: list[str], left: list[float], left_label: str, right: list[float],
+                 right_label: str) -> None:
+    """Two bars per label, each with its value, the labels under them."""
+    x = range(len(labels))
+    _bar_values(ax, ax.bar([i - 0.2 for i in x], left, 0.4, label=left_label), left)
+    _bar_values(ax, ax.bar([i + 0.2 for i in x], right, 0.4, label=right_label), right)
+    ax.set_xticks(list(x), labels)
+    ax.grid(False, axis="x")
+
+
 def _serving(ax: Any, d: dict[str, Any]) -> None:
     """TTFT mean and p99, closed form vs simulation, per architecture."""
     from servesim.render import plots
@@ -46,13 +56,9 @@ def _serving(ax: Any, d: dict[str, Any]) -> None:
             labels.append(f"{arch} {c['split']}\n{stat}")
             cf.append(c[ckey] or math.nan)
             sim.append(s["ttft_ms"][stat] or math.nan)
-    x = range(len(labels))
-    _bar_values(ax, ax.bar([i - 0.2 for i in x], cf, 0.4, label="closed form (M/M/c)"), cf)
-    _bar_values(ax, ax.bar([i + 0.2 for i in x], sim, 0.4, label="simulated"), sim)
+    _paired_bars(ax, labels, cf, "closed form (M/M/c)", sim, "simulated")
     ax.axhline(d["workload"]["slo_ttft_ms"], color=plots.REFERENCE, ls="--", lw=1.2,
                label=f"TTFT SLO {d['workload']['slo_ttft_ms']:g} ms")
-    ax.set_xticks(list(x), labels)
-    ax.grid(False, axis="x")
     ax.set_ylabel("TTFT (ms)")
     ax.set_title(f"TTFT, {d['preset']}: closed form vs simulation")
     plots.legend(ax)
@@ -64,13 +70,9 @@ def _trace(ax: Any, d: dict[str, Any]) -> None:
 
     labels = [plots.wrap(r["deployment"] + ("" if r["closed_form"]["stable"] else " (closed form unstable)"),
                          22) for r in d["rows"]]
-    x = range(len(labels))
     cf = [float(r["closed_form"]["goodput_rps"]) for r in d["rows"]]
     rp = [float(r["replay"]["goodput_rps"]) for r in d["rows"]]
-    _bar_values(ax, ax.bar([i - 0.2 for i in x], cf, 0.4, label="closed form (trace means)"), cf)
-    _bar_values(ax, ax.bar([i + 0.2 for i in x], rp, 0.4, label="replay"), rp)
-    ax.set_xticks(list(x), labels)
-    ax.grid(False, axis="x")
+    _paired_bars(ax, labels, cf, "closed form (trace means)", rp, "replay")
     ax.set_ylabel("goodput (req/s)")
     ax.set_title("Trace replay vs closed form")
     plots.legend(ax)
@@ -97,11 +99,7 @@ def _engine(ax: Any, d: dict[str, Any]) -> None:
     keys = ["mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms"]
     sim = [float(d.get(k) or 0.0) for k in keys]
     closed = [float(cf.get(k) or 0.0) for k in keys]
-    x = range(len(names))
-    _bar_values(ax, ax.bar([i - 0.2 for i in x], sim, 0.4, label="engine loop"), sim)
-    _bar_values(ax, ax.bar([i + 0.2 for i in x], closed, 0.4, label="closed form at load"), closed)
-    ax.set_xticks(list(x), names)
-    ax.grid(False, axis="x")
+    _paired_bars(ax, names, sim, "engine loop", closed, "closed form at load")
     ax.set_yscale("log")
     ax.set_ylabel("ms")
     rate = next((d[k] for k in ("rate_per_s", "rate", "request_rate") if isinstance(d.get(k), (int, float))),

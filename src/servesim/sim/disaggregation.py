@@ -159,14 +159,20 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
         ctx = sum(p + o / 2 for p, o in lengths) / n
         step = decode.model.decode_step(b0, ctx).total_s
         stay = [u + x + (o - 1) * step for u, x, (_, o) in zip(unloaded, xfer, lengths, strict=True)]
+    pre_len = [(p, 1) for p, _ in lengths]  # a prefill worker's output is the first token
+
+    def run_pools(sends: list[float]) -> tuple[Any, list[BenchResult], list[float], Any, list[BenchResult]]:
+        """Both pools at these send times: prefill, the transfer, then decode."""
+        pre, pre_res = _run_pool(prefill, sends, pre_len, bench.seed, prefilled=False)
+        at_decode = [pre[i][0] + xfer[i] for i in range(n)]
+        dec, dec_res = _run_pool(decode, at_decode, lengths, bench.seed, prefilled=True)
+        return pre, pre_res, at_decode, dec, dec_res
+
     rounds = 0
     sends = _closed_loop_sends(base, stay, bench.concurrency)
     while True:
         rounds += 1
-        pre_len = [(p, 1) for p, _ in lengths]
-        pre, pre_res = _run_pool(prefill, sends, pre_len, bench.seed, prefilled=False)
-        at_decode = [pre[i][0] + xfer[i] for i in range(n)]
-        dec, dec_res = _run_pool(decode, at_decode, lengths, bench.seed, prefilled=True)
+        pre, pre_res, at_decode, dec, dec_res = run_pools(sends)
         if bench.concurrency is None or rounds >= FIXED_POINT_ROUNDS:
             break
         new_stay = [dec[i][1] - sends[i] + overhead for i in range(n)]
@@ -177,9 +183,7 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
         sends = new_sends
         if moved < _SETTLED * span:
             # one more run at the settled send times, so that every figure is of one consistent run
-            pre, pre_res = _run_pool(prefill, sends, pre_len, bench.seed, prefilled=False)
-            at_decode = [pre[i][0] + xfer[i] for i in range(n)]
-            dec, dec_res = _run_pool(decode, at_decode, lengths, bench.seed, prefilled=True)
+            pre, pre_res, at_decode, dec, dec_res = run_pools(sends)
             break
     measured = [i for i in range(n) if i >= bench.warmup]
     ttfts = [dec[i][0] - sends[i] + overhead for i in measured]
