@@ -309,17 +309,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
         "notes": list(dict.fromkeys([*res.notes, *batch1.notes])),
     }
-    if spec_info is not None:
-        out["speculation"] = {"preset": spec, **spec_info}
-    if slo_ttft_s is not None:
-        out["ttft_slo_attainment"] = _attainment(res.ttfts_s, slo_ttft_s) if stable else 0.0
-    if not stable:  # the queue grows without bound: the finite run's times mean nothing
+    if not stable:
         out["unstable_reason"] = why
-        for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
-                    "median_tpot_ms", "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms",
-                    "p99_itl_ms"):
-            out[key] = None
-    return out
+    return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
 
 
 def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[bool, str]:
@@ -341,29 +333,28 @@ def kv_transfer_seconds(sm: Any, link_bytes_per_s: float) -> Any:
     arch = getattr(sm, "arch", None)
     if arch is not None:
         return lambda p: arch.kv_bytes_per_token(kv_b, max(1, int(p))) * p / link_bytes_per_s
-    from servesim.hardware.precision import kv_bytes_per_token
+    from servesim.plan.capacity import _kv_bytes
 
-    per = kv_bytes_per_token(sm.shape, sm.kv_dtype)
+    per = _kv_bytes(sm, 1)
     return lambda p: per * p / link_bytes_per_s
 
 
-def _pools_stable(psm: Any, wp: int, dsm: Any, kv_max: int, wd: int, rate: float, isl: float,
+def _pools_stable(psm: Any, wp: int, dsm: Any, dmem: float, wd: int, rate: float, isl: float,
                   osl: float) -> tuple[bool, str, float]:
-    """Whether the pools keep up with ``rate`` in the long run: the prefill pool's share of time
-    ``rate t_p(I) / w_p`` is below 1, and a decode worker has a batch ``B <= kv_max`` whose steps
-    emit what it is sent, ``(rate / w_d) (O - 1) T(B) <= B``.  Returns (stable, why, prefill share)."""
-    share = rate * psm.prompt_s(max(1, round(isl))) / wp
-    if share >= 1.0:
-        return False, f"the prefill pool is {100 * share:.0f}% busy", share
-    lam = rate / wd
-    ctx = isl + osl / 2
-    b = 1.0
-    while b <= max(1, kv_max):
-        if lam * max(0.0, osl - 1) * dsm.decode_step(b, ctx).total_s <= b:
-            return True, "", share
-        b *= 1.25
-    return False, (f"decode pool: no batch up to its KV limit ({kv_max} sequences per worker) keeps up "
-                   f"with {lam:.3g} req/s per worker"), share
+    """Whether the pools keep up with ``rate`` in the long run, by the closed form at load: the prefill
+    pool (M/D/c, :func:`servesim.plan.capacity.prefill_at_load`) below full utilization, and a decode
+    worker's batch fixed point within its KV and running limits
+    (:func:`servesim.plan.capacity.decode_at_load`).  Returns (stable, why, prefill share)."""
+    from servesim.plan.capacity import decode_at_load, prefill_at_load
+
+    i, o = max(1, round(isl)), max(1, round(osl))
+    p = prefill_at_load(psm, wp, rate, i)
+    if not p.stable:
+        return False, f"the prefill pool is {100 * p.utilization:.0f}% busy", p.utilization
+    d = decode_at_load(dsm, dmem, rate / wd, i, o, prefill=False)
+    if not d.stable:
+        return False, f"decode pool: {d.reason}", p.utilization
+    return True, "", p.utilization
 
 
 def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Deployment, decode_workers: int,
@@ -406,7 +397,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
             acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max)
     stable, why, share = True, "", 0.0
     if bench.rate_per_s is not None:
-        stable, why, share = _pools_stable(psm, prefill_workers, dsm, kv_max, decode_workers,
+        stable, why, share = _pools_stable(psm, prefill_workers, dsm, dmem, decode_workers,
                                            bench.rate_per_s, isl_mean, osl_mean)
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
     res = run_disaggregated(Pool(psm, prefill_workers, pmem), Pool(dsm, decode_workers, dmem, speculation),
@@ -446,16 +437,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         out["closed_form"] = {"mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
                               "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
                               "stable": cf.stable}
-    if spec_info is not None:
-        out["speculation"] = {"preset": spec, **spec_info}
-    if slo_ttft_s is not None:
-        out["ttft_slo_attainment"] = _attainment(res.ttfts_s, slo_ttft_s) if stable else 0.0
-    if not stable:
-        for key in ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms",
-                    "median_tpot_ms", "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms",
-                    "p99_itl_ms"):
-            out[key] = None
-    return out
+    return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
 
 
 def _pool_error(exc: ParameterError, pool: str) -> ParameterError:
@@ -481,6 +463,24 @@ def _result_keys(res: Any, gpus: int) -> dict[str, Any]:
         "p99_itl_ms": _ms(res.p99_itl_s),
         "output_throughput_per_gpu": res.output_throughput / gpus,
     }
+
+
+_TIMES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+          "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms")
+"""The latencies a run reports: none of them means anything when the queue grows without bound."""
+
+
+def _finish(out: dict[str, Any], res: Any, stable: bool, spec: str | None, spec_info: dict[str, Any] | None,
+            slo_ttft_s: float | None) -> dict[str, Any]:
+    """What a colocated and a disaggregated prediction end with alike: the speculation's setting, the
+    TTFT SLO attainment where one is given, and no latencies for an unstable run."""
+    if spec_info is not None:
+        out["speculation"] = {"preset": spec, **spec_info}
+    if slo_ttft_s is not None:
+        out["ttft_slo_attainment"] = _attainment(res.ttfts_s, slo_ttft_s) if stable else 0.0
+    if not stable:  # the finite run's times mean nothing
+        out.update(dict.fromkeys(_TIMES))
+    return out
 
 
 def _attainment(ttfts: tuple[float, ...], slo_s: float) -> float:
