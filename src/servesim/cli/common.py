@@ -137,11 +137,12 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.node import step_node
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.plan.predict import Deployment, build_step_model, check_context
 
     cat = load_catalog(*args.catalog)
     dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine)
-    sm, _, memory = build_step_model(dep, cat)
+    sm, shape, memory = build_step_model(dep, cat)
+    check_context(shape, wl.prompt_tokens, wl.prompt_tokens + wl.output_tokens)
     from servesim.plan.capacity import decode_at_load
 
     rate = wl.rate_per_s / max(1, int(getattr(args, "nodes", 1) or 1))

@@ -210,6 +210,7 @@ class Architecture:
     checkpoint_dtype: str = "bf16"
     quantized_parts: tuple[str, ...] | None = None
     source: str = ""
+    context_length: int = 0  # max_position_embeddings: the longest request it serves (0 = unknown)
 
     def __post_init__(self) -> None:
         if self.family not in MOE_FAMILIES:
@@ -222,7 +223,7 @@ class Architecture:
         check_int("experts_per_token", self.experts_per_token, lo=1, hi=self.experts)
         for name in ("dense_intermediate", "shared_experts", "shared_intermediate", "q_lora_rank",
                      "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                     "sliding_window", "attention_chunk", "mtp_layers"):
+                     "sliding_window", "attention_chunk", "mtp_layers", "context_length"):
             check_int(name, getattr(self, name), lo=0, hi=_MAX_DIM)
         if self.attention == "mla":
             for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
@@ -923,6 +924,7 @@ def read_architecture(path: str | Path) -> Architecture:
     try:
         arch = Architecture(name=name or "config", hf_id=hf_id, family=family, layers=layers,
                             vocab=text.int_("vocab_size", "vocabulary size"), tied_embeddings=tied,
+                            context_length=text.int_("max_position_embeddings", "longest sequence", 0, lo=0),
                             source=where, **shape)
         quant = _quantization(where, top, text, _quant_sibling(p))
         if quant is not None:

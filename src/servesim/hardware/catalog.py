@@ -132,6 +132,12 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
                               required=False),
         "hf_ids": FieldSpec("ids", "Hugging Face repository ids of checkpoints with this shape",
                             required=False),
+        "context_length": _count("longest request (prompt + output tokens) the checkpoints serve: the "
+                                 "largest config.json max_position_embeddings of hf_ids (0 = unknown)",
+                                 required=False, lo=0),
+        "short_context_ids": FieldSpec("ids", "hf_ids whose max_position_embeddings is short_context_length",
+                                       required=False),
+        "short_context_length": _count("max_position_embeddings of short_context_ids", required=False, lo=0),
         **_TEXT,
     },
     "link": {
@@ -154,7 +160,8 @@ FIELDS: Mapping[str, Mapping[str, FieldSpec]] = {
 
 EXTRA_FIELDS: Mapping[str, tuple[str, ...]] = {
     "gpu": ("fp8_TFLOPS", "fp4_TFLOPS", "usd_per_gpu_hour", "price_source"),
-    "model": ("intermediate_size", "gated_mlp", "qkv_bias", "hf_ids"),
+    "model": ("intermediate_size", "gated_mlp", "qkv_bias", "hf_ids", "context_length", "short_context_ids",
+              "short_context_length"),
 }
 """Fields kept beside the specs (``Catalog.gpu_extras`` / ``Catalog.model_extras``), not in them."""
 
@@ -392,6 +399,18 @@ def _check_references(cat: Catalog, where: str) -> None:
                 f"{where}: [model.{name}] field 'draft_model': unknown model {m.draft_model!r} "
                 f"(known models: {', '.join(sorted(cat.models))})"
             )
+    for name in cat.models:
+        ex = cat.model_extras.get(name, {})
+        ids = {i.lower() for i in ex.get("hf_ids", ())}
+        stray = [i for i in ex.get("short_context_ids", ()) if i.lower() not in ids]
+        if stray:
+            raise CatalogError(f"{where}: [model.{name}] field 'short_context_ids': {stray[0]!r} is not "
+                               "one of its hf_ids")
+        if ex.get("short_context_ids") and not 0 < ex.get("short_context_length", 0) <= ex.get(
+                "context_length", 0):
+            raise CatalogError(f"{where}: [model.{name}] field 'short_context_length' = "
+                               f"{ex.get('short_context_length', 0)!r} is invalid: must be in "
+                               f"[1, context_length = {ex.get('context_length', 0)}]")
     owner: dict[str, str] = {}
     for name in cat.models:
         for hf_id in cat.model_extras.get(name, {}).get("hf_ids", ()):

@@ -144,11 +144,13 @@ class ModelShape:
     experts_per_token: int = 1
     torch_dtype: str = ""
     source: str = "catalog"
+    context_length: int = 0  # the longest request (prompt + output) it serves; 0 = unknown
 
     def __post_init__(self) -> None:
         for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
             check_int(name, getattr(self, name), lo=1)
         check_int("intermediate", self.intermediate, lo=0)
+        check_int("context_length", self.context_length, lo=0)
         experts = check_int("experts", self.experts, lo=1)
         check_int("experts_per_token", self.experts_per_token, lo=1, hi=experts)
         check_real("params", self.params, lo=0.0, lo_open=True)
@@ -211,7 +213,11 @@ def _attention_kind(heads: int, kv_heads: int) -> str:
 
 def _from_spec(spec: ModelSpec, extras: Mapping[str, Any], hf_id: str = "") -> ModelShape:
     ids = extras.get("hf_ids", ())
+    context = int(extras.get("context_length", 0))
+    if hf_id and hf_id.lower() in {i.lower() for i in extras.get("short_context_ids", ())}:
+        context = int(extras["short_context_length"])
     return ModelShape(
+        context_length=context,
         name=spec.name, hf_id=hf_id or (ids[0] if ids else ""), layers=spec.layers,
         hidden=spec.hidden_size, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
         intermediate=int(extras.get("intermediate_size", 0)), gated_mlp=bool(extras.get("gated_mlp", True)),
@@ -386,6 +392,7 @@ def read_hf_config(path: str | Path) -> ModelShape:
         head_dim=head_dim, intermediate=inter, gated_mlp=True, vocab=vocab, tied_embeddings=tied,
         params=float(params), active_params=float(params), attention=_attention_kind(heads, kv),
         qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where,
+        context_length=_int_field(where, data, "max_position_embeddings", "longest sequence", 0, lo=0),
     )
     try:
         spec = shape.spec()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
-from servesim.plan.predict import Deployment, build_step_model
+from servesim.plan.predict import Deployment, build_step_model, check_context
 from servesim.sim.engine import replay_colocated, simulate_colocated, simulate_disaggregated
 
 __all__ = ["engine_summary", "engine_trace_summary"]
@@ -50,6 +50,7 @@ def engine_summary(
     (``prefill_workers`` x ``prefill`` -> link -> ``decode_workers`` x ``decode``) at ``rate_per_s``,
     simulated and in closed form."""
     slo = NO_SLO_S if slo_ttft_s is None else slo_ttft_s
+    check_context(build_step_model(prefill, catalog)[1], isl, isl + osl)
     if decode is None:
         sm, _, mem = build_step_model(prefill, catalog)
         data = simulate_colocated(sm, mem, replicas, rate_per_s, isl, osl, requests=requests, seed=seed)

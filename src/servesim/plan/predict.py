@@ -238,6 +238,20 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
                          "speedup_by_batch": curve, "stops_paying_at_batch": off}
 
 
+def check_context(shape: Any, isl: int, longest: int) -> None:
+    """Refuse requests longer than the model serves: ``longest`` prompt + output tokens against its
+    context length (config.json's ``max_position_embeddings``, which vLLM and SGLang take as the
+    default ``max_model_len``; engines reject a longer request outright).  Unknown (0): no check."""
+    ctx = int(getattr(shape, "context_length", 0) or 0)
+    if not ctx or longest <= ctx:
+        return
+    if isl >= ctx:
+        raise ParameterError("isl", isl, f"at most {ctx - 1}: {shape.name} serves {ctx:,} tokens per request "
+                             "(prompt + output; max_position_embeddings)")
+    raise ParameterError("osl", longest - isl, f"at most {ctx - isl} with isl={isl}: {shape.name} serves "
+                         f"{ctx:,} tokens per request (prompt + output; max_position_embeddings)")
+
+
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
             catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
             acceptance_length: float | None = None, draft: str | None = None,
@@ -255,6 +269,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     cap = sm.kv_capacity_tokens(memory)
     per_request = bench.isl + bench.osl
     longest = max((p + o for p, o in lengths), default=per_request) if lengths else per_request
+    check_context(shape, bench.isl, longest)
     if bench.isl < cap and longest > cap:
         raise ParameterError("osl", bench.osl, f"at most {max(1, cap - bench.isl)}: a request's prompt and "
                              f"output must fit in the KV cache of this replica ({cap:,} tokens)")
@@ -380,6 +395,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         dsm, _, dmem = build_step_model(decode, catalog)
     except ParameterError as exc:
         raise _pool_error(exc, "decode") from None
+    check_context(pshape, bench.isl, max((p + o for p, o in lengths), default=0) if lengths
+                  else bench.isl + bench.osl)
     isl_mean, osl_mean = bench.mean_lengths()
     for sm in (psm, dsm):
         if not isinstance(sm, StepModel):

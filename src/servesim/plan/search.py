@@ -141,9 +141,10 @@ def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
     """The model's name-bearing shape, whether it is a mixture of experts, and the splits to search:
     TP 1-8 for a dense model; for an MoE model, TP, TP with expert parallel over the same GPUs, and
     attention data parallel with expert parallel (DP x EP), on 1-8 GPUs."""
-    from servesim.plan.predict import _architecture
+    from servesim.plan.predict import _architecture, check_context
 
     arch = _architecture(q.model)
+    check_context(arch if arch is not None else dense_shape(q.model, catalog), q.isl, q.isl + q.osl)
     if arch is None:
         shape = dense_shape(q.model, catalog)
         return shape, False, [(t, 1, 1) for t in TPS if t <= q.gpus and t in valid_tps(shape)]
