@@ -374,4 +374,4 @@ def test_moe_bad_parallelism_is_one_line_exit_2(capsys, args, fragments):
 def test_roofline_shows_where_an_moe_step_goes():
     res = run_cli("roofline", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "8")
     assert res.returncode == 0, res.stderr
-    assert "fp8_block weights" in res.stdout and "predict --spec mtp" in res.stdout
+    assert "fp8_block weights" in res.stdout and "priced by the measured-kernel step model" in res.stdout

@@ -61,7 +61,7 @@ def test_short_context_ids_must_be_the_models_own(tmp_path):
     f.write_text('[model.tiny]\nlayers = 4\nhidden_size = 512\nheads = 8\nkv_heads = 2\nhead_dim = 64\n'
                  'vocab_size = 1000\nparams = 20e6\nattention = "gqa"\ncontext_length = 4096\n'
                  'hf_ids = ["a/tiny"]\nshort_context_ids = ["b/other"]\nshort_context_length = 2048\n')
-    with pytest.raises(CatalogError, match="short_context_ids.*'b/other' is not one of its hf_ids"):
+    with pytest.raises(CatalogError, match=r"short_context_ids.*'b/other' is not one of its hf_ids"):
         load_catalog(f)
 
 

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from servesim.cli.args import Output, add_format, choice, integer, number, plot_path
+from servesim.hardware.speculation import K_MAX
 from servesim.plan.roofline import DEFAULT_BATCHES, DEFAULT_CONTEXT
 
 __all__ = ["register"]
@@ -46,8 +47,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help=f"context tokens per sequence; also the prefill prompt (default {DEFAULT_CONTEXT})")
     p.add_argument("--k", type=integer(1, hi=64), default=4,
                    help="draft length for the intensity table, 1-64 (default 4)")
-    p.add_argument("--k-max", type=integer(1, hi=64), default=16,
-                   help="largest draft length searched, 1-64 (default 16)")
+    p.add_argument("--k-max", type=integer(1, hi=64), default=K_MAX,
+                   help=f"largest draft length searched, 1-64 (default {K_MAX}, as predict --spec searches)")
     p.add_argument("--draft", default=None,
                    help="catalog model drafting for small-draft (default: the model's draft_model)")
     p.add_argument("--draft-overhead-us", type=number(0.0, 1e6, scale=1e-6), default=0.0, metavar="US",
@@ -80,7 +81,7 @@ def _run(args: argparse.Namespace) -> Output:
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
     from servesim.hardware.roofline import Efficiency
-    from servesim.plan.roofline import measured_view, roofline_summary
+    from servesim.plan.roofline import measured_step_model, measured_view, roofline_summary
     from servesim.render.roofline import roofline_text
 
     cat = load_catalog(*args.catalog)
@@ -96,6 +97,11 @@ def _run(args: argparse.Namespace) -> Output:
             draft = resolve_model(draft_name, cat)
         except ParameterError as exc:
             raise ParameterError("--draft", draft_name, exc.valid) from None
+    try:
+        sm: Any = measured_step_model(model, gpu, args.gpu, args.tp, engine=args.engine, dtype=args.dtype,
+                                      kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep)
+    except ValueError as exc:
+        sm = exc
     data = roofline_summary(
         model,
         gpu,
@@ -108,10 +114,11 @@ def _run(args: argparse.Namespace) -> Output:
         draft_overhead_s=args.draft_overhead_s,
         efficiency=Efficiency(args.memory_efficiency, args.compute_efficiency, args.interconnect_efficiency),
         memory_fraction=args.memory_fraction,
+        step_model=sm,
+        catalog=cat,
     )
-    data["measured"] = measured_view(model, gpu, args.gpu, args.tp, engine=args.engine, dtype=args.dtype,
-                                     kv_dtype=args.kv_dtype, batches=args.batch or DEFAULT_BATCHES,
-                                     context_tokens=args.context, catalog=cat, dp=args.dp, ep=args.ep)
+    data["measured"] = measured_view(sm, gpu.memory_bytes, batches=args.batch or DEFAULT_BATCHES,
+                                     context_tokens=args.context)
     if args.plot is not None:
         from servesim.render import plots
 

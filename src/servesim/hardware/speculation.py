@@ -43,7 +43,7 @@ from servesim.hardware.stepmodel import StepModel
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
            "alpha_for_acceptance_length", "draft_model_for", "speculation_for", "speedup_curve",
-           "turn_off_batch"]
+           "tree_speedup", "turn_off_batch", "with_host_overhead"]
 
 K_MAX = 8
 """Largest draft length searched when none is given."""
@@ -157,7 +157,7 @@ def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None
 
 def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: int | None = None,
                     catalog: Any = None, draft: Any = None, alpha: float | None = None,
-                    ) -> tuple[Speculation, dict[str, float]]:
+                    k_max: int = K_MAX) -> tuple[Speculation, dict[str, float]]:
     """The speculative setting at a running ``batch``: best k (or the given one), d, c, speedup.
 
     ``alpha`` replaces the preset's (a user's or one fitted from telemetry); ``draft`` is the step
@@ -176,7 +176,7 @@ def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: in
     target = sm.decode_step(b, context).total_s
     t_draft = dm.decode_step(b, context).gpu_s
     best: tuple[float, int, float] | None = None
-    for kk in ([k] if k is not None else list(range(1, K_MAX + 1))):
+    for kk in ([k] if k is not None else list(range(1, k_max + 1))):
         verify = sm.decode_step(b, context, positions=kk + 1).total_s
         en = sum(alpha**i for i in range(kk + 1))
         s = en * target / (kk * t_draft + verify)
@@ -203,15 +203,17 @@ def speedup_curve(sm: Any, method: str, context: float, batches: list[int], *, k
 
 
 def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: int,
-                   catalog: Any = None) -> int | None:
+                   catalog: Any = None, draft: Any = None, alpha: float | None = None,
+                   k_max: int = K_MAX) -> int | None:
     """The largest batch (powers of two, then bisection) at which the best k still pays.
 
     None: it pays at every batch up to ``batch_limit``; 0: it pays at no batch.
     """
-    dm = draft_model_for(sm, preset, catalog)
+    dm = draft if draft is not None else draft_model_for(sm, preset, catalog)
 
     def pays(b: int) -> bool:
-        return speculation_for(sm, preset, b, context, draft=dm)[1]["speedup_at_batch"] > 1.0
+        return speculation_for(sm, preset, b, context, draft=dm, alpha=alpha,
+                               k_max=k_max)[1]["speedup_at_batch"] > 1.0
 
     if not pays(1):
         return 0
@@ -221,6 +223,39 @@ def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: i
     if hi > batch_limit:
         return None if pays(batch_limit) else _bisect(pays, lo, batch_limit)
     return _bisect(pays, lo, hi)
+
+
+def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any) -> float:
+    """The speedup of a draft token tree (:class:`servesim.hardware.speculation_physics.TokenTree`)
+    priced by the same step model as a chain: ``E[n] t_target / (sum_levels t_draft(B, n_l) +
+    t_verify(B, nodes + 1))``, where level ``l`` drafts its ``n_l`` candidates per sequence in one
+    forward pass of the drafter (``n_l`` positions) and the target verifies every node at once.  A
+    chain (one node per level) gives :func:`speculation_for`'s figure exactly."""
+    b = max(1.0, batch)
+    target = sm.decode_step(b, context).total_s
+    drafting = sum(draft.decode_step(b, context, positions=n).gpu_s if n > 1 else
+                   draft.decode_step(b, context).gpu_s for n in tree.level_sizes)
+    verify = sm.decode_step(b, context, positions=tree.nodes + 1).total_s
+    return float(tree.expected_tokens * target / (drafting + verify))
+
+
+class _WithHost:
+    """A drafter whose every step also pays ``overhead_s`` of host time (``--draft-overhead-us``)."""
+
+    def __init__(self, drafter: Any, overhead_s: float) -> None:
+        self.drafter, self.overhead_s = drafter, overhead_s
+
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> Any:
+        from types import SimpleNamespace
+
+        st = self.drafter.decode_step(batch, context, positions) if positions > 1 else \
+            self.drafter.decode_step(batch, context)
+        return SimpleNamespace(gpu_s=st.gpu_s + self.overhead_s)
+
+
+def with_host_overhead(drafter: Any, overhead_s: float) -> Any:
+    """``drafter`` with ``overhead_s`` of host time added to each draft step (itself when 0)."""
+    return drafter if overhead_s <= 0 else _WithHost(drafter, overhead_s)
 
 
 def _bisect(pays: Any, lo: int, hi: int) -> int:

@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
     from servesim.hardware.speculation_physics import Drafter
 
-__all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_view", "roofline_summary"]
+__all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
+           "roofline_summary"]
 
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_CONTEXT = 2048
@@ -37,6 +38,8 @@ def roofline_summary(
     draft_overhead_s: float = 0.0,
     efficiency: Efficiency | None = None,
     memory_fraction: float | None = None,
+    step_model: Any = None,
+    catalog: Any = None,
 ) -> dict[str, Any]:
     """Everything ``servesim roofline`` shows, as plain data (times in ms, sizes in bytes or GB).
 
@@ -44,6 +47,11 @@ def roofline_summary(
     ``draft`` is the separate draft model of the small-draft preset (the CLI
     passes ``--draft`` or the model's own ``draft_model``); without one that
     preset is reported as unavailable.
+
+    Speculation (speedups by batch, where to turn it off, chain vs tree) is priced by
+    ``step_model`` (the measured-kernel step model, :func:`measured_step_model`) when given, the
+    same figures ``predict --spec`` uses (one speedup per model, GPU, batch, method, k and
+    acceptance); without one (or a ValueError saying why there is none) by the pure roofline.
     """
     from servesim.hardware import roofline as rl
     from servesim.hardware import speculation_physics as sp
@@ -60,6 +68,7 @@ def roofline_summary(
     room = rl.kv_room_bytes(model, gpu, tp=tp, memory_fraction=frac)
     ridge = gpu.ridge_flops_per_byte
 
+    by_step_model = step_model is not None and not isinstance(step_model, ValueError)
     rows: list[Row] = []
     for b in batches:
         st = rl.decode_step(model, gpu, tp=tp, batch=b, context_tokens=L, efficiency=eff)
@@ -67,6 +76,8 @@ def roofline_summary(
         speedups: dict[str, float | None] = {}
         ks: dict[str, int | None] = {}
         for name, dr in drafters.items():
+            if by_step_model:  # filled from the step model below
+                continue
             if dr is None:
                 speedups[name], ks[name] = None, None
                 continue
@@ -141,6 +152,13 @@ def roofline_summary(
         })
         presets.append(entry)
 
+    pricer = "pure roofline (" + (str(step_model) if isinstance(step_model, ValueError)
+                                  else "no measured-kernel step model") + ")"
+    if by_step_model:
+        _step_model_speculation(step_model, rows, presets, L, k_max=k_max, draft=draft,
+                                overhead_s=draft_overhead_s, catalog=catalog)
+        pricer = f"measured-kernel step model ({step_model.tables_note})"
+
     u_map = []
     for u in LAB_UTILIZATIONS:
         b_u = rl.batch_for_utilization(u, model, gpu, tp=tp, context_tokens=L, efficiency=eff)
@@ -162,6 +180,7 @@ def roofline_summary(
             "intensity": "speculative step pushes B (k+1) tokens through the weights (the B + k rule of "
                          "thumb counts one speculating sequence)",
             "acceptance": "i.i.d. per drafted token, alpha from the lab's presets",
+            "speculation_priced_by": pricer,
             "draft_overhead_us": draft_overhead_s * 1e6,
             "not_modelled": "kernel-launch and scheduling overheads, all-reduce latency, "
                             "batch composition (every sequence holds the same context)",
@@ -202,45 +221,92 @@ def roofline_summary(
     }
 
 
-def measured_view(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
-                  kv_dtype: str, batches: Sequence[int] = DEFAULT_BATCHES,
-                  context_tokens: int = DEFAULT_CONTEXT, catalog: Any = None, dp: int = 1,
-                  ep: int = 1) -> dict[str, Any]:
-    """The measured-kernel step model's view of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with
-    its own step model and ``ep``-way expert parallel), or why there is none (``available`` False and a
-    ``note``)."""
+def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
+                        kv_dtype: str, catalog: Any = None, dp: int = 1, ep: int = 1) -> Any:
+    """The measured-kernel step model of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with its
+    own step model and ``ep``-way expert parallel).  Raises ValueError saying why there is none."""
+    from servesim._checks import ParameterError
     from servesim.hardware.architectures import find_architecture
     from servesim.hardware.engines import engine_profile
     from servesim.hardware.names import canonical_gpu, dense_shape
     from servesim.hardware.stepmodel import StepModel
-    from servesim.model.speculative import SPECDEC_PRESETS
+
+    gname = canonical_gpu(gpu_name, catalog)
+    eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp * dp, dp=dp)
+    arch = find_architecture(model.name) if getattr(model, "experts", 1) > 1 or \
+        getattr(model, "attention", "") == "mla" else None
+    if arch is None and (dp > 1 or ep > 1):
+        raise ParameterError("dp", dp, f"1 with ep 1: --dp and --ep apply to mixture-of-experts models, not "
+                             f"{model.name}")
+    if arch is not None:  # the MoE / MLA step model of its split (speculation: its own MTP module)
+        from servesim.hardware.moe_step import MoEStepModel, Parallelism
+        from servesim.plan.predict import moe_dtype
+
+        # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
+        own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname)
+        return MoEStepModel(arch, gname, Parallelism(tp, dp, ep), dtype=own, kv_dtype=kv_dtype, engine=eng)
+    shape = dense_shape(model, catalog)
+    return StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
+
+
+def measured_view(sm: Any, memory_bytes: float, *, batches: Sequence[int] = DEFAULT_BATCHES,
+                  context_tokens: int = DEFAULT_CONTEXT) -> dict[str, Any]:
+    """The measured-kernel step model's view (:func:`servesim.plan.stepview.step_view`) of ``sm``,
+    or why there is none (``sm`` a ValueError: ``available`` False and a ``note``)."""
     from servesim.plan.stepview import step_view
 
-    presets = list(SPECDEC_PRESETS)
-    try:
-        gname = canonical_gpu(gpu_name, catalog)
-        eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp * dp, dp=dp)
-        arch = find_architecture(model.name) if getattr(model, "experts", 1) > 1 or \
-            getattr(model, "attention", "") == "mla" else None
-        if arch is None and (dp > 1 or ep > 1):
-            return {"available": False, "note": f"--dp and --ep apply to mixture-of-experts models, not "
-                    f"{model.name}"}
-        if arch is not None:  # the MoE / MLA step model of its split (speculation: predict --spec mtp)
-            from servesim.hardware.moe_step import MoEStepModel, Parallelism
-            from servesim.plan.predict import moe_dtype
+    if isinstance(sm, ValueError):
+        return {"available": False, "note": str(sm)}
+    return {"available": True, **step_view(sm, batches, context_tokens, memory_bytes)}
 
-            # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
-            own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname)
-            sm: Any = MoEStepModel(arch, gname, Parallelism(tp, dp, ep), dtype=own, kv_dtype=kv_dtype,
-                                   engine=eng)
-            presets = []
-        else:
-            shape = dense_shape(model, catalog)
-            sm = StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
-    except ValueError as exc:
-        return {"available": False, "note": str(exc)}
-    view = step_view(sm, batches, context_tokens, gpu.memory_bytes, presets, catalog=catalog)
-    return {"available": True, **view}
+
+def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], context: float, *, k_max: int,
+                            draft: ModelSpec | None, overhead_s: float, catalog: Any) -> None:
+    """Replace the roofline's speculation figures in ``rows`` and ``presets`` by ``sm``'s
+    (:mod:`servesim.hardware.speculation`: the draft's real cost, the verify pass of k + 1
+    positions, the engine's host time); memory figures stay the roofline's."""
+    from servesim.hardware import speculation as spm
+    from servesim.hardware import speculation_physics as sp
+    from servesim.hardware.stepmodel import StepModel
+
+    for entry in presets:
+        name, alpha = entry["name"], entry["alpha"]
+        try:
+            if name == "mtp" and isinstance(sm, StepModel):
+                raise ValueError(f"{sm.shape.name} has no MTP module (num_nextn_predict_layers is 0; "
+                                 "DeepSeek-V3 family models have one)")
+            dm = spm.with_host_overhead(spm.draft_model_for(
+                sm, name, catalog, draft.name if (draft is not None and name == "small-draft") else None),
+                overhead_s)
+            _, at1 = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=alpha, k_max=k_max)
+        except ValueError as exc:
+            for r in rows:
+                r["speedup"][name], r["best_k"][name] = None, None
+            entry.clear()
+            entry.update({"name": name, "kind": sp.PRESET_DRAFT_KINDS[name], "alpha": alpha,
+                          "available": False, "turn_off_batch": None, "pays_from_batch": None,
+                          "pays_at_memory_cap": None, "draft_model": None,
+                          "note": str(getattr(exc, "valid", exc))})
+            continue
+        for r in rows:
+            _, info = spm.speculation_for(sm, name, r["batch"], context, draft=dm, alpha=alpha, k_max=k_max)
+            r["speedup"][name], r["best_k"][name] = info["speedup_at_batch"], info["k"]
+        limit = max(1, int(entry.get("max_batch_with_draft") or 1))
+        off = spm.turn_off_batch(sm, name, context, batch_limit=limit, draft=dm, alpha=alpha, k_max=k_max)
+        width = at1["k"] + 1
+        chain = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=alpha, k=width - 1)[1]
+        tree = sp.best_tree(width - 1, sp.rank_acceptance(alpha, 4))
+        entry.update({
+            "turn_off_batch": off, "pays_from_batch": None if off == 0 else 1, "batch_limit": limit,
+            "pays_at_memory_cap": off is None, "best_k_batch1": at1["k"],
+            "speedup_batch1": at1["speedup_at_batch"], "d_batch1": at1["d"], "c_batch1": at1["c"],
+            "tree_vs_chain": {
+                "batch": 1, "width": width, "chain_expected_tokens": chain["acceptance_length"],
+                "chain_speedup": chain["speedup_at_batch"], "tree_levels": list(tree.level_sizes),
+                "tree_expected_tokens": tree.expected_tokens,
+                "tree_speedup": spm.tree_speedup(sm, tree, 1, context, draft=dm),
+            },
+        })
 
 
 def _drafters(draft: ModelSpec | None, overhead_s: float) -> dict[str, Drafter | None]:

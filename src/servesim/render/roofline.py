@@ -103,7 +103,8 @@ def roofline_text(d: dict[str, Any]) -> str:
 
     names = [p["name"] for p in d["presets"]]
     out.append("")
-    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets")
+    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets;")
+    out.append(f"    priced by the {a['speculation_priced_by']}, as predict --spec prices it")
     rows = []
     for r in d["rows"]:
         cells = [str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['decode_step_ms']:.2f}",
@@ -170,8 +171,13 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append(table(["preset", "width", "chain E[n]", "chain S", "tree levels", "tree E[n]", "tree S"],
                      rows))
     out.append("")
-    out.append("  d and c here are the roofline's alone; the lab's presets also carry launch, sampling and")
-    out.append("  scheduling time (add it with --draft-overhead-us), so their speedups at B = 1 are lower.")
+    if a["speculation_priced_by"].startswith("pure roofline"):
+        out.append("  d and c here are the roofline's alone; the lab's presets also carry launch, sampling")
+        out.append("  and scheduling time (add it with --draft-overhead-us), so their speedups at B = 1 are")
+        out.append("  lower.")
+    else:
+        out.append("  [3], [4] and [6] are the measured-kernel step model's (its d, c and host time); extra")
+        out.append("  host time per draft step: --draft-overhead-us.")
     out.append(f"  not modelled: {a['not_modelled']}")
     return "\n".join(out) + "\n"
 
@@ -204,20 +210,6 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
     out.append(f"  prefill of {p['tokens']:,.0f} tokens: {p['total_ms']:.1f} ms "
                f"({p['tokens'] / p['total_ms'] * 1e3:,.0f} tok/s; "
                f"speed of light {p['speed_of_light_ms']:.1f} ms)")
-    parts = []
-    for s in m["speculation"]:
-        if not s["available"]:
-            parts.append(f"{s['name']} n/a")
-            continue
-        off = s["turn_off_batch"]
-        where = ("pays at every batch that fits" if off is None else "pays at no batch" if off == 0
-                 else f"off above B = {off:,}")
-        parts.append(f"{s['name']} {s['speedup_batch1']:.2f}x at B=1 (k={s['k_batch1']}), {where}")
-    out.append("  speculation from this step model: " + ("; ".join(parts[:2]) or
-                                                         "see predict --spec mtp --k K --acceptance-length A "
-                                                         "(the MoE model's own MTP module)"))
-    if len(parts) > 2:
-        out.append("    " + "; ".join(parts[2:]))
     if any(not r["fits_memory"] for r in m["rows"]):
         out.append(f"  ! beyond the KV-cache limit of {m['max_batch']:,} sequences at this context")
     out.append("")
