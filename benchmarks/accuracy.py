@@ -12,6 +12,21 @@ of TTFT, TPOT and output throughput, overall and per source.
 part) on a small grid and prints the median TPOT error for each: the only
 constants fitted to these measurements (``hardware/data/engines.toml``).
 Rows the model cannot price (an unknown model or GPU) are listed and skipped.
+
+A second section reads ``benchmarks/data/published_speculative.csv``: published
+runs with and without speculative decoding, each with its measured acceptance
+length.  Each is predicted twice with ``servesim.plan.predict.predict`` (the same
+deployment and benchmark, without speculation and with ``spec=method, k=k,
+acceptance_length=A``) and the predicted speedup is set against the measured one,
+
+    speedup = base TPOT / spec TPOT   (metric tpot_ms, and tps_user at concurrency 1)
+            = base duration / spec duration   (metric e2e_runtime)
+
+with the median and worst |error| per source and method, and per series (one
+deployment over concurrency) the first concurrency where speculation stops paying
+(speedup <= 1), measured against predicted, beside the model's own curve (the
+prediction's ``stops_paying_at_batch``: the first batch on a 2x grid).  Fields a
+source does not publish are named in the row's ``assumed`` column.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ from typing import Any
 
 HERE = Path(__file__).parent
 DATA = HERE / "data" / "published_measurements.csv"
+SPEC_DATA = HERE / "data" / "published_speculative.csv"
 
 
 def _num(x: str) -> float | None:
@@ -228,9 +244,101 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
     return groups, skipped
 
 
+def predict_speculative(row: dict[str, str]) -> dict[str, Any]:
+    """A published speculative run predicted without and with its speculation: the predicted
+    speedup in the row's metric and the model's own stop-paying batch."""
+    from servesim.plan.predict import Deployment, predict
+    from servesim.sim.batching import Benchmark
+
+    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
+                     kv_dtype="bf16", engine=row["engine"] or "vllm", overlap=overlap_of(row),
+                     ep=int(row["ep"] or 1))
+    conc = int(row["concurrency"])
+    bench = Benchmark(isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,
+                      num_prompts=int(row["num_prompts"]) if row["num_prompts"] else None)
+    base = predict(dep, bench)
+    spec = predict(dep, bench, spec=row["method"], k=int(row["k"]),
+                   acceptance_length=float(row["acceptance_length"]))
+    if row["metric"] == "e2e_runtime":
+        speedup = base["duration"] / spec["duration"]
+    else:  # tpot_ms, and tps_user at concurrency 1 (a user's tokens per second is 1 / TPOT)
+        speedup = base["mean_tpot_ms"] / spec["mean_tpot_ms"]
+    return {"speedup": speedup, "stops_paying_at_batch": spec["speculation"]["stops_paying_at_batch"],
+            "k": spec["speculation"]["k"]}
+
+
+def evaluate_speculative(rows: list[dict[str, str]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every row that has its lengths, predicted (see :func:`predict_speculative`); the others listed."""
+    out, skipped = [], []
+    for r in rows:
+        if not _num(r["isl"]) or not _num(r["osl"]):
+            skipped.append(f"{r['id']}: prompt or output length not published")
+            continue
+        try:
+            p = predict_speculative(r)
+        except Exception as exc:  # report and go on: this is a survey
+            skipped.append(f"{r['id']}: {(str(exc).splitlines() or [type(exc).__name__])[0]}")
+            continue
+        m = float(r["measured_speedup"])
+        out.append({"row": r, "pred": p, "measured": m, "err": p["speedup"] / m - 1.0})
+    return out, skipped
+
+
+def _first_stop(points: list[tuple[int, float]]) -> str:
+    """The first concurrency whose speedup is at most 1, or 'none up to C'."""
+    stop = next((c for c, s in sorted(points) if s <= 1.0), None)
+    return str(stop) if stop is not None else f"none up to {max(c for c, _ in points)}"
+
+
+def speculative_section(results: list[dict[str, Any]], skipped: list[str], quiet: bool) -> list[str]:
+    """The lines of the speculative section: rows (unless ``quiet``), the speedup error per source and
+    method, and per series where speculation stops paying."""
+    lines = ["", f"published speculative runs ({SPEC_DATA.name}): {len(results)} predicted, "
+             f"{len(skipped)} not"]
+    if not quiet:
+        lines.append(f"  {'id':<24} {'model':<28} {'gpu':<8} {'method':<7} {'k':>2} {'A':>5} {'conc':>4} "
+                     f"{'speedup p/m':>13} {'error':>7}  assumed")
+        for x in results:
+            r = x["row"]
+            lines.append(f"  {r['id'][:24]:<24} {r['model'][-28:]:<28} {r['gpu']:<8} {r['method']:<7} "
+                         f"{r['k']:>2} {float(r['acceptance_length']):5.2f} {r['concurrency']:>4} "
+                         f"{x['pred']['speedup']:6.2f}/{x['measured']:<6.2f} {100 * x['err']:+6.0f}%  "
+                         f"{r['assumed'] or '-'}")
+    if results:
+        errs = [abs(x["err"]) for x in results]
+        signed = statistics.median(x["err"] for x in results)
+        lines.append(f"speculative speedup n={len(errs):<3} median |error| "
+                     f"{100 * statistics.median(errs):5.1f}%   worst {100 * max(errs):6.1f}%   "
+                     f"(signed median {100 * signed:+.1f}%)")
+    lines.append("speedup error per source and method (median |error|, worst, signed median; source):")
+    groups: dict[tuple[str, str], list[float]] = {}
+    for x in results:
+        groups.setdefault((x["row"]["source"], x["row"]["method"]), []).append(x["err"])
+    for (src, method), e in sorted(groups.items()):
+        a = [abs(v) for v in e]
+        lines.append(f"  {method:<7} n={len(e):<3} {100 * statistics.median(a):5.1f}% {100 * max(a):6.1f}% "
+                     f"{100 * statistics.median(e):+6.1f}%  {src}")
+    lines.append("where speculation stops paying, per series (first concurrency with speedup <= 1: "
+                 "measured / predicted at the published concurrencies / the model's own 2x-grid curve):")
+    series: dict[str, list[dict[str, Any]]] = {}
+    for x in results:
+        series.setdefault(x["row"]["series"], []).append(x)
+    for name, xs in sorted(series.items()):
+        meas = [(int(x["row"]["concurrency"]), x["measured"]) for x in xs]
+        pred = [(int(x["row"]["concurrency"]), x["pred"]["speedup"]) for x in xs]
+        own = xs[-1]["pred"]["stops_paying_at_batch"]
+        lines.append(f"  {name:<24} measured {_first_stop(meas):<14} predicted {_first_stop(pred):<14} "
+                     f"curve {'never' if own is None else int(own)}")
+    if skipped:
+        lines.append(f"not predicted: {len(skipped)} rows")
+        lines += [f"  {s}" for s in skipped]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--spec-data", type=Path, default=SPEC_DATA, help="published speculative runs")
     ap.add_argument("--fit", action="store_true", help="scan the host-time constants")
     ap.add_argument("--quiet", action="store_true", help="summary only")
     args = ap.parse_args(argv)
@@ -291,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nnot predicted: {len(skipped)} rows")
         for why, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
             print(f"  {len(ids):>4} {why} ({ids[0]}{', ...' if len(ids) > 1 else ''})")
+    spec_results, spec_skipped = evaluate_speculative(load_rows(args.spec_data))
+    print("\n".join(speculative_section(spec_results, spec_skipped, args.quiet)))
     if args.fit:
         print("\nhost-time scan (median |error| TPOT / TTFT):")
         for h0 in (0.0, 0.5e-3, 1.0e-3, 1.5e-3, 2.0e-3):

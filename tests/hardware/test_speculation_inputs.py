@@ -40,7 +40,7 @@ LLAMA = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--
     (["--spec", "eagle3", "--acceptance-length", "2.5"], "k"),  # A is measured at a k
     (["--spec", "eagle3", "--k", "3", "--acceptance-length", "4.5"], "acceptance_length"),
     (["--spec", "mtp"], "no MTP module"),  # Llama has none
-    (["--spec", "ngram", "--k", "3"], "acceptance"),  # no preset for n-gram
+    (["--spec", "ngram", "--traffic", "summarization", "--k", "3"], "acceptance"),  # none published
     (["--spec", "draft", "--draft", "qwen2.5-7b", "--k", "3", "--alpha", "0.6"], "vocabulary"),
     (["--alpha", "0.6"], "spec"),  # acceptance without a method
     (["--spec", "eagle3", "--alpha", "1.0"], "--alpha"),

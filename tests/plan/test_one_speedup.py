@@ -59,3 +59,76 @@ def test_a_chain_tree_is_priced_as_the_chain(roofline_and_step_model):
     # two candidates for the first position: more expected tokens, one more verified node
     wide = TokenTree(parents=(-1, -1, 0), accept=(alpha, alpha * (1 - alpha), alpha))
     assert wide.expected_tokens > 1 + alpha + alpha**2
+
+
+def test_the_first_draft_pass_runs_over_the_verified_tokens(roofline_and_step_model):
+    """vLLM's EagleProposer.propose: one pass over B (k+1) tokens, then k-1 passes at B."""
+    from servesim.hardware.speculation import drafting_s
+
+    _, sm = roofline_and_step_model
+    dm = draft_model_for(sm, "eagle3")
+    for b in (1, 256):
+        one = dm.decode_step(b, CONTEXT).gpu_s
+        first = dm.decode_step(b, CONTEXT, positions=4).gpu_s
+        fuse = dm.first_pass_extra_s(b * 4)  # EAGLE-3's fc over the verified tokens' hidden states
+        assert fuse > 0
+        assert drafting_s(dm, b, CONTEXT, 3) == pytest.approx(first + 2 * one + fuse, rel=1e-12)
+    # at batch 1 the first pass costs about one step; at 256 the 1,024-token pass costs far more
+    assert dm.decode_step(1, CONTEXT, positions=4).gpu_s < 1.3 * dm.decode_step(1, CONTEXT).gpu_s
+    assert dm.decode_step(256, CONTEXT, positions=4).gpu_s > 1.5 * dm.decode_step(256, CONTEXT).gpu_s
+
+
+def test_specdec_on_a_model_is_predicts_curve():
+    import json
+
+    from tests.cli_helpers import run_cli
+
+    r = run_cli("specdec", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8", "--preset",
+                "small-draft", "--acceptance-length", "2.5", "--k", "3", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    sm = build_step_model(Deployment("llama-3-70b", "h100-sxm", 8))[0]
+    _, info = speculation_setting(sm, "small-draft", 1, 2048, k=3, acceptance_length=2.5, kv_max=512)
+    want = {int(c["batch"]): c["speedup"] for c in info["speedup_by_batch"]}
+    for row in d["rows"]:
+        assert row["speedup"] == pytest.approx(want[row["batch"]], rel=1e-9)
+    # a draft model's win shrinks to a loss by 128-256 sequences (published vLLM sweeps: 0.6-0.95x there)
+    assert d["rows"][0]["speedup"] > 1.3 and d["stops_paying_at_batch"] in (64, 128, 256)
+    assert d["acceptance"] == "given: mean acceptance length 2.5 at k = 3"
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (("specdec", "--acceptance-length", "2"), "acceptance_length=2"),
+    (("specdec", "--model", "llama-3-8b"), "gpu=None"),
+    (("specdec", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--preset", "mtp"), "no MTP module"),
+])
+def test_specdec_model_mode_refuses_what_does_not_apply(argv, fragment):
+    from tests.cli_helpers import run_cli
+
+    r = run_cli(*argv)
+    assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_predict_takes_sglangs_tree_flags():
+    import json
+
+    from tests.cli_helpers import run_cli
+
+    base = ("predict", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--engine",
+            "sglang", "--isl", "512", "--osl", "128", "--concurrency", "8", "--num-prompts", "40", "--spec",
+            "eagle3", "--format", "json")
+    tree = ("--speculative-num-steps", "5", "--speculative-eagle-topk", "4",
+            "--speculative-num-draft-tokens", "8")
+    r = run_cli(*base, *tree, "--acceptance-length", "3.2")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["speculation"]
+    assert s["tree"] == {"steps": 5, "topk": 4, "draft_tokens": 8} and s["k"] == 7
+    assert s["acceptance_length"] == pytest.approx(3.2) and "of the tree" in s["acceptance"]
+    # the same measured length from a 3-draft chain costs less to verify: more speedup at batch 256
+    chain = run_cli(*base, "--k", "3", "--acceptance-length", "3.2")
+    c = json.loads(chain.stdout)["speculation"]
+    assert c["speedup_by_batch"][-1]["speedup"] > s["speedup_by_batch"][-1]["speedup"]
+    bad = run_cli(*base, "--speculative-num-steps", "5")
+    assert bad.returncode == 2 and "given with the other two" in bad.stderr
+    bad = run_cli(*base, *tree, "--k", "3")
+    assert bad.returncode == 2 and "k=3" in bad.stderr

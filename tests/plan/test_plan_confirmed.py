@@ -102,8 +102,9 @@ def test_the_lab_commands_take_an_moe_model_node(capsys):
 
 
 def test_a_speculative_plan_takes_the_measured_acceptance_and_drops_what_does_not_pay(capsys):
+    # long outputs under a tight TPOT SLO: where a measured acceptance of 2.5 pays
     plan = _json(capsys, "plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl",
-                 "1024", "--osl", "256", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "30", "--spec", "eagle3",
+                 "256", "--osl", "1024", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "12", "--spec", "eagle3",
                  "--k", "3", "--acceptance-length", "2.5", "--top", "8", "--format", "json")
     rows = plan["ranked"]
     spec = [r for r in rows if r["speculation"] != "none"]

@@ -13,12 +13,14 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
+    from servesim.hardware.precision import WEIGHT_DTYPES
     from servesim.model.serving import WORKLOAD_PRESETS
     from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX, SPECDEC_PRESETS
 
     sp = sub.add_parser("specdec", help="speculative decoding economics: grid, presets, utilization sweep")
-    sp.add_argument("--preset", type=choice(list(SPECDEC_PRESETS), "preset"), default="mtp",
-                    help=f"preset for the utilization sweep: {', '.join(SPECDEC_PRESETS)} (default mtp)")
+    sp.add_argument("--preset", type=choice(list(SPECDEC_PRESETS), "preset"), default=None,
+                    help=f"preset for the utilization sweep: {', '.join(SPECDEC_PRESETS)} (default mtp; "
+                    "with --model: eagle3, or mtp for a model with an MTP module)")
     sp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
                     help="compute utilization u in [0, 1) for the grid and your case (default 0)")
     sp.add_argument("--alpha", type=number(0.0, 1.0), default=None,
@@ -35,6 +37,25 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                     f"(default {DEFAULT_K_MAX})")
     sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the speedup heatmap and the utilization sweep")
+    g = sp.add_argument_group("the speedup by batch on a real model (--model, --gpu): the measured-kernel "
+                              "step model predict --spec uses")
+    g.add_argument("--model", default=None,
+                   help="catalog model, Hugging Face id or config.json: price the preset's draft, verify and "
+                   "target step on --gpu at each batch instead of the lab's d and c")
+    g.add_argument("--gpu", default=None, help="catalog GPU for --model, e.g. h100-sxm")
+    g.add_argument("--tp", type=integer(1, hi=64), default=1, help="tensor-parallel GPUs with --model, 1-64 "
+                   "(default 1)")
+    g.add_argument("--dtype", type=choice(("auto", *WEIGHT_DTYPES, "int4", "fp8_block", "mxfp4"), "dtype"),
+                   default="auto", help="weights with --model: auto (bf16, or a MoE checkpoint's own), bf16, "
+                   "fp8, fp4 or int4 (default auto)")
+    g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
+                   help="engine whose host time and budgets the step uses (default vllm)")
+    g.add_argument("--context", type=integer(1, hi=1_000_000), default=2048,
+                   help="context tokens per sequence with --model, 1-1,000,000 (default 2048)")
+    g.add_argument("--acceptance-length", type=number(1.0, 65.0), default=None,
+                   help="measured mean acceptance length at --k with --model (tokens per verify step, the "
+                   "bonus token included; replaces --alpha)")
+    g.add_argument("--draft", default=None, help="draft model for --preset small-draft with --model")
     add_format(sp)
     sp.set_defaults(run=_specdec)
 
@@ -57,6 +78,15 @@ def _specdec(args: argparse.Namespace) -> Output:
     from servesim import render
     from servesim.plan.summary import specdec_summary
 
+    if args.model is not None or args.gpu is not None:
+        return _specdec_model(args)
+    for flag in ("acceptance_length", "draft"):
+        if getattr(args, flag) is not None:
+            from servesim._checks import ParameterError
+
+            raise ParameterError(flag, getattr(args, flag), "given with --model and --gpu (the lab's "
+                                 "specdec takes --alpha)")
+    args.preset = args.preset or "mtp"
     data = specdec_summary(u=args.util, d=args.d, c=args.c, preset=args.preset,
                            alpha=args.alpha, k=args.k, k_max=args.k_max)
     if args.plot is not None:
@@ -110,6 +140,30 @@ def _all(args: argparse.Namespace) -> Output:
     for d in dis.values():
         rows += _disagg_rows(d)
     return Output({"specdec": spec, "disagg": dis}, text, rows)
+
+
+def _specdec_model(args: argparse.Namespace) -> Output:
+    """``specdec --model M --gpu G``: the preset's speedup by batch from the step model ``predict`` uses."""
+    from servesim._checks import ParameterError
+    from servesim.hardware.catalog import builtin_catalog
+    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.plan.summary import specdec_on_model
+    from servesim.render.text import specdec_model_text
+
+    if args.model is None or args.gpu is None:
+        missing = "model" if args.model is None else "gpu"
+        raise ParameterError(missing, None, "given with --" + ("gpu" if missing == "model" else "model") +
+                             ": the speedup by batch on a real model needs both")
+    if args.plot is not None:
+        raise ParameterError("plot", str(args.plot), "left out with --model (roofline --model --plot draws "
+                             "the speedup by batch)")
+    sm, _, memory = build_step_model(Deployment(args.model, args.gpu, args.tp, args.dtype, "bf16",
+                                                args.engine), builtin_catalog())
+    data = specdec_on_model(sm, memory, preset=args.preset, context=args.context, alpha=args.alpha,
+                            acceptance_length=args.acceptance_length, k=args.k, draft=args.draft)
+    rows = [{"table": "speedup_by_batch", "model": data["model"], "gpu": data["gpu"],
+             "preset": data["preset"], **r} for r in data["rows"]]
+    return Output(data, specdec_model_text(data), rows)
 
 
 def _specdec_rows(s: dict[str, Any]) -> list[dict[str, Any]]:

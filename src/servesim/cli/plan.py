@@ -16,6 +16,7 @@ __all__ = ["register"]
 
 def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     from servesim.cli.common import add_disagg_arguments
+    from servesim.hardware.acceptance import TRAFFIC_KINDS
     from servesim.model.serving import WORKLOAD_PRESETS
     from servesim.model.speculative import SPECDEC_PRESETS
 
@@ -33,6 +34,10 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    "verify step, bonus included), in [1, k + 1]; the engine model confirms each speculative "
                    "deployment with it, and one that does not beat the same deployment without speculation "
                    "is left out (speculation off at that load)")
+    p.add_argument("--traffic", type=choice(TRAFFIC_KINDS, "traffic"), default=None,
+                   help=f"with --model and --spec and no --acceptance-length: the kind of traffic whose "
+                   f"published acceptance the engine model confirms with, {', '.join(TRAFFIC_KINDS)} "
+                   "(default chat; sources in hardware/data/acceptance.toml)")
     p.add_argument("--attainment", type=number(0.0, 1.0, lo_open=True), default=0.9, metavar="FRACTION",
                    help="fraction of requests that must meet both SLOs, in (0, 1] (default 0.9)")
     p.add_argument("--trace", default=None, metavar="FILE",
@@ -178,6 +183,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         spec=None if args.spec in (None, "none") else args.spec, engine=args.engine,
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
         confirm_top=min(args.top, 100), k=args.k, acceptance_length=args.acceptance_length,
+        traffic=args.traffic,
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
@@ -232,11 +238,13 @@ def run_plan(args: argparse.Namespace) -> Output:
     fewest = args.target_rate is not None and args.model is not None and args.isl is not None
     if args.gpus is not None or fewest:
         return _capacity(args)
-    for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length)):
+    for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length),
+                        ("--traffic", args.traffic)):
         if value is not None:
             from servesim._checks import InputError
 
-            raise InputError(f"{flag} {value:g}: applies to a capacity plan (--model M --gpu G --gpus N); "
+            shown = value if isinstance(value, str) else f"{value:g}"
+            raise InputError(f"{flag} {shown}: applies to a capacity plan (--model M --gpu G --gpus N); "
                              "the lab's node plan takes its preset's alpha")
     p, data, _ = _plan_data(args)
     req = p.request

@@ -81,6 +81,7 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
+    from servesim.hardware.acceptance import TRAFFIC_KINDS
     from servesim.hardware.engines import ENGINES
     from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES
 
@@ -180,23 +181,40 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help=f"speculative decoding method: none (default), {', '.join(SPEC_METHODS)} (mtp: a "
                    "model's own MTP module, DeepSeek-V3 family; draft: --draft MODEL)")
     p.add_argument("--k", type=integer(1, hi=16), default=None,
-                   help="draft tokens per step with --spec, 1-16 (default: best at the batch)")
+                   help="draft tokens per step with --spec, 1-16 (default: a published preset's own k; the "
+                   "best at the batch with the lab's alpha)")
     p.add_argument("--acceptance-length", type=number(1.0, 17.0), default=None,
                    help="measured mean acceptance length with --spec and --k: tokens per verify step, the "
                    "bonus token included, as vLLM's spec-decode metrics and SGLang's accept length print it, "
                    "in [1, k + 1]")
     p.add_argument("--alpha", type=number(0.0, 1.0, lo_open=True, hi_open=True), default=None,
-                   help="per-token acceptance probability with --spec, in (0, 1) (default: the lab's preset; "
-                   "servesim fit-alpha estimates it from engine telemetry)")
+                   help="per-token acceptance probability with --spec, in (0, 1) (default: the published "
+                   "preset for --traffic, else the lab's; servesim fit-alpha estimates it from engine "
+                   "telemetry)")
+    p.add_argument("--traffic", type=choice(TRAFFIC_KINDS, "traffic"), default=None,
+                   help=f"with --spec and no --acceptance-length/--alpha: the kind of traffic whose "
+                   f"published acceptance the preset takes, {', '.join(TRAFFIC_KINDS)} (default chat: "
+                   "MT-Bench-like; code HumanEval-like, summarization CNN/DM-like, math GSM8K-like); "
+                   "sources in hardware/data/acceptance.toml")
     p.add_argument("--draft", default=None, metavar="MODEL",
                    help="draft model with --spec draft (a catalog name, Hugging Face id or config.json); it "
-                   "must share the target's vocabulary")
+                   "must share the target's vocabulary; with --spec eagle or eagle3, the head's config.json "
+                   "(its draft_vocab_size, width and heads)")
+    for flag, lo, hi, what in (("num-steps", 1, 16, "draft passes (tree depth)"),
+                               ("eagle-topk", 1, 16, "branches kept per pass"),
+                               ("num-draft-tokens", 2, 257,
+                                "tokens verified per sequence, the root included")):
+        p.add_argument(f"--speculative-{flag}", dest=f"speculative_{flag.replace('-', '_')}",
+                       type=integer(lo, hi=hi), default=None,
+                       help=f"SGLang's EAGLE tree with --spec eagle/eagle3/mtp: {what}, {lo}-{hi}; give all "
+                       "three (SGLang's flag names; cost grows with their product)")
     p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=0,
                    help="seed of the drawn lengths, send times and acceptances (default 0)")
     p.add_argument("--points", type=Path, default=None, metavar="FILE.csv",
                    help="predict every row of a CSV with columns model,gpu,tp,dtype,isl,osl,concurrency "
                    "(optional: kv_dtype, engine, request_rate, num_prompts, num_warmups, client, "
-                   "random_range_ratio, burstiness, the engine flags by their names, and measured "
+                   "random_range_ratio, burstiness, the engine flags by their names, spec, k, "
+                   "acceptance_length, alpha, draft, traffic, and measured "
                    "mean_ttft_ms, mean_tpot_ms, ... to compare with); a bad row errs alone")
     p.add_argument("--compare", type=Path, default=None, metavar="RESULT.json",
                    help="a saved `vllm bench serve` result: predict the same run, print predicted vs "
@@ -299,11 +317,21 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
 
 
 def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
-    """The speculation of a row (its spec, k, acceptance_length, alpha, draft columns) or the flags'."""
+    """The speculation of a row (its spec, k, acceptance_length, alpha, draft, traffic columns) or the
+    flags'."""
     out = {}
-    for name in ("spec", "k", "acceptance_length", "alpha", "draft"):
+    for name in ("spec", "k", "acceptance_length", "alpha", "draft", "traffic"):
         v = row.get(name)
         out[name] = v if v is not None else getattr(args, name, None)
+    names = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+    tree = [row.get(n) if row.get(n) is not None else getattr(args, n, None) for n in names]
+    if any(v is not None for v in tree):
+        missing = [n for n, v in zip(names, tree, strict=True) if v is None]
+        if missing:
+            raise ParameterError(missing[0], None, "given with the other two (SGLang's EAGLE tree: "
+                                 "--speculative-num-steps, --speculative-eagle-topk, "
+                                 "--speculative-num-draft-tokens)")
+        out["tree"] = tuple(int(v) for v in tree if v is not None)
     return out
 
 

@@ -6,17 +6,19 @@ The seed's cycle ``k t_draft + t_verify`` (section 2.2) with both times from
 * ``t_target(B)``: a plain decode step;
 * ``t_verify(B, k)``: the same step verifying ``k + 1`` positions per sequence
   (``B (k + 1)`` tokens through the GEMMs), so ``c(B, k) = (t_verify / t_target - 1) / k``;
-* ``t_draft(B)``: ``mtp``, ``eagle3``, ``eagle`` and ``medusa`` are priced as one
-  decoder layer of the target's shape plus the LM head per draft token (an MTP
-  module or an EAGLE head is one layer; Medusa's residual block is smaller, so
-  this overstates its draft cost slightly); a mixture-of-experts target's ``mtp``
+* ``t_draft(B)``: ``eagle3`` and ``eagle`` are their head (:class:`EagleHead`: one decoder
+  layer at the target's width, EAGLE-3's 2h-wide QKV input, its ``fc`` fusion and its own LM
+  head over ``draft_vocab_size``, read from the head's config.json given as ``--draft``);
+  ``medusa`` its heads (:class:`MedusaHeads`: a residual block and an LM head each, all in one
+  pass); a dense target's ``mtp`` (the lab's preset) one decoder layer; a mixture-of-experts target's ``mtp``
   is its own module (``num_nextn_predict_layers``: one MLA + MoE layer and the
   shared LM head, priced by the MoE step model), refused for a model without one;
   ``small-draft`` (or ``draft``) runs the draft model (``--draft`` or the catalog's
   ``draft_model``) on the same GPUs (tp halved until its heads divide); ``ngram``
   drafts on the host (:data:`NGRAM_HOST_S` a step plus :data:`NGRAM_HOST_S_PER_SEQ`
   a sequence: vLLM's numba prompt-lookup proposer; an estimate, not a measurement).
-  ``d(B) = t_draft / t_target``.
+  A model drafter's first pass runs over every token just verified (:func:`drafting_s`).
+  ``d(B) = t_draft / t_target`` with ``t_draft`` the step's drafting time over ``k``.
 
 Acceptance: the preset's alpha (the lab's illustration), or the user's ``alpha``,
 or a measured *mean acceptance length* ``A`` (tokens per verify step, the bonus
@@ -42,8 +44,8 @@ from servesim.hardware.names import dense_shape, resolve_model
 from servesim.hardware.stepmodel import StepModel
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
-           "alpha_for_acceptance_length", "draft_model_for", "speculation_for", "speedup_curve",
-           "tree_speedup", "turn_off_batch", "with_host_overhead"]
+           "alpha_for_acceptance_length", "draft_model_for", "drafting_s", "sglang_tree_for",
+           "speculation_for", "speedup_curve", "tree_speedup", "turn_off_batch", "with_host_overhead"]
 
 K_MAX = 8
 """Largest draft length searched when none is given."""
@@ -120,15 +122,103 @@ def _mtp_module(sm: Any, method: str) -> Any:
                         tables=sm.tables)
 
 
+EAGLE3_DRAFT_VOCAB = 32000
+"""Vocabulary of an EAGLE-3 head's own LM head when its config is not given (``draft_vocab_size``
+in the published heads' config.json: 32,000 for yuhuili/EAGLE3-LLaMA3.1-Instruct-8B and the
+RedHatAI speculators Llama heads; vLLM maps it back to the target's ids with ``d2t``)."""
+
+
+class EagleHead(StepModel):
+    """An EAGLE or EAGLE-3 draft head on the target's GPUs, priced by the same kernel tables.
+
+    vLLM's ``llama_eagle3.py`` / ``llama_eagle.py``: one decoder layer at the target's width and
+    tensor parallelism.  EAGLE-3's QKV projection reads the token embedding beside the fused
+    feature (``2 h`` inputs), its LM head covers the head's own ``draft_vocab_size`` tokens, and
+    its ``fc`` (``3 h -> h``, replicated) fuses three target layers' hidden states once per
+    speculative step, on every token the target verified (:meth:`first_pass_extra_s`).  EAGLE-1/2
+    apply their ``fc`` (``2 h -> h``) on every pass and share the target's LM head.  ``config``
+    (an EAGLE head's config.json) gives ``draft_vocab_size``, ``intermediate_size`` and heads."""
+
+    def __init__(self, sm: StepModel, *, eagle3: bool, config: dict[str, Any] | None = None) -> None:
+        s, c = sm.shape, config or {}
+        vocab = int(c.get("draft_vocab_size") or (EAGLE3_DRAFT_VOCAB if eagle3 and not config else
+                                                  c.get("vocab_size") or s.vocab))
+        shape = replace(s, layers=1, vocab=vocab,
+                        intermediate=int(c.get("intermediate_size") or s.intermediate),
+                        heads=int(c.get("num_attention_heads") or s.heads),
+                        kv_heads=int(c.get("num_key_value_heads") or s.kv_heads))
+        super().__init__(shape, sm.gpu, sm.tp, dtype=sm.dtype, kv_dtype=sm.kv_dtype, engine=sm.engine,
+                         tables=sm.tables)
+        h, d = s.hidden, shape.head_dim
+        qkv_in = 2 * h if eagle3 else h
+        gemms = [((self.heads + 2 * self.kv_heads) * d, qkv_in), *self._gemms[1:]]
+        if not eagle3:
+            gemms.append((h, 2 * h))  # EAGLE's fc on [embedding, feature], every pass
+        self._gemms = tuple(gemms)
+        self.eagle3 = eagle3
+
+    def first_pass_extra_s(self, tokens: float) -> float:
+        """EAGLE-3's ``fc`` over the verified tokens' three hidden states (0 for EAGLE-1/2)."""
+        if not self.eagle3:
+            return 0.0
+        h = self.shape.hidden
+        return float(self.tables.gemm(self.dtype, max(1.0, tokens), h, 3 * h).ms * 1e-3)
+
+
+class MedusaHeads:
+    """Medusa's heads: each a residual block (``h x h``, replicated) and its own LM head (split over
+    TP), all run once on the last hidden state of each sequence (vLLM ``medusa.py``): drafting ``k``
+    tokens is one pass of ``k`` heads, not ``k`` sequential passes."""
+
+    parallel_heads = True
+
+    def __init__(self, sm: StepModel) -> None:
+        self.sm = sm
+
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> Any:
+        """One head on ``batch`` sequences (``positions`` tokens each)."""
+        from types import SimpleNamespace
+
+        s, t = self.sm.shape, self.sm.tables
+        m = max(1.0, batch * positions)
+        gemm = t.gemm("bf16", m, s.hidden, s.hidden).ms + t.gemm("bf16", m, s.vocab // self.sm.tp,
+                                                                  s.hidden).ms
+        return SimpleNamespace(gpu_s=gemm * 1e-3)
+
+
+def _eagle_config(path: str, target: StepModel) -> dict[str, Any]:
+    """An EAGLE head's config.json, checked against the target (same hidden size)."""
+    from pathlib import Path
+
+    from servesim.hardware.names import _load_json
+
+    where, data = _load_json(Path(path).expanduser())
+    for key in ("hidden_size", "draft_vocab_size", "vocab_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads"):
+        v = data.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 24):
+            raise ParameterError("draft", path, f"an EAGLE head config: {where} field {key!r} = {v!r} must "
+                                 "be an integer in [1, 16777216]")
+    if data.get("hidden_size") not in (None, target.shape.hidden):
+        raise ParameterError("draft", path, f"an EAGLE head of {target.shape.name}: its hidden_size is "
+                             f"{data['hidden_size']}, the target's {target.shape.hidden}")
+    return data
+
+
 def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None = None) -> Any:
     """What drafts for ``method`` on the target step model ``sm`` (see the module docstring): a step
     model whose ``decode_step(b, ctx).gpu_s`` is one draft step."""
     if method == "ngram":
         return _HostDraft()
-    if draft is not None and method not in ("small-draft", "draft"):
-        raise ParameterError("draft", draft, f"given only with --spec draft or small-draft (not {method})")
+    if draft is not None and method not in ("small-draft", "draft", "eagle", "eagle3"):
+        raise ParameterError("draft", draft, f"given only with --spec draft, small-draft (a draft model) or "
+                             f"eagle / eagle3 (the head's config.json), not {method}")
     if not isinstance(sm, StepModel):
         return _mtp_module(sm, method)
+    if method in ("eagle", "eagle3"):
+        return EagleHead(sm, eagle3=method == "eagle3", config=_eagle_config(draft, sm) if draft else None)
+    if method == "medusa":
+        return MedusaHeads(sm)
     if method not in ("small-draft", "draft"):
         return StepModel(replace(sm.shape, layers=1), sm.gpu, sm.tp, dtype=sm.dtype, kv_dtype=sm.kv_dtype,
                          engine=sm.engine, tables=sm.tables)
@@ -175,18 +265,93 @@ def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: in
     dm = draft if draft is not None else draft_model_for(sm, preset, catalog)
     target = sm.decode_step(b, context).total_s
     t_draft = dm.decode_step(b, context).gpu_s
-    best: tuple[float, int, float] | None = None
+    best: tuple[float, int, float, float] | None = None
     for kk in ([k] if k is not None else list(range(1, k_max + 1))):
         verify = sm.decode_step(b, context, positions=kk + 1).total_s
         en = sum(alpha**i for i in range(kk + 1))
-        s = en * target / (kk * t_draft + verify)
+        drafting = drafting_s(dm, b, context, kk, t_draft)
+        s = en * target / (drafting + verify)
         if best is None or s > best[0]:
-            best = (s, kk, verify)
+            best = (s, kk, verify, drafting)
     assert best is not None
-    speedup, kk, verify = best
+    speedup, kk, verify, drafting = best
     info = {"k": kk, "alpha": alpha, "acceptance_length": sum(alpha**i for i in range(kk + 1)),
-            "d": t_draft / target, "c": (verify / target - 1.0) / kk, "speedup_at_batch": speedup, "batch": b}
-    return Speculation(kk, alpha, t_draft), info
+            "d": drafting / kk / target, "c": (verify / target - 1.0) / kk, "speedup_at_batch": speedup,
+            "batch": b}
+    return Speculation(kk, alpha, drafting / kk), info
+
+
+def drafting_s(dm: Any, batch: float, context: float, k: int, step_s: float | None = None) -> float:
+    """Drafting time of one speculative step of ``k`` drafts per sequence at ``batch``.
+
+    A model drafter (EAGLE head, MTP module, draft model) first runs over every token the
+    target just verified, ``k + 1`` positions per sequence, then ``k - 1`` single-token
+    passes: vLLM V1's ``EagleProposer.propose`` (vllm/v1/spec_decode/eagle.py: the first
+    forward over ``target_token_ids``, CUDA graphs only up to ``max_cudagraph_capture_size``
+    tokens, then ``num_speculative_tokens - 1`` passes at the batch size), SGLang's
+    draft-extend then ``speculative_num_steps - 1`` decode steps.  At a large batch that first
+    pass is ``B (k + 1)`` tokens through the drafter, which is what turns a draft that costs
+    a few percent of a step at batch 1 into a loss at 128-256.  (Its LM head is priced for
+    every position, where engines take logits at the last only: a small overstatement.)
+    An n-gram proposer has no forward pass: ``k`` times its host step."""
+    one = dm.decode_step(batch, context).gpu_s if step_s is None else step_s
+    if isinstance(dm, _HostDraft) or getattr(dm, "parallel_heads", False):
+        return k * one
+    extra = getattr(dm, "first_pass_extra_s", None)
+    return _pass(dm, batch, context, k + 1) + (k - 1) * one + (extra(batch * (k + 1)) if extra else 0.0)
+
+
+def sglang_tree_for(sm: Any, method: str, batch: float, context: float, *, steps: int, topk: int,
+                    draft_tokens: int, alpha: float | None = None, acceptance_length: float | None = None,
+                    draft: Any = None, catalog: Any = None) -> tuple[Speculation, dict[str, Any]]:
+    """SGLang's EAGLE tree (``--speculative-num-steps S --speculative-eagle-topk K
+    --speculative-num-draft-tokens N``) at a running ``batch``, priced by the same step model.
+
+    SGLang's ``EAGLEWorker`` (python/sglang/srt/speculative/eagle_worker.py): ``draft_forward``
+    runs ``S`` draft passes, each over the ``K`` branches kept per request (``B K`` tokens),
+    ``build_tree_kernel_efficient`` keeps the ``N - 1`` best nodes, the target verifies ``N``
+    tokens per request, and ``forward_draft_extend_after_decode`` runs the drafter once more over
+    the accepted tokens (``E[n]`` per request).  ``E[n]``: the measured accept length as given
+    (SGLang prints it for the tree it ran), else the best tree of ``N - 1`` nodes and depth ``S``
+    from ``alpha`` with rank r accepted with ``alpha (1 - alpha)^(r-1)``
+    (:func:`servesim.hardware.speculation_physics.best_tree`).  The engine loop takes it as a
+    chain of ``N - 1`` positions whose i.i.d. acceptance gives the same ``E[n]``."""
+    from servesim._checks import check_int
+    from servesim.hardware import speculation_physics as sp
+
+    s_ = check_int("speculative_num_steps", steps, lo=1, hi=16)
+    k_ = check_int("speculative_eagle_topk", topk, lo=1, hi=16)
+    n_ = check_int("speculative_num_draft_tokens", draft_tokens, lo=2, hi=1 + s_ * k_)
+    if k_ == 1 and n_ != s_ + 1:
+        raise ParameterError("speculative_num_draft_tokens", n_, f"{s_ + 1} with topk 1 (a chain of "
+                             f"{s_} drafts and the bonus token: SGLang sets it so)")
+    if acceptance_length is not None:
+        from servesim._checks import check_real
+
+        en = check_real("acceptance_length", acceptance_length, lo=1.0, hi=float(s_ + 1))
+        source = f"given: mean acceptance length {en:g} of the tree"
+    else:
+        if alpha is None:
+            raise ParameterError("alpha", None, "given with a tree (--alpha, or --acceptance-length as "
+                                 "SGLang prints it)")
+        tree = sp.best_tree(n_ - 1, sp.rank_acceptance(alpha, k_), max_depth=s_)
+        en = tree.expected_tokens
+        source = f"given: alpha {alpha:g} (tree E[n] {en:.3f})"
+    b = max(1.0, float(batch))
+    dm = draft if draft is not None else draft_model_for(sm, method, catalog)
+    target = sm.decode_step(b, context).total_s
+    verify = sm.decode_step(b, context, positions=n_).total_s
+    drafting = s_ * _pass(dm, b, context, k_) + _pass(dm, b, context, max(1, round(en)))
+    extra = getattr(dm, "first_pass_extra_s", None)
+    if extra:
+        drafting += extra(b * en)
+    chain_k = n_ - 1
+    a_eq = alpha_for_acceptance_length(min(en, chain_k + 1.0), chain_k) if en > 1.0 else 1e-9
+    spec = Speculation(chain_k, a_eq, drafting / chain_k)
+    info = {"k": chain_k, "alpha": a_eq, "acceptance_length": en, "d": drafting / chain_k / target,
+            "c": (verify / target - 1.0) / chain_k, "speedup_at_batch": en * target / (drafting + verify),
+            "batch": b, "tree": {"steps": s_, "topk": k_, "draft_tokens": n_}, "acceptance": source}
+    return spec, info
 
 
 def speedup_curve(sm: Any, method: str, context: float, batches: list[int], *, k: int | None = None,
@@ -233,10 +398,25 @@ def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any
     chain (one node per level) gives :func:`speculation_for`'s figure exactly."""
     b = max(1.0, batch)
     target = sm.decode_step(b, context).total_s
-    drafting = sum(draft.decode_step(b, context, positions=n).gpu_s if n > 1 else
-                   draft.decode_step(b, context).gpu_s for n in tree.level_sizes)
+    sizes = tree.level_sizes
+    # the first pass over the verified tokens (as drafting_s), then one pass per level below it
+    # over the previous level's candidates
+    if isinstance(draft, _HostDraft):
+        drafting = tree.depth * _pass(draft, b, context, 1)
+    elif getattr(draft, "parallel_heads", False):  # Medusa: each level is a head, all in one pass
+        drafting = sum(_pass(draft, b, context, 1) for _ in sizes)
+    else:
+        extra = getattr(draft, "first_pass_extra_s", None)
+        drafting = _pass(draft, b, context, tree.nodes + 1) + sum(
+            _pass(draft, b, context, n) for n in sizes[:-1]) + (extra(b * (tree.nodes + 1)) if extra else 0.0)
     verify = sm.decode_step(b, context, positions=tree.nodes + 1).total_s
     return float(tree.expected_tokens * target / (drafting + verify))
+
+
+def _pass(dm: Any, batch: float, context: float, positions: int) -> float:
+    """One forward pass of the drafter over ``positions`` tokens per sequence."""
+    return float(dm.decode_step(batch, context, positions=positions).gpu_s if positions > 1 else
+                 dm.decode_step(batch, context).gpu_s)
 
 
 class _WithHost:

@@ -200,7 +200,7 @@ class StepModel:
         self.heads = s.heads // tp
         self.kv_heads = max(1, s.kv_heads // tp)
         d = s.head_dim
-        self._gemms = (  # (n, k) of the four weight GEMMs of one layer
+        self._gemms: tuple[tuple[int, int], ...] = (  # (n, k) of the weight GEMMs of one layer
             ((self.heads + 2 * self.kv_heads) * d, s.hidden),
             (s.hidden, self.heads * d),
             ((2 if s.gated_mlp else 1) * s.intermediate // tp, s.hidden),

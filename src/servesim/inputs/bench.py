@@ -47,13 +47,16 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
     "max_prefill_tokens", "enable_mixed_chunk", "max_num_tokens", "max_batch_size", "enable_chunked_prefill",
     "no_async_scheduling", "disable_overlap_schedule", "disable_overlap_scheduler",
-    "mode", *POOL_COLUMNS, "spec", "k", "acceptance_length", "alpha", "draft",
+    "mode", *POOL_COLUMNS, "spec", "k", "acceptance_length", "alpha", "draft", "traffic",
+    "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
 )
 """Columns a points file may also have: the benchmark client's flags as ``vllm bench serve`` names them
 (``request_rate`` ``inf`` or empty: all at once; ``max_concurrency`` is ``concurrency``;
 ``random_input_len``/``random_output_len`` are ``isl``/``osl``), the engine's own flags, and ``mode``
 (``agg`` or ``disagg``) with the pools' shapes, and speculation (``spec`` a method or ``none``, ``k``, the
-measured ``acceptance_length`` or ``alpha``, a ``draft`` model)."""
+measured ``acceptance_length`` or ``alpha``, a ``draft`` model, and the ``traffic`` kind whose published
+acceptance a preset takes: chat, code, summarization or math; SGLang's EAGLE tree as its three
+``speculative_*`` flags)."""
 LABEL_COLUMNS: tuple[str, ...] = ("id", "source", "note")
 """Columns carried through to the output unread."""
 MEASURED_COLUMNS: tuple[str, ...] = (
@@ -71,7 +74,8 @@ _KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "co
           "enable_mixed_chunk": "bool", "max_num_tokens": "int", "max_batch_size": "int",
           "enable_chunked_prefill": "bool", "no_async_scheduling": "bool", "disable_overlap_schedule": "bool",
           "disable_overlap_scheduler": "bool", "mode": "mode", **dict.fromkeys(POOL_COLUMNS, "int"),
-          "k": "int", "acceptance_length": "float", "alpha": "float",
+          "k": "int", "acceptance_length": "float", "alpha": "float", "speculative_num_steps": "int",
+          "speculative_eagle_topk": "int", "speculative_num_draft_tokens": "int",
           **dict.fromkeys(MEASURED_COLUMNS, "float")}
 _ALIASES = {"random_input_len": "isl", "random_output_len": "osl", "max_concurrency": "concurrency",
             "request_rate": "rate"}

@@ -54,7 +54,8 @@ def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Any) -> di
     pre, dec = row_deployments(row, q, gpu)
     spec = None if row["speculation"] == "none" else row["speculation"]
     acc = {} if spec is None else {"k": getattr(q, "k", None),
-                                   "acceptance_length": getattr(q, "acceptance_length", None)}
+                                   "acceptance_length": getattr(q, "acceptance_length", None),
+                                   "traffic": getattr(q, "traffic", None)}
     if row["architecture"] == "colocated":
         n = row["prefill"]["workers"]
         bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n)

@@ -200,10 +200,26 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
 def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: int | None = None,
                         alpha: float | None = None, acceptance_length: float | None = None,
                         draft: str | None = None, catalog: Any = None,
-                        kv_max: int = 1) -> tuple[Any, dict[str, Any]]:
+                        kv_max: int = 1, traffic: str | None = None,
+                        tree: tuple[int, int, int] | None = None) -> tuple[Any, dict[str, Any]]:
     """The speculation ``spec`` on step model ``sm`` at a running ``batch``, with the acceptance as
-    given (a measured mean acceptance length at ``k``, or alpha) or the preset's, and its speedup
-    curve over the batch up to ``kv_max`` (where it stops paying)."""
+    given (a measured mean acceptance length at ``k``, or alpha) or a preset's, and its speedup
+    curve over the batch up to ``kv_max`` (where it stops paying).
+
+    With no acceptance given, the preset is the published one for ``spec`` and the ``traffic`` kind
+    (:func:`servesim.hardware.acceptance.preset_for`, default chat; the target's own family first):
+    alpha from its mean acceptance length A at its k (``sum_{i<=k} alpha^i = A``), run at that same
+    k unless ``k`` is given (no k search: the engine was measured at the preset's k, and the i.i.d.
+    alpha extrapolates a chain's acceptance poorly far from it; DeepSeek's k = 1 MTP figure would
+    claim 5.3 tokens a step at k = 7, where TensorRT-LLM measures 3.0 at k = 5).  A given ``k``
+    other than the preset's takes the i.i.d. extrapolation.  A method with no published acceptance
+    for the kind (medusa, small-draft) keeps the lab's alpha and the k search, and says so; eagle and
+    ngram, which the lab has none for, are refused naming the kinds that have one.
+
+    ``tree`` (SGLang's ``speculative_num_steps``, ``speculative_eagle_topk``,
+    ``speculative_num_draft_tokens``) drafts a token tree instead of a chain
+    (:func:`servesim.hardware.speculation.sglang_tree_for`): a measured acceptance length is the
+    tree's own (no ``k``), else the acceptance's alpha grows the best tree."""
     from servesim._checks import check_real
     from servesim.hardware.speculation import (
         alpha_for_acceptance_length,
@@ -214,8 +230,17 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
     if spec == "mtp" and isinstance(sm, StepModel):
         raise ParameterError("spec", spec, f"a method {sm.shape.name} has: it has no MTP module (DeepSeek-V3 "
                              "family models do); use eagle3, eagle, medusa, ngram or a draft model")
+    if traffic is not None:
+        from servesim.hardware.acceptance import TRAFFIC_KINDS
+
+        if traffic not in TRAFFIC_KINDS:
+            raise ParameterError("traffic", traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
     if acceptance_length is not None and alpha is not None:
         raise ParameterError("alpha", alpha, "left out when the acceptance length is given (one of the two)")
+    if tree is not None:
+        return _tree_setting(sm, spec, batch, context, tree, k=k, alpha=alpha,
+                             acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
+                             traffic=traffic)
     if acceptance_length is not None:
         if k is None:
             raise ParameterError("k", None, "the draft length the acceptance length was measured at (--k K "
@@ -226,7 +251,22 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
         a = check_real("alpha", alpha, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         source = f"given: alpha {alpha:g}"
     else:
-        a, source = None, "preset (the lab's illustration, not a measurement)"
+        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
+
+        kind = DEFAULT_TRAFFIC if traffic is None else traffic
+        try:
+            family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
+            found = preset_for(spec, kind, family)
+        except ParameterError:
+            if spec in ("eagle", "ngram"):  # the lab has no alpha for these either
+                raise
+            found = None
+        if found is not None:
+            a, source = found.alpha, found.describe(kind)
+            k = found.k if k is None else k
+        else:
+            a, source = None, (f"preset (the lab's illustration, not a measurement: no published {spec} "
+                               f"acceptance for {kind})")
     dm = draft_model_for(sm, spec, catalog, draft)
     speculation, info = speculation_for(sm, spec, batch, context, k=k, draft=dm, alpha=a)
     batches = [1]
@@ -236,6 +276,51 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
     off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
     return speculation, {"method": spec, **({"draft": draft} if draft else {}), "acceptance": source, **info,
                          "speedup_by_batch": curve, "stops_paying_at_batch": off}
+
+
+def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[int, int, int], *,
+                  k: int | None, alpha: float | None, acceptance_length: float | None, draft: str | None,
+                  catalog: Any, kv_max: int, traffic: str | None) -> tuple[Any, dict[str, Any]]:
+    """:func:`speculation_setting` for SGLang's EAGLE tree (its three flags in ``tree``)."""
+    from servesim.hardware.speculation import draft_model_for, sglang_tree_for
+
+    if spec not in ("eagle", "eagle3", "mtp"):
+        raise ParameterError("speculative_eagle_topk", tree[1], f"given with --spec eagle, eagle3 or mtp "
+                             f"(SGLang's EAGLE worker drafts trees), not {spec}")
+    if k is not None:
+        raise ParameterError("k", k, "left out with a tree: it verifies speculative_num_draft_tokens - 1 "
+                             "drafts")
+    source = None
+    if acceptance_length is None and alpha is None:
+        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
+        from servesim.model.speculative import SPECDEC_PRESETS
+
+        kind = DEFAULT_TRAFFIC if traffic is None else traffic
+        family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
+        try:
+            found = preset_for(spec, kind, family)
+            alpha, source = found.alpha, found.describe(kind) + "; its alpha grows the tree"
+        except ParameterError:
+            if spec == "eagle":
+                raise
+            alpha = SPECDEC_PRESETS[spec].alpha
+            source = f"preset (the lab's illustration, not a measurement): alpha {alpha:g} grows the tree"
+    steps, topk, tokens = tree
+    dm = draft_model_for(sm, spec, catalog, draft)
+    speculation, info = sglang_tree_for(sm, spec, batch, context, steps=steps, topk=topk, draft_tokens=tokens,
+                                        alpha=alpha, acceptance_length=acceptance_length, draft=dm)
+    batches = [1]
+    while batches[-1] * 2 <= max(1, kv_max):
+        batches.append(batches[-1] * 2)
+    curve = []
+    for b in batches:
+        at = sglang_tree_for(sm, spec, float(b), context, steps=steps, topk=topk, draft_tokens=tokens,
+                             alpha=alpha, acceptance_length=acceptance_length, draft=dm)[1]
+        curve.append({"batch": float(b), "k": at["k"], "speedup": at["speedup_at_batch"]})
+    off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
+    return speculation, {"method": spec, **({"draft": draft} if draft else {}), **info,
+                         "acceptance": source or info["acceptance"], "speedup_by_batch": curve,
+                         "stops_paying_at_batch": off}
 
 
 def check_context(shape: Any, isl: int, longest: int) -> None:
@@ -255,13 +340,15 @@ def check_context(shape: Any, isl: int, longest: int) -> None:
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
             catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
             acceptance_length: float | None = None, draft: str | None = None,
-            slo_ttft_s: float | None = None) -> dict[str, Any]:
+            slo_ttft_s: float | None = None, traffic: str | None = None,
+            tree: tuple[int, int, int] | None = None) -> dict[str, Any]:
     """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON).
 
     ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
     benchmark's client draws them.  ``spec`` (a method of
     :data:`servesim.hardware.speculation.METHODS`) with ``k`` and the measured ``acceptance_length``
-    (or ``alpha``; else the lab's preset) and ``draft`` (a draft model) adds speculative decoding."""
+    (or ``alpha``; else the published preset for the ``traffic`` kind, chat by default) and ``draft``
+    (a draft model) adds speculative decoding."""
     sm, shape, memory = build_step_model(dep, catalog)
     isl_mean, osl_mean = bench.mean_lengths()
     if not isinstance(sm, StepModel):  # windowed layers hold at most their window of a request
@@ -280,10 +367,12 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         guess = bench.concurrency if bench.concurrency is not None else 8
         speculation, spec_info = speculation_setting(
             sm, spec, float(min(guess, max(1, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
-            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max)
-    elif any(x is not None for x in (alpha, acceptance_length, draft)):
+            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
+            traffic=traffic, tree=tree)
+    elif any(x is not None for x in (alpha, acceptance_length, draft, tree)):
         name, value = next((n, v) for n, v in (("acceptance_length", acceptance_length), ("alpha", alpha),
-                                               ("draft", draft)) if v is not None)
+                                               ("draft", draft), ("speculative_num_steps", tree))
+                           if v is not None)
         raise ParameterError(name, value, "given with a speculative method (--spec METHOD; spec is none)")
     stable, why = _stable_at_rate(sm, memory, bench)
     res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, lengths=lengths)
@@ -377,7 +466,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                           catalog: Any = None, lengths: list[tuple[int, int]] | None = None,
                           k: int | None = None, alpha: float | None = None,
                           acceptance_length: float | None = None, draft: str | None = None,
-                          slo_ttft_s: float | None = None) -> dict[str, Any]:
+                          slo_ttft_s: float | None = None, traffic: str | None = None,
+                          tree: tuple[int, int, int] | None = None) -> dict[str, Any]:
     """A disaggregated deployment under ``bench``: the engine loop of every worker of each pool
     (:func:`servesim.sim.disaggregation.run_disaggregated`), each pool with its own shape
     (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
@@ -411,7 +501,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         guess = (bench.concurrency or 8) / decode_workers
         speculation, spec_info = speculation_setting(
             dsm, spec, float(max(1.0, min(guess, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
-            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max)
+            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
+            traffic=traffic, tree=tree)
     stable, why, share = True, "", 0.0
     if bench.rate_per_s is not None:
         stable, why, share = _pools_stable(psm, prefill_workers, dsm, dmem, decode_workers,

@@ -293,7 +293,7 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
             r["speedup"][name], r["best_k"][name] = info["speedup_at_batch"], info["k"]
         limit = max(1, int(entry.get("max_batch_with_draft") or 1))
         off = spm.turn_off_batch(sm, name, context, batch_limit=limit, draft=dm, alpha=alpha, k_max=k_max)
-        width = at1["k"] + 1
+        width = int(at1["k"]) + 1
         chain = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=alpha, k=width - 1)[1]
         tree = sp.best_tree(width - 1, sp.rank_acceptance(alpha, 4))
         entry.update({

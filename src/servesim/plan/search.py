@@ -91,6 +91,7 @@ class PlanQuestion:
     target_rate_per_s: float | None = None  # plan the fewest GPUs for this rate (``gpus`` is then a cap)
     k: int | None = None  # the draft length of the speculative rows (with acceptance_length)
     acceptance_length: float | None = None  # measured mean acceptance length at k (bonus included)
+    traffic: str | None = None  # without acceptance_length: the traffic kind of the published preset (chat)
     confirm: bool = True  # confirm the printed rows by the engine model (servesim.plan.confirm)
     confirm_top: int = 10  # how many of the closed form's best rows are confirmed (and printed)
 
@@ -104,6 +105,11 @@ class PlanQuestion:
         check_real("link_bytes_per_s", self.link_bytes_per_s, lo=0.0, lo_open=True)
         if self.target_rate_per_s is not None:
             check_real("target_rate", self.target_rate_per_s, lo=0.0, hi=1e6, lo_open=True)
+        if self.traffic is not None:
+            from servesim.hardware.acceptance import TRAFFIC_KINDS
+
+            if self.traffic not in TRAFFIC_KINDS:
+                raise ParameterError("traffic", self.traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
 
 
 def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:

@@ -350,3 +350,50 @@ def plan_summary(
         out["simulated"] = rescore(req, p.ranked, jobs=jobs, ray_address=ray_address, progress=progress,
                                    **simulate)
     return out
+
+
+SPECDEC_MODEL_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+"""Running batches ``specdec --model`` tabulates (those the KV cache holds)."""
+
+
+def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, context: int,
+                     alpha: float | None = None, acceptance_length: float | None = None,
+                     k: int | None = None, draft: str | None = None) -> dict[str, Any]:
+    """``specdec --model``: the speedup of ``preset`` by running batch on the step model ``sm`` (the
+    figures ``predict --spec`` and ``roofline`` print: :func:`servesim.plan.predict.speculation_setting`),
+    with d, c and the best k at each batch and the batch above which it stops paying.
+
+    ``preset`` None: eagle3, or mtp for a model with its own MTP module.  Acceptance: the user's
+    ``acceptance_length`` at ``k`` or ``alpha``, else the lab's preset alpha (said in the output)."""
+    from servesim.hardware.speculation import draft_model_for, speculation_for
+    from servesim.hardware.stepmodel import StepModel
+    from servesim.model.speculative import SPECDEC_PRESETS
+    from servesim.plan.predict import speculation_setting
+
+    if preset is None:
+        preset = "eagle3" if isinstance(sm, StepModel) or not getattr(sm.arch, "mtp_layers", 0) else "mtp"
+    cap = min(sm.engine.max_num_seqs, sm.kv_capacity_tokens(memory_bytes) // max(1, context))
+    if cap < 1:
+        from servesim._checks import ParameterError
+
+        raise ParameterError("context", context, f"at most {sm.kv_capacity_tokens(memory_bytes):,} tokens: "
+                             "what the KV cache of this replica holds")
+    lab = SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
+    given = acceptance_length is not None or alpha is not None
+    _, info = speculation_setting(sm, preset, 1.0, float(context), k=k, alpha=alpha if given else lab,
+                                  acceptance_length=acceptance_length, draft=draft, kv_max=cap)
+    if not given:
+        info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
+    dm = draft_model_for(sm, preset, None, draft)
+    rows = []
+    for b in [b for b in SPECDEC_MODEL_BATCHES if b <= cap]:
+        _, at = speculation_for(sm, preset, float(b), float(context), k=k, draft=dm, alpha=info["alpha"])
+        rows.append({"batch": b, "target_step_ms": sm.decode_step(b, context).total_s * 1e3, "k": at["k"],
+                     "acceptance_length": at["acceptance_length"], "d": at["d"], "c": at["c"],
+                     "speedup": at["speedup_at_batch"]})
+    off = next((r["batch"] for r in rows if r["speedup"] <= 1.0), None)
+    name = getattr(getattr(sm, "shape", None), "name", None) or sm.arch.name
+    return {"model": name, "gpu": sm.gpu, "tp": getattr(sm, "tp", 1), "engine": sm.engine.name,
+            "context_tokens": context, "preset": preset, "acceptance": info["acceptance"],
+            "alpha": info["alpha"], "max_batch": cap, "rows": rows, "stops_paying_at_batch": off,
+            "priced_by": "the measured-kernel step model (as predict --spec and roofline price it)"}

@@ -153,7 +153,11 @@ def predict_text(d: dict[str, Any]) -> str:
     ]
     if "speculation" in d:
         s = d["speculation"]
-        lines.append(f"  speculation {s['preset']}: k={s['k']}, alpha {s['alpha']:.3f} (acceptance length "
+        tr = s.get("tree")
+        shape = (f"SGLang tree of {tr['steps']} steps x top-{tr['topk']}, {tr['draft_tokens']} tokens "
+                 f"verified (as a chain: k={s['k']}, alpha" if tr else f"k={s['k']}, alpha")
+        lines.append(f"  speculation {s['preset']}: {shape} {s['alpha']:.3f}{')' if tr else ''} "
+                     "(acceptance length "
                      f"{s.get('acceptance_length', 0):.2f}; {s.get('acceptance', 'preset')}), "
                      f"d {s['d']:.3f}, "
                      f"c {s['c']:.3f} at batch {s['batch']:g}: {s['speedup_at_batch']:.2f}x per step")

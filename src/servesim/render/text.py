@@ -222,6 +222,22 @@ def specdec_text(s: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def specdec_model_text(s: dict[str, Any]) -> str:
+    """``specdec --model``: the speedup by running batch on a real model, and where it stops paying."""
+    out = [f"SPECULATIVE DECODING on {s['model']}: {s['preset']} on {s['tp']} x {s['gpu']} ({s['engine']}), "
+           f"{s['context_tokens']:,} tokens of context per sequence",
+           f"  acceptance: {s['acceptance']}",
+           f"  priced by {s['priced_by']}: d = t_draft / t_target, c = verify cost per extra position", ""]
+    rows = [[str(r["batch"]), f"{r['target_step_ms']:.2f}", str(r["k"]), f"{r['acceptance_length']:.2f}",
+             f"{r['d']:.4f}", f"{r['c']:.4f}", f"{r['speedup']:.2f}x"] for r in s["rows"]]
+    out.append(table(["batch", "step ms", "k", "E[n]", "d", "c", "speedup"], rows, keep=(0, -1)))
+    off = s["stops_paying_at_batch"]
+    out.append("")
+    out.append(f"  stops paying at batch {off:,}: turn it off there" if off is not None else
+               f"  pays at every batch the KV cache holds (up to {s['max_batch']:,} sequences)")
+    return "\n".join(out) + "\n"
+
+
 def disagg_text(s: dict[str, Any]) -> str:
     w, nd = s["workload"], s["node"]
     out: list[str] = []

@@ -1,0 +1,172 @@
+"""Published acceptance of speculative decoding, per method and kind of traffic.
+
+The presets live in ``hardware/data/acceptance.toml`` (data, each value with its source: the URL,
+the table or section, the target, the draft, k, the temperature and the dataset); this module
+reads and checks them and looks one up.  A preset is a *mean acceptance length* ``A`` (tokens per
+verify step, the bonus token included, as vLLM's spec-decode metrics and SGLang's ``accept
+length`` print it) measured at a draft length ``k``; :attr:`AcceptancePreset.alpha` is the i.i.d.
+per-token acceptance with the same mean at that k,
+
+    sum_{i=0}^{k} alpha^i = A        (servesim.hardware.speculation.alpha_for_acceptance_length)
+
+Lookup (:func:`preset_for`): the rows of the method that stand for the traffic kind; among them
+the one whose ``family`` is the longest start of the target's canonical name (a head measured on
+the target's own family), else the row marked ``default``.
+
+These are not the lab's presets: ``servesim.model.speculative.SPECDEC_PRESETS`` (the alphas the
+``specdec``, ``disagg`` and ``all`` commands illustrate with) do not change.
+
+Standard library only; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from servesim._checks import ParameterError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+__all__ = ["DEFAULT_TRAFFIC", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset", "load_presets", "preset_for",
+           "presets_for"]
+
+TRAFFIC_KINDS: tuple[str, ...] = ("chat", "code", "summarization", "math")
+"""Kinds of traffic a preset can stand for (MT-Bench-like chat, HumanEval-like code, CNN/DM-like
+summarization, GSM8K-like math)."""
+
+DEFAULT_TRAFFIC = "chat"
+"""The traffic kind assumed when none is named."""
+
+METHODS: tuple[str, ...] = ("small-draft", "mtp", "medusa", "eagle", "eagle3", "ngram")
+"""Methods a preset may be for (servesim.hardware.speculation.METHODS; ``draft`` is ``small-draft``)."""
+
+FIELDS: tuple[str, ...] = ("id", "method", "traffic", "family", "default", "length", "k", "target", "draft",
+                           "engine", "temperature", "dataset", "source", "where", "short", "note")
+"""The fields of a row of the data file (its header says what each means)."""
+
+_DATA = Path(__file__).parent / "data" / "acceptance.toml"
+
+
+@dataclass(frozen=True)
+class AcceptancePreset:
+    """One published measurement: mean acceptance length ``length`` at draft length ``k``."""
+
+    id: str
+    method: str
+    traffic: tuple[str, ...]
+    family: str
+    default: bool
+    length: float
+    k: int
+    target: str
+    draft: str
+    engine: str
+    temperature: str
+    dataset: str
+    source: str
+    where: str
+    short: str
+    note: str
+
+    @property
+    def alpha(self) -> float:
+        """The i.i.d. per-token acceptance with mean accepted length ``length`` at ``k``."""
+        from servesim.hardware.speculation import alpha_for_acceptance_length
+
+        return alpha_for_acceptance_length(self.length, self.k)
+
+    def describe(self, traffic: str) -> str:
+        """One line for predict's ``acceptance`` field."""
+        return (f"preset: {self.method} {traffic} — mean acceptance length {self.length:g} at k = {self.k} "
+                f"({self.short})")
+
+
+def _row(raw: dict[str, Any], path: Path, i: int) -> AcceptancePreset:
+    """A row of the data file, checked: the message names the file, the row and the field."""
+    where = f"{path}: preset {i + 1} ({raw.get('id', '?')})"
+    missing = [f for f in FIELDS if f not in raw]
+    extra = sorted(set(raw) - set(FIELDS))
+    if missing or extra:
+        raise ValueError(f"{where}: missing {missing} / unknown {extra} field(s)")
+    traffic = tuple(raw["traffic"])
+    bad = [t for t in traffic if t not in TRAFFIC_KINDS]
+    if not traffic or bad:
+        raise ValueError(f"{where}: traffic {list(traffic)} must be among {', '.join(TRAFFIC_KINDS)}")
+    if raw["method"] not in METHODS:
+        raise ValueError(f"{where}: method {raw['method']!r} must be one of {', '.join(METHODS)}")
+    k, length = raw["k"], raw["length"]
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 16:
+        raise ValueError(f"{where}: k = {k!r} must be an integer in [1, 16]")
+    if not isinstance(length, (int, float)) or isinstance(length, bool) or not 1.0 <= length <= k + 1:
+        raise ValueError(f"{where}: length = {length!r} must be in [1, k + 1] = [1, {k + 1}]")
+    if not str(raw["source"]).startswith("https://"):
+        raise ValueError(f"{where}: source {raw['source']!r} must be a https:// URL")
+    return AcceptancePreset(**{**raw, "traffic": traffic, "length": float(length),
+                               "default": bool(raw["default"])})
+
+
+@cache
+def load_presets(path: Path = _DATA) -> tuple[AcceptancePreset, ...]:
+    """Every row of the data file, checked; exactly one ``default`` row per (method, traffic kind)
+    that has rows, and unique ids."""
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    rows = tuple(_row(r, path, i) for i, r in enumerate(raw.get("preset", [])))
+    ids = [r.id for r in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: preset ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    for method in METHODS:
+        for t in TRAFFIC_KINDS:
+            of = [r for r in rows if r.method == method and t in r.traffic]
+            n = sum(r.default for r in of)
+            if of and n != 1:
+                raise ValueError(f"{path}: {method} {t} has {n} default rows (one is needed)")
+    return rows
+
+
+def _method(method: str) -> str:
+    return "small-draft" if method == "draft" else method
+
+
+def presets_for(method: str) -> dict[str, AcceptancePreset]:
+    """The default preset of ``method`` for each traffic kind that has one."""
+    m = _method(method)
+    return {t: r for t in TRAFFIC_KINDS for r in load_presets()
+            if r.method == m and t in r.traffic and r.default}
+
+
+def preset_for(method: str, traffic: str = DEFAULT_TRAFFIC, family: str | None = None) -> AcceptancePreset:
+    """The sourced preset of ``method`` for ``traffic`` (see the module docstring); ``family`` is the
+    target's canonical name (``llama-3-8b``, ``deepseek-r1``) or None.
+
+    Raises ParameterError naming the parameter, the value and the valid choices: ``traffic`` not a
+    known kind, or ``spec`` a method with no preset, or ``traffic`` a kind the method has no
+    published acceptance for."""
+    if traffic not in TRAFFIC_KINDS:
+        raise ParameterError("traffic", traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
+    m = _method(method)
+    rows = load_presets()
+    have = sorted({r.method for r in rows})
+    if m not in have:
+        raise ParameterError("spec", method, f"one of {', '.join(have)} for a sourced acceptance preset "
+                             "(give --acceptance-length A with --k K for the others)")
+    of = [r for r in rows if r.method == m and traffic in r.traffic]
+    if not of:
+        kinds = [t for t in TRAFFIC_KINDS if any(r.method == m and t in r.traffic for r in rows)]
+        raise ParameterError("traffic", traffic, f"one of {', '.join(kinds)} for {method} without a measured "
+                             f"acceptance (no published {method} acceptance for {traffic}; give "
+                             "--acceptance-length A with --k K)")
+    if family:
+        own = [r for r in of if r.family and family.lower().startswith(r.family)]
+        if own:
+            longest = max(len(r.family) for r in own)
+            own = [r for r in own if len(r.family) == longest]
+            return next((r for r in own if r.default), own[0])
+    return next(r for r in of if r.default)

@@ -1,0 +1,137 @@
+"""Published acceptance presets (hardware/data/acceptance.toml): the data, the lookup, and what
+``predict --spec`` does with them when no acceptance is given."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware.acceptance import (
+    FIELDS,
+    TRAFFIC_KINDS,
+    load_presets,
+    preset_for,
+    presets_for,
+)
+from servesim.hardware.speculation import METHODS
+from tests.cli_helpers import ROOT, run_cli
+
+PRESETS = load_presets()
+
+
+def test_the_data_file_loads_and_ships_as_package_data():
+    assert len(PRESETS) >= 10
+    assert len({p.id for p in PRESETS}) == len(PRESETS)
+    # pyproject ships hardware/data/*.toml, which covers the file
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"hardware/data/*.toml"' in text
+    assert (Path(__file__).resolve().parents[2] / "src/servesim/hardware/data/acceptance.toml").is_file()
+
+
+@pytest.mark.parametrize("p", PRESETS, ids=lambda p: p.id)
+def test_every_row_cites_a_source_and_is_a_length_at_its_k(p):
+    assert p.source.startswith("https://") and " " not in p.source
+    assert p.where and p.short and p.target and p.draft and p.dataset
+    assert 1.0 <= p.length <= p.k + 1
+    assert p.method in METHODS and p.traffic and set(p.traffic) <= set(TRAFFIC_KINDS)
+    # alpha is the i.i.d. acceptance with that mean at that k
+    assert sum(p.alpha**i for i in range(p.k + 1)) == pytest.approx(p.length, abs=1e-9)
+
+
+def test_the_header_names_every_field():
+    head = (ROOT / "src/servesim/hardware/data/acceptance.toml").read_text().split("\n[[preset]]")[0]
+    for field in FIELDS:
+        assert re.search(rf"^#\s+{field}\s", head, re.M), field
+
+
+def test_one_default_per_method_and_kind():
+    for method in {p.method for p in PRESETS}:
+        for kind in TRAFFIC_KINDS:
+            rows = [p for p in PRESETS if p.method == method and kind in p.traffic]
+            assert not rows or sum(p.default for p in rows) == 1, (method, kind)
+
+
+def test_lookup_takes_the_default_then_the_targets_own_family():
+    chat = preset_for("eagle3", "chat")
+    assert chat.default and chat.k == 3 and chat.length == pytest.approx(2.60)
+    assert preset_for("eagle3") == chat  # chat is the default kind
+    # a target of the family gets its own measurement, the longest family prefix first
+    assert preset_for("eagle3", "code", "llama-3-70b").target == "meta-llama/Llama-3.3-70B-Instruct"
+    assert preset_for("eagle3", "code", "llama-3-8b").draft == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert preset_for("eagle3", "code", "mistral-7b") == presets_for("eagle3")["code"]
+    assert preset_for("eagle3", "chat", "llama-3-8b") == chat  # a tie goes to the default row
+    assert preset_for("mtp", "summarization", "deepseek-r1").k == 1
+    assert set(presets_for("eagle3")) == set(TRAFFIC_KINDS)
+
+
+@pytest.mark.parametrize(("args", "name", "fragments"), [
+    (("eagle3", "poetry"), "traffic", ("chat", "code", "summarization", "math")),
+    (("medusa", "chat"), "spec", ("eagle3", "--acceptance-length")),
+    (("small-draft", "chat"), "spec", ("eagle3",)),
+    (("ngram", "summarization"), "traffic", ("chat, code", "--acceptance-length")),
+])
+def test_bad_lookups_name_the_parameter_the_value_and_the_choices(args, name, fragments):
+    with pytest.raises(ParameterError) as err:
+        preset_for(*args)
+    assert err.value.name == name and err.value.value in args
+    for f in fragments:
+        assert f in err.value.valid
+
+
+def _predict(**kw):
+    from servesim.plan.predict import Deployment, predict
+    from servesim.sim.batching import Benchmark
+
+    return predict(Deployment("llama-3-8b", "h100-sxm", 1, dtype="bf16"),
+                   Benchmark(isl=256, osl=32, concurrency=1, num_prompts=2), **kw)
+
+
+def test_predict_with_eagle3_and_no_acceptance_reports_the_presets_source():
+    s = _predict(spec="eagle3")["speculation"]
+    p = preset_for("eagle3", "chat", "llama-3-8b")
+    assert s["acceptance"] == (f"preset: eagle3 chat — mean acceptance length {p.length:g} at k = {p.k} "
+                               f"({p.short})")
+    assert s["k"] == p.k and s["alpha"] == pytest.approx(p.alpha)  # the preset's own k, no k search
+    assert s["acceptance_length"] == pytest.approx(p.length)
+    code = _predict(spec="eagle3", traffic="code")["speculation"]
+    assert code["acceptance"].startswith("preset: eagle3 code") and "HumanEval" in code["acceptance"]
+    given = _predict(spec="eagle3", k=2, acceptance_length=2.2)["speculation"]
+    assert given["acceptance"].startswith("given")
+
+
+def test_predict_says_when_a_method_has_no_published_acceptance():
+    s = _predict(spec="medusa")["speculation"]
+    assert s["acceptance"].startswith("preset (the lab's illustration")
+    with pytest.raises(ParameterError, match="traffic"):
+        _predict(spec="ngram", traffic="summarization")
+    with pytest.raises(ParameterError, match="traffic"):
+        _predict(spec="eagle3", traffic="poetry")
+
+
+def test_the_cli_takes_traffic_as_a_flag_and_a_points_column(tmp_path):
+    res = run_cli("predict", "--help")
+    assert "--traffic" in res.stdout and "summarization" in res.stdout
+    pts = tmp_path / "p.csv"
+    pts.write_text("model,gpu,tp,dtype,isl,osl,concurrency,spec,traffic\n"
+                   "llama-3-8b,h100-sxm,1,bf16,256,32,1,eagle3,code\n"
+                   "llama-3-8b,h100-sxm,1,bf16,256,32,1,eagle3,poetry\n")
+    res = run_cli("predict", "--points", str(pts), "--num-prompts", "2", "--format", "json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    import json
+
+    rows = json.loads(res.stdout)
+    assert rows[0]["speculation"]["acceptance"].startswith("preset: eagle3 code")
+    assert "traffic" in rows[1]["error"] and "line 3" in rows[1]["error"]
+
+
+def test_the_labs_specdec_defaults_are_unchanged():
+    from servesim.model.speculative import SPECDEC_PRESETS
+
+    assert {n: (p.alpha, p.d, p.c) for n, p in SPECDEC_PRESETS.items()} == {
+        "small-draft": (0.75, 0.12, 0.05), "mtp": (0.85, 0.1, 0.05), "medusa": (0.56, 0.0444, 0.05),
+        "eagle3": (0.9, 0.06, 0.06)}
+    res = run_cli("specdec")
+    assert res.returncode == 0 and res.stdout == (ROOT / "tests/golden/specdec.txt").read_text()
