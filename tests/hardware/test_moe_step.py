@@ -7,6 +7,7 @@ lies above its speed of light and below the stated ceiling, and more work never 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -129,3 +130,68 @@ def test_sliding_window_layers_hold_only_their_window() -> None:
     before = ds.kv_bytes_per_token_per_gpu
     ds.kv_context = 2048
     assert ds.kv_bytes_per_token_per_gpu == before  # no windows: nothing changes
+
+
+def test_mla_down_projections_are_one_gemm() -> None:
+    """q_a (1536 x 7168) and kv_a (576 x 7168) run as one fused GEMM of 1536 + 512 + 64 = 2112 rows
+    in every engine (SGLang fused_qkv_a_proj_with_mqa, vLLM fused_qkv_a_proj, TensorRT-LLM's
+    kv_a_proj_with_mqa); at TP8 q_b is 16 heads x (128 + 64) = 3072 by 1536 and O 7168 by 16 x 128."""
+    sm = _sm("deepseek-ai/DeepSeek-R1", Parallelism(8, 1, 1))
+    assert sm._proj_shapes() == ((2112, 7168), (3072, 1536), (7168, 2048))
+    # The same weights as the unfused projections: only the launch of one GEMM is saved.
+    assert sum(n * k for n, k in sm._proj_shapes()) == 1536 * 7168 + 3072 * 1536 + 576 * 7168 + 7168 * 2048
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200"])
+def test_sglang_runs_shared_experts_beside_the_routed_ones_in_graph_steps(gpu: str) -> None:
+    """SGLang's DeepseekV2MoE (forward_normal_dual_stream) in a CUDA-graph decode step: an MoE layer
+    costs max(router + routed, shared, both branches' weights at the tables' HBM share); the same
+    step run eagerly (no graph) adds the three.  Reference from the model's own kernel lookups."""
+    arch = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert arch is not None
+    eng = engine_profile("sglang", gpu=gpu, memory_gib=resolve_gpu(gpu).memory_bytes / 2**30, tp=8)
+    graph = MoEStepModel(arch, gpu, Parallelism(8, 1, 1), engine=eng)
+    no_graph = dataclasses.replace(eng, cuda_graph_max_tokens=0)
+    eager = MoEStepModel(arch, gpu, Parallelism(8, 1, 1), engine=no_graph)
+    n_moe = sum(arch.layer_moe)
+    for b in (1, 8, 64):
+        routed = graph._gemm(b, arch.experts, arch.hidden, "bf16")[0] + graph._moe(b)[0]
+        shared = graph._mlp(b, arch.shared_intermediate)
+        t = graph.tables
+        # Shared experts in the checkpoint's block FP8 (weights plus one FP32 scale per 128 x 128).
+        shared_w = 3 * arch.hidden * arch.shared_intermediate / 8 * MOE_DTYPES["fp8_block"]
+        weights = graph._expert_bytes(b) + shared_w
+        both = weights / (t.hbm_bytes_per_s * t.memory_efficiency)
+        saved = routed + shared - max(routed, shared, both)
+        assert saved > 0
+        g, e = graph.decode_step(b, 1024), eager.decode_step(b, 1024)
+        assert e.gemm_s - g.gemm_s == pytest.approx(n_moe * saved, rel=1e-9)
+    # A step with a prefill chunk runs eagerly in SGLang: shared experts in series.
+    st = graph.step(4, 1024, (Chunk(512, 0),))
+    st_eager = eager.step(4, 1024, (Chunk(512, 0),))
+    assert st.gemm_s == pytest.approx(st_eager.gemm_s, rel=1e-12)
+
+
+SGLANG_CASES = [(n, p, g) for n, p in CASES for g in ("h200", "b200")]
+
+
+@pytest.mark.parametrize(("name", "par", "gpu"), SGLANG_CASES,
+                         ids=[f"{n}-{p.tp}x{p.dp}-ep{p.ep}-{g}" for n, p, g in SGLANG_CASES])
+def test_sglang_steps_lie_within_their_bounds_and_grow_with_work(name: str, par: Parallelism,
+                                                                  gpu: str) -> None:
+    """The same bounds with SGLang's tables and its shared-expert overlap (the batch grid crosses
+    its CUDA-graph limit, 512 on both GPUs at these TP sizes: 512 -> 513 must not get cheaper)."""
+    arch = find_architecture(name)
+    assert arch is not None
+    eng = engine_profile("sglang", gpu=gpu, memory_gib=resolve_gpu(gpu).memory_bytes / 2**30, tp=par.gpus)
+    sm = MoEStepModel(arch, gpu, par, engine=eng)
+    for b, ctx, q, c in itertools.product((0, 1, 8, 64, eng.cuda_graph_max_tokens), (16, 2048, 32768),
+                                          (0, 1, 700), (0, 4000)):
+        if b == 0 and q == 0:
+            continue
+        chunks = (Chunk(q, c),) if q else ()
+        st = sm.step(b, ctx, chunks)
+        assert st.total_s >= st.sol_s, (b, ctx, q, c)
+        assert st.gpu_s <= STEP_CEILING * st.bound_s, (b, ctx, q, c, st.gpu_s / st.bound_s)
+        assert sm.step(b + 1, ctx, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+        assert sm.step(b, ctx * 2, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)

@@ -132,3 +132,27 @@ def test_predict_takes_sglangs_tree_flags():
     assert bad.returncode == 2 and "given with the other two" in bad.stderr
     bad = run_cli(*base, *tree, "--k", "3")
     assert bad.returncode == 2 and "k=3" in bad.stderr
+
+
+def test_the_plans_screen_prices_the_acceptance_predict_uses():
+    """plan's closed-form screen takes (method, k, alpha) as predict resolves them, not the lab's alpha."""
+    from servesim.plan.capacity import decode_at_load
+    from servesim.plan.predict import resolve_acceptance
+
+    sm = build_step_model(Deployment("llama-3-8b", "h100-sxm", 1))[0]
+    mem = 80e9
+    alpha, k, source = resolve_acceptance("eagle3", "llama-3-8b", k=3, acceptance_length=2.0)
+    assert k == 3 and source.startswith("given") and 0 < alpha < 0.6
+    low = decode_at_load(sm, mem, 2.0, 1024, 256, prefill=False, spec=("eagle3", k, alpha))
+    lab = decode_at_load(sm, mem, 2.0, 1024, 256, prefill=False, spec="eagle3")  # alpha 0.9, k searched
+    plain = decode_at_load(sm, mem, 2.0, 1024, 256, prefill=False)
+    assert low.k == 3 and plain.tpot_s > low.tpot_s > lab.tpot_s
+
+
+def test_a_moe_plan_takes_mtp_only_where_the_model_has_it():
+    from servesim.plan.search import PlanQuestion, capacity_plan
+
+    q = PlanQuestion(model="Qwen/Qwen3-235B-A22B", gpu="h200", gpus=8, isl=512, osl=128, slo_ttft_s=1.0,
+                     slo_tpot_s=0.05, spec="eagle3")
+    with pytest.raises(ValueError, match="no MTP module"):
+        capacity_plan(q)

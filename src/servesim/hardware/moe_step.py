@@ -10,11 +10,16 @@ engine's measured tables and falling back to the roofline at the tables' fitted
 efficiencies where none was measured:
 
 * **attention projections** (GEMMs, the dense tables): GQA ``QKV (m, (H/T + 2
-  max(1, G/T)) d, h)`` and ``O (m, h, H d / T)``; MLA (DeepSeek-V3 family) ``q_a
-  (m, q_lora, h)``, ``q_b (m, H/T (nope + rope), q_lora)``, ``kv_a (m, kv_lora +
-  rope, h)``, the absorbed per-head ``W_UK``/``W_UV`` (a batched matmul of ``m``
-  tokens, ``H/T`` heads, ``nope x kv_lora`` and ``kv_lora x v``) and ``O (m, h,
-  H/T v)``, for the ``m`` tokens of one DP rank;
+  max(1, G/T)) d, h)`` and ``O (m, h, H d / T)``; MLA (DeepSeek-V3 family) the fused
+  down-projection ``qkv_a (m, q_lora + kv_lora + rope, h)``, one GEMM (every engine
+  concatenates ``q_a_proj`` and ``kv_a_proj_with_mqa`` into one weight at load time:
+  SGLang ``DeepseekV2AttentionMLA.fused_qkv_a_proj_with_mqa`` in ``models/deepseek_v2.py``,
+  vLLM ``fused_qkv_a_proj``, a ``MergedColumnParallelLinear`` of ``[q_lora, kv_lora +
+  rope]``, in ``model_executor/models/deepseek_v2.py``, TensorRT-LLM's ``MLA.kv_a_proj_with_mqa``
+  of ``q_lora + kv_lora + rope`` outputs in ``_torch/modules/attention.py``), then ``q_b
+  (m, H/T (nope + rope), q_lora)``, the absorbed per-head ``W_UK``/``W_UV`` (a batched
+  matmul of ``m`` tokens, ``H/T`` heads, ``nope x kv_lora`` and ``kv_lora x v``) and ``O
+  (m, h, H/T v)``, for the ``m`` tokens of one DP rank;
 * **attention** (the GQA tables; MLA from the engine's MLA tables, :mod:`servesim.hardware.moe_kernels`,
   with its two absorbed batched matmuls from the MLA-BMM table): decode of the
   rank's sequences at their mean context, sliding-window layers at ``min(context,
@@ -32,7 +37,11 @@ efficiencies where none was measured:
   (ep moe_tp)``;
 * **shared experts and dense layers** (GEMMs): gate/up ``(m, 2 I_s / T, h)`` and down
   ``(m, h, I_s / T)`` on each DP rank's tokens; the **router** ``(m, E, h)`` in BF16 (the
-  MoE tables time the experts from the router's logits on);
+  MoE tables time the experts from the router's logits on).  Where the engine runs the
+  shared experts beside the router and the routed experts (:data:`SHARED_EXPERTS_OVERLAP`:
+  SGLang's DeepSeek-V3 family in a CUDA-graph step) an MoE layer costs the longer of the
+  two branches, and no less than both branches' weights read at the tables' HBM
+  efficiency (the two streams share the HBM); elsewhere the three are added;
 * **communication**: with ``T > 1`` two all-reduces of ``m h`` activations per layer
   (after attention, after the MLP); with attention DP, the MoE layer's tokens are
   gathered from and scattered back to the ``D`` ranks (an all-gather of ``m_all h``
@@ -92,7 +101,27 @@ _GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "f
 
 OTHER_KERNELS_PER_MOE_LAYER = 6
 """Two fused add + RMSNorm, RoPE, the activation, the router's softmax/top-k and the token
-permutation around the experts."""
+permutation around the experts.  (Known, left as is: the MoE tables already time the top-k,
+the activation and the permutation (aiconfigurator ``collector/sglang/collect_moe.py`` runs
+``select_experts`` and ``fused_moe``; FlashInfer's TRT-LLM MoE routes inside its kernel), while
+the Q/K norms (one fused kernel per head-norm layer, four and an all-reduce for MiniMax-M2's
+all-head norm) and MLA's two latent norms are not counted.  Counting each exactly lowers SGLang's
+batch-1 TPOT of Qwen3-235B, gpt-oss-120b and Kimi-K2.5, which the tables already underprice by
+30-45 us a layer (issue 17, item 5), so the count stays until that gap is explained.)"""
+
+
+SHARED_EXPERTS_OVERLAP = {"sglang": "mla"}
+"""Engines that take the shared experts off the routed experts' critical path in a CUDA-graph
+step, and for which attention kind (the model family whose code does it).  SGLang
+``models/deepseek_v2.py``: ``DeepseekV2MoE.forward`` calls ``forward_normal_dual_stream`` under
+CUDA-graph capture (``get_is_capture_mode()``) when it has an ``alt_stream`` and no fused shared
+expert: ``_forward_shared_experts`` runs on the current stream while the gate, the top-k and the
+routed experts run on ``alt_stream``, joined by ``current_stream.wait_stream(alt_stream)``.
+DeepSeek-V3/R1 themselves (256 routed experts, one shared, no EP) instead fuse the shared expert
+into the MoE kernel as a 257th expert every token picks (``determine_num_fused_shared_experts``),
+which at decode sizes costs about the routed experts' time as well.  Kimi-K2/K2.5 (384 experts)
+take the dual-stream path.  vLLM and TensorRT-LLM (whose DeepSeek MoE also overlaps shared experts
+on an auxiliary stream) are priced in series: not checked against their code here."""
 
 
 EAGER_KERNELS_PER_MOE_LAYER = 20
@@ -424,12 +453,20 @@ class MoEStepModel:
         if note:
             notes.append(note)
         shared = 0.0
-        if a.shared_experts and a.shared_intermediate:
-            inter = a.shared_experts * a.shared_intermediate
+        inter = a.shared_experts * a.shared_intermediate
+        if inter:
             shared = self._mlp(m, inter)
         # The router: a BF16 GEMM of the rank's tokens onto the experts' logits (not in the MoE table).
         router, _, _ = self._gemm(m, a.experts, a.hidden, "bf16")
-        gemm += n_moe * (moe_t + shared + router)
+        graph = m <= self.engine.cuda_graph_max_tokens and not (chunks and self.engine.cuda_graph_decode_only)
+        if shared and graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
+            # Two streams: the longer branch, and no less than both branches' weights (the touched
+            # experts and the shared experts' 3 h I_s / T) read at the tables' HBM efficiency.
+            t = self.tables
+            both = self._expert_bytes(m_all) + 3 * a.hidden * inter / p.tp * self._ffn_weight_bytes
+            gemm += n_moe * max(router + moe_t, shared, both / (t.hbm_bytes_per_s * t.memory_efficiency))
+        else:
+            gemm += n_moe * (moe_t + shared + router)
         if n_dense:
             gemm += n_dense * self._mlp(m, a.dense_intermediate)
         # The LM head (BF16) on the sampled rows of one rank.
@@ -443,6 +480,10 @@ class MoEStepModel:
         if dp > 1 and p.ep == 1:
             comm += n_moe * self._allreduce(p.gpus, m_all * a.hidden * ACTIVATION_BYTES)[0]
         elif p.ep > 1:
+            # (Known, left as is: with tensor-parallel attention (dp == 1) SGLang's standard dispatcher
+            # runs no all-to-all: each GPU runs its experts on every token and one all-reduce of m h
+            # sums them (models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
+            # forward_normal).  Pricing that lowers MiniMax-M2.5's TPOT, already underpriced; issue 17.)
             pairs = m_all * a.experts_per_token / p.ep
             comm += n_moe * self._alltoall(pairs * a.hidden * ACTIVATION_BYTES, m_all / p.ep, not chunks)
             if p.moe_tp > 1:
@@ -457,9 +498,11 @@ class MoEStepModel:
         other += SAMPLING_FLOOR_S + samples * a.vocab / p.tp * 4 * 3 / bw
         kernels = a.layers * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
                               + (2 if p.tp > 1 else 0)) + 2
-        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+        floor = kernels * OTHER_KERNEL_FLOOR_S
+        if not graph:
             eager = a.layers * EAGER_KERNELS_PER_MOE_LAYER + (2 if p.tp > 1 else 0) * a.layers
             other += eager * self.engine.eager_kernel_s  # the launch gap of every kernel, eagerly
+            floor += eager * self.engine.eager_kernel_s  # which no eager step can avoid
         gpu = gemm + attn + comm + other
         seqs = (decode + sum(c.count for c in chunks)) / dp
         host = self.engine.host_s(seqs)
@@ -470,7 +513,19 @@ class MoEStepModel:
                         gpu_s=gpu,
                         total_s=total, sol_s=math.nan, tokens=m_all, measured=ok,
                         notes=tuple(dict.fromkeys(n for n in notes if n)),
-                        floor_s=kernels * OTHER_KERNEL_FLOOR_S)
+                        floor_s=floor)
+
+    @property
+    def _ffn_weight_bytes(self) -> float:
+        """Bytes per weight value of the shared experts and dense layers."""
+        return MOE_DTYPES[self.dtype] if self._quantized & {"shared_experts", "dense_mlp"} else 2.0
+
+    def _expert_bytes(self, m_all: float) -> float:
+        """Weights of the local experts the replica's ``m_all`` tokens touch on one GPU: the
+        expected share of its ``E / ep`` experts picked at least once, ``3 h I / moe_tp`` each."""
+        a, p = self.arch, self.par
+        touched = a.experts / p.ep * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
+        return float(touched * 3 * a.hidden * a.moe_intermediate / p.moe_tp * MOE_DTYPES[self.dtype])
 
     def _mlp(self, m: float, inter: int) -> float:
         """A gated MLP of width ``inter`` split over ``tp``, on ``m`` tokens."""
@@ -485,8 +540,10 @@ class MoEStepModel:
         if a.attention == "mla":
             heads = a.heads // tp
             qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-            q = ((a.q_lora_rank, h), (heads * qk, a.q_lora_rank)) if a.q_lora_rank else ((heads * qk, h),)
-            return (*q, (a.kv_lora_rank + a.qk_rope_head_dim, h), (h, heads * a.v_head_dim))
+            kv_a = a.kv_lora_rank + a.qk_rope_head_dim
+            if a.q_lora_rank:  # q_a and kv_a as one GEMM (module docstring), then q_b
+                return ((a.q_lora_rank + kv_a, h), (heads * qk, a.q_lora_rank), (h, heads * a.v_head_dim))
+            return ((heads * qk, h), (kv_a, h), (h, heads * a.v_head_dim))
         heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
         return (((heads + 2 * kvh) * a.head_dim, h), (h, heads * a.head_dim))
 

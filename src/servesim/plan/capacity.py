@@ -126,7 +126,7 @@ def wait_quantile(tail: Any, q: float, hi: float) -> float:
 
 
 def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: int, osl: int, *,
-                   prefill: bool, spec: str | None = None) -> Decode:
+                   prefill: bool, spec: Any = None) -> Decode:
     """Solve the decode batch of one replica at ``rate_per_s`` (see the module docstring)."""
     lam = check_real("rate", rate_per_s, lo=0.0)
     budget = sm.engine.max_num_batched_tokens
@@ -141,7 +141,9 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
     en = 1.0
     draft_s = 0.0
     if spec is not None:
-        s, info = speculation_for(sm, spec, max(1.0, min(b_max, lam * osl * 0.02)), ctx)
+        # a preset's name (the lab's alpha, k searched) or (method, k, alpha) as the plan resolved them
+        method, kk, alpha = (spec, None, None) if isinstance(spec, str) else spec
+        s, info = speculation_for(sm, method, max(1.0, min(b_max, lam * osl * 0.02)), ctx, k=kk, alpha=alpha)
         if info["speedup_at_batch"] > 1.0:
             k, en, draft_s = s.k, s.tokens_per_step, s.draft_step_s
 
@@ -232,7 +234,7 @@ def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) ->
 
 
 def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
-                      osl: int, slo_ttft_s: float, *, spec: str | None = None) -> LoadPoint:
+                      osl: int, slo_ttft_s: float, *, spec: Any = None) -> LoadPoint:
     """``replicas`` colocated replicas at ``rate_per_s`` in all (see the module docstring)."""
     n = check_int("replicas", replicas, lo=1)
     lam = rate_per_s / n
@@ -257,7 +259,7 @@ def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_pe
 def disaggregated_at_load(prefill_sm: StepModel, prefill_workers: int, decode_sm: StepModel,
                           decode_memory_bytes: float, decode_workers: int, link_bytes_per_s: float,
                           rate_per_s: float, isl: int, osl: int, slo_ttft_s: float, *,
-                          spec: str | None = None) -> LoadPoint:
+                          spec: Any = None) -> LoadPoint:
     """Prefill pool, KV transfer, decode pool at ``rate_per_s`` (see the module docstring)."""
     wd = check_int("decode_workers", decode_workers, lo=1)
     p = prefill_at_load(prefill_sm, prefill_workers, rate_per_s, isl)

@@ -197,6 +197,42 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     return sm, shape, gpu.memory_bytes
 
 
+def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: float | None = None,
+                       acceptance_length: float | None = None,
+                       traffic: str | None = None) -> tuple[float | None, int | None, str]:
+    """The acceptance a speculative prediction runs with: (alpha or None for the lab's preset, the
+    draft length or None to search it, where it came from), as :func:`speculation_setting` describes."""
+    from servesim._checks import check_real
+    from servesim.hardware.speculation import alpha_for_acceptance_length
+
+    if acceptance_length is not None:
+        if k is None:
+            raise ParameterError("k", None, "the draft length the acceptance length was measured at (--k K "
+                                 "with --acceptance-length)")
+        a: float | None = alpha_for_acceptance_length(acceptance_length, k)
+        source = f"given: mean acceptance length {acceptance_length:g} at k = {k}"
+    elif alpha is not None:
+        a = check_real("alpha", alpha, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        source = f"given: alpha {alpha:g}"
+    else:
+        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
+
+        kind = DEFAULT_TRAFFIC if traffic is None else traffic
+        try:
+            found = preset_for(spec, kind, family)
+        except ParameterError:
+            if spec in ("eagle", "ngram"):  # the lab has no alpha for these either
+                raise
+            found = None
+        if found is not None:
+            a, source = found.alpha, found.describe(kind)
+            k = found.k if k is None else k
+        else:
+            a, source = None, (f"preset (the lab's illustration, not a measurement: no published {spec} "
+                               f"acceptance for {kind})")
+    return a, k, source
+
+
 def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: int | None = None,
                         alpha: float | None = None, acceptance_length: float | None = None,
                         draft: str | None = None, catalog: Any = None,
@@ -220,9 +256,7 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
     ``speculative_num_draft_tokens``) drafts a token tree instead of a chain
     (:func:`servesim.hardware.speculation.sglang_tree_for`): a measured acceptance length is the
     tree's own (no ``k``), else the acceptance's alpha grows the best tree."""
-    from servesim._checks import check_real
     from servesim.hardware.speculation import (
-        alpha_for_acceptance_length,
         draft_model_for,
         speedup_curve,
     )
@@ -241,32 +275,9 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
         return _tree_setting(sm, spec, batch, context, tree, k=k, alpha=alpha,
                              acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
                              traffic=traffic)
-    if acceptance_length is not None:
-        if k is None:
-            raise ParameterError("k", None, "the draft length the acceptance length was measured at (--k K "
-                                 "with --acceptance-length)")
-        a: float | None = alpha_for_acceptance_length(acceptance_length, k)
-        source = f"given: mean acceptance length {acceptance_length:g} at k = {k}"
-    elif alpha is not None:
-        a = check_real("alpha", alpha, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-        source = f"given: alpha {alpha:g}"
-    else:
-        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
-
-        kind = DEFAULT_TRAFFIC if traffic is None else traffic
-        try:
-            family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
-            found = preset_for(spec, kind, family)
-        except ParameterError:
-            if spec in ("eagle", "ngram"):  # the lab has no alpha for these either
-                raise
-            found = None
-        if found is not None:
-            a, source = found.alpha, found.describe(kind)
-            k = found.k if k is None else k
-        else:
-            a, source = None, (f"preset (the lab's illustration, not a measurement: no published {spec} "
-                               f"acceptance for {kind})")
+    family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
+    a, k, source = resolve_acceptance(spec, family, k=k, alpha=alpha, acceptance_length=acceptance_length,
+                                      traffic=traffic)
     dm = draft_model_for(sm, spec, catalog, draft)
     speculation, info = speculation_for(sm, spec, batch, context, k=k, draft=dm, alpha=a)
     batches = [1]

@@ -170,10 +170,12 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         raise ParameterError("acceptance_length", q.acceptance_length, "given with --spec METHOD and --k K "
                              "(the draft length it was measured at)")
     shape, moe, pars = _shapes(q, catalog)
-    if q.spec is not None and moe:
-        raise ParameterError("spec", q.spec, "none for a mixture-of-experts plan (its speculation is "
-                             "priced by predict --spec mtp)")
-    if q.spec == "mtp":
+    if q.spec is not None and moe and (q.spec != "mtp" or not shape.mtp_layers):
+        raise ParameterError("spec", q.spec, f"mtp (its own module) or none for {shape.name}: draft heads "
+                             "for mixture-of-experts models are not priced" if shape.mtp_layers else
+                             f"none for {shape.name}: it has no MTP module and draft heads for "
+                             "mixture-of-experts models are not priced")
+    if q.spec == "mtp" and not moe:
         raise ParameterError("spec", q.spec, "a method the model has: a dense model has no MTP module (use "
                              "eagle3, medusa, small-draft or none)")
     gspec = resolve_gpu(q.gpu, catalog)
@@ -188,6 +190,13 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     base_engine = engine_profile(q.engine, gpu=gname, memory_gib=mem / 2**30)
     chunks = q.chunks or tuple(dict.fromkeys((base_engine.max_num_batched_tokens, 2048)))
     specs: list[str | None] = [None] + ([q.spec] if q.spec else [])
+    choice: Any = None  # the speculation the screen prices: (method, k, alpha), as predict resolves them
+    if q.spec is not None:
+        from servesim.plan.predict import resolve_acceptance
+
+        alpha, k, _ = resolve_acceptance(q.spec, shape.name, k=q.k, acceptance_length=q.acceptance_length,
+                                         traffic=q.traffic)
+        choice = (q.spec, k, alpha)
     price, price_source = _price(gname, catalog)
 
     models: dict[tuple[Par, str, int], Any] = {}
@@ -228,7 +237,8 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                         continue  # every engine caches prefixes by default: the hazard applies
 
                     def one(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
-                        return colocated_at_load(sm, mem, 1, r, q.isl, q.osl, q.slo_ttft_s, spec=spec)
+                        return colocated_at_load(sm, mem, 1, r, q.isl, q.osl, q.slo_ttft_s,
+                                                 spec=choice if spec else None)
 
                     rate1, pt = max_rate(one, q.slo_tpot_s, q.attainment)
                     if q.target_rate_per_s is not None and rate1 > 0:
@@ -254,7 +264,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                     continue
 
                 def dpoint(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
-                    d = decode_at_load(sm, mem, r, q.isl, q.osl, prefill=False, spec=spec)
+                    d = decode_at_load(sm, mem, r, q.isl, q.osl, prefill=False, spec=choice if spec else None)
                     if not d.stable:
                         return LoadPoint(r, False, math.nan, math.nan, 0.0, math.nan, math.nan, 0.0, d.reason)
                     return LoadPoint(r, True, 0.0, 0.0, 1.0, d.tpot_s, d.batch, 0.0, "", d.k)
@@ -289,7 +299,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                     at = rate if q.target_rate_per_s is None else q.target_rate_per_s
                     dsm = model(dpar, ddtype, default_chunk)
                     assert dsm is not None  # it has a decode capacity, so it fits
-                    pt = _disagg_point(psm, pw, dsm, mem, dw, q, at, spec, xfer)
+                    pt = _disagg_point(psm, pw, dsm, mem, dw, q, at, choice if spec else None, xfer)
                     row = _row("disaggregated", (ppar, pw, label(psm, pdtype), pdtype),
                                (dpar, dw, label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, default_chunk,
                                price)
@@ -312,7 +322,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
 
 
 def _disagg_point(psm: Any, pw: int, dsm: Any, mem: float, dw: int, q: PlanQuestion, rate: float,
-                  spec: str | None, xfer: float) -> LoadPoint:
+                  spec: Any, xfer: float) -> LoadPoint:
     """The closed form of a split at ``rate``: the dense one, or for an MoE model its two pools (M/D/c
     prefill, decode fixed point) joined by the latent's transfer time ``xfer``."""
     if isinstance(psm, StepModel) and isinstance(dsm, StepModel):
