@@ -79,3 +79,11 @@ def test_every_command_refuses_a_prompt_beyond_the_context(argv):
     assert r.returncode == 2, r.stderr
     assert "isl=" in r.stderr and "max_position_embeddings" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_model_too_big_for_its_tp_says_what_would_hold_it():
+    r = run_cli("predict", "--model", "llama-3-405b", "--gpu", "h100-sxm", "--tp", "4", "--isl", "128",
+                "--osl", "16", "--concurrency", "1")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    # 405e9 x 2 B / 4 = 189 GiB a GPU; at tp 8 still 94.5 GiB > 0.9 x 79.6; tp 16 holds it
+    assert "in bf16 needs 189.0 GiB per GPU at tp 4" in r.stderr and "tp 16 would hold it" in r.stderr

@@ -186,13 +186,18 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     sm = StepModel(shape, gname, dep.tp, dtype="bf16" if dep.dtype == "auto" else dep.dtype,
                    kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
+        from servesim.hardware.names import valid_tps
+
         need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)
+        room = eng.memory_fraction * gpu.memory_bytes - eng.reserved_bytes
+        would = next((t for t in sorted(valid_tps(shape)) if t > dep.tp
+                      and sm.weight_bytes_per_gpu * dep.tp / t < room), None)
         raise ParameterError(
             "tp", dep.tp,
-            f"large enough for the weights to fit: {shape.name} in {dep.dtype} needs "
+            f"large enough for the weights to fit: {shape.name} in {sm.dtype} needs "
             f"{sm.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU at tp {dep.tp} (about {need:.0f} GiB of "
             f"HBM at {eng.memory_fraction:g} utilization), a {dep.gpu} has "
-            f"{gpu.memory_bytes / 2**30:.1f} GiB",
+            f"{gpu.memory_bytes / 2**30:.1f} GiB" + (f"; tp {would} would hold it" if would else ""),
         )
     return sm, shape, gpu.memory_bytes
 
