@@ -1,45 +1,118 @@
 """Speed of the iteration-level engine simulator (``servesim simulate --model ... --rate``).
 
 Simulates 5,000 Poisson requests on one colocated replica and on a disaggregated
-deployment at light, moderate and heavy load, three seeds each, and prints simulated
-requests per second of wall time (first run in the process, with its step prices still
-uncached, and the median of the runs after it), beside a baseline measured in the same run:
-pricing one decode step a thousand times.  Target (issue 10): at least 10^5 requests
-per second on one core.
+deployment at light, moderate and heavy load, eight seeds each, with the engine loop as
+it runs now (numba-compiled, :mod:`servesim.sim._engine_loop`) and with the Python loop
+it replaced (frozen in ``benchmarks/_baseline_engine.py``), each on step models of its
+own (shared by its cases in order, as one process simulating them one after the other
+would), so that both start with their step prices uncached.  For each it prints simulated
+requests per second of wall time: the first run (its step prices still uncached) and
+the median of the runs after it, the ratio new/old of the medians, and checks that both
+loops gave the same numbers.  The compiled loop's first call in the process (numba
+compiling it, or loading it from its disk cache) is timed apart, before everything.
+A baseline measured in the same run: pricing one decode step a thousand times.
+
+Targets: issue 10, at least 10^5 requests per second on one core; issue 19 (item 7), at
+least 5 x 10^5 on this 2-core machine with the compiled loop.
 
     python benchmarks/bench_engine.py
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+RATES = (1.0, 3.0, 6.0)
+SEEDS = range(8)
+TARGET = 5e5
+
+
+@contextlib.contextmanager
+def _loop(run_benchmark: Callable[..., Any]) -> Iterator[None]:
+    """Run ``servesim.sim.engine``'s simulations with ``run_benchmark`` as their engine loop."""
+    import servesim.sim.engine as engine
+
+    saved = engine.run_benchmark
+    engine.run_benchmark = run_benchmark
+    try:
+        yield
+    finally:
+        engine.run_benchmark = saved
 
 
 def main() -> int:
+    import _baseline_engine
+
     from servesim.plan.predict import Deployment, build_step_model
+    from servesim.sim import _engine_loop
+    from servesim.sim.batching import run_benchmark
     from servesim.sim.engine import simulate_colocated, simulate_disaggregated
 
-    sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4))
-    psm, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2))
+    def models() -> tuple[Any, Any, float]:
+        sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4))
+        psm, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2))
+        return sm, psm, mem
+
+    # The compiled loop's first call: numba compiles it (or loads it from its disk cache).
+    t0 = time.perf_counter()
+    _engine_loop.compile_kernels()
+    jit = time.perf_counter() - t0
+    fresh = sum(_engine_loop._core.stats.cache_misses.values())
+    how = "compiled by numba now" if fresh else "loaded from its cache"
+    print(f"compiled loop, first call: {jit:.2f} s ({how}; not in the figures below)")
+
+    # Each loop prices with step models of its own, shared by its cases in order (as one process
+    # simulating them one after the other would), so both start with every step price uncached.
+    own = {"old": models(), "new": models()}
     t0 = time.perf_counter()
     for i in range(1000):
-        sm.step(1 + i % 64, 2000 + i)
+        own["old"][0].step(1 + i % 64, 2000 + i)
     base = time.perf_counter() - t0
     print(f"baseline: 1,000 step prices in {base * 1e3:.1f} ms")
-    for name, run in (
-        ("colocated 70B TP4", lambda r, s: simulate_colocated(sm, mem, 1, r, 1024, 512, requests=5000,
-                                                              seed=s)),
-        ("disagg 2xTP2 -> TP4", lambda r, s: simulate_disaggregated(psm, 2, sm, mem, 1, 50e9, r, 1024, 512,
-                                                                     requests=5000, seed=s)),
-    ):
-        for rate in (1.0, 3.0, 6.0):
-            speeds = [run(rate, seed)["sim_requests_per_s"] for seed in range(4)]
-            print(f"{name:<20} {rate:>4g} req/s: first {speeds[0]:>9,.0f} req/s, then median "
-                  f"{statistics.median(speeds[1:]):>9,.0f} req/s of wall time "
-                  f"(= {statistics.median(speeds[1:]) * base / 1000:.1f} requests per step price)")
-    return 0
+
+    cases: list[tuple[str, Callable[[Any, float, int], dict[str, Any]]]] = [
+        ("colocated 70B TP4", lambda m, r, s: simulate_colocated(m[0], m[2], 1, r, 1024, 512, requests=5000,
+                                                                 seed=s)),
+        ("disagg 2xTP2 -> TP4", lambda m, r, s: simulate_disaggregated(m[1], 2, m[0], m[2], 1, 50e9, r, 1024,
+                                                                       512, requests=5000, seed=s)),
+    ]
+    worst = float("inf")
+    same = True
+    for name, run in cases:
+        for rate in RATES:
+            speeds = {}
+            outputs = {}
+            for label, loop in (("old", _baseline_engine.run_benchmark),
+                                ("new", functools.partial(run_benchmark, loop="compiled"))):
+                out = []
+                with _loop(loop):
+                    for seed in SEEDS:
+                        gc.collect()  # each run starts without the garbage of the one before (untimed)
+                        out.append(run(own[label], rate, seed))
+                speeds[label] = [o.pop("sim_requests_per_s") for o in out]
+                for o in out:
+                    o.pop("wall_ms")
+                outputs[label] = out
+            same = same and outputs["old"] == outputs["new"]
+            old, new = (statistics.median(speeds[k][1:]) for k in ("old", "new"))
+            worst = min(worst, new)
+            print(f"{name:<20} {rate:>4g} req/s: old first {speeds['old'][0]:>8,.0f}, median {old:>8,.0f} | "
+                  f"new first {speeds['new'][0]:>9,.0f}, median {new:>9,.0f} req/s of wall time | "
+                  f"new/old {new / old:5.1f}x")
+    print(f"same results, old and new: {'yes' if same else 'NO'}")
+    met = "met" if worst >= TARGET else "NOT met"
+    print(f"slowest new median: {worst:,.0f} req/s (target {TARGET:,.0f}: {met})")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

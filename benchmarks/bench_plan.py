@@ -36,7 +36,7 @@ def main() -> int:
     for name, isl, osl, ttft, tpot in QUESTIONS:
         times = []
         for _ in range(3):
-            q = PlanQuestion("llama-3-70b", "h100-sxm", 16, isl, osl, ttft, tpot, spec="mtp")
+            q = PlanQuestion("llama-3-70b", "h100-sxm", 16, isl, osl, ttft, tpot, spec="eagle3")
             t0 = time.perf_counter()
             d = capacity_plan(q)
             times.append(time.perf_counter() - t0)

@@ -32,16 +32,21 @@ steady-state window (genai-perf, AIPerf) do; the default 0 counts all, as ``vllm
 bench serve`` does (its own ``--num-warmups`` run before the measured requests, see
 :mod:`servesim.sim.client`).
 
-Deterministic: every tie is broken by send order.  Standard library only; nothing
-here prints.
+Deterministic: every tie is broken by send order.  The reference loop here is
+standard library only; :func:`run_benchmark` runs the same loop compiled with numba
+(:mod:`servesim.sim._engine_loop`, imported only then) where that pays, with the same
+result to the last bit (``loop``, :data:`LOOPS`).  Nothing here prints.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
+import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +55,11 @@ from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.schedulers import EngineState, Request, Scheduler, StepPlan, make_scheduler
+from servesim.sim.schedulers.sglang import SglangScheduler
+from servesim.sim.schedulers.trtllm import TrtllmScheduler
+from servesim.sim.schedulers.vllm import VllmScheduler
 
-__all__ = ["BenchResult", "Benchmark", "Speculation", "run_benchmark"]
+__all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "run_benchmark"]
 
 
 @dataclass(frozen=True)
@@ -159,9 +167,13 @@ def _q(x: float) -> int:
 
 def _pct(xs: list[float], q: float) -> float:
     """The q-th percentile with linear interpolation (numpy's default)."""
-    if not xs:
+    return _pct_sorted(sorted(xs), q)
+
+
+def _pct_sorted(s: list[float], q: float) -> float:
+    """:func:`_pct` of values already sorted."""
+    if not s:
         return math.nan
-    s = sorted(xs)
     pos = (len(s) - 1) * q / 100.0
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
@@ -189,11 +201,52 @@ def _std(xs: list[float]) -> float:
     return math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs))
 
 
+LOOPS = ("auto", "compiled", "python")
+"""How :func:`run_benchmark` runs its loop: numba-compiled (:mod:`servesim.sim._engine_loop`, the
+same result to the last bit, for the shipped policies) or the Python reference; ``auto``
+compiles where it pays (see :data:`AUTO_COMPILE_REQUESTS`)."""
+
+AUTO_COMPILE_REQUESTS = 200_000
+"""``loop="auto"`` runs the compiled loop once the process has simulated this many requests
+(counting the run at hand) and numba's disk cache holds the kernels, or has the compiled loop
+imported already: its first call in a process then costs about a second (importing numba and
+loading the kernels), what the Python loop takes for about 4 x 10^4 requests; past 2 x 10^5 that
+second is repaid (a confirmed plan's workers, which simulate fewer, stay in Python: 1.6 s
+against 1.9-2.3 s with the load)."""
+
+AUTO_COMPILE_COLD_REQUESTS = 600_000
+"""Without the kernels in numba's disk cache, compiling them costs ~15 s, what the Python loop
+takes for about 6 x 10^5 requests: ``loop="auto"`` compiles (and caches them) only past this many
+requests in the process, so a first ``plan`` or ``predict`` on a fresh install is not slowed by it."""
+
+
+def _kernels_cached() -> bool:
+    """Whether numba's on-disk cache beside :mod:`servesim.sim._engine_loop` (or in
+    ``NUMBA_CACHE_DIR``) holds the loop's core (its index file; numba checks it is current)."""
+    import os
+    from pathlib import Path
+
+    here = Path(__file__).with_name("__pycache__")
+    where = [here] + ([Path(os.environ["NUMBA_CACHE_DIR"])] if os.environ.get("NUMBA_CACHE_DIR") else [])
+    for d in where:
+        try:
+            if any(d.rglob("_engine_loop._core*.nbi")):
+                return True
+        except OSError:  # pragma: no cover - an unreadable cache folder: not cached
+            continue
+    return False
+
+
+_POLICY_HOOKS = ("schedule", "after_step", "quiet_steps", "prepare")
+_simulated = 0  # requests run_benchmark has simulated in this process (for loop="auto")
+
+
 def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                   spec: Speculation | None = None, reserve: bool = False,
                   max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
                   prefilled: bool = False, lengths: list[tuple[int, int]] | None = None,
-                  scheduler: Scheduler | str | None = None, keep_requests: bool = False) -> BenchResult:
+                  scheduler: Scheduler | str | None = None, keep_requests: bool = False,
+                  loop: str = "auto") -> BenchResult:
     """Run ``bench`` against one replica priced by ``model`` (see the module docstring).
 
     ``scheduler`` is a policy or an engine's name (default: the step model's engine,
@@ -205,8 +258,14 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     ``lengths`` gives each request's (prompt, output) tokens, in send order (a
     trace); without it the client draws them.  ``keep_requests`` keeps each request's
     times in :attr:`BenchResult.requests` (the pools of a disaggregated deployment
-    hand them on).
+    hand them on).  ``loop`` is one of :data:`LOOPS`: ``"compiled"`` runs the
+    numba-compiled loop, which gives the same result as ``"python"``, the reference loop,
+    bit for bit; a policy it does not know (not one of the shipped classes, or with a method
+    replaced on the instance) runs in Python.  ``"auto"`` (default) compiles where it pays.
     """
+    global _simulated
+    if loop not in LOOPS:
+        raise ParameterError("loop", loop, f"one of {', '.join(LOOPS)}")
     eng = model.engine
     if scheduler is None or isinstance(scheduler, str):
         name = scheduler or eng.name
@@ -231,37 +290,11 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     if check is not None and not prefilled:
         check(max(p for p, _ in lengths) if lengths else isl)
 
-    def isl_of(i: int) -> int:
-        return isl if lengths is None else lengths[i][0]
-
-    def osl_of(i: int) -> int:
-        return osl if lengths is None else lengths[i][1]
-
     pos = 1 + (spec.k if spec else 0)
     per_step = spec.tokens_per_step if spec else 1.0
     accept = random.Random(bench.seed + 1)  # per-sequence acceptance draws (speculation only)
-
-    def steps_to_finish(r: Request) -> float:
-        """Decode steps this sequence needs: with speculation, its own accepted prefixes, drawn.
-
-        Each step accepts the first j drafts with probability alpha^j (1 - alpha) (all k with
-        alpha^k) and emits them plus one token of the target's: the i.i.d. model of the
-        lab's section 2.1, drawn per sequence so that finishing times spread as they do in an
-        engine.  The batch's context still grows by E[n] per step (the mean over sequences).
-        """
-        left = r.osl - r.generated
-        if spec is None or left <= 0:
-            return max(0.0, left) / per_step
-        steps = 0
-        while left > 0:
-            j = 0
-            while j < spec.k and accept.random() < spec.alpha:
-                j += 1
-            left -= j + 1
-            steps += 1
-        return float(steps)
-
-    s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, steps_to_finish)
+    s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step,
+                    lambda r: _steps_to_finish(r, spec, per_step, accept))
     s.ranks = eng.dp_ranks
     s.chunk_cap = eng.chunk_tokens or eng.max_num_batched_tokens
     policy.prepare(s)
@@ -270,14 +303,149 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     if arrival_times is not None:
         if len(arrival_times) != n_total:
             raise ParameterError("arrival_times", len(arrival_times), f"one per prompt ({n_total})")
-        pending: deque[float] = deque(arrival_times)
-        slots_free: deque[float] | None = None
+        sends = list(arrival_times)
+        slots = None
     else:
-        if bench.rate_per_s is not None:
-            pending = deque(_arrivals(bench))
-        else:
-            pending = deque([0.0] * n_total)
-        slots_free = None if bench.concurrency is None else deque([0.0] * bench.concurrency)
+        sends = _arrivals(bench) if bench.rate_per_s is not None else [0.0] * n_total
+        slots = bench.concurrency
+
+    # Step prices are shared by every run on the same step model (a plan's confirmation runs one
+    # deployment at many rates): keyed on what the price depends on, bounded in size.
+    prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
+    kv_key = (pos, getattr(model, "kv_context", None))
+
+    def price_of(b: int, qctx: int,
+                 chunks: tuple[tuple[int, int, bool], ...]) -> tuple[float, bool, tuple[str, ...]]:
+        """The cached price of a step of ``b`` decoding sequences at (rounded) context ``qctx`` and
+        the prefill ``chunks`` (tokens, rounded cached context, samples)."""
+        key = (kv_key, b, qctx, *chunks) if chunks else (kv_key, b, qctx)
+        hit = prices.get(key)
+        if hit is None:
+            st = model.step(b, qctx, tuple(Chunk(q, c, 1, x) for q, c, x in chunks),
+                            pos if b > 0 else 1, bound=False)
+            hit = (st.total_s, st.measured, st.notes)
+            if len(prices) >= _PRICE_CACHE_MAX:
+                prices.clear()
+            prices[key] = hit
+        return hit
+
+    _simulated += n_total
+    if loop == "auto":
+        loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
+                              or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached())
+                              or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
+    if loop == "python" or not _compiles(policy, bench, sends, lengths, spec):
+        out = _python_loop(s, policy, bench, sends, slots, lengths, spec, price_of, max_steps, prefilled,
+                           keep_requests, eng.request_overhead_s)
+    else:
+        from servesim.sim import _engine_loop as compiled
+
+        inputs = compiled.LoopInputs(
+            kind=compiled.KINDS[policy.name], prefilled=prefilled, capacity=capacity, slots=s.slots,
+            budget=s.budget, chunk_cap=s.chunk_cap, ranks=s.ranks, positions=pos, per_step=per_step,
+            long_output=s.long_output, warmup=bench.warmup, max_steps=max_steps, sends=sends,
+            concurrency=slots, isl=isl, osl=osl, lengths=lengths, spec_k=spec.k if spec else -1,
+            alpha=spec.alpha if spec else 0.0, spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
+            rng_state=accept.getstate()[1] if spec else (), overhead_s=eng.request_overhead_s,
+            prefilled_watermark=_PREFILLED_WATERMARK, keep_requests=keep_requests)
+        table = compiled.table_for(model, kv_key, _PRICE_CACHE_MAX)
+        status, out = compiled.run(inputs, policy, table, price_of, _Outcome)
+        if status == compiled.TOO_MANY_STEPS:
+            raise _too_many_steps(n_total, max_steps)
+        if status == compiled.NOTHING_FITS:
+            raise _nothing_fits(bench.concurrency)
+    return _result(out, capacity, policy)
+
+
+def _compiles(policy: Scheduler, bench: Benchmark, sends: list[float], lengths: list[tuple[int, int]] | None,
+              spec: Speculation | None) -> bool:
+    """Whether the compiled loop reproduces this run: a shipped policy with none of its methods
+    replaced on the instance, and inputs of the plain Python types (a numpy scalar or an int
+    where the loop expects a float would carry its type into the reference loop's results)."""
+    if type(policy) not in (VllmScheduler, SglangScheduler, TrtllmScheduler) or any(
+            m in vars(policy) for m in _POLICY_HOOKS):
+        return False
+    if type(bench.isl) is not int or type(bench.osl) is not int or type(bench.warmup) is not int:
+        return False
+    if spec is not None and not (type(spec.k) is int and type(spec.alpha) is float
+                                 and type(spec.draft_step_s) is float):
+        return False
+    if lengths is not None and set(map(type, itertools.chain.from_iterable(lengths))) != {int}:
+        return False
+    return set(map(type, sends)) <= {float}
+
+
+def _too_many_steps(n_total: int, max_steps: int) -> ParameterError:
+    return ParameterError("num_prompts", n_total, f"small enough to finish in {max_steps} engine steps")
+
+
+def _nothing_fits(concurrency: int | None) -> ParameterError:
+    return ParameterError("concurrency", concurrency, "small enough that one request fits in the KV cache")
+
+
+def _steps_to_finish(r: Request, spec: Speculation | None, per_step: float, accept: random.Random) -> float:
+    """Decode steps this sequence needs: with speculation, its own accepted prefixes, drawn.
+
+    Each step accepts the first j drafts with probability alpha^j (1 - alpha) (all k with
+    alpha^k) and emits them plus one token of the target's: the i.i.d. model of the
+    lab's section 2.1, drawn per sequence so that finishing times spread as they do in an
+    engine.  The batch's context still grows by E[n] per step (the mean over sequences).
+    """
+    left = r.osl - r.generated
+    if spec is None or left <= 0:
+        return max(0.0, left) / per_step
+    steps = 0
+    while left > 0:
+        j = 0
+        while j < spec.k and accept.random() < spec.alpha:
+            j += 1
+        left -= j + 1
+        steps += 1
+    return float(steps)
+
+
+@dataclass
+class _Outcome:
+    """What a run of the loop (either one) leaves for the result: its statistics' raw material."""
+
+    ttfts: list[float]
+    ttft_stats: tuple[float, float, float, float]  # mean, median, p99, std (see _mean_pct_std)
+    tpot_stats: tuple[float, float, float, float]
+    itl_sum: float
+    itl_n: float
+    batch_time: float
+    busy_time: float
+    steps: int
+    last_finish: float
+    start: float  # send time of the first measured request
+    measured_done: int
+    out_tokens: int
+    in_tokens: int
+    measured: bool
+    notes: dict[str, None]
+    preemptions: int
+    median_itl_s: float
+    p99_itl_s: float
+    kept: list[tuple[int, float, float, float]]
+
+
+def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: list[float],
+                 concurrency: int | None, lengths: list[tuple[int, int]] | None, spec: Speculation | None,
+                 price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]],
+                                    tuple[float, bool, tuple[str, ...]]],
+                 max_steps: int, prefilled: bool, keep_requests: bool, overhead_s: float) -> _Outcome:
+    """The reference loop (see the module docstring); the compiled loop follows it step for step."""
+    isl, osl, n_total = bench.isl, bench.osl, bench.prompts
+    capacity, per_step = s.capacity, s.per_step
+
+    def isl_of(i: int) -> int:
+        return isl if lengths is None else lengths[i][0]
+
+    def osl_of(i: int) -> int:
+        return osl if lengths is None else lengths[i][1]
+
+    pending: deque[float] = deque(sends)
+    slots_free: deque[float] | None = None if concurrency is None else deque([0.0] * concurrency)
     sent = 0
 
     def send(now: float) -> None:
@@ -307,27 +475,14 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     measured_done = out_tokens = in_tokens = 0
     measured = True
     notes: dict[str, None] = {}
-    # Step prices are shared by every run on the same step model (a plan's confirmation runs one
-    # deployment at many rates): keyed on what the price depends on, bounded in size.
-    prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
-    kv_key = (pos, getattr(model, "kv_context", None))
     gaps: dict[float, float] = {}  # gap between a sequence's tokens (a step's time) -> tokens with it
     kept: list[tuple[int, float, float, float]] = []
 
-    def price(b: float, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
+    def price(b: int, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
         """The step's time; ``chunks`` are (tokens, cached context, samples).  Contexts are rounded
         to 7 significant bits (within 1.6%) so that recurring steps are priced once."""
         nonlocal measured
-        key = (kv_key, b, _q(ctx), *[(q, _q(c), x) for q, c, x in chunks]) if chunks else (kv_key, b, _q(ctx))
-        hit = prices.get(key)
-        if hit is None:
-            st = model.step(b, _q(ctx), tuple(Chunk(q, _q(c), 1, x) for q, c, x in chunks),
-                            pos if b > 0 else 1, bound=False)
-            hit = (st.total_s, st.measured, st.notes)
-            if len(prices) >= _PRICE_CACHE_MAX:
-                prices.clear()
-            prices[key] = hit
-        dt, ok, why = hit
+        dt, ok, why = price_of(b, _q(ctx), tuple((q, _q(c), x) for q, c, x in chunks))
         if not ok:
             measured = False
             for n in why:
@@ -347,8 +502,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
 
     while done < n_total:
         if steps >= max_steps:
-            raise ParameterError("num_prompts", n_total,
-                                 f"small enough to finish in {max_steps} engine steps")
+            raise _too_many_steps(n_total, max_steps)
         send(t)
         if not s.decoding and not s.chunking and not s.waiting:
             nxt = next_send()
@@ -366,8 +520,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             if nxt < math.inf and nxt > t:
                 t = nxt
                 continue
-            raise ParameterError("concurrency", bench.concurrency,
-                                 "small enough that one request fits in the KV cache")  # pragma: no cover
+            raise _nothing_fits(bench.concurrency)  # pragma: no cover
         ctx = s.mean_context() if b else 0.0
         # Pure decode: advance to the next finish (or send, or KV limit, or policy decision) in one move.
         n = 1
@@ -413,7 +566,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             s.used += q
             if r.prompt_left == 0:
                 s.chunking.remove(r)
-                first_token(r, eng.request_overhead_s)
+                first_token(r, overhead_s)
                 if r.generated >= r.osl:
                     finished.append(r)
                 else:
@@ -434,20 +587,38 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                 in_tokens += isl_of(r.index)
                 if r.osl > 1:
                     tpots.append((t - r.first) / (r.osl - 1))
-    duration = last_finish - start
-    ttft_mean = sum(ttfts) / len(ttfts)
-    tpot_mean = sum(tpots) / len(tpots) if tpots else math.nan
+    return _Outcome(ttfts=ttfts, ttft_stats=_mean_pct_std(ttfts), tpot_stats=_mean_pct_std(tpots),
+                    itl_sum=itl_sum, itl_n=itl_n, batch_time=batch_time,
+                    busy_time=busy_time, steps=steps, last_finish=last_finish, start=start,
+                    measured_done=measured_done, out_tokens=out_tokens, in_tokens=in_tokens,
+                    measured=measured, notes=notes, preemptions=s.preemptions,
+                    median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99), kept=kept)
+
+
+def _mean_pct_std(xs: list[float]) -> tuple[float, float, float, float]:
+    """Mean, median, 99th percentile and (population) standard deviation of ``xs`` (NaN: none)."""
+    if not xs:
+        return math.nan, math.nan, math.nan, math.nan
+    s = sorted(xs)
+    return sum(xs) / len(xs), _pct_sorted(s, 50), _pct_sorted(s, 99), _std(xs)
+
+
+def _result(o: _Outcome, capacity: int, policy: Scheduler) -> BenchResult:
+    """The benchmark's report from what the loop left."""
+    duration = o.last_finish - o.start
+    ttft_mean, ttft_median, ttft_p99, ttft_std = o.ttft_stats
+    tpot_mean, tpot_median, tpot_p99, tpot_std = o.tpot_stats
     return BenchResult(
-        mean_ttft_s=ttft_mean, median_ttft_s=_pct(ttfts, 50), p99_ttft_s=_pct(ttfts, 99),
-        mean_tpot_s=tpot_mean, median_tpot_s=_pct(tpots, 50), p99_tpot_s=_pct(tpots, 99),
-        mean_itl_s=itl_sum / itl_n if itl_n else math.nan,
-        output_throughput=out_tokens / duration, request_throughput=measured_done / duration,
-        duration_s=duration, decode_batch=batch_time / busy_time if busy_time else 0.0,
-        completed=measured_done, preemptions=s.preemptions, steps=steps, kv_capacity_tokens=capacity,
-        measured=measured, notes=tuple(notes), std_ttft_s=_std(ttfts), std_tpot_s=_std(tpots),
-        median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
-        total_input_tokens=in_tokens, total_output_tokens=out_tokens, scheduler=policy.describe(),
-        ttfts_s=tuple(ttfts), requests=tuple(kept),
+        mean_ttft_s=ttft_mean, median_ttft_s=ttft_median, p99_ttft_s=ttft_p99,
+        mean_tpot_s=tpot_mean, median_tpot_s=tpot_median, p99_tpot_s=tpot_p99,
+        mean_itl_s=o.itl_sum / o.itl_n if o.itl_n else math.nan,
+        output_throughput=o.out_tokens / duration, request_throughput=o.measured_done / duration,
+        duration_s=duration, decode_batch=o.batch_time / o.busy_time if o.busy_time else 0.0,
+        completed=o.measured_done, preemptions=o.preemptions, steps=o.steps, kv_capacity_tokens=capacity,
+        measured=o.measured, notes=tuple(o.notes), std_ttft_s=ttft_std, std_tpot_s=tpot_std,
+        median_itl_s=o.median_itl_s, p99_itl_s=o.p99_itl_s,
+        total_input_tokens=o.in_tokens, total_output_tokens=o.out_tokens, scheduler=policy.describe(),
+        ttfts_s=tuple(o.ttfts), requests=tuple(o.kept),
     )
 
 
@@ -469,13 +640,17 @@ def _arrivals(bench: Benchmark) -> list[float]:
     return arrival_times(bench.rate_per_s, bench.client.burstiness, bench.prompts, bench.seed)
 
 
+_PREFILLED_WATERMARK = 0.01
+"""Share of the KV cache a decode worker keeps free when it admits an arrived cache."""
+
+
 def _admit_prefilled(s: EngineState, first_token: Any) -> StepPlan:
     """A decode worker: a waiting request's KV cache arrives whole (no compute, only room); it joins
     the decode batch when its prompt and output fit beyond the running sequences' next step and
     a 1% watermark.  Its first token is the prefill worker's, counted when it joins."""
     preempted = s.make_room_for_decode()
     need = s.decode_tokens()
-    headroom = s.decode_tokens() + 0.01 * s.capacity
+    headroom = s.decode_tokens() + _PREFILLED_WATERMARK * s.capacity
     while not preempted and s.waiting and s.running < s.slots:
         r = s.waiting[0]
         if r.prompt_left + r.osl > s.capacity - s.used - need - headroom:

@@ -19,7 +19,7 @@ serve`` computes it.  Same seed, same numbers.  Nothing here prints.
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import math
 import random
 import time
@@ -33,12 +33,11 @@ __all__ = ["replay_colocated", "simulate_colocated", "simulate_disaggregated"]
 
 
 def _arrivals(rate: float, n: int, seed: int) -> list[float]:
-    rng = random.Random(seed)
-    t, out = 0.0, []
-    for _ in range(n):
-        out.append(t)
-        t += rng.expovariate(rate)
-    return out
+    """Poisson send times from 0: the running sum of ``random.Random(seed).expovariate(rate)``
+    gaps (written out as CPython computes it, ``-log(1 - U) / rate``, the same floats)."""
+    u = random.Random(seed).random
+    log = math.log
+    return list(itertools.accumulate((-log(1.0 - u()) / rate for _ in range(n - 1)), initial=0.0))[:n]
 
 
 def _summary(ttfts: list[float], tpots: list[float], completed: int, osl: int, duration: float,
@@ -108,14 +107,14 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     arr = _arrivals(rate, total, seed)
     service = prefill_sm.prompt_s(isl)
     xfer = kv_bytes_per_token(decode_sm.shape, decode_sm.kv_dtype) * isl / link_bytes_per_s
-    free = [0.0] * pw  # when each prefill worker is next free (a heap: FCFS to the first free)
-    heapq.heapify(free)
+    # FCFS to the first free of pw identical prefill workers: as start times never decrease, the
+    # first free is the one that took request k - pw, free at its start + service.
+    done_at: list[float] = []  # each request's prefill end
     ready = []
     link_free = 0.0
-    for a in arr:
-        start = max(a, heapq.heappop(free))
-        heapq.heappush(free, start + service)
-        sent = start + service
+    for k, a in enumerate(arr):
+        sent = max(a, done_at[k - pw] if k >= pw else 0.0) + service
+        done_at.append(sent)
         if link_contention:  # FCFS on one link, in prefill-completion order (arrival order here)
             sent = max(sent, link_free)
             link_free = sent + xfer
@@ -125,17 +124,15 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     tpots: list[float] = []
     completed, duration, batch = 0, 0.0, 0.0
     for i in range(dw):
-        idx = list(range(i, total, dw))
-        times = sorted(ready[j] for j in idx)
-        order = sorted(idx, key=lambda j: ready[j])
+        idx = range(i, total, dw)
+        times = sorted(ready[i::dw])
+        order = sorted(idx, key=ready.__getitem__)
         bench = Benchmark(isl, osl, rate_per_s=rate / dw, num_prompts=len(idx), seed=seed)
         res = run_benchmark(decode_sm, bench, decode_memory_bytes, arrival_times=times, prefilled=True,
                             reserve=decode_sm.engine.name != "vllm")
         # The decode worker's TTFT is its admission wait after the cache arrived.
-        for j in order:
-            ttfts.append(ready[j] - arr[j] + overhead)
         admit = res.mean_ttft_s
-        ttfts[-len(order):] = [x + admit for x in ttfts[-len(order):]]
+        ttfts += [ready[j] - arr[j] + overhead + admit for j in order]
         tpots += [res.mean_tpot_s] * res.completed
         completed += res.completed
         duration = max(duration, times[0] + res.duration_s)  # its last token, since arr[0] = 0

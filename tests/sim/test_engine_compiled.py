@@ -1,0 +1,291 @@
+"""The compiled engine loop (servesim.sim._engine_loop) gives the Python loop's results, bit for bit.
+
+Every case runs ``run_benchmark`` twice, ``loop="python"`` (the reference) and
+``loop="compiled"``, and compares the two :class:`BenchResult` reprs, which spell every
+float to the last bit and every type: the three engines' policies, closed loops and
+Poisson rates, given lengths, prefilled decode workers, speculation, preemption under
+KV pressure, chunked prefill, data-parallel MoE step models, warm-up, kept request
+times, and the errors the loop raises.  The compiled loop's growable books (finish heap,
+gap map, price table) are started tiny in one case so that each grows many times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from typing import Any
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware.engines import engine_profile
+from servesim.hardware.names import dense_shape, resolve_gpu
+from servesim.hardware.speculation import Speculation
+from servesim.hardware.stepmodel import StepModel
+from servesim.plan.predict import Deployment, build_step_model
+from servesim.sim import _engine_loop
+from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
+from servesim.sim.client import Client, arrival_times
+from servesim.sim.schedulers import make_scheduler
+
+H100 = resolve_gpu("h100-sxm").memory_bytes
+RANGE = Client("vllm", random_range_ratio=0.5)
+
+
+@cache
+def _model(engine: str = "vllm", budget: int | None = None, **options: Any) -> StepModel:
+    eng = engine_profile(engine, gpu="h100-sxm", memory_gib=80, max_num_batched_tokens=budget,
+                         scheduler=dict(options) or None)
+    return StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1, engine=eng)
+
+
+def _tiny_memory(sm: Any, tokens: int) -> float:
+    """GPU memory that leaves room for about ``tokens`` of KV cache beside the weights."""
+    eng = sm.engine
+    kv = sm.kv_bytes_per_token_per_gpu
+    if eng.fraction_of_free:
+        return sm.weight_bytes_per_gpu + eng.reserved_bytes + (tokens + 0.5) * kv / eng.memory_fraction
+    return (sm.weight_bytes_per_gpu + eng.reserved_bytes + (tokens + 0.5) * kv) / eng.memory_fraction
+
+
+def _both(sm: Any, bench: Benchmark, memory: float = H100, **kw: Any) -> tuple[BenchResult, BenchResult]:
+    """The run on the Python loop and on the compiled one (each on a policy of its own when one is
+    given by name, so that a policy's state, SGLang's ratio, starts alike)."""
+    ref = run_benchmark(sm, bench, memory, loop="python", **kw)
+    got = run_benchmark(sm, bench, memory, loop="compiled", **kw)
+    return ref, got
+
+
+def _same(ref: BenchResult, got: BenchResult) -> None:
+    assert repr(got) == repr(ref)
+
+
+def _lengths(n: int, isl: int, osl: int, seed: int = 3) -> list[tuple[int, int]]:
+    import random
+
+    rng = random.Random(seed)
+    return [(rng.randint(isl // 4, isl), rng.randint(1, osl)) for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- the three policies
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("load", [
+    dict(concurrency=24, num_prompts=120),
+    dict(rate_per_s=15.0, num_prompts=150),
+    dict(rate_per_s=40.0, concurrency=16, num_prompts=100),
+    dict(num_prompts=80),  # every request at once
+])
+def test_each_policy_at_each_load(engine, load):
+    sm = _model(engine)
+    ref, got = _both(sm, Benchmark(1024, 96, seed=7, client=RANGE, **load))
+    _same(ref, got)
+    assert ref.completed == load["num_prompts"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_given_lengths_warmup_and_kept_requests(engine):
+    n = 90
+    bench = Benchmark(2048, 128, rate_per_s=20.0, num_prompts=n, warmup=10, seed=2)
+    ref, got = _both(_model(engine), bench, lengths=_lengths(n, 2048, 128), keep_requests=True)
+    _same(ref, got)
+    assert len(ref.requests) == n and ref.completed == n - 10
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_prefilled_decode_workers(engine):
+    n = 120
+    arrivals = arrival_times(25.0, 1.0, n, 4)
+    bench = Benchmark(1024, 200, rate_per_s=25.0, num_prompts=n, seed=4)
+    for lengths in (None, _lengths(n, 1024, 200)):
+        _same(*_both(_model(engine), bench, arrival_times=arrivals, prefilled=True, lengths=lengths,
+                     keep_requests=True))
+
+
+@pytest.mark.parametrize("prefilled", [False, True])
+def test_thousands_of_requests(prefilled):
+    """Long runs: thousands of TTFTs and TPOTs, their sums and squares, the percentiles of their
+    sorted values, the weighted percentiles of thousands of gaps."""
+    n = 4000
+    bench = Benchmark(1024, 256, rate_per_s=40.0, num_prompts=n, seed=21, client=RANGE)
+    ref, got = _both(_model("vllm"), bench, arrival_times=arrival_times(40.0, 1.0, n, 21),
+                     prefilled=prefilled)
+    _same(ref, got)
+
+
+def test_one_token_outputs_leave_no_gaps():
+    """A prefill worker's requests (output 1): no decode step at all, NaN gaps and TPOTs."""
+    n = 40
+    bench = Benchmark(3000, 1, rate_per_s=8.0, num_prompts=n, seed=1)
+    ref, got = _both(_model("vllm"), bench, lengths=[(p, 1) for p, _ in _lengths(n, 3000, 1)])
+    _same(ref, got)
+    assert ref.steps > 0
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_speculation(engine):
+    sm = _model(engine)
+    spec = Speculation(k=3, alpha=0.7, draft_step_s=0.05 * sm.decode_step(1, 600).gpu_s)
+    for bench in (Benchmark(512, 150, concurrency=12, num_prompts=60, seed=5, client=RANGE),
+                  Benchmark(512, 150, rate_per_s=10.0, num_prompts=60, seed=6)):
+        _same(*_both(sm, bench, spec=spec))
+    arrivals = arrival_times(10.0, 1.0, 60, 8)
+    _same(*_both(sm, Benchmark(512, 150, num_prompts=60, seed=8), spec=spec, arrival_times=arrivals,
+                 prefilled=True))
+
+
+# --------------------------------------------------------------------------- KV pressure, chunks
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_preemption_under_kv_pressure(engine):
+    sm = _model(engine)
+    memory = _tiny_memory(sm, 9000)
+    bench = Benchmark(600, 400, concurrency=40, num_prompts=120, seed=9, client=RANGE)
+    ref, got = _both(sm, bench, memory)
+    _same(ref, got)
+    if engine != "trtllm":  # TensorRT-LLM reserves and never evicts
+        assert ref.preemptions > 0
+    arrivals = arrival_times(60.0, 1.0, 120, 9)
+    ref, got = _both(sm, bench, memory, arrival_times=arrivals, prefilled=True)
+    _same(ref, got)
+
+
+def test_vllm_reserving_and_sglang_long_outputs_past_the_clip():
+    _same(*_both(_model("vllm"), Benchmark(800, 300, concurrency=30, num_prompts=90, seed=3, client=RANGE),
+                 _tiny_memory(_model("vllm"), 12000), reserve=True))
+    # Outputs longer than SGLang's clip (4,096): its reservation sums the running requests one by one.
+    sm = _model("sglang")
+    n = 24
+    lengths = [(256 + 32 * i, 5000 if i % 3 else 300) for i in range(n)]
+    _same(*_both(sm, Benchmark(1024, 5000, concurrency=12, num_prompts=n, seed=1), lengths=lengths))
+
+
+@pytest.mark.parametrize(("engine", "options"), [
+    ("vllm", {}),
+    ("sglang", {}),
+    ("sglang", {"enable_mixed_chunk": True}),
+    ("trtllm", {"enable_chunked_prefill": True}),
+])
+def test_chunked_prefill(engine, options):
+    sm = _model(engine, 512, **options)
+    bench = Benchmark(3000, 64, rate_per_s=6.0, num_prompts=60, seed=11, client=RANGE)
+    ref, got = _both(sm, bench)
+    _same(ref, got)
+    assert ref.steps > 0
+
+
+@pytest.mark.parametrize(("model", "engine", "dp", "ep"), [
+    ("deepseek-ai/DeepSeek-V3", "sglang", 8, 8),
+    ("deepseek-ai/DeepSeek-V3", "vllm", 4, 4),
+    ("Qwen/Qwen3-30B-A3B", "trtllm", 1, 1),
+])
+def test_moe_step_models_with_dp_ranks(model, engine, dp, ep):
+    sm, _, memory = build_step_model(Deployment(model, "h200-sxm", 8 // dp, dtype="auto", engine=engine,
+                                                dp=dp, ep=ep))
+    bench = Benchmark(2048, 128, rate_per_s=30.0, num_prompts=80, seed=12, client=RANGE)
+    _same(*_both(sm, bench, memory))
+    _same(*_both(sm, dataclasses.replace(bench, rate_per_s=None, concurrency=32), memory))
+
+
+@pytest.mark.parametrize("gpu", ["a100-80gb", "l40s"])
+def test_unmeasured_steps_give_the_same_notes_in_the_same_order(gpu):
+    sm, _, memory = build_step_model(Deployment("llama-3-8b", gpu, 1))
+    bench = Benchmark(2048, 128, rate_per_s=30.0, num_prompts=80, seed=12, client=RANGE)
+    ref, got = _both(sm, bench, memory)
+    _same(ref, got)
+    assert not ref.measured and ref.notes
+
+
+# --------------------------------------------------------------------------- books that grow
+
+
+def test_the_growing_books(monkeypatch):
+    """A finish heap, a gap map and a price table that start with room for almost nothing grow
+    as they fill, many times over, and the run still matches."""
+    monkeypatch.setattr(_engine_loop, "HEAP_START", 1)
+    monkeypatch.setattr(_engine_loop, "GAPS_START", 2)
+    sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1,
+                   engine=engine_profile("vllm", gpu="h100-sxm", memory_gib=80))
+    sm._engine_price_tables = {(1, None): _engine_loop.PriceTable(2)}  # type: ignore[attr-defined]
+    memory = _tiny_memory(sm, 6000)
+    bench = Benchmark(700, 300, concurrency=48, num_prompts=150, seed=13, client=RANGE)
+    ref, got = _both(sm, bench, memory)
+    _same(ref, got)
+    assert ref.preemptions > 20
+    table = sm._engine_price_tables[(1, None)]  # type: ignore[attr-defined]
+    assert table.entries > 100 and table.dt.shape[0] >= table.entries
+
+
+def test_a_second_run_on_the_same_step_model_reads_the_prices_it_left():
+    sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1,
+                   engine=engine_profile("sglang", gpu="h100-sxm", memory_gib=80))
+    bench = Benchmark(1024, 64, rate_per_s=12.0, num_prompts=60, seed=14)
+    first = run_benchmark(sm, bench, H100, loop="compiled")
+    entries = sm._engine_price_tables[(1, None)].entries  # type: ignore[attr-defined]
+    again = run_benchmark(sm, bench, H100, loop="compiled")
+    assert repr(again) == repr(first) == repr(run_benchmark(sm, bench, H100, loop="python"))
+    assert sm._engine_price_tables[(1, None)].entries == entries  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------- policies and errors
+
+
+def test_a_policy_object_keeps_its_state_across_runs_alike():
+    """SGLang's ratio carries over from one run to the next on the same policy object."""
+    sm = _model("sglang")
+    bench = Benchmark(1024, 200, concurrency=32, num_prompts=96, seed=15, client=RANGE)
+    memory = _tiny_memory(sm, 20000)
+    ref_policy, got_policy = make_scheduler("sglang", sm.engine), make_scheduler("sglang", sm.engine)
+    for _ in range(2):
+        ref = run_benchmark(sm, bench, memory, scheduler=ref_policy, loop="python")
+        got = run_benchmark(sm, bench, memory, scheduler=got_policy, loop="compiled")
+        _same(ref, got)
+        assert got_policy.ratio == ref_policy.ratio  # type: ignore[attr-defined]
+
+
+def test_a_policy_with_a_replaced_method_runs_in_python():
+    sm = _model("vllm")
+    policy = make_scheduler("vllm", sm.engine)
+    calls = []
+    inner = policy.schedule
+
+    def schedule(s):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return inner(s)
+
+    policy.schedule = schedule  # type: ignore[method-assign]
+    bench = Benchmark(512, 32, concurrency=4, num_prompts=12)
+    got = run_benchmark(sm, bench, H100, scheduler=policy, loop="compiled")
+    assert calls and repr(got) == repr(run_benchmark(sm, bench, H100, loop="python"))
+
+
+def test_inputs_of_other_types_run_in_python():
+    """Integer send times and numpy lengths reach the reference loop's results as they are (an int
+    arrival in the kept times, numpy integers in the token counts): those runs stay in Python."""
+    import numpy as np
+
+    sm = _model("vllm")
+    n = 24
+    bench = Benchmark(512, 64, num_prompts=n, seed=3)
+    _same(*_both(sm, bench, arrival_times=[i // 6 for i in range(n)], keep_requests=True))
+    lengths = [(np.int64(p), np.int64(o)) for p, o in _lengths(n, 512, 64)]
+    ref, got = _both(sm, bench, lengths=lengths)  # type: ignore[arg-type]
+    _same(ref, got)
+    assert type(ref.total_input_tokens) is not int
+
+
+def test_auto_picks_a_loop_and_a_bad_loop_is_refused():
+    sm = _model("trtllm")
+    bench = Benchmark(512, 32, concurrency=4, num_prompts=12)
+    assert repr(run_benchmark(sm, bench, H100)) == repr(run_benchmark(sm, bench, H100, loop="python"))
+    with pytest.raises(ParameterError, match="loop"):
+        run_benchmark(sm, bench, H100, loop="numba")
+
+
+@pytest.mark.parametrize("loop", ["python", "compiled"])
+def test_the_same_errors(loop):
+    sm = _model("vllm")
+    with pytest.raises(ParameterError, match="engine steps"):
+        run_benchmark(sm, Benchmark(512, 400, concurrency=8, num_prompts=40), H100, max_steps=50, loop=loop)
