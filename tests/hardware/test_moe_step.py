@@ -195,3 +195,18 @@ def test_sglang_steps_lie_within_their_bounds_and_grow_with_work(name: str, par:
         assert st.gpu_s <= STEP_CEILING * st.bound_s, (b, ctx, q, c, st.gpu_s / st.bound_s)
         assert sm.step(b + 1, ctx, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
         assert sm.step(b, ctx * 2, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+
+
+def test_expert_parallel_under_tensor_parallel_attention_needs_no_all_to_all():
+    """TP8 EP8 without attention DP: every token is on every GPU, each runs its own experts and one
+    all-reduce sums them (SGLang MiniMaxM2MoE.forward_normal), the same communication as TP8; with
+    DP8 EP8 the tokens are dispatched and combined (all-to-all), which costs more at decode."""
+    arch = find_architecture("MiniMaxAI/MiniMax-M2.5")
+    eng = engine_profile("sglang", gpu="b200", tp=8)
+    tp = MoEStepModel(arch, "b200", Parallelism(8, 1, 1), engine=eng).decode_step(16, 1000)
+    tp_ep = MoEStepModel(arch, "b200", Parallelism(8, 1, 8), engine=eng).decode_step(16, 1000)
+    dp_ep = MoEStepModel(arch, "b200", Parallelism(1, 8, 8),
+                         engine=engine_profile("sglang", gpu="b200", tp=8, dp=8)).decode_step(16, 1000)
+    assert tp_ep.allreduce_s == pytest.approx(tp.allreduce_s, rel=1e-12)
+    assert tp_ep.gemm_s != tp.gemm_s  # the experts are split differently
+    assert dp_ep.allreduce_s > 0

@@ -479,11 +479,13 @@ class MoEStepModel:
         comm += a.layers * ar1 + n_dense * ar1  # after attention on every layer, after dense MLPs
         if dp > 1 and p.ep == 1:
             comm += n_moe * self._allreduce(p.gpus, m_all * a.hidden * ACTIVATION_BYTES)[0]
+        elif p.ep > 1 and dp == 1:
+            # Tensor-parallel attention leaves every token on every GPU: each runs its own experts on
+            # them and one all-reduce of m h sums the partial outputs, no all-to-all (SGLang's standard
+            # dispatcher: models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
+            # forward_normal; vLLM's FusedMoE uses its all2all manager only with data parallel).
+            comm += n_moe * ar1
         elif p.ep > 1:
-            # (Known, left as is: with tensor-parallel attention (dp == 1) SGLang's standard dispatcher
-            # runs no all-to-all: each GPU runs its experts on every token and one all-reduce of m h
-            # sums them (models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
-            # forward_normal).  Pricing that lowers MiniMax-M2.5's TPOT, already underpriced; issue 17.)
             pairs = m_all * a.experts_per_token / p.ep
             comm += n_moe * self._alltoall(pairs * a.hidden * ACTIVATION_BYTES, m_all / p.ep, not chunks)
             if p.moe_tp > 1:
