@@ -414,3 +414,24 @@ def test_files_that_are_not_configs(tmp_path: Path) -> None:
         read_architecture(tmp_path / "missing" / "config.json")
     with pytest.raises(InputError, match="no such file"):
         find_architecture(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize(("name", "family", "dtype"), [
+    ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek_v3", "fp4"),
+    ("nvidia/DeepSeek-R1-FP4", "deepseek_v3", "fp4"),
+    ("nvidia/Qwen3-235B-A22B-FP4", "qwen3_moe", "fp4"),
+    ("RedHatAI/Qwen3-235B-A22B-Instruct-2507-FP8-dynamic", "qwen3_moe", "fp8"),
+    ("someone/MiniMax-M2.5-AWQ", "minimax_m2", "int4"),
+])
+def test_a_quantized_repackaging_is_its_base_model_in_the_checkpoints_dtype(name, family, dtype):
+    from servesim.hardware.architectures import find_architecture
+
+    arch = find_architecture(name)
+    base = find_architecture(name.rpartition("/")[2].rsplit("-", 2 if name.endswith("-v2") or
+                                                              name.endswith("-dynamic") else 1)[0])
+    assert arch is not None and base is not None
+    assert (arch.family, arch.checkpoint_dtype, arch.hf_id) == (family, dtype, name)
+    assert (arch.layers, arch.experts, arch.hidden) == (base.layers, base.experts, base.hidden)
+    if family == "deepseek_v3" and dtype == "fp4":  # as nvidia/DeepSeek-V3.1-NVFP4's hf_quant_config
+        assert arch.quantized_parts == find_architecture("nvidia/DeepSeek-V3.1-NVFP4").quantized_parts
+    assert find_architecture("someone/Unknown-Model-FP4") is None

@@ -1043,8 +1043,50 @@ def find_architecture(name: str) -> Architecture | None:
             return arch
         changes = dict(_ALIASES[hf_id][1]) if hf_id in _ALIASES else {}
         return dataclasses.replace(arch, name=hf_id.rpartition("/")[2].lower(), hf_id=hf_id, **changes)
+    repacked = _repackaged(text)
+    if repacked is not None:
+        return repacked
     from servesim._textfile import path_kind
 
     if path_kind(text) == "dir" and path_kind(Path(text).expanduser() / "config.json") == "file":
         return read_architecture(text)
     return None
+
+
+_REPACKAGED = re.compile(r"(?P<base>.+?)[-_](?P<q>nvfp4|fp4(?:[-_]v\d+)?|mxfp4"
+                         r"|fp8(?:[-_](?:dynamic|block|v\d+))?|w4a16|awq|gptq[-_]int4|int4)", re.IGNORECASE)
+# quantized parts of a re-packaged checkpoint by family, as the shipped quantized releases have them
+# (nvidia/DeepSeek-V3.1-NVFP4 and nvidia/Qwen3-235B-A22B-NVFP4's hf_quant_config.json): NVIDIA's
+# ModelOpt NVFP4 keeps MLA's projections but o_proj in higher precision; elsewhere every linear part
+_FP4_PARTS: Mapping[str, tuple[str, ...]] = {
+    "deepseek_v3": ("o_proj", "experts", "shared_experts", "dense_mlp"),
+    "qwen3_moe": ("q_proj", "k_proj", "v_proj", "o_proj", "experts"),
+}
+
+
+def _repackaged(text: str) -> Architecture | None:
+    """A quantized re-packaging of a shipped model (``nvidia/DeepSeek-R1-0528-FP4-v2``,
+    ``RedHatAI/...-FP8-dynamic``, ``...-AWQ``): the base model's shape with the checkpoint's
+    dtype read from the name (FP4/NVFP4 -> NVFP4, MXFP4, FP8 -> per-channel FP8, FP8-block,
+    W4A16/AWQ/GPTQ-Int4/INT4 -> int4 weight-only).  None when the base is not shipped."""
+    repo = text.rpartition("/")[2]
+    m = _REPACKAGED.fullmatch(repo)
+    if m is None:
+        return None
+    found = _index().get(m["base"].lower())
+    if found is None:
+        return None
+    base = find_architecture(found[0])
+    if base is None:  # pragma: no cover - every index entry names a shipped config
+        return None
+    q = m["q"].lower().replace("_", "-")
+    if q.startswith(("nvfp4", "fp4")):
+        dtype, parts = "fp4", _FP4_PARTS.get(base.family)
+    elif q == "mxfp4":
+        dtype, parts = "mxfp4", ("experts",)
+    elif q.startswith("fp8"):
+        dtype, parts = ("fp8_block" if q == "fp8-block" else "fp8"), None
+    else:
+        dtype, parts = "int4", None
+    return dataclasses.replace(base, name=repo.lower(), hf_id=text if "/" in text else "",
+                               checkpoint_dtype=dtype, quantized_parts=parts)
