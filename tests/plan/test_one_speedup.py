@@ -110,28 +110,24 @@ def test_specdec_model_mode_refuses_what_does_not_apply(argv, fragment):
 
 
 def test_predict_takes_sglangs_tree_flags():
-    import json
-
+    from servesim.plan.predict import predict
+    from servesim.sim.batching import Benchmark
     from tests.cli_helpers import run_cli
 
-    base = ("predict", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--engine",
-            "sglang", "--isl", "512", "--osl", "128", "--concurrency", "8", "--num-prompts", "40", "--spec",
-            "eagle3", "--format", "json")
-    tree = ("--speculative-num-steps", "5", "--speculative-eagle-topk", "4",
-            "--speculative-num-draft-tokens", "8")
-    r = run_cli(*base, *tree, "--acceptance-length", "3.2")
-    assert r.returncode == 0, r.stderr
-    s = json.loads(r.stdout)["speculation"]
+    dep = Deployment("llama-3-8b", "h100-sxm", 1, engine="sglang")
+    bench = Benchmark(512, 128, concurrency=8, num_prompts=40)
+    s = predict(dep, bench, spec="eagle3", tree=(5, 4, 8), acceptance_length=3.2)["speculation"]
     assert s["tree"] == {"steps": 5, "topk": 4, "draft_tokens": 8} and s["k"] == 7
     assert s["acceptance_length"] == pytest.approx(3.2) and "of the tree" in s["acceptance"]
     # the same measured length from a 3-draft chain costs less to verify: more speedup at batch 256
-    chain = run_cli(*base, "--k", "3", "--acceptance-length", "3.2")
-    c = json.loads(chain.stdout)["speculation"]
+    c = predict(dep, bench, spec="eagle3", k=3, acceptance_length=3.2)["speculation"]
     assert c["speedup_by_batch"][-1]["speedup"] > s["speedup_by_batch"][-1]["speedup"]
+    base = ("predict", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--engine",
+            "sglang", "--isl", "512", "--osl", "128", "--concurrency", "8", "--spec", "eagle3")
     bad = run_cli(*base, "--speculative-num-steps", "5")
     assert bad.returncode == 2 and "given with the other two" in bad.stderr
-    bad = run_cli(*base, *tree, "--k", "3")
-    assert bad.returncode == 2 and "k=3" in bad.stderr
+    with pytest.raises(ValueError, match="k=3"):
+        predict(dep, bench, spec="eagle3", tree=(5, 4, 8), k=3)
 
 
 def test_the_plans_screen_prices_the_acceptance_predict_uses():
