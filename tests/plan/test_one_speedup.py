@@ -152,3 +152,20 @@ def test_a_moe_plan_takes_mtp_only_where_the_model_has_it():
                      slo_tpot_s=0.05, spec="eagle3")
     with pytest.raises(ValueError, match="no MTP module"):
         capacity_plan(q)
+
+
+def test_speculation_is_priced_at_the_batch_the_load_keeps_running():
+    from servesim.plan.capacity import decode_at_load
+    from servesim.plan.predict import _running_batch
+    from servesim.sim.batching import Benchmark
+
+    sm, _, mem = build_step_model(Deployment("llama-3-8b", "h100-sxm", 1))
+    at_rate = Benchmark(1024, 256, rate_per_s=20.0, num_prompts=200)
+    want = decode_at_load(sm, mem, 20.0, 1024, 256, prefill=True).batch
+    assert want > 50 and _running_batch(sm, mem, at_rate, 1024, 256, 300) == pytest.approx(want)
+    capped = Benchmark(1024, 256, rate_per_s=20.0, concurrency=16, num_prompts=200)
+    assert _running_batch(sm, mem, capped, 1024, 256, 300) == 16
+    all_at_once = Benchmark(1024, 256, num_prompts=1000)
+    assert _running_batch(sm, mem, all_at_once, 1024, 256, 300) == 300  # as many as the KV cache holds
+    assert _running_batch(sm, mem, Benchmark(1024, 256, concurrency=64), 1024, 256, 300, workers=4,
+                          prefill=False) == 16  # a decode pool of 4 shares the clients

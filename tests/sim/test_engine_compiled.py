@@ -23,10 +23,12 @@ from servesim.hardware.names import dense_shape, resolve_gpu
 from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import StepModel
 from servesim.plan.predict import Deployment, build_step_model
-from servesim.sim import _engine_loop
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 from servesim.sim.client import Client, arrival_times
 from servesim.sim.schedulers import make_scheduler
+
+# one xdist worker runs them all (python -m pytest -n 2 --dist loadgroup): numba compiles once
+pytestmark = pytest.mark.xdist_group("compiled-engine-loop")
 
 H100 = resolve_gpu("h100-sxm").memory_bytes
 RANGE = Client("vllm", random_range_ratio=0.5)
@@ -204,6 +206,8 @@ def test_unmeasured_steps_give_the_same_notes_in_the_same_order(gpu):
 def test_the_growing_books(monkeypatch):
     """A finish heap, a gap map and a price table that start with room for almost nothing grow
     as they fill, many times over, and the run still matches."""
+    from servesim.sim import _engine_loop  # imported only here: the module's other cases ask for it
+
     monkeypatch.setattr(_engine_loop, "HEAP_START", 1)
     monkeypatch.setattr(_engine_loop, "GAPS_START", 2)
     sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1,

@@ -339,6 +339,27 @@ def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[
                          "stops_paying_at_batch": off}
 
 
+def _running_batch(sm: Any, memory: float, bench: Benchmark, isl: float, osl: float, kv_max: int,
+                   workers: int = 1, prefill: bool = True) -> float:
+    """The decode batch a speculative run is priced at (its draft's and verify's cost depend on it):
+    the client's concurrency; at a request rate the batch the closed form keeps running there
+    (:func:`servesim.plan.capacity.decode_at_load`, without speculation: an upper bound, as
+    speculation shortens each request), at most the concurrency; every request at once: as many
+    as the KV cache holds.  ``workers`` decode workers share the load (a disaggregated decode pool,
+    ``prefill`` False)."""
+    if bench.rate_per_s is None:
+        n = bench.concurrency if bench.concurrency is not None else min(bench.prompts, kv_max * workers)
+        return max(1.0, min(float(kv_max), n / workers))
+    from servesim.plan.capacity import decode_at_load
+
+    d = decode_at_load(sm, memory, bench.rate_per_s / workers, max(1, round(isl)), max(1, round(osl)),
+                       prefill=prefill)
+    at_rate = d.batch if d.stable else float(kv_max)
+    if bench.concurrency is not None:
+        at_rate = min(at_rate, bench.concurrency / workers)
+    return max(1.0, min(float(kv_max), at_rate))
+
+
 def check_context(shape: Any, isl: int, longest: int) -> None:
     """Refuse requests longer than the model serves: ``longest`` prompt + output tokens against its
     context length (config.json's ``max_position_embeddings``, which vLLM and SGLang take as the
@@ -380,7 +401,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     spec_info: dict[str, Any] | None = None
     speculation = None
     if spec is not None and spec != "none":
-        guess = bench.concurrency if bench.concurrency is not None else 8
+        guess = _running_batch(sm, memory, bench, isl_mean, osl_mean, kv_max)
         speculation, spec_info = speculation_setting(
             sm, spec, float(min(guess, max(1, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
             acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
@@ -514,7 +535,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     speculation = None
     spec_info: dict[str, Any] | None = None
     if spec is not None and spec != "none":
-        guess = (bench.concurrency or 8) / decode_workers
+        guess = _running_batch(dsm, dmem, bench, isl_mean, osl_mean, kv_max, decode_workers, prefill=False)
         speculation, spec_info = speculation_setting(
             dsm, spec, float(max(1.0, min(guess, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
             acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
