@@ -27,7 +27,8 @@ from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 from servesim.sim.client import Client, arrival_times
 from servesim.sim.schedulers import make_scheduler
 
-# one xdist worker runs them all (python -m pytest -n 2 --dist loadgroup): numba compiles once
+# one xdist worker runs them all under the README's python -m pytest -n 2 --dist loadgroup: numba
+# compiles once
 pytestmark = pytest.mark.xdist_group("compiled-engine-loop")
 
 H100 = resolve_gpu("h100-sxm").memory_bytes
