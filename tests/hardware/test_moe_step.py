@@ -77,19 +77,21 @@ def test_mla_cache_is_its_latent_replicated_and_dp_ranks_hold_their_own() -> Non
 
 @pytest.mark.parametrize(("name", "par"), CASES, ids=[f"{n}-{p.tp}x{p.dp}-ep{p.ep}" for n, p in CASES])
 def test_steps_lie_within_their_bounds_and_grow_with_work(name: str, par: Parallelism) -> None:
-    sm = _sm(name, par)
-    for b, ctx, q, c in itertools.product((0, 1, 8, 64, 512), (16, 2048, 32768), (0, 1, 700, 8192),
-                                          (0, 4000)):
+    _assert_bounded_and_growing(_sm(name, par), (0, 1, 8, 64, 512), (0, 1, 700, 8192))
+
+
+def _assert_bounded_and_growing(sm: MoEStepModel, batches: tuple[int, ...], prompts: tuple[int, ...]) -> None:
+    """Every step on the grid lies between its speed of light and STEP_CEILING times its bound, and
+    neither one more sequence nor twice the context makes it cheaper."""
+    for b, ctx, q, c in itertools.product(batches, (16, 2048, 32768), prompts, (0, 4000)):
         if b == 0 and q == 0:
             continue
         chunks = (Chunk(q, c),) if q else ()
         st = sm.step(b, ctx, chunks)
         assert st.total_s >= st.sol_s, (b, ctx, q, c)
         assert st.gpu_s <= STEP_CEILING * st.bound_s, (b, ctx, q, c, st.gpu_s / st.bound_s)
-        bigger = sm.step(b + 1, ctx, chunks)
-        assert bigger.total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
-        longer = sm.step(b, ctx * 2, chunks)
-        assert longer.total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+        assert sm.step(b + 1, ctx, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+        assert sm.step(b, ctx * 2, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
 
 
 def test_decode_at_batch_one_reads_the_chosen_experts_not_all() -> None:
@@ -184,17 +186,8 @@ def test_sglang_steps_lie_within_their_bounds_and_grow_with_work(name: str, par:
     arch = find_architecture(name)
     assert arch is not None
     eng = engine_profile("sglang", gpu=gpu, memory_gib=resolve_gpu(gpu).memory_bytes / 2**30, tp=par.gpus)
-    sm = MoEStepModel(arch, gpu, par, engine=eng)
-    for b, ctx, q, c in itertools.product((0, 1, 8, 64, eng.cuda_graph_max_tokens), (16, 2048, 32768),
-                                          (0, 1, 700), (0, 4000)):
-        if b == 0 and q == 0:
-            continue
-        chunks = (Chunk(q, c),) if q else ()
-        st = sm.step(b, ctx, chunks)
-        assert st.total_s >= st.sol_s, (b, ctx, q, c)
-        assert st.gpu_s <= STEP_CEILING * st.bound_s, (b, ctx, q, c, st.gpu_s / st.bound_s)
-        assert sm.step(b + 1, ctx, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
-        assert sm.step(b, ctx * 2, chunks).total_s >= st.total_s * (1 - 1e-9), (b, ctx, q, c)
+    _assert_bounded_and_growing(MoEStepModel(arch, gpu, par, engine=eng),
+                                (0, 1, 8, 64, eng.cuda_graph_max_tokens), (0, 1, 700))
 
 
 def test_expert_parallel_under_tensor_parallel_attention_needs_no_all_to_all():

@@ -415,8 +415,7 @@ def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any
 
 def _pass(dm: Any, batch: float, context: float, positions: int) -> float:
     """One forward pass of the drafter over ``positions`` tokens per sequence."""
-    return float(dm.decode_step(batch, context, positions=positions).gpu_s if positions > 1 else
-                 dm.decode_step(batch, context).gpu_s)
+    return float(dm.decode_step(batch, context, positions=positions).gpu_s)
 
 
 class _WithHost:
@@ -428,9 +427,8 @@ class _WithHost:
     def decode_step(self, batch: float, context: float, positions: int = 1) -> Any:
         from types import SimpleNamespace
 
-        st = self.drafter.decode_step(batch, context, positions) if positions > 1 else \
-            self.drafter.decode_step(batch, context)
-        return SimpleNamespace(gpu_s=st.gpu_s + self.overhead_s)
+        step = self.drafter.decode_step(batch, context, positions)
+        return SimpleNamespace(gpu_s=step.gpu_s + self.overhead_s)
 
 
 def with_host_overhead(drafter: Any, overhead_s: float) -> Any:

@@ -114,12 +114,21 @@ def roofline_summary(
             continue
         p1 = sp.best_k(dr, alpha, model, gpu, tp=tp, batch=1, context_tokens=L, k_max=k_max,
                        efficiency=eff)
-        stretch = sp.paying_batches(dr, alpha, model, gpu, tp=tp, context_tokens=L, k_max=k_max,
-                                    efficiency=eff)
-        off = 0 if stretch is None else stretch[1]
         w, kv = sp.draft_memory(dr, model, tp=tp, k=p1.drafted)
         cap_d = sp.max_batch_with_drafter(dr, model, gpu, tp=tp, context_tokens=L, k=p1.drafted,
                                           memory_fraction=frac)
+        if by_step_model:  # the step model prices the speculation below; the roofline, the draft's memory
+            entry.update(dict.fromkeys(("available", "turn_off_batch", "pays_from_batch", "batch_limit",
+                                        "pays_at_memory_cap", "best_k_batch1", "speedup_batch1", "d_batch1",
+                                        "c_batch1")))
+            entry.update({"available": True, "draft_weight_bytes_per_gpu": w,
+                          "draft_kv_bytes_per_token_per_gpu": kv, "max_batch_with_draft": cap_d,
+                          "tree_vs_chain": None})
+            presets.append(entry)
+            continue
+        stretch = sp.paying_batches(dr, alpha, model, gpu, tp=tp, context_tokens=L, k_max=k_max,
+                                    efficiency=eff)
+        off = 0 if stretch is None else stretch[1]
         at_cap = None  # does it still pay at the largest batch that fits beside the drafter?
         if cap_d >= 1:
             at_cap = sp.best_k(dr, alpha, model, gpu, tp=tp, batch=cap_d, context_tokens=L, k_max=k_max,

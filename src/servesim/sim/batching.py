@@ -48,6 +48,7 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
@@ -220,9 +221,11 @@ takes for about 6 x 10^5 requests: ``loop="auto"`` compiles (and caches them) on
 requests in the process, so a first ``plan`` or ``predict`` on a fresh install is not slowed by it."""
 
 
+@lru_cache(maxsize=1)
 def _kernels_cached() -> bool:
     """Whether numba's on-disk cache beside :mod:`servesim.sim._engine_loop` (or in
-    ``NUMBA_CACHE_DIR``) holds the loop's core (its index file; numba checks it is current)."""
+    ``NUMBA_CACHE_DIR``) holds the loop's core (its index file; numba checks it is current).  Looked
+    up once a process: past that, ``run_benchmark`` would search the folder on every run."""
     import os
     from pathlib import Path
 
