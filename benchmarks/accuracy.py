@@ -244,6 +244,20 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
     return groups, skipped
 
 
+_PLAIN: dict[Any, dict[str, Any]] = {}
+
+
+def _plain(dep: Any, bench: Any) -> dict[str, Any]:
+    """The no-speculation prediction of ``dep`` under ``bench``, once per pair (a sweep's series
+    share their baselines)."""
+    from servesim.plan.predict import predict
+
+    key = (dep, bench.isl, bench.osl, bench.concurrency, bench.prompts, bench.rate_per_s)
+    if key not in _PLAIN:
+        _PLAIN[key] = predict(dep, bench)
+    return _PLAIN[key]
+
+
 def predict_speculative(row: dict[str, str]) -> dict[str, Any]:
     """A published speculative run predicted without and with its speculation: the predicted
     speedup in the row's metric and the model's own stop-paying batch."""
@@ -252,15 +266,20 @@ def predict_speculative(row: dict[str, str]) -> dict[str, Any]:
 
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
                      kv_dtype="bf16", engine=row["engine"] or "vllm", overlap=overlap_of(row),
-                     ep=int(row["ep"] or 1))
+                     ep=int(row["ep"] or 1),
+                     max_num_seqs=int(row["max_num_seqs"]) if row.get("max_num_seqs") else None)
     conc = int(row["concurrency"])
     bench = Benchmark(isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,
-                      num_prompts=int(row["num_prompts"]) if row["num_prompts"] else None)
-    base = predict(dep, bench)
+                      num_prompts=int(row["num_prompts"]) if row["num_prompts"] else None,
+                      rate_per_s=float(row["request_rate"]) if row.get("request_rate") else None)
+    base = _plain(dep, bench)
     spec = predict(dep, bench, spec=row["method"], k=int(row["k"]),
-                   acceptance_length=float(row["acceptance_length"]))
+                   acceptance_length=float(row["acceptance_length"]),
+                   draft=(row["draft"] or None) if row["method"] in ("draft", "small-draft") else None)
     if row["metric"] == "e2e_runtime":
         speedup = base["duration"] / spec["duration"]
+    elif row["metric"] == "output_throughput":  # tokens per second of the whole run
+        speedup = spec["output_throughput"] / base["output_throughput"]
     else:  # tpot_ms, and tps_user at concurrency 1 (a user's tokens per second is 1 / TPOT)
         speedup = base["mean_tpot_ms"] / spec["mean_tpot_ms"]
     return {"speedup": speedup, "stops_paying_at_batch": spec["speculation"]["stops_paying_at_batch"],
@@ -288,6 +307,13 @@ def _first_stop(points: list[tuple[int, float]]) -> str:
     """The first concurrency whose speedup is at most 1, or 'none up to C'."""
     stop = next((c for c, s in sorted(points) if s <= 1.0), None)
     return str(stop) if stop is not None else f"none up to {max(c for c, _ in points)}"
+
+
+def _stop_step(points: list[tuple[int, float]]) -> float:
+    """log2 of the first concurrency with speedup <= 1; a series that pays throughout counts as
+    stopping one 2x step above its largest concurrency."""
+    stop = next((c for c, s in sorted(points) if s <= 1.0), None)
+    return math.log2(stop if stop is not None else 2 * max(c for c, _ in points))
 
 
 def speculative_section(results: list[dict[str, Any]], skipped: list[str], quiet: bool) -> list[str]:
@@ -323,12 +349,18 @@ def speculative_section(results: list[dict[str, Any]], skipped: list[str], quiet
     series: dict[str, list[dict[str, Any]]] = {}
     for x in results:
         series.setdefault(x["row"]["series"], []).append(x)
+    judged = within = 0
     for name, xs in sorted(series.items()):
         meas = [(int(x["row"]["concurrency"]), x["measured"]) for x in xs]
         pred = [(int(x["row"]["concurrency"]), x["pred"]["speedup"]) for x in xs]
         own = xs[-1]["pred"]["stops_paying_at_batch"]
-        lines.append(f"  {name:<24} measured {_first_stop(meas):<14} predicted {_first_stop(pred):<14} "
+        if len(meas) > 1:
+            judged += 1
+            within += abs(_stop_step(meas) - _stop_step(pred)) <= 1.0 + 1e-9
+        lines.append(f"  {name:<26} measured {_first_stop(meas):<14} predicted {_first_stop(pred):<14} "
                      f"curve {'never' if own is None else int(own)}")
+    lines.append(f"series of more than one concurrency whose first stop is predicted within one step of a "
+                 f"2x grid: {within} of {judged}")
     if skipped:
         lines.append(f"not predicted: {len(skipped)} rows")
         lines += [f"  {s}" for s in skipped]

@@ -72,6 +72,7 @@ class EngineProfile:
     version: str = ""
     dp_ranks: int = 1  # attention data-parallel ranks, each with a scheduler of its own
     chunk_tokens: int = 0  # most prompt tokens of one request in a step (one rank's budget); 0: the budget
+    spec_overlap_methods: tuple[str, ...] | None = None  # speculative methods keeping the overlap; None: all
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -95,6 +96,16 @@ class EngineProfile:
         if self.fraction_of_free:
             return self.memory_fraction * (memory_bytes - weight_bytes - self.reserved_bytes)
         return self.memory_fraction * memory_bytes - weight_bytes - self.reserved_bytes
+
+    def overlaps_speculation(self, method: str) -> bool:
+        """Whether a step of speculative ``method`` still hides host time behind the GPU (the
+        overlap scheduler on and kept by this method; ``spec_overlap_methods``).  ``small-draft``
+        and ``draft`` are the engines' draft-model method."""
+        if not self.overlap:
+            return False
+        if self.spec_overlap_methods is None:
+            return True
+        return method in self.spec_overlap_methods
 
     def host_s(self, sequences: float) -> float:
         """CPU time of one step with ``sequences`` sequences in it."""
@@ -179,4 +190,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         version=str(e.get("version", "")),
         dp_ranks=dp,
         chunk_tokens=chunk,
+        spec_overlap_methods=(tuple(str(m) for m in e["spec_overlap_methods"])
+                              if "spec_overlap_methods" in e else None),
     )

@@ -262,10 +262,16 @@ class MoEStepModel:
             return per
         return per * max(1, int(a.kv_heads) // self.par.tp) / float(a.kv_heads)
 
+    drafter_bytes: tuple[float, float] = (0.0, 0.0)
+    """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
+    (:func:`servesim.hardware.speculation.drafter_memory`; set on a copy by the caller)."""
+
     def kv_capacity_tokens(self, memory_bytes: float) -> int:
-        """KV tokens the replica holds: each DP rank's share beside the weights, times the ranks."""
-        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu)
-        return max(0, int(room // self.kv_bytes_per_token_per_gpu)) * self.par.dp
+        """KV tokens the replica holds: each DP rank's share beside the weights (and a drafter's),
+        times the ranks."""
+        w, kv = self.drafter_bytes
+        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu + w)
+        return max(0, int(room // (self.kv_bytes_per_token_per_gpu + kv))) * self.par.dp
 
     # ------------------------------------------------------------------ lookups
 

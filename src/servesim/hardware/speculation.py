@@ -44,8 +44,9 @@ from servesim.hardware.names import dense_shape, resolve_model
 from servesim.hardware.stepmodel import StepModel
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
-           "alpha_for_acceptance_length", "draft_model_for", "drafting_s", "sglang_tree_for",
-           "speculation_for", "speedup_curve", "tree_speedup", "turn_off_batch", "with_host_overhead"]
+           "alpha_for_acceptance_length", "draft_model_for", "drafter_memory", "drafting_s",
+           "sglang_tree_for", "speculation_for", "speedup_curve", "tree_speedup", "turn_off_batch",
+           "verify_s", "with_host_overhead"]
 
 K_MAX = 8
 """Largest draft length searched when none is given."""
@@ -267,7 +268,7 @@ def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: in
     t_draft = dm.decode_step(b, context).gpu_s
     best: tuple[float, int, float, float] | None = None
     for kk in ([k] if k is not None else list(range(1, k_max + 1))):
-        verify = sm.decode_step(b, context, positions=kk + 1).total_s
+        verify = verify_s(sm, preset, b, context, kk + 1)
         en = sum(alpha**i for i in range(kk + 1))
         drafting = drafting_s(dm, b, context, kk, t_draft)
         s = en * target / (drafting + verify)
@@ -340,7 +341,7 @@ def sglang_tree_for(sm: Any, method: str, batch: float, context: float, *, steps
     b = max(1.0, float(batch))
     dm = draft if draft is not None else draft_model_for(sm, method, catalog)
     target = sm.decode_step(b, context).total_s
-    verify = sm.decode_step(b, context, positions=n_).total_s
+    verify = verify_s(sm, method, b, context, n_)
     drafting = s_ * _pass(dm, b, context, k_) + _pass(dm, b, context, max(1, round(en)))
     extra = getattr(dm, "first_pass_extra_s", None)
     if extra:
@@ -390,7 +391,8 @@ def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: i
     return _bisect(pays, lo, hi)
 
 
-def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any) -> float:
+def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any,
+                 method: str = "eagle3") -> float:
     """The speedup of a draft token tree (:class:`servesim.hardware.speculation_physics.TokenTree`)
     priced by the same step model as a chain: ``E[n] t_target / (sum_levels t_draft(B, n_l) +
     t_verify(B, nodes + 1))``, where level ``l`` drafts its ``n_l`` candidates per sequence in one
@@ -409,8 +411,63 @@ def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any
         extra = getattr(draft, "first_pass_extra_s", None)
         drafting = _pass(draft, b, context, tree.nodes + 1) + sum(
             _pass(draft, b, context, n) for n in sizes[:-1]) + (extra(b * (tree.nodes + 1)) if extra else 0.0)
-    verify = sm.decode_step(b, context, positions=tree.nodes + 1).total_s
+    verify = verify_s(sm, method, b, context, tree.nodes + 1)
     return float(tree.expected_tokens * target / (drafting + verify))
+
+
+def drafter_memory(dm: Any, sm: Any, k: int) -> tuple[float, float]:
+    """(weight bytes per GPU, KV bytes per token per GPU) the drafter ``dm`` holds beside the
+    target ``sm`` at draft length ``k``: what the KV cache loses to speculation.
+
+    vLLM loads the drafter on the target's GPUs and gives its attention layers KV-cache blocks of
+    the same block table (``kv_cache_config`` groups), so a token costs the target's bytes plus
+    the drafter's; SGLang's draft worker shares the token pool the same way.  A draft model: its
+    own weights and every layer's KV; an EAGLE/EAGLE-3 head or the lab's one-layer MTP: one
+    decoder layer (its GEMMs as priced), EAGLE-3's ``fc`` and own LM head (the target's embedding
+    is shared) and one layer of KV; a mixture-of-experts target's MTP module: its
+    :attr:`~servesim.hardware.architectures.Architecture.mtp_params` (experts over every GPU);
+    Medusa: ``k`` heads of ``h x h`` and an LM head each, no KV; n-gram: nothing."""
+    from servesim.hardware.moe_step import MoEStepModel
+    from servesim.hardware.precision import BYTES_PER_VALUE
+
+    inner = getattr(dm, "drafter", dm)
+    if isinstance(inner, _HostDraft):
+        return 0.0, 0.0
+    if isinstance(inner, MedusaHeads):
+        s = inner.sm.shape
+        return float(k * (s.hidden * s.hidden + s.vocab * s.hidden / inner.sm.tp) * 2.0), 0.0
+    if isinstance(inner, MoEStepModel):
+        arch, par = inner.arch, inner.par
+        layer = arch.mtp_params / max(1, arch.mtp_layers)
+        return float(layer * 2.0 / par.tp), float(inner.kv_bytes_per_token_per_gpu)
+    if isinstance(inner, StepModel):
+        shape = inner.shape
+        one_layer = isinstance(inner, EagleHead) or (
+            isinstance(sm, StepModel) and shape.layers < sm.shape.layers and shape.params == sm.shape.params)
+        if not one_layer:
+            return float(inner.weight_bytes_per_gpu), float(inner.kv_bytes_per_token_per_gpu)
+        per = BYTES_PER_VALUE.get(inner.dtype, 2.0)
+        w = sum(n * kk for n, kk in inner._gemms) * per
+        if isinstance(inner, EagleHead):
+            h = shape.hidden
+            w += (3 * h * h if inner.eagle3 else 0) * 2.0 + shape.vocab * h / inner.tp * 2.0
+        return float(w), float(inner.kv_bytes_per_token_per_gpu)
+    return 0.0, 0.0
+
+
+def verify_s(sm: Any, method: str, batch: float, context: float, positions: int) -> float:
+    """The target's verify step over ``positions`` tokens per sequence as the engine pays it.
+
+    Where the engine keeps its overlap scheduler for ``method``
+    (:meth:`servesim.hardware.engines.EngineProfile.overlaps_speculation`) the host's work hides
+    behind the GPU as in a plain step, ``max(gpu, host)``; where speculation turns it off (vLLM
+    for draft-model, n-gram and Medusa drafting, SGLang's default speculative worker) the step
+    is ``gpu + host``, while the plain decode it is compared with keeps the overlap."""
+    step = sm.decode_step(batch, context, positions=positions)
+    engine = getattr(sm, "engine", None)
+    if engine is None or engine.overlaps_speculation(method) or not engine.overlap:
+        return float(step.total_s)
+    return float(step.gpu_s + step.host_s)
 
 
 def _pass(dm: Any, batch: float, context: float, positions: int) -> float:

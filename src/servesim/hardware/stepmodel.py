@@ -226,10 +226,16 @@ class StepModel:
         """KV bytes one token holds on each GPU: the KV heads each GPU keeps (replicated past G)."""
         return kv_bytes_per_token(self.shape, self.kv_dtype) * self.kv_heads / self.shape.kv_heads
 
+    drafter_bytes: tuple[float, float] = (0.0, 0.0)
+    """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
+    (:func:`servesim.hardware.speculation.drafter_memory`; set on a copy by the caller)."""
+
     def kv_capacity_tokens(self, memory_bytes: float) -> int:
-        """Tokens of KV cache that fit beside the weights on each GPU of ``memory_bytes``."""
-        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu)
-        return max(0, int(room // self.kv_bytes_per_token_per_gpu))
+        """Tokens of KV cache that fit beside the weights (and a drafter's) on each GPU of
+        ``memory_bytes``."""
+        w, kv = self.drafter_bytes
+        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu + w)
+        return max(0, int(room // (self.kv_bytes_per_token_per_gpu + kv)))
 
     # ------------------------------------------------------------------ parts
 

@@ -17,8 +17,9 @@ Nothing here prints.
 
 from __future__ import annotations
 
+import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int
@@ -291,7 +292,16 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
     curve = speedup_curve(sm, spec, context, batches, k=k, alpha=speculation.alpha, draft=dm)
     off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
     return speculation, {"method": spec, **({"draft": draft} if draft else {}), "acceptance": source, **info,
-                         "speedup_by_batch": curve, "stops_paying_at_batch": off}
+                         "speedup_by_batch": curve, "stops_paying_at_batch": off,
+                         **_drafter_keys(dm, sm, speculation.k)}
+
+
+def _drafter_keys(dm: Any, sm: Any, k: int) -> dict[str, float]:
+    """The drafter's memory beside the target (:func:`servesim.hardware.speculation.drafter_memory`)."""
+    from servesim.hardware.speculation import drafter_memory
+
+    w, kv = drafter_memory(dm, sm, k)
+    return {"drafter_weight_bytes_per_gpu": w, "drafter_kv_bytes_per_token_per_gpu": kv}
 
 
 def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[int, int, int], *,
@@ -336,7 +346,7 @@ def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[
     off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
     return speculation, {"method": spec, **({"draft": draft} if draft else {}), **info,
                          "acceptance": source or info["acceptance"], "speedup_by_batch": curve,
-                         "stops_paying_at_batch": off}
+                         "stops_paying_at_batch": off, **_drafter_keys(dm, sm, speculation.k)}
 
 
 def _running_batch(sm: Any, memory: float, bench: Benchmark, isl: float, osl: float, kv_max: int,
@@ -412,7 +422,12 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
                            if v is not None)
         raise ParameterError(name, value, "given with a speculative method (--spec METHOD; spec is none)")
     stable, why = _stable_at_rate(sm, memory, bench)
-    res: BenchResult = run_benchmark(sm, bench, memory, spec=speculation, lengths=lengths)
+    run_sm = _speculating_step_model(sm, dep, spec, spec_info, catalog)
+    if spec_info is not None:
+        cap = run_sm.kv_capacity_tokens(memory)
+        kv_max = min(sm.engine.max_num_seqs, cap // per_request)
+        _check_room(cap, longest, spec, draft, spec_info)
+    res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation, lengths=lengths)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
@@ -453,6 +468,44 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     if not stable:
         out["unstable_reason"] = why
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
+
+
+def _check_room(cap: int, longest: int, spec: str | None, draft: str | None, info: dict[str, Any]) -> None:
+    """A request must fit in the KV cache the drafter leaves (refused naming the drafter)."""
+    if longest > cap:
+        w = info["drafter_weight_bytes_per_gpu"] / 2**30
+        raise ParameterError("draft" if draft else "spec", draft or spec,
+                             f"a drafter that leaves the KV cache room for a request of {longest:,} tokens: "
+                             f"with its {w:.1f} GiB of weights per GPU and its KV beside the target's, "
+                             f"the cache holds {cap:,} tokens (a GPU with more memory, a larger tp or a "
+                             "smaller drafter would)")
+
+
+def _speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
+                            catalog: Any) -> Any:
+    """The step model the engine loop runs speculation ``spec`` on: ``sm`` itself, or ``dep``'s
+    with the overlap scheduler off where the engine turns it off for the method and the user left
+    it at its default (vLLM: draft-model, n-gram and Medusa drafting; SGLang: its default
+    speculative worker; engines.toml ``spec_overlap_methods``; ``spec_info`` gains a note), in
+    either case a copy whose KV cache makes room for the drafter's weights and KV
+    (:func:`servesim.hardware.speculation.drafter_memory`)."""
+    if spec is None or spec == "none" or spec_info is None:
+        return sm
+    if dep.overlap is not None or not sm.engine.overlap or sm.engine.overlaps_speculation(spec):
+        run = copy.copy(sm)
+    else:
+        run, _, _ = build_step_model(replace(dep, overlap=False), catalog)
+        run = copy.copy(run)
+        if not isinstance(run, StepModel):
+            run.kv_context = sm.kv_context
+    run.drafter_bytes = (spec_info["drafter_weight_bytes_per_gpu"],
+                         spec_info["drafter_kv_bytes_per_token_per_gpu"])
+    if run.engine.overlap == sm.engine.overlap:
+        return run
+    spec_info["overlap"] = (f"off: {sm.engine.description} runs {spec} speculation without its overlap "
+                            "scheduler, so every step pays its host time after the GPU's (the plain "
+                            "decode it is compared with keeps it)")
+    return run
 
 
 def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[bool, str]:
@@ -545,8 +598,14 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         stable, why, share = _pools_stable(psm, prefill_workers, dsm, dmem, decode_workers,
                                            bench.rate_per_s, isl_mean, osl_mean)
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
-    res = run_disaggregated(Pool(psm, prefill_workers, pmem), Pool(dsm, decode_workers, dmem, speculation),
-                            bench, xfer, lengths=lengths)
+    dsm_run = _speculating_step_model(dsm, decode, spec, spec_info, catalog)
+    if spec_info is not None:
+        dcap = dsm_run.kv_capacity_tokens(dmem)
+        kv_max = min(dsm.engine.max_num_seqs, dcap // (bench.isl + bench.osl))
+        _check_room(dcap, max((p + o for p, o in lengths), default=0) if lengths
+                    else bench.isl + bench.osl, spec, draft, spec_info)
+    res = run_disaggregated(Pool(psm, prefill_workers, pmem),
+                            Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths)
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,

@@ -313,7 +313,7 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
                 "batch": 1, "width": width, "chain_expected_tokens": chain["acceptance_length"],
                 "chain_speedup": chain["speedup_at_batch"], "tree_levels": list(tree.level_sizes),
                 "tree_expected_tokens": tree.expected_tokens,
-                "tree_speedup": spm.tree_speedup(sm, tree, 1, context, draft=dm),
+                "tree_speedup": spm.tree_speedup(sm, tree, 1, context, draft=dm, method=name),
             },
         })
 

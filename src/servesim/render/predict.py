@@ -167,6 +167,8 @@ def predict_text(d: dict[str, Any]) -> str:
             pts = ", ".join(f"{c['batch']:g}: {c['speedup']:.2f}x" for c in curve)
             lines.append(f"    speedup by running batch: {pts}; "
                          + (f"stops paying at batch {off:g}" if off else "pays at every batch that fits"))
+        if s.get("overlap"):
+            lines.append(f"    overlap scheduler {s['overlap']}")
     lines.append(f"  step model: {d['step_model']}")
     lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
     return "\n".join(lines) + "\n"
