@@ -70,7 +70,7 @@ def test_lookup_takes_the_default_then_the_targets_own_family():
 @pytest.mark.parametrize(("args", "name", "fragments"), [
     (("eagle3", "poetry"), "traffic", ("chat", "code", "summarization", "math")),
     (("medusa", "chat"), "spec", ("eagle3", "--acceptance-length")),
-    (("small-draft", "chat"), "spec", ("eagle3",)),
+    (("small-draft", "math"), "traffic", ("chat, code", "--acceptance-length")),
     (("ngram", "summarization"), "traffic", ("chat, code", "--acceptance-length")),
 ])
 def test_bad_lookups_name_the_parameter_the_value_and_the_choices(args, name, fragments):

@@ -255,7 +255,7 @@ def test_kv_capacity_is_what_fits_beside_the_weights():
     sm = _model("llama-3-70b", tp=8)
     eng = sm.engine
     mem = 80e9
-    room = mem * eng.memory_fraction - sm.weight_bytes_per_gpu - eng.reserved_bytes
+    room = mem * eng.memory_fraction - sm.weight_bytes_per_gpu - sm.reserve_bytes
     assert sm.kv_capacity_tokens(mem) == int(room // (KV_70B / 8))
     fp8 = _model("llama-3-70b", tp=8, kv_dtype="fp8")
     assert fp8.kv_capacity_tokens(mem) == int(room // (KV_70B / 16))

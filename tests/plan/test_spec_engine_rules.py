@@ -90,7 +90,7 @@ def test_predict_leaves_the_drafter_room_and_says_the_overlap_is_off():
     sm, _, memory = build_step_model(dep)
     dm = draft_model_for(sm, "draft", draft="llama-3.2-1b")
     w, kv = drafter_memory(dm, sm, 3)
-    room = sm.engine.kv_room_bytes(memory, sm.weight_bytes_per_gpu + w)
+    room = sm.engine.kv_room_bytes(memory, sm.weight_bytes_per_gpu + w, sm.profiled_reserve_bytes)
     assert draft["kv_capacity_tokens"] == int(room // (sm.kv_bytes_per_token_per_gpu + kv))
     assert draft["kv_capacity_tokens"] < plain["kv_capacity_tokens"]
     assert draft["speculation"]["overlap"].startswith("off: vLLM")
@@ -106,3 +106,21 @@ def test_a_drafter_that_leaves_no_room_is_refused_by_name():
     with pytest.raises(ParameterError) as exc:
         predict(dep, bench, spec="draft", draft="Qwen/Qwen3-4B", k=3, acceptance_length=2.5)
     assert exc.value.name == "draft" and "GiB of weights per GPU" in str(exc.value)
+
+
+def test_vllm_reserves_its_profile_runs_peak_for_a_dense_model():
+    sm, _, memory = build_step_model(Deployment("llama-3-70b", "h100-pcie", 2, max_num_seqs=256))
+    t, h, inter, d = 8192, 8192, 28672 // 2, 128
+    per_token = 2 * inter + inter + (32 + 2 * 4) * d + 4 * h  # 64 query / 8 KV heads over tp 2
+    want = 2**30 + t * per_token * 2 + 2 * 4 * 256 * 128256
+    assert sm.profiled_reserve_bytes == pytest.approx(want)
+    assert 2.4 * 2**30 < want < 2.6 * 2**30  # vLLM logged about 2.4 GiB there (see the property)
+    room = 0.9 * memory - sm.weight_bytes_per_gpu - want
+    assert sm.kv_capacity_tokens(memory) == int(room // sm.kv_bytes_per_token_per_gpu)
+    # a larger token budget profiles a larger batch: less KV cache
+    big, _, _ = build_step_model(Deployment("llama-3-70b", "h100-pcie", 2, max_num_seqs=256,
+                                            max_num_batched_tokens=16384))
+    assert big.kv_capacity_tokens(memory) < sm.kv_capacity_tokens(memory)
+    # engines without the profile keep their constant reserve
+    tr, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2, engine="trtllm"))
+    assert tr.profiled_reserve_bytes is None

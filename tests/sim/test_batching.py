@@ -32,7 +32,7 @@ def _tiny_memory(sm: StepModel, tokens: int) -> float:
     """GPU memory that leaves room for exactly ``tokens`` of KV cache beside the weights."""
     eng = sm.engine
     kv = sm.kv_bytes_per_token_per_gpu
-    mem = (sm.weight_bytes_per_gpu + eng.reserved_bytes + (tokens + 0.5) * kv) / eng.memory_fraction
+    mem = (sm.weight_bytes_per_gpu + sm.reserve_bytes + (tokens + 0.5) * kv) / eng.memory_fraction
     assert sm.kv_capacity_tokens(mem) == tokens
     return mem
 

@@ -73,6 +73,7 @@ class EngineProfile:
     dp_ranks: int = 1  # attention data-parallel ranks, each with a scheduler of its own
     chunk_tokens: int = 0  # most prompt tokens of one request in a step (one rank's budget); 0: the budget
     spec_overlap_methods: tuple[str, ...] | None = None  # speculative methods keeping the overlap; None: all
+    profile_nontorch_bytes: float | None = None  # vLLM: the reserve beside a dense model's profiled peak
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -85,17 +86,20 @@ class EngineProfile:
         check_real("reserved_bytes", self.reserved_bytes, lo=0.0)
         check_real("request_overhead_s", self.request_overhead_s, lo=0.0)
 
-    def kv_room_bytes(self, memory_bytes: float, weight_bytes: float) -> float:
+    def kv_room_bytes(self, memory_bytes: float, weight_bytes: float,
+                      reserved_bytes: float | None = None) -> float:
         """HBM left for the KV cache on one GPU holding ``weight_bytes`` of weights.
 
         Most engines cap weights + KV at a fraction of the whole memory
         (``fraction x total - weights - reserved``); TensorRT-LLM takes its
         fraction of what is free after the weights (``fraction x (total -
-        weights - reserved)``, ``fraction_of_free``).
+        weights - reserved)``, ``fraction_of_free``).  ``reserved_bytes`` replaces the engine's
+        constant where the caller models the reserve (vLLM's profile run, :attr:`profile_nontorch_bytes`).
         """
+        r = self.reserved_bytes if reserved_bytes is None else reserved_bytes
         if self.fraction_of_free:
-            return self.memory_fraction * (memory_bytes - weight_bytes - self.reserved_bytes)
-        return self.memory_fraction * memory_bytes - weight_bytes - self.reserved_bytes
+            return self.memory_fraction * (memory_bytes - weight_bytes - r)
+        return self.memory_fraction * memory_bytes - weight_bytes - r
 
     def overlaps_speculation(self, method: str) -> bool:
         """Whether a step of speculative ``method`` still hides host time behind the GPU (the
@@ -192,4 +196,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         chunk_tokens=chunk,
         spec_overlap_methods=(tuple(str(m) for m in e["spec_overlap_methods"])
                               if "spec_overlap_methods" in e else None),
+        profile_nontorch_bytes=(float(e["profile_nontorch_GiB"]) * 2.0**30
+                                if "profile_nontorch_GiB" in e else None),
     )

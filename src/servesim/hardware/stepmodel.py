@@ -230,11 +230,43 @@ class StepModel:
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
     (:func:`servesim.hardware.speculation.drafter_memory`; set on a copy by the caller)."""
 
+    @property
+    def profiled_reserve_bytes(self) -> float | None:
+        """What vLLM keeps back from the KV cache beside the weights, or None for an engine whose
+        reserve is its constant ``reserved_GiB``.
+
+        vLLM sizes the KV cache after a profile run (``gpu_worker.determine_available_memory``:
+        ``gpu_memory_utilization x total - weights - peak activation - non-torch memory``):
+        ``_dummy_run`` of ``max_num_batched_tokens`` T tokens, whose peak is one layer's
+        intermediates, ``T (gate_up 2I/tp + act I/tp + qkv (H + 2G) d / tp + 4 h)`` BF16 values (the
+        residual, norm and attention outputs as 4 h), and ``_dummy_sampler_run`` over
+        ``min(max_num_seqs, T)`` rows of FP32 logits and probabilities, ``2 x 4 S V`` bytes;
+        non-torch memory (cuBLAS workspaces, NCCL buffers) is the engine's
+        ``profile_nontorch_GiB``.  Llama-3.3-70B at tp 2 with 256 sequences: 1.33 + 0.26 GB + 1 GiB
+        = 2.5 GiB; vLLM logged 2.4 GiB there (71.19 GiB requested, 65.7 of weights, 0.6 of draft
+        weights, 2.5 of KV cache)."""
+        e, s = self.engine, self.shape
+        if e.profile_nontorch_bytes is None:
+            return None
+        t = float(e.max_num_batched_tokens)
+        inter = s.intermediate / self.tp
+        per_token = ((2 if s.gated_mlp else 1) * inter + inter + (self.heads + 2 * self.kv_heads) * s.head_dim
+                     + 4 * s.hidden)
+        rows = min(float(e.max_num_seqs), t)
+        return e.profile_nontorch_bytes + t * per_token * 2.0 + 2 * 4.0 * rows * s.vocab
+
+    @property
+    def reserve_bytes(self) -> float:
+        """What each GPU keeps back from the KV cache beside the weights: the profiled reserve where
+        the engine has one, else its constant ``reserved_GiB``."""
+        p = self.profiled_reserve_bytes
+        return self.engine.reserved_bytes if p is None else p
+
     def kv_capacity_tokens(self, memory_bytes: float) -> int:
         """Tokens of KV cache that fit beside the weights (and a drafter's) on each GPU of
-        ``memory_bytes``."""
+        ``memory_bytes``, past the engine's reserve (:attr:`reserve_bytes`)."""
         w, kv = self.drafter_bytes
-        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu + w)
+        room = self.engine.kv_room_bytes(memory_bytes, self.weight_bytes_per_gpu + w, self.reserve_bytes)
         return max(0, int(room // (self.kv_bytes_per_token_per_gpu + kv)))
 
     # ------------------------------------------------------------------ parts

@@ -189,8 +189,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
         from servesim.hardware.names import valid_tps
 
-        need = (sm.weight_bytes_per_gpu + eng.reserved_bytes) / (eng.memory_fraction * 2**30)
-        room = eng.memory_fraction * gpu.memory_bytes - eng.reserved_bytes
+        need = (sm.weight_bytes_per_gpu + sm.reserve_bytes) / (eng.memory_fraction * 2**30)
+        room = eng.memory_fraction * gpu.memory_bytes - sm.reserve_bytes
         would = next((t for t in sorted(valid_tps(shape)) if t > dep.tp
                       and sm.weight_bytes_per_gpu * dep.tp / t < room), None)
         raise ParameterError(
@@ -255,8 +255,9 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
     alpha extrapolates a chain's acceptance poorly far from it; DeepSeek's k = 1 MTP figure would
     claim 5.3 tokens a step at k = 7, where TensorRT-LLM measures 3.0 at k = 5).  A given ``k``
     other than the preset's takes the i.i.d. extrapolation.  A method with no published acceptance
-    for the kind (medusa, small-draft) keeps the lab's alpha and the k search, and says so; eagle and
-    ngram, which the lab has none for, are refused naming the kinds that have one.
+    for the kind (medusa; small-draft for summarization or math) keeps the lab's alpha and the k
+    search, and says so; eagle and ngram, which the lab has none for, are refused naming the kinds
+    that have one.
 
     ``tree`` (SGLang's ``speculative_num_steps``, ``speculative_eagle_topk``,
     ``speculative_num_draft_tokens``) drafts a token tree instead of a chain
