@@ -103,8 +103,8 @@ class EngineProfile:
 
     def overlaps_speculation(self, method: str) -> bool:
         """Whether a step of speculative ``method`` still hides host time behind the GPU (the
-        overlap scheduler on and kept by this method; ``spec_overlap_methods``).  ``small-draft``
-        and ``draft`` are the engines' draft-model method."""
+        overlap scheduler on and kept by this method; ``spec_overlap_methods``).  servesim's
+        ``draft`` and ``small-draft`` (the engines' draft-model method) are in no engine's list."""
         if not self.overlap:
             return False
         if self.spec_overlap_methods is None:

@@ -465,7 +465,7 @@ def verify_s(sm: Any, method: str, batch: float, context: float, positions: int)
     is ``gpu + host``, while the plain decode it is compared with keeps the overlap."""
     step = sm.decode_step(batch, context, positions=positions)
     engine = getattr(sm, "engine", None)
-    if engine is None or engine.overlaps_speculation(method) or not engine.overlap:
+    if engine is None or engine.overlaps_speculation(method):  # (overlap off: total_s is gpu + host)
         return float(step.total_s)
     return float(step.gpu_s + step.host_s)
 

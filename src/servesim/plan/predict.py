@@ -425,9 +425,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     stable, why = _stable_at_rate(sm, memory, bench)
     run_sm = _speculating_step_model(sm, dep, spec, spec_info, catalog)
     if spec_info is not None:
-        cap = run_sm.kv_capacity_tokens(memory)
-        kv_max = min(sm.engine.max_num_seqs, cap // per_request)
-        _check_room(cap, longest, spec, draft, spec_info)
+        cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
     res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation, lengths=lengths)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
@@ -471,8 +469,12 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
 
 
-def _check_room(cap: int, longest: int, spec: str | None, draft: str | None, info: dict[str, Any]) -> None:
-    """A request must fit in the KV cache the drafter leaves (refused naming the drafter)."""
+def _room_beside_drafter(run: Any, memory: float, per_request: int, longest: int, spec: str | None,
+                         draft: str | None, info: dict[str, Any]) -> tuple[int, int]:
+    """The KV cache the drafter leaves on ``run`` (tokens) and the requests of ``per_request``
+    tokens it holds within the running limit; a request of ``longest`` tokens must fit (refused
+    naming the drafter)."""
+    cap = run.kv_capacity_tokens(memory)
     if longest > cap:
         w = info["drafter_weight_bytes_per_gpu"] / 2**30
         raise ParameterError("draft" if draft else "spec", draft or spec,
@@ -480,6 +482,7 @@ def _check_room(cap: int, longest: int, spec: str | None, draft: str | None, inf
                              f"with its {w:.1f} GiB of weights per GPU and its KV beside the target's, "
                              f"the cache holds {cap:,} tokens (a GPU with more memory, a larger tp or a "
                              "smaller drafter would)")
+    return cap, min(run.engine.max_num_seqs, cap // per_request)
 
 
 def _speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
@@ -492,20 +495,16 @@ def _speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_inf
     (:func:`servesim.hardware.speculation.drafter_memory`)."""
     if spec is None or spec == "none" or spec_info is None:
         return sm
-    if dep.overlap is not None or not sm.engine.overlap or sm.engine.overlaps_speculation(spec):
-        run = copy.copy(sm)
-    else:
-        run, _, _ = build_step_model(replace(dep, overlap=False), catalog)
-        run = copy.copy(run)
-        if not isinstance(run, StepModel):
-            run.kv_context = sm.kv_context
+    sync = dep.overlap is None and sm.engine.overlap and not sm.engine.overlaps_speculation(spec)
+    run = copy.copy(build_step_model(replace(dep, overlap=False), catalog)[0] if sync else sm)
+    if sync and not isinstance(run, StepModel):
+        run.kv_context = sm.kv_context
     run.drafter_bytes = (spec_info["drafter_weight_bytes_per_gpu"],
                          spec_info["drafter_kv_bytes_per_token_per_gpu"])
-    if run.engine.overlap == sm.engine.overlap:
-        return run
-    spec_info["overlap"] = (f"off: {sm.engine.description} runs {spec} speculation without its overlap "
-                            "scheduler, so every step pays its host time after the GPU's (the plain "
-                            "decode it is compared with keeps it)")
+    if sync:
+        spec_info["overlap"] = (f"off: {sm.engine.description} runs {spec} speculation without its overlap "
+                                "scheduler, so every step pays its host time after the GPU's (the plain "
+                                "decode it is compared with keeps it)")
     return run
 
 
@@ -601,10 +600,10 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
     dsm_run = _speculating_step_model(dsm, decode, spec, spec_info, catalog)
     if spec_info is not None:
-        dcap = dsm_run.kv_capacity_tokens(dmem)
-        kv_max = min(dsm.engine.max_num_seqs, dcap // (bench.isl + bench.osl))
-        _check_room(dcap, max((p + o for p, o in lengths), default=0) if lengths
-                    else bench.isl + bench.osl, spec, draft, spec_info)
+        dcap, kv_max = _room_beside_drafter(
+            dsm_run, dmem, bench.isl + bench.osl,
+            max((p + o for p, o in lengths), default=0) if lengths else bench.isl + bench.osl,
+            spec, draft, spec_info)
     res = run_disaggregated(Pool(psm, prefill_workers, pmem),
                             Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths)
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
