@@ -59,3 +59,46 @@ def test_plot_works_on_the_engine_simulation_and_the_capacity_plan(tmp_path, cap
         assert main([*args, "--plot", str(out)]) == 0
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()
+
+
+def test_roofline_prices_a_moe_config_as_predict_does(capsys, tmp_path):
+    """`roofline` takes any MoE id or config.json predict takes, and its measured step at batch 1
+    is predict's batch-1 step of the same deployment (one step model behind both)."""
+    import shutil
+
+    from servesim.cli.main import main
+    from servesim.hardware.architectures import _shipped
+
+    _, src = _shipped()["qwen/qwen3-235b-a22b"]
+    cfg = tmp_path / "config.json"
+    shutil.copy(src, cfg)
+    steps = []
+    for model in ("Qwen/Qwen3-235B-A22B-Instruct-2507", str(cfg)):
+        assert main(["roofline", "--model", model, "--gpu", "b200", "--tp", "8", "--engine", "sglang",
+                     "--batch", "1", "--context", "1000", "--format", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["measured"]["rows"]
+        steps.append(rows[0]["total_ms"])
+    assert main(["predict", "--model", "Qwen/Qwen3-235B-A22B-Instruct-2507", "--gpu", "b200", "--tp", "8",
+                 "--engine", "sglang", "--isl", "1000", "--osl", "8", "--concurrency", "1", "--num-prompts",
+                 "2", "--format", "json"]) == 0
+    pred = json.loads(capsys.readouterr().out)["batch1_step_ms"]
+    # predict's batch-1 step is priced at its own context (prompt + half the output), roofline's at
+    # 1,000 tokens: the same step model, so within the attention's share of a 1% context change
+    assert steps[0] == steps[1]
+    assert abs(steps[0] - pred) / pred < 0.02
+    # physical: above the step's speed of light, and a 94-layer BF16 MoE step is milliseconds
+    assert 1.0 < steps[0] < 50.0
+
+
+def test_simulate_takes_a_moe_checkpoint_in_its_own_format(capsys):
+    """`simulate --model` defaults to the checkpoint's format as predict does: gpt-oss-120b's MXFP4
+    experts fit one H200 (in BF16 it would need 2 GPUs, which predict and simulate both refuse)."""
+    from servesim.cli.main import main
+
+    args = ["simulate", "--model", "openai/gpt-oss-120b", "--gpu", "h200", "--isl", "512", "--osl", "64",
+            "--rate", "2", "--requests", "60", "--no-timing", "--format", "json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert 0 < out["mean_tpot_ms"] < 50 and out["gpus"] == 1
+    assert main([*args, "--dtype", "bf16"]) == 2
+    assert "would hold it" in capsys.readouterr().err

@@ -56,8 +56,9 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    help="tensor-parallel GPUs per node for --model, 1-64, dividing the heads (default 1, as "
                    "in every command)")
     g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
-                   help="weights and GEMMs for --model: bf16 (default; plan --gpus searches every dtype "
-                   "the GPU runs), fp8, fp4 (B200)")
+                   help="weights and GEMMs for --model: bf16 (default for dense models; a mixture-of-experts "
+                   "model defaults to its checkpoint's format; plan --gpus searches every dtype the GPU "
+                   "runs), fp8, fp4 (B200)")
     g.add_argument("--kv-dtype", type=choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
                    help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
     g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",

@@ -103,9 +103,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--dtype", type=choice((*WEIGHT_DTYPES, "int4", "fp8_block", "mxfp4"), "dtype"),
                    default=None,
                    help="weights and GEMMs: bf16 (default for dense models), fp8 (Hopper, Blackwell; block "
-                   "FP8 on a block-quantized MoE checkpoint), fp4 (NVFP4 on Blackwell; MXFP4 weight-only on "
-                   "Hopper for MXFP4 checkpoints), int4 (weight-only, MoE experts); MoE default: the "
-                   "checkpoint's")
+                   "FP8 for DeepSeek, Kimi, Qwen3-MoE and MiniMax, as their FP8 releases), fp4 (NVFP4 on "
+                   "Blackwell; MXFP4 weight-only on Hopper for MXFP4 checkpoints), int4 (weight-only, MoE "
+                   "experts); MoE default: the checkpoint's")
     p.add_argument("--dp", type=integer(1, hi=256), default=None,
                    help="MoE models: attention data-parallel ranks, 1-256 (SGLang --enable-dp-attention "
                    "--dp, vLLM --data-parallel-size, TensorRT-LLM enable_attention_dp); the replica spans "

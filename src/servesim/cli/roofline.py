@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace) -> Output:
     from servesim.render.roofline import roofline_text
 
     cat = load_catalog(*args.catalog)
-    model = resolve_model(args.model, cat)
+    model = _model(args.model, cat)
     gpu = resolve_gpu(args.gpu, cat)
     check_tp(model, args.tp)
     draft_name = args.draft or model.draft_model
@@ -128,6 +128,26 @@ def _run(args: argparse.Namespace) -> Output:
                                       data["intensity_k"])
         plots.save(fig, args.plot)
     return Output(data, roofline_text(data), _rows(data))
+
+
+def _model(name: str, cat: Any) -> Any:
+    """The catalog's spec of ``name``, else the roofline spec of the MoE / MLA config it names
+    (a shipped config's id or a config.json path: the same shapes ``predict`` prices), named as
+    given so that the measured view finds its architecture again."""
+    from servesim._checks import InputError, ParameterError
+    from servesim.hardware.architectures import find_architecture
+    from servesim.hardware.names import resolve_model
+
+    try:
+        return resolve_model(name, cat)
+    except (ParameterError, InputError) as exc:
+        try:
+            arch = find_architecture(name)
+        except InputError:
+            arch = None
+        if arch is None:
+            raise exc from None
+        return arch.model_spec(name)
 
 
 def _rows(d: dict[str, Any]) -> list[Row]:

@@ -55,8 +55,9 @@ publish theirs so).
 **Names** (:func:`find_architecture`, case-insensitive): the shipped configs' Hugging Face ids
 (:func:`shipped_ids`); re-releases of the same shape (``deepseek-ai/DeepSeek-R1-0528``,
 ``DeepSeek-V3-0324``, ``DeepSeek-V3.1`` / ``-Terminus`` / ``-Base``: V3's shape and block FP8;
-``Kimi-K2-Instruct-0905``, ``Kimi-K2-Base``; Qwen3's ``-Instruct-2507`` / ``-Thinking-2507`` and
-their ``-FP8``; ``Qwen3-30B-A3B-FP8``: block FP8 of every linear layer, as Qwen's FP8 releases;
+``Kimi-K2-Instruct-0905``, ``Kimi-K2-Base``, ``Kimi-K2-Thinking`` (int4 experts, as K2.5); Qwen3's
+``-Instruct-2507`` / ``-Thinking-2507`` and their ``-FP8`` (262,144 tokens of context);
+``Qwen3-30B-A3B-FP8``: block FP8 of every linear layer, as Qwen's FP8 releases;
 ``Mixtral-8x7B-Instruct-v0.1``; the Llama-4 base models; ``MiniMax-M2`` / ``M2.1``); each id's
 repository name (``deepseek-r1``, ``gpt-oss-120b``, ``qwen3-235b-a22b``, ``kimi-k2.5``) and a few
 short names (``kimi-k2``, ``mixtral-8x7b``, ``llama-4-scout``, ``llama-4-maverick``).
@@ -382,6 +383,28 @@ class Architecture:
         for w in self.layer_windows:
             held += 1.0 if (w == 0 or n is None or n <= w) else w / n
         return per_layer * held * b
+
+    def model_spec(self, name: str | None = None) -> Any:
+        """The roofline's :class:`~servesim.hardware.roofline.ModelSpec` of this shape (named ``name``,
+        else :attr:`name`): its parameters, active parameters and experts, MLA's latent written as
+        one KV head of ``(kv_lora_rank + qk_rope_head_dim) / 2`` values each for K and V (the
+        catalog's DeepSeek-V3 entry does the same), the checkpoint's mean bytes per parameter.
+        Sliding windows are not a ModelSpec field: its KV counts every layer in full."""
+        from servesim.hardware.roofline import ModelSpec
+
+        mla = self.attention == "mla"
+        params = self.params
+        return ModelSpec(
+            name=name or self.name, layers=self.layers, hidden_size=self.hidden, heads=self.heads,
+            kv_heads=1 if mla else self.kv_heads,
+            head_dim=(self.kv_lora_rank + self.qk_rope_head_dim) // 2 if mla else self.head_dim,
+            vocab_size=self.vocab, params=params, active_params=min(self.active_params, params),
+            attention="mla" if mla else ("mha" if self.kv_heads == self.heads else "gqa"),
+            weight_bytes_per_param=self.checkpoint_bytes / params, tied_embeddings=self.tied_embeddings,
+            experts=self.experts, experts_per_token=self.experts_per_token,
+            kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
+            qk_nope_head_dim=self.qk_nope_head_dim, v_head_dim=self.v_head_dim,
+            description=f"{self.family} read from {self.source or 'its config.json'}")
 
     def weight_bytes(self, dtype: str) -> float:
         """Bytes of the weights with ``dtype`` (one of :data:`CHECKPOINT_DTYPES`) for the experts and
@@ -952,17 +975,24 @@ _ALIASES: Mapping[str, tuple[str, Mapping[str, Any]]] = {
     "deepseek-ai/DeepSeek-V3.1-Terminus": ("deepseek-ai/DeepSeek-V3", {}),
     "moonshotai/Kimi-K2-Instruct-0905": ("moonshotai/Kimi-K2-Instruct", {}),
     "moonshotai/Kimi-K2-Base": ("moonshotai/Kimi-K2-Instruct", {}),
-    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", {}),
-    "Qwen/Qwen3-235B-A22B-Thinking-2507": ("Qwen/Qwen3-235B-A22B", {}),
-    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", {}),
-    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", {}),
+    # Kimi-K2-Thinking: K2's shape, its routed experts in compressed-tensors int4 groups of 32 (the
+    # quantization_config K2.5 ships; attention, shared experts and dense layers stay BF16), 256K context
+    "moonshotai/Kimi-K2-Thinking": ("moonshotai/Kimi-K2-Instruct",
+                                    {"checkpoint_dtype": "int4", "quantized_parts": ("experts",),
+                                     "context_length": 262144}),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": ("Qwen/Qwen3-235B-A22B", {"context_length": 262144}),
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": ("Qwen/Qwen3-235B-A22B", {"context_length": 262144}),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", {"context_length": 262144}),
+    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": ("Qwen/Qwen3-235B-A22B-FP8", {"context_length": 262144}),
     "Qwen/Qwen3-30B-A3B-Base": ("Qwen/Qwen3-30B-A3B", {}),
-    "Qwen/Qwen3-30B-A3B-Instruct-2507": ("Qwen/Qwen3-30B-A3B", {}),
-    "Qwen/Qwen3-30B-A3B-Thinking-2507": ("Qwen/Qwen3-30B-A3B", {}),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": ("Qwen/Qwen3-30B-A3B", {"context_length": 262144}),
+    "Qwen/Qwen3-30B-A3B-Thinking-2507": ("Qwen/Qwen3-30B-A3B", {"context_length": 262144}),
     # Qwen's FP8 releases: 128 x 128 block FP8 for every linear layer but lm_head (and the router)
     "Qwen/Qwen3-30B-A3B-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block"}),
-    "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block"}),
-    "Qwen/Qwen3-30B-A3B-Thinking-2507-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block"}),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block",
+                                                             "context_length": 262144}),
+    "Qwen/Qwen3-30B-A3B-Thinking-2507-FP8": ("Qwen/Qwen3-30B-A3B", {"checkpoint_dtype": "fp8_block",
+                                                             "context_length": 262144}),
     "mistralai/Mixtral-8x7B-Instruct-v0.1": ("mistralai/Mixtral-8x7B-v0.1", {}),
     "meta-llama/Llama-4-Scout-17B-16E": ("meta-llama/Llama-4-Scout-17B-16E-Instruct", {}),
     "meta-llama/Llama-4-Maverick-17B-128E": ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", {}),

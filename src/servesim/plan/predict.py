@@ -111,16 +111,25 @@ def _is_moe_config(path: str) -> bool:
                                                        for k in MOE_CONFIG_FIELDS)
 
 
+BLOCK_FP8_FAMILIES = frozenset({"deepseek_v3", "qwen3_moe", "minimax_m2"})
+"""Model families whose publishers release their FP8 weights in 128 x 128 blocks, so that ``fp8``
+names that release: DeepSeek-V3/R1 and Kimi-K2 (``quantization_config`` ``fp8`` with
+``weight_block_size [128, 128]``), Qwen3-MoE (``Qwen/Qwen3-235B-A22B-FP8``,
+``...-Instruct-2507-FP8``: "fine-grained fp8 quantization with block size of 128") and MiniMax-M2
+(block FP8 checkpoints).  Others (gpt-oss, Mixtral, Llama-4) take per-tensor FP8."""
+
+
 def moe_dtype(user: str, arch: Any, gpu: str) -> str:
-    """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` its block
-    FP8 where it is block-quantized (DeepSeek, Qwen3-FP8), else per-tensor; ``fp4`` NVFP4 on
-    Blackwell, MXFP4 weight-only on older GPUs for an MXFP4 checkpoint (gpt-oss); ``int4`` int4
-    weight-only groups; ``bf16`` as it says."""
+    """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` block
+    FP8 where the checkpoint or its publisher's FP8 release is block-quantized
+    (:data:`BLOCK_FP8_FAMILIES`: ``fp8`` on Qwen3-235B-A22B-Instruct-2507 is Qwen's own -FP8
+    release), else per-tensor; ``fp4`` NVFP4 on Blackwell, MXFP4 weight-only on older GPUs for an
+    MXFP4 checkpoint (gpt-oss); ``int4`` int4 weight-only groups; ``bf16`` as it says."""
     own = arch.checkpoint_dtype
     if user == "auto":
         return str(own)
     if user == "fp8":
-        return "fp8_block" if own == "fp8_block" else "fp8"
+        return "fp8_block" if own == "fp8_block" or arch.family in BLOCK_FP8_FAMILIES else "fp8"
     if user == "fp4":
         blackwell = gpu.startswith(("b200", "b300", "gb200", "gb300"))
         if blackwell:

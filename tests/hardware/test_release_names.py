@@ -1,0 +1,44 @@
+"""Re-released checkpoints resolve to their base shape with the release's own format and context,
+and ``--dtype fp8`` names the FP8 release a model's publisher ships (block FP8 for Qwen3-MoE)."""
+
+from __future__ import annotations
+
+import pytest
+
+from servesim.hardware.architectures import find_architecture
+from servesim.plan.predict import moe_dtype
+
+
+def test_kimi_k2_thinking_is_k2_with_int4_experts() -> None:
+    k2 = find_architecture("moonshotai/Kimi-K2-Instruct")
+    th = find_architecture("moonshotai/Kimi-K2-Thinking")
+    assert th is not None and k2 is not None
+    assert (th.layers, th.experts, th.kv_lora_rank) == (k2.layers, k2.experts, k2.kv_lora_rank)
+    assert th.checkpoint_dtype == "int4" and th.quantized_parts == ("experts",)
+    assert th.context_length == 262144
+    # int4 experts (0.515625 B/value with group scales) against K2's block FP8 everywhere: the
+    # checkpoint is well under K2's ~1.03 TB and above the experts' 4-bit floor
+    experts = th.breakdown()["experts"]
+    assert th.checkpoint_bytes < 0.6 * k2.checkpoint_bytes
+    assert th.checkpoint_bytes > experts * 0.5
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-235B-A22B-Instruct-2507",
+                                  "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8",
+                                  "Qwen/Qwen3-30B-A3B-Instruct-2507"])
+def test_qwen3_2507_releases_serve_256k(name: str) -> None:
+    a = find_architecture(name)
+    assert a is not None and a.context_length == 262144
+    base = find_architecture(name.split("-Instruct")[0].split("-Thinking")[0])
+    assert base is not None and base.context_length == 40960
+
+
+def test_fp8_means_the_publishers_fp8_release() -> None:
+    qwen = find_architecture("Qwen/Qwen3-235B-A22B-Instruct-2507")  # a BF16 checkpoint
+    assert qwen is not None and qwen.checkpoint_dtype == "bf16"
+    assert moe_dtype("fp8", qwen, "h200") == "fp8_block"  # Qwen's -FP8 release: 128 x 128 blocks
+    assert moe_dtype("auto", qwen, "h200") == "bf16"
+    oss = find_architecture("openai/gpt-oss-120b")
+    assert oss is not None and moe_dtype("fp8", oss, "h200") == "fp8"  # no block release: per-tensor
+    mixtral = find_architecture("mistralai/Mixtral-8x7B-v0.1")
+    assert mixtral is not None and moe_dtype("fp8", mixtral, "h100-sxm") == "fp8"
