@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PREEMPTING = ["predict", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "2048", "--osl", "256",
               "--concurrency", "400", "--num-prompts", "400", "--seed", "7", "--format", "json"]
 QUEUEING = ["predict", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--isl", "2048", "--osl", "256",
@@ -76,8 +78,15 @@ def test_roofline_prices_a_moe_config_as_predict_does(capsys, tmp_path):
     for model in ("Qwen/Qwen3-235B-A22B-Instruct-2507", str(cfg)):
         assert main(["roofline", "--model", model, "--gpu", "b200", "--tp", "8", "--engine", "sglang",
                      "--batch", "1", "--context", "1000", "--format", "json"]) == 0
-        rows = json.loads(capsys.readouterr().out)["measured"]["rows"]
+        measured = json.loads(capsys.readouterr().out)["measured"]
+        rows = measured["rows"]
         steps.append(rows[0]["total_ms"])
+        # where the time goes, by operation: the same step, summed (the GPU's parts, host apart)
+        ops = measured["operations"]["1"]
+        assert {"qkv proj", "attention", "moe experts", "router", "all-reduce"} <= {o["name"] for o in ops}
+        gpu_ms = sum(rows[0][k] for k in ("gemm_ms", "attention_ms", "allreduce_ms", "other_ms"))
+        assert sum(o["ms"] for o in ops) == pytest.approx(gpu_ms, rel=1e-9)
+        assert sum(o["light_ms"] for o in ops) == pytest.approx(rows[0]["speed_of_light_ms"], rel=1e-9)
     assert main(["predict", "--model", "Qwen/Qwen3-235B-A22B-Instruct-2507", "--gpu", "b200", "--tp", "8",
                  "--engine", "sglang", "--isl", "1000", "--osl", "8", "--concurrency", "1", "--num-prompts",
                  "2", "--format", "json"]) == 0

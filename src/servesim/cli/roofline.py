@@ -102,10 +102,13 @@ def _run(args: argparse.Namespace) -> Output:
                                       kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep)
     except ValueError as exc:
         sm = exc
+    # The pure roofline of [1]-[6] prices the replica's GPUs: with attention data parallel it splits
+    # every weight over tp x dp of them (the step model of [0] replicates attention over the DP ranks).
+    gpus = args.tp * args.dp
     data = roofline_summary(
         model,
         gpu,
-        args.tp,
+        gpus,
         batches=args.batch or DEFAULT_BATCHES,
         context_tokens=args.context,
         k=args.k,
@@ -117,6 +120,7 @@ def _run(args: argparse.Namespace) -> Output:
         step_model=sm,
         catalog=cat,
     )
+    data["parallel"] = {"tp": args.tp, "dp": args.dp, "ep": args.ep}
     data["measured"] = measured_view(sm, gpu.memory_bytes, batches=args.batch or DEFAULT_BATCHES,
                                      context_tokens=args.context)
     if args.plot is not None:

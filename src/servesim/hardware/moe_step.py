@@ -71,6 +71,7 @@ from servesim.hardware.architectures import LINEAR_PARTS
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup
 from servesim.hardware.moe_kernels import moe_tables
+from servesim.hardware.ops import Op, Peaks, light_s, priced_parts
 from servesim.hardware.stepmodel import (
     ACTIVATION_BYTES,
     OTHER_KERNEL_FLOOR_S,
@@ -94,6 +95,9 @@ MOE_DTYPES: dict[str, float] = {
     "int4": 0.5 + 2.0 / 32,  # int4 groups of 32 with a BF16 scale
 }
 """Bytes per stored weight value, scales included."""
+
+_PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16"}
+"""The tensor-core peak each weight format multiplies at (weight-only 4-bit formats in BF16)."""
 
 _GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "fp4", "mxfp4": "bf16",
                "int4": "bf16"}
@@ -412,9 +416,21 @@ class MoEStepModel:
         st = self._cache_step(float(decode), float(context), tuple(chunks), int(positions))
         if bound:
             return StepTime(st.gemm_s, st.attention_s, st.allreduce_s, st.other_s, st.host_s, st.gpu_s,
-                            st.total_s, self.speed_of_light(decode, context, chunks, positions), st.tokens,
-                            st.measured, st.notes, st.floor_s)
+                            st.total_s, light_s(st.ops, self.peaks), st.tokens, st.measured, st.notes,
+                            st.floor_s, st.ops)
         return st
+
+    @property
+    def peaks(self) -> Peaks:
+        """The GPU's datasheet peaks (what the speed of light of each operation is priced at)."""
+        t = self.tables
+        return Peaks(t.hbm_bytes_per_s, t.flops_per_s, t.nvlink_bytes_per_s)
+
+    def operations(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
+                   positions: int = 1) -> tuple[Op, ...]:
+        """The operations of a step (see the module docstring), each priced by the engine's tables
+        and carrying its bytes and FLOPs for the speed of light."""
+        return self._cache_step(float(decode), float(context), tuple(chunks), int(positions)).ops
 
     def _step(self, decode: float, context: float, chunks: tuple[Chunk, ...], positions: int) -> StepTime:
         a, p = self.arch, self.par
@@ -429,88 +445,121 @@ class MoEStepModel:
         # step waits for the slowest rank before the MoE layer gathers every rank's tokens).
         m = b * positions + sum(c.tokens * c.count for c in rank_chunks)
         samples = b * positions + sum(c.count for c in rank_chunks if c.samples)
+        ops: list[Op] = []
         notes: list[str] = []
         ok = not self._foreign
-        gemm = attn = comm = 0.0
+        L = a.layers
+        h = a.hidden
+        wq = self._proj_weight_bytes
         # Attention projections, per layer, on one DP rank's tokens.
-        proj = 0.0
-        for n, k in self._proj_shapes():
+        for (n, k), name in zip(self._proj_shapes(), self._proj_names(), strict=True):
             g, good, note = self._gemm(m, n, k)
-            proj += g
-            ok = ok and good
-            if note:
-                notes.append(note)
-        gemm += proj * a.layers
+            ops.append(self._gemm_op(name, L, g, m, n, k, wq, self.gemm_dtype, good, note))
         if a.attention == "mla":  # the absorbed W_UK (before attention) and W_UV (after), per head
-            gemm += a.layers * self._mla_bmm(m)
+            heads = a.heads // p.tp
+            w_bmm = heads * (a.qk_nope_head_dim * a.kv_lora_rank + a.kv_lora_rank * a.v_head_dim)
+            acts = m * heads * (a.qk_nope_head_dim + 2 * a.kv_lora_rank + a.v_head_dim) * ACTIVATION_BYTES
+            ops.append(Op("mla absorbed bmm", "mla_bmm", L, self._mla_bmm(m), nbytes=w_bmm * 2.0 + acts,
+                          flops=2.0 * m * w_bmm))
         # Attention, grouped by window.
         windows: dict[int, int] = {}
         for w in a.layer_windows:
             windows[w] = windows.get(w, 0) + 1
         for w, count in windows.items():
             t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w)
-            attn += t_attn * count
-            ok = ok and good
+            nbytes, flops = self._attention_work(b, context, positions, rank_chunks, w)
+            ops.append(Op("attention" if not w else f"attention (window {w})", "attention", count, t_attn,
+                          nbytes=nbytes, flops=flops, measured=good))
         # FFN: MoE layers (routed + shared experts) and dense layers.
         n_moe = _n_moe(a)
-        n_dense = a.layers - n_moe
+        n_dense = L - n_moe
         moe_t, good, note = self._moe(m_all)
-        ok = ok and good
-        if note:
-            notes.append(note)
-        shared = 0.0
+        e_local_w = self._expert_bytes(m_all)
+        pairs = m_all * a.experts_per_token / p.ep
+        inter_local = a.moe_intermediate / p.moe_tp
+        routed = Op("moe experts", "moe", n_moe, moe_t, measured=good, note=note,
+                    nbytes=e_local_w + pairs * (h + inter_local) * ACTIVATION_BYTES * 2,
+                    flops=2.0 * pairs * 3 * h * inter_local, dtype=_PEAK[self.dtype])
         inter = a.shared_experts * a.shared_intermediate
-        if inter:
-            shared = self._mlp(m, inter)
-        # The router: a BF16 GEMM of the rank's tokens onto the experts' logits (not in the MoE table).
-        router, _, _ = self._gemm(m, a.experts, a.hidden, "bf16")
+        router_t, _, _ = self._gemm(m, a.experts, h, "bf16")
+        router = self._gemm_op("router", n_moe, router_t, m, a.experts, h, 2.0, "bf16", True, "")
+        shared = self._mlp_op("shared experts", n_moe, m, inter) if inter else None
         graph = m <= self.engine.cuda_graph_max_tokens and not (chunks and self.engine.cuda_graph_decode_only)
-        if shared and graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
+        if shared is not None and graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
             # Two streams: the longer branch, and no less than both branches' weights (the touched
             # experts and the shared experts' 3 h I_s / T) read at the tables' HBM efficiency.
             t = self.tables
-            both = self._expert_bytes(m_all) + 3 * a.hidden * inter / p.tp * self._ffn_weight_bytes
-            gemm += n_moe * max(router + moe_t, shared, both / (t.hbm_bytes_per_s * t.memory_efficiency))
+            both = e_local_w + 3 * h * inter / p.tp * self._ffn_weight_bytes
+            one = max(router.priced_s + moe_t, shared.priced_s,
+                      both / (t.hbm_bytes_per_s * t.memory_efficiency))
+            ops.append(Op("moe layer (shared experts on a second stream)", "two_streams", n_moe, one,
+                          measured=good, note=note,
+                          branches=(Op("router + experts", "moe", 1, router.priced_s + moe_t,
+                                       nbytes=router.nbytes + routed.nbytes, flops=routed.flops,
+                                       dtype=routed.dtype),
+                                    Op("shared experts", "gemm", 1, shared.priced_s, nbytes=shared.nbytes,
+                                       flops=shared.flops, dtype=shared.dtype))))
         else:
-            gemm += n_moe * (moe_t + shared + router)
+            ops.append(routed)
+            if shared is not None:
+                ops.append(shared)
+            ops.append(router)
         if n_dense:
-            gemm += n_dense * self._mlp(m, a.dense_intermediate)
+            ops.append(self._mlp_op("dense mlp", n_dense, m, a.dense_intermediate))
         # The LM head (BF16) on the sampled rows of one rank.
+        rows = max(1.0, samples)
         head = sum(lk.ms * 1e-3 * count for lk, count in
-                   column_blocks(self.tables, "bf16", max(1.0, samples), a.vocab // p.tp, a.hidden))
-        gemm += head
+                   column_blocks(self.tables, "bf16", rows, a.vocab // p.tp, h))
+        ops.append(self._gemm_op("lm head", 1, head, rows, a.vocab // p.tp, h, 2.0, "bf16", True, ""))
         # Communication.
-        act = m * a.hidden * ACTIVATION_BYTES
+        act = m * h * ACTIVATION_BYTES
         ar1 = self._allreduce(p.tp, act)[0]
-        comm += a.layers * ar1 + n_dense * ar1  # after attention on every layer, after dense MLPs
+        ring = 2 * (p.tp - 1) / p.tp
+        if p.tp > 1:  # after attention on every layer, after dense MLPs
+            ops.append(Op("all-reduce", "allreduce", L + n_dense, ar1, wire_bytes=ring * act))
         if dp > 1 and p.ep == 1:
-            comm += n_moe * self._allreduce(p.gpus, m_all * a.hidden * ACTIVATION_BYTES)[0]
+            gathered = m_all * h * ACTIVATION_BYTES
+            ops.append(Op("dp gather + scatter", "allgather", n_moe, self._allreduce(p.gpus, gathered)[0],
+                          wire_bytes=2 * (p.gpus - 1) / p.gpus * gathered))
         elif p.ep > 1 and dp == 1:
             # Tensor-parallel attention leaves every token on every GPU: each runs its own experts on
             # them and one all-reduce of m h sums the partial outputs, no all-to-all (SGLang's standard
             # dispatcher: models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
             # forward_normal; vLLM's FusedMoE uses its all2all manager only with data parallel).
-            comm += n_moe * ar1
+            if p.tp > 1:
+                ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring * act))
         elif p.ep > 1:
-            pairs = m_all * a.experts_per_token / p.ep
-            comm += n_moe * self._alltoall(pairs * a.hidden * ACTIVATION_BYTES, m_all / p.ep, not chunks)
+            sent = pairs * h * ACTIVATION_BYTES
+            ops.append(Op("ep dispatch + combine", "alltoall", n_moe,
+                          self._alltoall(sent, m_all / p.ep, not chunks), wire_bytes=2 * sent))
             if p.moe_tp > 1:
-                comm += n_moe * self._allreduce(p.moe_tp, pairs * a.hidden * ACTIVATION_BYTES)[0]
-        else:
-            comm += n_moe * ar1  # after the MoE layer (its TP is the attention TP)
+                ops.append(Op("all-reduce (moe tp)", "allreduce", n_moe, self._allreduce(p.moe_tp, sent)[0],
+                              wire_bytes=2 * (p.moe_tp - 1) / p.moe_tp * sent))
+        elif p.tp > 1:
+            ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring * act))
         # Other kernels: norms, RoPE, activation, router; sampling.
         t = self.tables
         bw = t.hbm_bytes_per_s * t.memory_efficiency
-        per_token = ACTIVATION_BYTES * (8 * a.hidden + 4 * a.hidden + 2 * a.experts)
-        other = a.layers * (OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw)
-        other += SAMPLING_FLOOR_S + samples * a.vocab / p.tp * 4 * 3 / bw
-        kernels = a.layers * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
-                              + (2 if p.tp > 1 else 0)) + 2
+        per_token = ACTIVATION_BYTES * (8 * h + 4 * h + 2 * a.experts)
+        ops.append(Op("norms, rope, activation", "elementwise", L,
+                      OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,
+                      nbytes=m * per_token))
+        logits = samples * a.vocab / p.tp * 4 * 3
+        ops.append(Op("sampling", "elementwise", 1, SAMPLING_FLOOR_S + logits / bw, nbytes=logits))
+        kernels = L * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
+                       + (2 if p.tp > 1 else 0)) + 2
         floor = kernels * OTHER_KERNEL_FLOOR_S
         if not graph:
-            eager = a.layers * EAGER_KERNELS_PER_MOE_LAYER + (2 if p.tp > 1 else 0) * a.layers
-            other += eager * self.engine.eager_kernel_s  # the launch gap of every kernel, eagerly
-            floor += eager * self.engine.eager_kernel_s  # which no eager step can avoid
+            eager = L * EAGER_KERNELS_PER_MOE_LAYER + (2 if p.tp > 1 else 0) * L
+            # the launch gap of every kernel, eagerly, which no eager step can avoid
+            ops.append(Op("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s))
+            floor += eager * self.engine.eager_kernel_s
+        for op in ops:
+            ok = ok and op.measured
+            if op.note:
+                notes.append(op.note)
+        parts = priced_parts(ops)
+        gemm, attn, comm, other = parts["gemm"], parts["attention"], parts["comm"], parts["other"]
         gpu = gemm + attn + comm + other
         seqs = (decode + sum(c.count for c in chunks)) / dp
         host = self.engine.host_s(seqs)
@@ -521,7 +570,54 @@ class MoEStepModel:
                         gpu_s=gpu,
                         total_s=total, sol_s=math.nan, tokens=m_all, measured=ok,
                         notes=tuple(dict.fromkeys(n for n in notes if n)),
-                        floor_s=floor)
+                        floor_s=floor, ops=tuple(ops))
+
+    def _gemm_op(self, name: str, count: float, seconds: float, m: float, n: int, k: int, wbytes: float,
+                 dtype: str, measured: bool, note: str) -> Op:
+        """A weight GEMM ``(m, n, k)``: its ``n k`` weights at ``wbytes`` each and BF16 activations in
+        and out; ``2 m n k`` FLOPs at the peak of the dtype it multiplies in."""
+        return Op(name, "gemm", count, seconds, nbytes=n * k * wbytes + m * (n + k) * ACTIVATION_BYTES,
+                  flops=2.0 * m * n * k, dtype=_PEAK.get(dtype, "bf16"), measured=measured, note=note)
+
+    def _mlp_op(self, name: str, count: float, m: float, inter: int) -> Op:
+        """A gated MLP of width ``inter`` split over ``tp`` on ``m`` tokens (gate/up, then down)."""
+        tp, h = self.par.tp, self.arch.hidden
+        w = self._ffn_weight_bytes
+        d = _PEAK.get(self.ffn_gemm_dtype, "bf16")
+        return Op(name, "gemm", count, self._mlp(m, inter),
+                  nbytes=3 * h * (inter // tp) * w + m * (2 * h + 3 * (inter // tp)) * ACTIVATION_BYTES,
+                  flops=2.0 * m * 3 * h * (inter // tp), dtype=d)
+
+    def _attention_work(self, b: float, context: float, positions: int, chunks: tuple[Chunk, ...],
+                        window: int) -> tuple[float, float]:
+        """One layer's attention bytes (the cache each sequence reads, its window at most) and FLOPs
+        (2 x 2 per query-key pair and head dimension: GQA ``d``; MLA's absorbed decode ``(2 kv_lora +
+        rope) / 2`` over its latent, its prefill ``(nope + rope + v) / 2``) on one DP rank."""
+        a = self.arch
+        kvb = 2.0 if self.kv_dtype == "bf16" else 1.0
+        if a.attention == "mla":
+            per_token = (a.kv_lora_rank + a.qk_rope_head_dim) * kvb
+            dec_w = (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2
+            pre_w = (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2
+        else:
+            per_token = 2 * max(1, a.kv_heads // self.par.tp) * a.head_dim * kvb
+            dec_w = pre_w = float(a.head_dim)
+
+        def seen(n: float) -> float:
+            return min(n, window) if window else n
+
+        heads = a.heads / self.par.tp
+        nbytes = per_token * (b * seen(context + positions) + sum(c.count * seen(c.context + c.tokens)
+                                                                  for c in chunks))
+        dec_pairs = b * positions * seen(context + (positions + 1) / 2)
+        pre_pairs = sum(c.count * c.tokens * seen(c.context + c.tokens / 2) for c in chunks)
+        return nbytes, 4 * heads * (dec_w * dec_pairs + pre_w * pre_pairs)
+
+    @property
+    def _proj_weight_bytes(self) -> float:
+        """Bytes per weight value of the attention projections."""
+        attn = {"q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj"}
+        return MOE_DTYPES[self.dtype] if self._quantized & attn else 2.0
 
     @property
     def _ffn_weight_bytes(self) -> float:
@@ -555,55 +651,20 @@ class MoEStepModel:
         heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
         return (((heads + 2 * kvh) * a.head_dim, h), (h, heads * a.head_dim))
 
+    def _proj_names(self) -> tuple[str, ...]:
+        """What each of :meth:`_proj_shapes` is."""
+        a = self.arch
+        if a.attention == "mla":
+            if a.q_lora_rank:
+                return ("qkv_a proj", "q_b proj", "o proj")
+            return ("q proj", "kv_a proj", "o proj")
+        return ("qkv proj", "o proj")
+
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                        positions: int = 1) -> float:
-        """Every operation at 100% of the datasheet peaks: the weights each GPU reads (the experts
-        its tokens touch) against the FLOPs of the step, attention and the all-reduces."""
-        a, p, t = self.arch, self.par, self.tables
-        prefill = sum(c.tokens * c.count for c in chunks)
-        m_all = decode * positions + prefill
-        b = decode / p.dp
-        rank = chunks if p.dp == 1 else _busiest_rank(chunks, p.dp)  # the rank the step waits for
-        m = b * positions + sum(c.tokens * c.count for c in rank)
-        w = MOE_DTYPES[self.dtype]
-        dense_w = w if self._quantized - {"experts"} else 2.0
-        e_local = a.experts / p.ep
-        touched = e_local * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
-        expert_bytes = _n_moe(a) * touched * 3 * a.hidden * a.moe_intermediate / p.moe_tp * w
-        proj = sum(n * k for n, k in self._proj_shapes()) * a.layers
-        shared = a.shared_experts * a.shared_intermediate * 3 * a.hidden / p.tp * _n_moe(a)
-        dense = (a.layers - _n_moe(a)) * a.dense_intermediate * 3 * a.hidden / p.tp
-        head = a.vocab * a.hidden / p.tp
-        rest_bytes = (proj + shared + dense) * dense_w + head * 2
-        peak = t.flops_per_s.get(self.gemm_dtype, t.flops_per_s["bf16"])
-        flops = 2 * m * (proj + shared + dense + head) + 2 * m_all * a.experts_per_token * 3 * a.hidden * \
-            a.moe_intermediate / p.gpus * _n_moe(a)
-        gemm = max((expert_bytes + rest_bytes) / t.hbm_bytes_per_s, flops / peak)
-        kv = self.kv_bytes_per_token_per_gpu
-        per_layer = kv / a.layers  # every layer holds the same KV per token; windows cap what is read
-        att_bytes = 0.0
-        for w in a.layer_windows:
-            def seen(n: float, w: int = w) -> float:
-                return min(n, w) if w else n
-            att_bytes += per_layer * (b * seen(context + positions) + sum(
-                c.count * seen(c.context + c.tokens) for c in rank))
-        # Attention FLOPs of one rank's queries: causal pairs of the chunks and the decode reads,
-        # 2 (score + value) x 2 FLOPs per pair and head dimension.
-        pairs = b * positions * (context + (positions + 1) / 2) + sum(
-            c.count * c.tokens * (c.context + c.tokens / 2) for c in rank)
-        if a.attention == "mla":
-            width = (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2
-        else:
-            width = a.head_dim
-        att_flops = 4 * a.layers * a.heads / p.tp * width * pairs
-        attn = max(att_bytes / t.hbm_bytes_per_s, att_flops / t.flops_per_s["bf16"])
-        # The all-reduces and the expert all-to-alls at NVLink rate.
-        comm_bytes = 0.0
-        if p.tp > 1:
-            comm_bytes += 2 * a.layers * 2 * (p.tp - 1) / p.tp * m * a.hidden * ACTIVATION_BYTES
-        if p.ep > 1:
-            comm_bytes += 2 * _n_moe(a) * m_all * a.experts_per_token / p.ep * a.hidden * ACTIVATION_BYTES
-        return float(gemm + attn + comm_bytes / t.nvlink_bytes_per_s)
+        """The step's operations at 100% of the datasheet peaks, summed (:mod:`servesim.hardware.ops`):
+        the same list the engine's price sums, so one cost model with two pricers."""
+        return light_s(self.operations(decode, context, chunks, positions), self.peaks)
 
     # ------------------------------------------------------------------ shortcuts
 

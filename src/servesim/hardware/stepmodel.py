@@ -159,6 +159,8 @@ class StepTime:
     measured: bool  # every lookup inside a measured table
     notes: tuple[str, ...] = field(default=())
     floor_s: float = 0.0  # the step's kernels at the shortest launch-to-launch gap each
+    ops: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    """The operations the step sums, where the step model lists them (:mod:`servesim.hardware.ops`)."""
 
     @property
     def bound_s(self) -> float:

@@ -273,11 +273,16 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
                             draft: ModelSpec | None, overhead_s: float, catalog: Any) -> None:
     """Replace the roofline's speculation figures in ``rows`` and ``presets`` by ``sm``'s
     (:mod:`servesim.hardware.speculation`: the draft's real cost, the verify pass of k + 1
-    positions, the engine's host time); memory figures stay the roofline's."""
+    positions, the engine's host time), and the plain step each speedup is against by ``sm``'s
+    (``priced_step_ms``, ``priced_tokens_per_s``); memory figures stay the roofline's."""
     from servesim.hardware import speculation as spm
     from servesim.hardware import speculation_physics as sp
     from servesim.hardware.stepmodel import StepModel
 
+    for r in rows:
+        st = sm.decode_step(r["batch"], context)
+        r["priced_step_ms"] = st.total_s * 1e3
+        r["priced_tokens_per_s"] = r["batch"] / st.total_s
     for entry in presets:
         name, alpha = entry["name"], entry["alpha"]
         try:

@@ -26,7 +26,13 @@ def roofline_text(d: dict[str, Any]) -> str:
     bw, fl = g["hbm_bytes_per_s"], g["flops_per_s"]
     tp = d["tp"]
     out: list[str] = []
-    out.append(f"ROOFLINE: {d['model']} on {tp} x {d['gpu']} (tp={tp}), "
+    par = d.get("parallel") or {}
+    if par.get("dp", 1) > 1 or par.get("ep", 1) > 1:
+        split = (f"tp {par['tp']} x dp {par['dp']}, ep {par['ep']}; the pure roofline of [1]-[6] splits "
+                 f"every weight over the {tp} GPUs")
+    else:
+        split = f"tp={tp}"
+    out.append(f"ROOFLINE: {d['model']} on {tp} x {d['gpu']} ({split}), "
                f"{d['context_tokens']:,} tokens of context")
     out.append(
         f"  efficiency: {a['memory_efficiency']:.0%} of HBM bandwidth, {a['compute_efficiency']:.0%} of "
@@ -104,11 +110,14 @@ def roofline_text(d: dict[str, Any]) -> str:
     names = [p["name"] for p in d["presets"]]
     out.append("")
     out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets;")
-    out.append(f"    priced by the {a['speculation_priced_by']}, as predict --spec prices it")
+    out.append(f"    priced by the {a['speculation_priced_by']}, as predict --spec prices it"
+               + ("; step ms and tokens/s are its plain step's, u the pure roofline's"
+                  if d["rows"] and "priced_step_ms" in d["rows"][0] else ""))
     rows = []
     for r in d["rows"]:
-        cells = [str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['decode_step_ms']:.2f}",
-                 f"{r['decode_tokens_per_s']:,.0f}", f"{r['u']:.3f}"]
+        cells = [str(r["batch"]) + ("" if r["fits_memory"] else "!"),
+                 f"{r.get('priced_step_ms', r['decode_step_ms']):.2f}",
+                 f"{r.get('priced_tokens_per_s', r['decode_tokens_per_s']):,.0f}", f"{r['u']:.3f}"]
         for n in names:
             s = r["speedup"][n]
             cells.append("n/a" if s is None else f"{s:.2f}x (k={r['best_k'][n]})")
@@ -212,5 +221,24 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
                f"speed of light {p['speed_of_light_ms']:.1f} ms)")
     if any(not r["fits_memory"] for r in m["rows"]):
         out.append(f"  ! beyond the KV-cache limit of {m['max_batch']:,} sequences at this context")
+    ops = m.get("operations") or {}
+    if ops:
+        batches = list(ops)
+        out.append(f"  by operation (ms per step at batch {' and '.join(batches)}; light = the same "
+                   "operation at 100% of the peaks):")
+        names = list(dict.fromkeys(r["name"] for b in batches for r in ops[b]))
+        got = {b: {r["name"]: r for r in ops[b]} for b in batches}
+        rows2 = []
+        for name in names:
+            first = next(got[b][name] for b in batches if name in got[b])
+            cells = [name, first["kind"], f"{first['count']:.0f}"]
+            for b in batches:
+                r = got[b].get(name)
+                cells += ["-", "-"] if r is None else [f"{r['ms']:.3f}", f"{r['light_ms']:.3f}"]
+            rows2.append(cells)
+        head = ["operation", "kind", "count"]
+        for b in batches:
+            head += [f"B={b} ms", "light"]
+        out.append(table(head, rows2))
     out.append("")
     return out

@@ -1,0 +1,137 @@
+"""A step as a list of operations, each with two prices: the engine's and the speed of light.
+
+A step model (:class:`~servesim.hardware.moe_step.MoEStepModel`) lists the operations one engine
+step runs (:class:`Op`): a kernel kind, how many times the step runs it (the layers of its kind)
+and its work, in bytes moved and FLOPs done.  Each operation is priced twice from that one
+description:
+
+* **engine price** (:attr:`Op.seconds`): the engine's measured kernel table for that kind of
+  kernel (GEMM, attention, MLA, MoE, all-reduce, DeepEP all-to-all), falling back to the kind's
+  own roofline at the tables' fitted efficiencies where nothing was measured (the step model
+  does the lookup; the note says which);
+* **speed of light** (:attr:`Op.light_s`): the same work at 100% of the datasheet peaks,
+  ``max(bytes / HBM, FLOPs / peak)`` for a kernel on one GPU and ``wire bytes / link`` for a
+  collective (a ring all-reduce sends ``2 (g - 1) / g`` of its message from each GPU).
+
+The step is the sum of the engine prices by part (GEMM, attention, communication, other
+kernels) and its bound is the sum of the lights: one cost model, two pricers.  A bound summed
+op by op is at least the old whole-step roofline ``max(sum bytes / HBM, sum FLOPs / peak)``
+(each term of a sum of maxima is at least its own share), so it is the tighter of the two.
+
+Kinds (:data:`KINDS`): ``gemm`` (weight GEMMs, the router, the LM head), ``attention``
+(decode, prefill chunks; GQA or MLA), ``mla_bmm`` (MLA's absorbed batched matmuls), ``moe``
+(routed experts of one GPU), ``two_streams`` (the shared experts beside the routed ones on a
+second stream, SGLang's DeepSeek path: the longer branch), ``allreduce``, ``allgather``
+(attention data parallel's gather and scatter), ``alltoall`` (expert-parallel dispatch and
+combine), ``elementwise`` (norms, RoPE, activations, sampling, launch gaps) and ``host`` (CPU
+time; no GPU bound).
+
+Standard library only; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["KINDS", "PARTS", "Op", "Peaks", "by_name", "light_s", "priced_parts"]
+
+KINDS: tuple[str, ...] = ("gemm", "attention", "mla_bmm", "moe", "two_streams", "allreduce", "allgather",
+                          "alltoall", "elementwise", "host")
+PARTS: dict[str, str] = {"gemm": "gemm", "attention": "attention", "mla_bmm": "gemm", "moe": "gemm",
+                         "two_streams": "gemm", "allreduce": "comm", "allgather": "comm", "alltoall": "comm",
+                         "elementwise": "other", "host": "host"}
+"""The :class:`~servesim.hardware.stepmodel.StepTime` part each kind adds to (``comm`` is its
+``allreduce_s``: every collective)."""
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Datasheet peaks of one GPU: HBM bytes/s, dense FLOP/s by dtype, GPU-to-GPU link bytes/s."""
+
+    hbm_bytes_per_s: float
+    flops_per_s: dict[str, float]
+    link_bytes_per_s: float
+
+    def flops(self, dtype: str) -> float:
+        return self.flops_per_s.get(dtype, self.flops_per_s["bf16"])
+
+
+@dataclass(eq=False, slots=True)
+class Op:
+    """One operation of a step: ``count`` instances of a ``kind`` kernel doing ``flops`` and moving
+    ``nbytes`` through HBM (``wire_bytes`` over the GPU links for a collective) each, priced at
+    ``priced_s`` each by the engine's table (``measured`` False where the table fell back to the
+    roofline; ``note`` says how).  Not frozen, for speed (a step lists a dozen; the engine loop prices
+    thousands of steps): treat it as a value."""
+
+    name: str
+    kind: str
+    count: float
+    priced_s: float
+    nbytes: float = 0.0
+    flops: float = 0.0
+    dtype: str = "bf16"
+    wire_bytes: float = 0.0
+    measured: bool = True
+    note: str = ""
+    branches: tuple[Op, ...] = field(default=())  # two_streams: the operations run side by side
+
+    def __post_init__(self) -> None:
+        if self.kind not in PARTS:
+            raise ValueError(f"kind {self.kind!r}: one of {', '.join(KINDS)}")
+
+    @property
+    def part(self) -> str:
+        return PARTS[self.kind]
+
+    @property
+    def seconds(self) -> float:
+        """The engine's price of all instances."""
+        return self.count * self.priced_s
+
+    def light_one(self, peaks: Peaks) -> float:
+        """One instance at 100% of the peaks: the roofline of its bytes and FLOPs, or its wire bytes
+        over the links; side-by-side branches cost the longer branch and no less than their HBM
+        traffic together (they share the memory); host time is no GPU work."""
+        if self.kind == "host":
+            return 0.0
+        if self.branches:
+            together = sum(b.nbytes for b in self.branches) / peaks.hbm_bytes_per_s
+            return max(max(b.light_one(peaks) for b in self.branches), together)
+        t = max(self.nbytes / peaks.hbm_bytes_per_s, self.flops / peaks.flops(self.dtype))
+        return t + self.wire_bytes / peaks.link_bytes_per_s
+
+    def light_s(self, peaks: Peaks) -> float:
+        """All instances at the speed of light."""
+        return self.count * self.light_one(peaks)
+
+
+def priced_parts(ops: Iterable[Op]) -> dict[str, float]:
+    """The engine's prices summed by part (``gemm``, ``attention``, ``comm``, ``other``, ``host``), in
+    the operations' order."""
+    out = {"gemm": 0.0, "attention": 0.0, "comm": 0.0, "other": 0.0, "host": 0.0}
+    for op in ops:
+        out[op.part] += op.seconds
+    return out
+
+
+def light_s(ops: Iterable[Op], peaks: Peaks) -> float:
+    """The step's speed of light: every GPU operation's, summed (host time is not GPU work)."""
+    return float(sum(op.light_s(peaks) for op in ops))
+
+
+def by_name(ops: Iterable[Op], peaks: Peaks | None = None) -> list[dict[str, float | str | bool]]:
+    """One row per operation name (instances of the same name summed), in first-seen order: kind,
+    count, engine ms, the speed-of-light ms where ``peaks`` is given, and whether every instance
+    was measured."""
+    rows: dict[str, dict[str, float | str | bool]] = {}
+    for op in ops:
+        r = rows.setdefault(op.name, {"name": op.name, "kind": op.kind, "count": 0.0, "ms": 0.0,
+                                      "measured": True})
+        r["count"] = float(r["count"]) + op.count
+        r["ms"] = float(r["ms"]) + op.seconds * 1e3
+        r["measured"] = bool(r["measured"]) and op.measured
+        if peaks is not None:
+            r["light_ms"] = float(r.get("light_ms", 0.0)) + op.light_s(peaks) * 1e3
+    return list(rows.values())
