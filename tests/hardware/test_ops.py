@@ -47,18 +47,23 @@ def test_parts_and_rows_conserve_the_priced_time() -> None:
 
 
 DEPLOYMENTS = [
-    ("deepseek-ai/DeepSeek-R1", "h200", 8, 1, 1, "sglang"),
-    ("deepseek-ai/DeepSeek-R1", "b200", 1, 8, 8, "trtllm"),
-    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "h200", 8, 1, 1, "vllm"),
-    ("openai/gpt-oss-120b", "h100-sxm", 1, 1, 1, "vllm"),
-    ("MiniMaxAI/MiniMax-M2.5", "h200", 4, 2, 8, "sglang"),
-    ("moonshotai/Kimi-K2.5", "h200", 8, 1, 8, "trtllm"),
+    ("deepseek-ai/DeepSeek-R1", "h200", 8, 1, 1, "sglang", "auto"),
+    ("deepseek-ai/DeepSeek-R1", "b200", 1, 8, 8, "trtllm", "auto"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "h200", 8, 1, 1, "vllm", "auto"),
+    ("openai/gpt-oss-120b", "h100-sxm", 1, 1, 1, "vllm", "auto"),
+    ("MiniMaxAI/MiniMax-M2.5", "h200", 4, 2, 8, "sglang", "auto"),
+    ("moonshotai/Kimi-K2.5", "h200", 8, 1, 8, "trtllm", "auto"),
+    # dense models: the same operations, from StepModel
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100-sxm", 8, 1, 1, "vllm", "bf16"),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h200", 4, 1, 1, "trtllm", "fp8"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "b200", 1, 1, 1, "sglang", "fp4"),
+    ("Qwen/Qwen3-32B", "a100-80gb", 2, 1, 1, "vllm", "bf16"),
 ]
 
 
-@pytest.mark.parametrize(("model", "gpu", "tp", "dp", "ep", "engine"), DEPLOYMENTS)
-def test_step_is_its_operations_and_each_is_above_its_light(model, gpu, tp, dp, ep, engine) -> None:
-    sm, _, _ = build_step_model(Deployment(model, gpu, tp, "auto", "bf16", engine, dp=dp, ep=ep))
+@pytest.mark.parametrize(("model", "gpu", "tp", "dp", "ep", "engine", "dtype"), DEPLOYMENTS)
+def test_step_is_its_operations_and_each_is_above_its_light(model, gpu, tp, dp, ep, engine, dtype) -> None:
+    sm, _, _ = build_step_model(Deployment(model, gpu, tp, dtype, "bf16", engine, dp=dp, ep=ep))
     peaks = sm.peaks
     cases = ((1, ()), (64, ()), (512, ()), (8, (Chunk(2048, 0, 1),)), (0, (Chunk(512, 4096, 2),)))
     for decode, chunks in cases:

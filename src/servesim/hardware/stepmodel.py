@@ -56,9 +56,11 @@ m = 1, 0.0434 ms at m = 8), and a batch-1 engine step runs exactly that kernel.
 A verify pass of k + 1 positions can therefore cost a hair less than a plain
 batch-1 step (a slightly negative ``c``).
 
-The **speed-of-light** bound beside it is the pure roofline at 100% of the
-datasheet peaks (every GEMM at ``max(FLOPs / peak, bytes / HBM)``, attention
-the same, all-reduces at NVLink rate, nothing else): no engine can beat it.
+The **speed-of-light** bound beside it is the same step's operations
+(:meth:`StepModel.operations`, :mod:`servesim.hardware.ops`) at 100% of the datasheet peaks,
+summed: every GEMM at ``max(FLOPs / peak, bytes / HBM)`` (weights and activations), attention
+the same, all-reduces' wire bytes at NVLink rate, the memory-bound kernels' bytes at HBM rate:
+no engine can beat it.
 
 Outside a table's measured range each lookup falls back to the roofline at
 efficiencies fitted to that table (:mod:`servesim.hardware.kernels`); the step
@@ -84,6 +86,7 @@ from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
+from servesim.hardware.ops import Op, Peaks, light_s
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -428,36 +431,87 @@ class StepModel:
         total = max(gpu, host) if self.engine.overlap else gpu + host
         if self._foreign:
             notes.insert(0, self.tables_note)
+        ops = self.operations(b, ctx, chunks, pos) if bound else ()
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
                         gpu_s=gpu, total_s=total,
-                        sol_s=self.speed_of_light(b, ctx, chunks, pos) if bound else math.nan,
+                        sol_s=light_s(ops, self.peaks) if bound else math.nan,
                         tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
-                        floor_s=kernels * OTHER_KERNEL_FLOOR_S)
+                        floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
+
+    @property
+    def peaks(self) -> Peaks:
+        """The GPU's datasheet peaks (what the speed of light of each operation is priced at)."""
+        t = self.tables
+        return Peaks(t.hbm_bytes_per_s, t.flops_per_s, t.nvlink_bytes_per_s)
+
+    def operations(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
+                   positions: int = 1) -> tuple[Op, ...]:
+        """The step's operations (:mod:`servesim.hardware.ops`), each at the price :meth:`step` adds
+        up and with the bytes and FLOPs of its speed of light: the four weight GEMMs of a layer
+        (weights at the dtype's bytes, BF16 activations in and out), decode attention (each
+        sequence's cache read once, ``4 H/tp d`` FLOPs per query-key pair), each prefill chunk
+        (its cache and its own keys read, its causal pairs), the LM head, the two all-reduces of
+        a layer (a ring's ``2 (tp - 1) / tp`` of ``m h`` activations on the wire) and the
+        memory-bound kernels (norms, RoPE, activation, sampling; launch gaps of an eager step)."""
+        s, t = self.shape, self.tables
+        b, ctx, pos = decode, context, positions
+        m = b * pos + sum(c.tokens * c.count for c in chunks)
+        samples = b * pos + sum(c.count for c in chunks if c.samples)
+        L = s.layers
+        mi = max(1, round(m))
+        wb = bytes_per_value(self.dtype)
+        peak = "fp8" if self.dtype == "fp8" else ("fp4" if self.dtype == "fp4" else "bf16")
+        ops: list[Op] = []
+        names = ("qkv proj", "o proj", "gate/up proj", "down proj", "fc")  # fc: an EAGLE head's
+        for (n, k), name in zip(self._gemms, names, strict=False):
+            lk = t.gemm(self.dtype, mi, n, k)
+            sec = lk.ms * 1e-3
+            if self._quant_s:
+                sec = max(sec - self._quant_s, self._floor_s)
+            ops.append(Op(name, "gemm", L, sec, nbytes=n * k * wb + m * (n + k) * ACTIVATION_BYTES,
+                          flops=2.0 * m * n * k, dtype=peak, measured=lk.measured and not self._foreign))
+        kv_layer = self.kv_bytes_per_token_per_gpu / L
+        heads, d = self.heads, s.head_dim
+        if b > 0:
+            a, ok, _ = self._cache_decode(max(1, round(b)), max(1, bucket_context(ctx + (pos - 1) / 2 + 1)))
+            pairs = b * pos * (ctx + (pos + 1) / 2)
+            ops.append(Op("attention (decode)", "attention", L, a * (b / max(1, round(b))),
+                          nbytes=kv_layer * b * (ctx + pos), flops=4.0 * heads * d * pairs, measured=ok))
+        for c in chunks:
+            a, ok, _ = self._cache_chunk(c.count, c.tokens, c.context)
+            pairs = c.count * c.tokens * (c.context + c.tokens / 2)
+            ops.append(Op("attention (prefill)", "attention", L, a,
+                          nbytes=kv_layer * c.count * (c.context + c.tokens), flops=4.0 * heads * d * pairs,
+                          measured=ok))
+        rows = max(1, round(samples))
+        h, ok, _ = self._cache_head(rows)
+        head_n = s.vocab // self.tp
+        ops.append(Op("lm head", "gemm", 1, h,
+                      nbytes=head_n * s.hidden * 2.0 + rows * (head_n + s.hidden) * ACTIVATION_BYTES,
+                      flops=2.0 * samples * head_n * s.hidden, measured=ok))
+        if self.tp > 1:
+            a, ok, _ = self._cache_allreduce(mi)
+            msg = mi * s.hidden * ACTIVATION_BYTES
+            ops.append(Op("all-reduce", "allreduce", 2 * L, a, wire_bytes=2 * (self.tp - 1) / self.tp * msg,
+                          measured=ok))
+        bw = t.hbm_bytes_per_s * t.memory_efficiency
+        per_token = ACTIVATION_BYTES * (8 * s.hidden + 2 * (self.heads + self.kv_heads) * s.head_dim
+                                        + 3 * s.intermediate // self.tp)
+        ops.append(Op("norms, rope, activation", "elementwise", L,
+                      OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,
+                      nbytes=m * per_token))
+        logits = samples * s.vocab / self.tp * 4 * 3
+        ops.append(Op("sampling", "elementwise", 1, SAMPLING_FLOOR_S + logits / bw, nbytes=logits))
+        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+            kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
+            ops.append(Op("launch gaps (eager step)", "elementwise", kernels, self.engine.eager_kernel_s))
+        return tuple(ops)
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                        positions: int = 1) -> float:
-        """The pure roofline of the same step at 100% of the datasheet peaks (a lower bound)."""
-        s, t = self.shape, self.tables
-        m = decode * positions + sum(c.tokens * c.count for c in chunks)
-        samples = decode * positions + sum(c.count for c in chunks if c.samples)
-        flops_peak = t.flops_per_s[self.dtype]
-        head_params = s.vocab * s.hidden / self.tp
-        body_params = sum(n * k for n, k in self._gemms) * s.layers
-        body_bytes = body_params * bytes_per_value(self.dtype)  # the input table is gathered, not streamed
-        gemm = max(2 * m * body_params / flops_peak, body_bytes / t.hbm_bytes_per_s) + max(
-            2 * samples * head_params / t.flops_per_s["bf16"], head_params * 2 / t.hbm_bytes_per_s)
-        kv_tok = self.kv_bytes_per_token_per_gpu
-        att_flops = 4 * s.layers * self.heads * s.head_dim * (
-            decode * positions * (context + (positions + 1) / 2)
-            + sum(c.count * c.tokens * (c.context + c.tokens / 2) for c in chunks))
-        att_bytes = kv_tok * (decode * (context + positions) + sum(c.count * (c.context + c.tokens)
-                                                                   for c in chunks))
-        attn = max(att_flops / t.flops_per_s["bf16"], att_bytes / t.hbm_bytes_per_s)
-        ar = 0.0
-        if self.tp > 1:
-            ring = 2 * (self.tp - 1) / self.tp  # share of the message each GPU sends in a ring
-            ar = 2 * s.layers * ring * m * s.hidden * ACTIVATION_BYTES / t.nvlink_bytes_per_s
-        return gemm + attn + ar
+        """The step's operations at 100% of the datasheet peaks, summed (a lower bound; the same
+        list the engine's price sums, :meth:`operations`)."""
+        return light_s(self.operations(decode, context, chunks, positions), self.peaks)
 
     # ------------------------------------------------------------------ shortcuts
 

@@ -199,7 +199,7 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
         return [f"[0] Measured-kernel step model: not available ({m.get('note', '')})", ""]
     out = [f"[0] Where a decode step's time goes: measured kernels ({m['tables']}),",
            f"    {m['dtype']} weights, {m['kv_dtype']} KV, {m['engine']} host time; "
-           f"speed of light = pure roofline at 100% of the peaks"]
+           f"light = its operations at 100% of the peaks, summed"]
     rows = []
     for r in m["rows"]:
         rows.append([str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['total_ms']:.2f}",
