@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from servesim._checks import ParameterError
-from servesim.hardware import node as hn
 from servesim.hardware import roofline as rl
 from servesim.hardware.catalog import builtin_catalog
 from servesim.model.kvcache import MODELS
@@ -193,28 +192,23 @@ def test_utilization_and_batch_are_inverse_maps():
     assert rl.batch_for_utilization(0.9, L70, H100, tp=8, context_tokens=8192) is None
 
 
-def test_draft_model_costs_its_weights_and_its_cache():
-    draft = CAT.model("llama-3-8b")
-    mem = rl.draft_model_memory(L70, draft, H100, tp=8, context_tokens=4096)
-    assert mem.weight_bytes_per_gpu == pytest.approx(8.03e9 * 2 / 8)
-    assert mem.kv_bytes_per_token_per_gpu == pytest.approx(131072 / 8)
-    room = rl.kv_room_bytes(L70, H100, tp=8) - mem.weight_bytes_per_gpu
-    hand = math.floor(room / (4096 * (327680 + 131072) / 8))
-    assert mem.max_batch_with == hand < mem.max_batch_without
-    assert mem.batch_lost == mem.max_batch_without - hand
-
-
 # --------------------------------------------------------------------------- the serving node
 
 
-def test_node_from_hardware_reproduces_the_seeds_node():
-    # workloads.toml's node: Llama-3-70B on 4 x H100, 11,000 prefill tok/s, 27 ms, 2,600 tok/s
-    d = hn.derive_node("llama-3-70b", "h100-sxm", 4, prompt_tokens=6144, output_tokens=512)
+def test_node_from_the_step_model_is_near_the_seeds_node():
+    # workloads.toml's node: Llama-3-70B on 4 x H100, 11,000 prefill tok/s, 27 ms, 2,600 tok/s (the
+    # lab's assumption, not a measurement).  The measured-kernel node (the one every command uses)
+    # lands within 10% on TPOT and decode tokens/s; its prefill is faster than the lab assumed.
+    from servesim.hardware.node import step_node
+    from servesim.plan.predict import Deployment, build_step_model
+
+    sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4, "bf16", "bf16", "vllm"))
+    d = step_node(sm, mem, prompt_tokens=6144, output_tokens=512)
     assert isinstance(d.node, NodeSpec)
     assert d.batch_limited_by == "memory" and d.batch == d.max_batch
-    assert rel(d.node.prefill_tokens_per_s, 11000) < 0.15
-    assert rel(d.node.tpot_base_s, 0.027) < 0.15
-    assert rel(d.node.decode_tokens_per_s, 2600) < 0.15
+    assert rel(d.node.tpot_base_s, 0.027) < 0.10
+    assert rel(d.node.decode_tokens_per_s, 2600) < 0.10
+    assert 11000 <= d.node.prefill_tokens_per_s <= 1.5 * 11000
     assert d.node.kv.bytes_per_token == 327680
     assert d.node.decode_tokens_per_s == pytest.approx(d.batch / d.node.tpot_base_s)
     # it plugs into the serving model unchanged
@@ -224,25 +218,22 @@ def test_node_from_hardware_reproduces_the_seeds_node():
     assert r.stable
 
 
-def test_node_batch_choices():
+def test_step_node_batch_choices_and_refusal():
+    from servesim.hardware.node import step_node
+    from servesim.plan.predict import Deployment, build_step_model
+
+    sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 8, "bf16", "bf16", "vllm"))
     base = {"prompt_tokens": 1024, "output_tokens": 512}
-    given = hn.derive_node(L70, H100, 8, batch=32, **base)
-    assert given.batch == 32 and given.batch_limited_by == "given"
-    capped = hn.derive_node(L70, H100, 8, **base)
-    assert capped.batch == rl.DEFAULT_BATCH_CAP and capped.batch_limited_by == "batch_cap"
-    slo = hn.derive_node(L70, H100, 8, tpot_slo_s=0.010, **base)
-    assert slo.batch_limited_by == "tpot_slo"
-    assert slo.node.tpot_base_s <= 0.010
-    over = rl.decode_step(L70, H100, tp=8, batch=slo.batch + 1, context_tokens=1024 + 256).total_s
-    assert over > 0.010
-    assert hn.node_spec(L70, H100, 8, batch=32, **base) == given.node
-
-
-def test_node_that_does_not_fit_says_so():
+    full = step_node(sm, mem, **base)
+    assert full.batch_limited_by in ("memory", "max_num_seqs")
+    slo = step_node(sm, mem, tpot_slo_s=0.012, **base)
+    assert slo.batch_limited_by == "tpot_slo" and slo.batch < full.batch
+    assert slo.node.tpot_base_s <= 0.012
+    assert sm.decode_step(slo.batch + 1, 1024 + 256).total_s > 0.012
+    sm405, _, mem405 = build_step_model(Deployment("llama-3-405b", "h200", 8, "bf16", "bf16", "vllm"))
     with pytest.raises(ParameterError) as info:
-        hn.node_spec("llama-3-405b", "h100-sxm", 8, prompt_tokens=1024)
-    assert info.value.name == "tp"
-    assert "llama-3-405b" in str(info.value) and "GB per GPU" in str(info.value)
+        step_node(sm405, mem405 / 4, prompt_tokens=1024, output_tokens=128)
+    assert info.value.name == "tp" and "llama-3-405b" in str(info.value)
 
 
 # --------------------------------------------------------------------------- parameter checks

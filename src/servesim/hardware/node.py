@@ -1,5 +1,5 @@
 """A serving node (one replica) for the lab's reference model, priced by the measured-kernel step
-model (:func:`step_node`) or by the roofline alone (:func:`derive_node`, at the end).
+model (:func:`step_node`): the one cost model every command prices with.
 
 The reference model (:mod:`servesim.model.serving`) takes a node as four numbers:
 prefill tokens/s, decode tokens/s, TPOT_base and the KV shape.  Here they come
@@ -22,30 +22,13 @@ moves the batch with the load.  Standard library only; nothing here prints.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.roofline import (
-    DEFAULT_BATCH_CAP,
-    DEFAULT_EFFICIENCY,
-    DEFAULT_MEMORY_FRACTION,
-    Efficiency,
-    GPUSpec,
-    ModelSpec,
-    _check_tp,
-    decode_step,
-    largest_batch_within,
-    max_batch,
-    prefill_step,
-)
-from servesim.hardware.roofline import StepTime as RooflineTime
 from servesim.hardware.stepmodel import StepModel, StepTime
 from servesim.model.serving import NodeSpec
 
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.catalog import Catalog
-
-__all__ = ["NodeDerivation", "StepNode", "derive_node", "node_spec", "step_node"]
+__all__ = ["StepNode", "step_node"]
 
 
 @dataclass(frozen=True)
@@ -121,126 +104,3 @@ def _kv_layout(sm: Any) -> tuple[str, int, int, int, int]:
     if arch.attention == "mla":
         return arch.name, arch.layers, 1, max(1, (arch.kv_lora_rank + arch.qk_rope_head_dim) // 2), gpus
     return arch.name, arch.layers, arch.kv_heads, arch.head_dim, gpus
-
-
-# --------------------------------------------------------------------------- from the roofline
-
-
-@dataclass(frozen=True)
-class NodeDerivation:
-    """A :class:`servesim.model.serving.NodeSpec` and how it was derived."""
-
-    node: NodeSpec
-    model: str
-    gpu: str
-    tp: int
-    batch: int
-    batch_limited_by: str  # "given", "memory", "batch_cap" or "tpot_slo"
-    max_batch: int
-    context_tokens: float  # mean context during decode (prompt + output / 2)
-    prefill: RooflineTime
-    decode: RooflineTime
-
-
-def _resolve(model: ModelSpec | str, gpu: GPUSpec | str, catalog: Catalog | None
-             ) -> tuple[ModelSpec, GPUSpec]:
-    if isinstance(model, ModelSpec) and isinstance(gpu, GPUSpec):
-        return model, gpu
-    from servesim.hardware.catalog import builtin_catalog
-
-    cat = builtin_catalog() if catalog is None else catalog
-    m = model if isinstance(model, ModelSpec) else cat.model(model)
-    g = gpu if isinstance(gpu, GPUSpec) else cat.gpu(gpu)
-    return m, g
-
-
-def derive_node(
-    model: ModelSpec | str,
-    gpu: GPUSpec | str,
-    tp: int,
-    *,
-    prompt_tokens: int,
-    output_tokens: int = 0,
-    batch: int | None = None,
-    tpot_slo_s: float | None = None,
-    batch_cap: int = DEFAULT_BATCH_CAP,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
-    catalog: Catalog | None = None,
-) -> NodeDerivation:
-    """Derive a serving node (one replica on ``tp`` GPUs) from the roofline.
-
-    * prefill tokens/s = P / t_prefill(P) for one prompt of ``prompt_tokens``;
-    * the decode batch: ``batch`` if given; otherwise the largest batch whose KV
-      cache at the final context (prompt + output) fits beside the weights, at
-      most ``batch_cap``, and, when ``tpot_slo_s`` is given, whose step time
-      still meets it (batch 1 if none does);
-    * TPOT_base = t_decode(batch) at the mean context prompt + output / 2;
-    * decode tokens/s = batch / TPOT_base;
-    * the KV shape from the model (the catalog shape of servesim.model.kvcache).
-
-    Raises ParameterError when the weights and one sequence do not fit.
-    """
-    from servesim.model.kvcache import KVShape
-
-    m, g = _resolve(model, gpu, catalog)
-    tp = _check_tp(tp)
-    p = check_int("prompt_tokens", prompt_tokens, lo=1)
-    o = check_int("output_tokens", output_tokens, lo=0)
-    cap = check_int("batch_cap", batch_cap, lo=1)
-    final_ctx = float(p + o)
-    mean_ctx = p + o / 2.0
-    fit = max_batch(m, g, tp=tp, context_tokens=final_ctx, memory_fraction=memory_fraction)
-    if fit < 1:
-        need = m.weight_bytes / tp + final_ctx * m.kv_bytes_per_token / m.kv_shards(tp)
-        raise ParameterError(
-            "tp", tp,
-            f"large enough for {m.name}'s weights and one {final_ctx:g}-token sequence: "
-            f"{need / 1e9:.1f} GB per GPU against {memory_fraction:g} x "
-            f"{g.memory_bytes / 1e9:.1f} GB on {g.name}",
-        )
-
-    def tpot(b: int) -> float:
-        return decode_step(m, g, tp=tp, batch=b, context_tokens=mean_ctx, efficiency=efficiency).total_s
-
-    if batch is not None:
-        b, why = check_int("batch", batch, lo=1), "given"
-    else:
-        b, why = (fit, "memory") if fit <= cap else (cap, "batch_cap")
-        if tpot_slo_s is not None:
-            slo = check_real("tpot_slo_s", tpot_slo_s, lo=0.0, lo_open=True)
-            if tpot(b) > slo:
-                b, why = largest_batch_within(tpot, b, slo), "tpot_slo"
-    pre = prefill_step(m, g, tp=tp, prompt_tokens=p, efficiency=efficiency)
-    dec = decode_step(m, g, tp=tp, batch=b, context_tokens=mean_ctx, efficiency=efficiency)
-    shape = KVShape(m.name, m.layers, m.kv_heads, m.head_dim, m.bytes_per_value)
-    node = NodeSpec(
-        prefill_tokens_per_s=p / pre.total_s,
-        decode_tokens_per_s=b / dec.total_s,
-        tpot_base_s=dec.total_s,
-        kv=shape,
-        gpus=tp,
-    )
-    return NodeDerivation(node, m.name, g.name, tp, b, why, fit, mean_ctx, pre, dec)
-
-
-def node_spec(
-    model: ModelSpec | str,
-    gpu: GPUSpec | str,
-    tp: int,
-    *,
-    prompt_tokens: int,
-    output_tokens: int = 0,
-    batch: int | None = None,
-    tpot_slo_s: float | None = None,
-    batch_cap: int = DEFAULT_BATCH_CAP,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
-    catalog: Catalog | None = None,
-) -> NodeSpec:
-    """The :class:`servesim.model.serving.NodeSpec` of :func:`derive_node` (see there for the choices)."""
-    return derive_node(
-        model, gpu, tp, prompt_tokens=prompt_tokens, output_tokens=output_tokens, batch=batch,
-        tpot_slo_s=tpot_slo_s, batch_cap=batch_cap, memory_fraction=memory_fraction,
-        efficiency=efficiency, catalog=catalog,
-    ).node

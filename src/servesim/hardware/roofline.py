@@ -61,10 +61,8 @@ __all__ = [
     "ACTIVATION_BYTES",
     "ALLREDUCES_PER_LAYER",
     "ATTENTION_KINDS",
-    "DEFAULT_BATCH_CAP",
     "DEFAULT_EFFICIENCY",
     "DEFAULT_MEMORY_FRACTION",
-    "DraftMemory",
     "Efficiency",
     "GPUSpec",
     "ModelSpec",
@@ -74,7 +72,6 @@ __all__ = [
     "batch_for_utilization",
     "decode_cost",
     "decode_step",
-    "draft_model_memory",
     "kv_room_bytes",
     "largest_batch_within",
     "max_batch",
@@ -99,10 +96,6 @@ DEFAULT_MEMORY_FRACTION = 0.9
 """Share of HBM the engine may fill with weights and KV cache (vLLM's default
 ``gpu_memory_utilization``); the rest holds the CUDA context, activations and
 fragmentation."""
-
-DEFAULT_BATCH_CAP = 256
-"""Largest decode batch :func:`derive_node` picks on its own (vLLM's long-standing
-default ``max_num_seqs``)."""
 
 
 # --------------------------------------------------------------------------- parameters
@@ -670,44 +663,6 @@ def max_batch(
     if room <= 0.0:
         return 0
     return int(room // per_seq)
-
-
-@dataclass(frozen=True)
-class DraftMemory:
-    """What a separate draft model takes from the KV room of each GPU."""
-
-    weight_bytes_per_gpu: float
-    kv_bytes_per_token_per_gpu: float
-    max_batch_without: int
-    max_batch_with: int
-
-    @property
-    def batch_lost(self) -> int:
-        return self.max_batch_without - self.max_batch_with
-
-
-def draft_model_memory(
-    target: ModelSpec,
-    draft: ModelSpec,
-    gpu: GPUSpec,
-    *,
-    tp: int,
-    context_tokens: float,
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-) -> DraftMemory:
-    """The largest batch with and without a separate draft model sharded over the same tp GPUs.
-
-    The draft costs its weights (draft weights / tp per GPU) and its own KV cache
-    for every sequence (the draft must see the whole prefix too).
-    """
-    w = draft.weight_bytes / _check_tp(tp)
-    kv = draft.kv_bytes_per_token / draft.kv_shards(tp)
-    without = max_batch(target, gpu, tp=tp, context_tokens=context_tokens,
-                        memory_fraction=memory_fraction)
-    with_draft = max_batch(target, gpu, tp=tp, context_tokens=context_tokens,
-                           memory_fraction=memory_fraction, extra_weight_bytes=w,
-                           extra_kv_bytes_per_token=kv)
-    return DraftMemory(w, kv, without, with_draft)
 
 
 def largest_batch_within(tpot: Callable[[int], float], hi: int, slo_s: float) -> int:

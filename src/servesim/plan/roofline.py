@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
-    from servesim.hardware.speculation_physics import Drafter
 
 __all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
            "roofline_summary"]
@@ -54,13 +53,13 @@ def roofline_summary(
     acceptance); without one (or a ValueError saying why there is none) by the pure roofline.
     """
     from servesim.hardware import roofline as rl
-    from servesim.hardware import speculation_physics as sp
+    from servesim.hardware.speculation_physics import PRESET_DRAFT_KINDS
     from servesim.model.speculative import SPECDEC_PRESETS
 
     eff = rl.DEFAULT_EFFICIENCY if efficiency is None else efficiency
     frac = rl.DEFAULT_MEMORY_FRACTION if memory_fraction is None else memory_fraction
     L = float(context_tokens)  # the context length, as in the formulas
-    drafters = _drafters(draft, draft_overhead_s)
+    kinds = dict(PRESET_DRAFT_KINDS)
 
     step1 = rl.decode_step(model, gpu, tp=tp, batch=1, context_tokens=L, efficiency=eff)
     pre = rl.prefill_step(model, gpu, tp=tp, prompt_tokens=context_tokens, efficiency=eff)
@@ -73,17 +72,8 @@ def roofline_summary(
     for b in batches:
         st = rl.decode_step(model, gpu, tp=tp, batch=b, context_tokens=L, efficiency=eff)
         spec = rl.decode_cost(model, tp=tp, batch=b, context_tokens=L, positions=k + 1)
-        speedups: dict[str, float | None] = {}
-        ks: dict[str, int | None] = {}
-        for name, dr in drafters.items():
-            if by_step_model:  # filled from the step model below
-                continue
-            if dr is None:
-                speedups[name], ks[name] = None, None
-                continue
-            pt = sp.best_k(dr, SPECDEC_PRESETS[name].alpha, model, gpu, tp=tp, batch=b,
-                           context_tokens=L, k_max=k_max, efficiency=eff)
-            speedups[name], ks[name] = pt.speedup, pt.drafted
+        speedups: dict[str, float | None] = dict.fromkeys(kinds)  # the step model's, below
+        ks: dict[str, int | None] = dict.fromkeys(kinds)
         rows.append({
             "batch": b,
             "fits_memory": b <= cap,
@@ -100,72 +90,28 @@ def roofline_summary(
         })
 
     presets: list[Row] = []
-    for name, dr in drafters.items():
+    for name, kind in kinds.items():
         alpha = SPECDEC_PRESETS[name].alpha
         seed = SPECDEC_PRESETS[name]
-        entry: Row = {"name": name, "kind": sp.PRESET_DRAFT_KINDS[name], "alpha": alpha,
-                      "seed_d": seed.d, "seed_c": seed.c,
-                      "draft_model": dr.model.name if (dr is not None and dr.model is not None) else None}
-        if dr is None:
-            entry.update({"available": False, "turn_off_batch": None, "pays_from_batch": None,
-                          "pays_at_memory_cap": None,
-                          "note": f"no draft model for {model.name}: pass --draft MODEL"})
-            presets.append(entry)
-            continue
-        p1 = sp.best_k(dr, alpha, model, gpu, tp=tp, batch=1, context_tokens=L, k_max=k_max,
-                       efficiency=eff)
-        w, kv = sp.draft_memory(dr, model, tp=tp, k=p1.drafted)
-        cap_d = sp.max_batch_with_drafter(dr, model, gpu, tp=tp, context_tokens=L, k=p1.drafted,
-                                          memory_fraction=frac)
-        if by_step_model:  # the step model prices the speculation below; the roofline, the draft's memory
-            entry.update(dict.fromkeys(("available", "turn_off_batch", "pays_from_batch", "batch_limit",
-                                        "pays_at_memory_cap", "best_k_batch1", "speedup_batch1", "d_batch1",
-                                        "c_batch1")))
-            entry.update({"available": True, "draft_weight_bytes_per_gpu": w,
-                          "draft_kv_bytes_per_token_per_gpu": kv, "max_batch_with_draft": cap_d,
-                          "tree_vs_chain": None})
-            presets.append(entry)
-            continue
-        stretch = sp.paying_batches(dr, alpha, model, gpu, tp=tp, context_tokens=L, k_max=k_max,
-                                    efficiency=eff)
-        off = 0 if stretch is None else stretch[1]
-        at_cap = None  # does it still pay at the largest batch that fits beside the drafter?
-        if cap_d >= 1:
-            at_cap = sp.best_k(dr, alpha, model, gpu, tp=tp, batch=cap_d, context_tokens=L, k_max=k_max,
-                               efficiency=eff).speedup > 1.0
-        chain_pt, tree_pt = sp.compare_chain_tree(dr, alpha, p1.width, model, gpu, tp=tp, batch=1,
-                                                  context_tokens=L, efficiency=eff)
-        tree = sp.best_tree(p1.drafted, sp.rank_acceptance(alpha, 4))
-        entry.update({
-            "available": True,
-            "turn_off_batch": off,
-            "pays_from_batch": None if stretch is None else stretch[0],
-            "batch_limit": sp.DEFAULT_BATCH_LIMIT,
-            "pays_at_memory_cap": at_cap,
-            "best_k_batch1": p1.drafted,
-            "speedup_batch1": p1.speedup,
-            "d_batch1": p1.d,
-            "c_batch1": p1.c,
-            "draft_weight_bytes_per_gpu": w,
-            "draft_kv_bytes_per_token_per_gpu": kv,
-            "max_batch_with_draft": cap_d,
-            "tree_vs_chain": {
-                "batch": 1,
-                "width": p1.width,
-                "chain_expected_tokens": chain_pt.expected_tokens,
-                "chain_speedup": chain_pt.speedup,
-                "tree_levels": list(tree.level_sizes),
-                "tree_expected_tokens": tree_pt.expected_tokens,
-                "tree_speedup": tree_pt.speedup,
-            },
-        })
+        separate = kind == "separate"
+        entry: Row = {"name": name, "kind": kind, "alpha": alpha, "seed_d": seed.d, "seed_c": seed.c,
+                      "draft_model": draft.name if (separate and draft is not None) else None}
+        none = {"available": False, "turn_off_batch": None, "pays_from_batch": None,
+                "pays_at_memory_cap": None}
+        if separate and draft is None:
+            entry.update({**none, "note": f"no draft model for {model.name}: pass --draft MODEL"})
+        elif not by_step_model:
+            entry.update({**none, "note": "speculation is priced by the measured-kernel step model only, and "
+                          f"there is none here: {step_model}"})
+        else:  # the step model prices it below (_step_model_speculation)
+            entry.update({"available": True, "tree_vs_chain": None})
         presets.append(entry)
 
-    pricer = "pure roofline (" + (str(step_model) if isinstance(step_model, ValueError)
-                                  else "no measured-kernel step model") + ")"
+    why = str(step_model) if isinstance(step_model, ValueError) else "not given"
+    pricer = f"measured-kernel step model (none here: {why})"
     if by_step_model:
         _step_model_speculation(step_model, rows, presets, L, k_max=k_max, draft=draft,
-                                overhead_s=draft_overhead_s, catalog=catalog)
+                                overhead_s=draft_overhead_s, catalog=catalog, memory_bytes=gpu.memory_bytes)
         pricer = f"measured-kernel step model ({step_model.tables_note})"
 
     u_map = []
@@ -270,14 +216,22 @@ def measured_view(sm: Any, memory_bytes: float, *, batches: Sequence[int] = DEFA
 
 
 def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], context: float, *, k_max: int,
-                            draft: ModelSpec | None, overhead_s: float, catalog: Any) -> None:
+                            draft: ModelSpec | None, overhead_s: float, catalog: Any,
+                            memory_bytes: float) -> None:
     """Replace the roofline's speculation figures in ``rows`` and ``presets`` by ``sm``'s
     (:mod:`servesim.hardware.speculation`: the draft's real cost, the verify pass of k + 1
-    positions, the engine's host time), and the plain step each speedup is against by ``sm``'s
-    (``priced_step_ms``, ``priced_tokens_per_s``); memory figures stay the roofline's."""
+    positions, the engine's host time), the plain step each speedup is against by ``sm``'s
+    (``priced_step_ms``, ``priced_tokens_per_s``), and the drafter's memory as ``predict`` takes it
+    (:func:`servesim.hardware.speculation.drafter_memory`: its weights and KV out of the KV cache of
+    ``memory_bytes`` GPUs, the batch that still fits at ``context``)."""
+    import copy
+
     from servesim.hardware import speculation as spm
     from servesim.hardware import speculation_physics as sp
     from servesim.hardware.stepmodel import StepModel
+
+    ctx = max(1, int(context))
+    plain_cap = min(int(sm.engine.max_num_seqs), sm.kv_capacity_tokens(memory_bytes) // ctx)
 
     for r in rows:
         st = sm.decode_step(r["batch"], context)
@@ -305,7 +259,13 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
         for r in rows:
             _, info = spm.speculation_for(sm, name, r["batch"], context, draft=dm, alpha=alpha, k_max=k_max)
             r["speedup"][name], r["best_k"][name] = info["speedup_at_batch"], info["k"]
-        limit = max(1, int(entry.get("max_batch_with_draft") or 1))
+        w, kv = spm.drafter_memory(dm, sm, int(at1["k"]))
+        beside = copy.copy(sm)
+        beside.drafter_bytes = (w, kv)
+        cap_d = min(int(sm.engine.max_num_seqs), beside.kv_capacity_tokens(memory_bytes) // ctx)
+        entry.update({"draft_weight_bytes_per_gpu": w, "draft_kv_bytes_per_token_per_gpu": kv,
+                      "max_batch_with_draft": cap_d, "max_batch_without_draft": plain_cap})
+        limit = max(1, cap_d)
         off = spm.turn_off_batch(sm, name, context, batch_limit=limit, draft=dm, alpha=alpha, k_max=k_max)
         width = int(at1["k"]) + 1
         chain = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=alpha, k=width - 1)[1]
@@ -321,15 +281,3 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
                 "tree_speedup": spm.tree_speedup(sm, tree, 1, context, draft=dm, method=name),
             },
         })
-
-
-def _drafters(draft: ModelSpec | None, overhead_s: float) -> dict[str, Drafter | None]:
-    from servesim.hardware.speculation_physics import PRESET_DRAFT_KINDS, Drafter
-
-    out: dict[str, Drafter | None] = {}
-    for preset, kind in PRESET_DRAFT_KINDS.items():
-        if kind == "separate":
-            out[preset] = None if draft is None else Drafter(kind, draft, overhead_s=overhead_s)
-        else:
-            out[preset] = Drafter(kind, overhead_s=overhead_s)
-    return out

@@ -153,7 +153,7 @@ def roofline_text(d: dict[str, Any]) -> str:
             f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (preset {p['seed_d']:g}), "
             f"c = {p['c_batch1']:.4f} (preset {p['seed_c']:g}) at B = 1; "
             f"{p['draft_weight_bytes_per_gpu'] / 1e9:.2f} GB/GPU of weights, "
-            f"max batch {d['max_batch']:,} -> {cap:,}"
+            f"max batch {p.get('max_batch_without_draft', d['max_batch']):,} -> {cap:,}"
         )
 
     out.append("")
@@ -180,13 +180,9 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append(table(["preset", "width", "chain E[n]", "chain S", "tree levels", "tree E[n]", "tree S"],
                      rows))
     out.append("")
-    if a["speculation_priced_by"].startswith("pure roofline"):
-        out.append("  d and c here are the roofline's alone; the lab's presets also carry launch, sampling")
-        out.append("  and scheduling time (add it with --draft-overhead-us), so their speedups at B = 1 are")
-        out.append("  lower.")
-    else:
-        out.append("  [3], [4] and [6] are the measured-kernel step model's (its d, c and host time); extra")
-        out.append("  host time per draft step: --draft-overhead-us.")
+    out.append("  [3], [4] and [6] are the measured-kernel step model's (its d, c, host time and the")
+    out.append("  drafter's memory, as predict --spec prices them); extra host time per draft step:")
+    out.append("  --draft-overhead-us.")
     out.append(f"  not modelled: {a['not_modelled']}")
     return "\n".join(out) + "\n"
 
