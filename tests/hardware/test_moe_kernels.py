@@ -372,3 +372,30 @@ def test_roofline_shows_an_moe_split_of_dp_and_ep(capsys):
     dense = ["roofline", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2", "--format", "json"]
     assert main(dense) == 0
     assert json.loads(capsys.readouterr().out)["measured"]["available"] is False  # dense: no DP/EP split
+
+
+def test_deepep_low_latency_across_nodes_is_deepeps_published_rdma_latency():
+    """EP over two nodes or more (decode pools of DP16 + EP16): DeepEP's own published pure-RDMA
+    latencies (docs/legacy.md: 128 tokens, hidden 7168, top-8, 400 Gb/s), scaled by bytes and NIC."""
+    from servesim.hardware.moe_kernels import moe_tables
+
+    h100, _ = moe_tables("h100_sxm", "sglang")
+    b200, _ = moe_tables("b200_sxm", "sglang")
+    args = (7168, 8, 256)
+    assert h100.deepep("dispatch", "ll", 128, *args, 16).ms == pytest.approx(0.118)
+    assert h100.deepep("combine", "ll", 128, *args, 16).ms == pytest.approx(0.195)
+    assert h100.deepep("combine", "ll", 128, *args, 256).ms == pytest.approx(0.360)
+    # twice the tokens, twice the bytes and the time (bandwidth-bound)
+    assert h100.deepep("dispatch", "ll", 256, *args, 32).ms == pytest.approx(2 * 0.155)
+    # between published rank counts: log-linear (24 ranks: halfway from 16 to 32 in log2 is 22.6)
+    mid = h100.deepep("dispatch", "ll", 128, *args, 24).ms
+    assert 0.118 < mid < 0.155
+    # a GPU with twice the NIC rate (B200's 800 Gb/s in the catalog) halves it
+    assert b200.deepep("dispatch", "ll", 128, *args, 16).ms == pytest.approx(0.118 / 2)
+    # a few tokens cost no less than the kernel measured inside one node (its latency floor)
+    intra = h100.deepep("dispatch", "ll", 2, *args, 8).ms
+    assert h100.deepep("dispatch", "ll", 2, *args, 16).ms == pytest.approx(intra)
+    # and across nodes it is never cheaper than inside one at the same tokens
+    for tok in (8, 32, 128, 512):
+        inside = h100.deepep("combine", "ll", tok, *args, 8).ms
+        assert h100.deepep("combine", "ll", tok, *args, 16).ms >= inside

@@ -47,7 +47,11 @@ every change: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` reb
   A100 uses vLLM 0.14.0's.
 * **DeepEP** (:meth:`MoETables.deepep`): dispatch and combine of one rank of an 8-GPU node,
   low-latency (``ll``) and normal kernels, measured with SGLang 0.5.12's DeepEP (H100, H200, B200;
-  the A100 has none: a roofline at its NCCL all-to-all fit).  Tokens are the rank's own.
+  the A100 has none: a roofline at its NCCL all-to-all fit).  Tokens are the rank's own.  Across
+  nodes (more ranks than a node holds GPUs: decode pools of DP16 + EP16) the low-latency kernels
+  are DeepEP's own published pure-RDMA latencies (``data/deepep_rdma.toml``, from DeepEP's
+  docs/legacy.md, MIT) scaled by the bytes each rank sends and by the GPU's NIC rate; the normal
+  kernels keep the measured node's time scaled by the roofline with the inter-node share at that rate.
 * **NCCL** :meth:`MoETables.all_gather` and :meth:`MoETables.alltoall` of half, by GPUs and bytes
   (nccl-tests' size: the gathered output / each rank's send buffer; message_size counts 2-byte
   elements upstream, NOTICE.md).
@@ -67,6 +71,7 @@ weight-only mxfp4 and int4).  Standard library only; a table is read on first us
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -104,6 +109,19 @@ _MLA_DECODE_DIM = 576 + 512
 _MLA_PREFILL_DIM = 192 + 128
 _BMM = (128, 512)
 _MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "trtllm": ("vllm", "sglang")}
+
+
+@cache
+def _deepep_rdma_table() -> dict[str, Any]:
+    """DeepEP's published low-latency RDMA latencies (``data/deepep_rdma.toml``), ranks as ints."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    with open(Path(__file__).parent / "data" / "deepep_rdma.toml", "rb") as fh:
+        raw = tomllib.load(fh)
+    return {**raw, "dispatch": {int(k): float(v) for k, v in raw["dispatch"].items()},
+            "combine": {int(k): float(v) for k, v in raw["combine"].items()}}
 
 
 def _moe_file(name: str, engine: str) -> Path:
@@ -534,6 +552,8 @@ class MoETables(GPUSystem):
         f = self.efficiency["deepep"][f"{mode}_{kind}"]
         lk = (Lookup(v, True) if v is not None else
               grid.estimate(point, roof, f"deepep {mode} {kind}", f"at fitted {_pct(f.bus)} of NVLink"))
+        if mode == "ll" and n > self.gpus_per_node:
+            return self._deepep_rdma(kind, t, h, k, n, lk)
         if got == q and n == m:
             return lk
         scale = self.deepep_roofline_ms(kind, mode, t, h, k, e, n) / roof(point)
@@ -543,6 +563,35 @@ class MoETables(GPUSystem):
             note += (f" (inter-node share at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU: "
                      "optimistic)")
         return Lookup(lk.ms * scale, False, "; ".join(x for x in (note, lk.note) if x))
+
+    def _deepep_rdma(self, kind: str, tokens: float, hidden: int, topk: int, ep: int,
+                     intra: Lookup) -> Lookup:
+        """DeepEP's low-latency ``kind`` over ``ep`` ranks spanning nodes: its published pure-RDMA latency
+        (``data/deepep_rdma.toml``: 128 tokens, hidden 7168, top-8 on 400 Gb/s NICs; log-linear in the
+        ranks between the published ones) scaled by the bytes each rank sends, ``tokens x topk`` pairs
+        of ``hidden + hidden / 128 x 4 + 16`` (FP8 and its scales) to dispatch or ``2 hidden`` (BF16)
+        to combine, and by the published NIC's rate over this GPU's; never below the kernel's measured
+        time within a node at the same tokens (``intra``: its latency floor).  Pure RDMA: since DeepEP
+        #173 the peers inside a node go over NVLink, so this is an upper bound there."""
+        pub = _deepep_rdma_table()
+        pts = sorted(pub[kind].items())
+        x = math.log2(min(max(ep, pts[0][0]), pts[-1][0]))
+        us = pts[-1][1]
+        for (e0, v0), (e1, v1) in itertools.pairwise(pts):
+            if math.log2(e0) <= x <= math.log2(e1):
+                w = (x - math.log2(e0)) / (math.log2(e1) - math.log2(e0))
+                us = v0 + w * (v1 - v0)
+                break
+
+        def per(hd: int) -> float:
+            return hd + hd / 128 * 4 + 16 if kind == "dispatch" else 2.0 * hd
+
+        ratio = tokens * topk * per(hidden) / (pub["tokens"] * pub["topk"] * per(pub["hidden"]))
+        ms = us * 1e-3 * ratio * pub["nic_bytes_per_s"] / self.internode_bytes_per_s
+        note = (f"deepep ll {kind} over {ep} ranks across nodes: DeepEP's published pure-RDMA latency "
+                f"({us:.0f} us at 128 tokens, hidden 7168, top-8, 400 Gb/s) scaled by bytes and this GPU's "
+                f"{self.internode_bytes_per_s / 1e9:g} GB/s")
+        return Lookup(max(ms, intra.ms), False, note)
 
     def _nccl(self, op: str, gpus: int, nbytes: float) -> Lookup:
         n = _count("gpus", gpus)
