@@ -109,3 +109,28 @@ def test_deepseek_moe_layer_light_by_hand() -> None:
     assert moe.light_s(sm.peaks) * 1e3 == pytest.approx(0.64, abs=0.02)
     # and the engine's price of that layer is the longer of its two branches, above both lights
     assert moe.priced_s >= max(b.priced_s for b in moe.branches)
+
+
+def test_minimax_all_head_qk_norm_all_reduces_its_sums_under_tp() -> None:
+    """MiniMax-M2 normalizes Q and K over all heads: at attention TP its step holds a q/k-norm
+    all-reduce of 2 FP32 sums per token on every layer (none at attention TP 1); Qwen3-MoE's per-head norm
+    is one kernel and no collective."""
+    mm8, _, _ = build_step_model(Deployment("MiniMaxAI/MiniMax-M2.5", "h100-sxm", 8, "auto", "bf16",
+                                            "sglang"))
+    st = mm8.decode_step(16, 2048)
+    (ar,) = [op for op in st.ops if op.name == "q/k norm all-reduce"]
+    assert ar.count == mm8.arch.layers == 62
+    assert ar.wire_bytes == pytest.approx(2 * 7 / 8 * 16 * 2 * 4)
+    assert ar.priced_s > 0 and ar.light_s(mm8.peaks) < ar.seconds
+    (norm,) = [op for op in st.ops if op.name == "q/k norm"]
+    assert norm.count == 62
+    # attention TP 1 (DP attention over 4 ranks, EP 4): the norm's sums stay on each rank
+    mm1, _, _ = build_step_model(Deployment("MiniMaxAI/MiniMax-M2.5", "b200", 1, "auto", "bf16", "sglang",
+                                            dp=4, ep=4))
+    assert not [op for op in mm1.decode_step(16, 2048).ops if op.name == "q/k norm all-reduce"]
+    qw, _, _ = build_step_model(Deployment("Qwen/Qwen3-235B-A22B-Instruct-2507", "h200", 8, "auto", "bf16",
+                                           "sglang"))
+    names = [op.name for op in qw.decode_step(16, 2048).ops]
+    assert "q/k norm" in names and "q/k norm all-reduce" not in names
+    ds, _, _ = build_step_model(Deployment("deepseek-ai/DeepSeek-R1", "h200", 8, "auto", "bf16", "sglang"))
+    assert "q/k norm" not in [op.name for op in ds.decode_step(16, 2048).ops]

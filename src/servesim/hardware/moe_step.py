@@ -108,10 +108,20 @@ OTHER_KERNELS_PER_MOE_LAYER = 6
 permutation around the experts.  (Known, left as is: the MoE tables already time the top-k,
 the activation and the permutation (aiconfigurator ``collector/sglang/collect_moe.py`` runs
 ``select_experts`` and ``fused_moe``; FlashInfer's TRT-LLM MoE routes inside its kernel), while
-the Q/K norms (one fused kernel per head-norm layer, four and an all-reduce for MiniMax-M2's
-all-head norm) and MLA's two latent norms are not counted.  Counting each exactly lowers SGLang's
-batch-1 TPOT of Qwen3-235B, gpt-oss-120b and Kimi-K2.5, which the tables already underprice by
-30-45 us a layer (issue 17, item 5), so the count stays until that gap is explained.)"""
+MLA's two latent norms are not counted; the Q/K norms are their own operation
+(:data:`QK_NORM_KERNELS`).  Counting the rest exactly lowers SGLang's batch-1 TPOT of
+Qwen3-235B, gpt-oss-120b and Kimi-K2.5, which the tables already underprice by 30-45 us a layer
+(issue 17, item 5), so the count stays until that gap is explained.)"""
+
+
+QK_NORM_KERNELS = {"per_head": 1, "per_layer": 2}
+"""Kernels of the Q/K RMSNorms on a layer's critical path: Qwen3-MoE normalizes each head (SGLang's
+``Qwen3MoeAttention._apply_qk_norm`` runs the K norm on its alternate stream beside the Q norm in a
+CUDA-graph step: one on the path); MiniMax-M2 normalizes over all heads, which attention TP splits,
+so it sums squares, all-reduces the FP32 sums over the attention-TP ranks and applies the norm
+(SGLang ``models/minimax_m2.py`` ``MiniMaxM2QKRMSNorm._forward_naive``: ``rms_sumsq_serial``,
+``attn_tp_all_reduce``, ``rms_apply_serial``; vLLM's ``MiniMaxText01RMSNormTP`` and TensorRT-LLM's
+all-reduce the variance the same way)."""
 
 
 SHARED_EXPERTS_OVERLAP = {"sglang": "mla"}
@@ -540,6 +550,19 @@ class MoEStepModel:
         # Other kernels: norms, RoPE, activation, router; sampling.
         t = self.tables
         bw = t.hbm_bytes_per_s * t.memory_efficiency
+        if a.qk_norm:
+            # Q/K RMSNorms after the QKV projection (module docstring of QK_NORM_KERNELS): per head one
+            # kernel; over all heads (MiniMax-M2) a sum-of-squares kernel, then the apply kernel, and
+            # with attention TP an all-reduce of the FP32 sums (2 per token) between them.
+            heads_local = a.heads // p.tp + max(1, a.kv_heads // p.tp)
+            qk_bytes = m * heads_local * a.head_dim * ACTIVATION_BYTES * 2
+            kernels_qk = QK_NORM_KERNELS[a.qk_norm]
+            ops.append(Op("q/k norm", "elementwise", L, kernels_qk * OTHER_KERNEL_FLOOR_S + qk_bytes / bw,
+                          nbytes=qk_bytes))
+            if a.qk_norm == "per_layer" and p.tp > 1:
+                sums = m * 2 * 4.0
+                ops.append(Op("q/k norm all-reduce", "allreduce", L, self._allreduce(p.tp, sums)[0],
+                              wire_bytes=ring * sums))
         per_token = ACTIVATION_BYTES * (8 * h + 4 * h + 2 * a.experts)
         ops.append(Op("norms, rope, activation", "elementwise", L,
                       OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,
