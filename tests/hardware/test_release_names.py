@@ -42,3 +42,29 @@ def test_fp8_means_the_publishers_fp8_release() -> None:
     assert oss is not None and moe_dtype("fp8", oss, "h200") == "fp8"  # no block release: per-tensor
     mixtral = find_architecture("mistralai/Mixtral-8x7B-v0.1")
     assert mixtral is not None and moe_dtype("fp8", mixtral, "h100-sxm") == "fp8"
+
+
+SPELLINGS = [("FP8", "fp8"), (" nvfp4 ", "fp4"), ("NVFP4", "fp4"), ("bfloat16", "bf16"), ("w4a16", "int4"),
+             ("fp8-block", "fp8_block"), ("AUTO", "auto"), ("mxfp4", "mxfp4"), ("fp6", "fp6")]
+
+
+@pytest.mark.parametrize(("typed", "meant"), SPELLINGS)
+def test_dtypes_as_users_spell_them(typed: str, meant: str) -> None:
+    from servesim.hardware.precision import normalize_dtype
+    from servesim.plan.predict import Deployment
+
+    assert normalize_dtype(typed) == meant
+    assert Deployment("openai/gpt-oss-120b", "b200", 1, typed, "FP8").dtype == meant
+    assert Deployment("openai/gpt-oss-120b", "b200", 1, typed, "FP8").kv_dtype == "fp8"
+
+
+def test_fp4_is_gpt_oss_own_mxfp4_on_any_gpu_and_nvfp4_elsewhere_on_blackwell() -> None:
+    from servesim._checks import ParameterError
+
+    oss = find_architecture("openai/gpt-oss-120b")
+    ds = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert oss is not None and ds is not None
+    assert moe_dtype("fp4", oss, "b200") == moe_dtype("fp4", oss, "h100-sxm") == "mxfp4"
+    assert moe_dtype("fp4", ds, "b200") == "fp4"
+    with pytest.raises(ParameterError, match="Blackwell"):
+        moe_dtype("fp4", ds, "h200")

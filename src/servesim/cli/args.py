@@ -139,6 +139,25 @@ def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
     return parse
 
 
+ALL_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp8", "fp4", "int4", "fp8_block", "mxfp4")
+"""What ``--dtype`` takes where MoE models are priced: ``auto`` (a MoE checkpoint's own format), the
+GEMM dtypes (:data:`servesim.hardware.precision.WEIGHT_DTYPES`) and the MoE formats."""
+
+
+def dtype_choice(names: Sequence[str], what: str = "dtype") -> Callable[[str], str]:
+    """:func:`choice` of a dtype as users and engines spell it (``FP8``, ``nvfp4``, ``w4a16``, ...:
+    :func:`servesim.hardware.precision.normalize_dtype`)."""
+    from servesim.hardware.precision import normalize_dtype
+
+    def parse(text: str) -> str:
+        key = normalize_dtype(text)
+        if key not in names:
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}: must be one of {', '.join(names)}")
+        return str(key)
+
+    return parse
+
+
 def add_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", type=choice(FORMATS, "format"), default="table",
                    help="output format: table (default), json or csv")

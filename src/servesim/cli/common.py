@@ -11,7 +11,7 @@ from typing import Any
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError
-from servesim.cli.args import choice, integer, link, number
+from servesim.cli.args import choice, dtype_choice, integer, link, number
 
 __all__ = [
     "WorkloadName",
@@ -55,11 +55,11 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
     g.add_argument("--tp", type=integer(1, hi=64), default=1,
                    help="tensor-parallel GPUs per node for --model, 1-64, dividing the heads (default 1, as "
                    "in every command)")
-    g.add_argument("--dtype", type=choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
+    g.add_argument("--dtype", type=dtype_choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
                    help="weights and GEMMs for --model: bf16 (default for dense models; a mixture-of-experts "
                    "model defaults to its checkpoint's format; plan --gpus searches every dtype the GPU "
                    "runs), fp8, fp4 (B200)")
-    g.add_argument("--kv-dtype", type=choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
+    g.add_argument("--kv-dtype", type=dtype_choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
                    help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
     g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
                    help="engine whose budgets and host time price the node (default vllm)")

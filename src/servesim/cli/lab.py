@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from servesim.cli.args import Output, add_format, choice, integer, number, plot_path
+from servesim.cli.args import ALL_DTYPES, Output, add_format, choice, dtype_choice, integer, number, plot_path
 from servesim.cli.common import add_disagg_arguments, preset_label, resolve_node, workload_of
 
 __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    from servesim.hardware.precision import WEIGHT_DTYPES
     from servesim.model.serving import WORKLOAD_PRESETS
     from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX, SPECDEC_PRESETS
 
@@ -45,7 +44,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     g.add_argument("--gpu", default=None, help="catalog GPU for --model, e.g. h100-sxm")
     g.add_argument("--tp", type=integer(1, hi=64), default=1, help="tensor-parallel GPUs with --model, 1-64 "
                    "(default 1)")
-    g.add_argument("--dtype", type=choice(("auto", *WEIGHT_DTYPES, "int4", "fp8_block", "mxfp4"), "dtype"),
+    g.add_argument("--dtype", type=dtype_choice(ALL_DTYPES, "dtype"),
                    default="auto", help="weights with --model: auto (bf16, or a MoE checkpoint's own), bf16, "
                    "fp8, fp4 or int4 (default auto)")
     g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",

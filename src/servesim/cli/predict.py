@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import InputError, ParameterError
-from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, link, number
+from servesim.cli.args import (
+    ALL_DTYPES,
+    Output,
+    add_format,
+    add_pool_arguments,
+    choice,
+    dtype_choice,
+    integer,
+    link,
+    number,
+)
 
 __all__ = ["register"]
 
@@ -83,7 +93,7 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     from servesim.hardware.acceptance import TRAFFIC_KINDS
     from servesim.hardware.engines import ENGINES
-    from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES
+    from servesim.hardware.precision import KV_DTYPES
 
     p = sub.add_parser(
         "predict", help="what `vllm bench serve` would measure on one replica (TTFT, TPOT, throughput)",
@@ -100,12 +110,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--gpu", help="h100-sxm, h200, b200, a100-80gb (also h100_sxm, ...)")
     p.add_argument("--tp", type=integer(1, hi=64), default=None,
                    help="tensor-parallel GPUs in the replica, 1-64, dividing the heads (default 1)")
-    p.add_argument("--dtype", type=choice((*WEIGHT_DTYPES, "int4", "fp8_block", "mxfp4"), "dtype"),
+    p.add_argument("--dtype", type=dtype_choice(ALL_DTYPES, "dtype"),
                    default=None,
                    help="weights and GEMMs: bf16 (default for dense models), fp8 (Hopper, Blackwell; block "
-                   "FP8 for DeepSeek, Kimi, Qwen3-MoE and MiniMax, as their FP8 releases), fp4 (NVFP4 on "
-                   "Blackwell; MXFP4 weight-only on Hopper for MXFP4 checkpoints), int4 (weight-only, MoE "
-                   "experts); MoE default: the checkpoint's")
+                   "FP8 for DeepSeek, Kimi, Qwen3-MoE and MiniMax, as their FP8 releases), fp4 (an MXFP4 "
+                   "checkpoint's own MXFP4, gpt-oss; else NVFP4, Blackwell only), int4 (weight-only, MoE "
+                   "experts), auto (default: a MoE checkpoint's own, else bf16); any case, nvfp4 and "
+                   "w4a16 accepted")
     p.add_argument("--dp", type=integer(1, hi=256), default=None,
                    help="MoE models: attention data-parallel ranks, 1-256 (SGLang --enable-dp-attention "
                    "--dp, vLLM --data-parallel-size, TensorRT-LLM enable_attention_dp); the replica spans "
@@ -113,7 +124,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--ep", type=integer(1, hi=256), default=None,
                    help="MoE models: expert-parallel ranks, 1-256, dividing the experts and tp x dp; the MoE "
                    "layers' tensor parallel is tp x dp / ep (default 1)")
-    p.add_argument("--kv-dtype", type=choice(KV_DTYPES, "kv-dtype"), default=None,
+    p.add_argument("--kv-dtype", type=dtype_choice(KV_DTYPES, "kv-dtype"), default=None,
                    help="KV cache: bf16 (default) or fp8")
     p.add_argument("--isl", "--random-input-len", dest="isl", type=integer(1, hi=1_000_000), default=None,
                    help="prompt tokens per request (nominal: see --random-range-ratio), 1-1,000,000; cost "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from servesim.cli.args import Output, add_format, choice, integer, number, plot_path
+from servesim.cli.args import Output, add_format, choice, dtype_choice, integer, number, plot_path
 from servesim.hardware.speculation import K_MAX
 from servesim.plan.roofline import DEFAULT_BATCHES, DEFAULT_CONTEXT
 
@@ -63,9 +63,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help=f"fraction of GPU-to-GPU bandwidth reached, in (0, 1] (default {eff.interconnect:g})")
     p.add_argument("--memory-fraction", type=number(0.0, 1.0, lo_open=True), default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of HBM for weights and KV, in (0, 1] (default {DEFAULT_MEMORY_FRACTION:g})")
-    p.add_argument("--dtype", type=choice(WEIGHT_DTYPES, "dtype"), default="bf16",
+    p.add_argument("--dtype", type=dtype_choice(WEIGHT_DTYPES, "dtype"), default="bf16",
                    help="weights and GEMMs for the measured-kernel step: bf16 (default), fp8, fp4 (B200)")
-    p.add_argument("--kv-dtype", type=choice(KV_DTYPES, "kv-dtype"), default="bf16",
+    p.add_argument("--kv-dtype", type=dtype_choice(KV_DTYPES, "kv-dtype"), default="bf16",
                    help="KV cache for the measured-kernel step: bf16 (default) or fp8")
     p.add_argument("--engine", type=choice(ENGINES, "engine"), default="vllm",
                    help="engine whose host time and budgets the measured-kernel step uses (default vllm)")

@@ -74,6 +74,7 @@ import gzip
 import itertools
 import json
 import math
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -114,10 +115,10 @@ _MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "tr
 @cache
 def _deepep_rdma_table() -> dict[str, Any]:
     """DeepEP's published low-latency RDMA latencies (``data/deepep_rdma.toml``), ranks as ints."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - exercised only on 3.10
+        import tomli as tomllib
     with open(Path(__file__).parent / "data" / "deepep_rdma.toml", "rb") as fh:
         raw = tomllib.load(fh)
     return {**raw, "dispatch": {int(k): float(v) for k, v in raw["dispatch"].items()},

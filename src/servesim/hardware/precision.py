@@ -50,6 +50,7 @@ __all__ = [
     "check_dtype",
     "check_kv_dtype",
     "kv_bytes_per_token",
+    "normalize_dtype",
     "peak_flops",
     "supported_dtypes",
     "supported_kv_dtypes",
@@ -94,6 +95,23 @@ _WHY_NOT_KV: Mapping[str, str] = {
         "tables do not cover"
     ),
 }
+
+
+_USER_ALIASES: Mapping[str, str] = {
+    **_ALIASES, "w4a16": "int4", "int4_wo": "int4", "int4-wo": "int4", "fp8-block": "fp8_block",
+    "block_fp8": "fp8_block", "fp8_block_scaled": "fp8_block", "mx_fp4": "mxfp4", "default": "auto",
+}
+
+
+def normalize_dtype(text: object) -> object:
+    """A dtype as users and engines spell it, in servesim's name: case and surrounding blanks
+    ignored, ``bfloat16`` -> ``bf16``, ``float8`` / ``fp8_e4m3`` -> ``fp8``, ``nvfp4`` -> ``fp4``,
+    ``w4a16`` -> ``int4``, ``fp8-block`` -> ``fp8_block``, ``default`` -> ``auto``; anything else
+    as given (lower-cased), for the checks that name the valid ones.  Not a string: unchanged."""
+    if not isinstance(text, str):
+        return text
+    key = text.strip().lower()
+    return _USER_ALIASES.get(key, key)
 
 
 def _catalog(catalog: Catalog | None) -> Catalog:

@@ -69,6 +69,10 @@ class Deployment:
     ep: int = 1  # expert-parallel ranks of the MoE layers (their tensor parallel is tp x dp / ep)
 
     def __post_init__(self) -> None:
+        from servesim.hardware.precision import normalize_dtype
+
+        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))  # FP8, nvfp4, w4a16 ... as typed
+        object.__setattr__(self, "kv_dtype", normalize_dtype(self.kv_dtype))
         check_int("tp", self.tp, lo=1, hi=64)
         check_int("dp", self.dp, lo=1, hi=256)
         check_int("ep", self.ep, lo=1, hi=256)
@@ -123,19 +127,21 @@ def moe_dtype(user: str, arch: Any, gpu: str) -> str:
     """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` block
     FP8 where the checkpoint or its publisher's FP8 release is block-quantized
     (:data:`BLOCK_FP8_FAMILIES`: ``fp8`` on Qwen3-235B-A22B-Instruct-2507 is Qwen's own -FP8
-    release), else per-tensor; ``fp4`` NVFP4 on Blackwell, MXFP4 weight-only on older GPUs for an
-    MXFP4 checkpoint (gpt-oss); ``int4`` int4 weight-only groups; ``bf16`` as it says."""
+    release), else per-tensor; ``fp4`` the checkpoint's own MXFP4 experts where it has them
+    (gpt-oss: what vLLM, SGLang and TensorRT-LLM load on Hopper and Blackwell alike, and what
+    benchmark tables label "fp4"), else NVFP4 on Blackwell; ``int4`` int4 weight-only groups;
+    ``bf16`` as it says."""
     own = arch.checkpoint_dtype
     if user == "auto":
         return str(own)
     if user == "fp8":
         return "fp8_block" if own == "fp8_block" or arch.family in BLOCK_FP8_FAMILIES else "fp8"
     if user == "fp4":
+        if own == "mxfp4":  # its own MXFP4 experts, as every engine runs gpt-oss on any GPU
+            return "mxfp4"
         blackwell = gpu.startswith(("b200", "b300", "gb200", "gb300"))
         if blackwell:
             return "fp4"
-        if own == "mxfp4":
-            return "mxfp4"
         raise ParameterError("dtype", user, f"bf16, fp8 or int4 on {gpu} for {arch.name}: NVFP4 needs a "
                              "Blackwell GPU (MXFP4 weight-only runs on Hopper for MXFP4 checkpoints)")
     return user
