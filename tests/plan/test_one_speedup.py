@@ -95,6 +95,10 @@ def test_specdec_on_a_model_is_predicts_curve():
     # a draft model's win shrinks to a loss by 128-256 sequences (published vLLM sweeps: 0.6-0.95x there)
     assert d["rows"][0]["speedup"] > 1.3 and d["stops_paying_at_batch"] in (64, 128, 256)
     assert d["acceptance"] == "given: mean acceptance length 2.5 at k = 3"
+    # the 8B draft's weights (8.03e9 x 2 B / 8 = 2.0 GB per GPU) and its KV leave fewer sequences
+    assert d["draft_weight_bytes_per_gpu"] == pytest.approx(8.03e9 * 2 / 8, rel=0.01)
+    assert 0 < d["max_batch"] < d["max_batch_without_draft"]
+    assert max(r["batch"] for r in d["rows"]) <= d["max_batch"]
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [

@@ -385,6 +385,15 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
     if not given:
         info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
     dm = draft_model_for(sm, preset, None, draft)
+    # the drafter's weights and KV come out of the target's KV cache (as predict --spec takes them)
+    import copy
+
+    from servesim.hardware.speculation import drafter_memory
+
+    beside = copy.copy(sm)
+    beside.drafter_bytes = drafter_memory(dm, sm, int(info.get("k") or k or 1))
+    cap_plain = cap
+    cap = min(sm.engine.max_num_seqs, beside.kv_capacity_tokens(memory_bytes) // max(1, context))
     rows = []
     for b in [b for b in SPECDEC_MODEL_BATCHES if b <= cap]:
         _, at = speculation_for(sm, preset, float(b), float(context), k=k, draft=dm, alpha=info["alpha"])
@@ -395,5 +404,6 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
     name = getattr(getattr(sm, "shape", None), "name", None) or sm.arch.name
     return {"model": name, "gpu": sm.gpu, "tp": getattr(sm, "tp", 1), "engine": sm.engine.name,
             "context_tokens": context, "preset": preset, "acceptance": info["acceptance"],
-            "alpha": info["alpha"], "max_batch": cap, "rows": rows, "stops_paying_at_batch": off,
+            "alpha": info["alpha"], "max_batch": cap, "max_batch_without_draft": cap_plain,
+            "draft_weight_bytes_per_gpu": beside.drafter_bytes[0], "rows": rows, "stops_paying_at_batch": off,
             "priced_by": "the measured-kernel step model (as predict --spec and roofline price it)"}

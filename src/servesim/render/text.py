@@ -235,6 +235,10 @@ def specdec_model_text(s: dict[str, Any]) -> str:
     out.append("")
     out.append(f"  stops paying at batch {off:,}: turn it off there" if off is not None else
                f"  pays at every batch the KV cache holds (up to {s['max_batch']:,} sequences)")
+    if "max_batch_without_draft" in s:
+        gb, cap, plain = s["draft_weight_bytes_per_gpu"] / 1e9, s["max_batch"], s["max_batch_without_draft"]
+        out.append(f"  the drafter's {gb:.2f} GB/GPU of weights and its KV leave room for {cap:,} sequences "
+                   f"({plain:,} without it)")
     return "\n".join(out) + "\n"
 
 
