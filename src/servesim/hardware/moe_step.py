@@ -433,8 +433,7 @@ class MoEStepModel:
     @property
     def peaks(self) -> Peaks:
         """The GPU's datasheet peaks (what the speed of light of each operation is priced at)."""
-        t = self.tables
-        return Peaks(t.hbm_bytes_per_s, t.flops_per_s, t.nvlink_bytes_per_s)
+        return Peaks.of(self.tables)
 
     def operations(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                    positions: int = 1) -> tuple[Op, ...]:

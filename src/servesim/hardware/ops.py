@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["KINDS", "PARTS", "Op", "Peaks", "by_name", "light_s", "priced_parts"]
 
@@ -55,6 +56,12 @@ class Peaks:
 
     def flops(self, dtype: str) -> float:
         return self.flops_per_s.get(dtype, self.flops_per_s["bf16"])
+
+    @classmethod
+    def of(cls, tables: Any) -> Peaks:
+        """The peaks a kernel-table set states for its GPU (``hbm_bytes_per_s``, ``flops_per_s``,
+        ``nvlink_bytes_per_s``: :class:`servesim.hardware.kernels.KernelTables`)."""
+        return cls(tables.hbm_bytes_per_s, tables.flops_per_s, tables.nvlink_bytes_per_s)
 
 
 @dataclass(eq=False, slots=True)
