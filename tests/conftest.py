@@ -1,0 +1,33 @@
+"""Test-session hooks.
+
+``--dist loadgroup`` (the README's test command) sends the tests marked ``xdist_group`` to one
+worker by suffixing their node ids with ``@group`` in each worker.  pytest-xdist 3.8 writes the
+suffix to ``item._nodeid``, which pytest 9 no longer reads (``Node.nodeid`` is ``str(self._id)``),
+so the groups were spread over the workers and each compiled the engine loop (about 17 s apiece on
+a fresh checkout).  This hook adds the suffix where pytest 9 reads it, exactly as xdist means to.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None or config.getvalue("dist") not in ("no", "loadgroup"):
+        return
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}
+        nodeid = item.nodeid
+        if not names or nodeid.rfind("@") > nodeid.rfind("]"):  # none, or xdist's own suffix took
+            continue
+        new = f"{nodeid}@{'_'.join(sorted(names))}"
+        try:
+            from _pytest.nodes import coerce_node_id  # pytest >= 9
+
+            item._id = coerce_node_id(new)
+        except ImportError:  # pragma: no cover - older pytest reads _nodeid, which xdist sets
+            item._nodeid = new
