@@ -183,7 +183,8 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append("  [3], [4] and [6] are the measured-kernel step model's (its d, c, host time and the")
     out.append("  drafter's memory, as predict --spec prices them); extra host time per draft step:")
     out.append("  --draft-overhead-us.")
-    out.append(f"  not modelled: {a['not_modelled']}")
+    out.append("  not modelled by the pure roofline of [1], [2] and [5] ([0], [3], [4] and [6] include "
+               f"them): {a['not_modelled']}")
     return "\n".join(out) + "\n"
 
 
