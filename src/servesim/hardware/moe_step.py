@@ -71,7 +71,7 @@ from servesim.hardware.architectures import LINEAR_PARTS
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup
 from servesim.hardware.moe_kernels import moe_tables
-from servesim.hardware.ops import Op, Peaks, light_s, priced_parts
+from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
 from servesim.hardware.stepmodel import (
     ACTIVATION_BYTES,
     OTHER_KERNEL_FLOOR_S,
@@ -523,29 +523,26 @@ class MoEStepModel:
         # Communication.
         act = m * h * ACTIVATION_BYTES
         ar1 = self._allreduce(p.tp, act)[0]
-        ring = 2 * (p.tp - 1) / p.tp
         if p.tp > 1:  # after attention on every layer, after dense MLPs
-            ops.append(Op("all-reduce", "allreduce", L + n_dense, ar1, wire_bytes=ring * act))
+            ops.append(Op("all-reduce", "allreduce", L + n_dense, ar1, wire_bytes=ring_bytes(p.tp, act)))
         if dp > 1 and p.ep == 1:
             gathered = m_all * h * ACTIVATION_BYTES
             ops.append(Op("dp gather + scatter", "allgather", n_moe, self._allreduce(p.gpus, gathered)[0],
-                          wire_bytes=2 * (p.gpus - 1) / p.gpus * gathered))
-        elif p.ep > 1 and dp == 1:
-            # Tensor-parallel attention leaves every token on every GPU: each runs its own experts on
-            # them and one all-reduce of m h sums the partial outputs, no all-to-all (SGLang's standard
-            # dispatcher: models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
-            # forward_normal; vLLM's FusedMoE uses its all2all manager only with data parallel).
-            if p.tp > 1:
-                ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring * act))
-        elif p.ep > 1:
+                          wire_bytes=ring_bytes(p.gpus, gathered)))
+        elif p.ep > 1 and dp > 1:
             sent = pairs * h * ACTIVATION_BYTES
             ops.append(Op("ep dispatch + combine", "alltoall", n_moe,
                           self._alltoall(sent, m_all / p.ep, not chunks), wire_bytes=2 * sent))
             if p.moe_tp > 1:
                 ops.append(Op("all-reduce (moe tp)", "allreduce", n_moe, self._allreduce(p.moe_tp, sent)[0],
-                              wire_bytes=2 * (p.moe_tp - 1) / p.moe_tp * sent))
+                              wire_bytes=ring_bytes(p.moe_tp, sent)))
         elif p.tp > 1:
-            ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring * act))
+            # After the MoE layer, whose TP is the attention TP.  With EP as well, tensor-parallel
+            # attention leaves every token on every GPU: each runs its own experts on them and the same
+            # one all-reduce of m h sums the partial outputs, no all-to-all (SGLang's standard
+            # dispatcher: models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
+            # forward_normal; vLLM's FusedMoE uses its all2all manager only with data parallel).
+            ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring_bytes(p.tp, act)))
         # Other kernels: norms, RoPE, activation, router; sampling.
         t = self.tables
         bw = t.hbm_bytes_per_s * t.memory_efficiency
@@ -561,7 +558,7 @@ class MoEStepModel:
             if a.qk_norm == "per_layer" and p.tp > 1:
                 sums = m * 2 * 4.0
                 ops.append(Op("q/k norm all-reduce", "allreduce", L, self._allreduce(p.tp, sums)[0],
-                              wire_bytes=ring * sums))
+                              wire_bytes=ring_bytes(p.tp, sums)))
         per_token = ACTIVATION_BYTES * (8 * h + 4 * h + 2 * a.experts)
         ops.append(Op("norms, rope, activation", "elementwise", L,
                       OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,

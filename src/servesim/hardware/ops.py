@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "PARTS", "Op", "Peaks", "by_name", "light_s", "priced_parts"]
+__all__ = ["KINDS", "PARTS", "Op", "Peaks", "by_name", "light_s", "priced_parts", "ring_bytes"]
 
 KINDS: tuple[str, ...] = ("gemm", "attention", "mla_bmm", "moe", "two_streams", "allreduce", "allgather",
                           "alltoall", "elementwise", "host")
@@ -112,6 +112,12 @@ class Op:
     def light_s(self, peaks: Peaks) -> float:
         """All instances at the speed of light."""
         return self.count * self.light_one(peaks)
+
+
+def ring_bytes(gpus: int, nbytes: float) -> float:
+    """Bytes each GPU puts on the wire in a ring all-reduce (or gather + scatter) of an ``nbytes``
+    message over ``gpus`` GPUs: ``2 (g - 1) / g`` of it (a reduce-scatter, then an all-gather)."""
+    return 2 * (gpus - 1) / gpus * nbytes
 
 
 def priced_parts(ops: Iterable[Op]) -> dict[str, float]:

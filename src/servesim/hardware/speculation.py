@@ -36,6 +36,7 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -453,6 +454,14 @@ def drafter_memory(dm: Any, sm: Any, k: int) -> tuple[float, float]:
             w += (3 * h * h if inner.eagle3 else 0) * 2.0 + shape.vocab * h / inner.tp * 2.0
         return float(w), float(inner.kv_bytes_per_token_per_gpu)
     return 0.0, 0.0
+
+
+def beside_drafter(sm: Any, drafter_bytes: tuple[float, float]) -> Any:
+    """A copy of the step model ``sm`` whose KV cache makes room for a drafter's (weight bytes per
+    GPU, KV bytes per token per GPU) (:func:`drafter_memory`); its pricing is ``sm``'s."""
+    run = copy.copy(sm)
+    run.drafter_bytes = drafter_bytes
+    return run
 
 
 def verify_s(sm: Any, method: str, batch: float, context: float, positions: int) -> float:

@@ -86,7 +86,7 @@ from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
-from servesim.hardware.ops import Op, Peaks, light_s
+from servesim.hardware.ops import Op, Peaks, light_s, ring_bytes
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -286,12 +286,19 @@ class StepModel:
                     notes.append(lk.note)
         return total, ok, notes
 
+    def _gemm_s(self, m: int, n: int, k: int) -> tuple[float, Lookup]:
+        """One weight GEMM ``(m, n, k)``: its table time, a quantized one without the input
+        quantization its table includes (never under the BF16 floor), and the lookup."""
+        lk = self.tables.gemm(self.dtype, m, n, k)
+        sec = lk.ms * 1e-3
+        if self._quant_s:
+            sec = max(sec - self._quant_s, self._floor_s)
+        return sec, lk
+
     def _gemm_layer(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
-        t, ok, notes = self._sum([(self.tables.gemm(self.dtype, m, n, k), 1.0) for n, k in self._gemms])
-        if self._quant_s:  # each quantized GEMM without the input quantization its table includes
-            t = sum(max(self.tables.gemm(self.dtype, m, n, k).ms * 1e-3 - self._quant_s, self._floor_s)
-                    for n, k in self._gemms)
-        return t, ok, tuple(notes)
+        priced = [self._gemm_s(m, n, k) for n, k in self._gemms]
+        _, ok, notes = self._sum([(lk, 1.0) for _, lk in priced])
+        return sum(sec for sec, _ in priced), ok, tuple(notes)
 
     def _decode_attention(self, b: int, ctx: int) -> tuple[float, bool, tuple[str, ...]]:
         lk = self.tables.decode_attention(b, ctx, self.heads, self.kv_heads, self.shape.head_dim,
@@ -357,17 +364,34 @@ class StepModel:
                                    1.0)])
         return t, ok, tuple(notes)
 
-    def _other_s(self, m: float, samples: float) -> float:
+    @property
+    def _elementwise_bytes_per_token(self) -> float:
         s = self.shape
-        bw = self.tables.hbm_bytes_per_s * self.tables.memory_efficiency
-        per_token = ACTIVATION_BYTES * (
+        return ACTIVATION_BYTES * (
             8 * s.hidden  # two fused add + RMSNorm: read x and residual, write both
             + 2 * (self.heads + self.kv_heads) * s.head_dim  # RoPE on q and k, in place
             + 3 * s.intermediate // self.tp  # SiLU-and-multiply: read 2 I, write I
         )
-        layers = s.layers * (OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw)
-        sampling = SAMPLING_FLOOR_S + samples * s.vocab / self.tp * 4 * 3 / bw  # FP32 logits, ~3 passes
-        return layers + sampling
+
+    def _elementwise(self, m: float, samples: float) -> tuple[float, float, float, float]:
+        """(one layer's norms, RoPE and activation, their bytes; sampling, its bytes): each at the
+        launch floor plus its bytes at the tables' HBM efficiency (FP32 logits read ~3 times)."""
+        bw = self.tables.hbm_bytes_per_s * self.tables.memory_efficiency
+        nbytes = m * self._elementwise_bytes_per_token
+        logits = samples * self.shape.vocab / self.tp * 4 * 3
+        return (OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + nbytes / bw, nbytes,
+                SAMPLING_FLOOR_S + logits / bw, logits)
+
+    def _eager_kernels(self, m: float, chunks: tuple[Chunk, ...]) -> int:
+        """Kernels that pay the eager launch gap: every kernel of a step too large for a CUDA graph,
+        or with a prefill where graphs run decode only; none otherwise."""
+        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+            return self.shape.layers * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
+        return 0
+
+    def _other_s(self, m: float, samples: float) -> float:
+        layer, _, sampling, _ = self._elementwise(m, samples)
+        return self.shape.layers * layer + sampling
 
     # ------------------------------------------------------------------ the step
 
@@ -418,11 +442,9 @@ class StepModel:
             ar, ok = a * 2 * L, ok and ok2
             notes += n2
         other = self._other_s(m, samples)
-        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
-            # eager (too large for a graph, or a prefill step where graphs run decode only):
-            # launch gaps on every kernel
-            kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
-            other += kernels * self.engine.eager_kernel_s
+        eager = self._eager_kernels(m, chunks)
+        if eager:  # launch gaps on every kernel
+            other += eager * self.engine.eager_kernel_s
         gpu = gemm + attn + ar + other
         kernels = L * (4 + (1 if b > 0 else 0) + len(chunks) + OTHER_KERNELS_PER_LAYER
                        + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
@@ -452,7 +474,7 @@ class StepModel:
         (its cache and its own keys read, its causal pairs), the LM head, the two all-reduces of
         a layer (a ring's ``2 (tp - 1) / tp`` of ``m h`` activations on the wire) and the
         memory-bound kernels (norms, RoPE, activation, sampling; launch gaps of an eager step)."""
-        s, t = self.shape, self.tables
+        s = self.shape
         b, ctx, pos = decode, context, positions
         m = b * pos + sum(c.tokens * c.count for c in chunks)
         samples = b * pos + sum(c.count for c in chunks if c.samples)
@@ -463,10 +485,7 @@ class StepModel:
         ops: list[Op] = []
         names = ("qkv proj", "o proj", "gate/up proj", "down proj", "fc")  # fc: an EAGLE head's
         for (n, k), name in zip(self._gemms, names, strict=False):
-            lk = t.gemm(self.dtype, mi, n, k)
-            sec = lk.ms * 1e-3
-            if self._quant_s:
-                sec = max(sec - self._quant_s, self._floor_s)
+            sec, lk = self._gemm_s(mi, n, k)
             ops.append(Op(name, "gemm", L, sec, nbytes=n * k * wb + m * (n + k) * ACTIVATION_BYTES,
                           flops=2.0 * m * n * k, dtype=peak, measured=lk.measured and not self._foreign))
         kv_layer = self.kv_bytes_per_token_per_gpu / L
@@ -491,19 +510,14 @@ class StepModel:
         if self.tp > 1:
             a, ok, _ = self._cache_allreduce(mi)
             msg = mi * s.hidden * ACTIVATION_BYTES
-            ops.append(Op("all-reduce", "allreduce", 2 * L, a, wire_bytes=2 * (self.tp - 1) / self.tp * msg,
+            ops.append(Op("all-reduce", "allreduce", 2 * L, a, wire_bytes=ring_bytes(self.tp, msg),
                           measured=ok))
-        bw = t.hbm_bytes_per_s * t.memory_efficiency
-        per_token = ACTIVATION_BYTES * (8 * s.hidden + 2 * (self.heads + self.kv_heads) * s.head_dim
-                                        + 3 * s.intermediate // self.tp)
-        ops.append(Op("norms, rope, activation", "elementwise", L,
-                      OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,
-                      nbytes=m * per_token))
-        logits = samples * s.vocab / self.tp * 4 * 3
-        ops.append(Op("sampling", "elementwise", 1, SAMPLING_FLOOR_S + logits / bw, nbytes=logits))
-        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
-            kernels = L * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
-            ops.append(Op("launch gaps (eager step)", "elementwise", kernels, self.engine.eager_kernel_s))
+        layer, layer_bytes, sampling, logits = self._elementwise(m, samples)
+        ops.append(Op("norms, rope, activation", "elementwise", L, layer, nbytes=layer_bytes))
+        ops.append(Op("sampling", "elementwise", 1, sampling, nbytes=logits))
+        eager = self._eager_kernels(m, chunks)
+        if eager:
+            ops.append(Op("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s))
         return tuple(ops)
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
@@ -529,6 +543,13 @@ class StepModel:
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def sequences_held(sm: Any, memory_bytes: float, tokens: float) -> int:
+    """Sequences of ``tokens`` tokens a step model's replica runs at once on GPUs of ``memory_bytes``:
+    what its KV cache holds (:meth:`StepModel.kv_capacity_tokens`), at most the engine's
+    ``max_num_seqs``."""
+    return int(min(sm.engine.max_num_seqs, sm.kv_capacity_tokens(memory_bytes) // max(1, int(tokens))))
 
 
 def pricing_tables(gpu: str, engine: str, tables: KernelTables | None = None, *,

@@ -17,7 +17,6 @@ Nothing here prints.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from servesim._checks import ParameterError, check_int
 from servesim.hardware.engines import ENGINES, engine_profile
 from servesim.hardware.names import canonical_gpu, dense_shape, resolve_gpu
-from servesim.hardware.speculation import speculation_for
+from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
@@ -511,11 +510,10 @@ def _speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_inf
     if spec is None or spec == "none" or spec_info is None:
         return sm
     sync = dep.overlap is None and sm.engine.overlap and not sm.engine.overlaps_speculation(spec)
-    run = copy.copy(build_step_model(replace(dep, overlap=False), catalog)[0] if sync else sm)
+    drafter = (spec_info["drafter_weight_bytes_per_gpu"], spec_info["drafter_kv_bytes_per_token_per_gpu"])
+    run = beside_drafter(build_step_model(replace(dep, overlap=False), catalog)[0] if sync else sm, drafter)
     if sync and not isinstance(run, StepModel):
         run.kv_context = sm.kv_context
-    run.drafter_bytes = (spec_info["drafter_weight_bytes_per_gpu"],
-                         spec_info["drafter_kv_bytes_per_token_per_gpu"])
     if sync:
         spec_info["overlap"] = (f"off: {sm.engine.description} runs {spec} speculation without its overlap "
                                 "scheduler, so every step pays its host time after the GPU's (the plain "

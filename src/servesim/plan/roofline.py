@@ -224,14 +224,11 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
     (``priced_step_ms``, ``priced_tokens_per_s``), and the drafter's memory as ``predict`` takes it
     (:func:`servesim.hardware.speculation.drafter_memory`: its weights and KV out of the KV cache of
     ``memory_bytes`` GPUs, the batch that still fits at ``context``)."""
-    import copy
-
     from servesim.hardware import speculation as spm
     from servesim.hardware import speculation_physics as sp
-    from servesim.hardware.stepmodel import StepModel
+    from servesim.hardware.stepmodel import StepModel, sequences_held
 
-    ctx = max(1, int(context))
-    plain_cap = min(int(sm.engine.max_num_seqs), sm.kv_capacity_tokens(memory_bytes) // ctx)
+    plain_cap = sequences_held(sm, memory_bytes, context)
 
     for r in rows:
         st = sm.decode_step(r["batch"], context)
@@ -260,9 +257,7 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
             _, info = spm.speculation_for(sm, name, r["batch"], context, draft=dm, alpha=alpha, k_max=k_max)
             r["speedup"][name], r["best_k"][name] = info["speedup_at_batch"], info["k"]
         w, kv = spm.drafter_memory(dm, sm, int(at1["k"]))
-        beside = copy.copy(sm)
-        beside.drafter_bytes = (w, kv)
-        cap_d = min(int(sm.engine.max_num_seqs), beside.kv_capacity_tokens(memory_bytes) // ctx)
+        cap_d = sequences_held(spm.beside_drafter(sm, (w, kv)), memory_bytes, context)
         entry.update({"draft_weight_bytes_per_gpu": w, "draft_kv_bytes_per_token_per_gpu": kv,
                       "max_batch_with_draft": cap_d, "max_batch_without_draft": plain_cap})
         limit = max(1, cap_d)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from servesim.hardware.stepmodel import Chunk, StepModel
+from servesim.hardware.stepmodel import Chunk, StepModel, sequences_held
 
 __all__ = ["step_view"]
 
@@ -22,7 +22,7 @@ __all__ = ["step_view"]
 def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes: float) -> dict[str, Any]:
     """The measured-kernel section of ``servesim roofline`` as plain data (times in ms)."""
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)
-    max_batch = min(sm.engine.max_num_seqs, cap_tokens // max(1, context))
+    max_batch = sequences_held(sm, memory_bytes, context)
     rows = []
     for b in batches:
         st = sm.decode_step(b, context)

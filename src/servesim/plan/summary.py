@@ -365,14 +365,14 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
 
     ``preset`` None: eagle3, or mtp for a model with its own MTP module.  Acceptance: the user's
     ``acceptance_length`` at ``k`` or ``alpha``, else the lab's preset alpha (said in the output)."""
-    from servesim.hardware.speculation import draft_model_for, speculation_for
-    from servesim.hardware.stepmodel import StepModel
+    from servesim.hardware.speculation import beside_drafter, draft_model_for, drafter_memory, speculation_for
+    from servesim.hardware.stepmodel import StepModel, sequences_held
     from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.plan.predict import speculation_setting
 
     if preset is None:
         preset = "eagle3" if isinstance(sm, StepModel) or not getattr(sm.arch, "mtp_layers", 0) else "mtp"
-    cap = min(sm.engine.max_num_seqs, sm.kv_capacity_tokens(memory_bytes) // max(1, context))
+    cap = sequences_held(sm, memory_bytes, context)
     if cap < 1:
         from servesim._checks import ParameterError
 
@@ -386,14 +386,9 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
         info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
     dm = draft_model_for(sm, preset, None, draft)
     # the drafter's weights and KV come out of the target's KV cache (as predict --spec takes them)
-    import copy
-
-    from servesim.hardware.speculation import drafter_memory
-
-    beside = copy.copy(sm)
-    beside.drafter_bytes = drafter_memory(dm, sm, int(info.get("k") or k or 1))
+    beside = beside_drafter(sm, drafter_memory(dm, sm, int(info.get("k") or k or 1)))
     cap_plain = cap
-    cap = min(sm.engine.max_num_seqs, beside.kv_capacity_tokens(memory_bytes) // max(1, context))
+    cap = sequences_held(beside, memory_bytes, context)
     rows = []
     for b in [b for b in SPECDEC_MODEL_BATCHES if b <= cap]:
         _, at = speculation_for(sm, preset, float(b), float(context), k=k, draft=dm, alpha=info["alpha"])
