@@ -14,9 +14,8 @@ from typing import Any
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER") is None or config.getvalue("dist") not in ("no", "loadgroup"):
-        return
-    if not getattr(config.option, "loadgroup", False):
+    # in a worker, xdist has set option.loadgroup from the controller's --dist (and dist to "no")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None or not getattr(config.option, "loadgroup", False):
         return
     for item in items:
         names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
