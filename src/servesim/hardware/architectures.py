@@ -145,10 +145,6 @@ take a dtype other than bf16)."""
 _BF16_PARTS: tuple[str, ...] = ("embed", "lm_head", "norms", "biases", "router")
 _ATTENTION_KINDS = ("mla", "gqa")
 _QK_NORMS = ("", "per_head", "per_layer")
-_DTYPE_ALIASES: Mapping[str, str] = {
-    "bfloat16": "bf16", "nvfp4": "fp4", "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8",
-    "fp8-block": "fp8_block", "w4a16": "int4",
-}
 _MAX_DIM = 1 << 24
 _MAX_LIST = 4096
 _MAX_PATTERN = 1000
@@ -409,8 +405,9 @@ class Architecture:
     def weight_bytes(self, dtype: str) -> float:
         """Bytes of the weights with ``dtype`` (one of :data:`CHECKPOINT_DTYPES`) for the experts and
         the other ``quantized_parts``, bf16 for everything else (MTP modules excluded)."""
-        key = dtype.strip().lower() if isinstance(dtype, str) else ""
-        key = _DTYPE_ALIASES.get(key, key)
+        from servesim.hardware.precision import normalize_dtype
+
+        key = str(normalize_dtype(dtype)) if isinstance(dtype, str) else ""
         if key not in BYTES_PER_VALUE:
             raise ParameterError("dtype", dtype, f"one of {', '.join(repr(d) for d in CHECKPOINT_DTYPES)}")
         quantized = {"experts", *(self.quantized_parts or ())}

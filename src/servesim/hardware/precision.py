@@ -123,8 +123,7 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 
 
 def _normalize(name: str, dtype: object, allowed: tuple[str, ...]) -> str:
-    key = dtype.strip().lower() if isinstance(dtype, str) else ""
-    key = _ALIASES.get(key, key)
+    key = normalize_dtype(dtype) if isinstance(dtype, str) else ""
     if key not in allowed:
         raise ParameterError(name, dtype, f"one of {', '.join(repr(d) for d in allowed)}")
     return key
