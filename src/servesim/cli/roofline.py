@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> Output:
                                       kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep)
     except ValueError as exc:
         sm = exc
-    # The pure roofline of [1]-[6] prices the replica's GPUs: with attention data parallel it splits
+    # The pure roofline of [1], [2] and [5] prices the replica's GPUs: with attention data parallel it splits
     # every weight over tp x dp of them (the step model of [0] replicates attention over the DP ranks).
     gpus = args.tp * args.dp
     data = roofline_summary(

@@ -2,9 +2,9 @@
 
 For ``servesim roofline``: at each decode batch the step split into GEMMs,
 attention, all-reduce, other kernels and host time
-(:class:`servesim.hardware.stepmodel.StepModel`) and the pure roofline bound; for a step model that
-lists its operations (:class:`servesim.hardware.moe_step.MoEStepModel`), each operation at the
-smallest and the largest batch that fit, priced by the engine and at the speed of light.  The
+(:class:`servesim.hardware.stepmodel.StepModel`) and the pure roofline bound, and each of its
+operations (:mod:`servesim.hardware.ops`) at the smallest and the largest batch that fit, priced by
+the engine and at the speed of light.  The
 same step model prices the command's speculation (:func:`servesim.plan.roofline.roofline_summary`).
 Plain dicts out.
 """
@@ -23,21 +23,14 @@ def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes:
     """The measured-kernel section of ``servesim roofline`` as plain data (times in ms)."""
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)
     max_batch = sequences_held(sm, memory_bytes, context)
-    rows = []
-    for b in batches:
-        st = sm.decode_step(b, context)
-        rows.append({"batch": b, "fits_memory": b <= max_batch, **st.as_dict(),
-                     "tokens_per_s": b / st.total_s})
-    prefill = sm.step(0.0, 0.0, (Chunk(min(context, sm.engine.max_num_batched_tokens)),))
-    ops: dict[str, Any] = {}
-    peaks = getattr(sm, "peaks", None)
-    if peaks is not None:  # a step model that lists its operations
-        from servesim.hardware.ops import by_name
+    from servesim.hardware.ops import by_name
 
-        fitting = [b for b in batches if b <= max_batch] or list(batches)
-        for b in sorted({min(fitting), max(fitting)}):
-            st = sm.decode_step(b, context)
-            ops[str(b)] = by_name(st.ops, peaks)
+    steps = {b: sm.decode_step(b, context) for b in batches}
+    rows = [{"batch": b, "fits_memory": b <= max_batch, **st.as_dict(), "tokens_per_s": b / st.total_s}
+            for b, st in steps.items()]
+    prefill = sm.step(0.0, 0.0, (Chunk(min(context, sm.engine.max_num_batched_tokens)),))
+    fitting = [b for b in batches if b <= max_batch] or list(batches)
+    ops = {str(b): by_name(steps[b].ops, sm.peaks) for b in sorted({min(fitting), max(fitting)})}
     return {
         "model": sm.shape.name, "gpu": sm.gpu, "tp": sm.tp, "dtype": sm.dtype, "kv_dtype": sm.kv_dtype,
         "engine": sm.engine.name, "tables": sm.tables_note, "context_tokens": context,

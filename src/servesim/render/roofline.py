@@ -28,8 +28,8 @@ def roofline_text(d: dict[str, Any]) -> str:
     out: list[str] = []
     par = d.get("parallel") or {}
     if par.get("dp", 1) > 1 or par.get("ep", 1) > 1:
-        split = (f"tp {par['tp']} x dp {par['dp']}, ep {par['ep']}; the pure roofline of [1]-[6] splits "
-                 f"every weight over the {tp} GPUs")
+        split = (f"tp {par['tp']} x dp {par['dp']}, ep {par['ep']}; the pure roofline of [1], [2] and [5] "
+                 f"splits every weight over the {tp} GPUs")
     else:
         split = f"tp={tp}"
     out.append(f"ROOFLINE: {d['model']} on {tp} x {d['gpu']} ({split}), "
