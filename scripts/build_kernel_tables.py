@@ -212,12 +212,23 @@ decode attention alone).  Each holds:
     the one the engine's own dispatch chose (vLLM's collector builds ``FusedMoE`` and logs the
     backend vLLM's oracle selected; e.g. Hopper fp8_block runs Triton without EP and FlashInfer
     CUTLASS with it), so no point has two sources and none is chosen here; NOTICE.md lists them
-    per file.
+    per file.  One exception, TensorRT-LLM's MoE backends: on the B200 it measured NVFP4 twice,
+    with the default CUTLASS kernels and with the TRTLLM-gen kernels (``moe_torch_flow_min_latency``,
+    timed without the finalize kernel).  Deployments of DeepSeek-R1 FP4 on Blackwell set
+    ``moe_config.backend: TRTLLM`` below a few hundred concurrent requests and CUTLASS above
+    (NVIDIA's DeepSeek-R1 guides; InferenceMAX ``benchmarks/dsr1_fp4_b200_trt.sh`` switches to
+    CUTLASS from 256 concurrent requests; aiconfigurator takes the min-latency kernel at <= 128
+    tokens).  So up to 256 tokens a
+    point is the faster of CUTLASS and TRTLLM-gen plus its finalize (``finalize_ms``: the top-k
+    BF16 outputs read and the rows written at HBM speed, at least one 3 us kernel), above it
+    CUTLASS; the two kernels agree with the FlashInfer TRTLLM-gen rows SGLang and vLLM measured on
+    the same GPU (DeepSeek-V3 shape, TP8, 4 tokens: 32 us TensorRT-LLM min-latency, 31 us SGLang,
+    85 us CUTLASS).
   - Rows dropped: non-gated (ReLU^2) shapes (NONGATED_SHAPES, the Nemotron-3 / Nemotron-H shapes
     TensorRT-LLM labels ``moe_torch_flow_nongated``; vLLM and SGLang measured the same shapes
     unlabelled, and their rows read 1.4-1.5x HBM if counted as 3 GEMMs: every model servesim
-    prices is gated); TensorRT-LLM's ``moe_torch_flow_min_latency`` NVFP4 rows (B200; an opt-in
-    kernel timed without its finalize; aiconfigurator prefers it at <= 128 tokens); on the B200
+    prices is gated); TensorRT-LLM's ``moe_torch_flow_min_latency`` NVFP4 rows above 256 tokens
+    or of the other routing distributions (the rest are merged, above); on the B200
     vLLM table, 972 rows of a preview build (``0.1.dev19262``, Kimi-K3) whose version is not the
     table's; the Kimi-K3 rows timed with SiLU standing in for its SiTU activation (kernel sources
     ending ``_situ_as_silu``, vLLM and SGLang on Hopper; SGLang's leave gaps in num_tokens where
@@ -771,10 +782,12 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4
 MOE_ORDER = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
 MOE_UNMAPPED = {"w4a8_mxfp4_mxfp8": "MXFP4 weights with MXFP8 activations (DeepSeek-V4 / gpt-oss on "
                                     "Blackwell): servesim has no such dtype"}
+# TensorRT-LLM's TRTLLM-gen NVFP4 MoE (moe_config.backend TRTLLM, min-latency mode), timed without its
+# finalize: used up to the deployments' cut-over to CUTLASS (MIN_LATENCY_MAX_TOKENS), plus finalize_ms
+MIN_LATENCY_SOURCE = "moe_torch_flow_min_latency"
+MIN_LATENCY_MAX_TOKENS = 256
+FINALIZE_FLOOR_MS = 0.003  # one small CUDA-graphed kernel
 MOE_DROPPED_SOURCES = {
-    "moe_torch_flow_min_latency": "TensorRT-LLM's opt-in min-latency NVFP4 MoE (B200): timed without its "
-                                  "finalize (do_finalize=False) and with DeepSeek-V3 grouped routing for "
-                                  "every shape; the default CUTLASS rows of the same points are kept",
     "moe_torch_flow_nongated": "non-gated (ReLU^2, Nemotron-H) MoE rows of TensorRT-LLM: the key has no "
                                "activation field and every model servesim prices is gated (SwiGLU)",
     "sglang_marlin_moe_situ_as_silu": "Kimi-K3 rows timed with SiLU standing in for its SiTU activation "
@@ -853,6 +866,8 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
     pts: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     src: dict[str, dict[str, str]] = defaultdict(dict)
+    fast: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     dropped: dict[str, int] = defaultdict(int)
     kept_rows: list[dict[str, Any]] = []
     for r in rows:
@@ -867,6 +882,13 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             why = "non-gated (ReLU^2) shapes"
         elif r["moe_dtype"] in MOE_UNMAPPED:
             why = f"moe_dtype {r['moe_dtype']}"
+        elif r["kernel_source"] == MIN_LATENCY_SOURCE:
+            if r["distribution"] == MOE_DISTRIBUTION and int(r["num_tokens"]) <= MIN_LATENCY_MAX_TOKENS:
+                key = ",".join(str(r[c]) for c in MOE_KEY)
+                fast[MOE_DTYPES[r["moe_dtype"]]][key][int(r["num_tokens"])].append(float(r["latency"]))
+                continue
+            why = (f"kernel_source {MIN_LATENCY_SOURCE} above {MIN_LATENCY_MAX_TOKENS} tokens or not "
+                   f"{MOE_DISTRIBUTION}")
         elif r["kernel_source"] in MOE_DROPPED_SOURCES:
             why = f"kernel_source {r['kernel_source']}"
         else:
@@ -880,8 +902,9 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             pts[name][key][int(r["num_tokens"])].append(float(r["latency"]))
             continue
         dropped[why] += 1
-    tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
     hbm = float(system["mem_bw"])
+    merge_min_latency(pts, src, fast, hbm)
+    tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
     dtypes: dict[str, Any] = {}
     eff: dict[str, Any] = {}
     for name in [d for d in MOE_ORDER if d in pts]:
@@ -900,6 +923,37 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
     table = {"distribution": MOE_DISTRIBUTION, "tokens": tokens, "dtypes": dtypes,
              "dropped_rows": dict(sorted(dropped.items()))}
     return table, eff, moe_evidence(kept_rows, hbm, label)
+
+
+def merge_min_latency(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
+                      fast: dict[str, dict[str, dict[int, list[float]]]], hbm: float) -> None:
+    """TensorRT-LLM's TRTLLM-gen (min-latency) NVFP4 MoE points at <= MIN_LATENCY_MAX_TOKENS tokens,
+    each plus its finalize kernel, in place of the CUTLASS point of the same shape and tokens
+    where that is faster (module docstring, "TensorRT-LLM's MoE backends")."""
+    for name, by_key in fast.items():
+        for key, by_t in by_key.items():
+            if key not in pts[name]:
+                raise SystemExit(f"{MIN_LATENCY_SOURCE} {name} {key}: no default-kernel rows of that shape")
+            h, _i, k, _e, _tp, _ep = parse_shape(key)
+            replaced = False
+            for t, vals in by_t.items():
+                if t not in pts[name][key]:
+                    continue
+                ms = statistics.median(vals) + finalize_ms(t, h, k, hbm)
+                if ms < statistics.median(pts[name][key][t]):
+                    pts[name][key][t] = [ms]
+                    replaced = True
+            if replaced:
+                src[name][key] = f"{src[name][key]} + {MIN_LATENCY_SOURCE} (<= {MIN_LATENCY_MAX_TOKENS} tokens)"
+
+
+def finalize_ms(tokens: int, hidden: int, topk: int, hbm: float) -> float:
+    """TensorRT-LLM's MoE finalize (the top-k weighted sum back into token order), which the
+    min-latency rows were timed without: it reads the ``tokens x topk`` BF16 expert outputs and
+    writes ``tokens`` BF16 rows at HBM speed, and costs at least one small kernel
+    (FINALIZE_FLOOR_MS)."""
+    nbytes = 2.0 * tokens * hidden * (topk + 1)
+    return FINALIZE_FLOOR_MS + nbytes / hbm * 1e3
 
 
 def moe_fit(name: str, shapes: dict[str, list[float | None]], tokens: list[int],

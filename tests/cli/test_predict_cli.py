@@ -375,3 +375,17 @@ def test_roofline_shows_where_an_moe_step_goes():
     res = run_cli("roofline", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "8")
     assert res.returncode == 0, res.stderr
     assert "fp8_block weights" in res.stdout and "priced by the measured-kernel step model" in res.stdout
+
+
+def test_inferencemax_client_takes_its_trtllm_recipe_budget_unless_given(capsys):
+    # InferenceMAX's TensorRT-LLM recipe: --max_num_tokens = 64 ceil((C + ISL + 64) / 64) = 8,320 for
+    # 8k prompts at 64 clients; an explicit --max-num-tokens wins; another client keeps 8,192.
+    base = ("--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--tp", "8", "--dtype",
+            "fp4", "--engine", "trtllm", "--isl", "8192", "--osl", "64", "--concurrency", "64",
+            "--num-prompts", "64", "--num-warmups", "0")
+    recipe = _json(capsys, *base, "--client", "inferencemax")
+    given = _json(capsys, *base, "--client", "inferencemax", "--max-num-tokens", "12288")
+    other = _json(capsys, *base, "--client", "vllm")
+    assert recipe["max_num_batched_tokens"] == 8320
+    assert given["max_num_batched_tokens"] == 12288
+    assert other["max_num_batched_tokens"] == 8192

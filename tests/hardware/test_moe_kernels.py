@@ -59,8 +59,10 @@ MOE_POINTS = [
     # h100_sxm/moe_vllm_0.24.0_moe_perf.parquet rows 646, 773 (w4a16_mxfp4, gpt-oss-120b, one GPU)
     ("h100_sxm", "vllm", "mxfp4", 2880, 2880, 4, 128, 1, 1, 1, 0.06273919939994813),
     ("h100_sxm", "vllm", "mxfp4", 2880, 2880, 4, 128, 1, 1, 64, 0.5297152042388916),
-    # b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet row 73089 (nvfp4, moe_torch_flow_cutlass)
-    ("b200_sxm", "trtllm", "fp4", *DSV3, 1, 8, 1, 0.04848639965057373),
+    # b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet (nvfp4): above 256 tokens the default CUTLASS
+    # kernel's row (1024 tokens: CUTLASS 0.33647, TRTLLM-gen min-latency 0.23291 is not used there);
+    # at <= 256 tokens the TRTLLM-gen row plus its finalize (test_trtllm_fp4_takes_trtllm_gen below)
+    ("b200_sxm", "trtllm", "fp4", *DSV3, 1, 8, 1024, 0.3364736080169678),
     # a100_sxm/moe_vllm_0.14.0_moe_perf.parquet rows 0, 142 (bfloat16, Mixtral-8x7B)
     ("a100_sxm", "vllm", "bf16", 4096, 14336, 2, 8, 1, 1, 1, 0.4540544033050537),
     ("a100_sxm", "vllm", "bf16", 4096, 14336, 2, 8, 1, 1, 1024, 6.872515106201172),
@@ -144,6 +146,31 @@ def test_moe_points_read_back(gpu: str, engine: str, dtype: str, h: int, i: int,
     lk = _t(gpu, engine).moe(dtype, tokens, h, i, k, e, tp, ep)
     assert lk.measured and lk.note == ""
     assert close(lk.ms, ms), (lk.ms, ms)
+
+
+@pytest.mark.parametrize(("tp", "ep", "tokens", "cutlass", "trtllm_gen"), [
+    (1, 8, 1, 0.04848639965057373, 0.035750401020050046),
+    (8, 1, 4, 0.0847104012966156, 0.031788799166679385),
+])
+def test_trtllm_fp4_takes_trtllm_gen(tp: int, ep: int, tokens: int, cutlass: float, trtllm_gen: float) -> None:
+    # TensorRT-LLM's B200 NVFP4 MoE at <= 256 tokens is its TRTLLM-gen (min-latency) row plus the
+    # finalize it was timed without: 3 us + the top-k BF16 outputs read and the rows written at the
+    # B200's 7.7 TB/s (system.yaml mem_bw): 2 x tokens x 7168 x (8 + 1) bytes.
+    finalize = 0.003 + 2 * tokens * 7168 * 9 / 7.7e12 * 1e3
+    want = min(cutlass, trtllm_gen + finalize)
+    assert want < 0.8 * cutlass  # the faster kernel is the one kept, and by a margin
+    lk = _t("b200_sxm", "trtllm").moe("fp4", tokens, *DSV3, tp, ep)
+    assert lk.measured and abs(lk.ms - want) <= 5e-4 * want, (lk.ms, want)  # 4 significant digits
+    # the same TRTLLM-gen kernels, as FlashInfer ships them, measured by SGLang on the same GPU
+    sg = _t("b200_sxm", "sglang").moe("fp4", tokens, *DSV3, tp, ep)
+    assert 0.7 < lk.ms / sg.ms < 1.4, (lk.ms, sg.ms)
+
+
+def test_trtllm_fp4_never_cheaper_with_more_tokens() -> None:
+    t = _t("b200_sxm", "trtllm")
+    for tp, ep in ((8, 1), (4, 1), (1, 8), (1, 4), (2, 4)):
+        ms = [t.moe("fp4", n, *DSV3, tp, ep).ms for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)]
+        assert all(b >= a for a, b in zip(ms, ms[1:])), (tp, ep, ms)
 
 
 def test_moe_glitch_takes_the_larger_points_envelope() -> None:

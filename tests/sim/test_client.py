@@ -78,3 +78,17 @@ def test_inferencemax_defaults_and_warmups_beyond_the_prompts():
     with pytest.raises(ParameterError) as exc:
         Benchmark(1024, 1024, concurrency=4, num_prompts=10, client=Client("vllm", num_warmups=11))
     assert exc.value.name == "num_warmups"
+
+
+@pytest.mark.parametrize(("engine", "isl", "conc", "expect"), [
+    ("trtllm", 8192, 64, 8320),    # 64 x ceil((64 + 8192 + 64) / 64) = 64 x 130
+    ("trtllm", 1024, 4, 8192),     # 1,092 rounds to 1,152: the recipe keeps at least 8,192
+    ("trtllm", 8192, 250, 8512),   # 8,506 -> 64 x 133
+    ("sglang", 8192, 64, None),    # the other engines' recipes keep their default budgets
+    ("trtllm", 8192, None, None),  # no client slots: nothing to size it by
+])
+def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence(engine, isl, conc, expect):
+    assert Client("inferencemax").recipe_budget(engine, isl, conc) == expect
+    assert Client("vllm").recipe_budget(engine, isl, conc) is None
+    if expect is not None:
+        assert expect >= isl + conc and expect % 64 == 0

@@ -284,6 +284,8 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
              for dest in _ALL_ENGINE_FLAGS}
     settings = engine_settings(engine, flags)
     bench = _bench(args, row)
+    if settings["max_num_batched_tokens"] is None:  # the harness's server recipe, where it has one
+        settings["max_num_batched_tokens"] = bench.client.recipe_budget(engine, bench.isl, bench.concurrency)
     mode = row.get("mode") or args.mode
     if mode == "disagg":
         out = _disagg_row(args, row, catalog, engine, settings, bench, lengths)

@@ -131,6 +131,17 @@ class Client:
         c, d = self.length_range(osl, output=True)
         return (a + b) / 2, (c + d) / 2
 
+    def recipe_budget(self, engine: str, isl: int, concurrency: int | None) -> int | None:
+        """The step token budget the harness's own server recipe passes, or None for the engine's
+        default.  InferenceMAX launches TensorRT-LLM (``benchmarks/dsr1_*_trt.sh``) with
+        ``--max_num_tokens = max(8192, 64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and
+        every running sequence fit in one step (without chunked prefill an 8k prompt beside 64
+        sequences would wait at the default 8,192).  The other engines' recipes keep budgets
+        whose effect servesim's defaults already carry."""
+        if self.name != "inferencemax" or engine != "trtllm" or not concurrency:
+            return None
+        return max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
+
     @property
     def label(self) -> str:
         return CLIENTS[self.name]
