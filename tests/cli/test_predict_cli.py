@@ -386,6 +386,9 @@ def test_inferencemax_client_takes_its_trtllm_recipe_budget_unless_given(capsys)
     recipe = _json(capsys, *base, "--client", "inferencemax")
     given = _json(capsys, *base, "--client", "inferencemax", "--max-num-tokens", "12288")
     other = _json(capsys, *base, "--client", "vllm")
-    assert recipe["max_num_batched_tokens"] == 8320
+    assert recipe["max_num_batched_tokens"] == 8320 and recipe["kv_dtype"] == "fp8"
     assert given["max_num_batched_tokens"] == 12288
-    assert other["max_num_batched_tokens"] == 8192
+    assert other["max_num_batched_tokens"] == 8192 and other["kv_dtype"] == "bf16"
+    bf16 = _json(capsys, *base, "--client", "inferencemax", "--kv-dtype", "bf16")
+    assert bf16["kv_dtype"] == "bf16"  # a KV dtype given wins over the recipe's
+    assert recipe["kv_capacity_tokens"] > 1.9 * bf16["kv_capacity_tokens"]  # one byte a value, not two

@@ -88,7 +88,9 @@ def test_inferencemax_defaults_and_warmups_beyond_the_prompts():
     ("trtllm", 8192, None, None),  # no client slots: nothing to size it by
 ])
 def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence(engine, isl, conc, expect):
-    assert Client("inferencemax").recipe_budget(engine, isl, conc) == expect
-    assert Client("vllm").recipe_budget(engine, isl, conc) is None
+    recipe = Client("inferencemax").recipe(engine, isl, conc)
+    assert recipe.get("max_num_batched_tokens") == expect
+    assert recipe.get("kv_dtype") == ("fp8" if engine == "trtllm" else None)  # its TRT-LLM recipes' KV
+    assert Client("vllm").recipe(engine, isl, conc) == {}
     if expect is not None:
         assert expect >= isl + conc and expect % 64 == 0

@@ -284,14 +284,17 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
              for dest in _ALL_ENGINE_FLAGS}
     settings = engine_settings(engine, flags)
     bench = _bench(args, row)
-    if settings["max_num_batched_tokens"] is None:  # the harness's server recipe, where it has one
-        settings["max_num_batched_tokens"] = bench.client.recipe_budget(engine, bench.isl, bench.concurrency)
     mode = row.get("mode") or args.mode
     if mode == "disagg":
         out = _disagg_row(args, row, catalog, engine, settings, bench, lengths)
     else:
+        # the harness's own server recipe fills what the row and the flags leave unset
+        recipe = bench.client.recipe(engine, bench.isl, bench.concurrency)
+        if settings["max_num_batched_tokens"] is None:
+            settings["max_num_batched_tokens"] = recipe.get("max_num_batched_tokens")
         dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
-                         dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype") or "bf16",
+                         dtype=row.get("dtype") or "auto",
+                         kv_dtype=row.get("kv_dtype") or recipe.get("kv_dtype") or "bf16",
                          engine=engine, dp=row.get("dp") or args.dp or 1, ep=row.get("ep") or args.ep or 1,
                          **settings)
         out = predict(dep, bench, catalog=catalog, lengths=lengths, **_spec_args(args, row))

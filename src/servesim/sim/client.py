@@ -131,16 +131,20 @@ class Client:
         c, d = self.length_range(osl, output=True)
         return (a + b) / 2, (c + d) / 2
 
-    def recipe_budget(self, engine: str, isl: int, concurrency: int | None) -> int | None:
-        """The step token budget the harness's own server recipe passes, or None for the engine's
-        default.  InferenceMAX launches TensorRT-LLM (``benchmarks/dsr1_*_trt.sh``) with
-        ``--max_num_tokens = max(8192, 64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and
-        every running sequence fit in one step (without chunked prefill an 8k prompt beside 64
-        sequences would wait at the default 8,192).  The other engines' recipes keep budgets
-        whose effect servesim's defaults already carry."""
-        if self.name != "inferencemax" or engine != "trtllm" or not concurrency:
-            return None
-        return max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
+    def recipe(self, engine: str, isl: int, concurrency: int | None) -> dict[str, object]:
+        """Server settings the harness's own launch recipe passes where the engine's defaults differ
+        (empty for the plain clients).  InferenceMAX launches TensorRT-LLM
+        (``benchmarks/dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
+        ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``--max_num_tokens = max(8192,
+        64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
+        one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
+        default 8,192).  Its SGLang and vLLM recipes keep the budgets servesim's defaults carry."""
+        if self.name != "inferencemax" or engine != "trtllm":
+            return {}
+        out: dict[str, object] = {"kv_dtype": "fp8"}
+        if concurrency:
+            out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
+        return out
 
     @property
     def label(self) -> str:
