@@ -944,7 +944,8 @@ def merge_min_latency(pts: dict[str, dict[str, dict[int, list[float]]]], src: di
                     pts[name][key][t] = [ms]
                     replaced = True
             if replaced:
-                src[name][key] = f"{src[name][key]} + {MIN_LATENCY_SOURCE} (<= {MIN_LATENCY_MAX_TOKENS} tokens)"
+                cap = MIN_LATENCY_MAX_TOKENS
+                src[name][key] = f"{src[name][key]} + {MIN_LATENCY_SOURCE} (<= {cap} tokens)"
 
 
 def finalize_ms(tokens: int, hidden: int, topk: int, hbm: float) -> float:

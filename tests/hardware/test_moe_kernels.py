@@ -11,6 +11,7 @@ checks the envelope rule.
 from __future__ import annotations
 
 import gzip
+import itertools
 import math
 import subprocess
 import sys
@@ -152,7 +153,8 @@ def test_moe_points_read_back(gpu: str, engine: str, dtype: str, h: int, i: int,
     (1, 8, 1, 0.04848639965057373, 0.035750401020050046),
     (8, 1, 4, 0.0847104012966156, 0.031788799166679385),
 ])
-def test_trtllm_fp4_takes_trtllm_gen(tp: int, ep: int, tokens: int, cutlass: float, trtllm_gen: float) -> None:
+def test_trtllm_fp4_takes_trtllm_gen(tp: int, ep: int, tokens: int, cutlass: float,
+                                    trtllm_gen: float) -> None:
     # TensorRT-LLM's B200 NVFP4 MoE at <= 256 tokens is its TRTLLM-gen (min-latency) row plus the
     # finalize it was timed without: 3 us + the top-k BF16 outputs read and the rows written at the
     # B200's 7.7 TB/s (system.yaml mem_bw): 2 x tokens x 7168 x (8 + 1) bytes.
@@ -170,7 +172,7 @@ def test_trtllm_fp4_never_cheaper_with_more_tokens() -> None:
     t = _t("b200_sxm", "trtllm")
     for tp, ep in ((8, 1), (4, 1), (1, 8), (1, 4), (2, 4)):
         ms = [t.moe("fp4", n, *DSV3, tp, ep).ms for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)]
-        assert all(b >= a for a, b in zip(ms, ms[1:])), (tp, ep, ms)
+        assert all(b >= a for a, b in itertools.pairwise(ms)), (tp, ep, ms)
 
 
 def test_moe_glitch_takes_the_larger_points_envelope() -> None:
