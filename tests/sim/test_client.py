@@ -94,3 +94,15 @@ def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence
     assert Client("vllm").recipe(engine, isl, conc) == {}
     if expect is not None:
         assert expect >= isl + conc and expect % 64 == 0
+
+
+@pytest.mark.parametrize(("gpu", "family", "tp", "conc", "expect"), [
+    ("b200", "deepseek_v3", 8, 64, {"kv_dtype": "fp8", "scheduler_recv_interval": 30}),
+    ("b200", "deepseek_v3", 8, 8, {"kv_dtype": "fp8", "scheduler_recv_interval": 10}),
+    ("b200", "deepseek_v3", 4, 64, {"kv_dtype": "fp8", "scheduler_recv_interval": 10}),
+    ("h200", "deepseek_v3", 8, 64, {}),  # its H200 recipe keeps SGLang's defaults
+    ("b200", "qwen3_moe", 8, 64, {}),    # no recipe read for the other families: the defaults
+])
+def test_inferencemax_sglang_recipe_on_blackwell_deepseek(gpu, family, tp, conc, expect):
+    got = Client("inferencemax").recipe("sglang", 1024, conc, gpu=gpu, family=family, tp=tp)
+    assert got == expect

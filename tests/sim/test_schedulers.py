@@ -153,3 +153,33 @@ def test_running_sums_equal_the_sums_over_the_sequences():
     live = list(s.decoding.values())
     assert s.remaining_output() == pytest.approx(sum(r.osl - s.generated_of(r) for r in live))
     assert s.long_count == sum(r.osl > 300 for r in live)
+
+
+def test_sglang_receive_interval_makes_a_request_wait_for_the_next_poll():
+    # SGLang's --scheduler-recv-interval R (managers/scheduler_recv_skipper.py): a prefill step
+    # counts 1,000, a decode step 1, and the scheduler polls when the count reaches R.  Request 0
+    # runs alone; request 1 is sent 1.5 decode steps after request 0's first token, i.e. just after
+    # the poll that followed request 0's prefill.  At R = 1 it is taken at the next step; at R = 30
+    # it waits for the poll 30 decode steps after that one: 28-30 steps later.
+    lengths = [(512, 400), (512, 8)]
+    bench = Benchmark(512, 400, num_prompts=2, seed=1, client=Client("vllm"))
+
+    def run(interval: int, sent: float):  # type: ignore[no-untyped-def]
+        sm = _model("sglang", scheduler_recv_interval=interval)
+        return run_benchmark(sm, bench, H100, lengths=lengths, arrival_times=[0.0, sent],
+                             keep_requests=True, loop="python")
+
+    probe = run(1, 1e6)  # request 1 far away: request 0's own times
+    first0 = next(r for r in probe.requests if r[0] == 0)[2]
+    step = probe.median_itl_s
+    sent = first0 + 1.5 * step
+    one = {r[0]: r for r in run(1, sent).requests}
+    thirty = {r[0]: r for r in run(30, sent).requests}
+    extra = (thirty[1][2] - one[1][2]) / step
+    assert 27.5 <= extra <= 30.5, extra
+    assert thirty[0][2] == one[0][2]  # request 0 is not delayed: an idle scheduler polls at once
+
+
+def test_sglang_receive_interval_is_checked():
+    with pytest.raises(ParameterError, match="scheduler_recv_interval"):
+        make_scheduler("sglang", _model("sglang").engine, {"scheduler_recv_interval": 0})

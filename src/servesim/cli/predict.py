@@ -41,6 +41,7 @@ ENGINE_FLAGS: dict[str, dict[str, tuple[str, str]]] = {
                "max_running_requests": ("seqs", "--max-running-requests"),
                "max_prefill_tokens": ("max_prefill_tokens", "--max-prefill-tokens"),
                "enable_mixed_chunk": ("enable_mixed_chunk", "--enable-mixed-chunk"),
+               "scheduler_recv_interval": ("scheduler_recv_interval", "--scheduler-recv-interval"),
                "disable_overlap_schedule": ("no_overlap", "--disable-overlap-schedule")},
     "trtllm": {"max_num_tokens": ("budget", "--max-num-tokens"),
                "max_batch_size": ("seqs", "--max-batch-size"),
@@ -177,6 +178,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="sglang: most tokens of one prefill batch, 1-1,000,000 (default 16384)")
     eng.add_argument("--enable-mixed-chunk", action="store_true", default=None,
                      help="sglang: decodes ride along in prefill steps (default off: prefill stalls them)")
+    eng.add_argument("--scheduler-recv-interval", type=integer(1, hi=10_000), default=None,
+                     help="sglang: decode steps between the scheduler's polls for new requests, 1-10,000 "
+                     "(default 1: every step; a request waits up to this many steps for the next poll)")
     eng.add_argument("--disable-overlap-schedule", action="store_true", default=None,
                      help="sglang: host work between steps instead of beside them (default: overlap on)")
     eng.add_argument("--max-num-tokens", type=integer(1, hi=1_000_000), default=None,
@@ -289,9 +293,14 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         out = _disagg_row(args, row, catalog, engine, settings, bench, lengths)
     else:
         # the harness's own server recipe fills what the row and the flags leave unset
-        recipe = bench.client.recipe(engine, bench.isl, bench.concurrency)
+        recipe = _recipe(bench, engine, row, args)
         if settings["max_num_batched_tokens"] is None:
             settings["max_num_batched_tokens"] = recipe.get("max_num_batched_tokens")
+        options = dict(settings["scheduler"])
+        for key in ("scheduler_recv_interval",):
+            if key in recipe and key not in options:
+                options[key] = recipe[key]
+        settings["scheduler"] = tuple(sorted(options.items()))
         dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
                          dtype=row.get("dtype") or "auto",
                          kv_dtype=row.get("kv_dtype") or recipe.get("kv_dtype") or "bf16",
@@ -304,6 +313,25 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         out["measured"] = row["measured"]
         out["comparison"] = compare_to_measured(out, row["measured"])
     return out
+
+
+def _recipe(bench: Any, engine: str, row: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The benchmark harness's server settings for this row (:meth:`servesim.sim.client.Client.recipe`):
+    the GPU's catalog name and the model's MoE family as the recipes are keyed."""
+    from servesim.hardware.architectures import find_architecture
+    from servesim.hardware.names import canonical_gpu
+
+    if bench.client.name != "inferencemax":
+        return {}
+    try:
+        arch = find_architecture(row["model"])
+    except InputError:  # a dense model (what is wrong with a bad config the step model will say)
+        arch = None
+    family = arch.family if arch is not None else ""
+    recipe: dict[str, Any] = bench.client.recipe(engine, bench.isl, bench.concurrency,
+                                                 gpu=canonical_gpu(row["gpu"]), family=family,
+                                                 tp=row.get("tp") or 1)
+    return recipe
 
 
 def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,

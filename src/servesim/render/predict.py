@@ -69,7 +69,8 @@ def _scheduler(d: dict[str, Any]) -> str:
              f"at most {s.pop('max_running', d.get('max_num_seqs'))} running",
              "overlap scheduler" if s.pop("overlap", False) else "host time between steps"]
     parts += [f"{k} {v}" for k, v in s.items() if k not in ("init_new_token_ratio", "min_new_token_ratio",
-                                                          "new_token_ratio_decay", "clip_max_new_tokens")]
+                                                          "new_token_ratio_decay", "clip_max_new_tokens")
+              and not (k == "scheduler_recv_interval" and v == 1)]
     version = f" {d['engine_version']}" if d.get("engine_version") else ""
     return f"{name}{version}: " + ", ".join(parts)
 

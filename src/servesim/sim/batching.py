@@ -337,7 +337,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
                               or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached())
                               or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
-    if loop == "python" or not _compiles(policy, bench, sends, lengths, spec):
+    if loop == "python" or not _compiles(policy, bench, sends, lengths, spec) or _recv_interval(policy) > 1:
         out = _python_loop(s, policy, bench, sends, slots, lengths, spec, price_of, max_steps, prefilled,
                            keep_requests, eng.request_overhead_s)
     else:
@@ -358,6 +358,18 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         if status == compiled.NOTHING_FITS:
             raise _nothing_fits(bench.concurrency)
     return _result(out, capacity, policy)
+
+
+def _recv_interval(policy: Scheduler) -> int:
+    """SGLang's ``--scheduler-recv-interval`` (1: the scheduler takes new requests every iteration).
+
+    ``python/sglang/srt/managers/scheduler_recv_skipper.py``: before each iteration the scheduler
+    adds the weight of the batch it last ran to a counter, 1 for a decode step and 1,000 for any
+    other (a prefill), and polls its request socket only when the counter reaches the interval,
+    then starts again from 0; an idle scheduler spins and polls at once.  So during a stretch of
+    decode steps a request the client sent waits for the next poll: up to ``interval`` steps.
+    The compiled loop does not model it; such runs take the reference loop."""
+    return int(policy.options.get("scheduler_recv_interval", 1))
 
 
 def _compiles(policy: Scheduler, bench: Benchmark, sends: list[float], lengths: list[tuple[int, int]] | None,
@@ -450,16 +462,30 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
     pending: deque[float] = deque(sends)
     slots_free: deque[float] | None = None if concurrency is None else deque([0.0] * concurrency)
     sent = 0
+    recv_every = _recv_interval(policy)
+    inbox: deque[Request] = deque()  # sent, not yet taken by a scheduler that polls every recv_every steps
+    recv_count = recv_every  # an idle scheduler polls at once
 
     def send(now: float) -> None:
-        """Every request due by ``now`` with a free client slot enters the queue."""
+        """Every request due by ``now`` with a free client slot enters the queue (with a receive
+        interval, the scheduler's socket until its next poll)."""
         nonlocal sent
         while pending and pending[0] <= now and (slots_free is None or slots_free):
             at = pending.popleft()
             if slots_free is not None:
                 at = max(at, slots_free.popleft())
-            s.waiting.append(Request(at, isl_of(sent), index=sent, osl=osl_of(sent)))
+            (inbox if recv_every > 1 else s.waiting).append(Request(at, isl_of(sent), index=sent,
+                                                                    osl=osl_of(sent)))
             sent += 1
+
+    def receive() -> None:
+        """The scheduler polls when its counter has reached the interval (and starts it again,
+        whether or not a request came), or at once when it is idle."""
+        nonlocal recv_count
+        if recv_count >= recv_every or not (s.decoding or s.chunking or s.waiting):
+            s.waiting.extend(inbox)
+            inbox.clear()
+            recv_count = 0
 
     def next_send() -> float:
         """When the next request can enter the queue without a finish (inf: only after one)."""
@@ -507,6 +533,8 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
         if steps >= max_steps:
             raise _too_many_steps(n_total, max_steps)
         send(t)
+        if recv_every > 1:
+            receive()
         if not s.decoding and not s.chunking and not s.waiting:
             nxt = next_send()
             if nxt < math.inf:
@@ -537,6 +565,8 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
             quiet = policy.quiet_steps(s)
             if quiet < n:
                 n = max(1, int(quiet))
+            if recv_every > 1:  # the stretch ends at the next poll
+                n = min(n, max(1, recv_every - recv_count))
         if n > 1:
             dt1 = price(b, ctx + (n - 1) * per_step / 2, ())
             nxt = next_send()
@@ -547,6 +577,8 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
             dt = price(b, ctx, tuple((q, r.context, q == r.prompt_left) for r, q in plan.chunks))
         t += dt
         steps += n
+        if recv_every > 1:  # the weight of the batch just run: 1 a decode step, 1,000 a prefill
+            recv_count += 1000 if plan.chunks else n
         busy_time += dt
         batch_time += len(s.decoding) * dt  # the running sequences, stepping or stalled by a prefill
         itl_sum += b * dt

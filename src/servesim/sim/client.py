@@ -131,19 +131,34 @@ class Client:
         c, d = self.length_range(osl, output=True)
         return (a + b) / 2, (c + d) / 2
 
-    def recipe(self, engine: str, isl: int, concurrency: int | None) -> dict[str, object]:
+    def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
+               family: str = "", tp: int = 1) -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
-        (empty for the plain clients).  InferenceMAX launches TensorRT-LLM
-        (``benchmarks/dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
-        ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``--max_num_tokens = max(8192,
-        64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
-        one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
-        default 8,192).  Its SGLang and vLLM recipes keep the budgets servesim's defaults carry."""
-        if self.name != "inferencemax" or engine != "trtllm":
+        (empty for the plain clients).  ``gpu`` is the catalog name, ``family`` the MoE family
+        (``deepseek_v3``, ...; empty for a dense model), ``tp`` the attention tensor parallel.
+
+        InferenceMAX (``benchmarks/*.sh``) launches
+
+        * TensorRT-LLM (``dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
+          ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``--max_num_tokens = max(8192,
+          64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
+          one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
+          default 8,192);
+        * SGLang with DeepSeek-R1 on B200 (``dsr1_fp8_b200.sh``, ``dsr1_fp4_b200.sh``) with
+          ``--kv-cache-dtype fp8_e4m3`` and ``--scheduler-recv-interval`` 10, or 30 from 16 clients at
+          TP8 (the scheduler then polls for new requests every 30 decode steps).
+
+        Its other recipes keep the budgets servesim's defaults carry."""
+        if self.name != "inferencemax":
             return {}
-        out: dict[str, object] = {"kv_dtype": "fp8"}
-        if concurrency:
-            out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
+        out: dict[str, object] = {}
+        if engine == "trtllm":
+            out["kv_dtype"] = "fp8"
+            if concurrency:
+                out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
+        elif engine == "sglang" and gpu == "b200" and family == "deepseek_v3":
+            out["kv_dtype"] = "fp8"
+            out["scheduler_recv_interval"] = 30 if tp >= 8 and (concurrency or 0) >= 16 else 10
         return out
 
     @property

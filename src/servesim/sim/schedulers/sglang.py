@@ -22,7 +22,12 @@ From ``python/sglang/srt/managers/scheduler.py`` and ``schedule_policy.py``:
    and, when a decode step runs out of room and retracts requests (``retract_decode``:
    the fewest output tokens first, i.e. the newest; recomputed later), becomes
    ``min(1, (tokens decoded + 20 x survivors) / their max_new_tokens)``.
-4. **Overlap schedule**: the CPU prepares step n + 1 while the GPU runs step n
+4. **Receive interval** (``--scheduler-recv-interval``, default 1): the scheduler polls for new
+   requests only when a counter of the decode steps since its last poll reaches the interval (a
+   prefill step counts 1,000, an idle scheduler polls at once;
+   ``managers/scheduler_recv_skipper.py``), so during decoding a sent request waits for the next
+   poll.  The loop keeps such requests in an inbox (:func:`servesim.sim.batching.run_benchmark`).
+5. **Overlap schedule**: the CPU prepares step n + 1 while the GPU runs step n
    (the engine profile's ``overlap``), and CUDA graphs run decode batches only
    (``cuda_graph_decode_only``).
 
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from servesim._checks import check_int
 from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
 
 __all__ = ["SglangScheduler"]
@@ -60,6 +66,8 @@ class SglangScheduler(Scheduler):
         o.setdefault("min_new_token_ratio", 0.1)
         o.setdefault("new_token_ratio_decay", 0.001)
         o.setdefault("clip_max_new_tokens", 4096)
+        o.setdefault("scheduler_recv_interval", 1)
+        check_int("scheduler_recv_interval", o["scheduler_recv_interval"], lo=1, hi=10_000)
         self.ratio = float(o["init_new_token_ratio"])
 
     def prepare(self, s: EngineState) -> None:
