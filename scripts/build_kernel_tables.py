@@ -223,7 +223,12 @@ decode attention alone).  Each holds:
     BF16 outputs read and the rows written at HBM speed, at least one 3 us kernel), above it
     CUTLASS; the two kernels agree with the FlashInfer TRTLLM-gen rows SGLang and vLLM measured on
     the same GPU (DeepSeek-V3 shape, TP8, 4 tokens: 32 us TensorRT-LLM min-latency, 31 us SGLang,
-    85 us CUTLASS).
+    85 us CUTLASS).  Block FP8 likewise runs on TRTLLM-gen kernels under that backend
+    (InferenceMAX ``dsr1_fp8_b200_trt.sh``: TRTLLM below 256 clients, DeepGEMM above), which
+    TensorRT-LLM's own B200 table did not time (only DeepGEMM): its points at <= 256 tokens
+    without expert parallelism are the faster of DeepGEMM and SGLang's FlashInfer TRTLLM-gen rows
+    of the same GPU and shape (``BORROW_TRTLLM_GEN``; SGLang's EP rows are handed ready-made
+    routing, a different layer, and are not borrowed).
   - Rows dropped: non-gated (ReLU^2) shapes (NONGATED_SHAPES, the Nemotron-3 / Nemotron-H shapes
     TensorRT-LLM labels ``moe_torch_flow_nongated``; vLLM and SGLang measured the same shapes
     unlabelled, and their rows read 1.4-1.5x HBM if counted as 3 GEMMs: every model servesim
@@ -787,6 +792,10 @@ MOE_UNMAPPED = {"w4a8_mxfp4_mxfp8": "MXFP4 weights with MXFP8 activations (DeepS
 MIN_LATENCY_SOURCE = "moe_torch_flow_min_latency"
 MIN_LATENCY_MAX_TOKENS = 256
 FINALIZE_FLOOR_MS = 0.003  # one small CUDA-graphed kernel
+# TensorRT-LLM's TRTLLM backend runs block-FP8 MoE on TRTLLM-gen kernels too, which its own B200 table
+# did not time (only DeepGEMM): the same kernels as FlashInfer ships them, timed by SGLang on the same
+# GPU, without expert parallelism (its EP rows are handed ready-made routing: not the same layer)
+BORROW_TRTLLM_GEN = {"b200_sxm": ("sglang", "sglang_flashinfer_trtllm_moe")}
 MOE_DROPPED_SOURCES = {
     "moe_torch_flow_nongated": "non-gated (ReLU^2, Nemotron-H) MoE rows of TensorRT-LLM: the key has no "
                                "activation field and every model servesim prices is gated (SwiGLU)",
@@ -859,15 +868,20 @@ def parse_shape(key: str) -> tuple[int, ...]:
 
 
 def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats: dict[str, list[float]],
-              label: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+              label: str, borrowed: Sequence[dict[str, Any]] = ()) -> tuple[dict[str, Any], dict[str, Any],
+                                                                           list[str]]:
     """The MoE grids of one engine on one GPU: per servesim dtype and measured shape
     ``hidden,inter,topk,experts,moe_tp,moe_ep``, latency over num_tokens (MOE_DISTRIBUTION rows),
     the fitted efficiencies per dtype, and evidence lines (plausibility, distributions)."""
     pts: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     src: dict[str, dict[str, str]] = defaultdict(dict)
-    fast: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+    fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
+    for r in borrowed:  # TRTLLM-gen points another engine measured (build_moe_table)
+        key = ",".join(str(r[c]) for c in MOE_KEY)
+        fast[MOE_DTYPES[r["moe_dtype"]]][key][int(r["num_tokens"])].append(
+            (float(r["latency"]), f"{r['kernel_source']} ({r['framework']} {r['version']})"))
     dropped: dict[str, int] = defaultdict(int)
     kept_rows: list[dict[str, Any]] = []
     for r in rows:
@@ -885,7 +899,10 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
         elif r["kernel_source"] == MIN_LATENCY_SOURCE:
             if r["distribution"] == MOE_DISTRIBUTION and int(r["num_tokens"]) <= MIN_LATENCY_MAX_TOKENS:
                 key = ",".join(str(r[c]) for c in MOE_KEY)
-                fast[MOE_DTYPES[r["moe_dtype"]]][key][int(r["num_tokens"])].append(float(r["latency"]))
+                t = int(r["num_tokens"])
+                ms = float(r["latency"]) + finalize_ms(t, int(r["hidden_size"]), int(r["topk"]),
+                                                       float(system["mem_bw"]))
+                fast[MOE_DTYPES[r["moe_dtype"]]][key][t].append((ms, MIN_LATENCY_SOURCE))
                 continue
             why = (f"kernel_source {MIN_LATENCY_SOURCE} above {MIN_LATENCY_MAX_TOKENS} tokens or not "
                    f"{MOE_DISTRIBUTION}")
@@ -926,26 +943,26 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
 
 
 def merge_min_latency(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
-                      fast: dict[str, dict[str, dict[int, list[float]]]], hbm: float) -> None:
-    """TensorRT-LLM's TRTLLM-gen (min-latency) NVFP4 MoE points at <= MIN_LATENCY_MAX_TOKENS tokens,
-    each plus its finalize kernel, in place of the CUTLASS point of the same shape and tokens
-    where that is faster (module docstring, "TensorRT-LLM's MoE backends")."""
+                      fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]], hbm: float) -> None:
+    """TensorRT-LLM's TRTLLM-gen MoE points at <= MIN_LATENCY_MAX_TOKENS tokens (its own min-latency
+    NVFP4 rows plus their finalize kernel, or the FlashInfer TRTLLM-gen rows another engine measured
+    on the same GPU) in place of the default kernel's point of the same shape and tokens where
+    that is faster (module docstring, "TensorRT-LLM's MoE backends")."""
     for name, by_key in fast.items():
         for key, by_t in by_key.items():
             if key not in pts[name]:
-                raise SystemExit(f"{MIN_LATENCY_SOURCE} {name} {key}: no default-kernel rows of that shape")
-            h, _i, k, _e, _tp, _ep = parse_shape(key)
-            replaced = False
+                continue  # a shape TensorRT-LLM's own kernels were not measured on: not added
+            used: set[str] = set()
             for t, vals in by_t.items():
-                if t not in pts[name][key]:
+                if t not in pts[name][key] or t > MIN_LATENCY_MAX_TOKENS:
                     continue
-                ms = statistics.median(vals) + finalize_ms(t, h, k, hbm)
+                ms = statistics.median(v for v, _ in vals)
                 if ms < statistics.median(pts[name][key][t]):
                     pts[name][key][t] = [ms]
-                    replaced = True
-            if replaced:
+                    used.add(vals[0][1])
+            if used:
                 cap = MIN_LATENCY_MAX_TOKENS
-                src[name][key] = f"{src[name][key]} + {MIN_LATENCY_SOURCE} (<= {cap} tokens)"
+                src[name][key] = f"{src[name][key]} + {', '.join(sorted(used))} (<= {cap} tokens)"
 
 
 def finalize_ms(tokens: int, hidden: int, topk: int, hbm: float) -> float:
@@ -1290,7 +1307,14 @@ def build_moe_table(folder: Path, gpu: str, engine: str,
     if len(devices) != 1 or len(versions) != 1:
         raise SystemExit(f"{label}: mixed devices {devices} or versions {versions}")
     nccl_rows = read_rows(one_file(folder, "comm_nccl_*_nccl_perf.parquet"))
-    moe, moe_eff, evidence = build_moe(moe_rows, system, stats, label)
+    borrowed: list[dict[str, Any]] = []
+    if engine == "trtllm" and gpu in BORROW_TRTLLM_GEN:
+        path = one_file(folder, f"moe_{BORROW_TRTLLM_GEN[gpu][0]}_*_moe_perf.parquet")
+        borrowed = [r for r in read_rows(path)
+                    if r["kernel_source"] == BORROW_TRTLLM_GEN[gpu][1] and r["moe_dtype"] == "fp8_block"
+                    and r["distribution"] == MOE_DISTRIBUTION and int(r["moe_ep_size"]) == 1
+                    and int(r["num_tokens"]) <= MIN_LATENCY_MAX_TOKENS]
+    moe, moe_eff, evidence = build_moe(moe_rows, system, stats, label, borrowed)
     for v in sorted({r["version"] for r in other}):
         why = f"version {v} (not the table's {version})"
         moe["dropped_rows"][why] = sum(r["version"] == v for r in other)

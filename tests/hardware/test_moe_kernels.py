@@ -428,3 +428,17 @@ def test_deepep_low_latency_across_nodes_is_deepeps_published_rdma_latency():
     for tok in (8, 32, 128, 512):
         inside = h100.deepep("combine", "ll", tok, *args, 8).ms
         assert h100.deepep("combine", "ll", tok, *args, 16).ms >= inside
+
+
+def test_trtllm_block_fp8_takes_trtllm_gen_without_ep() -> None:
+    # TensorRT-LLM's B200 block-FP8 MoE at <= 256 tokens without EP: the faster of its DeepGEMM row
+    # and SGLang's FlashInfer TRTLLM-gen row of the same shape (the TRTLLM backend's kernels); with
+    # EP, or above 256 tokens, its own DeepGEMM rows.
+    trt, sg = _t("b200_sxm", "trtllm"), _t("b200_sxm", "sglang")
+    for tokens in (1, 4, 64, 256):
+        got = trt.moe("fp8_block", tokens, *DSV3, 8, 1).ms
+        assert got == sg.moe("fp8_block", tokens, *DSV3, 8, 1).ms, tokens
+    # b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet (fp8_block, deepgemm): EP8 at 4 tokens, TP8 at 1024
+    assert close(trt.moe("fp8_block", 4, *DSV3, 1, 8).ms, 0.09063680171966552)
+    assert close(trt.moe("fp8_block", 1024, *DSV3, 8, 1).ms, 0.51146240234375)
+    assert trt.moe("fp8_block", 4, *DSV3, 8, 1).ms < 0.5 * 0.13346560001373292  # DeepGEMM 133 us: not kept
