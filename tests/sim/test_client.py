@@ -96,13 +96,27 @@ def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence
         assert expect >= isl + conc and expect % 64 == 0
 
 
-@pytest.mark.parametrize(("gpu", "family", "tp", "conc", "expect"), [
-    ("b200", "deepseek_v3", 8, 64, {"kv_dtype": "fp8", "scheduler_recv_interval": 30}),
-    ("b200", "deepseek_v3", 8, 8, {"kv_dtype": "fp8", "scheduler_recv_interval": 10}),
-    ("b200", "deepseek_v3", 4, 64, {"kv_dtype": "fp8", "scheduler_recv_interval": 10}),
-    ("h200", "deepseek_v3", 8, 64, {}),  # its H200 recipe keeps SGLang's defaults
-    ("b200", "qwen3_moe", 8, 64, {}),    # no recipe read for the other families: the defaults
+@pytest.mark.parametrize(("gpu", "dtype", "tp", "conc", "isl", "expect"), [
+    # dsr1_fp8_b200.sh: TP8 chunks of 32,768, 128 running, recv every 30 steps from 16 clients
+    ("b200", "fp8", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 128,
+                                  "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 30}}),
+    ("b200", "fp8", 8, 8, 1024, {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 128,
+                                 "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 10}}),
+    ("b200", "fp8", 4, 64, 8192, {"kv_dtype": "fp8", "max_num_batched_tokens": 8192, "max_num_seqs": 32,
+                                  "scheduler": {"max_prefill_tokens": 8192, "scheduler_recv_interval": 10}}),
+    # dsr1_fp4_b200.sh: the default chunk, 256 running
+    ("b200", "fp4", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256,
+                                  "scheduler": {"scheduler_recv_interval": 30}}),
+    # dsr1_fp8_h200.sh: chunks of 32,768, 512 running at 1k/1k, 256 otherwise, SGLang's own KV
+    ("h200", "fp8", 8, 64, 1024, {"max_num_batched_tokens": 32768, "max_num_seqs": 512,
+                                  "scheduler": {"max_prefill_tokens": 32768}}),
+    ("h200", "fp8", 8, 64, 8192, {"max_num_batched_tokens": 32768, "max_num_seqs": 256,
+                                  "scheduler": {"max_prefill_tokens": 32768}}),
 ])
-def test_inferencemax_sglang_recipe_on_blackwell_deepseek(gpu, family, tp, conc, expect):
-    got = Client("inferencemax").recipe("sglang", 1024, conc, gpu=gpu, family=family, tp=tp)
+def test_inferencemax_sglang_recipes_for_deepseek(gpu, dtype, tp, conc, isl, expect):
+    got = Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="deepseek_v3", tp=tp,
+                                        dtype=dtype, osl=1024)
     assert got == expect
+    # no recipe read for the other families or GPUs: SGLang's defaults
+    assert Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="qwen3_moe", tp=tp) == {}
+    assert Client("inferencemax").recipe("sglang", isl, conc, gpu="h100-sxm", family="deepseek_v3") == {}

@@ -294,12 +294,10 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
     else:
         # the harness's own server recipe fills what the row and the flags leave unset
         recipe = _recipe(bench, engine, row, args)
-        if settings["max_num_batched_tokens"] is None:
-            settings["max_num_batched_tokens"] = recipe.get("max_num_batched_tokens")
-        options = dict(settings["scheduler"])
-        for key in ("scheduler_recv_interval",):
-            if key in recipe and key not in options:
-                options[key] = recipe[key]
+        for key in ("max_num_batched_tokens", "max_num_seqs"):
+            if settings[key] is None:
+                settings[key] = recipe.get(key)
+        options = {**dict(recipe.get("scheduler") or {}), **dict(settings["scheduler"])}  # given ones win
         settings["scheduler"] = tuple(sorted(options.items()))
         dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
                          dtype=row.get("dtype") or "auto",
@@ -330,7 +328,8 @@ def _recipe(bench: Any, engine: str, row: dict[str, Any], args: argparse.Namespa
     family = arch.family if arch is not None else ""
     recipe: dict[str, Any] = bench.client.recipe(engine, bench.isl, bench.concurrency,
                                                  gpu=canonical_gpu(row["gpu"]), family=family,
-                                                 tp=row.get("tp") or 1)
+                                                 tp=row.get("tp") or 1, dtype=str(row.get("dtype") or ""),
+                                                 osl=bench.osl)
     return recipe
 
 

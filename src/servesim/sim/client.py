@@ -132,21 +132,27 @@ class Client:
         return (a + b) / 2, (c + d) / 2
 
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
-               family: str = "", tp: int = 1) -> dict[str, object]:
+               family: str = "", tp: int = 1, dtype: str = "", osl: int = 0) -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
-        (empty for the plain clients).  ``gpu`` is the catalog name, ``family`` the MoE family
-        (``deepseek_v3``, ...; empty for a dense model), ``tp`` the attention tensor parallel.
+        (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
+        budget and running limit under its own flag names), ``kv_dtype``, and scheduler options.
+        ``gpu`` is the catalog name, ``family`` the MoE family (``deepseek_v3``, ...; empty for a
+        dense model), ``tp`` the attention tensor parallel, ``dtype`` the weights as typed.
 
-        InferenceMAX (``benchmarks/*.sh``) launches
+        InferenceMAX (SemiAnalysisAI/InferenceX ``benchmarks/*.sh``) launches
 
         * TensorRT-LLM (``dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
           ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``--max_num_tokens = max(8192,
           64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
           one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
           default 8,192);
-        * SGLang with DeepSeek-R1 on B200 (``dsr1_fp8_b200.sh``, ``dsr1_fp4_b200.sh``) with
-          ``--kv-cache-dtype fp8_e4m3`` and ``--scheduler-recv-interval`` 10, or 30 from 16 clients at
-          TP8 (the scheduler then polls for new requests every 30 decode steps).
+        * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
+          ``--max-prefill-tokens`` 32,768 and ``--max-running-requests`` 512 at 1k/1k, else 256;
+        * SGLang with DeepSeek-R1 on B200 with ``--kv-cache-dtype fp8_e4m3`` and
+          ``--scheduler-recv-interval`` 10, or 30 from 16 clients at TP8 (the scheduler then polls
+          for new requests every 30 decode steps); in FP8 (``dsr1_fp8_b200.sh``) at TP8 with
+          chunks and prefill batches of 32,768 and 128 running requests, at TP4 8,192 and 32; in
+          FP4 (``dsr1_fp4_b200.sh``) with 256 running requests.
 
         Its other recipes keep the budgets servesim's defaults carry."""
         if self.name != "inferencemax":
@@ -156,9 +162,20 @@ class Client:
             out["kv_dtype"] = "fp8"
             if concurrency:
                 out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
-        elif engine == "sglang" and gpu == "b200" and family == "deepseek_v3":
+        elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200":
+            out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
+                       scheduler={"max_prefill_tokens": 32768})
+        elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200":
             out["kv_dtype"] = "fp8"
-            out["scheduler_recv_interval"] = 30 if tp >= 8 and (concurrency or 0) >= 16 else 10
+            recv = 30 if tp >= 8 and (concurrency or 0) >= 16 else 10
+            if dtype in ("fp4", "nvfp4"):
+                out.update(max_num_seqs=256, scheduler={"scheduler_recv_interval": recv})
+            elif tp >= 8:
+                out.update(max_num_batched_tokens=32768, max_num_seqs=128,
+                           scheduler={"max_prefill_tokens": 32768, "scheduler_recv_interval": recv})
+            else:
+                out.update(max_num_batched_tokens=8192, max_num_seqs=32,
+                           scheduler={"max_prefill_tokens": 8192, "scheduler_recv_interval": 10})
         return out
 
     @property
