@@ -120,3 +120,14 @@ def test_inferencemax_sglang_recipes_for_deepseek(gpu, dtype, tp, conc, isl, exp
     # no recipe read for the other families or GPUs: SGLang's defaults
     assert Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="qwen3_moe", tp=tp) == {}
     assert Client("inferencemax").recipe("sglang", isl, conc, gpu="h100-sxm", family="deepseek_v3") == {}
+    assert Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="deepseek_v3", tp=1, dp=8,
+                                         dtype=dtype, osl=1024) == {}  # the recipes run TP only
+
+
+def test_inferencemax_trtllm_recipe_balances_attention_dp():
+    # dsr1_*_trt.sh with DP_ATTENTION: attention_dp_config enable_balance, timeout_iters 60,
+    # batching_wait_iters 0
+    got = Client("inferencemax").recipe("trtllm", 1024, 64, dp=8)
+    assert got["scheduler"] == {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
+                                "attention_dp_batching_wait_iters": 0}
+    assert "scheduler" not in Client("inferencemax").recipe("trtllm", 1024, 64, dp=1)

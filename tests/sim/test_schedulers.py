@@ -183,3 +183,44 @@ def test_sglang_receive_interval_makes_a_request_wait_for_the_next_poll():
 def test_sglang_receive_interval_is_checked():
     with pytest.raises(ParameterError, match="scheduler_recv_interval"):
         make_scheduler("sglang", _model("sglang").engine, {"scheduler_recv_interval": 0})
+
+
+def _adp_state(ranks: int, decoding: int, waiting: int) -> EngineState:
+    from servesim.sim.schedulers.base import Request
+
+    s = EngineState(10**6, 1000, 8192, 1, 1.0, lambda r: 100.0)
+    s.ranks = ranks
+    for i in range(decoding):
+        r = Request(0.0, 0, context=100, index=i, osl=200)
+        s.admit(r)
+        s.chunking.remove(r)
+        s.join(r)
+    for j in range(waiting):
+        s.waiting.append(Request(0.0, 512, index=decoding + j, osl=64))
+    return s
+
+
+@pytest.mark.parametrize(("waiting", "decoding", "held"), [
+    (1, 4, 4),   # one rank holds a context, every rank generates: the 5th iteration reaches the timeout
+    (4, 4, 2),   # every rank holds one and generates: batch 2 more iterations, then go
+    (1, 2, 0),   # a rank without generation requests: go at once
+])
+def test_trtllm_attention_dp_balance_holds_contexts(waiting, decoding, held):
+    # py_executor.py _balance_adp_requests with enable_balance, timeout_iters 5, batching_wait_iters 2
+    eng = engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, dp=4,
+                         scheduler={"attention_dp_balance": True, "attention_dp_timeout_iters": 5,
+                                    "attention_dp_batching_wait_iters": 2})
+    policy = make_scheduler("trtllm", eng)
+    s = _adp_state(4, decoding, waiting)
+    plans = [policy.schedule(s) for _ in range(held + 1)]
+    assert [bool(p.chunks) for p in plans] == [False] * held + [True]
+    assert all(p.decode for p in plans)  # the generation requests go on meanwhile
+    assert policy.quiet_steps(_adp_state(4, 4, 1)) == 1.0  # the balance decides every iteration
+
+
+def test_trtllm_attention_dp_balance_is_off_by_default_and_without_dp():
+    policy = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, dp=4))
+    assert policy.schedule(_adp_state(4, 4, 1)).chunks  # TensorRT-LLM's default: no balance
+    one = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
+                                                  scheduler={"attention_dp_balance": True}))
+    assert one.schedule(_adp_state(1, 4, 1)).chunks and not one.reference_only()  # one rank: no balance

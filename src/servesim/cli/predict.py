@@ -328,7 +328,8 @@ def _recipe(bench: Any, engine: str, row: dict[str, Any], args: argparse.Namespa
     family = arch.family if arch is not None else ""
     recipe: dict[str, Any] = bench.client.recipe(engine, bench.isl, bench.concurrency,
                                                  gpu=canonical_gpu(row["gpu"]), family=family,
-                                                 tp=row.get("tp") or 1, dtype=str(row.get("dtype") or ""),
+                                                 tp=row.get("tp") or 1, dp=row.get("dp") or args.dp or 1,
+                                                 dtype=str(row.get("dtype") or ""),
                                                  osl=bench.osl)
     return recipe
 

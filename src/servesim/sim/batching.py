@@ -337,7 +337,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
                               or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached())
                               or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
-    if loop == "python" or not _compiles(policy, bench, sends, lengths, spec) or _recv_interval(policy) > 1:
+    if loop == "python" or not _compiles(policy, bench, sends, lengths, spec) or policy.reference_only():
         out = _python_loop(s, policy, bench, sends, slots, lengths, spec, price_of, max_steps, prefilled,
                            keep_requests, eng.request_overhead_s)
     else:

@@ -132,7 +132,8 @@ class Client:
         return (a + b) / 2, (c + d) / 2
 
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
-               family: str = "", tp: int = 1, dtype: str = "", osl: int = 0) -> dict[str, object]:
+               family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
+               osl: int = 0) -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
         budget and running limit under its own flag names), ``kv_dtype``, and scheduler options.
@@ -145,7 +146,8 @@ class Client:
           ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``--max_num_tokens = max(8192,
           64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
           one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
-          default 8,192);
+          default 8,192); with attention data parallel (``dp`` > 1) its ``attention_dp_config`` has
+          ``enable_balance: true``, ``timeout_iters: 60`` and ``batching_wait_iters: 0``;
         * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
           ``--max-prefill-tokens`` 32,768 and ``--max-running-requests`` 512 at 1k/1k, else 256;
         * SGLang with DeepSeek-R1 on B200 with ``--kv-cache-dtype fp8_e4m3`` and
@@ -154,7 +156,8 @@ class Client:
           chunks and prefill batches of 32,768 and 128 running requests, at TP4 8,192 and 32; in
           FP4 (``dsr1_fp4_b200.sh``) with 256 running requests.
 
-        Its other recipes keep the budgets servesim's defaults carry."""
+        The SGLang recipes run tensor parallel only (``--data-parallel-size=1``): with ``dp`` > 1
+        SGLang keeps its defaults.  Its other recipes keep the budgets servesim's defaults carry."""
         if self.name != "inferencemax":
             return {}
         out: dict[str, object] = {}
@@ -162,10 +165,13 @@ class Client:
             out["kv_dtype"] = "fp8"
             if concurrency:
                 out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
-        elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200":
+            if dp > 1:
+                out["scheduler"] = {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
+                                    "attention_dp_batching_wait_iters": 0}
+        elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200" and dp == 1:
             out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
                        scheduler={"max_prefill_tokens": 32768})
-        elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200":
+        elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
             out["kv_dtype"] = "fp8"
             recv = 30 if tp >= 8 and (concurrency or 0) >= 16 else 10
             if dtype in ("fp4", "nvfp4"):

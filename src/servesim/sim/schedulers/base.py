@@ -192,6 +192,11 @@ class Scheduler:
     def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
         """Bookkeeping after ``steps`` steps of ``plan`` ran (default: none)."""
 
+    def reference_only(self) -> bool:
+        """Whether this policy's options need the reference (Python) loop: the compiled loop does
+        not model them."""
+        return False
+
     def quiet_steps(self, s: EngineState) -> float:
         """Pure decode steps that may run in one move before the policy must decide again
         (default: until a sequence finishes or a request arrives)."""

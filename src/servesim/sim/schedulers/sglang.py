@@ -70,6 +70,9 @@ class SglangScheduler(Scheduler):
         check_int("scheduler_recv_interval", o["scheduler_recv_interval"], lo=1, hi=10_000)
         self.ratio = float(o["init_new_token_ratio"])
 
+    def reference_only(self) -> bool:
+        return int(self.options["scheduler_recv_interval"]) > 1
+
     def prepare(self, s: EngineState) -> None:
         s.long_output = float(self.options["clip_max_new_tokens"])  # the outputs the clip shortens
 

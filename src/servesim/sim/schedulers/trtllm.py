@@ -15,13 +15,20 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
 3. **Overlap scheduler** (``disable_overlap_scheduler=False``) and **CUDA graphs for
    generation-only steps** (``cuda_graph_config``: a step with a context request runs
    eagerly): the engine profile's ``overlap`` and ``cuda_graph_decode_only``.
+4. **Attention-DP balance** (``attention_dp_config: enable_balance``, off by default;
+   ``pyexecutor/py_executor.py`` ``_balance_adp_requests``): with attention data parallel, new
+   context requests wait until every rank has one, for at most ``timeout_iters`` iterations
+   (and start at once while some rank has no generation request); once every rank has one and
+   every rank is generating, they wait ``batching_wait_iters`` more iterations.  Every rank
+   holding one is read as at least as many waiting requests as ranks (the ranks are handed
+   requests in turn), every rank generating as at least as many decoding ones.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from servesim._checks import ParameterError
+from servesim._checks import ParameterError, check_int
 from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
 
 __all__ = ["TrtllmScheduler"]
@@ -34,7 +41,42 @@ class TrtllmScheduler(Scheduler):
 
     def __init__(self, profile, options=None):  # type: ignore[no-untyped-def]
         super().__init__(profile, options)
-        self.options.setdefault("enable_chunked_prefill", False)
+        o = self.options
+        o.setdefault("enable_chunked_prefill", False)
+        o.setdefault("attention_dp_balance", False)
+        o.setdefault("attention_dp_timeout_iters", 50)  # AttentionDpConfig's defaults
+        o.setdefault("attention_dp_batching_wait_iters", 10)
+        check_int("attention_dp_timeout_iters", o["attention_dp_timeout_iters"], lo=0, hi=100_000)
+        check_int("attention_dp_batching_wait_iters", o["attention_dp_batching_wait_iters"], lo=0, hi=100_000)
+        self._waited = 0  # iterations context requests have waited for every rank to hold one
+        self._batched = 0  # iterations they have waited, every rank holding one, to batch more
+
+    @property
+    def balancing(self) -> bool:
+        return bool(self.options["attention_dp_balance"]) and self.profile.dp_ranks > 1
+
+    def reference_only(self) -> bool:
+        return self.balancing
+
+    def _hold_contexts(self, s: EngineState) -> bool:
+        """Whether the attention-DP balance keeps this iteration's new context requests waiting."""
+        every_ctx = len(s.waiting) >= s.ranks
+        every_gen = len(s.decoding) >= s.ranks
+        if every_ctx:
+            self._waited = 0
+            if every_gen and self._batched < int(self.options["attention_dp_batching_wait_iters"]):
+                self._batched += 1
+                return True
+            self._batched = 0
+            return False
+        self._waited += 1
+        if self._waited >= int(self.options["attention_dp_timeout_iters"]) or not every_gen:
+            self._waited = 0
+            return False
+        return True
+
+    def quiet_steps(self, s: EngineState) -> float:
+        return 1.0 if self.balancing and s.waiting else float("inf")  # the balance decides each iteration
 
     def check_prompt(self, tokens: int) -> None:
         """A whole prompt must fit in one step's budget unless prefill is chunked."""
@@ -55,7 +97,8 @@ class TrtllmScheduler(Scheduler):
                 break
             chunks.append((r, q))
             left -= q
-        while s.waiting and left > 0 and s.running < s.slots:
+        hold = self.balancing and bool(s.waiting) and self._hold_contexts(s)
+        while not hold and s.waiting and left > 0 and s.running < s.slots:
             r = s.waiting[0]
             final = r.context + r.prompt_left + (r.osl - r.generated)
             if s.promised + final > s.capacity:
