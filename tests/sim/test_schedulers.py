@@ -224,3 +224,20 @@ def test_trtllm_attention_dp_balance_is_off_by_default_and_without_dp():
     one = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
                                                   scheduler={"attention_dp_balance": True}))
     assert one.schedule(_adp_state(1, 4, 1)).chunks and not one.reference_only()  # one rank: no balance
+
+
+@pytest.mark.parametrize(("waiting", "held"), [
+    (2, 3),   # 2 x 512 + 4 generation tokens < 0.5 x 8192: wait out the 3-iteration timeout
+    (9, 0),   # 9 x 512 + 4 = 4,612 >= 0.5 x 8,192: go at once
+])
+def test_trtllm_batch_waiting_holds_contexts_for_tokens(waiting, held):
+    # py_executor.py _waiting_requests: batch_wait_timeout_iters 3, batch_wait_max_tokens_ratio 0.5
+    eng = engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
+                         scheduler={"batch_wait_timeout_iters": 3, "batch_wait_max_tokens_ratio": 0.5})
+    policy = make_scheduler("trtllm", eng)
+    s = _adp_state(1, 4, waiting)
+    plans = [policy.schedule(s) for _ in range(held + 1)]
+    assert [bool(p.chunks) for p in plans] == [False] * held + [True]
+    assert len(plans[-1].chunks) == waiting  # then every context that fits goes at once
+    idle = _adp_state(1, 0, 1)  # no generation requests: no waiting
+    assert make_scheduler("trtllm", eng).schedule(idle).chunks

@@ -71,7 +71,8 @@ def _scheduler(d: dict[str, Any]) -> str:
     parts += [f"{k} {v}" for k, v in s.items() if k not in ("init_new_token_ratio", "min_new_token_ratio",
                                                           "new_token_ratio_decay", "clip_max_new_tokens")
               and not (k == "scheduler_recv_interval" and v == 1)
-              and not (k.startswith("attention_dp_") and not s.get("attention_dp_balance"))]
+              and not (k.startswith("attention_dp_") and not s.get("attention_dp_balance"))
+              and not (k.startswith("batch_wait_") and not s.get("batch_wait_timeout_iters"))]
     version = f" {d['engine_version']}" if d.get("engine_version") else ""
     return f"{name}{version}: " + ", ".join(parts)
 

@@ -147,7 +147,9 @@ class Client:
           64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
           one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
           default 8,192); with attention data parallel (``dp`` > 1) its ``attention_dp_config`` has
-          ``enable_balance: true``, ``timeout_iters: 60`` and ``batching_wait_iters: 0``;
+          ``enable_balance: true``, ``timeout_iters: 60`` and ``batching_wait_iters: 0``, and in
+          FP8 on B200 at 1k/1k from 64 to 255 clients ``batch_wait_timeout_iters: 40`` and
+          ``batch_wait_max_tokens_ratio: 0.8`` (``dsr1_fp8_b200_trt.sh``);
         * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
           ``--max-prefill-tokens`` 32,768 and ``--max-running-requests`` 512 at 1k/1k, else 256;
         * SGLang with DeepSeek-R1 on B200 with ``--kv-cache-dtype fp8_e4m3`` and
@@ -168,6 +170,9 @@ class Client:
             if dp > 1:
                 out["scheduler"] = {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
                                     "attention_dp_batching_wait_iters": 0}
+            elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
+                  and (isl, osl) == (1024, 1024) and 64 <= (concurrency or 0) < 256):
+                out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200" and dp == 1:
             out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
                        scheduler={"max_prefill_tokens": 32768})

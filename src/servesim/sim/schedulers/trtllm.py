@@ -22,13 +22,17 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
    every rank is generating, they wait ``batching_wait_iters`` more iterations.  Every rank
    holding one is read as at least as many waiting requests as ranks (the ranks are handed
    requests in turn), every rank generating as at least as many decoding ones.
+5. **Batch waiting** (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``, off by
+   default; ``_waiting_requests``): without attention DP, while generation requests run, the
+   context requests the step could take wait until with the generation tokens they reach
+   ``ratio x max_num_tokens``, for at most ``timeout_iters`` iterations.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from servesim._checks import ParameterError, check_int
+from servesim._checks import ParameterError, check_int, check_real
 from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
 
 __all__ = ["TrtllmScheduler"]
@@ -46,17 +50,39 @@ class TrtllmScheduler(Scheduler):
         o.setdefault("attention_dp_balance", False)
         o.setdefault("attention_dp_timeout_iters", 50)  # AttentionDpConfig's defaults
         o.setdefault("attention_dp_batching_wait_iters", 10)
+        o.setdefault("batch_wait_timeout_iters", 0)
+        o.setdefault("batch_wait_max_tokens_ratio", 0.0)
+        check_int("batch_wait_timeout_iters", o["batch_wait_timeout_iters"], lo=0, hi=100_000)
+        check_real("batch_wait_max_tokens_ratio", o["batch_wait_max_tokens_ratio"], lo=0.0, hi=1.0)
         check_int("attention_dp_timeout_iters", o["attention_dp_timeout_iters"], lo=0, hi=100_000)
         check_int("attention_dp_batching_wait_iters", o["attention_dp_batching_wait_iters"], lo=0, hi=100_000)
         self._waited = 0  # iterations context requests have waited for every rank to hold one
         self._batched = 0  # iterations they have waited, every rank holding one, to batch more
+        self._batch_waited = 0  # iterations contexts have waited for enough tokens (batch waiting)
 
     @property
     def balancing(self) -> bool:
         return bool(self.options["attention_dp_balance"]) and self.profile.dp_ranks > 1
 
+    @property
+    def batch_waiting(self) -> bool:
+        o = self.options
+        return self.profile.dp_ranks == 1 and (int(o["batch_wait_timeout_iters"]) > 0
+                                               or float(o["batch_wait_max_tokens_ratio"]) > 0)
+
     def reference_only(self) -> bool:
-        return self.balancing
+        return self.balancing or self.batch_waiting
+
+    def _wait_for_tokens(self, tokens: int) -> bool:
+        """Whether batch waiting keeps this iteration's context requests (``tokens`` with the
+        generation tokens) waiting for more."""
+        o = self.options
+        if (self._batch_waited >= int(o["batch_wait_timeout_iters"])
+                or tokens >= float(o["batch_wait_max_tokens_ratio"]) * self.profile.max_num_batched_tokens):
+            self._batch_waited = 0
+            return False
+        self._batch_waited += 1
+        return True
 
     def _hold_contexts(self, s: EngineState) -> bool:
         """Whether the attention-DP balance keeps this iteration's new context requests waiting."""
@@ -76,7 +102,8 @@ class TrtllmScheduler(Scheduler):
         return True
 
     def quiet_steps(self, s: EngineState) -> float:
-        return 1.0 if self.balancing and s.waiting else float("inf")  # the balance decides each iteration
+        # the balance and the batch waiting decide each iteration
+        return 1.0 if (self.balancing or self.batch_waiting) and s.waiting else float("inf")
 
     def check_prompt(self, tokens: int) -> None:
         """A whole prompt must fit in one step's budget unless prefill is chunked."""
@@ -98,16 +125,26 @@ class TrtllmScheduler(Scheduler):
             chunks.append((r, q))
             left -= q
         hold = self.balancing and bool(s.waiting) and self._hold_contexts(s)
-        while not hold and s.waiting and left > 0 and s.running < s.slots:
-            r = s.waiting[0]
+        take: list[tuple[int, int]] = []  # (position in the queue, tokens) the step could take
+        promised, running = s.promised, s.running
+        for i, r in enumerate(s.waiting):
+            if hold or left <= 0 or running >= s.slots:
+                break
             final = r.context + r.prompt_left + (r.osl - r.generated)
-            if s.promised + final > s.capacity:
+            if promised + final > s.capacity:
                 break
             if not chunked and r.prompt_left > left:
                 break
             q = min(r.prompt_left, left, s.chunk_cap)
-            s.waiting.popleft()
+            take.append((i, q))
+            promised += final
+            running += 1
+            left -= q
+        if take and s.decoding and self.batch_waiting and self._wait_for_tokens(
+                sum(q for _, q in take) + s.decode_tokens()):
+            take = []
+        for _, q in take:
+            r = s.waiting.popleft()
             s.admit(r)
             chunks.append((r, q))
-            left -= q
         return StepPlan(True, chunks, False)
