@@ -281,7 +281,7 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
 def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
          lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """Predict one row (flags or a points line): the row's own values first, the flags' after."""
-    from servesim.plan.predict import Deployment, compare_to_measured, predict
+    from servesim.plan.predict import compare_to_measured, harness_deployment, predict
 
     engine = row.get("engine") or args.engine or "vllm"
     flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
@@ -293,17 +293,10 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         out = _disagg_row(args, row, catalog, engine, settings, bench, lengths)
     else:
         # the harness's own server recipe fills what the row and the flags leave unset
-        recipe = _recipe(bench, engine, row, args)
-        for key in ("max_num_batched_tokens", "max_num_seqs"):
-            if settings[key] is None:
-                settings[key] = recipe.get(key)
-        options = {**dict(recipe.get("scheduler") or {}), **dict(settings["scheduler"])}  # given ones win
-        settings["scheduler"] = tuple(sorted(options.items()))
-        dep = Deployment(model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
-                         dtype=row.get("dtype") or "auto",
-                         kv_dtype=row.get("kv_dtype") or recipe.get("kv_dtype") or "bf16",
-                         engine=engine, dp=row.get("dp") or args.dp or 1, ep=row.get("ep") or args.ep or 1,
-                         **settings)
+        dep = harness_deployment(bench, model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
+                                 dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype"),
+                                 engine=engine, dp=row.get("dp") or args.dp or 1,
+                                 ep=row.get("ep") or args.ep or 1, **settings)
         out = predict(dep, bench, catalog=catalog, lengths=lengths, **_spec_args(args, row))
     if row.get("labels"):
         out = {**row["labels"], **out}
@@ -311,27 +304,6 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         out["measured"] = row["measured"]
         out["comparison"] = compare_to_measured(out, row["measured"])
     return out
-
-
-def _recipe(bench: Any, engine: str, row: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The benchmark harness's server settings for this row (:meth:`servesim.sim.client.Client.recipe`):
-    the GPU's catalog name and the model's MoE family as the recipes are keyed."""
-    from servesim.hardware.architectures import find_architecture
-    from servesim.hardware.names import canonical_gpu
-
-    if bench.client.name != "inferencemax":
-        return {}
-    try:
-        arch = find_architecture(row["model"])
-    except InputError:  # a dense model (what is wrong with a bad config the step model will say)
-        arch = None
-    family = arch.family if arch is not None else ""
-    recipe: dict[str, Any] = bench.client.recipe(engine, bench.isl, bench.concurrency,
-                                                 gpu=canonical_gpu(row["gpu"]), family=family,
-                                                 tp=row.get("tp") or 1, dp=row.get("dp") or args.dp or 1,
-                                                 dtype=str(row.get("dtype") or ""),
-                                                 osl=bench.osl)
-    return recipe
 
 
 def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,

@@ -28,7 +28,8 @@ from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
-__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "kv_transfer_seconds",
+__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "harness_deployment",
+           "kv_transfer_seconds",
            "predict", "predict_disaggregated"]
 
 COMPARED_KEYS: tuple[str, ...] = (
@@ -77,6 +78,32 @@ class Deployment:
         check_int("ep", self.ep, lo=1, hi=256)
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
+
+
+def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
+                       engine: str = "vllm", max_num_batched_tokens: int | None = None,
+                       max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
+                       **fields: Any) -> Deployment:
+    """The :class:`Deployment` a benchmark harness ran: the fields given, and for what is left unset
+    (``None`` budgets and KV dtype, scheduler options not given) the server settings of the
+    harness's own launch recipe (:meth:`servesim.sim.client.Client.recipe`, keyed by the GPU's
+    catalog name and the model's MoE family); a plain client's are the engine's defaults."""
+    from servesim.hardware.names import canonical_gpu
+
+    recipe: dict[str, Any] = {}
+    if bench.client.name == "inferencemax":  # the one harness with recipes
+        arch = _architecture(model)
+        recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
+                                     family=arch.family if arch is not None else "",
+                                     tp=fields.get("tp", 1), dp=fields.get("dp", 1),
+                                     dtype=str(fields.get("dtype") or ""), osl=bench.osl)
+    options = {**dict(recipe.get("scheduler") or {}), **dict(scheduler)}  # the given ones win
+    return Deployment(model=model, gpu=gpu, engine=engine,
+                      kv_dtype=kv_dtype or str(recipe.get("kv_dtype") or "bf16"),
+                      max_num_batched_tokens=(max_num_batched_tokens if max_num_batched_tokens is not None
+                                              else recipe.get("max_num_batched_tokens")),
+                      max_num_seqs=max_num_seqs if max_num_seqs is not None else recipe.get("max_num_seqs"),
+                      scheduler=tuple(sorted(options.items())), **fields)
 
 
 def _architecture(model: str) -> Any:
