@@ -3,13 +3,14 @@
     python benchmarks/inferencex.py [--disagg] [--quiet]
 
 Reads ``benchmarks/data/inferencex_dsr1.csv`` (source, license and changes in
-``benchmarks/data/SOURCES.md``, section S5): 257 colocated runs of DeepSeek-R1 on 8 x H200 and
+``benchmarks/data/SOURCES.md``, section 14): 257 colocated runs of DeepSeek-R1 on 8 x H200 and
 8 x B200 with SGLang and TensorRT-LLM (FP8, FP4; TP4 to DP8+EP8; 1k/1k, 1k/8k, 8k/1k; 4 to 256
 clients) and, with ``--disagg``, 158 disaggregated Dynamo runs (1-9 prefill and decode workers,
-pools up to DP16+EP16).  Each row is predicted as ``servesim predict --client inferencemax`` does
-(:func:`servesim.plan.predict.harness_deployment`: the harness's server recipe where the row does
-not say otherwise), and the median |error| of mean TTFT and mean TPOT is printed per GPU, engine,
-dtype and shape, then over all.  Nothing here is fitted to these rows.  The colocated set takes
+pools up to DP16+EP16).  Each row is predicted as ``servesim predict --client inferencemax``
+does (:func:`servesim.plan.predict.harness_deployment`: for a colocated run the harness's server
+recipe where the row does not say otherwise; a disaggregated one with the engines' defaults),
+and the median |error| of mean TTFT and mean TPOT is printed per GPU, engine, dtype and shape,
+then over all.  Nothing here is fitted to these rows.  The colocated set takes
 about a minute on one core, the disaggregated one about six.
 """
 
@@ -34,19 +35,20 @@ def load_rows(path: Path = DATA) -> list[dict[str, str]]:
 def predict_row(row: dict[str, str]) -> dict[str, float]:
     """Mean TTFT and TPOT (ms) of one run as servesim predicts it."""
     from servesim.model.kvcache import LINKS
-    from servesim.plan.predict import harness_deployment, predict, predict_disaggregated
+    from servesim.plan.predict import Deployment, harness_deployment, predict, predict_disaggregated
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
 
     bench = Benchmark(isl=int(row["isl"]), osl=int(row["osl"]), concurrency=int(row["concurrency"]),
                       client=Client("inferencemax"))
     common = {"model": MODEL, "gpu": row["gpu"], "dtype": row["dtype"], "engine": row["engine"]}
-    decode = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
     if row["mode"] == "agg":
-        out = predict(decode, bench)
-    else:
-        prefill = harness_deployment(bench, tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]),
-                                     ep=int(row["prefill_ep"]), **common)
+        dep = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
+        out = predict(dep, bench)
+    else:  # Dynamo's recipes are not InferenceMAX's single-node scripts: the engines' defaults
+        prefill = Deployment(tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]), ep=int(row["prefill_ep"]),
+                             **common)
+        decode = Deployment(tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
         out = predict_disaggregated(prefill, int(row["prefill_workers"]), decode, int(row["decode_workers"]),
                                     LINKS["rdma"].bytes_per_s, bench)
     return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"])}
