@@ -99,19 +99,22 @@ def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence
 @pytest.mark.parametrize(("gpu", "dtype", "tp", "conc", "isl", "expect"), [
     # dsr1_fp8_b200.sh: TP8 chunks of 32,768, 128 running, recv every 30 steps from 16 clients
     ("b200", "fp8", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 128,
+                                  "memory_fraction": 0.82,
                                   "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 30}}),
     ("b200", "fp8", 8, 8, 1024, {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 128,
+                                 "memory_fraction": 0.82,
                                  "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 10}}),
     ("b200", "fp8", 4, 64, 8192, {"kv_dtype": "fp8", "max_num_batched_tokens": 8192, "max_num_seqs": 32,
+                                  "memory_fraction": 0.95,
                                   "scheduler": {"max_prefill_tokens": 8192, "scheduler_recv_interval": 10}}),
     # dsr1_fp4_b200.sh: the default chunk, 256 running
-    ("b200", "fp4", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256,
+    ("b200", "fp4", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256, "memory_fraction": 0.85,
                                   "scheduler": {"scheduler_recv_interval": 30}}),
     # dsr1_fp8_h200.sh: chunks of 32,768, 512 running at 1k/1k, 256 otherwise, SGLang's own KV
     ("h200", "fp8", 8, 64, 1024, {"max_num_batched_tokens": 32768, "max_num_seqs": 512,
-                                  "scheduler": {"max_prefill_tokens": 32768}}),
+                                  "memory_fraction": 0.82, "scheduler": {"max_prefill_tokens": 32768}}),
     ("h200", "fp8", 8, 64, 8192, {"max_num_batched_tokens": 32768, "max_num_seqs": 256,
-                                  "scheduler": {"max_prefill_tokens": 32768}}),
+                                  "memory_fraction": 0.82, "scheduler": {"max_prefill_tokens": 32768}}),
 ])
 def test_inferencemax_sglang_recipes_for_deepseek(gpu, dtype, tp, conc, isl, expect):
     got = Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="deepseek_v3", tp=tp,

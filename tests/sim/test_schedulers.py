@@ -241,3 +241,21 @@ def test_trtllm_batch_waiting_holds_contexts_for_tokens(waiting, held):
     assert len(plans[-1].chunks) == waiting  # then every context that fits goes at once
     idle = _adp_state(1, 0, 1)  # no generation requests: no waiting
     assert make_scheduler("trtllm", eng).schedule(idle).chunks
+
+
+def test_memory_flag_replaces_the_engines_own_fraction():
+    # SGLang on an H200 (139.8 GiB) with --chunked-prefill-size 32768 would reserve 512 MiB +
+    # 1.5 x 32768 MiB + ... beside the weights (fraction about 0.64); --mem-fraction-static 0.82
+    # takes 0.82 of the memory for weights and KV, nothing reserved beside it.
+    gib = 139.8
+    own = engine_profile("sglang", gpu="h200", memory_gib=gib, max_num_batched_tokens=32768, tp=8)
+    flag = engine_profile("sglang", gpu="h200", memory_gib=gib, max_num_batched_tokens=32768, tp=8,
+                          memory_fraction=0.82)
+    assert own.memory_fraction < 0.66 and flag.memory_fraction == 0.82 and flag.reserved_bytes == 0.0
+    total, weights = gib * 2**30, 85 * 2**30
+    assert flag.kv_room_bytes(total, weights) == pytest.approx(0.82 * total - weights)
+    # TensorRT-LLM's free_gpu_memory_fraction: of what the weights (and its reserve) leave
+    trt = engine_profile("trtllm", gpu="h200", memory_gib=gib, memory_fraction=0.75)
+    assert trt.kv_room_bytes(total, weights) == pytest.approx(0.75 * (total - weights - trt.reserved_bytes))
+    with pytest.raises(ParameterError, match="memory_fraction"):
+        engine_profile("vllm", memory_fraction=1.5)

@@ -126,7 +126,8 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_batched_tokens: int | None = None,
                    max_num_seqs: int | None = None,
                    scheduler: dict[str, float | bool] | None = None,
-                   overlap: bool | None = None, tp: int = 1, dp: int = 1) -> EngineProfile:
+                   overlap: bool | None = None, tp: int = 1, dp: int = 1,
+                   memory_fraction: float | None = None) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
@@ -139,8 +140,13 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     ``dp`` attention data-parallel ranks each run a scheduler: the profile's budget and running
     limit are then the whole group's, either as given (SGLang divides its flags among the ranks)
     or ``dp`` times them (vLLM, TensorRT-LLM schedule each rank under the full flags), and one
-    request's chunk is at most one rank's budget (``chunk_tokens``).
+    request's chunk is at most one rank's budget (``chunk_tokens``).  ``memory_fraction`` is the
+    engine's own memory flag where one was given (SGLang ``--mem-fraction-static``, vLLM
+    ``--gpu-memory-utilization``: of the whole memory, nothing reserved beside it; TensorRT-LLM
+    ``kv_cache_config.free_gpu_memory_fraction``: of what the weights leave), in (0, 1].
     """
+    if memory_fraction is not None:
+        check_real("memory_fraction", memory_fraction, lo=0.0, hi=1.0, lo_open=True)
     raw = _raw()["engine"]
     if name not in raw:
         raise ParameterError("engine", name, f"one of {', '.join(ENGINES)}")
@@ -165,6 +171,10 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         if memory_gib > 60:
             mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
         fraction, reserved = round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
+    if memory_fraction is not None:  # the flag replaces the computed fraction (and SGLang's reserve in it)
+        fraction = float(memory_fraction)
+        if "memory" in e:
+            reserved = 0.0
     tokens = tokens if max_num_batched_tokens is None else max_num_batched_tokens
     seqs = seqs if max_num_seqs is None else max_num_seqs
     chunk = 0

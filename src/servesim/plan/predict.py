@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servesim._checks import ParameterError, check_int
+from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import ENGINES, engine_profile
 from servesim.hardware.names import canonical_gpu, dense_shape, resolve_gpu
 from servesim.hardware.speculation import beside_drafter, speculation_for
@@ -67,6 +67,7 @@ class Deployment:
     overlap: bool | None = None  # the engine's overlap (async) scheduler; None: its default
     dp: int = 1  # attention data-parallel ranks (MoE models): the replica spans tp x dp GPUs
     ep: int = 1  # expert-parallel ranks of the MoE layers (their tensor parallel is tp x dp / ep)
+    memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
 
     def __post_init__(self) -> None:
         from servesim.hardware.precision import normalize_dtype
@@ -76,6 +77,8 @@ class Deployment:
         check_int("tp", self.tp, lo=1, hi=64)
         check_int("dp", self.dp, lo=1, hi=256)
         check_int("ep", self.ep, lo=1, hi=256)
+        if self.memory_fraction is not None:
+            check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
@@ -103,7 +106,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                       max_num_batched_tokens=(max_num_batched_tokens if max_num_batched_tokens is not None
                                               else recipe.get("max_num_batched_tokens")),
                       max_num_seqs=max_num_seqs if max_num_seqs is not None else recipe.get("max_num_seqs"),
-                      scheduler=tuple(sorted(options.items())), **fields)
+                      scheduler=tuple(sorted(options.items())),
+                      **{"memory_fraction": recipe.get("memory_fraction"), **fields})
 
 
 def _architecture(model: str) -> Any:
@@ -206,7 +210,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
                          scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
-                         dp=dep.dp)
+                         dp=dep.dp, memory_fraction=dep.memory_fraction)
     if arch is not None:
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 

@@ -136,14 +136,17 @@ class Client:
                osl: int = 0) -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
-        budget and running limit under its own flag names), ``kv_dtype``, and scheduler options.
+        budget and running limit under its own flag names), ``kv_dtype``, ``memory_fraction`` (the
+        engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
+        ``free_gpu_memory_fraction``), and scheduler options.
         ``gpu`` is the catalog name, ``family`` the MoE family (``deepseek_v3``, ...; empty for a
         dense model), ``tp`` the attention tensor parallel, ``dtype`` the weights as typed.
 
         InferenceMAX (SemiAnalysisAI/InferenceX ``benchmarks/*.sh``) launches
 
         * TensorRT-LLM (``dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
-          ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``--max_num_tokens = max(8192,
+          ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``free_gpu_memory_fraction`` 0.75 on
+          H200 and 0.8 on B200 (0.7 in FP8 from 256 clients at 1k input) and ``--max_num_tokens = max(8192,
           64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
           one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
           default 8,192); with attention data parallel (``dp`` > 1) its ``attention_dp_config`` has
@@ -151,12 +154,14 @@ class Client:
           FP8 on B200 at 1k/1k from 64 to 255 clients ``batch_wait_timeout_iters: 40`` and
           ``batch_wait_max_tokens_ratio: 0.8`` (``dsr1_fp8_b200_trt.sh``);
         * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
-          ``--max-prefill-tokens`` 32,768 and ``--max-running-requests`` 512 at 1k/1k, else 256;
+          ``--max-prefill-tokens`` 32,768, ``--max-running-requests`` 512 at 1k/1k, else 256, and
+          ``--mem-fraction-static 0.82`` (SGLang would reserve 1.5 MiB a chunk token beside the
+          weights: 48 GiB at 32,768);
         * SGLang with DeepSeek-R1 on B200 with ``--kv-cache-dtype fp8_e4m3`` and
           ``--scheduler-recv-interval`` 10, or 30 from 16 clients at TP8 (the scheduler then polls
           for new requests every 30 decode steps); in FP8 (``dsr1_fp8_b200.sh``) at TP8 with
-          chunks and prefill batches of 32,768 and 128 running requests, at TP4 8,192 and 32; in
-          FP4 (``dsr1_fp4_b200.sh``) with 256 running requests.
+          chunks and prefill batches of 32,768, 128 running requests and memory fraction 0.82, at
+          TP4 8,192, 32 and 0.95; in FP4 (``dsr1_fp4_b200.sh``) with 256 running requests and 0.85.
 
         The SGLang recipes run tensor parallel only (``--data-parallel-size=1``): with ``dp`` > 1
         SGLang keeps its defaults.  Its other recipes keep the budgets servesim's defaults carry."""
@@ -165,6 +170,9 @@ class Client:
         out: dict[str, object] = {}
         if engine == "trtllm":
             out["kv_dtype"] = "fp8"
+            if family == "deepseek_v3" and gpu in ("h200", "b200"):  # free_gpu_memory_fraction
+                big = (concurrency or 0) >= 256 and isl == 1024 and dtype in ("fp8", "fp8_block")
+                out["memory_fraction"] = 0.75 if gpu == "h200" else (0.7 if big else 0.8)
             if concurrency:
                 out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
             if dp > 1:
@@ -175,17 +183,18 @@ class Client:
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200" and dp == 1:
             out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
-                       scheduler={"max_prefill_tokens": 32768})
+                       memory_fraction=0.82, scheduler={"max_prefill_tokens": 32768})
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
             out["kv_dtype"] = "fp8"
             recv = 30 if tp >= 8 and (concurrency or 0) >= 16 else 10
             if dtype in ("fp4", "nvfp4"):
-                out.update(max_num_seqs=256, scheduler={"scheduler_recv_interval": recv})
+                out.update(max_num_seqs=256, memory_fraction=0.85,
+                           scheduler={"scheduler_recv_interval": recv})
             elif tp >= 8:
-                out.update(max_num_batched_tokens=32768, max_num_seqs=128,
+                out.update(max_num_batched_tokens=32768, max_num_seqs=128, memory_fraction=0.82,
                            scheduler={"max_prefill_tokens": 32768, "scheduler_recv_interval": recv})
             else:
-                out.update(max_num_batched_tokens=8192, max_num_seqs=32,
+                out.update(max_num_batched_tokens=8192, max_num_seqs=32, memory_fraction=0.95,
                            scheduler={"max_prefill_tokens": 8192, "scheduler_recv_interval": 10})
         return out
 
