@@ -17,6 +17,7 @@ from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.moe_step import MOE_DTYPES, MoEStepModel, Parallelism
 from servesim.hardware.names import resolve_gpu
+from servesim.hardware.ops import priced_parts
 from servesim.hardware.stepmodel import STEP_CEILING, Chunk
 
 H200 = resolve_gpu("h200").memory_bytes
@@ -203,3 +204,32 @@ def test_expert_parallel_under_tensor_parallel_attention_needs_no_all_to_all():
     assert tp_ep.allreduce_s == pytest.approx(tp.allreduce_s, rel=1e-12)
     assert tp_ep.gemm_s != tp.gemm_s  # the experts are split differently
     assert dp_ep.allreduce_s > 0
+
+
+@pytest.mark.parametrize(("engine", "per_layer"), [("trtllm", 2.2e-3), ("sglang", 1.5e-3), ("vllm", 0.0)])
+def test_eager_mla_prefill_is_launch_bound(engine: str, per_layer: float) -> None:
+    # engines.toml eager_mla_layer_host_us: an eager step that prefills an MLA model takes at least
+    # its 61 layers x the CPU's launch time a layer (TensorRT-LLM 2.2 ms: 134.2 ms; SGLang 1.5 ms:
+    # 91.5 ms; vLLM none); a long prompt whose kernels take longer, decode-only steps and GQA models
+    # keep what their kernels add up to.
+    sm = _sm("deepseek-r1", Parallelism(8), engine)
+    floor = 61 * per_layer
+    short = sm.step(4, 1024, (Chunk(900),))
+    plain = dataclasses.replace(sm.engine, eager_mla_layer_host_s=0.0)
+    bare = MoEStepModel(sm.arch, "h200", Parallelism(8), dtype=sm.dtype, engine=plain).step(
+        4, 1024, (Chunk(900),))
+    assert short.gpu_s == pytest.approx(max(bare.gpu_s, floor), rel=1e-9)
+    if per_layer:
+        assert bare.gpu_s < floor  # the floor binds for a short prompt
+        names = [op.name for op in short.ops]
+        assert "launch-bound wait (eager prefill)" in names
+        parts = priced_parts(short.ops)  # conserved: the parts are still their operations' sums
+        assert parts["other"] == pytest.approx(short.other_s, rel=1e-12)
+        assert sum(parts[k] for k in ("gemm", "attention", "comm", "other")) == pytest.approx(short.gpu_s,
+                                                                                               rel=1e-12)
+    long = sm.step(4, 1024, (Chunk(8192),))
+    assert long.gpu_s > floor and "launch-bound wait (eager prefill)" not in [op.name for op in long.ops]
+    decode = sm.step(256, 2048)
+    assert "launch-bound wait (eager prefill)" not in [op.name for op in decode.ops]
+    gqa = _sm("qwen3-235b-a22b", Parallelism(8), engine).step(4, 1024, (Chunk(900),))
+    assert "launch-bound wait (eager prefill)" not in [op.name for op in gqa.ops]

@@ -14,7 +14,9 @@ says how a continuous-batching engine forms its steps:
   scheduler) hides the part that is shorter than the step: the step then costs
   ``max(gpu, host)`` instead of ``gpu + host`` (``overlap = true``);
 * ``cuda_graph_max_tokens``: the largest step captured in a CUDA graph; larger
-  (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel);
+  (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel), and an eager
+  prefill step of an MLA model takes at least its layers times ``eager_mla_layer_host_s``, the
+  CPU's time to launch them (launch-bound);
   ``cuda_graph_decode_only``: only steps without prefill run as graphs (SGLang,
   TensorRT-LLM), so every step with a prompt in it pays the eager launches;
 * ``scheduler``: the engine's scheduler options (:mod:`servesim.sim.schedulers`),
@@ -74,6 +76,7 @@ class EngineProfile:
     chunk_tokens: int = 0  # most prompt tokens of one request in a step (one rank's budget); 0: the budget
     spec_overlap_methods: tuple[str, ...] | None = None  # speculative methods keeping the overlap; None: all
     profile_nontorch_bytes: float | None = None  # vLLM: the reserve beside a dense model's profiled peak
+    eager_mla_layer_host_s: float = 0.0  # CPU time to launch one MLA layer of an eager prefill step
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -85,6 +88,7 @@ class EngineProfile:
         check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
         check_real("reserved_bytes", self.reserved_bytes, lo=0.0)
         check_real("request_overhead_s", self.request_overhead_s, lo=0.0)
+        check_real("eager_mla_layer_host_s", self.eager_mla_layer_host_s, lo=0.0, hi=0.1)
 
     def kv_room_bytes(self, memory_bytes: float, weight_bytes: float,
                       reserved_bytes: float | None = None) -> float:
@@ -208,4 +212,5 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                               if "spec_overlap_methods" in e else None),
         profile_nontorch_bytes=(float(e["profile_nontorch_GiB"]) * 2.0**30
                                 if "profile_nontorch_GiB" in e else None),
+        eager_mla_layer_host_s=float(e.get("eager_mla_layer_host_us", 0.0)) * 1e-6,
     )

@@ -580,6 +580,13 @@ class MoEStepModel:
         parts = priced_parts(ops)
         gemm, attn, comm, other = parts["gemm"], parts["attention"], parts["comm"], parts["other"]
         gpu = gemm + attn + comm + other
+        eager_prefill = not graph and bool(chunks) and a.attention == "mla"
+        launch = L * self.engine.eager_mla_layer_host_s if eager_prefill else 0.0
+        if launch > gpu:  # the GPU waits for the CPU to launch the layers (engines.toml, the fitted floor)
+            ops.append(Op("launch-bound wait (eager prefill)", "elementwise", 1, launch - gpu))
+            other += launch - gpu
+            gpu = launch
+        floor = max(floor, launch)  # no eager prefill step launches faster: part of its bound
         seqs = (decode + sum(c.count for c in chunks)) / dp
         host = self.engine.host_s(seqs)
         total = max(gpu, host) if self.engine.overlap else gpu + host
