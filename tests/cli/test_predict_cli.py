@@ -392,3 +392,22 @@ def test_inferencemax_client_takes_its_trtllm_recipe_budget_unless_given(capsys)
     bf16 = _json(capsys, *base, "--client", "inferencemax", "--kv-dtype", "bf16")
     assert bf16["kv_dtype"] == "bf16"  # a KV dtype given wins over the recipe's
     assert recipe["kv_capacity_tokens"] > 1.9 * bf16["kv_capacity_tokens"]  # one byte a value, not two
+
+
+def test_harness_deployment_reads_the_dtype_as_typed():
+    # the recipe is keyed by servesim's dtype name: NVFP4 is fp4 (dsr1_fp4_b200.sh: 256 running, 0.85)
+    from servesim.plan.predict import harness_deployment
+    from servesim.sim.batching import Benchmark
+    from servesim.sim.client import Client
+
+    bench = Benchmark(isl=1024, osl=1024, concurrency=64, client=Client("inferencemax"))
+    for typed in ("fp4", "NVFP4"):
+        dep = harness_deployment(bench, model="deepseek-ai/DeepSeek-R1-0528", gpu="B200", tp=8,
+                                 dtype=typed, engine="sglang")
+        assert (dep.max_num_seqs, dep.memory_fraction, dep.kv_dtype) == (256, 0.85, "fp8")
+        assert dict(dep.scheduler) == {"scheduler_recv_interval": 30}
+    plain = harness_deployment(Benchmark(isl=1024, osl=1024, concurrency=64),
+                               model="deepseek-ai/DeepSeek-R1-0528", gpu="b200", tp=8, dtype="fp4",
+                               engine="sglang")
+    assert (plain.max_num_seqs, plain.memory_fraction, plain.kv_dtype) == (None, None, "bf16")
+    assert plain.scheduler == ()

@@ -92,6 +92,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
     harness's own launch recipe (:meth:`servesim.sim.client.Client.recipe`, keyed by the GPU's
     catalog name and the model's MoE family); a plain client's are the engine's defaults."""
     from servesim.hardware.names import canonical_gpu
+    from servesim.hardware.precision import normalize_dtype
 
     recipe: dict[str, Any] = {}
     if bench.client.name == "inferencemax":  # the one harness with recipes
@@ -99,7 +100,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
         recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
                                      family=arch.family if arch is not None else "",
                                      tp=fields.get("tp", 1), dp=fields.get("dp", 1),
-                                     dtype=str(fields.get("dtype") or ""), osl=bench.osl)
+                                     dtype=str(normalize_dtype(fields.get("dtype") or "")), osl=bench.osl)
     options = {**dict(recipe.get("scheduler") or {}), **dict(scheduler)}  # the given ones win
     return Deployment(model=model, gpu=gpu, engine=engine,
                       kv_dtype=kv_dtype or str(recipe.get("kv_dtype") or "bf16"),
