@@ -134,3 +134,17 @@ def test_inferencemax_trtllm_recipe_balances_attention_dp():
     assert got["scheduler"] == {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
                                 "attention_dp_batching_wait_iters": 0}
     assert "scheduler" not in Client("inferencemax").recipe("trtllm", 1024, 64, dp=1)
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "conc", "fraction"), [
+    ("h200", "fp8", 64, 0.75),    # dsr1_fp8_h200_trt.sh: free_gpu_memory_fraction 0.75
+    ("b200", "fp4", 256, 0.8),    # dsr1_fp4_b200_trt.sh: 0.8 at every load
+    ("b200", "fp8", 64, 0.8),     # dsr1_fp8_b200_trt.sh: 0.8 ...
+    ("b200", "fp8", 256, 0.7),    # ... 0.7 from 256 clients at 1k input
+])
+def test_inferencemax_trtllm_recipe_memory_fraction_for_deepseek(gpu, dtype, conc, fraction):
+    got = Client("inferencemax").recipe("trtllm", 1024, conc, gpu=gpu, family="deepseek_v3", dtype=dtype,
+                                        osl=1024)
+    assert got["memory_fraction"] == fraction and got["kv_dtype"] == "fp8"
+    assert "memory_fraction" not in Client("inferencemax").recipe("trtllm", 1024, conc, gpu=gpu,
+                                                                  family="qwen3_moe")
