@@ -360,18 +360,6 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     return _result(out, capacity, policy)
 
 
-def _recv_interval(policy: Scheduler) -> int:
-    """SGLang's ``--scheduler-recv-interval`` (1: the scheduler takes new requests every iteration).
-
-    ``python/sglang/srt/managers/scheduler_recv_skipper.py``: before each iteration the scheduler
-    adds the weight of the batch it last ran to a counter, 1 for a decode step and 1,000 for any
-    other (a prefill), and polls its request socket only when the counter reaches the interval,
-    then starts again from 0; an idle scheduler spins and polls at once.  So during a stretch of
-    decode steps a request the client sent waits for the next poll: up to ``interval`` steps.
-    The compiled loop does not model it; such runs take the reference loop."""
-    return int(policy.options.get("scheduler_recv_interval", 1))
-
-
 def _compiles(policy: Scheduler, bench: Benchmark, sends: list[float], lengths: list[tuple[int, int]] | None,
               spec: Speculation | None) -> bool:
     """Whether the compiled loop reproduces this run: a shipped policy with none of its methods
@@ -462,7 +450,7 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
     pending: deque[float] = deque(sends)
     slots_free: deque[float] | None = None if concurrency is None else deque([0.0] * concurrency)
     sent = 0
-    recv_every = _recv_interval(policy)
+    recv_every = policy.recv_interval()
     inbox: deque[Request] = deque()  # sent, not yet taken by a scheduler that polls every recv_every steps
     recv_count = recv_every  # an idle scheduler polls at once
 

@@ -195,7 +195,13 @@ class Scheduler:
     def reference_only(self) -> bool:
         """Whether this policy's options need the reference (Python) loop: the compiled loop does
         not model them."""
-        return False
+        return self.recv_interval() > 1
+
+    def recv_interval(self) -> int:
+        """Decode steps between the scheduler's polls for new requests (1: every step).  The loop
+        keeps requests sent between polls aside until the next one (:mod:`servesim.sim.schedulers.sglang`
+        says how SGLang counts)."""
+        return 1
 
     def quiet_steps(self, s: EngineState) -> float:
         """Pure decode steps that may run in one move before the policy must decide again

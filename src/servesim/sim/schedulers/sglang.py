@@ -70,8 +70,12 @@ class SglangScheduler(Scheduler):
         check_int("scheduler_recv_interval", o["scheduler_recv_interval"], lo=1, hi=10_000)
         self.ratio = float(o["init_new_token_ratio"])
 
-    def reference_only(self) -> bool:
-        return int(self.options["scheduler_recv_interval"]) > 1
+    def recv_interval(self) -> int:
+        """``--scheduler-recv-interval`` (``managers/scheduler_recv_skipper.py``): before each
+        iteration the scheduler adds the weight of the batch it last ran to a counter, 1 for a
+        decode step and 1,000 for any other (a prefill), and polls its request socket only when
+        the counter reaches the interval, then starts again from 0; an idle scheduler polls at once."""
+        return int(self.options["scheduler_recv_interval"])
 
     def prepare(self, s: EngineState) -> None:
         s.long_output = float(self.options["clip_max_new_tokens"])  # the outputs the clip shortens

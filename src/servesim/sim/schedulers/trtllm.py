@@ -71,7 +71,7 @@ class TrtllmScheduler(Scheduler):
                                                or float(o["batch_wait_max_tokens_ratio"]) > 0)
 
     def reference_only(self) -> bool:
-        return self.balancing or self.batch_waiting
+        return self.balancing or self.batch_waiting or super().reference_only()
 
     def _wait_for_tokens(self, tokens: int) -> bool:
         """Whether batch waiting keeps this iteration's context requests (``tokens`` with the
@@ -125,9 +125,9 @@ class TrtllmScheduler(Scheduler):
             chunks.append((r, q))
             left -= q
         hold = self.balancing and bool(s.waiting) and self._hold_contexts(s)
-        take: list[tuple[int, int]] = []  # (position in the queue, tokens) the step could take
+        take: list[int] = []  # prompt tokens of the queue's first requests that the step could take
         promised, running = s.promised, s.running
-        for i, r in enumerate(s.waiting):
+        for r in s.waiting:
             if hold or left <= 0 or running >= s.slots:
                 break
             final = r.context + r.prompt_left + (r.osl - r.generated)
@@ -136,14 +136,14 @@ class TrtllmScheduler(Scheduler):
             if not chunked and r.prompt_left > left:
                 break
             q = min(r.prompt_left, left, s.chunk_cap)
-            take.append((i, q))
+            take.append(q)
             promised += final
             running += 1
             left -= q
         if take and s.decoding and self.batch_waiting and self._wait_for_tokens(
-                sum(q for _, q in take) + s.decode_tokens()):
+                sum(take) + s.decode_tokens()):
             take = []
-        for _, q in take:
+        for q in take:
             r = s.waiting.popleft()
             s.admit(r)
             chunks.append((r, q))
