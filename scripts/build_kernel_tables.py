@@ -863,6 +863,11 @@ def moe_roofline_parts(dtype: str, tokens: float, h: int, i: int, k: int, e: int
     return nbytes, 2 * pairs * 3 * h * il, el * wbytes
 
 
+def moe_key(r: dict[str, Any]) -> str:
+    """A MoE row's shape key ``hidden,inter,topk,experts,moe_tp,moe_ep`` (MOE_KEY)."""
+    return ",".join(str(r[c]) for c in MOE_KEY)
+
+
 def parse_shape(key: str) -> tuple[int, ...]:
     return tuple(int(x) for x in key.split(","))
 
@@ -879,7 +884,7 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
     fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     for r in borrowed:  # TRTLLM-gen points another engine measured (build_moe_table)
-        key = ",".join(str(r[c]) for c in MOE_KEY)
+        key = moe_key(r)
         fast[MOE_DTYPES[r["moe_dtype"]]][key][int(r["num_tokens"])].append(
             (float(r["latency"]), f"{r['kernel_source']} ({r['framework']} {r['version']})"))
     dropped: dict[str, int] = defaultdict(int)
@@ -898,7 +903,7 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             why = f"moe_dtype {r['moe_dtype']}"
         elif r["kernel_source"] == MIN_LATENCY_SOURCE:
             if r["distribution"] == MOE_DISTRIBUTION and int(r["num_tokens"]) <= MIN_LATENCY_MAX_TOKENS:
-                key = ",".join(str(r[c]) for c in MOE_KEY)
+                key = moe_key(r)
                 t = int(r["num_tokens"])
                 ms = float(r["latency"]) + finalize_ms(t, int(r["hidden_size"]), int(r["topk"]),
                                                        float(system["mem_bw"]))
@@ -913,14 +918,14 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             if r["distribution"] != MOE_DISTRIBUTION:
                 continue
             name = MOE_DTYPES[r["moe_dtype"]]
-            key = ",".join(str(r[c]) for c in MOE_KEY)
+            key = moe_key(r)
             if src[name].setdefault(key, r["kernel_source"]) != r["kernel_source"]:
                 raise SystemExit(f"{label}: {name} {key} measured with two kernels")
             pts[name][key][int(r["num_tokens"])].append(float(r["latency"]))
             continue
         dropped[why] += 1
     hbm = float(system["mem_bw"])
-    merge_min_latency(pts, src, fast, hbm)
+    merge_trtllm_gen(pts, src, fast, hbm)
     tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
     dtypes: dict[str, Any] = {}
     eff: dict[str, Any] = {}
@@ -942,7 +947,7 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
     return table, eff, moe_evidence(kept_rows, hbm, label)
 
 
-def merge_min_latency(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
+def merge_trtllm_gen(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
                       fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]], hbm: float) -> None:
     """TensorRT-LLM's TRTLLM-gen MoE points at <= MIN_LATENCY_MAX_TOKENS tokens (its own min-latency
     NVFP4 rows plus their finalize kernel, or the FlashInfer TRTLLM-gen rows another engine measured
@@ -954,7 +959,7 @@ def merge_min_latency(pts: dict[str, dict[str, dict[int, list[float]]]], src: di
                 continue  # a shape TensorRT-LLM's own kernels were not measured on: not added
             used: set[str] = set()
             for t, vals in by_t.items():
-                if t not in pts[name][key] or t > MIN_LATENCY_MAX_TOKENS:
+                if t not in pts[name][key]:  # both sources are cut at MIN_LATENCY_MAX_TOKENS already
                     continue
                 ms = statistics.median(v for v, _ in vals)
                 if ms < statistics.median(pts[name][key][t]):
