@@ -68,3 +68,25 @@ def test_fp4_is_gpt_oss_own_mxfp4_on_any_gpu_and_nvfp4_elsewhere_on_blackwell() 
     assert moe_dtype("fp4", ds, "b200") == "fp4"
     with pytest.raises(ParameterError, match="Blackwell"):
         moe_dtype("fp4", ds, "h200")
+
+
+@pytest.mark.parametrize("base, release", [("deepseek-ai/DeepSeek-R1-0528", "nvidia/DeepSeek-R1-0528-FP4-v2"),
+                                           ("Qwen/Qwen3-235B-A22B", "nvidia/Qwen3-235B-A22B-NVFP4")])
+def test_fp4_on_a_base_id_is_nvidias_nvfp4_release(base: str, release: str) -> None:
+    """``--dtype fp4`` on the base id and the NVFP4 release's own id are one deployment: the same
+    weights per GPU and the same step, with the projections the release keeps in BF16 priced from
+    the BF16 GEMM table (DeepSeek: MLA's q_a/kv_a and q_b; o_proj is NVFP4)."""
+    from servesim.hardware.moe_step import MoEStepModel, Parallelism
+
+    a, r = find_architecture(base), find_architecture(release)
+    assert a is not None and r is not None and r.checkpoint_dtype == "fp4"
+    models = [MoEStepModel(x, "b200", Parallelism(8, 1, 1), dtype="fp4", kv_dtype="fp8") for x in (a, r)]
+    assert models[0].weight_bytes_per_gpu == pytest.approx(models[1].weight_bytes_per_gpu, rel=1e-12)
+    steps = [m.step(decode=16, context=1500) for m in models]
+    assert steps[0].total_s == pytest.approx(steps[1].total_s, rel=1e-12)
+    dtypes = {op.name: op.dtype for op in steps[0].ops if op.kind == "gemm"}
+    if a.family == "deepseek_v3":
+        assert dtypes["qkv_a proj"] == "bf16" and dtypes["q_b proj"] == "bf16"
+        assert dtypes["o proj"] == "fp4"
+    else:  # Qwen3's NVFP4 release quantizes every attention projection
+        assert set(dtypes[n] for n in ("qkv proj", "o proj")) == {"fp4"}

@@ -111,6 +111,7 @@ from servesim.hardware.names import _load_json
 __all__ = [
     "BYTES_PER_VALUE",
     "CHECKPOINT_DTYPES",
+    "FP4_RELEASE_PARTS",
     "LINEAR_PARTS",
     "MOE_FAMILIES",
     "Architecture",
@@ -1085,7 +1086,7 @@ _REPACKAGED = re.compile(r"(?P<base>.+?)[-_](?P<q>nvfp4|fp4(?:[-_]v\d+)?|mxfp4"
 # quantized parts of a re-packaged checkpoint by family, as the shipped quantized releases have them
 # (nvidia/DeepSeek-V3.1-NVFP4 and nvidia/Qwen3-235B-A22B-NVFP4's hf_quant_config.json): NVIDIA's
 # ModelOpt NVFP4 keeps MLA's projections but o_proj in higher precision; elsewhere every linear part
-_FP4_PARTS: Mapping[str, tuple[str, ...]] = {
+FP4_RELEASE_PARTS: Mapping[str, tuple[str, ...]] = {
     "deepseek_v3": ("o_proj", "experts", "shared_experts", "dense_mlp"),
     "qwen3_moe": ("q_proj", "k_proj", "v_proj", "o_proj", "experts"),
 }
@@ -1108,7 +1109,7 @@ def _repackaged(text: str) -> Architecture | None:
         return None
     q = m["q"].lower().replace("_", "-")
     if q.startswith(("nvfp4", "fp4")):
-        dtype, parts = "fp4", _FP4_PARTS.get(base.family)
+        dtype, parts = "fp4", FP4_RELEASE_PARTS.get(base.family)
     elif q == "mxfp4":
         dtype, parts = "mxfp4", ("experts",)
     elif q.startswith("fp8"):

@@ -67,7 +67,7 @@ from functools import lru_cache
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.architectures import LINEAR_PARTS
+from servesim.hardware.architectures import FP4_RELEASE_PARTS, LINEAR_PARTS
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup
 from servesim.hardware.moe_kernels import moe_tables
@@ -205,20 +205,25 @@ class MoEStepModel:
             self._quantized = frozenset(arch.quantized_parts)
         elif self.dtype in ("mxfp4", "int4"):
             self._quantized = frozenset({"experts"})  # weight-only 4-bit formats quantize the experts
+        elif self.dtype == "fp4" and arch.family in FP4_RELEASE_PARTS:
+            # NVFP4 of a model whose checkpoint is another format is NVIDIA's ModelOpt release of it
+            # (nvidia/DeepSeek-R1-0528-FP4-v2, nvidia/Qwen3-235B-A22B-NVFP4): its parts, so that the
+            # base id with --dtype fp4 and the release's id are the same deployment
+            self._quantized = frozenset(FP4_RELEASE_PARTS[arch.family])
         else:
             self._quantized = frozenset(LINEAR_PARTS)
-        # The GEMM table of the attention projections and dense layers: the quantized format where
-        # the engine measured it (block FP8 falls back to per-tensor FP8), else BF16.
-        def table_dtype(quantized: bool) -> str:
-            want = _GEMM_DTYPE[self.dtype] if quantized else "bf16"
-            if want not in t.gemm_dtypes:
-                want = "fp8" if want == "fp8_block" and "fp8" in t.gemm_dtypes else "bf16"
-            return want
-
-        self.gemm_dtype = table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj",
-                                                              "o_proj"}))
-        self.ffn_gemm_dtype = table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
+        self.gemm_dtype = self._table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj",
+                                                                    "kv_a_proj", "o_proj"}))
+        self.ffn_gemm_dtype = self._table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
         self._cache_step = lru_cache(maxsize=65536)(self._step)
+
+    def _table_dtype(self, quantized: bool) -> str:
+        """The GEMM table of a linear layer: the quantized format where the engine measured it
+        (block FP8 falls back to per-tensor FP8), else BF16."""
+        want = _GEMM_DTYPE[self.dtype] if quantized else "bf16"
+        if want not in self.tables.gemm_dtypes:
+            want = "fp8" if want == "fp8_block" and "fp8" in self.tables.gemm_dtypes else "bf16"
+        return want
 
     # ------------------------------------------------------------------ checks
 
@@ -459,11 +464,14 @@ class MoEStepModel:
         ok = not self._foreign
         L = a.layers
         h = a.hidden
-        wq = self._proj_weight_bytes
-        # Attention projections, per layer, on one DP rank's tokens.
-        for (n, k), name in zip(self._proj_shapes(), self._proj_names(), strict=True):
-            g, good, note = self._gemm(m, n, k)
-            ops.append(self._gemm_op(name, L, g, m, n, k, wq, self.gemm_dtype, good, note))
+        # Attention projections, per layer, on one DP rank's tokens, each in its checkpoint format.
+        for (n, k), name, parts in zip(self._proj_shapes(), self._proj_names(), self._proj_parts(),
+                                       strict=True):
+            quantized = bool(self._quantized & parts)
+            d = self._table_dtype(quantized)
+            g, good, note = self._gemm(m, n, k, d)
+            ops.append(self._gemm_op(name, L, g, m, n, k, MOE_DTYPES[self.dtype] if quantized else 2.0,
+                                     d, good, note))
         if a.attention == "mla":  # the absorbed W_UK (before attention) and W_UV (after), per head
             heads = a.heads // p.tp
             w_bmm = heads * (a.qk_nope_head_dim * a.kv_lora_rank + a.kv_lora_rank * a.v_head_dim)
@@ -640,12 +648,6 @@ class MoEStepModel:
         return nbytes, 4 * heads * (dec_w * dec_pairs + pre_w * pre_pairs)
 
     @property
-    def _proj_weight_bytes(self) -> float:
-        """Bytes per weight value of the attention projections."""
-        attn = {"q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj"}
-        return MOE_DTYPES[self.dtype] if self._quantized & attn else 2.0
-
-    @property
     def _ffn_weight_bytes(self) -> float:
         """Bytes per weight value of the shared experts and dense layers."""
         return MOE_DTYPES[self.dtype] if self._quantized & {"shared_experts", "dense_mlp"} else 2.0
@@ -685,6 +687,15 @@ class MoEStepModel:
                 return ("qkv_a proj", "q_b proj", "o proj")
             return ("q proj", "kv_a proj", "o proj")
         return ("qkv proj", "o proj")
+
+    def _proj_parts(self) -> tuple[frozenset[str], ...]:
+        """The checkpoint's linear parts (:data:`LINEAR_PARTS`) behind each of :meth:`_proj_shapes`."""
+        a = self.arch
+        if a.attention == "mla":
+            if a.q_lora_rank:
+                return (frozenset({"q_a_proj", "kv_a_proj"}), frozenset({"q_b_proj"}), frozenset({"o_proj"}))
+            return (frozenset({"q_proj"}), frozenset({"kv_a_proj"}), frozenset({"o_proj"}))
+        return (frozenset({"q_proj", "k_proj", "v_proj"}), frozenset({"o_proj"}))
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                        positions: int = 1) -> float:
