@@ -233,3 +233,25 @@ def test_eager_mla_prefill_is_launch_bound(engine: str, per_layer: float) -> Non
     assert "launch-bound wait (eager prefill)" not in [op.name for op in decode.ops]
     gqa = _sm("qwen3-235b-a22b", Parallelism(8), engine).step(4, 1024, (Chunk(900),))
     assert "launch-bound wait (eager prefill)" not in [op.name for op in gqa.ops]
+
+
+def test_cuda_graph_limit_decides_which_decode_steps_run_eagerly() -> None:
+    """TensorRT-LLM captures decode steps up to cuda_graph_config.max_batch_size (128 by default):
+    a 256-sequence step runs eagerly and pays every kernel's launch gap; with the limit at 512
+    (InferenceMAX's FP4 recipe) the same step is a graph and costs exactly those gaps less."""
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    default = engine_profile("trtllm", gpu="b200", memory_gib=179)
+    wide = engine_profile("trtllm", gpu="b200", memory_gib=179, cuda_graph_max_tokens=512)
+    assert (default.cuda_graph_max_tokens, wide.cuda_graph_max_tokens) == (128, 512)
+    eager = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=default).decode_step(256, 2048)
+    graph = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=wide).decode_step(256, 2048)
+    gaps = [op for op in eager.ops if op.name == "launch gaps (eager step)"]
+    assert len(gaps) == 1 and "launch gaps (eager step)" not in [op.name for op in graph.ops]
+    assert eager.gpu_s - graph.gpu_s == pytest.approx(gaps[0].count * gaps[0].priced_s, rel=1e-9)
+    # within the limit both are graphs: the same step
+    assert (MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=default).decode_step(64, 2048).gpu_s
+            == MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=wide).decode_step(64, 2048).gpu_s)
+    with pytest.raises(ParameterError) as exc:
+        engine_profile("trtllm", gpu="b200", cuda_graph_max_tokens=-1)
+    assert exc.value.name == "cuda_graph_max_tokens"

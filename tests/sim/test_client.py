@@ -148,3 +148,54 @@ def test_inferencemax_trtllm_recipe_memory_fraction_for_deepseek(gpu, dtype, con
     assert got["memory_fraction"] == fraction and got["kv_dtype"] == "fp8"
     assert "memory_fraction" not in Client("inferencemax").recipe("trtllm", 1024, conc, gpu=gpu,
                                                                   family="qwen3_moe")
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "conc", "isl", "graph"), [
+    ("h200", "fp8", 64, 1024, 128),    # dsr1_fp8_h200_trt.sh: cuda_graph_config max_batch_size 128
+    ("b200", "fp4", 256, 1024, 512),   # dsr1_fp4_b200_trt.sh: 512 at every load
+    ("b200", "fp8", 64, 1024, 64),     # dsr1_fp8_b200_trt.sh: the clients ...
+    ("b200", "fp8", 256, 1024, 32),    # ... an eighth of them from 256 clients at 1k input
+    ("b200", "fp8", 256, 8192, 256),
+])
+def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, isl, graph):
+    got = Client("inferencemax").recipe("trtllm", isl, conc, gpu=gpu, family="deepseek_v3", dtype=dtype,
+                                        osl=1024)
+    assert got["cuda_graph_max_tokens"] == graph
+    assert "cuda_graph_max_tokens" not in Client("inferencemax").recipe("trtllm", isl, conc, gpu=gpu,
+                                                                        family="qwen3_moe")
+
+
+@pytest.mark.parametrize(("engine", "gpu", "model", "family", "dtype", "conc", "dp", "expect"), [
+    # gptoss_fp4_b200.sh / gptoss_fp4_h200.sh: 8,192 budgets, graphs to 2,048, B200 FP8 KV and 512 seqs
+    ("vllm", "b200", "gpt-oss-120b", "gpt_oss", "mxfp4", 64, 1,
+     {"max_num_batched_tokens": 8192, "cuda_graph_max_tokens": 2048, "memory_fraction": 0.9,
+      "kv_dtype": "fp8", "max_num_seqs": 512}),
+    ("vllm", "h200", "gpt-oss-120b", "gpt_oss", "mxfp4", 32, 1,
+     {"max_num_batched_tokens": 8192, "cuda_graph_max_tokens": 2048, "memory_fraction": 0.9,
+      "max_num_seqs": 32}),
+    # gptoss_fp4_b200_trt.sh with attention DP: 20,000 tokens, 0.85, graphs to C, balance on
+    ("trtllm", "b200", "gpt-oss-120b", "gpt_oss", "mxfp4", 256, 2,
+     {"max_num_batched_tokens": 20000, "memory_fraction": 0.85, "kv_dtype": "fp8", "max_num_seqs": 512,
+      "cuda_graph_max_tokens": 256, "scheduler": {"attention_dp_balance": True}}),
+    # gptoss_fp4_h200_trt.sh: the model's own KV, --max_batch_size C
+    ("trtllm", "h200", "gpt-oss-120b", "gpt_oss", "mxfp4", 16, 1,
+     {"max_num_batched_tokens": 20000, "memory_fraction": 0.85, "max_num_seqs": 16,
+      "cuda_graph_max_tokens": 16}),
+    # minimaxm2.5_fp8_*.sh
+    ("vllm", "b200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1, {"memory_fraction": 0.95}),
+    ("vllm", "h100-sxm", "minimax-m2.5", "minimax_m2", "fp8", 64, 1, {"memory_fraction": 0.9, "max_num_seqs": 256}),
+    ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 32, 1,
+     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8", "max_num_batched_tokens": 16384}),
+    ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
+     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8", "max_num_batched_tokens": 32768}),
+    # kimik2.5_int4_*.sh and kimik2.5_fp4_b200.sh
+    ("vllm", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1, {"memory_fraction": 0.95, "max_num_seqs": 64}),
+    ("vllm", "b200", "kimi-k2.5-nvfp4", "deepseek_v3", "fp4", 8, 1, {"memory_fraction": 0.9, "max_num_seqs": 8}),
+    # DeepSeek on vLLM: no InferenceMAX script, the engine's defaults
+    ("vllm", "b200", "deepseek-r1", "deepseek_v3", "fp8", 64, 1, {}),
+])
+def test_inferencemax_recipes_for_gpt_oss_minimax_and_kimi(engine, gpu, model, family, dtype, conc, dp, expect):
+    got = Client("inferencemax").recipe(engine, 1024, conc, gpu=gpu, family=family, dtype=dtype, dp=dp,
+                                        osl=1024, model=model)
+    assert got == expect
+    assert Client("sglang").recipe(engine, 1024, conc, gpu=gpu, family=family, model=model) == {}

@@ -131,7 +131,8 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_seqs: int | None = None,
                    scheduler: dict[str, float | bool] | None = None,
                    overlap: bool | None = None, tp: int = 1, dp: int = 1,
-                   memory_fraction: float | None = None) -> EngineProfile:
+                   memory_fraction: float | None = None,
+                   cuda_graph_max_tokens: int | None = None) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
@@ -148,9 +149,15 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     engine's own memory flag where one was given (SGLang ``--mem-fraction-static``, vLLM
     ``--gpu-memory-utilization``: of the whole memory, nothing reserved beside it; TensorRT-LLM
     ``kv_cache_config.free_gpu_memory_fraction``: of what the weights leave), in (0, 1].
+    ``cuda_graph_max_tokens`` is the engine's CUDA-graph limit where one was given (vLLM
+    ``--max-cudagraph-capture-size``, SGLang ``--cuda-graph-max-bs``, TensorRT-LLM
+    ``cuda_graph_config.max_batch_size``; per attention-DP rank): a decode step of more tokens runs
+    eagerly; 0 captures none.
     """
     if memory_fraction is not None:
         check_real("memory_fraction", memory_fraction, lo=0.0, hi=1.0, lo_open=True)
+    if cuda_graph_max_tokens is not None:
+        check_int("cuda_graph_max_tokens", cuda_graph_max_tokens, lo=0, hi=65536)
     raw = _raw()["engine"]
     if name not in raw:
         raise ParameterError("engine", name, f"one of {', '.join(ENGINES)}")
@@ -170,11 +177,15 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         m = e["memory"]
         cls = next(c for c in m["classes"] if memory_gib < float(c[0]))
         tokens, graph = int(cls[1]), int(cls[2] if tp < 4 else cls[3])
+        if cuda_graph_max_tokens is not None:  # a given --cuda-graph-max-bs sizes the reserve instead
+            graph = int(cuda_graph_max_tokens)
         chunk = tokens if max_num_batched_tokens is None else max_num_batched_tokens
         mib = float(m["reserved_base_MiB"]) + 1.5 * max(chunk, 2048) + 2 * graph + tp / 8 * 1024
         if memory_gib > 60:
             mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
         fraction, reserved = round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
+    if cuda_graph_max_tokens is not None:  # the flag replaces the default
+        graph = int(cuda_graph_max_tokens)
     if memory_fraction is not None:  # the flag replaces the computed fraction (and SGLang's reserve in it)
         fraction = float(memory_fraction)
         if "memory" in e:

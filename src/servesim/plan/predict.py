@@ -68,6 +68,7 @@ class Deployment:
     dp: int = 1  # attention data-parallel ranks (MoE models): the replica spans tp x dp GPUs
     ep: int = 1  # expert-parallel ranks of the MoE layers (their tensor parallel is tp x dp / ep)
     memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
+    cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
 
     def __post_init__(self) -> None:
         from servesim.hardware.precision import normalize_dtype
@@ -79,6 +80,8 @@ class Deployment:
         check_int("ep", self.ep, lo=1, hi=256)
         if self.memory_fraction is not None:
             check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
+        if self.cuda_graph_max_tokens is not None:
+            check_int("cuda_graph_max_tokens", self.cuda_graph_max_tokens, lo=0, hi=65536)
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
@@ -100,7 +103,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
         recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
                                      family=arch.family if arch is not None else "",
                                      tp=fields.get("tp", 1), dp=fields.get("dp", 1),
-                                     dtype=str(normalize_dtype(fields.get("dtype") or "")), osl=bench.osl)
+                                     dtype=str(normalize_dtype(fields.get("dtype") or "")), osl=bench.osl,
+                                     model=arch.name if arch is not None else "")
     options = {**dict(recipe.get("scheduler") or {}), **dict(scheduler)}  # the given ones win
     return Deployment(model=model, gpu=gpu, engine=engine,
                       kv_dtype=kv_dtype or str(recipe.get("kv_dtype") or "bf16"),
@@ -108,7 +112,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                                               else recipe.get("max_num_batched_tokens")),
                       max_num_seqs=max_num_seqs if max_num_seqs is not None else recipe.get("max_num_seqs"),
                       scheduler=tuple(sorted(options.items())),
-                      **{"memory_fraction": recipe.get("memory_fraction"), **fields})
+                      **{"memory_fraction": recipe.get("memory_fraction"),
+                         "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"), **fields})
 
 
 def _architecture(model: str) -> Any:
@@ -211,7 +216,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
                          scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
-                         dp=dep.dp, memory_fraction=dep.memory_fraction)
+                         dp=dep.dp, memory_fraction=dep.memory_fraction,
+                         cuda_graph_max_tokens=dep.cuda_graph_max_tokens)
     if arch is not None:
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 

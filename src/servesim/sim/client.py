@@ -133,20 +133,25 @@ class Client:
 
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
                family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
-               osl: int = 0) -> dict[str, object]:
+               osl: int = 0, model: str = "") -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
         budget and running limit under its own flag names), ``kv_dtype``, ``memory_fraction`` (the
         engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
-        ``free_gpu_memory_fraction``), and scheduler options.
+        ``free_gpu_memory_fraction``), ``cuda_graph_max_tokens`` (its CUDA-graph limit: TensorRT-LLM
+        ``cuda_graph_config.max_batch_size``, SGLang ``--cuda-graph-max-bs``, vLLM
+        ``--max-cudagraph-capture-size``), and scheduler options.
         ``gpu`` is the catalog name, ``family`` the MoE family (``deepseek_v3``, ...; empty for a
-        dense model), ``tp`` the attention tensor parallel, ``dtype`` the weights as typed.
+        dense model), ``tp`` the attention tensor parallel, ``dtype`` the weights as typed, ``model``
+        the architecture's name (``kimi-k2.5``, ...).
 
         InferenceMAX (SemiAnalysisAI/InferenceX ``benchmarks/*.sh``) launches
 
         * TensorRT-LLM (``dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
           ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``free_gpu_memory_fraction`` 0.75 on
-          H200 and 0.8 on B200 (0.7 in FP8 from 256 clients at 1k input) and ``--max_num_tokens = max(8192,
+          H200 and 0.8 on B200 (0.7 in FP8 from 256 clients at 1k input), CUDA graphs up to
+          ``cuda_graph_config: max_batch_size`` 128 on H200, 512 in FP4 on B200 and C in FP8 on B200
+          (C / 8 from 256 clients at 1k input), and ``--max_num_tokens = max(8192,
           64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
           one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
           default 8,192); with attention data parallel (``dp`` > 1) its ``attention_dp_config`` has
@@ -163,16 +168,49 @@ class Client:
           chunks and prefill batches of 32,768, 128 running requests and memory fraction 0.82, at
           TP4 8,192, 32 and 0.95; in FP4 (``dsr1_fp4_b200.sh``) with 256 running requests and 0.85.
 
+        * gpt-oss (``gptoss_fp4_*.sh``, ``gptoss_fp4_*_trt.sh``): vLLM with 8,192-token budgets, CUDA
+          graphs up to 2,048 tokens and memory 0.9, on B200 FP8 KV and 512 sequences, on Hopper C;
+          TensorRT-LLM with ``--max_num_tokens 20000``, memory fraction 0.85 and CUDA graphs up to C,
+          on B200 FP8 KV and ``--max_batch_size 512``, on H200 the model's own KV and C (its
+          attention DP balances with the engine's other defaults);
+        * MiniMax-M2.5 on vLLM (``minimaxm2.5_fp8_*.sh``): memory 0.95 on B200; 0.90 and 256
+          sequences on H100; on H200 (the later script, the one read) 0.95, 512 sequences, FP8 KV and
+          budgets of 16,384 up to 32 clients, 32,768 from 64;
+        * Kimi-K2.5 on vLLM (``kimik2.5_{int4,fp4}_*.sh``): ``--max-num-seqs C`` and memory 0.95
+          (0.90 for the NVFP4 release).
+
         The SGLang recipes run tensor parallel only (``--data-parallel-size=1``): with ``dp`` > 1
         SGLang keeps its defaults.  Its other recipes keep the budgets servesim's defaults carry."""
         if self.name != "inferencemax":
             return {}
         out: dict[str, object] = {}
-        if engine == "trtllm":
+        c = concurrency or 0
+        if engine == "trtllm" and family == "gpt_oss":
+            # gptoss_fp4_{b200,h200}_trt.sh: --max_num_tokens 20000, free_gpu_memory_fraction 0.85,
+            # CUDA graphs up to C; on B200 FP8 KV and --max_batch_size 512, on H200 the model's own
+            # KV and --max_batch_size C; attention DP with enable_balance (its other fields default)
+            out.update(max_num_batched_tokens=20000, memory_fraction=0.85)
+            if gpu == "b200":
+                out.update(kv_dtype="fp8", max_num_seqs=512)
+            elif c:
+                out["max_num_seqs"] = c
+            if c:
+                out["cuda_graph_max_tokens"] = c
+            if dp > 1:
+                out["scheduler"] = {"attention_dp_balance": True}
+        elif engine == "trtllm":
             out["kv_dtype"] = "fp8"
             if family == "deepseek_v3" and gpu in ("h200", "b200"):  # free_gpu_memory_fraction
                 big = (concurrency or 0) >= 256 and isl == 1024 and dtype in ("fp8", "fp8_block")
                 out["memory_fraction"] = 0.75 if gpu == "h200" else (0.7 if big else 0.8)
+                # cuda_graph_config.max_batch_size: 128 on H200, 512 in FP4 on B200, the clients in FP8
+                # on B200 (an eighth of them from 256 clients at 1k input, one DP rank's share)
+                if gpu == "h200":
+                    out["cuda_graph_max_tokens"] = 128
+                elif dtype in ("fp4", "nvfp4"):
+                    out["cuda_graph_max_tokens"] = 512
+                elif concurrency:
+                    out["cuda_graph_max_tokens"] = concurrency // 8 if big else concurrency
             if concurrency:
                 out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
             if dp > 1:
@@ -181,6 +219,32 @@ class Client:
             elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
                   and (isl, osl) == (1024, 1024) and 64 <= (concurrency or 0) < 256):
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
+        elif engine == "vllm" and family == "gpt_oss":
+            # gptoss_fp4_{b200,h200,h100}.sh: --max-num-batched-tokens 8192,
+            # --max-cudagraph-capture-size 2048, --gpu-memory-utilization 0.9; on B200 FP8 KV and
+            # --max-num-seqs 512, on Hopper --max-num-seqs C
+            out.update(max_num_batched_tokens=8192, cuda_graph_max_tokens=2048, memory_fraction=0.9)
+            if gpu == "b200":
+                out.update(kv_dtype="fp8", max_num_seqs=512)
+            elif c:
+                out["max_num_seqs"] = c
+        elif engine == "vllm" and family == "minimax_m2":
+            # minimaxm2.5_fp8_{b200,h100,h200}.sh: B200 --gpu-memory-utilization 0.95; H100 0.90 and
+            # --max-num-seqs 256; H200 0.95, 512 sequences, FP8 KV and --max-num-batched-tokens 16384
+            # up to 32 clients, 32768 from 64
+            if gpu == "b200":
+                out["memory_fraction"] = 0.95
+            elif gpu == "h100-sxm":
+                out.update(memory_fraction=0.9, max_num_seqs=256)
+            elif gpu == "h200":
+                out.update(memory_fraction=0.95, max_num_seqs=512, kv_dtype="fp8",
+                           max_num_batched_tokens=16384 if c <= 32 else 32768)
+        elif engine == "vllm" and family == "deepseek_v3" and model.startswith("kimi"):
+            # kimik2.5_{int4,fp4}_{b200,h200}.sh: --max-num-seqs C, --gpu-memory-utilization 0.95
+            # (0.90 for the NVFP4 release)
+            out["memory_fraction"] = 0.9 if dtype in ("fp4", "nvfp4") else 0.95
+            if c:
+                out["max_num_seqs"] = c
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200" and dp == 1:
             out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
                        memory_fraction=0.82, scheduler={"max_prefill_tokens": 32768})
