@@ -183,18 +183,24 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
       "cuda_graph_max_tokens": 16}),
     # minimaxm2.5_fp8_*.sh
     ("vllm", "b200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1, {"memory_fraction": 0.95}),
-    ("vllm", "h100-sxm", "minimax-m2.5", "minimax_m2", "fp8", 64, 1, {"memory_fraction": 0.9, "max_num_seqs": 256}),
+    ("vllm", "h100-sxm", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
+     {"memory_fraction": 0.9, "max_num_seqs": 256}),
     ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 32, 1,
-     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8", "max_num_batched_tokens": 16384}),
+     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8",
+      "max_num_batched_tokens": 16384}),
     ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
-     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8", "max_num_batched_tokens": 32768}),
+     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8",
+      "max_num_batched_tokens": 32768}),
     # kimik2.5_int4_*.sh and kimik2.5_fp4_b200.sh
-    ("vllm", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1, {"memory_fraction": 0.95, "max_num_seqs": 64}),
-    ("vllm", "b200", "kimi-k2.5-nvfp4", "deepseek_v3", "fp4", 8, 1, {"memory_fraction": 0.9, "max_num_seqs": 8}),
+    ("vllm", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1,
+     {"memory_fraction": 0.95, "max_num_seqs": 64}),
+    ("vllm", "b200", "kimi-k2.5-nvfp4", "deepseek_v3", "fp4", 8, 1,
+     {"memory_fraction": 0.9, "max_num_seqs": 8}),
     # DeepSeek on vLLM: no InferenceMAX script, the engine's defaults
     ("vllm", "b200", "deepseek-r1", "deepseek_v3", "fp8", 64, 1, {}),
 ])
-def test_inferencemax_recipes_for_gpt_oss_minimax_and_kimi(engine, gpu, model, family, dtype, conc, dp, expect):
+def test_inferencemax_recipes_for_gpt_oss_minimax_and_kimi(engine, gpu, model, family, dtype, conc, dp,
+                                                           expect):
     got = Client("inferencemax").recipe(engine, 1024, conc, gpu=gpu, family=family, dtype=dtype, dp=dp,
                                         osl=1024, model=model)
     assert got == expect

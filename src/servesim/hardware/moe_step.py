@@ -196,7 +196,6 @@ class MoEStepModel:
         self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
-        t = self.tables
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":
@@ -465,9 +464,9 @@ class MoEStepModel:
         L = a.layers
         h = a.hidden
         # Attention projections, per layer, on one DP rank's tokens, each in its checkpoint format.
-        for (n, k), name, parts in zip(self._proj_shapes(), self._proj_names(), self._proj_parts(),
-                                       strict=True):
-            quantized = bool(self._quantized & parts)
+        for (n, k), name, proj in zip(self._proj_shapes(), self._proj_names(), self._proj_parts(),
+                                      strict=True):
+            quantized = bool(self._quantized & proj)
             d = self._table_dtype(quantized)
             g, good, note = self._gemm(m, n, k, d)
             ops.append(self._gemm_op(name, L, g, m, n, k, MOE_DTYPES[self.dtype] if quantized else 2.0,
