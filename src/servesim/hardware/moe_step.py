@@ -39,7 +39,7 @@ efficiencies where none was measured:
   ``(m, h, I_s / T)`` on each DP rank's tokens; the **router** ``(m, E, h)`` in BF16 (the
   MoE tables time the experts from the router's logits on).  Where the engine runs the
   shared experts beside the router and the routed experts (:data:`SHARED_EXPERTS_OVERLAP`:
-  SGLang's DeepSeek-V3 family in a CUDA-graph step) an MoE layer costs the longer of the
+  SGLang's and TensorRT-LLM's DeepSeek-V3 family in a CUDA-graph step) an MoE layer costs the longer of the
   two branches, and no less than both branches' weights read at the tables' HBM
   efficiency (the two streams share the HBM); elsewhere the three are added;
 * **communication**: with ``T > 1`` two all-reduces of ``m h`` activations per layer
@@ -124,7 +124,7 @@ so it sums squares, all-reduces the FP32 sums over the attention-TP ranks and ap
 all-reduce the variance the same way)."""
 
 
-SHARED_EXPERTS_OVERLAP = {"sglang": "mla"}
+SHARED_EXPERTS_OVERLAP = {"sglang": "mla", "trtllm": "mla"}
 """Engines that take the shared experts off the routed experts' critical path in a CUDA-graph
 step, and for which attention kind (the model family whose code does it).  SGLang
 ``models/deepseek_v2.py``: ``DeepseekV2MoE.forward`` calls ``forward_normal_dual_stream`` under
@@ -134,8 +134,12 @@ routed experts run on ``alt_stream``, joined by ``current_stream.wait_stream(alt
 DeepSeek-V3/R1 themselves (256 routed experts, one shared, no EP) instead fuse the shared expert
 into the MoE kernel as a 257th expert every token picks (``determine_num_fused_shared_experts``),
 which at decode sizes costs about the routed experts' time as well.  Kimi-K2/K2.5 (384 experts)
-take the dual-stream path.  vLLM and TensorRT-LLM (whose DeepSeek MoE also overlaps shared experts
-on an auxiliary stream) are priced in series: not checked against their code here."""
+take the dual-stream path.  TensorRT-LLM ``_torch/models/modeling_deepseekv3.py``:
+``Deepseekv3MoE.forward`` runs ``_compute_routed_output`` (the gate and the routed experts) and
+``_compute_shared_output`` through ``maybe_execute_in_parallel`` on its ``MoeShared`` auxiliary
+stream, which ``_torch/modules/multi_stream_utils.py`` turns on only while a CUDA graph is
+captured (the stream switch costs host time otherwise), for DeepSeek-V3/R1 and Kimi alike.
+vLLM is priced in series: not checked against its code here."""
 
 
 EAGER_KERNELS_PER_MOE_LAYER = 20
