@@ -359,6 +359,23 @@ def test_allreduce_counts() -> None:
     assert not two_nodes.measured and two_nodes.ms > t.allreduce(8, 2**24).ms
 
 
+def test_allreduce_across_nodes_costs_at_least_nccls_own_latency() -> None:
+    """NCCL's tree/LL latency model (data/nccl_latency.toml, from ncclTopoTuneModel): over 2 nodes of 8
+    4.4 + 2 (7 x 0.52 x 1.8 + 1 x 5.0) = 27.504 us, over 4 nodes 4.4 + 2 (7 x 0.936 + 2 x 5.0) = 37.504 us;
+    none on one node.  A decode step's small all-reduce over 16 GPUs (the engine's custom all-reduce
+    cannot span nodes) costs that floor plus its inter-node bytes, however fast the node's own is."""
+    assert kernels.nccl_multinode_allreduce_us(16, 2) == pytest.approx(27.504, abs=1e-9)
+    assert kernels.nccl_multinode_allreduce_us(32, 4) == pytest.approx(37.504, abs=1e-9)
+    assert kernels.nccl_multinode_allreduce_us(8, 1) == 0.0
+    t = _t("h100")
+    small = 16 * 7168 * 2  # 16 tokens of a 7168-wide activation in BF16
+    node, two = t.allreduce(8, small), t.allreduce(16, small)
+    assert node.ms < 0.0275 and "NCCL's own multi-node latency" in two.note
+    inter = 2 * (2 - 1) / 2 * (small / 8) / t.internode_bytes_per_s * 1e3
+    assert two.ms == pytest.approx(0.027504 + inter, rel=1e-9)
+    assert t.allreduce(16, 4 * small).ms >= two.ms  # never cheaper with more bytes
+
+
 # ------------------------------------------------------------------ checks
 
 

@@ -24,7 +24,9 @@ one GPU and engine:
 * **prefill attention**: a fresh causal prefill of ``batch`` prompts of ``prompt`` tokens each,
   same keys; grid batch 1..256 x prompt 1..16384 (minus the largest).
 * **all-reduce**: the engine's own all-reduce under CUDA graphs (NCCL above its size limit), by
-  GPU count (2, 4, 8) and message size in bytes (256 B .. 1 GiB).
+  GPU count (2, 4, 8) and message size in bytes (256 B .. 1 GiB).  Over more GPUs than a node
+  holds, the node's time, no less than NCCL's own multi-node latency model
+  (:func:`nccl_multinode_allreduce_us`: 27.5 us over two nodes of 8), plus the inter-node ring.
 * the GPU's datasheet numbers as aiconfigurator states them, and **fitted roofline
   efficiencies** (:attr:`KernelTables.efficiency`).
 
@@ -620,9 +622,35 @@ class KernelTables(GPUSystem):
         base = self.allreduce(node, size)
         nodes = n / node
         inter = 2 * (nodes - 1) / nodes * (size / node) / self.internode_bytes_per_s * 1e3
-        note = (f"all-reduce over {n} GPUs spans {nodes:g} nodes, not measured: the {node}-GPU time plus the "
-                f"inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU (optimistic)")
-        return Lookup(base.ms + inter, False, "; ".join(x for x in (note, base.note) if x))
+        floor = nccl_multinode_allreduce_us(n, max(1, math.ceil(nodes))) * 1e-3
+        note = (f"all-reduce over {n} GPUs spans {nodes:g} nodes, not measured: the {node}-GPU time, at "
+                f"least NCCL's own multi-node latency ({floor * 1e3:.1f} us, data/nccl_latency.toml), plus "
+                f"the inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU (optimistic)")
+        return Lookup(max(base.ms, floor) + inter, False, "; ".join(x for x in (note, base.note) if x))
+
+
+@cache
+def _nccl_latency() -> dict[str, float]:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised only on 3.10
+        import tomli as tomllib
+    with open(Path(__file__).parent / "data" / "nccl_latency.toml", "rb") as fh:
+        return {k: float(v) for k, v in tomllib.load(fh).items()}
+
+
+def nccl_multinode_allreduce_us(gpus: int, nodes: int) -> float:
+    """NCCL's own latency model of an all-reduce of ``gpus`` ranks over ``nodes`` nodes, microseconds:
+    the tree algorithm with the LL protocol (``data/nccl_latency.toml``, from NCCL's
+    ``ncclTopoTuneModel``), ``base + 2 ((ppn - 1) x nvlink x 1.8 + log2(nodes) x net)``; 0 on one node."""
+    if nodes <= 1:
+        return 0.0
+    c = _nccl_latency()
+    ppn = gpus / nodes
+    return c["tree_ll_base_us"] + 2 * ((ppn - 1) * c["tree_ll_nvlink_us"] * c["multinode_intra_factor"]
+                                       + math.floor(math.log2(nodes)) * c["tree_ll_net_us"])
 
 
 def _positive(name: str, value: object) -> float:
