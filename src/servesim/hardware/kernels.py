@@ -625,7 +625,8 @@ class KernelTables(GPUSystem):
         floor = nccl_multinode_allreduce_us(n, max(1, math.ceil(nodes))) * 1e-3
         note = (f"all-reduce over {n} GPUs spans {nodes:g} nodes, not measured: the {node}-GPU time, at "
                 f"least NCCL's own multi-node latency ({floor * 1e3:.1f} us, data/nccl_latency.toml), plus "
-                f"the inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU (optimistic)")
+                f"the inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU "
+                "(optimistic)")
         return Lookup(max(base.ms, floor) + inter, False, "; ".join(x for x in (note, base.note) if x))
 
 
