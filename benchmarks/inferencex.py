@@ -8,7 +8,8 @@ Reads ``benchmarks/data/inferencex_dsr1.csv`` (source, license and changes in
 clients) and, with ``--disagg``, 158 disaggregated Dynamo runs (1-9 prefill and decode workers,
 pools up to DP16+EP16).  Each row is predicted as ``servesim predict --client inferencemax``
 does (:func:`servesim.plan.predict.harness_deployment`: for a colocated run the harness's server
-recipe where the row does not say otherwise; a disaggregated one with the engines' defaults),
+recipe where the row does not say otherwise; a disaggregated one each pool with its Dynamo recipe,
+:meth:`servesim.sim.client.Client.disagg_recipe`),
 and the median |error| of mean TTFT and mean TPOT is printed per GPU, engine, dtype and shape,
 then over all.  Nothing here is fitted to these rows.  The colocated set takes
 about a minute on one core, the disaggregated one about six.
@@ -35,7 +36,7 @@ def load_rows(path: Path = DATA) -> list[dict[str, str]]:
 def predict_row(row: dict[str, str]) -> dict[str, float]:
     """Mean TTFT and TPOT (ms) of one run as servesim predicts it."""
     from servesim.model.kvcache import LINKS
-    from servesim.plan.predict import Deployment, harness_deployment, predict, predict_disaggregated
+    from servesim.plan.predict import harness_deployment, predict, predict_disaggregated
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
 
@@ -45,12 +46,13 @@ def predict_row(row: dict[str, str]) -> dict[str, float]:
     if row["mode"] == "agg":
         dep = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
         out = predict(dep, bench)
-    else:  # Dynamo's recipes are not InferenceMAX's single-node scripts: the engines' defaults
-        prefill = Deployment(tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]), ep=int(row["prefill_ep"]),
-                             **common)
-        decode = Deployment(tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
-        out = predict_disaggregated(prefill, int(row["prefill_workers"]), decode, int(row["decode_workers"]),
-                                    LINKS["rdma"].bytes_per_s, bench)
+    else:  # each pool with its srt-slurm recipe (Client.disagg_recipe)
+        pw, dw = int(row["prefill_workers"]), int(row["decode_workers"])
+        prefill = harness_deployment(bench, tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]),
+                                     ep=int(row["prefill_ep"]), pool="prefill", workers=pw, **common)
+        decode = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]),
+                                    pool="decode", workers=dw, **common)
+        out = predict_disaggregated(prefill, pw, decode, dw, LINKS["rdma"].bytes_per_s, bench)
     return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"])}
 
 

@@ -411,3 +411,38 @@ def test_harness_deployment_reads_the_dtype_as_typed():
                                engine="sglang")
     assert (plain.max_num_seqs, plain.memory_fraction, plain.kv_dtype) == (None, None, "bf16")
     assert plain.scheduler == ()
+
+
+def test_harness_deployment_of_a_disaggregated_pool_takes_its_dynamo_recipe():
+    # srt-slurm recipes/trtllm/h200: ctx workers max_batch_size 8, max_num_tokens 8192, no overlap
+    # scheduler; a flag the user gives wins
+    from servesim.plan.predict import harness_deployment
+    from servesim.sim.batching import Benchmark
+    from servesim.sim.client import Client
+
+    bench = Benchmark(isl=1024, osl=1024, concurrency=64, client=Client("inferencemax"))
+    pre = harness_deployment(bench, model="deepseek-ai/DeepSeek-R1-0528", gpu="h200", tp=8, ep=8, dtype="fp8",
+                             engine="trtllm", pool="prefill", workers=1)
+    assert (pre.max_num_seqs, pre.max_num_batched_tokens, pre.overlap, pre.kv_dtype) == (8, 8192, False,
+                                                                                        "fp8")
+    given = harness_deployment(bench, model="deepseek-ai/DeepSeek-R1-0528", gpu="h200", tp=8, ep=8,
+                               dtype="fp8", engine="trtllm", pool="prefill", workers=1, overlap=True,
+                               max_num_seqs=4)
+    assert (given.overlap, given.max_num_seqs) == (True, 4)
+    dec = harness_deployment(bench, model="deepseek-ai/DeepSeek-R1-0528", gpu="h200", tp=8, ep=8, dtype="fp8",
+                             engine="trtllm", pool="decode", workers=3)
+    assert dec.overlap is None and dec.cuda_graph_max_tokens == 32  # 22 clients a worker
+
+
+def test_disaggregated_predict_with_the_inferencemax_client_uses_the_pools_recipes(capsys):
+    rc = main(["predict", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--mode", "disagg",
+               "--engine", "trtllm", "--prefill-tp", "8", "--prefill-ep", "8", "--decode-tp", "8",
+               "--decode-ep", "8", "--decode-workers", "3", "--isl", "1024", "--osl", "1024",
+               "--concurrency", "64", "--client", "inferencemax", "--format", "json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    pre, dec = out["prefill"]["scheduler"], out["decode"]["scheduler"]
+    assert (pre["token_budget"], pre["max_running"], pre["overlap"]) == (8192, 8, False)
+    assert (dec["max_running"], dec["overlap"]) == (2048, True)  # TensorRT-LLM's defaults
+    assert out["kv_dtype"] == "fp8"

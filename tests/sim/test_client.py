@@ -205,3 +205,54 @@ def test_inferencemax_recipes_for_gpt_oss_minimax_and_kimi(engine, gpu, model, f
                                         osl=1024, model=model)
     assert got == expect
     assert Client("sglang").recipe(engine, 1024, conc, gpu=gpu, family=family, model=model) == {}
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "isl", "expect"), [
+    # srt-slurm recipes/trtllm/*: ctx workers' max_batch_size, max_num_tokens, free_gpu_memory_fraction
+    ("h200", "fp8", 1024, (8, 8192, 0.6)),
+    ("h200", "fp8", 8192, (2, 16640, 0.85)),
+    ("b200", "fp8", 1024, (16, 16384, 0.4)),
+    ("b200", "fp8", 8192, (1, 8320, 0.4)),
+    ("b200", "fp4", 1024, (8, 10240, 0.75)),
+    ("b200", "fp4", 8192, (2, 16896, 0.75)),
+    ("h100-sxm", "fp8", 1024, (2, 2048, 0.6)),
+    ("h100-sxm", "fp8", 8192, (1, 8224, 0.3)),
+])
+def test_inferencemax_dynamo_trtllm_prefill_recipes(gpu, dtype, isl, expect):
+    got = Client("inferencemax").disagg_recipe("trtllm", "prefill", isl, 64, gpu=gpu, family="deepseek_v3",
+                                               dp=8, dtype=dtype, workers=2)
+    assert (got["max_num_seqs"], got["max_num_batched_tokens"], got["memory_fraction"]) == expect
+    assert got["overlap"] is False and got["kv_dtype"] == "fp8"  # disable_overlap_scheduler: true
+    assert Client("vllm").disagg_recipe("trtllm", "prefill", isl, 64, gpu=gpu, family="deepseek_v3") == {}
+    assert Client("inferencemax").disagg_recipe("trtllm", "prefill", isl, 64, gpu=gpu,
+                                                family="qwen3_moe") == {}
+
+
+@pytest.mark.parametrize(("engine", "conc", "workers", "dp", "graph"), [
+    ("trtllm", 64, 3, 1, 32),     # 22 sequences a worker -> graphs to 32
+    ("trtllm", 1024, 1, 8, 128),  # DP8: 128 a rank
+    ("trtllm", 1, 9, 1, 1),
+    ("sglang", 512, 6, 1, 128),   # 86 a worker -> 128
+])
+def test_inferencemax_dynamo_decode_graphs_cover_each_ranks_share(engine, conc, workers, dp, graph):
+    got = Client("inferencemax").disagg_recipe(engine, "decode", 1024, conc, gpu="h200", family="deepseek_v3",
+                                               dp=dp, workers=workers)
+    assert got["cuda_graph_max_tokens"] == graph
+    assert graph >= conc / workers / dp > graph / 2 or graph == 1
+    assert "overlap" not in got  # decode workers keep the overlap scheduler
+
+
+def test_inferencemax_dynamo_sglang_prefill_recipes():
+    h200 = Client("inferencemax").disagg_recipe("sglang", "prefill", 1024, 64, gpu="h200",
+                                                family="deepseek_v3")
+    assert h200 == {"max_num_batched_tokens": 163840, "max_num_seqs": 256, "memory_fraction": 0.82,
+                    "scheduler": {"max_prefill_tokens": 163840}}
+    dep = Client("inferencemax").disagg_recipe("sglang", "prefill", 1024, 64, gpu="h200",
+                                               family="deepseek_v3", dp=8)
+    assert dep["max_num_batched_tokens"] == 262144 and dep["scheduler"] == {"max_prefill_tokens": 65536}
+    h100 = Client("inferencemax").disagg_recipe("sglang", "prefill", 8192, 8, gpu="h100-sxm",
+                                                family="deepseek_v3")
+    assert h100["max_num_batched_tokens"] == 2048  # an 8k prompt in four chunks
+    b200 = Client("inferencemax").disagg_recipe("sglang", "prefill", 8192, 8, gpu="b200",
+                                                family="deepseek_v3")
+    assert b200["kv_dtype"] == "fp8" and b200["max_num_batched_tokens"] == 32768

@@ -155,7 +155,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--client", type=choice(CLIENTS, "client"), default=None,
                    help="benchmark tool whose meanings the flags take: vllm (vllm bench serve, default), "
                    "sglang (sglang.bench_serving) or inferencemax (its client, and its launch scripts' "
-                   "server flags for what is left unset)")
+                   "server flags for what is left unset; with --mode disagg each pool's Dynamo recipe)")
     p.add_argument("--warmup-prompts", type=integer(0, hi=1_000_000), default=0,
                    help="first requests left out of the statistics, as steady-window tools (genai-perf, "
                    "AIPerf) do (default 0: all count, as vllm bench serve)")
@@ -313,24 +313,27 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
     """A disaggregated row: each pool's tp/dp/ep/workers from its own column or flag, else the
     replica's ``tp``/``dp``/``ep``."""
     from servesim.model.kvcache import LINKS
-    from servesim.plan.predict import Deployment, predict_disaggregated
+    from servesim.plan.predict import harness_deployment, predict_disaggregated
 
     def get(name: str) -> Any:
         v = row.get(name)
         return v if v is not None else getattr(args, name, None)
 
-    common = {"dtype": row.get("dtype") or "auto", "kv_dtype": row.get("kv_dtype") or "bf16",
-              "engine": engine, **settings}
-    pools = {}
+    common = {"dtype": row.get("dtype") or "auto", "kv_dtype": row.get("kv_dtype"), "engine": engine,
+              **settings}
+    pools, workers = {}, {}
     for pool in ("prefill", "decode"):
-        pools[pool] = Deployment(row["model"], row["gpu"],
-                                 tp=get(f"{pool}_tp") or row.get("tp") or 1,
-                                 dp=get(f"{pool}_dp") or row.get("dp") or args.dp or 1,
-                                 ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1, **common)
+        workers[pool] = get(f"{pool}_workers") or 1
+        # the harness's own recipe for the pool (InferenceMAX's Dynamo recipes) fills what is unset
+        pools[pool] = harness_deployment(bench, model=row["model"], gpu=row["gpu"],
+                                         tp=get(f"{pool}_tp") or row.get("tp") or 1,
+                                         dp=get(f"{pool}_dp") or row.get("dp") or args.dp or 1,
+                                         ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1,
+                                         pool=pool, workers=workers[pool], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
-    return predict_disaggregated(pools["prefill"], get("prefill_workers") or 1, pools["decode"],
-                                 get("decode_workers") or 1, ln.bytes_per_s, bench, catalog=catalog,
-                                 lengths=lengths, **_spec_args(args, row))
+    return predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
+                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
+                                 **_spec_args(args, row))
 
 
 def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:

@@ -89,22 +89,32 @@ class Deployment:
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
-                       **fields: Any) -> Deployment:
+                       pool: str = "", workers: int = 1, **fields: Any) -> Deployment:
     """The :class:`Deployment` a benchmark harness ran: the fields given, and for what is left unset
-    (``None`` budgets and KV dtype, scheduler options not given) the server settings of the
+    (``None`` budgets, KV dtype and overlap, scheduler options not given) the server settings of the
     harness's own launch recipe (:meth:`servesim.sim.client.Client.recipe`, keyed by the GPU's
-    catalog name and the model's MoE family); a plain client's are the engine's defaults."""
+    catalog name and the model's MoE family; for one ``pool`` of a disaggregated deployment, of
+    ``workers`` workers, :meth:`~servesim.sim.client.Client.disagg_recipe`); a plain client's are the
+    engine's defaults."""
     from servesim.hardware.names import canonical_gpu
     from servesim.hardware.precision import normalize_dtype
 
     recipe: dict[str, Any] = {}
     if bench.client.name == "inferencemax":  # the one harness with recipes
         arch = _architecture(model)
-        recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
-                                     family=arch.family if arch is not None else "",
-                                     tp=fields.get("tp", 1), dp=fields.get("dp", 1),
-                                     dtype=str(normalize_dtype(fields.get("dtype") or "")), osl=bench.osl,
-                                     model=arch.name if arch is not None else "")
+        family = arch.family if arch is not None else ""
+        dtype = str(normalize_dtype(fields.get("dtype") or ""))
+        if pool:
+            recipe = bench.client.disagg_recipe(engine, pool, bench.isl, bench.concurrency,
+                                                gpu=canonical_gpu(gpu), family=family,
+                                                dp=fields.get("dp", 1), dtype=dtype, workers=workers)
+        else:
+            recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
+                                         family=family, tp=fields.get("tp", 1), dp=fields.get("dp", 1),
+                                         dtype=dtype, osl=bench.osl,
+                                         model=arch.name if arch is not None else "")
+    if fields.get("overlap") is None and "overlap" in recipe:
+        fields["overlap"] = recipe["overlap"]
     options = {**dict(recipe.get("scheduler") or {}), **dict(scheduler)}  # the given ones win
     return Deployment(model=model, gpu=gpu, engine=engine,
                       kv_dtype=kv_dtype or str(recipe.get("kv_dtype") or "bf16"),

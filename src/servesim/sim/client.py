@@ -131,6 +131,83 @@ class Client:
         c, d = self.length_range(osl, output=True)
         return (a + b) / 2, (c + d) / 2
 
+    def disagg_recipe(self, engine: str, pool: str, isl: int, concurrency: int | None, *, gpu: str = "",
+                      family: str = "", dp: int = 1, dtype: str = "", workers: int = 1) -> dict[str, object]:
+        """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
+        disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
+        the models the recipes do not cover): the keys of :meth:`recipe`, and ``overlap``.
+        ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``dp`` its
+        attention-DP ranks a worker.
+
+        InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
+        ``nvidia-master.yaml`` names (ishandhanani/srt-slurm ``sa-submission-q1-2026``,
+        ``recipes/trtllm/{h100-fp8,h200,b200-fp8,b200-fp4}``, ``recipes/{h100,h200,b200-fp8,b200-fp4}``):
+
+        * TensorRT-LLM prefill ("ctx") workers: FP8 KV, no overlap scheduler
+          (``disable_overlap_scheduler: true``) and small batches with large token budgets,
+          ``max_batch_size`` / ``max_num_tokens`` / ``free_gpu_memory_fraction`` by GPU, dtype and
+          prompt: H200 8 / 8,192 / 0.6 at 1k, 2 / 16,640 / 0.85 at 8k; B200 FP8 16 / 16,384 / 0.4 and
+          1 / 8,320 / 0.4; B200 FP4 8 / 10,240 / 0.75 and 2 / 16,896 / 0.75; H100 2 / 2,048 / 0.6 and
+          1 / 8,224 / 0.3 (per attention-DP rank);
+        * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler, CUDA graphs up to each
+          rank's batch (servesim: its share of the clients, rounded up to a power of two) and
+          ``free_gpu_memory_fraction`` 0.9 (B200: 0.8);
+        * SGLang prefill workers: ``--chunked-prefill-size`` / ``--max-prefill-tokens`` /
+          ``--max-running-requests`` / ``--mem-fraction-static``: H200 163,840 / 163,840 / 256 /
+          0.82 at 1k and 32,768 / 32,768 / 16 / 0.82 at 8k with tensor parallel, 262,144 / 65,536 /
+          512 / 0.75 with DP attention; B200 32,768 / 32,768 / 512 (1,024 with DP attention) / 0.85
+          and FP8 KV; H100 2,048 / 2,048 / 2 / 0.6;
+        * SGLang decode workers: CUDA graphs (``--cuda-graph-max-bs``, equal to its
+          ``--max-running-requests``) up to the worker's share of the clients (a power of two, per
+          DP rank), memory 0.82 (H200), 0.85 and FP8 KV (B200), 0.9 (H100)."""
+        if self.name != "inferencemax" or family != "deepseek_v3" or pool not in ("prefill", "decode"):
+            return {}
+        c = concurrency or 0
+        key = 1024 if isl <= 2896 else 8192  # the recipes' two prompt lengths, nearest in log scale
+        fp4 = dtype in ("fp4", "nvfp4")
+        share = max(1, math.ceil(c / max(1, workers) / max(1, dp))) if c else 0
+        graph = 2 ** math.ceil(math.log2(share)) if share else None
+        out: dict[str, object] = {}
+        if engine == "trtllm":
+            out["kv_dtype"] = "fp8"
+            if pool == "prefill":
+                ctx = {("h200", False, 1024): (8, 8192, 0.6), ("h200", False, 8192): (2, 16640, 0.85),
+                       ("b200", False, 1024): (16, 16384, 0.4), ("b200", False, 8192): (1, 8320, 0.4),
+                       ("b200", True, 1024): (8, 10240, 0.75), ("b200", True, 8192): (2, 16896, 0.75),
+                       ("h100-sxm", False, 1024): (2, 2048, 0.6), ("h100-sxm", False, 8192): (1, 8224, 0.3)}
+                got = ctx.get((gpu, fp4, key))
+                out["overlap"] = False
+                if got is not None:
+                    out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
+            else:
+                out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
+                if graph:
+                    out["cuda_graph_max_tokens"] = graph
+        elif engine == "sglang":
+            if pool == "prefill":
+                if gpu == "h200":
+                    if dp > 1:
+                        out.update(max_num_batched_tokens=262144, max_num_seqs=512, memory_fraction=0.75,
+                                   scheduler={"max_prefill_tokens": 65536})
+                    else:
+                        budget = 163840 if key == 1024 else 32768
+                        out.update(max_num_batched_tokens=budget, max_num_seqs=256 if key == 1024 else 16,
+                                   memory_fraction=0.82, scheduler={"max_prefill_tokens": budget})
+                elif gpu == "b200":
+                    out.update(kv_dtype="fp8", max_num_batched_tokens=32768, memory_fraction=0.85,
+                               max_num_seqs=1024 if dp > 1 else 512, scheduler={"max_prefill_tokens": 32768})
+                elif gpu == "h100-sxm":
+                    out.update(max_num_batched_tokens=2048, max_num_seqs=2, memory_fraction=0.6,
+                               scheduler={"max_prefill_tokens": 2048})
+            else:
+                if gpu == "b200":
+                    out.update(kv_dtype="fp8", memory_fraction=0.85)
+                elif gpu in ("h200", "h100-sxm"):
+                    out["memory_fraction"] = 0.82 if gpu == "h200" else 0.9
+                if graph and gpu in ("h200", "b200", "h100-sxm"):
+                    out["cuda_graph_max_tokens"] = graph
+        return out
+
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
                family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
                osl: int = 0, model: str = "") -> dict[str, object]:
