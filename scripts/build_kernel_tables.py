@@ -207,8 +207,10 @@ decode attention alone).  Each holds:
     one attention rank times ``attention_dp_size``); the rank holds ``experts / moe_ep`` experts
     of ``inter / moe_tp`` each and runs the pairs routed to them.
   - dtypes: ``bfloat16`` -> ``bf16``, ``fp8`` (per-tensor) -> ``fp8``, ``fp8_block`` ->
-    ``fp8_block``, ``nvfp4`` -> ``fp4``, ``w4a16_mxfp4`` -> ``mxfp4``, ``int4_wo`` -> ``int4``.
-    DROPPED, no servesim dtype: ``w4a8_mxfp4_mxfp8`` (B200).  The kernel_source of each point is
+    ``fp8_block``, ``nvfp4`` -> ``fp4``, ``w4a16_mxfp4`` -> ``mxfp4``, ``int4_wo`` -> ``int4``,
+    ``w4a8_mxfp4_mxfp8`` (B200: MXFP4 weights, activations quantized to MXFP8, the kernel
+    TensorRT-LLM runs an MXFP4 checkpoint with on Blackwell) -> ``mxfp4_mxfp8``.  The
+    kernel_source of each point is
     the one the engine's own dispatch chose (vLLM's collector builds ``FusedMoE`` and logs the
     backend vLLM's oracle selected; e.g. Hopper fp8_block runs Triton without EP and FlashInfer
     CUTLASS with it), so no point has two sources and none is chosen here; NOTICE.md lists them
@@ -783,10 +785,9 @@ MOE_DISTRIBUTION = "power_law_1.01"  # the routing kept (module docstring: "Rout
 MOE_OTHER_DISTRIBUTIONS = ("balanced", "power_law_1.2")
 # upstream moe_dtype -> servesim dtype
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4",
-              "w4a16_mxfp4": "mxfp4", "int4_wo": "int4"}
-MOE_ORDER = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
-MOE_UNMAPPED = {"w4a8_mxfp4_mxfp8": "MXFP4 weights with MXFP8 activations (DeepSeek-V4 / gpt-oss on "
-                                    "Blackwell): servesim has no such dtype"}
+              "w4a16_mxfp4": "mxfp4", "int4_wo": "int4", "w4a8_mxfp4_mxfp8": "mxfp4_mxfp8"}
+MOE_ORDER = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4", "mxfp4_mxfp8")
+MOE_UNMAPPED: dict[str, str] = {}  # upstream moe_dtypes servesim has no name for (none now)
 # TensorRT-LLM's TRTLLM-gen NVFP4 MoE (moe_config.backend TRTLLM, min-latency mode), timed without its
 # finalize: used up to the deployments' cut-over to CUTLASS (MIN_LATENCY_MAX_TOKENS), plus finalize_ms
 MIN_LATENCY_SOURCE = "moe_torch_flow_min_latency"
@@ -810,9 +811,10 @@ MOE_DROPPED_SOURCES = {
 NONGATED_SHAPES = frozenset({(1024, 2688, 22, 512), (2048, 5120, 22, 512), (2688, 1856, 6, 128),
                              (4096, 2688, 22, 512), (8192, 5120, 22, 512)})
 MOE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "mxfp4": 0.53125,
-                    "int4": 0.515625}
+                    "int4": 0.515625, "mxfp4_mxfp8": 0.53125}
 MOE_PEAK_KEY = {"bf16": "bfloat16_tc_flops", "fp8": "fp8_tc_flops", "fp8_block": "fp8_tc_flops",
-                "fp4": "fp4_tc_flops", "mxfp4": "bfloat16_tc_flops", "int4": "bfloat16_tc_flops"}
+                "fp4": "fp4_tc_flops", "mxfp4": "bfloat16_tc_flops", "int4": "bfloat16_tc_flops",
+                "mxfp4_mxfp8": "fp8_tc_flops"}
 MOE_PLAUSIBLE = 1.10  # an MoE layer cannot read its local experts' weights faster than this x HBM
 # DeepSeek-V3/R1's shape: vLLM's and SGLang's balanced rows plateau from 32 tokens at about half the time of
 # reading every expert (TensorRT-LLM's, routed with plain renormalized top-k, do not), as grouped top-k

@@ -264,3 +264,29 @@ def test_cuda_graph_limit_decides_which_decode_steps_run_eagerly() -> None:
     with pytest.raises(ParameterError) as exc:
         engine_profile("trtllm", gpu="b200", cuda_graph_max_tokens=-1)
     assert exc.value.name == "cuda_graph_max_tokens"
+
+
+def test_trtllm_runs_mxfp4_experts_with_mxfp8_activations_on_blackwell() -> None:
+    """TensorRT-LLM's ModelConfig.get_mxfp4_quant_algo: W4A8_MXFP4_MXFP8 on SM 100+ (the B200's
+    measured rows of that kernel), W4A16_MXFP4 on Hopper; vLLM and SGLang keep W4A16 by default.
+    gpt-oss-120b at 64 tokens on one B200: TensorRT-LLM's own tables time the MXFP8-activation
+    kernel at about a quarter of its W4A16 one, and the step stays above its speed of light."""
+    arch = find_architecture("openai/gpt-oss-120b")
+    assert arch is not None
+    steps = {}
+    for gpu, engine in (("b200", "trtllm"), ("h200", "trtllm"), ("b200", "vllm")):
+        sm = MoEStepModel(arch, gpu, Parallelism(1), dtype="mxfp4", kv_dtype="fp8",
+                          engine=engine_profile(engine, gpu=gpu, memory_gib=179 if gpu == "b200" else 131))
+        steps[(gpu, engine)] = sm
+        st = sm.decode_step(64, 1500)
+        assert st.gpu_s >= sm.speed_of_light(64, 1500)
+    assert steps[("b200", "trtllm")].moe_kernel_dtype == "mxfp4_mxfp8"
+    assert steps[("h200", "trtllm")].moe_kernel_dtype is None
+    assert steps[("b200", "vllm")].moe_kernel_dtype is None
+    t = steps[("b200", "trtllm")]._moe_tables
+    assert t is not None
+    shape = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, 1, 1)
+    a8, a16 = t.moe("mxfp4_mxfp8", 64, *shape), t.moe("mxfp4", 64, *shape)
+    assert a8.ms < 0.3 * a16.ms  # 0.207 against 0.891 ms in the table
+    moe = [op for op in steps[("b200", "trtllm")].decode_step(64, 1500).ops if op.name == "moe experts"]
+    assert moe[0].priced_s == pytest.approx(a8.ms * 1e-3, rel=1e-9) and moe[0].dtype == "fp8"

@@ -93,18 +93,22 @@ from servesim.hardware.kernels import (
 
 __all__ = ["MLA_KV_VALUES", "MOE_DTYPES", "Fit", "MoETables", "moe_engines_for", "moe_tables"]
 
-MOE_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
-"""servesim's MoE dtypes, from aiconfigurator's ``moe_dtype``: ``bfloat16`` -> ``bf16``, ``fp8``
-(per-tensor) -> ``fp8``, ``fp8_block`` (128 x 128 blocks, DeepSeek) -> ``fp8_block``, ``nvfp4`` ->
-``fp4``, ``w4a16_mxfp4`` (gpt-oss) -> ``mxfp4``, ``int4_wo`` (W4A16 int4 groups, Kimi-K2.5) ->
-``int4``.  Not mapped (dropped): ``w4a8_mxfp4_mxfp8`` (MXFP4 weights, MXFP8 activations)."""
+MOE_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4", "mxfp4_mxfp8")
+"""servesim's MoE kernel dtypes, from aiconfigurator's ``moe_dtype``: ``bfloat16`` -> ``bf16``,
+``fp8`` (per-tensor) -> ``fp8``, ``fp8_block`` (128 x 128 blocks, DeepSeek) -> ``fp8_block``,
+``nvfp4`` -> ``fp4``, ``w4a16_mxfp4`` (gpt-oss) -> ``mxfp4``, ``int4_wo`` (W4A16 int4 groups,
+Kimi-K2.5) -> ``int4``, ``w4a8_mxfp4_mxfp8`` (MXFP4 weights with the activations quantized to
+MXFP8: the kernel an MXFP4 checkpoint runs with on Blackwell where the engine chooses it, B200
+tables only) -> ``mxfp4_mxfp8``."""
 
 MLA_KV_VALUES = 512 + 64
 """Latent cache values per token per layer: kv_lora_rank + qk_rope_head_dim (DeepSeek-V3)."""
 
 _DATA = Path(__file__).parent / "data" / "kernels"
-_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "mxfp4": 0.53125, "int4": 0.515625}
-_PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16"}
+_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "mxfp4": 0.53125, "int4": 0.515625,
+                 "mxfp4_mxfp8": 0.53125}
+_PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16",
+         "mxfp4_mxfp8": "fp8"}
 _KV_BYTES = {"bf16": 2.0, "fp8": 1.0}
 _MLA_DECODE_DIM = 576 + 512
 _MLA_PREFILL_DIM = 192 + 128

@@ -96,8 +96,18 @@ MOE_DTYPES: dict[str, float] = {
 }
 """Bytes per stored weight value, scales included."""
 
-_PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16"}
-"""The tensor-core peak each weight format multiplies at (weight-only 4-bit formats in BF16)."""
+_PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16",
+         "mxfp4_mxfp8": "fp8"}
+"""The tensor-core peak each weight format multiplies at (weight-only 4-bit formats in BF16; MXFP4
+weights with MXFP8 activations at the FP8 rate)."""
+
+MXFP8_ACTIVATION_ENGINES = frozenset({"trtllm"})
+"""Engines that run an MXFP4 checkpoint's experts with MXFP8 activations where their tables measured
+that kernel (the B200's): TensorRT-LLM ``_torch/model_config.py`` ``ModelConfig.get_mxfp4_quant_algo``
+returns ``W4A8_MXFP4_MXFP8`` on SM 100 and later for every MoE backend but TRITON (``W4A16_MXFP4``
+on Hopper), unless ``OVERRIDE_QUANT_ALGO`` says otherwise.  vLLM does so only with
+``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` and SGLang by its runner flags; both keep the W4A16
+tables here."""
 
 _GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "fp4", "mxfp4": "bf16",
                "int4": "bf16"}
@@ -201,6 +211,11 @@ class MoEStepModel:
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
+        # the MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES)
+        self.moe_kernel_dtype = ("mxfp4_mxfp8" if self.dtype == "mxfp4"
+                                 and self.engine.name in MXFP8_ACTIVATION_ENGINES
+                                 and self._moe_tables is not None
+                                 and "mxfp4_mxfp8" in self._moe_tables.moe_dtypes else None)
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":
             self._quantized: frozenset[str] = frozenset()
@@ -306,12 +321,15 @@ class MoEStepModel:
         """One MoE layer's routed experts on one GPU for the replica's ``m_all`` tokens."""
         a, p = self.arch, self.par
         if self._moe_tables is not None:
-            try:
-                lk: Lookup = self._moe_tables.moe(self.dtype, max(1.0, m_all), a.hidden, a.moe_intermediate,
-                                                  a.experts_per_token, a.experts, p.moe_tp, p.ep)
-                return lk.ms * 1e-3, lk.measured, lk.note
-            except ParameterError:
-                pass
+            for d in (self.moe_kernel_dtype, self.dtype):
+                if d is None:
+                    continue
+                try:
+                    lk: Lookup = self._moe_tables.moe(d, max(1.0, m_all), a.hidden, a.moe_intermediate,
+                                                      a.experts_per_token, a.experts, p.moe_tp, p.ep)
+                    return lk.ms * 1e-3, lk.measured, lk.note
+                except ParameterError:
+                    continue
         t = self.tables
         e_local = a.experts / p.ep
         touched = e_local * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
@@ -499,7 +517,7 @@ class MoEStepModel:
         inter_local = a.moe_intermediate / p.moe_tp
         routed = Op("moe experts", "moe", n_moe, moe_t, measured=good, note=note,
                     nbytes=e_local_w + pairs * (h + inter_local) * ACTIVATION_BYTES * 2,
-                    flops=2.0 * pairs * 3 * h * inter_local, dtype=_PEAK[self.dtype])
+                    flops=2.0 * pairs * 3 * h * inter_local, dtype=_PEAK[self.moe_kernel_dtype or self.dtype])
         inter = a.shared_experts * a.shared_intermediate
         router_t, _, _ = self._gemm(m, a.experts, h, "bf16")
         router = self._gemm_op("router", n_moe, router_t, m, a.experts, h, 2.0, "bf16", True, "")
