@@ -290,3 +290,29 @@ def test_trtllm_runs_mxfp4_experts_with_mxfp8_activations_on_blackwell() -> None
     assert a8.ms < 0.3 * a16.ms  # 0.207 against 0.891 ms in the table
     moe = [op for op in steps[("b200", "trtllm")].decode_step(64, 1500).ops if op.name == "moe experts"]
     assert moe[0].priced_s == pytest.approx(a8.ms * 1e-3, rel=1e-9) and moe[0].dtype == "fp8"
+
+
+def test_vllm_mxfp8_activations_borrow_sglangs_flashinfer_rows_of_the_same_gpu() -> None:
+    """vLLM with VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 runs FlashInfer's TRTLLM-gen MXFP4 x MXFP8 MoE;
+    its B200 table has no gpt-oss rows of that kernel, SGLang's (the same kernel) has: priced from
+    those, named in the note; without the flag vLLM keeps its W4A16 rows; any other value is refused."""
+    arch = find_architecture("openai/gpt-oss-120b")
+    assert arch is not None
+    eng = engine_profile("vllm", gpu="b200", memory_gib=179)
+    plain = MoEStepModel(arch, "b200", Parallelism(1), dtype="mxfp4", kv_dtype="fp8", engine=eng)
+    a8 = MoEStepModel(arch, "b200", Parallelism(1), dtype="mxfp4", kv_dtype="fp8", engine=eng,
+                      moe_activations="mxfp8")
+    assert plain.moe_kernel_dtype is None and a8.moe_kernel_dtype == "mxfp4_mxfp8"
+    assert "MXFP4 x MXFP8 experts from SGLang" in a8.moe_note
+    from servesim.hardware.moe_kernels import moe_tables
+
+    sglang = moe_tables("b200", "sglang")[0]
+    assert sglang is not None
+    want = sglang.moe("mxfp4_mxfp8", 64, arch.hidden, arch.moe_intermediate, arch.experts_per_token,
+                      arch.experts, 1, 1).ms * 1e-3
+    moe = next(op for op in a8.decode_step(64, 1500).ops if op.name == "moe experts")
+    assert moe.priced_s == pytest.approx(want, rel=1e-9)
+    assert a8.decode_step(64, 1500).gpu_s < plain.decode_step(64, 1500).gpu_s
+    with pytest.raises(ParameterError) as exc:
+        MoEStepModel(arch, "b200", Parallelism(1), dtype="mxfp4", engine=eng, moe_activations="fp8")
+    assert exc.value.name == "moe_activations"

@@ -169,7 +169,7 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
     # gptoss_fp4_b200.sh / gptoss_fp4_h200.sh: 8,192 budgets, graphs to 2,048, B200 FP8 KV and 512 seqs
     ("vllm", "b200", "gpt-oss-120b", "gpt_oss", "mxfp4", 64, 1,
      {"max_num_batched_tokens": 8192, "cuda_graph_max_tokens": 2048, "memory_fraction": 0.9,
-      "kv_dtype": "fp8", "max_num_seqs": 512}),
+      "kv_dtype": "fp8", "max_num_seqs": 512, "moe_activations": "mxfp8"}),
     ("vllm", "h200", "gpt-oss-120b", "gpt_oss", "mxfp4", 32, 1,
      {"max_num_batched_tokens": 8192, "cuda_graph_max_tokens": 2048, "memory_fraction": 0.9,
       "max_num_seqs": 32}),

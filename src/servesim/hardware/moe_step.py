@@ -106,8 +106,9 @@ MXFP8_ACTIVATION_ENGINES = frozenset({"trtllm"})
 that kernel (the B200's): TensorRT-LLM ``_torch/model_config.py`` ``ModelConfig.get_mxfp4_quant_algo``
 returns ``W4A8_MXFP4_MXFP8`` on SM 100 and later for every MoE backend but TRITON (``W4A16_MXFP4``
 on Hopper), unless ``OVERRIDE_QUANT_ALGO`` says otherwise.  vLLM does so only with
-``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` and SGLang by its runner flags; both keep the W4A16
-tables here."""
+``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``moe_activations="mxfp8"``: InferenceMAX's B200 gpt-oss
+recipe sets it), priced from SGLang's rows of the same FlashInfer TRTLLM-gen kernel on the same GPU
+where vLLM's table lacks the shape; SGLang keeps its W4A16 rows."""
 
 _GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "fp4", "mxfp4": "bf16",
                "int4": "bf16"}
@@ -194,7 +195,10 @@ class MoEStepModel:
 
     def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
-                 tables: KernelTables | None = None, catalog: Any = None) -> None:
+                 tables: KernelTables | None = None, catalog: Any = None,
+                 moe_activations: str | None = None) -> None:
+        if moe_activations not in (None, "mxfp8"):
+            raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
         self.arch = arch
         self.shape = arch
         self.gpu = gpu
@@ -211,11 +215,20 @@ class MoEStepModel:
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
-        # the MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES)
-        self.moe_kernel_dtype = ("mxfp4_mxfp8" if self.dtype == "mxfp4"
-                                 and self.engine.name in MXFP8_ACTIVATION_ENGINES
-                                 and self._moe_tables is not None
-                                 and "mxfp4_mxfp8" in self._moe_tables.moe_dtypes else None)
+        # the MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES, or asked
+        # for: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), where the GPU's tables measured it
+        self.moe_kernel_dtype: str | None = None
+        self._a8_tables = self._moe_tables
+        if self.dtype == "mxfp4" and (self.engine.name in MXFP8_ACTIVATION_ENGINES
+                                      or moe_activations == "mxfp8"):
+            shape = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts)
+            for tab in (self._moe_tables, moe_tables(gpu, "sglang")[0]):
+                if tab is not None and "mxfp4_mxfp8" in tab.moe_dtypes and any(
+                        s[:4] == shape for s in tab.moe_shapes("mxfp4_mxfp8")):
+                    self.moe_kernel_dtype, self._a8_tables = "mxfp4_mxfp8", tab
+                    if tab is not self._moe_tables:  # the FlashInfer TRTLLM-gen kernel SGLang timed
+                        self.moe_note = f"{self.moe_note}; MXFP4 x MXFP8 experts from {tab.engine}'s table"
+                    break
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":
             self._quantized: frozenset[str] = frozenset()
@@ -321,12 +334,12 @@ class MoEStepModel:
         """One MoE layer's routed experts on one GPU for the replica's ``m_all`` tokens."""
         a, p = self.arch, self.par
         if self._moe_tables is not None:
-            for d in (self.moe_kernel_dtype, self.dtype):
-                if d is None:
+            for d, tab in ((self.moe_kernel_dtype, self._a8_tables), (self.dtype, self._moe_tables)):
+                if d is None or tab is None:
                     continue
                 try:
-                    lk: Lookup = self._moe_tables.moe(d, max(1.0, m_all), a.hidden, a.moe_intermediate,
-                                                      a.experts_per_token, a.experts, p.moe_tp, p.ep)
+                    lk: Lookup = tab.moe(d, max(1.0, m_all), a.hidden, a.moe_intermediate,
+                                         a.experts_per_token, a.experts, p.moe_tp, p.ep)
                     return lk.ms * 1e-3, lk.measured, lk.note
                 except ParameterError:
                     continue

@@ -69,6 +69,7 @@ class Deployment:
     ep: int = 1  # expert-parallel ranks of the MoE layers (their tensor parallel is tp x dp / ep)
     memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
+    moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
 
     def __post_init__(self) -> None:
         from servesim.hardware.precision import normalize_dtype
@@ -82,6 +83,9 @@ class Deployment:
             check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
         if self.cuda_graph_max_tokens is not None:
             check_int("cuda_graph_max_tokens", self.cuda_graph_max_tokens, lo=0, hi=65536)
+        if self.moe_activations not in (None, "mxfp8"):
+            raise ParameterError("moe_activations", self.moe_activations,
+                                 "None (the engine's default) or mxfp8")
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
@@ -123,7 +127,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                       max_num_seqs=max_num_seqs if max_num_seqs is not None else recipe.get("max_num_seqs"),
                       scheduler=tuple(sorted(options.items())),
                       **{"memory_fraction": recipe.get("memory_fraction"),
-                         "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"), **fields})
+                         "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"),
+                         "moe_activations": recipe.get("moe_activations"), **fields})
 
 
 def _architecture(model: str) -> Any:
@@ -233,7 +238,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
 
         msm = MoEStepModel(arch, gname, Parallelism(dep.tp, dep.dp, dep.ep),
                            dtype=moe_dtype(dep.dtype, arch, gname), kv_dtype=dep.kv_dtype, engine=eng,
-                           catalog=catalog)
+                           catalog=catalog, moe_activations=dep.moe_activations)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
             room = gpu.memory_bytes / 2**30 * eng.memory_fraction * 0.9

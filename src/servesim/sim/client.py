@@ -215,7 +215,8 @@ class Client:
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
         budget and running limit under its own flag names), ``kv_dtype``, ``memory_fraction`` (the
         engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
-        ``free_gpu_memory_fraction``), ``cuda_graph_max_tokens`` (its CUDA-graph limit: TensorRT-LLM
+        ``free_gpu_memory_fraction``), ``moe_activations`` (``"mxfp8"``: MXFP4 experts run with
+        MXFP8 activations), ``cuda_graph_max_tokens`` (its CUDA-graph limit: TensorRT-LLM
         ``cuda_graph_config.max_batch_size``, SGLang ``--cuda-graph-max-bs``, vLLM
         ``--max-cudagraph-capture-size``), and scheduler options.
         ``gpu`` is the catalog name, ``family`` the MoE family (``deepseek_v3``, ...; empty for a
@@ -246,7 +247,8 @@ class Client:
           TP4 8,192, 32 and 0.95; in FP4 (``dsr1_fp4_b200.sh``) with 256 running requests and 0.85.
 
         * gpt-oss (``gptoss_fp4_*.sh``, ``gptoss_fp4_*_trt.sh``): vLLM with 8,192-token budgets, CUDA
-          graphs up to 2,048 tokens and memory 0.9, on B200 FP8 KV and 512 sequences, on Hopper C;
+          graphs up to 2,048 tokens and memory 0.9, on B200 FP8 KV, 512 sequences and MXFP8 expert
+          activations (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``), on Hopper C;
           TensorRT-LLM with ``--max_num_tokens 20000``, memory fraction 0.85 and CUDA graphs up to C,
           on B200 FP8 KV and ``--max_batch_size 512``, on H200 the model's own KV and C (its
           attention DP balances with the engine's other defaults);
@@ -301,8 +303,8 @@ class Client:
             # --max-cudagraph-capture-size 2048, --gpu-memory-utilization 0.9; on B200 FP8 KV and
             # --max-num-seqs 512, on Hopper --max-num-seqs C
             out.update(max_num_batched_tokens=8192, cuda_graph_max_tokens=2048, memory_fraction=0.9)
-            if gpu == "b200":
-                out.update(kv_dtype="fp8", max_num_seqs=512)
+            if gpu == "b200":  # and VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: MXFP8 activations
+                out.update(kv_dtype="fp8", max_num_seqs=512, moe_activations="mxfp8")
             elif c:
                 out["max_num_seqs"] = c
         elif engine == "vllm" and family == "minimax_m2":
