@@ -172,20 +172,19 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         options[key] = value
     seqs = int(e["max_num_seqs_large" if large else "max_num_seqs_small"])
     fraction, reserved = float(e["memory_fraction"]), float(e["reserved_GiB"]) * 2.0**30
-    graph = int(e["cuda_graph_max_tokens"])
+    # the flag replaces the default (in SGLang it also sizes the reserve, as its server does)
+    graph = int(e["cuda_graph_max_tokens"] if cuda_graph_max_tokens is None else cuda_graph_max_tokens)
     if "memory" in e:  # SGLang's _handle_gpu_memory_settings
         m = e["memory"]
         cls = next(c for c in m["classes"] if memory_gib < float(c[0]))
-        tokens, graph = int(cls[1]), int(cls[2] if tp < 4 else cls[3])
-        if cuda_graph_max_tokens is not None:  # a given --cuda-graph-max-bs sizes the reserve instead
-            graph = int(cuda_graph_max_tokens)
+        tokens = int(cls[1])
+        if cuda_graph_max_tokens is None:
+            graph = int(cls[2] if tp < 4 else cls[3])
         chunk = tokens if max_num_batched_tokens is None else max_num_batched_tokens
         mib = float(m["reserved_base_MiB"]) + 1.5 * max(chunk, 2048) + 2 * graph + tp / 8 * 1024
         if memory_gib > 60:
             mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
         fraction, reserved = round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
-    if cuda_graph_max_tokens is not None:  # the flag replaces the default
-        graph = int(cuda_graph_max_tokens)
     if memory_fraction is not None:  # the flag replaces the computed fraction (and SGLang's reserve in it)
         fraction = float(memory_fraction)
         if "memory" in e:

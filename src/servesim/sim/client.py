@@ -280,7 +280,7 @@ class Client:
         elif engine == "trtllm":
             out["kv_dtype"] = "fp8"
             if family == "deepseek_v3" and gpu in ("h200", "b200"):  # free_gpu_memory_fraction
-                big = (concurrency or 0) >= 256 and isl == 1024 and dtype in ("fp8", "fp8_block")
+                big = c >= 256 and isl == 1024 and dtype in ("fp8", "fp8_block")
                 out["memory_fraction"] = 0.75 if gpu == "h200" else (0.7 if big else 0.8)
                 # cuda_graph_config.max_batch_size: 128 on H200, 512 in FP4 on B200, the clients in FP8
                 # on B200 (an eighth of them from 256 clients at 1k input, one DP rank's share)
@@ -288,15 +288,15 @@ class Client:
                     out["cuda_graph_max_tokens"] = 128
                 elif dtype in ("fp4", "nvfp4"):
                     out["cuda_graph_max_tokens"] = 512
-                elif concurrency:
-                    out["cuda_graph_max_tokens"] = concurrency // 8 if big else concurrency
-            if concurrency:
-                out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((concurrency + isl + 64) / 64))
+                elif c:
+                    out["cuda_graph_max_tokens"] = c // 8 if big else c
+            if c:
+                out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((c + isl + 64) / 64))
             if dp > 1:
                 out["scheduler"] = {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
                                     "attention_dp_batching_wait_iters": 0}
             elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
-                  and (isl, osl) == (1024, 1024) and 64 <= (concurrency or 0) < 256):
+                  and (isl, osl) == (1024, 1024) and 64 <= c < 256):
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
         elif engine == "vllm" and family == "gpt_oss":
             # gptoss_fp4_{b200,h200,h100}.sh: --max-num-batched-tokens 8192,
@@ -329,7 +329,7 @@ class Client:
                        memory_fraction=0.82, scheduler={"max_prefill_tokens": 32768})
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
             out["kv_dtype"] = "fp8"
-            recv = 30 if tp >= 8 and (concurrency or 0) >= 16 else 10
+            recv = 30 if tp >= 8 and c >= 16 else 10
             if dtype in ("fp4", "nvfp4"):
                 out.update(max_num_seqs=256, memory_fraction=0.85,
                            scheduler={"scheduler_recv_interval": recv})
