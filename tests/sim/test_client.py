@@ -14,7 +14,7 @@ import pytest
 
 from servesim._checks import ParameterError
 from servesim.sim.batching import Benchmark
-from servesim.sim.client import Client, arrival_times, draw_lengths
+from servesim.sim.client import Client, arrival_times, draw_lengths, dynamo_trtllm_decode_batch
 
 
 @pytest.mark.parametrize(("name", "ratio", "length", "expect"), [
@@ -256,3 +256,29 @@ def test_inferencemax_dynamo_sglang_prefill_recipes():
     b200 = Client("inferencemax").disagg_recipe("sglang", "prefill", 8192, 8, gpu="b200",
                                                 family="deepseek_v3")
     assert b200["kv_dtype"] == "fp8" and b200["max_num_batched_tokens"] == 32768
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "isl", "tp", "dp", "workers", "conc", "mbs"), [
+    ("h100-sxm", "fp8", 1024, 16, 1, 3, 6, 1),       # gen3 tep16 b1: 3 slots for 6 clients
+    ("h100-sxm", "fp8", 1024, 1, 16, 3, 231, 4),     # gen3 dep16 b4: 192 slots for 231
+    ("h200", "fp8", 8192, 8, 1, 7, 9, 1),            # nearest recipe of that shape: c7 (b1), not c28
+    ("h200", "fp8", 8192, 8, 1, 7, 20, 32),          # nearer c28 (b32)
+    ("b200", "fp4", 1024, 8, 1, 5, 180, 32),
+    ("b200", "fp4", 1024, 8, 1, 5, 1000, None),      # beyond 2x of every recipe of that shape
+    ("b200", "fp4", 1024, 8, 1, 4, 180, None),       # no recipe with four gen workers
+    ("b200", "fp8", 1024, 8, 1, 3, 0, None),         # no concurrency
+])
+def test_dynamo_trtllm_decode_batch_is_the_nearest_recipe_of_the_same_shape(gpu, dtype, isl, tp, dp, workers,
+                                                                           conc, mbs):
+    assert dynamo_trtllm_decode_batch(gpu, dtype, isl, tp, dp, workers, conc) == mbs
+
+
+def test_inferencemax_dynamo_trtllm_decode_takes_the_recipes_batch_and_graphs_within_it():
+    got = Client("inferencemax").disagg_recipe("trtllm", "decode", 1024, 6, gpu="h100-sxm",
+                                               family="deepseek_v3", tp=16, workers=3)
+    assert got["max_num_seqs"] == 1 and got["cuda_graph_max_tokens"] == 1  # share 2, graphs to mbs
+    wide = Client("inferencemax").disagg_recipe("trtllm", "decode", 1024, 36, gpu="h200",
+                                                family="deepseek_v3", tp=8, workers=9)
+    assert wide["max_num_seqs"] == 256 and wide["cuda_graph_max_tokens"] == 4  # 4 a worker
+    assert "max_num_seqs" not in Client("inferencemax").disagg_recipe(
+        "sglang", "decode", 1024, 6, gpu="h100-sxm", family="deepseek_v3", tp=16, workers=3)

@@ -87,3 +87,20 @@ def test_a_pools_bad_shape_names_the_pools_flag():
         predict_disaggregated(Deployment("deepseek-ai/DeepSeek-V3", "h200-sxm", 8, dtype="auto"), 1,
                               Deployment("deepseek-ai/DeepSeek-V3", "h200-sxm", 1, dtype="auto", dp=8, ep=3),
                               1, LINK, bench)
+
+
+def test_a_full_decode_worker_holds_the_request_and_ttft_counts_the_wait():
+    # Two decode workers of one slot each (TensorRT-LLM max_batch_size 1, as the Dynamo low-latency
+    # recipes run) and four clients: in the closed loop two requests decode while two wait, each
+    # for about the remaining decode of the one ahead of it; with eight slots nobody waits.
+    bench = Benchmark(isl=1024, osl=128, concurrency=4, num_prompts=24)
+    pre = Deployment("llama-3-70b", "h100-sxm", 4, dtype="fp8", engine="trtllm")
+    out = {}
+    for slots in (1, 8):
+        dec = Deployment("llama-3-70b", "h100-sxm", 4, dtype="fp8", engine="trtllm", max_num_seqs=slots)
+        out[slots] = predict_disaggregated(pre, 1, dec, 2, LINK, bench)
+    one = 127 * out[1]["mean_tpot_ms"]  # one request's decode, ms
+    assert 0.5 * one < out[1]["mean_decode_wait_ms"] < 1.1 * one
+    assert out[1]["mean_ttft_ms"] > out[1]["mean_decode_wait_ms"]
+    assert out[8]["mean_decode_wait_ms"] < 0.05 * one
+    assert out[1]["mean_tpot_ms"] < out[8]["mean_tpot_ms"]  # a batch of one steps faster

@@ -111,7 +111,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
         if pool:
             recipe = bench.client.disagg_recipe(engine, pool, bench.isl, bench.concurrency,
                                                 gpu=canonical_gpu(gpu), family=family,
-                                                dp=fields.get("dp", 1), dtype=dtype, workers=workers)
+                                                tp=fields.get("tp", 1), dp=fields.get("dp", 1),
+                                                dtype=dtype, workers=workers)
         else:
             recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
                                          family=family, tp=fields.get("tp", 1), dp=fields.get("dp", 1),

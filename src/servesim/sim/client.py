@@ -58,6 +58,9 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
 
@@ -132,12 +135,13 @@ class Client:
         return (a + b) / 2, (c + d) / 2
 
     def disagg_recipe(self, engine: str, pool: str, isl: int, concurrency: int | None, *, gpu: str = "",
-                      family: str = "", dp: int = 1, dtype: str = "", workers: int = 1) -> dict[str, object]:
+                      family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
+                      workers: int = 1) -> dict[str, object]:
         """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
         disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
         the models the recipes do not cover): the keys of :meth:`recipe`, and ``overlap``.
-        ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``dp`` its
-        attention-DP ranks a worker.
+        ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``tp`` and
+        ``dp`` a worker's attention tensor and data parallel.
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
         ``nvidia-master.yaml`` names (ishandhanani/srt-slurm ``sa-submission-q1-2026``,
@@ -149,9 +153,12 @@ class Client:
           prompt: H200 8 / 8,192 / 0.6 at 1k, 2 / 16,640 / 0.85 at 8k; B200 FP8 16 / 16,384 / 0.4 and
           1 / 8,320 / 0.4; B200 FP4 8 / 10,240 / 0.75 and 2 / 16,896 / 0.75; H100 2 / 2,048 / 0.6 and
           1 / 8,224 / 0.3 (per attention-DP rank);
-        * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler, CUDA graphs up to each
-          rank's batch (servesim: its share of the clients, rounded up to a power of two) and
-          ``free_gpu_memory_fraction`` 0.9 (B200: 0.8);
+        * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler,
+          ``free_gpu_memory_fraction`` 0.9 (B200: 0.8), the recipe's ``max_batch_size`` a rank
+          (:func:`dynamo_trtllm_decode_batch`; the low-latency files run one sequence a worker and
+          H100's run 1.2 clients a slot, so requests wait at the decode workers) and CUDA graphs up
+          to each rank's batch (its share of the clients, rounded up to a power of two, at most that
+          ``max_batch_size``);
         * SGLang prefill workers: ``--chunked-prefill-size`` / ``--max-prefill-tokens`` /
           ``--max-running-requests`` / ``--mem-fraction-static``: H200 163,840 / 163,840 / 256 /
           0.82 at 1k and 32,768 / 32,768 / 16 / 0.82 at 8k with tensor parallel, 262,144 / 65,536 /
@@ -181,6 +188,10 @@ class Client:
                     out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
             else:
                 out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
+                mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c)
+                if mbs is not None:
+                    out["max_num_seqs"] = mbs
+                    graph = min(graph, mbs) if graph else mbs
                 if graph:
                     out["cuda_graph_max_tokens"] = graph
         elif engine == "sglang":
@@ -344,6 +355,39 @@ class Client:
     @property
     def label(self) -> str:
         return CLIENTS[self.name]
+
+
+@cache
+def _dynamo_trtllm_decode() -> tuple[dict[str, Any], ...]:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised only on 3.10
+        import tomli as tomllib
+    with open(Path(__file__).parent / "data" / "dynamo_trtllm_decode.toml", "rb") as fh:
+        return tuple(tomllib.load(fh)["recipes"])
+
+
+def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
+                               concurrency: int) -> int | None:
+    """``max_batch_size`` (one attention-DP rank's running limit) of the decode workers of
+    InferenceMAX's Dynamo + TensorRT-LLM recipe for this pool (``data/dynamo_trtllm_decode.toml``):
+    among the recipes of the same GPU, dtype (``fp8``/``fp4``), prompt length (1024 or 8192),
+    worker shape (``tp``, ``dp``) and ``workers``, the one whose benchmark concurrency is nearest
+    ``concurrency`` in ratio, if within 2x; ``None`` where no recipe is that near."""
+    if concurrency <= 0:
+        return None
+    best: tuple[float, int] | None = None
+    want = (gpu, dtype, isl, tp, dp, workers)
+    for r in _dynamo_trtllm_decode():
+        if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"]) != want:
+            continue
+        for c in r["concurrency"]:
+            d = abs(math.log(concurrency / c))
+            if d <= math.log(2) and (best is None or d < best[0]):
+                best = (d, int(r["max_batch_size"]))
+    return None if best is None else best[1]
 
 
 def draw_lengths(client: Client, isl: int, osl: int, n: int, seed: int) -> list[tuple[int, int]] | None:
