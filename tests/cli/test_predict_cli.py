@@ -446,3 +446,20 @@ def test_disaggregated_predict_with_the_inferencemax_client_uses_the_pools_recip
     assert (pre["token_budget"], pre["max_running"], pre["overlap"]) == (8192, 8, False)
     assert (dec["max_running"], dec["overlap"]) == (2048, True)  # TensorRT-LLM's defaults
     assert out["kv_dtype"] == "fp8"
+
+
+def test_a_low_latency_dynamo_recipe_caps_each_decode_worker_and_the_text_says_so(capsys):
+    # recipes/trtllm/h200/8k1k/stp c1 gen7 b1: seven decode workers of max_batch_size 1, here nine
+    # clients: two wait for a slot, which the TTFT holds (decode admission) and the text states
+    args = ["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "h200", "--mode", "disagg",
+            "--engine", "trtllm", "--dtype", "fp8", "--prefill-tp", "8", "--prefill-ep", "8",
+            "--decode-tp", "8", "--decode-ep", "8", "--decode-workers", "7", "--isl", "8192",
+            "--osl", "1024", "--concurrency", "9", "--client", "inferencemax"]
+    assert main([*args, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    assert out["decode"]["scheduler"]["max_running"] == 1
+    # a request's decode is ~1,023 steps of ~8 ms: the two that wait hold a good part of one
+    assert out["mean_decode_wait_ms"] > 300 and out["decode_batch"] <= 1.0
+    assert main(args) == 0
+    assert "per decode worker (at most 1 running)" in capsys.readouterr().out

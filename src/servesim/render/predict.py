@@ -84,6 +84,13 @@ def _pool(p: dict[str, Any]) -> str:
     return f"{p['workers']} x {split_label(p, ' ')}"
 
 
+def _running_cap(pool: dict[str, Any]) -> str:
+    """`` (at most N running)``: a decode worker's running limit (its engine's max_num_seqs over its
+    attention-DP ranks), where the scheduler reports it."""
+    cap = (pool.get("scheduler") or {}).get("max_running")
+    return f" (at most {cap:,} running)" if isinstance(cap, int) else ""
+
+
 def disagg_text(d: dict[str, Any]) -> str:
     p, q = d["prefill"], d["decode"]
     load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
@@ -104,7 +111,7 @@ def disagg_text(d: dict[str, Any]) -> str:
             f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   p99 {_f(d['p99_tpot_ms'], 2)} ms",
             f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
             f"{_f(d['request_throughput'], 3)} req/s",
-            f"  decode batch {_f(d['decode_batch'])} per decode worker; prefill pool "
+            f"  decode batch {_f(d['decode_batch'])} per decode worker{_running_cap(q)}; prefill pool "
             f"{100 * d['prefill_utilization']:.0f}% busy",
         ]
         cf = d.get("closed_form")
