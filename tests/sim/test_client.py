@@ -282,3 +282,17 @@ def test_inferencemax_dynamo_trtllm_decode_takes_the_recipes_batch_and_graphs_wi
     assert wide["max_num_seqs"] == 256 and wide["cuda_graph_max_tokens"] == 4  # 4 a worker
     assert "max_num_seqs" not in Client("inferencemax").disagg_recipe(
         "sglang", "decode", 1024, 6, gpu="h100-sxm", family="deepseek_v3", tp=16, workers=3)
+
+
+def test_the_mtp_recipes_have_decode_batches_of_their_own():
+    # H100 1k tep16 x3: STP recipes stop at 60 clients (b16), the MTP ones run 117 clients at b32
+    assert dynamo_trtllm_decode_batch("h100-sxm", "fp8", 1024, 16, 1, 3, 117) == 16
+    assert dynamo_trtllm_decode_batch("h100-sxm", "fp8", 1024, 16, 1, 3, 117, "mtp") == 32
+    assert dynamo_trtllm_decode_batch("h100-sxm", "fp8", 1024, 16, 1, 3, 117, "none") == 16
+    assert dynamo_trtllm_decode_batch("h100-sxm", "fp8", 1024, 16, 1, 3, 117, "eagle3") is None
+    # H200 1k: the MTP low-latency file runs 11 gen workers (STP: 9)
+    assert dynamo_trtllm_decode_batch("h200", "fp8", 1024, 8, 1, 11, 11, "mtp") == 1
+    assert dynamo_trtllm_decode_batch("h200", "fp8", 1024, 8, 1, 11, 11) is None
+    got = Client("inferencemax").disagg_recipe("trtllm", "decode", 1024, 117, gpu="h100-sxm",
+                                               family="deepseek_v3", tp=16, workers=3, spec="mtp")
+    assert got["max_num_seqs"] == 32

@@ -322,6 +322,7 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
     common = {"dtype": row.get("dtype") or "auto", "kv_dtype": row.get("kv_dtype"), "engine": engine,
               **settings}
     pools, workers = {}, {}
+    spec = _spec_args(args, row)
     for pool in ("prefill", "decode"):
         workers[pool] = get(f"{pool}_workers") or 1
         # the harness's own recipe for the pool (InferenceMAX's Dynamo recipes) fills what is unset
@@ -329,11 +330,10 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                          tp=get(f"{pool}_tp") or row.get("tp") or 1,
                                          dp=get(f"{pool}_dp") or row.get("dp") or args.dp or 1,
                                          ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1,
-                                         pool=pool, workers=workers[pool], **common)
+                                         pool=pool, workers=workers[pool], spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
     return predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
-                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
-                                 **_spec_args(args, row))
+                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths, **spec)
 
 
 def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:

@@ -136,12 +136,13 @@ class Client:
 
     def disagg_recipe(self, engine: str, pool: str, isl: int, concurrency: int | None, *, gpu: str = "",
                       family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
-                      workers: int = 1) -> dict[str, object]:
+                      workers: int = 1, spec: str | None = None) -> dict[str, object]:
         """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
         disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
         the models the recipes do not cover): the keys of :meth:`recipe`, and ``overlap``.
         ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``tp`` and
-        ``dp`` a worker's attention tensor and data parallel.
+        ``dp`` a worker's attention tensor and data parallel, ``spec`` the speculation the run
+        uses (the MTP recipes have decode batches of their own).
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
         ``nvidia-master.yaml`` names (ishandhanani/srt-slurm ``sa-submission-q1-2026``,
@@ -188,7 +189,7 @@ class Client:
                     out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
             else:
                 out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
-                mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c)
+                mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c, spec)
                 if mbs is not None:
                     out["max_num_seqs"] = mbs
                     graph = min(graph, mbs) if graph else mbs
@@ -370,18 +371,19 @@ def _dynamo_trtllm_decode() -> tuple[dict[str, Any], ...]:
 
 
 def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
-                               concurrency: int) -> int | None:
+                               concurrency: int, spec: str | None = None) -> int | None:
     """``max_batch_size`` (one attention-DP rank's running limit) of the decode workers of
     InferenceMAX's Dynamo + TensorRT-LLM recipe for this pool (``data/dynamo_trtllm_decode.toml``):
     among the recipes of the same GPU, dtype (``fp8``/``fp4``), prompt length (1024 or 8192),
-    worker shape (``tp``, ``dp``) and ``workers``, the one whose benchmark concurrency is nearest
-    ``concurrency`` in ratio, if within 2x; ``None`` where no recipe is that near."""
+    worker shape (``tp``, ``dp``), ``workers`` and speculation (``spec``: ``None`` or ``"none"``,
+    or ``"mtp"``: its MTP recipes; other methods have none), the one whose benchmark concurrency
+    is nearest ``concurrency`` in ratio, if within 2x; ``None`` where no recipe is that near."""
     if concurrency <= 0:
         return None
     best: tuple[float, int] | None = None
-    want = (gpu, dtype, isl, tp, dp, workers)
+    want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
     for r in _dynamo_trtllm_decode():
-        if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"]) != want:
+        if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"], r.get("spec", "none")) != want:
             continue
         for c in r["concurrency"]:
             d = abs(math.log(concurrency / c))
