@@ -463,3 +463,23 @@ def test_a_low_latency_dynamo_recipe_caps_each_decode_worker_and_the_text_says_s
     assert out["mean_decode_wait_ms"] > 300 and out["decode_batch"] <= 1.0
     assert main(args) == 0
     assert "per decode worker (at most 1 running)" in capsys.readouterr().out
+
+
+def test_the_inferencemax_client_runs_mtp_at_its_scripts_depth_with_the_acceptance_measured_there(capsys):
+    # dsr1_fp4_b200_trt_mtp.sh: num_nextn_predict_layers 3 (no attention DP), --max_batch_size C,
+    # --max_num_tokens 64 ceil((4 C + ISL + 64) / 64) = 1,152 at 4 clients and 1k prompts; the
+    # acceptance is TensorRT-LLM's own at k = 3 (2.82 tokens a step), not the k = 1 figure's
+    assert main(["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--engine", "trtllm",
+                 "--dtype", "fp4", "--tp", "8", "--isl", "1024", "--osl", "1024", "--concurrency", "4",
+                 "--client", "inferencemax", "--spec", "mtp", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    assert out["speculation"]["k"] == 3 and out["speculation"]["acceptance_length"] == pytest.approx(2.82)
+    assert (out["max_num_seqs"], out["max_num_batched_tokens"]) == (4, 1152)
+    # a k the user gives wins over the recipe's
+    assert main(["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--engine", "trtllm",
+                 "--dtype", "fp4", "--tp", "8", "--isl", "1024", "--osl", "1024", "--concurrency", "4",
+                 "--client", "inferencemax", "--spec", "mtp", "--k", "2", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    assert out["speculation"]["k"] == 2 and out["speculation"]["acceptance_length"] == pytest.approx(2.58)

@@ -135,3 +135,15 @@ def test_the_labs_specdec_defaults_are_unchanged():
         "eagle3": (0.9, 0.06, 0.06)}
     res = run_cli("specdec")
     assert res.returncode == 0 and res.stdout == (ROOT / "tests/golden/specdec.txt").read_text()
+
+
+def test_a_preset_measured_at_the_engines_k_comes_before_the_default_one():
+    # DeepSeek-R1's MTP: the report's k = 1 figure is the default; at k = 3 TensorRT-LLM's own
+    # measurement (2.82 tokens a step) stands, not the k = 1 alpha extrapolated (3.31)
+    assert preset_for("mtp", "chat", "deepseek-r1").k == 1
+    assert preset_for("mtp", "chat", "deepseek-r1", k=1).id == "mtp-deepseek-v3-report"
+    three = preset_for("mtp", "chat", "deepseek-r1", k=3)
+    assert (three.k, three.length) == (3, 2.82)
+    one = preset_for("mtp", "chat", "deepseek-r1")
+    assert sum(one.alpha ** i for i in range(4)) == pytest.approx(3.31, abs=0.01)
+    assert preset_for("mtp", "chat", "deepseek-r1", k=7).id == "mtp-deepseek-v3-report"  # none at 7

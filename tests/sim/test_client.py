@@ -296,3 +296,22 @@ def test_the_mtp_recipes_have_decode_batches_of_their_own():
     got = Client("inferencemax").disagg_recipe("trtllm", "decode", 1024, 117, gpu="h100-sxm",
                                                family="deepseek_v3", tp=16, workers=3, spec="mtp")
     assert got["max_num_seqs"] == 32
+
+
+def test_inferencemax_mtp_recipes_set_the_engines_speculation_and_budgets():
+    im = Client("inferencemax")
+    # dsr1_*_trt_mtp.sh: num_nextn_predict_layers 3 without attention DP, 1 with it
+    assert im.spec_recipe("trtllm", "mtp", family="deepseek_v3") == {"k": 3}
+    assert im.spec_recipe("trtllm", "mtp", family="deepseek_v3", dp=8) == {"k": 1}
+    assert im.spec_recipe("sglang", "mtp", family="deepseek_v3") == {"tree": (2, 1, 3)}
+    assert im.spec_recipe("trtllm", "eagle3", family="deepseek_v3") == {}
+    assert Client("vllm").spec_recipe("trtllm", "mtp", family="deepseek_v3") == {}
+    # --max_batch_size C, --max_num_tokens 64 ceil(((k + 1) C + ISL + 64) / 64): 4 x 64 + 1024 + 64 -> 1344
+    got = im.recipe("trtllm", 1024, 64, gpu="b200", family="deepseek_v3", tp=8, dtype="fp8", osl=1024,
+                    spec="mtp")
+    assert (got["max_num_seqs"], got["max_num_batched_tokens"]) == (64, 1344)
+    assert got["cuda_graph_max_tokens"] == 256
+    dep = im.recipe("trtllm", 1024, 256, gpu="b200", family="deepseek_v3", tp=1, dp=8, dtype="fp4", osl=1024,
+                    spec="mtp")
+    assert (dep["max_num_seqs"], dep["max_num_batched_tokens"]) == (32, 1152)  # 256 / 8 a rank, k = 1
+    assert dep["scheduler"]["attention_dp_balance"] is True

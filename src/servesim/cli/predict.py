@@ -282,7 +282,7 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
 def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
          lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """Predict one row (flags or a points line): the row's own values first, the flags' after."""
-    from servesim.plan.predict import compare_to_measured, harness_deployment, predict
+    from servesim.plan.predict import compare_to_measured, harness_deployment, harness_speculation, predict
 
     engine = row.get("engine") or args.engine or "vllm"
     flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
@@ -294,11 +294,14 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         out = _disagg_row(args, row, catalog, engine, settings, bench, lengths)
     else:
         # the harness's own server recipe fills what the row and the flags leave unset
+        spec = _spec_args(args, row)
+        dp = row.get("dp") or args.dp or 1
         dep = harness_deployment(bench, model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
                                  dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype"),
-                                 engine=engine, dp=row.get("dp") or args.dp or 1,
-                                 ep=row.get("ep") or args.ep or 1, **settings)
-        out = predict(dep, bench, catalog=catalog, lengths=lengths, **_spec_args(args, row))
+                                 engine=engine, dp=dp, ep=row.get("ep") or args.ep or 1,
+                                 spec=spec["spec"], **settings)
+        out = predict(dep, bench, catalog=catalog, lengths=lengths,
+                      **harness_speculation(bench, model=row["model"], engine=engine, dp=dp, **spec))
     if row.get("labels"):
         out = {**row["labels"], **out}
     if row.get("measured"):
@@ -313,7 +316,7 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
     """A disaggregated row: each pool's tp/dp/ep/workers from its own column or flag, else the
     replica's ``tp``/``dp``/``ep``."""
     from servesim.model.kvcache import LINKS
-    from servesim.plan.predict import harness_deployment, predict_disaggregated
+    from servesim.plan.predict import harness_deployment, harness_speculation, predict_disaggregated
 
     def get(name: str) -> Any:
         v = row.get(name)
@@ -333,7 +336,9 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                          pool=pool, workers=workers[pool], spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
     return predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
-                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths, **spec)
+                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
+                                 **harness_speculation(bench, model=row["model"], engine=engine,
+                                                       dp=pools["decode"].dp, **spec))
 
 
 def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
 __all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "harness_deployment",
+           "harness_speculation",
            "kv_transfer_seconds",
            "predict", "predict_disaggregated"]
 
@@ -118,7 +119,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
             recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
                                          family=family, tp=fields.get("tp", 1), dp=fields.get("dp", 1),
                                          dtype=dtype, osl=bench.osl,
-                                         model=arch.name if arch is not None else "")
+                                         model=arch.name if arch is not None else "", spec=spec)
     if fields.get("overlap") is None and "overlap" in recipe:
         fields["overlap"] = recipe["overlap"]
     options = {**dict(recipe.get("scheduler") or {}), **dict(scheduler)}  # the given ones win
@@ -131,6 +132,22 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                       **{"memory_fraction": recipe.get("memory_fraction"),
                          "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"),
                          "moe_activations": recipe.get("moe_activations"), **fields})
+
+
+def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
+                        spec: str | None = None, **given: Any) -> dict[str, Any]:
+    """The speculation arguments of :func:`predict` / :func:`predict_disaggregated` for ``spec``:
+    those ``given`` (``k``, ``tree``, ``alpha``, ``acceptance_length``, ...), or where none of
+    ``k``, ``tree``, ``alpha`` and ``acceptance_length`` is, the harness's own recipe's ``k`` or
+    ``tree`` (:meth:`servesim.sim.client.Client.spec_recipe`; InferenceMAX's DeepSeek-R1 MTP)."""
+    out = {"spec": spec, **given}
+    if spec in (None, "none") or any(given.get(n) is not None for n in ("k", "tree", "alpha",
+                                                                       "acceptance_length")):
+        return out
+    arch = _architecture(model)
+    out.update(bench.client.spec_recipe(engine, spec, family=arch.family if arch is not None else "",
+                                        dp=dp))
+    return out
 
 
 def _architecture(model: str) -> Any:
@@ -294,7 +311,7 @@ def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: f
 
         kind = DEFAULT_TRAFFIC if traffic is None else traffic
         try:
-            found = preset_for(spec, kind, family)
+            found = preset_for(spec, kind, family, k=k)
         except ParameterError:
             if spec in ("eagle", "ngram"):  # the lab has no alpha for these either
                 raise
@@ -394,7 +411,7 @@ def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[
         kind = DEFAULT_TRAFFIC if traffic is None else traffic
         family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
         try:
-            found = preset_for(spec, kind, family)
+            found = preset_for(spec, kind, family, k=k)
             alpha, source = found.alpha, found.describe(kind) + "; its alpha grows the tree"
         except ParameterError:
             if spec == "eagle":

@@ -220,9 +220,26 @@ class Client:
                     out["cuda_graph_max_tokens"] = graph
         return out
 
+    def spec_recipe(self, engine: str, spec: str | None, *, family: str = "",
+                    dp: int = 1) -> dict[str, object]:
+        """The speculation settings of the harness's own recipe for ``spec`` (empty where it has none):
+        ``k`` (a chain of k drafts) or ``tree`` (SGLang's ``speculative_num_steps``,
+        ``speculative_eagle_topk``, ``speculative_num_draft_tokens``).
+
+        InferenceMAX runs DeepSeek-R1's MTP module with TensorRT-LLM at ``num_nextn_predict_layers``
+        1 with attention DP and 3 without (``dsr1_*_trt_mtp.sh``), and with SGLang as EAGLE with 2
+        steps, top-k 1 and 3 draft tokens (``dsr1_fp{4,8}_b200_mtp.sh``)."""
+        if self.name != "inferencemax" or family != "deepseek_v3" or spec != "mtp":
+            return {}
+        if engine == "trtllm":
+            return {"k": 1 if dp > 1 else 3}
+        if engine == "sglang":
+            return {"tree": (2, 1, 3)}
+        return {}
+
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
                family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
-               osl: int = 0, model: str = "") -> dict[str, object]:
+               osl: int = 0, model: str = "", spec: str | None = None) -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
         budget and running limit under its own flag names), ``kv_dtype``, ``memory_fraction`` (the
@@ -271,9 +288,19 @@ class Client:
           (0.90 for the NVFP4 release).
 
         The SGLang recipes run tensor parallel only (``--data-parallel-size=1``): with ``dp`` > 1
-        SGLang keeps its defaults.  Its other recipes keep the budgets servesim's defaults carry."""
+        SGLang keeps its defaults.  Its other recipes keep the budgets servesim's defaults carry.
+
+        With ``spec`` ``"mtp"`` (DeepSeek-R1's own MTP module, :meth:`spec_recipe`), the MTP
+        scripts: TensorRT-LLM (``dsr1_fp8_{b200,h200}_trt_mtp.sh``, ``dsr1_fp4_b200_trt_mtp.sh``)
+        with ``--max_batch_size`` C (C / GPUs a rank with attention DP), ``--max_num_tokens =
+        64 ceil(((k + 1) max_batch_size + ISL + 64) / 64)`` (no 8,192 floor), CUDA graphs up to 256
+        in FP8 and 512 in FP4 on B200, 128 on H200, memory fraction 0.8 (H200: 0.75); SGLang on
+        B200 (``dsr1_fp{8,4}_b200_mtp.sh``) with 256 running requests and CUDA graphs in FP8, 512
+        and 16,384-token chunks in FP4."""
         if self.name != "inferencemax":
             return {}
+        if spec == "mtp" and family == "deepseek_v3":
+            return self._mtp_recipe(engine, isl, concurrency or 0, gpu=gpu, tp=tp, dp=dp, dtype=dtype)
         out: dict[str, object] = {}
         c = concurrency or 0
         if engine == "trtllm" and family == "gpt_oss":
@@ -351,6 +378,33 @@ class Client:
             else:
                 out.update(max_num_batched_tokens=8192, max_num_seqs=32, memory_fraction=0.95,
                            scheduler={"max_prefill_tokens": 8192, "scheduler_recv_interval": 10})
+        return out
+
+    def _mtp_recipe(self, engine: str, isl: int, c: int, *, gpu: str, tp: int, dp: int,
+                    dtype: str) -> dict[str, object]:
+        """InferenceMAX's DeepSeek-R1 MTP launch scripts (:meth:`recipe`, ``spec="mtp"``)."""
+        fp4 = dtype in ("fp4", "nvfp4")
+        out: dict[str, object] = {}
+        if engine == "trtllm" and gpu in ("h200", "b200"):
+            k = 1 if dp > 1 else 3  # num_nextn_predict_layers (spec_recipe)
+            mbs = max(1, c // (tp * dp)) if dp > 1 else max(1, c)
+            out.update(kv_dtype="fp8", max_num_seqs=mbs,
+                       max_num_batched_tokens=64 * math.ceil(((k + 1) * mbs + isl + 64) / 64),
+                       memory_fraction=0.75 if gpu == "h200" else 0.8,
+                       cuda_graph_max_tokens=128 if gpu == "h200" else (512 if fp4 else 256))
+            if dp > 1:
+                out["scheduler"] = {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
+                                    "attention_dp_batching_wait_iters": 0}
+        elif engine == "sglang" and gpu == "b200" and dp == 1:
+            recv = 30 if c >= 16 else 10
+            if fp4:
+                out.update(kv_dtype="fp8", max_num_seqs=512, cuda_graph_max_tokens=512, memory_fraction=0.85,
+                           max_num_batched_tokens=16384,
+                           scheduler={"max_prefill_tokens": 16384, "scheduler_recv_interval": recv})
+            else:
+                out.update(kv_dtype="fp8", max_num_seqs=256, cuda_graph_max_tokens=256, memory_fraction=0.82,
+                           max_num_batched_tokens=32768,
+                           scheduler={"max_prefill_tokens": 32768, "scheduler_recv_interval": recv})
         return out
 
     @property
