@@ -1,6 +1,6 @@
 """How close ``predict`` comes to InferenceX's own DeepSeek-R1 runs, with InferenceMAX's client and recipes.
 
-    python benchmarks/inferencex.py [--disagg] [--quiet]
+    python benchmarks/inferencex.py [--disagg] [--mtp] [--quiet]
 
 Reads ``benchmarks/data/inferencex_dsr1.csv`` (source, license and changes in
 ``benchmarks/data/SOURCES.md``, section 14): 257 colocated runs of DeepSeek-R1 on 8 x H200 and
@@ -13,6 +13,13 @@ recipe where the row does not say otherwise; a disaggregated one each pool with 
 and the median |error| of mean TTFT and mean TPOT is printed per GPU, engine, dtype and shape,
 then over all.  Nothing here is fitted to these rows.  The colocated set takes
 about a minute on one core, the disaggregated one about six.
+
+``--mtp`` predicts instead the runs with DeepSeek-R1's MTP module as the drafter
+(``benchmarks/data/inferencex_dsr1_mtp.csv``, SOURCES.md section 14: 130 colocated on 8 x H200 and
+8 x B200, TensorRT-LLM and SGLang; 220 disaggregated, on H100 as well), with ``--spec mtp`` and
+the harness's own speculation (:func:`servesim.plan.predict.harness_speculation`: TensorRT-LLM at
+``num_nextn_predict_layers`` 3, or 1 with attention DP; SGLang as EAGLE 2/1/3) and its MTP
+recipes.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 DATA = Path(__file__).parent / "data" / "inferencex_dsr1.csv"
+MTP_DATA = Path(__file__).parent / "data" / "inferencex_dsr1_mtp.csv"
 MODEL = "deepseek-ai/DeepSeek-R1-0528"
 
 
@@ -36,23 +44,27 @@ def load_rows(path: Path = DATA) -> list[dict[str, str]]:
 def predict_row(row: dict[str, str]) -> dict[str, float]:
     """Mean TTFT and TPOT (ms) of one run as servesim predicts it."""
     from servesim.model.kvcache import LINKS
-    from servesim.plan.predict import harness_deployment, predict, predict_disaggregated
+    from servesim.plan.predict import harness_deployment, harness_speculation, predict, predict_disaggregated
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
 
     bench = Benchmark(isl=int(row["isl"]), osl=int(row["osl"]), concurrency=int(row["concurrency"]),
                       client=Client("inferencemax"))
-    common = {"model": MODEL, "gpu": row["gpu"], "dtype": row["dtype"], "engine": row["engine"]}
+    spec = row.get("spec") or None
+    common = {"model": MODEL, "gpu": row["gpu"], "dtype": row["dtype"], "engine": row["engine"], "spec": spec}
+    how = harness_speculation(bench, model=MODEL, engine=row["engine"], dp=int(row["dp"]), spec=spec)
+    if spec is None:
+        how = {}
     if row["mode"] == "agg":
         dep = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
-        out = predict(dep, bench)
+        out = predict(dep, bench, **how)
     else:  # each pool with its srt-slurm recipe (Client.disagg_recipe)
         pw, dw = int(row["prefill_workers"]), int(row["decode_workers"])
         prefill = harness_deployment(bench, tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]),
                                      ep=int(row["prefill_ep"]), pool="prefill", workers=pw, **common)
         decode = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]),
                                     pool="decode", workers=dw, **common)
-        out = predict_disaggregated(prefill, pw, decode, dw, LINKS["rdma"].bytes_per_s, bench)
+        out = predict_disaggregated(prefill, pw, decode, dw, LINKS["rdma"].bytes_per_s, bench, **how)
     return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"])}
 
 
@@ -105,9 +117,12 @@ def report(rows: list[dict[str, str]], quiet: bool) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--disagg", action="store_true", help="also the disaggregated runs (about six minutes)")
+    ap.add_argument("--mtp", action="store_true",
+                    help="the runs with DeepSeek-R1's MTP module as the drafter instead (about ten minutes "
+                         "with --disagg)")
     ap.add_argument("--quiet", action="store_true", help="the summaries only, not every row")
     args = ap.parse_args(argv)
-    rows = [r for r in load_rows() if args.disagg or r["mode"] == "agg"]
+    rows = [r for r in load_rows(MTP_DATA if args.mtp else DATA) if args.disagg or r["mode"] == "agg"]
     sys.stdout.write("\n".join(report(rows, args.quiet)) + "\n")
     return 0
 

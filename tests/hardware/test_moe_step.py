@@ -316,3 +316,45 @@ def test_vllm_mxfp8_activations_borrow_sglangs_flashinfer_rows_of_the_same_gpu()
     with pytest.raises(ParameterError) as exc:
         MoEStepModel(arch, "b200", Parallelism(1), dtype="mxfp4", engine=eng, moe_activations="fp8")
     assert exc.value.name == "moe_activations"
+
+
+def test_a_verify_step_rides_in_the_graph_of_its_batch_where_the_engine_captures_by_sequences() -> None:
+    """TensorRT-LLM and SGLang capture CUDA graphs by batch size (sequences): a verify step of 4
+    sequences with 3 MTP drafts each (16 tokens) replays the graph of batch 4, so with the limit
+    at 4 it pays no launch gaps; vLLM captures by tokens, so the same 16 tokens run eagerly there."""
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    trt = engine_profile("trtllm", gpu="b200", memory_gib=179, cuda_graph_max_tokens=4)
+    vllm = engine_profile("vllm", gpu="b200", memory_gib=179, cuda_graph_max_tokens=4)
+    assert trt.graph_size(16, 4, False) == 4 and vllm.graph_size(16, 4, False) == 16
+    assert trt.graph_size(8196, 4, True) == 8196  # a step with a prefill counts its tokens
+    names = {}
+    for name, e in (("trtllm", trt), ("vllm", vllm)):
+        sm = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=e)
+        names[name] = [op.name for op in sm.decode_step(4, 2048, positions=4).ops]
+    assert "launch gaps (eager step)" not in names["trtllm"]
+    assert "launch gaps (eager step)" in names["vllm"]
+    # one sequence more than the graphs hold: eager on both
+    sm = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=trt)
+    assert "launch gaps (eager step)" in [op.name for op in sm.decode_step(5, 2048, positions=4).ops]
+
+
+def test_the_mtp_modules_experts_spread_over_every_gpu_as_the_targets_do() -> None:
+    """DeepSeek-R1's MTP module (one MoE layer, 11.61e9 parameters, 11.27e9 of them routed
+    experts) beside the target: at TP8 1/8 of all of it a GPU; at DP8 + EP8 the experts still
+    1/8, the rest (attention, shared expert, projection: 0.34e9) whole on every DP rank, BF16."""
+    from servesim.hardware.speculation import draft_model_for, drafter_memory
+
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    experts = arch.experts * 3 * arch.hidden * arch.moe_intermediate
+    rest = arch.mtp_params - experts
+    assert experts == pytest.approx(11.27e9, rel=0.01) and rest == pytest.approx(0.34e9, rel=0.05)
+    got = {}
+    for tp, dp in ((8, 1), (1, 8)):
+        sm = MoEStepModel(arch, "h200", Parallelism(tp, dp, 8), dtype="fp8",
+                          engine=engine_profile("sglang", gpu="h200", memory_gib=141))
+        got[(tp, dp)] = drafter_memory(draft_model_for(sm, "mtp", None, None), sm, 3)[0]
+    assert got[(8, 1)] == pytest.approx((experts + rest) / 8 * 2.0)
+    assert got[(1, 8)] == pytest.approx((experts / 8 + rest) * 2.0)
+    assert got[(1, 8)] < 4 * 2**30  # not the whole module on every GPU (23 GB)

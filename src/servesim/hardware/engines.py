@@ -19,6 +19,9 @@ says how a continuous-batching engine forms its steps:
   CPU's time to launch them (launch-bound);
   ``cuda_graph_decode_only``: only steps without prefill run as graphs (SGLang,
   TensorRT-LLM), so every step with a prompt in it pays the eager launches;
+  ``cuda_graph_counts_sequences``: the limit counts a decode step's sequences, not its tokens
+  (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config.max_batch_size``: a verify
+  step of B sequences and k drafts each runs the graph of batch B; vLLM captures by tokens);
 * ``scheduler``: the engine's scheduler options (:mod:`servesim.sim.schedulers`),
   e.g. SGLang's ``max_prefill_tokens`` and ``new_token_ratio`` schedule,
   TensorRT-LLM's ``enable_chunked_prefill``;
@@ -70,6 +73,7 @@ class EngineProfile:
     request_overhead_s: float = 0.0
     description: str = ""
     cuda_graph_decode_only: bool = False
+    cuda_graph_counts_sequences: bool = False
     scheduler: tuple[tuple[str, float | bool], ...] = ()
     version: str = ""
     dp_ranks: int = 1  # attention data-parallel ranks, each with a scheduler of its own
@@ -104,6 +108,12 @@ class EngineProfile:
         if self.fraction_of_free:
             return self.memory_fraction * (memory_bytes - weight_bytes - r)
         return self.memory_fraction * memory_bytes - weight_bytes - r
+
+    def graph_size(self, tokens: float, sequences: float, prefill: bool) -> float:
+        """What the CUDA-graph limit is compared with for a step of ``tokens`` tokens and
+        ``sequences`` decoding sequences: the sequences of a decode-only step where the engine's
+        graphs are captured by batch (``cuda_graph_counts_sequences``), else the tokens."""
+        return sequences if self.cuda_graph_counts_sequences and not prefill and sequences > 0 else tokens
 
     def overlaps_speculation(self, method: str) -> bool:
         """Whether a step of speculative ``method`` still hides host time behind the GPU (the
@@ -214,6 +224,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         request_overhead_s=float(e.get("request_overhead_us", 0.0)) * 1e-6,
         description=str(e.get("label", name)),
         cuda_graph_decode_only=bool(e.get("cuda_graph_decode_only", False)),
+        cuda_graph_counts_sequences=bool(e.get("cuda_graph_counts_sequences", False)),
         scheduler=tuple(sorted(options.items())),
         version=str(e.get("version", "")),
         dp_ranks=dp,

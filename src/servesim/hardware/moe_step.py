@@ -535,7 +535,8 @@ class MoEStepModel:
         router_t, _, _ = self._gemm(m, a.experts, h, "bf16")
         router = self._gemm_op("router", n_moe, router_t, m, a.experts, h, 2.0, "bf16", True, "")
         shared = self._mlp_op("shared experts", n_moe, m, inter) if inter else None
-        graph = m <= self.engine.cuda_graph_max_tokens and not (chunks and self.engine.cuda_graph_decode_only)
+        graph = (self.engine.graph_size(m, b, bool(rank_chunks)) <= self.engine.cuda_graph_max_tokens
+                 and not (chunks and self.engine.cuda_graph_decode_only))
         if shared is not None and graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
             # Two streams: the longer branch, and no less than both branches' weights (the touched
             # experts and the shared experts' 3 h I_s / T) read at the tables' HBM efficiency.

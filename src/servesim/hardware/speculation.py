@@ -426,7 +426,8 @@ def drafter_memory(dm: Any, sm: Any, k: int) -> tuple[float, float]:
     own weights and every layer's KV; an EAGLE/EAGLE-3 head or the lab's one-layer MTP: one
     decoder layer (its GEMMs as priced), EAGLE-3's ``fc`` and own LM head (the target's embedding
     is shared) and one layer of KV; a mixture-of-experts target's MTP module: its
-    :attr:`~servesim.hardware.architectures.Architecture.mtp_params` (experts over every GPU);
+    :attr:`~servesim.hardware.architectures.Architecture.mtp_params` (its routed experts over every
+    GPU, the rest over the attention TP ranks);
     Medusa: ``k`` heads of ``h x h`` and an LM head each, no KV; n-gram: nothing."""
     from servesim.hardware.moe_step import MoEStepModel
     from servesim.hardware.precision import BYTES_PER_VALUE
@@ -438,9 +439,14 @@ def drafter_memory(dm: Any, sm: Any, k: int) -> tuple[float, float]:
         s = inner.sm.shape
         return float(k * (s.hidden * s.hidden + s.vocab * s.hidden / inner.sm.tp) * 2.0), 0.0
     if isinstance(inner, MoEStepModel):
+        # one MTP module: its routed experts spread over every GPU of the replica (the target's
+        # expert parallel), the rest (attention, shared experts, projection) over the attention
+        # TP ranks and so replicated over the DP ranks, as the target's own layers are; BF16
         arch, par = inner.arch, inner.par
         layer = arch.mtp_params / max(1, arch.mtp_layers)
-        return float(layer * 2.0 / par.tp), float(inner.kv_bytes_per_token_per_gpu)
+        experts = arch.experts * 3 * arch.hidden * arch.moe_intermediate
+        return (float((experts / par.gpus + (layer - experts) / par.tp) * 2.0),
+                float(inner.kv_bytes_per_token_per_gpu))
     if isinstance(inner, StepModel):
         shape = inner.shape
         one_layer = isinstance(inner, EagleHead) or (

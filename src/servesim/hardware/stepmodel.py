@@ -382,10 +382,12 @@ class StepModel:
         return (OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + nbytes / bw, nbytes,
                 SAMPLING_FLOOR_S + logits / bw, logits)
 
-    def _eager_kernels(self, m: float, chunks: tuple[Chunk, ...]) -> int:
-        """Kernels that pay the eager launch gap: every kernel of a step too large for a CUDA graph,
-        or with a prefill where graphs run decode only; none otherwise."""
-        if m > self.engine.cuda_graph_max_tokens or (chunks and self.engine.cuda_graph_decode_only):
+    def _eager_kernels(self, m: float, chunks: tuple[Chunk, ...], seqs: float = 0.0) -> int:
+        """Kernels that pay the eager launch gap: every kernel of a step too large for a CUDA graph
+        (:meth:`~servesim.hardware.engines.EngineProfile.graph_size`), or with a prefill where
+        graphs run decode only; none otherwise."""
+        if (self.engine.graph_size(m, seqs, bool(chunks)) > self.engine.cuda_graph_max_tokens
+                or (chunks and self.engine.cuda_graph_decode_only)):
             return self.shape.layers * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
         return 0
 
@@ -442,7 +444,7 @@ class StepModel:
             ar, ok = a * 2 * L, ok and ok2
             notes += n2
         other = self._other_s(m, samples)
-        eager = self._eager_kernels(m, chunks)
+        eager = self._eager_kernels(m, chunks, b)
         if eager:  # launch gaps on every kernel
             other += eager * self.engine.eager_kernel_s
         gpu = gemm + attn + ar + other
@@ -515,7 +517,7 @@ class StepModel:
         layer, layer_bytes, sampling, logits = self._elementwise(m, samples)
         ops.append(Op("norms, rope, activation", "elementwise", L, layer, nbytes=layer_bytes))
         ops.append(Op("sampling", "elementwise", 1, sampling, nbytes=logits))
-        eager = self._eager_kernels(m, chunks)
+        eager = self._eager_kernels(m, chunks, b)
         if eager:
             ops.append(Op("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s))
         return tuple(ops)
