@@ -483,3 +483,16 @@ def test_the_inferencemax_client_runs_mtp_at_its_scripts_depth_with_the_acceptan
     out = json.loads(capsys.readouterr().out)
     out = out[0] if isinstance(out, list) else out
     assert out["speculation"]["k"] == 2 and out["speculation"]["acceptance_length"] == pytest.approx(2.58)
+
+
+def test_sglangs_mtp_chain_takes_the_acceptance_measured_at_its_depth(capsys):
+    # dsr1_fp8_b200_mtp.sh: EAGLE with 2 steps, top-k 1, 3 draft tokens: a chain of 2 drafts, so the
+    # k = 2 measurement (2.58 tokens a step) grows it, not the k = 1 figure's alpha (2.64)
+    assert main(["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--engine", "sglang",
+                 "--dtype", "fp8", "--tp", "8", "--isl", "1024", "--osl", "1024", "--concurrency", "4",
+                 "--client", "inferencemax", "--spec", "mtp", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    spec = out["speculation"]
+    assert spec["tree"] == {"steps": 2, "topk": 1, "draft_tokens": 3}
+    assert spec["acceptance_length"] == pytest.approx(2.58) and "MTP 2" in spec["acceptance"]

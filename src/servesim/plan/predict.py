@@ -410,8 +410,8 @@ def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[
 
         kind = DEFAULT_TRAFFIC if traffic is None else traffic
         family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
-        try:
-            found = preset_for(spec, kind, family, k=k)
+        try:  # a chain (top-k 1) of `steps` drafts takes a preset measured at k = steps first
+            found = preset_for(spec, kind, family, k=tree[0] if tree[1] == 1 else None)
             alpha, source = found.alpha, found.describe(kind) + "; its alpha grows the tree"
         except ParameterError:
             if spec == "eagle":
