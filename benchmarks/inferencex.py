@@ -53,8 +53,6 @@ def predict_row(row: dict[str, str]) -> dict[str, float]:
     spec = row.get("spec") or None
     common = {"model": MODEL, "gpu": row["gpu"], "dtype": row["dtype"], "engine": row["engine"], "spec": spec}
     how = harness_speculation(bench, model=MODEL, engine=row["engine"], dp=int(row["dp"]), spec=spec)
-    if spec is None:
-        how = {}
     if row["mode"] == "agg":
         dep = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
         out = predict(dep, bench, **how)

@@ -44,6 +44,17 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str):
     return json.loads(out)
 
 
+def _one_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    """:func:`_json` of a single prediction (the object, not a list of one)."""
+    out = _json(capsys, *args)
+    return out[0] if isinstance(out, list) else out
+
+
+# DeepSeek-R1 on 8 x B200, 1k/1k at 4 clients, InferenceMAX's client and its MTP
+_MTP_B200_4 = ("--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--tp", "8", "--isl", "1024",
+               "--osl", "1024", "--concurrency", "4", "--client", "inferencemax", "--spec", "mtp")
+
+
 def _check_keys(d: dict) -> None:
     for k in KEYS:
         assert isinstance(d[k], (int, float)) and not isinstance(d[k], bool), k
@@ -451,48 +462,33 @@ def test_disaggregated_predict_with_the_inferencemax_client_uses_the_pools_recip
 def test_a_low_latency_dynamo_recipe_caps_each_decode_worker_and_the_text_says_so(capsys):
     # recipes/trtllm/h200/8k1k/stp c1 gen7 b1: seven decode workers of max_batch_size 1, here nine
     # clients: two wait for a slot, which the TTFT holds (decode admission) and the text states
-    args = ["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "h200", "--mode", "disagg",
+    args = ["--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "h200", "--mode", "disagg",
             "--engine", "trtllm", "--dtype", "fp8", "--prefill-tp", "8", "--prefill-ep", "8",
             "--decode-tp", "8", "--decode-ep", "8", "--decode-workers", "7", "--isl", "8192",
             "--osl", "1024", "--concurrency", "9", "--client", "inferencemax"]
-    assert main([*args, "--format", "json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    out = out[0] if isinstance(out, list) else out
+    out = _one_json(capsys, *args)
     assert out["decode"]["scheduler"]["max_running"] == 1
     # a request's decode is ~1,023 steps of ~8 ms: the two that wait hold a good part of one
     assert out["mean_decode_wait_ms"] > 300 and out["decode_batch"] <= 1.0
-    assert main(args) == 0
-    assert "per decode worker (at most 1 running)" in capsys.readouterr().out
+    rc, text, _ = _run(capsys, *args)
+    assert rc == 0 and "per decode worker (at most 1 running)" in text
 
 
 def test_the_inferencemax_client_runs_mtp_at_its_scripts_depth_with_the_acceptance_measured_there(capsys):
     # dsr1_fp4_b200_trt_mtp.sh: num_nextn_predict_layers 3 (no attention DP), --max_batch_size C,
     # --max_num_tokens 64 ceil((4 C + ISL + 64) / 64) = 1,152 at 4 clients and 1k prompts; the
     # acceptance is TensorRT-LLM's own at k = 3 (2.82 tokens a step), not the k = 1 figure's
-    assert main(["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--engine", "trtllm",
-                 "--dtype", "fp4", "--tp", "8", "--isl", "1024", "--osl", "1024", "--concurrency", "4",
-                 "--client", "inferencemax", "--spec", "mtp", "--format", "json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    out = out[0] if isinstance(out, list) else out
+    out = _one_json(capsys, *_MTP_B200_4, "--engine", "trtllm", "--dtype", "fp4")
     assert out["speculation"]["k"] == 3 and out["speculation"]["acceptance_length"] == pytest.approx(2.82)
     assert (out["max_num_seqs"], out["max_num_batched_tokens"]) == (4, 1152)
     # a k the user gives wins over the recipe's
-    assert main(["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--engine", "trtllm",
-                 "--dtype", "fp4", "--tp", "8", "--isl", "1024", "--osl", "1024", "--concurrency", "4",
-                 "--client", "inferencemax", "--spec", "mtp", "--k", "2", "--format", "json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    out = out[0] if isinstance(out, list) else out
+    out = _one_json(capsys, *_MTP_B200_4, "--engine", "trtllm", "--dtype", "fp4", "--k", "2")
     assert out["speculation"]["k"] == 2 and out["speculation"]["acceptance_length"] == pytest.approx(2.58)
 
 
 def test_sglangs_mtp_chain_takes_the_acceptance_measured_at_its_depth(capsys):
     # dsr1_fp8_b200_mtp.sh: EAGLE with 2 steps, top-k 1, 3 draft tokens: a chain of 2 drafts, so the
     # k = 2 measurement (2.58 tokens a step) grows it, not the k = 1 figure's alpha (2.64)
-    assert main(["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "b200", "--engine", "sglang",
-                 "--dtype", "fp8", "--tp", "8", "--isl", "1024", "--osl", "1024", "--concurrency", "4",
-                 "--client", "inferencemax", "--spec", "mtp", "--format", "json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    out = out[0] if isinstance(out, list) else out
-    spec = out["speculation"]
+    spec = _one_json(capsys, *_MTP_B200_4, "--engine", "sglang", "--dtype", "fp8")["speculation"]
     assert spec["tree"] == {"steps": 2, "topk": 1, "draft_tokens": 3}
     assert spec["acceptance_length"] == pytest.approx(2.58) and "MTP 2" in spec["acceptance"]

@@ -168,16 +168,15 @@ def preset_for(method: str, traffic: str = DEFAULT_TRAFFIC, family: str | None =
         raise ParameterError("traffic", traffic, f"one of {', '.join(kinds)} for {method} without a measured "
                              f"acceptance (no published {method} acceptance for {traffic}; give "
                              "--acceptance-length A with --k K)")
+    def pick(rows: list[AcceptancePreset]) -> AcceptancePreset | None:
+        """Of ``rows``: one measured at ``k`` (the default first), else None."""
+        at_k = [r for r in rows if k is not None and r.k == k]
+        return next((r for r in at_k if r.default), at_k[0]) if at_k else None
+
     if family:
         own = [r for r in of if r.family and family.lower().startswith(r.family)]
         if own:
             longest = max(len(r.family) for r in own)
             own = [r for r in own if len(r.family) == longest]
-            at_k = [r for r in own if k is not None and r.k == k]
-            if at_k:
-                return next((r for r in at_k if r.default), at_k[0])
-            return next((r for r in own if r.default), own[0])
-    at_k = [r for r in of if k is not None and r.k == k and not r.family]
-    if at_k:
-        return next((r for r in at_k if r.default), at_k[0])
-    return next(r for r in of if r.default)
+            return pick(own) or next((r for r in own if r.default), own[0])
+    return pick([r for r in of if not r.family]) or next(r for r in of if r.default)

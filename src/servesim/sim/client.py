@@ -77,6 +77,19 @@ _DEFAULT_RATIO = {"vllm": 0.0, "sglang": 0.0, "inferencemax": 0.8}
 _RATIO_RANGE = {"vllm": (0.0, 1.0, True), "sglang": (0.0, 1.0, False), "inferencemax": (0.0, 1.0, False)}
 
 
+def _trtllm_adp_balance() -> dict[str, object]:
+    """InferenceMAX's TensorRT-LLM ``attention_dp_config`` with attention DP (a fresh dict a recipe):
+    ``enable_balance: true``, ``timeout_iters: 60``, ``batching_wait_iters: 0``."""
+    return {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
+            "attention_dp_batching_wait_iters": 0}
+
+
+def _trtllm_mtp_depth(dp: int) -> int:
+    """``num_nextn_predict_layers`` of InferenceMAX's TensorRT-LLM MTP scripts: 1 with attention DP,
+    else 3 (``dsr1_*_trt_mtp.sh``)."""
+    return 1 if dp > 1 else 3
+
+
 @dataclass(frozen=True)
 class Client:
     """A benchmark tool and the flags that change what it sends (see the module docstring).
@@ -232,7 +245,7 @@ class Client:
         if self.name != "inferencemax" or family != "deepseek_v3" or spec != "mtp":
             return {}
         if engine == "trtllm":
-            return {"k": 1 if dp > 1 else 3}
+            return {"k": _trtllm_mtp_depth(dp)}
         if engine == "sglang":
             return {"tree": (2, 1, 3)}
         return {}
@@ -332,8 +345,7 @@ class Client:
             if c:
                 out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((c + isl + 64) / 64))
             if dp > 1:
-                out["scheduler"] = {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
-                                    "attention_dp_batching_wait_iters": 0}
+                out["scheduler"] = _trtllm_adp_balance()
             elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
                   and (isl, osl) == (1024, 1024) and 64 <= c < 256):
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
@@ -386,15 +398,14 @@ class Client:
         fp4 = dtype in ("fp4", "nvfp4")
         out: dict[str, object] = {}
         if engine == "trtllm" and gpu in ("h200", "b200"):
-            k = 1 if dp > 1 else 3  # num_nextn_predict_layers (spec_recipe)
+            k = _trtllm_mtp_depth(dp)
             mbs = max(1, c // (tp * dp)) if dp > 1 else max(1, c)
             out.update(kv_dtype="fp8", max_num_seqs=mbs,
                        max_num_batched_tokens=64 * math.ceil(((k + 1) * mbs + isl + 64) / 64),
                        memory_fraction=0.75 if gpu == "h200" else 0.8,
                        cuda_graph_max_tokens=128 if gpu == "h200" else (512 if fp4 else 256))
             if dp > 1:
-                out["scheduler"] = {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
-                                    "attention_dp_batching_wait_iters": 0}
+                out["scheduler"] = _trtllm_adp_balance()
         elif engine == "sglang" and gpu == "b200" and dp == 1:
             recv = 30 if c >= 16 else 10
             if fp4:
