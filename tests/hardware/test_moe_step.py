@@ -358,3 +358,32 @@ def test_the_mtp_modules_experts_spread_over_every_gpu_as_the_targets_do() -> No
     assert got[(8, 1)] == pytest.approx((experts + rest) / 8 * 2.0)
     assert got[(1, 8)] == pytest.approx((experts / 8 + rest) * 2.0)
     assert got[(1, 8)] < 4 * 2**30  # not the whole module on every GPU (23 GB)
+
+
+def test_sglang_blackwell_verify_reads_the_latent_cache_once_per_query_row() -> None:
+    """SGLang's trtllm_mla backend on Blackwell runs a verify step's n query tokens a sequence as n
+    single-query rows of flashinfer's trtllm-gen MLA decode kernel, each reading the sequence's
+    cache (engines.toml, sglang PR #28303): the attention of a verify of 32 sequences x 3 tokens is
+    the table's decode of 96 rows, and the other operations are those of the same step priced
+    without the rule.  Hopper's backends and TensorRT-LLM keep one read a sequence."""
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    sg = engine_profile("sglang", gpu="b200", memory_gib=179)
+    assert sg.mla_verify_per_query
+    assert not engine_profile("sglang", gpu="h200", memory_gib=141).mla_verify_per_query
+    assert not engine_profile("trtllm", gpu="b200", memory_gib=179).mla_verify_per_query
+    plain = dataclasses.replace(sg, mla_verify_per_query=False)
+    per_row = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp8", engine=sg)
+    one_read = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp8", engine=plain)
+
+    def attention(sm: MoEStepModel, batch: float, positions: int) -> float:
+        return sum(op.seconds for op in sm.decode_step(batch, 2048, positions=positions).ops
+                   if op.kind == "attention")
+
+    # a single-token step is the same either way; the verify's attention is the decode of 96 rows
+    assert attention(per_row, 32, 1) == pytest.approx(attention(one_read, 32, 1))
+    assert attention(per_row, 32, 3) == pytest.approx(attention(one_read, 96, 1), rel=1e-9)
+    assert attention(per_row, 32, 3) > 1.5 * attention(one_read, 32, 3)
+    rest = [op.seconds for op in per_row.decode_step(32, 2048, positions=3).ops if op.kind != "attention"]
+    assert rest == pytest.approx([op.seconds for op in one_read.decode_step(32, 2048, positions=3).ops
+                                  if op.kind != "attention"])

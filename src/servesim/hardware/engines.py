@@ -22,6 +22,10 @@ says how a continuous-batching engine forms its steps:
   ``cuda_graph_counts_sequences``: the limit counts a decode step's sequences, not its tokens
   (SGLang ``--cuda-graph-max-bs``, TensorRT-LLM ``cuda_graph_config.max_batch_size``: a verify
   step of B sequences and k drafts each runs the graph of batch B; vLLM captures by tokens);
+  ``mla_verify_per_query``: the engine's MLA attention kernel on this GPU runs a verify step's
+  ``n`` query tokens per sequence as ``n`` single-query rows, each reading the sequence's latent
+  cache (SGLang's ``trtllm_mla`` on Blackwell): the step's attention is priced as the decode of
+  ``n B`` rows;
 * ``scheduler``: the engine's scheduler options (:mod:`servesim.sim.schedulers`),
   e.g. SGLang's ``max_prefill_tokens`` and ``new_token_ratio`` schedule,
   TensorRT-LLM's ``enable_chunked_prefill``;
@@ -81,6 +85,7 @@ class EngineProfile:
     spec_overlap_methods: tuple[str, ...] | None = None  # speculative methods keeping the overlap; None: all
     profile_nontorch_bytes: float | None = None  # vLLM: the reserve beside a dense model's profiled peak
     eager_mla_layer_host_s: float = 0.0  # CPU time to launch one MLA layer of an eager prefill step
+    mla_verify_per_query: bool = False  # an MLA verify step reads each sequence's cache once per query row
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -234,4 +239,5 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         profile_nontorch_bytes=(float(e["profile_nontorch_GiB"]) * 2.0**30
                                 if "profile_nontorch_GiB" in e else None),
         eager_mla_layer_host_s=float(e.get("eager_mla_layer_host_us", 0.0)) * 1e-6,
+        mla_verify_per_query=gpu in e.get("mla_verify_per_query_gpus", ()),
     )

@@ -399,8 +399,13 @@ class MoEStepModel:
                 pass
         return 2 * self._allreduce(min(p.ep, self.tables.gpus_per_node), nbytes)[0]
 
-    def _attention(self, b: float, ctx: float, chunks: tuple[Chunk, ...], window: int) -> tuple[float, bool]:
-        """One layer's attention on one DP rank: decode of ``b`` sequences and the prefill chunks."""
+    def _attention(self, b: float, ctx: float, chunks: tuple[Chunk, ...], window: int,
+                   positions: int = 1) -> tuple[float, bool]:
+        """One layer's attention on one DP rank: decode of ``b`` sequences (``positions`` query
+        tokens each: a verify step) and the prefill chunks.  The MLA table measures one query token a
+        sequence; where the engine's kernel runs a verify step's tokens as separate single-query
+        rows (:attr:`~servesim.hardware.engines.EngineProfile.mla_verify_per_query`), each reading
+        the sequence's cache, the step is the decode of ``positions x b`` rows."""
         a, t, tp = self.arch, self.tables, self.par.tp
         kv = self.kv_dtype
         total, ok = 0.0, True
@@ -410,8 +415,9 @@ class MoEStepModel:
             if mt is not None and kv in mt.mla_kv_dtypes():
                 if b > 0:
                     c = min(ctx, window) if window else ctx
-                    lk = mt.mla_decode(max(1, round(b)), max(1, bucket_context(c + 1)), heads, kv)
-                    total += lk.ms * 1e-3 * (b / max(1, round(b)))
+                    rows = b * positions if self.engine.mla_verify_per_query else b
+                    lk = mt.mla_decode(max(1, round(rows)), max(1, bucket_context(c + 1)), heads, kv)
+                    total += lk.ms * 1e-3 * (rows / max(1, round(rows)))
                     ok = ok and lk.measured
                 for ch in chunks:
                     q, c = ch.tokens, ch.context
@@ -517,7 +523,7 @@ class MoEStepModel:
         for w in a.layer_windows:
             windows[w] = windows.get(w, 0) + 1
         for w, count in windows.items():
-            t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w)
+            t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w, positions)
             nbytes, flops = self._attention_work(b, context, positions, rank_chunks, w)
             ops.append(Op("attention" if not w else f"attention (window {w})", "attention", count, t_attn,
                           nbytes=nbytes, flops=flops, measured=good))
