@@ -131,6 +131,16 @@ def overlap_of(row: dict[str, str]) -> bool | None:
     return None
 
 
+def scheduler_of(row: dict[str, str]) -> tuple[tuple[str, float | bool], ...]:
+    """Scheduler options of the row's engine where its version differs from servesim's default: the
+    TensorRT (C++) backend (:func:`overlap_of`) takes requests in its C++ executor, without the
+    PyTorch backend's Python submit thread, so new requests are not limited to one an iteration
+    (``new_requests_per_iteration`` 0; :mod:`servesim.sim.schedulers.trtllm` item 5)."""
+    if row["engine"] == "trtllm" and overlap_of(row) is False:
+        return (("new_requests_per_iteration", 0),)
+    return ()
+
+
 def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
     from servesim.plan.predict import Deployment, build_step_model
     from servesim.sim.batching import Benchmark, run_benchmark
@@ -141,7 +151,7 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
     dp, ep = parallelism_of(row)
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
                      kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm",
-                     overlap=overlap_of(row), dp=dp, ep=ep)
+                     overlap=overlap_of(row), dp=dp, ep=ep, scheduler=scheduler_of(row))
     name, ratio, nominal = client_of(row)
     isl, osl = nominal or (int(float(row["isl"])), int(float(row["osl"])))
     client = Client(name, random_range_ratio=ratio)
@@ -230,7 +240,7 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
             dp, ep = parallelism_of(r)
             dep = Deployment(r["model"], r["gpu"], int(r["tp"] or 1), r["dtype"] or "auto",
                              r["kv_dtype"] or "bf16", r["engine"] or "vllm", max_num_batched_tokens=budget,
-                             overlap=overlap_of(r), dp=dp, ep=ep)
+                             overlap=overlap_of(r), dp=dp, ep=ep, scheduler=scheduler_of(r))
             sm, _, mem = build_step_model(dep)
             bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000)
             res = run_benchmark(sm, bench, mem)
@@ -266,7 +276,7 @@ def predict_speculative(row: dict[str, str]) -> dict[str, Any]:
 
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
                      kv_dtype="bf16", engine=row["engine"] or "vllm", overlap=overlap_of(row),
-                     ep=int(row["ep"] or 1),
+                     ep=int(row["ep"] or 1), scheduler=scheduler_of(row),
                      max_num_seqs=int(row["max_num_seqs"]) if row.get("max_num_seqs") else None)
     conc = int(row["concurrency"])
     bench = Benchmark(isl=int(row["isl"]), osl=int(row["osl"]), concurrency=conc,

@@ -232,8 +232,10 @@ def test_trtllm_attention_dp_balance_is_off_by_default_and_without_dp():
 ])
 def test_trtllm_batch_waiting_holds_contexts_for_tokens(waiting, held):
     # py_executor.py _waiting_requests: batch_wait_timeout_iters 3, batch_wait_max_tokens_ratio 0.5
+    # (new_requests_per_iteration 0: every waiting request already handed to the executor)
     eng = engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
-                         scheduler={"batch_wait_timeout_iters": 3, "batch_wait_max_tokens_ratio": 0.5})
+                         scheduler={"batch_wait_timeout_iters": 3, "batch_wait_max_tokens_ratio": 0.5,
+                                    "new_requests_per_iteration": 0})
     policy = make_scheduler("trtllm", eng)
     s = _adp_state(1, 4, waiting)
     plans = [policy.schedule(s) for _ in range(held + 1)]
@@ -241,6 +243,36 @@ def test_trtllm_batch_waiting_holds_contexts_for_tokens(waiting, held):
     assert len(plans[-1].chunks) == waiting  # then every context that fits goes at once
     idle = _adp_state(1, 0, 1)  # no generation requests: no waiting
     assert make_scheduler("trtllm", eng).schedule(idle).chunks
+
+
+def test_trtllm_hands_the_executor_one_new_request_an_iteration():
+    """Without attention DP the waiting requests reach TensorRT-LLM's scheduler one an iteration
+    (TrtllmScheduler item 5): six prompts of 512 tokens that one 8,192-token step could hold go one
+    a step; batch waiting gathers those handed over; with attention DP, or the limit at 0, all six
+    go at once."""
+    eng = engine_profile("trtllm", gpu="h100-sxm", memory_gib=80)
+    policy = make_scheduler("trtllm", eng)
+    assert policy.options["new_requests_per_iteration"] == 1
+    s = _adp_state(1, 4, 6)
+
+    def admitted(p, state):  # requests the step took off the waiting queue
+        before = len(state.waiting)
+        p.schedule(state)
+        return before - len(state.waiting)
+
+    assert [admitted(policy, s) for _ in range(7)] == [1, 1, 1, 1, 1, 1, 0]
+    for sched in ({"new_requests_per_iteration": 0}, {"new_requests_per_iteration": 6}):
+        free = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
+                                                       scheduler=sched))
+        assert len(free.schedule(_adp_state(1, 4, 6)).chunks) == 6
+    adp = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, tp=8, dp=8))
+    assert adp.new_per_step == 0
+    # batch waiting (3 iterations, half the budget) gathers what was handed over: 3 at its timeout
+    wait = make_scheduler("trtllm", engine_profile(
+        "trtllm", gpu="h100-sxm", memory_gib=80,
+        scheduler={"batch_wait_timeout_iters": 3, "batch_wait_max_tokens_ratio": 0.5}))
+    s = _adp_state(1, 4, 6)
+    assert [admitted(wait, s) for _ in range(4)] == [0, 0, 0, 4]
 
 
 def test_memory_flag_replaces_the_engines_own_fraction():

@@ -100,8 +100,8 @@ ARR, GEN, FIRST, FINAL, G0, OFF = range(6)
 (S_PHASE, S_SENT, S_DONE, S_STEPS, S_ORDER, S_PREEMPT, S_LONG, S_MDONE, S_OUT, S_IN,
  S_HN, S_WHEAD, S_WN, S_CN, S_DHEAD, S_DTAIL, S_DN, S_PHEAD, S_SHEAD, S_STAIL,
  S_PDEC, S_PPRE, S_PNCH, S_B, S_N, S_NTTFT, S_NTPOT, S_NKEPT, S_MEAS, S_NLOG, S_MT, S_GN,
- S_KLEN, S_POK) = range(34)
-S_SIZE = 34
+ S_KLEN, S_POK, S_TRTVIS) = range(35)
+S_SIZE = 35
 # The float state ``sf``.
 (F_T, F_G, F_USED, F_PROM, F_CTXOFF, F_OSLSUM, F_GENOFF, F_ITLS, F_ITLN, F_BATCH, F_BUSY,
  F_LAST, F_START, F_RATIO, F_PDT) = range(15)
@@ -109,8 +109,8 @@ F_SIZE = 15
 # The int configuration ``ci``.
 (C_KIND, C_PREFILLED, C_CAP, C_SLOTS, C_BUDGET, C_CHUNKCAP, C_RANKS, C_POS, C_WARMUP, C_N,
  C_MAXSTEPS, C_HASSLOTS, C_SPECK, C_RESERVE, C_MIXED, C_MAXPREFILL, C_TRTCHUNK, C_KEEP, C_RUN,
- C_QUIET, C_RETRACT) = range(21)
-C_SIZE = 21
+ C_QUIET, C_RETRACT, C_TRTNEW) = range(22)
+C_SIZE = 22
 # The float configuration ``cf``.
 (D_PERSTEP, D_OVERHEAD, D_SPECADD, D_ALPHA, D_CLIP, D_LONGOUT, D_MINRATIO, D_DECAY, D_WATERMARK,
  D_PREFWATER) = range(10)
@@ -711,13 +711,19 @@ def _schedule_trtllm_py(RI: I64, RF: F64, ci: I64, si: I64, sf: F64, cq: I64, wq
         plan_q[nch] = q
         nch += 1
         left -= q
+    if ci[C_TRTNEW] > 0:  # requests reach the scheduler C_TRTNEW an iteration (TrtllmScheduler item 5)
+        si[S_TRTVIS] = min(si[S_WN], si[S_TRTVIS] + ci[C_TRTNEW])
+    taken = 0
     while si[S_WN] > 0 and left > 0 and si[S_DN] + si[S_CN] < ci[C_SLOTS]:
+        if ci[C_TRTNEW] > 0 and taken >= si[S_TRTVIS]:
+            break
         r = wq[si[S_WHEAD]]
         final = RI[r, CTX] + RI[r, PL] + (RI[r, OSL] - RF[r, GEN])
         if sf[F_PROM] + final > ci[C_CAP]:
             break
         if not chunked and RI[r, PL] > left:
             break
+        taken += 1
         q = min(RI[r, PL], left, ci[C_CHUNKCAP])
         _popleft(wq, si, ci[C_N])
         _admit(r, RI, RF, si, sf, cq)
@@ -725,6 +731,8 @@ def _schedule_trtllm_py(RI: I64, RF: F64, ci: I64, si: I64, sf: F64, cq: I64, wq
         plan_q[nch] = q
         nch += 1
         left -= q
+    if ci[C_TRTNEW] > 0:
+        si[S_TRTVIS] -= taken
     si[S_PDEC] = 1
     si[S_PNCH] = nch
     si[S_PPRE] = 0
@@ -1057,6 +1065,8 @@ def _core_py(ci: I64, cf: F64, si: I64, sf: F64, RI: I64, RF: F64, hg: F64, hid:
         if kind == SGLANG and si[S_PDEC] and nch == 0 and not si[S_PPRE]:  # SglangScheduler.after_step
             x = sf[F_RATIO] - n * cf[D_DECAY]
             sf[F_RATIO] = x if x > cf[D_MINRATIO] else cf[D_MINRATIO]
+        if kind == TRTLLM and ci[C_TRTNEW] > 0 and n > 1:  # TrtllmScheduler.after_step
+            si[S_TRTVIS] = min(si[S_WN], si[S_TRTVIS] + (n - 1) * ci[C_TRTNEW])
         for f in range(nfin):
             r = fin[f]
             sf[F_USED] -= RI[r, CTX]
@@ -1190,6 +1200,7 @@ def run(inp: LoopInputs, policy: Scheduler, table: PriceTable,
         sf[F_RATIO] = policy.ratio  # type: ignore[attr-defined]
     else:
         ci[C_TRTCHUNK] = bool(o["enable_chunked_prefill"])
+        ci[C_TRTNEW] = policy.new_per_step  # type: ignore[attr-defined]
     table.runs += 1
     ci[C_RUN] = table.runs
     si = np.zeros(S_SIZE, np.int64)

@@ -22,7 +22,21 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
    every rank is generating, they wait ``batching_wait_iters`` more iterations.  Every rank
    holding one is read as at least as many waiting requests as ranks (the ranks are handed
    requests in turn), every rank generating as at least as many decoding ones.
-5. **Batch waiting** (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``, off by
+5. **New requests enter one an iteration** (``new_requests_per_iteration``, servesim's: 1 without
+   attention DP, 0 for no limit): the waiting requests become visible to the scheduler that many an
+   iteration, and a step admits only visible ones (batch waiting still gathers the visible ones).
+   InferenceX's DeepSeek-R1 runs show it: when C prompts of ~1k tokens arrive together (a
+   closed-loop run's first wave), the p99 TTFT is C times one single-prompt iteration (8 x B200 FP4:
+   0.27, 0.65, 1.2, 2.3, 5.7, 8.8 s at 4 to 128 clients; 8 x H200 FP8 about 0.13 s a client), where
+   batching them under the 8,192-token budget would take C / 8 iterations; the runs with attention
+   DP show no such tail (mean TTFT within 25% of the median).  The scheduler admits every context
+   that fits (``microBatchScheduler.cpp``) and the executor drains its queue each iteration
+   (``executor_request_queue.py``), so the limit is upstream of both.  The likeliest cause, not
+   verified: the rank-0 worker's submit thread takes each request off the IPC queue and enqueues
+   it while competing for the GIL with the executor loop (the contention ``executor/base_worker.py``
+   and TensorRT-LLM PRs #15109 and #15114 describe), so requests reach the engine about one per
+   executor sync.  The TensorRT (C++) backend and a Dynamo worker are fed otherwise (set 0).
+6. **Batch waiting** (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``, off by
    default; ``_waiting_requests``): without attention DP, while generation requests run, the
    context requests the step could take wait until with the generation tokens they reach
    ``ratio x max_num_tokens``, for at most ``timeout_iters`` iterations.
@@ -52,6 +66,8 @@ class TrtllmScheduler(Scheduler):
         o.setdefault("attention_dp_batching_wait_iters", 10)
         o.setdefault("batch_wait_timeout_iters", 0)
         o.setdefault("batch_wait_max_tokens_ratio", 0.0)
+        o.setdefault("new_requests_per_iteration", 0)
+        check_int("new_requests_per_iteration", o["new_requests_per_iteration"], lo=0, hi=1_000_000)
         check_int("batch_wait_timeout_iters", o["batch_wait_timeout_iters"], lo=0, hi=100_000)
         check_real("batch_wait_max_tokens_ratio", o["batch_wait_max_tokens_ratio"], lo=0.0, hi=1.0)
         check_int("attention_dp_timeout_iters", o["attention_dp_timeout_iters"], lo=0, hi=100_000)
@@ -59,6 +75,7 @@ class TrtllmScheduler(Scheduler):
         self._waited = 0  # iterations context requests have waited for every rank to hold one
         self._batched = 0  # iterations they have waited, every rank holding one, to batch more
         self._batch_waited = 0  # iterations contexts have waited for enough tokens (batch waiting)
+        self._visible = 0  # waiting requests the executor has been handed (item 5)
 
     @property
     def balancing(self) -> bool:
@@ -101,6 +118,16 @@ class TrtllmScheduler(Scheduler):
             return False
         return True
 
+    @property
+    def new_per_step(self) -> int:
+        """Most waiting requests a step admits (0: no limit); attention DP lifts the limit."""
+        return int(self.options["new_requests_per_iteration"]) if self.profile.dp_ranks == 1 else 0
+
+    def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
+        # a stretch of pure decode steps hands the executor one request a step as well
+        if self.new_per_step and steps > 1:
+            self._visible = min(len(s.waiting), self._visible + (steps - 1) * self.new_per_step)
+
     def quiet_steps(self, s: EngineState) -> float:
         # the balance and the batch waiting decide each iteration
         return 1.0 if (self.balancing or self.batch_waiting) and s.waiting else float("inf")
@@ -127,8 +154,11 @@ class TrtllmScheduler(Scheduler):
         hold = self.balancing and bool(s.waiting) and self._hold_contexts(s)
         take: list[int] = []  # prompt tokens of the queue's first requests that the step could take
         promised, running = s.promised, s.running
+        cap = self.new_per_step
+        if cap:
+            self._visible = min(len(s.waiting), self._visible + cap)
         for r in s.waiting:
-            if hold or left <= 0 or running >= s.slots:
+            if hold or left <= 0 or running >= s.slots or (cap and len(take) >= self._visible):
                 break
             final = r.context + r.prompt_left + (r.osl - r.generated)
             if promised + final > s.capacity:
@@ -143,6 +173,8 @@ class TrtllmScheduler(Scheduler):
         if take and s.decoding and self.batch_waiting and self._wait_for_tokens(
                 sum(take) + s.decode_tokens()):
             take = []
+        if cap:
+            self._visible -= len(take)
         for q in take:
             r = s.waiting.popleft()
             s.admit(r)
