@@ -124,3 +124,20 @@ def test_vllm_reserves_its_profile_runs_peak_for_a_dense_model():
     # engines without the profile keep their constant reserve
     tr, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2, engine="trtllm"))
     assert tr.profiled_reserve_bytes is None
+
+
+def test_sglangs_eagle_v1_cycle_pays_the_host_time_its_overlap_would_hide():
+    """SGLang PR #12128: one DeepSeek-R1 request with EAGLE (3 steps, accept length 2.296) runs
+    140.52 tok/s without the overlap and 159.71 with it, so a v1 cycle pays 2.296 / 140.52 -
+    2.296 / 159.71 = 1.96 ms of host time; the speculative run's profile takes 2 ms a step where a
+    plain step's is 1 ms, and the engines that keep their overlap (or have no such figure) keep
+    theirs."""
+    assert 2.296 / 140.52 - 2.296 / 159.71 == pytest.approx(1.96e-3, abs=0.01e-3)
+    assert engine_profile("sglang", speculating=True).host_step_s == pytest.approx(2e-3)
+    assert engine_profile("sglang").host_step_s == pytest.approx(1e-3)
+    for name in ("vllm", "trtllm"):
+        assert engine_profile(name, speculating=True).host_step_s == engine_profile(name).host_step_s
+    bench = Benchmark(isl=1024, osl=256, concurrency=4, num_prompts=8)
+    dep = Deployment("deepseek-ai/DeepSeek-R1-0528", "h200", 8, "fp8", kv_dtype="fp8", engine="sglang")
+    out = predict(dep, bench, spec="mtp", tree=(2, 1, 3), acceptance_length=2.4)
+    assert "2 ms a step" in out["speculation"]["overlap"]

@@ -147,7 +147,8 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    scheduler: dict[str, float | bool] | None = None,
                    overlap: bool | None = None, tp: int = 1, dp: int = 1,
                    memory_fraction: float | None = None,
-                   cuda_graph_max_tokens: int | None = None) -> EngineProfile:
+                   cuda_graph_max_tokens: int | None = None,
+                   speculating: bool = False) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
@@ -167,7 +168,9 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     ``cuda_graph_max_tokens`` is the engine's CUDA-graph limit where one was given (vLLM
     ``--max-cudagraph-capture-size``, SGLang ``--cuda-graph-max-bs``, TensorRT-LLM
     ``cuda_graph_config.max_batch_size``; per attention-DP rank): a decode step of more tokens runs
-    eagerly; 0 captures none.
+    eagerly; 0 captures none.  ``speculating`` True builds the profile a speculative run's steps
+    are priced with where the method turns the overlap scheduler off: its host time a step is the
+    engine's ``spec_host_step_us`` where it has one (SGLang's EAGLE v1 worker), else ``host_step_us``.
     """
     if memory_fraction is not None:
         check_real("memory_fraction", memory_fraction, lo=0.0, hi=1.0, lo_open=True)
@@ -218,7 +221,8 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         name=name,
         max_num_batched_tokens=tokens,
         max_num_seqs=seqs,
-        host_step_s=float(e["host_step_us"]) * 1e-6,
+        host_step_s=float(e["spec_host_step_us" if speculating and "spec_host_step_us" in e
+                            else "host_step_us"]) * 1e-6,
         host_per_seq_s=float(e["host_per_seq_us"]) * 1e-6,
         overlap=bool(e["overlap"]) if overlap is None else bool(overlap),
         cuda_graph_max_tokens=graph,

@@ -71,6 +71,7 @@ class Deployment:
     memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
+    speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
     def __post_init__(self) -> None:
         from servesim.hardware.precision import normalize_dtype
@@ -251,7 +252,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
                          scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
                          dp=dep.dp, memory_fraction=dep.memory_fraction,
-                         cuda_graph_max_tokens=dep.cuda_graph_max_tokens)
+                         cuda_graph_max_tokens=dep.cuda_graph_max_tokens, speculating=dep.speculating)
     if arch is not None:
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 
@@ -583,13 +584,15 @@ def _speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_inf
         return sm
     sync = dep.overlap is None and sm.engine.overlap and not sm.engine.overlaps_speculation(spec)
     drafter = (spec_info["drafter_weight_bytes_per_gpu"], spec_info["drafter_kv_bytes_per_token_per_gpu"])
-    run = beside_drafter(build_step_model(replace(dep, overlap=False), catalog)[0] if sync else sm, drafter)
+    run = beside_drafter(build_step_model(replace(dep, overlap=False, speculating=True), catalog)[0] if sync
+                         else sm, drafter)
     if sync and not isinstance(run, StepModel):
         run.kv_context = sm.kv_context
     if sync:
         spec_info["overlap"] = (f"off: {sm.engine.description} runs {spec} speculation without its overlap "
-                                "scheduler, so every step pays its host time after the GPU's (the plain "
-                                "decode it is compared with keeps it)")
+                                "scheduler, so every step pays its host time after the GPU's "
+                                f"({run.engine.host_step_s * 1e3:g} ms a step; the plain decode it is "
+                                "compared with keeps the overlap)")
     return run
 
 
