@@ -120,7 +120,10 @@ class TrtllmScheduler(Scheduler):
 
     @property
     def new_per_step(self) -> int:
-        """Most waiting requests a step admits (0: no limit); attention DP lifts the limit."""
+        """Waiting requests handed to the scheduler (made visible to it) each iteration; 0: all at once.
+
+        A step admits only visible requests, so this caps new arrivals a step without capping
+        requests that became visible earlier; attention DP lifts the limit."""
         return int(self.options["new_requests_per_iteration"]) if self.profile.dp_ranks == 1 else 0
 
     def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
