@@ -387,3 +387,39 @@ def test_sglang_blackwell_verify_reads_the_latent_cache_once_per_query_row() -> 
     rest = [op.seconds for op in per_row.decode_step(32, 2048, positions=3).ops if op.kind != "attention"]
     assert rest == pytest.approx([op.seconds for op in one_read.decode_step(32, 2048, positions=3).ops
                                   if op.kind != "attention"])
+
+
+def test_sglang_hopper_mla_prefill_is_priced_by_the_fa3_class_kernel() -> None:
+    """On Hopper SGLang's MLA prefill attention is priced by TensorRT-LLM's measured kernel
+    (engines.toml mla_prefill_from: SGLang's own table runs an 8k causal prefill of 16 heads,
+    2 x 16 x 320 x 8192 x 8193 / 2 = 344 GFLOP, at 17% of the H200's BF16 peak, TensorRT-LLM's at
+    55%): an 8k prompt's attention on 8 x H200 is 61 layers of TensorRT-LLM's 8k prefill, above its
+    speed of light and below SGLang's own price; decode keeps SGLang's table, and the B200 (where the
+    two tables agree) and TensorRT-LLM itself are unchanged."""
+    from servesim.hardware.moe_kernels import moe_tables
+
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    sg = engine_profile("sglang", gpu="h200", memory_gib=141)
+    assert sg.mla_prefill_engine == "trtllm"
+    assert engine_profile("sglang", gpu="b200", memory_gib=179).mla_prefill_engine == ""
+    assert engine_profile("trtllm", gpu="h200", memory_gib=141).mla_prefill_engine == ""
+    own = dataclasses.replace(sg, mla_prefill_engine="")
+    new = MoEStepModel(arch, "h200", Parallelism(8), dtype="fp8", engine=sg)
+    old = MoEStepModel(arch, "h200", Parallelism(8), dtype="fp8", engine=own)
+
+    prompt = (Chunk(8192, 0, 1),)
+    a_new = next(op for op in new.step(0.0, 0.0, prompt).ops if op.kind == "attention")
+    a_old = next(op for op in old.step(0.0, 0.0, prompt).ops if op.kind == "attention")
+    trt = moe_tables("h200", "trtllm")[0]
+    sgl = moe_tables("h200", "sglang")[0]
+    assert trt is not None and sgl is not None
+    assert a_new.seconds == pytest.approx(61 * trt.mla_prefill(1, 8192, 16, "bf16").ms * 1e-3, rel=1e-9)
+    assert a_old.seconds == pytest.approx(61 * sgl.mla_prefill(1, 8192, 16, "bf16").ms * 1e-3, rel=1e-9)
+    flops = 2 * 16 * 320 * 8192 * 8193 / 2
+    assert flops == pytest.approx(343.6e9, rel=1e-3)
+    peak = 989.4e12  # the H200's dense BF16
+    assert 61 * flops / peak < a_new.seconds < 0.5 * a_old.seconds
+    assert "TensorRT-LLM" in a_new.note and not a_old.note
+    # decode steps are priced by SGLang's own table either way
+    assert new.decode_step(16, 2048).total_s == pytest.approx(old.decode_step(16, 2048).total_s)

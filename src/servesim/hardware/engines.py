@@ -25,7 +25,9 @@ says how a continuous-batching engine forms its steps:
   ``mla_verify_per_query``: the engine's MLA attention kernel on this GPU runs a verify step's
   ``n`` query tokens per sequence as ``n`` single-query rows, each reading the sequence's latent
   cache (SGLang's ``trtllm_mla`` on Blackwell): the step's attention is priced as the decode of
-  ``n B`` rows;
+  ``n B`` rows; ``mla_prefill_engine``: on this GPU the engine's MLA prefill attention is priced
+  by that engine's measured kernel table instead of its own (SGLang on Hopper: its FA3 prefill is
+  the kernel class TensorRT-LLM's table measures, while its own table runs at a third of that rate);
 * ``scheduler``: the engine's scheduler options (:mod:`servesim.sim.schedulers`),
   e.g. SGLang's ``max_prefill_tokens`` and ``new_token_ratio`` schedule,
   TensorRT-LLM's ``enable_chunked_prefill``;
@@ -86,6 +88,7 @@ class EngineProfile:
     profile_nontorch_bytes: float | None = None  # vLLM: the reserve beside a dense model's profiled peak
     eager_mla_layer_host_s: float = 0.0  # CPU time to launch one MLA layer of an eager prefill step
     mla_verify_per_query: bool = False  # an MLA verify step reads each sequence's cache once per query row
+    mla_prefill_engine: str = ""  # the engine whose measured MLA prefill kernel prices this one's ("": own)
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -244,4 +247,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                                 if "profile_nontorch_GiB" in e else None),
         eager_mla_layer_host_s=float(e.get("eager_mla_layer_host_us", 0.0)) * 1e-6,
         mla_verify_per_query=gpu in e.get("mla_verify_per_query_gpus", ()),
+        mla_prefill_engine=(str(e["mla_prefill_from"]["engine"])
+                            if gpu in e.get("mla_prefill_from", {}).get("gpus", ()) else ""),
     )

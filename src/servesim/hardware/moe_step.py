@@ -215,6 +215,16 @@ class MoEStepModel:
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
+        # MLA prefill attention: the engine's own table, or the one its profile names for this GPU
+        self._mla_prefill_tables = self._moe_tables
+        self.mla_prefill_note = ""
+        if self.engine.mla_prefill_engine and self._moe_tables is not None:
+            other = moe_tables(gpu, self.engine.mla_prefill_engine)[0]
+            if other is not None and other.has_mla and \
+                    set(self._moe_tables.mla_kv_dtypes()) <= set(other.mla_kv_dtypes()):
+                self._mla_prefill_tables = other
+                self.mla_prefill_note = (f"MLA prefill attention priced by {other.engine}'s measured "
+                                         f"kernel on {gpu} (engines.toml mla_prefill_from)")
         # the MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES, or asked
         # for: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), where the GPU's tables measured it
         self.moe_kernel_dtype: str | None = None
@@ -419,13 +429,14 @@ class MoEStepModel:
                     lk = mt.mla_decode(max(1, round(rows)), max(1, bucket_context(c + 1)), heads, kv)
                     total += lk.ms * 1e-3 * (rows / max(1, round(rows)))
                     ok = ok and lk.measured
+                pt = self._mla_prefill_tables or mt
                 for ch in chunks:
                     q, c = ch.tokens, ch.context
-                    fresh = mt.mla_prefill(ch.count, q, heads, kv)
+                    fresh = pt.mla_prefill(ch.count, q, heads, kv)
                     price = fresh.ms
                     if c > 0:
-                        full = mt.mla_prefill(ch.count, c + q, heads, kv).ms
-                        cached = mt.mla_prefill(ch.count, c, heads, kv).ms
+                        full = pt.mla_prefill(ch.count, c + q, heads, kv).ms
+                        cached = pt.mla_prefill(ch.count, c, heads, kv).ms
                         price = max(full - cached, fresh.ms)
                     total += price * 1e-3
                     ok = ok and fresh.measured
@@ -525,8 +536,9 @@ class MoEStepModel:
         for w, count in windows.items():
             t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w, positions)
             nbytes, flops = self._attention_work(b, context, positions, rank_chunks, w)
+            note = self.mla_prefill_note if rank_chunks and a.attention == "mla" else ""
             ops.append(Op("attention" if not w else f"attention (window {w})", "attention", count, t_attn,
-                          nbytes=nbytes, flops=flops, measured=good))
+                          nbytes=nbytes, flops=flops, measured=good, note=note))
         # FFN: MoE layers (routed + shared experts) and dense layers.
         n_moe = _n_moe(a)
         n_dense = L - n_moe
