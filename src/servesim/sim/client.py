@@ -45,10 +45,13 @@ scale=theta)``; burstiness 1 is Poisson, below 1 burstier).  With
 semaphore) and its TTFT counts from when it is sent.
 
 Warm-ups (``--num-warmups``): sent before the measured requests, run to the end
-and then awaited, so the measured run starts on an idle engine with its CUDA
-graphs and caches warm; servesim's engine model has no cold state, so warm-ups
-change no measured number and are checked (at most the prompts) but not
-simulated.
+and then awaited, so the measured run starts on an idle engine.  InferenceMAX's
+warm-ups all repeat the first prompt (``benchmark()`` sends ``input_requests[0]``
+each time), so they warm the one-prompt path but not a batched prefill of C
+different prompts: the measured first wave is the engine's first, and any kernel
+compiled or tuned for its shapes is paid there.  servesim's engine model has no
+cold state, so warm-ups change no measured number and are checked (at most the
+prompts) but not simulated.
 
 Standard library only; deterministic for a given seed.  Nothing here prints.
 """
