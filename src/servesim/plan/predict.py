@@ -92,6 +92,13 @@ class Deployment:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
 
+def _pricing_notes(sm: Any) -> list[str]:
+    """What a step model prices from another engine's table than its own (a prefill's MLA attention:
+    ``MoEStepModel.mla_prefill_note``), to print beside the figures."""
+    note = getattr(sm, "mla_prefill_note", "")
+    return [note] if note else []
+
+
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
@@ -549,7 +556,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "step_at_batch": at_batch.as_dict(),
         "step_model": ("measured kernel tables" if res.measured and batch1.measured else
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
-        "notes": list(dict.fromkeys([*res.notes, *batch1.notes])),
+        "notes": list(dict.fromkeys([*res.notes, *batch1.notes, *_pricing_notes(sm)])),
     }
     if not stable:
         out["unstable_reason"] = why
@@ -731,7 +738,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "speculative_k": speculation.k if speculation is not None else 0, "unstable_reason": why,
         "step_model": ("engine loop per worker on the measured-kernel step models "
                        f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
-        "notes": list(res.notes),
+        "notes": list(dict.fromkeys([*res.notes, *_pricing_notes(psm)])),
     }
     if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only

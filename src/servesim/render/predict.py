@@ -119,6 +119,7 @@ def disagg_text(d: dict[str, Any]) -> str:
             lines.append(f"  closed form at this rate: TTFT {_f(cf['mean_ttft_ms'])} ms, TPOT "
                          f"{_f(cf['mean_tpot_ms'], 2)} ms")
     lines.append(f"  model: {d['step_model']}")
+    lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
     return "\n".join(lines) + "\n"
 
 
