@@ -377,6 +377,11 @@ def test_moe_model_predicts_with_its_parallelism(capsys):
     (["--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2"], ("dp=2", "dense model")),
     (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--tp", "8"], ("fit", "GPUs would hold")),
     (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "8", "--ep", "3"], ("ep=3", "divisor")),
+    # block FP8 loads only in whole 128-row scale blocks a rank: 1536 / 8 = 192 (vLLM, SGLang fp8.py)
+    (["--model", "MiniMaxAI/MiniMax-M2.5", "--gpu", "h200", "--tp", "8"],
+     ("ep=1", "1536 / MoE TP 8 = 192", "ep 2, 4, 8 would load")),
+    (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "8", "--dp", "4"],
+     ("2048 / MoE TP 32 = 64", "ep 2, 4, 8, 16, 32 would load")),
 ])
 def test_moe_bad_parallelism_is_one_line_exit_2(capsys, args, fragments):
     _one_line_exit_2(*_run(capsys, *args, "--isl", "128", "--osl", "16", "--concurrency", "2"), *fragments)

@@ -194,12 +194,13 @@ def test_sglang_steps_lie_within_their_bounds_and_grow_with_work(name: str, par:
 def test_expert_parallel_under_tensor_parallel_attention_needs_no_all_to_all():
     """TP8 EP8 without attention DP: every token is on every GPU, each runs its own experts and one
     all-reduce sums them (SGLang MiniMaxM2MoE.forward_normal), the same communication as TP8; with
-    DP8 EP8 the tokens are dispatched and combined (all-to-all), which costs more at decode."""
+    DP8 EP8 the tokens are dispatched and combined (all-to-all), which costs more at decode.
+    (BF16 weights: the block-FP8 checkpoint cannot split its 1536-wide experts over MoE TP 8.)"""
     arch = find_architecture("MiniMaxAI/MiniMax-M2.5")
     eng = engine_profile("sglang", gpu="b200", tp=8)
-    tp = MoEStepModel(arch, "b200", Parallelism(8, 1, 1), engine=eng).decode_step(16, 1000)
-    tp_ep = MoEStepModel(arch, "b200", Parallelism(8, 1, 8), engine=eng).decode_step(16, 1000)
-    dp_ep = MoEStepModel(arch, "b200", Parallelism(1, 8, 8),
+    tp = MoEStepModel(arch, "b200", Parallelism(8, 1, 1), dtype="bf16", engine=eng).decode_step(16, 1000)
+    tp_ep = MoEStepModel(arch, "b200", Parallelism(8, 1, 8), dtype="bf16", engine=eng).decode_step(16, 1000)
+    dp_ep = MoEStepModel(arch, "b200", Parallelism(1, 8, 8), dtype="bf16",
                          engine=engine_profile("sglang", gpu="b200", tp=8, dp=8)).decode_step(16, 1000)
     assert tp_ep.allreduce_s == pytest.approx(tp.allreduce_s, rel=1e-12)
     assert tp_ep.gemm_s != tp.gemm_s  # the experts are split differently
@@ -423,3 +424,48 @@ def test_sglang_hopper_mla_prefill_is_priced_by_the_fa3_class_kernel() -> None:
     assert "TensorRT-LLM" in a_new.note and not a_old.note
     # decode steps are priced by SGLang's own table either way
     assert new.decode_step(16, 2048).total_s == pytest.approx(old.decode_step(16, 2048).total_s)
+
+
+def test_block_fp8_splits_only_into_whole_scale_blocks():
+    """A 128 x 128 block-FP8 checkpoint loads only where each rank's share of a split width is a
+    whole number of 128-row blocks (vLLM / SGLang ``Fp8MoEMethod.create_weights``): DeepSeek-R1's
+    2048-wide experts and shared expert split 16 ways (128) but not 32 (64), nor its 18432-wide
+    dense MLPs (576);
+    MiniMax-M2.5's 1536-wide experts split 4 ways (384) but not 8 (192) -- its cookbook runs
+    TP8 with EP8.  BF16 weights split any way the widths divide."""
+    from servesim.hardware.architectures import LINEAR_PARTS
+    from servesim.hardware.moe_step import block_fp8_splits
+
+    ds = find_architecture("deepseek-ai/DeepSeek-R1")
+    parts = set(ds.quantized_parts or LINEAR_PARTS)
+    assert block_fp8_splits(ds, Parallelism(16), parts) == []
+    assert block_fp8_splits(ds, Parallelism(32), parts) == [
+        "expert width 2048 / MoE TP 32 = 64", "shared-expert width 2048 / tp 32 = 64",
+        "dense-MLP width 18432 / tp 32 = 576"]
+    assert block_fp8_splits(ds, Parallelism(8, 4, 2), parts) == []  # MoE TP 16
+    mm = find_architecture("MiniMaxAI/MiniMax-M2.5")
+    mparts = set(mm.quantized_parts or LINEAR_PARTS)
+    assert block_fp8_splits(mm, Parallelism(4), mparts) == []
+    assert block_fp8_splits(mm, Parallelism(8), mparts) == ["expert width 1536 / MoE TP 8 = 192"]
+    assert block_fp8_splits(mm, Parallelism(8, 1, 2), mparts) == []
+    with pytest.raises(ParameterError, match=r"ep=1 .*ep 2, 4, 8 would load"):
+        MoEStepModel(mm, "h200", Parallelism(8))
+    assert MoEStepModel(mm, "h200", Parallelism(8), dtype="bf16").dtype == "bf16"
+
+
+def test_fp8_of_a_bf16_qwen3_checkpoint_is_per_tensor_where_the_block_release_cannot_split():
+    """``--dtype fp8`` on Qwen3-MoE names Qwen's block-FP8 release, except where its experts cannot
+    split (235B: 1536 / 8 = 192; 30B-A3B: 768 / 4 = 192): there NVIDIA's per-tensor FP8 release
+    loads (what TensorRT-LLM's TP8 tables run).  A block-FP8 checkpoint itself stays block FP8."""
+    from servesim.plan.predict import moe_dtype
+
+    big = find_architecture("Qwen/Qwen3-235B-A22B")
+    assert moe_dtype("fp8", big, "h200", Parallelism(8)) == "fp8"
+    assert moe_dtype("fp8", big, "h200", Parallelism(8, 1, 8)) == "fp8_block"
+    assert moe_dtype("fp8", big, "h200", Parallelism(4)) == "fp8_block"
+    assert moe_dtype("fp8", big, "h200") == "fp8_block"  # no split given: the release
+    small = find_architecture("Qwen/Qwen3-30B-A3B")
+    assert moe_dtype("fp8", small, "h100-sxm", Parallelism(4)) == "fp8"
+    assert moe_dtype("fp8", small, "h100-sxm", Parallelism(2)) == "fp8_block"
+    own = find_architecture("Qwen/Qwen3-235B-A22B-FP8")
+    assert moe_dtype("fp8", own, "h200", Parallelism(8)) == "fp8_block"

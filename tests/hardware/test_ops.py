@@ -115,8 +115,9 @@ def test_minimax_all_head_qk_norm_all_reduces_its_sums_under_tp() -> None:
     """MiniMax-M2 normalizes Q and K over all heads: at attention TP its step holds a q/k-norm
     all-reduce of 2 FP32 sums per token on every layer (none at attention TP 1); Qwen3-MoE's per-head norm
     is one kernel and no collective."""
+    # TP8 EP8, as SGLang's cookbook runs it (its block-FP8 experts cannot split 8 ways)
     mm8, _, _ = build_step_model(Deployment("MiniMaxAI/MiniMax-M2.5", "h100-sxm", 8, "auto", "bf16",
-                                            "sglang"))
+                                            "sglang", ep=8))
     st = mm8.decode_step(16, 2048)
     (ar,) = [op for op in st.ops if op.name == "q/k norm all-reduce"]
     assert ar.count == mm8.arch.layers == 62

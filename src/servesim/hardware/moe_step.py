@@ -160,6 +160,53 @@ the shared expert's three, and the residual adds (the MLA layer's latent norms a
 matmuls are of the same count as a GQA layer's fused QKV path plus its QK norms)."""
 
 
+FP8_BLOCK = 128
+"""Rows (and columns) of a block-FP8 checkpoint's weight that share one FP32 scale: its
+``quantization_config`` ``weight_block_size`` [128, 128] (DeepSeek-V3/R1, Kimi-K2, Qwen3-MoE's
+-FP8 releases, MiniMax-M2)."""
+
+
+def block_fp8_splits(arch: Any, par: "Parallelism", quantized: frozenset[str] | set[str]) -> list[str]:
+    """The block-FP8 weights that ``par`` would cut inside a 128 x 128 scale block, each as
+    ``"name width / ranks = per-rank"``.  An engine loads a block-quantized linear layer split
+    over ``n`` tensor-parallel ranks only if every rank's share of the split dimension is a whole
+    number of blocks (vLLM and SGLang ``Fp8MoEMethod.create_weights``: "The output_size of gate's
+    and up's weight = 192 is not divisible by weight quantization block_n = 128", and
+    ``validate_block_quant_shapes`` for the dense linears; the block scales are sliced with the
+    weight), so the experts' width over MoE TP (``tp x dp / ep``) and the shared experts' and
+    dense MLPs' width over attention TP must be multiples of 128."""
+    out = []
+    if "experts" in quantized and (arch.moe_intermediate // par.moe_tp) % FP8_BLOCK:
+        out.append(f"expert width {arch.moe_intermediate} / MoE TP {par.moe_tp} = "
+                   f"{arch.moe_intermediate // par.moe_tp}")
+    if "shared_experts" in quantized and arch.shared_experts and arch.shared_intermediate % par.tp == 0 \
+            and (arch.shared_intermediate // par.tp) % FP8_BLOCK:
+        out.append(f"shared-expert width {arch.shared_intermediate} / tp {par.tp} = "
+                   f"{arch.shared_intermediate // par.tp}")
+    if "dense_mlp" in quantized and arch.dense_layers and arch.dense_intermediate % par.tp == 0 \
+            and (arch.dense_intermediate // par.tp) % FP8_BLOCK:
+        out.append(f"dense-MLP width {arch.dense_intermediate} / tp {par.tp} = "
+                   f"{arch.dense_intermediate // par.tp}")
+    return out
+
+
+def check_block_fp8_split(arch: Any, par: "Parallelism", quantized: frozenset[str] | set[str]) -> None:
+    """Refuse a split that cuts a block-FP8 scale block (:func:`block_fp8_splits`), naming the
+    expert-parallel sizes of the same GPUs that would load."""
+    bad = block_fp8_splits(arch, par, quantized)
+    if not bad:
+        return
+    ok = [e for e in range(1, par.gpus + 1) if par.gpus % e == 0 and arch.experts % e == 0
+          and arch.moe_intermediate % (par.gpus // e) == 0
+          and not block_fp8_splits(arch, Parallelism(par.tp, par.dp, e), quantized)]
+    hint = (f"; on these {par.gpus} GPUs ep {', '.join(map(str, ok))} would load" if ok
+            else "; fewer tensor-parallel GPUs would load")
+    raise ParameterError("ep" if ok else "tp", par.ep if ok else par.tp,
+                         f"a split of {arch.name}'s block-FP8 weights into whole {FP8_BLOCK} x "
+                         f"{FP8_BLOCK} scale blocks: {'; '.join(bad)} is not a multiple of "
+                         f"{FP8_BLOCK}{hint}")
+
+
 @dataclass(frozen=True)
 class Parallelism:
     """How a replica splits a model: ``tp`` x ``dp`` GPUs, experts over ``ep`` of them."""
@@ -218,7 +265,7 @@ class MoEStepModel:
         # MLA prefill attention: the engine's own table, or the one its profile names for this GPU
         self._mla_prefill_tables = self._moe_tables
         self.mla_prefill_note = ""
-        if self.engine.mla_prefill_engine and self._moe_tables is not None:
+        if self.engine.mla_prefill_engine and self._moe_tables is not None and arch.attention == "mla":
             other = moe_tables(gpu, self.engine.mla_prefill_engine)[0]
             if other is not None and other.has_mla and \
                     set(self._moe_tables.mla_kv_dtypes()) <= set(other.mla_kv_dtypes()):
@@ -253,6 +300,8 @@ class MoEStepModel:
             self._quantized = frozenset(FP4_RELEASE_PARTS[arch.family])
         else:
             self._quantized = frozenset(LINEAR_PARTS)
+        if self.dtype == "fp8_block":
+            check_block_fp8_split(arch, par, self._quantized)
         self.gemm_dtype = self._table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj",
                                                                     "kv_a_proj", "o_proj"}))
         self.ffn_gemm_dtype = self._table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))

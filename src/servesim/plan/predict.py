@@ -201,11 +201,16 @@ names that release: DeepSeek-V3/R1 and Kimi-K2 (``quantization_config`` ``fp8`` 
 (block FP8 checkpoints).  Others (gpt-oss, Mixtral, Llama-4) take per-tensor FP8."""
 
 
-def moe_dtype(user: str, arch: Any, gpu: str) -> str:
+def moe_dtype(user: str, arch: Any, gpu: str, par: Any = None) -> str:
     """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` block
     FP8 where the checkpoint or its publisher's FP8 release is block-quantized
     (:data:`BLOCK_FP8_FAMILIES`: ``fp8`` on Qwen3-235B-A22B-Instruct-2507 is Qwen's own -FP8
-    release), else per-tensor; ``fp4`` the checkpoint's own MXFP4 experts where it has them
+    release), else per-tensor, and per-tensor too where that release cannot be split as ``par``
+    (a :class:`~servesim.hardware.moe_step.Parallelism`) splits it while the checkpoint itself is
+    not block FP8: Qwen3-235B-A22B's 1536-wide experts over MoE TP 8 leave 192 rows a rank, not a
+    whole number of 128-row scale blocks, which NVIDIA's per-tensor FP8 release
+    (``nvidia/Qwen3-235B-A22B-FP8``, what TensorRT-LLM's TP8 tables run) loads at any split
+    (:func:`~servesim.hardware.moe_step.block_fp8_splits`); ``fp4`` the checkpoint's own MXFP4 experts where it has them
     (gpt-oss: what vLLM, SGLang and TensorRT-LLM load on Hopper and Blackwell alike, and what
     benchmark tables label "fp4"), else NVFP4 on Blackwell; ``int4`` int4 weight-only groups;
     ``bf16`` as it says."""
@@ -213,7 +218,17 @@ def moe_dtype(user: str, arch: Any, gpu: str) -> str:
     if user == "auto":
         return str(own)
     if user == "fp8":
-        return "fp8_block" if own == "fp8_block" or arch.family in BLOCK_FP8_FAMILIES else "fp8"
+        if own == "fp8_block":
+            return "fp8_block"
+        if arch.family not in BLOCK_FP8_FAMILIES:
+            return "fp8"
+        if par is not None:
+            from servesim.hardware.architectures import LINEAR_PARTS
+            from servesim.hardware.moe_step import block_fp8_splits
+
+            if block_fp8_splits(arch, par, set(LINEAR_PARTS)):
+                return "fp8"
+        return "fp8_block"
     if user == "fp4":
         if own == "mxfp4":  # its own MXFP4 experts, as every engine runs gpt-oss on any GPU
             return "mxfp4"
@@ -263,8 +278,9 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     if arch is not None:
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 
-        msm = MoEStepModel(arch, gname, Parallelism(dep.tp, dep.dp, dep.ep),
-                           dtype=moe_dtype(dep.dtype, arch, gname), kv_dtype=dep.kv_dtype, engine=eng,
+        par = Parallelism(dep.tp, dep.dp, dep.ep)
+        msm = MoEStepModel(arch, gname, par,
+                           dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
                            catalog=catalog, moe_activations=dep.moe_activations)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30

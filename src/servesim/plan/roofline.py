@@ -198,8 +198,9 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
         from servesim.plan.predict import moe_dtype
 
         # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
-        own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname)
-        return MoEStepModel(arch, gname, Parallelism(tp, dp, ep), dtype=own, kv_dtype=kv_dtype, engine=eng)
+        par = Parallelism(tp, dp, ep)
+        own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname, par)
+        return MoEStepModel(arch, gname, par, dtype=own, kv_dtype=kv_dtype, engine=eng)
     shape = dense_shape(model, catalog)
     return StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
 
