@@ -284,14 +284,19 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                            catalog=catalog, moe_activations=dep.moe_activations)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
+            # the most weights a GPU can hold and keep KV room: the engine's share of HBM less its reserve
+            # (TensorRT-LLM takes its fraction of what the weights leave free: all but the reserve)
+            usable = (gpu.memory_bytes - eng.reserved_bytes if eng.fraction_of_free
+                      else eng.kv_room_bytes(gpu.memory_bytes, 0.0)) / 2**30
             room = gpu.memory_bytes / 2**30 * eng.memory_fraction * 0.9
             gpus_needed = math.ceil(per * dep.tp * dep.dp / room)
             raise ParameterError(
                 "tp", f"{dep.tp} x dp {dep.dp}",
                 f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
                 "GPU "
-                f"on {dep.tp * dep.dp} GPUs, a {dep.gpu} has {gpu.memory_bytes / 2**30:.1f} GiB (about "
-                f"{gpus_needed} GPUs would hold it)")
+                f"on {dep.tp * dep.dp} GPUs, a {dep.gpu} has {gpu.memory_bytes / 2**30:.1f} GiB, of which "
+                f"{dep.engine} leaves at most {usable:.1f} GiB for weights (memory fraction "
+                f"{eng.memory_fraction:g}, less its reserve; about {gpus_needed} GPUs would hold it)")
         return msm, arch, gpu.memory_bytes
     shape = dense_shape(dep.model, catalog)
     sm = StepModel(shape, gname, dep.tp, dtype="bf16" if dep.dtype == "auto" else dep.dtype,
