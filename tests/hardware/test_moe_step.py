@@ -469,3 +469,23 @@ def test_fp8_of_a_bf16_qwen3_checkpoint_is_per_tensor_where_the_block_release_ca
     assert moe_dtype("fp8", small, "h100-sxm", Parallelism(2)) == "fp8_block"
     own = find_architecture("Qwen/Qwen3-235B-A22B-FP8")
     assert moe_dtype("fp8", own, "h200", Parallelism(8)) == "fp8_block"
+
+
+def test_per_tensor_fp8_experts_take_the_block_fp8_table_where_the_engine_timed_only_that():
+    """SGLang's Hopper tables time block FP8 only: per-tensor FP8 experts (Qwen3-235B at MoE TP 8,
+    where only NVIDIA's per-tensor release loads) are priced by the block-FP8 rows of the same
+    engine, one byte a weight either way, with a note and not called measured; TensorRT-LLM,
+    which timed per-tensor FP8, keeps its own rows."""
+    a = find_architecture("Qwen/Qwen3-235B-A22B")
+    sg = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8", engine=engine_profile("sglang", gpu="h200", tp=8))
+    assert "fp8" not in sg._moe_tables.moe_dtypes
+    sec, measured, note = sg._moe(64)
+    blk = sg._moe_tables.moe("fp8_block", 64.0, a.hidden, a.moe_intermediate, a.experts_per_token,
+                             a.experts, 8, 1)
+    assert sec == pytest.approx(blk.ms * 1e-3, rel=1e-12)
+    assert not measured and note.startswith("per-tensor FP8 experts priced by the engine's block-FP8")
+    # never cheaper than the same layer's weights read at the GPU's full HBM bandwidth
+    touched = 128 * (1 - (1 - 8 / 128) ** 64)
+    assert sec > touched * 3 * a.hidden * (a.moe_intermediate / 8) / resolve_gpu("h200").hbm_bytes_per_s
+    tr = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8", engine=engine_profile("trtllm", gpu="h200", tp=8))
+    assert tr._moe(64)[1] and "block-FP8" not in tr._moe(64)[2]

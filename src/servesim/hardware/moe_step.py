@@ -393,13 +393,20 @@ class MoEStepModel:
         """One MoE layer's routed experts on one GPU for the replica's ``m_all`` tokens."""
         a, p = self.arch, self.par
         if self._moe_tables is not None:
-            for d, tab in ((self.moe_kernel_dtype, self._a8_tables), (self.dtype, self._moe_tables)):
+            tries = [(self.moe_kernel_dtype, self._a8_tables, ""), (self.dtype, self._moe_tables, "")]
+            if self.dtype == "fp8" and "fp8" not in self._moe_tables.moe_dtypes:
+                # per-tensor FP8 experts where the engine timed only block FP8 (SGLang's Hopper tables):
+                # the same one-byte weights through the same grouped GEMMs (SGLang's Triton fused_moe
+                # takes use_fp8_w8a8 with or without a block_shape), their per-block scales aside
+                tries.append(("fp8_block", self._moe_tables,
+                              "per-tensor FP8 experts priced by the engine's block-FP8 kernel table"))
+            for d, tab, why in tries:
                 if d is None or tab is None:
                     continue
                 try:
                     lk: Lookup = tab.moe(d, max(1.0, m_all), a.hidden, a.moe_intermediate,
                                          a.experts_per_token, a.experts, p.moe_tp, p.ep)
-                    return lk.ms * 1e-3, lk.measured, lk.note
+                    return lk.ms * 1e-3, lk.measured and not why, "; ".join(x for x in (why, lk.note) if x)
                 except ParameterError:
                     continue
         t = self.tables
