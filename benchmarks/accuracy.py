@@ -121,10 +121,13 @@ def overlap_of(row: dict[str, str]) -> bool | None:
     TensorRT-LLM's TensorRT (C++) backend, which the v0.14 Triton rows, the v0.17 trtllm-bench
     engines and NIM 1.8 ran, has no overlap scheduler (the PyTorch backend's
     ``disable_overlap_scheduler`` is where it lives); vLLM ran steps synchronously by default up to
-    0.11 (InferenceMAX passed ``--async-scheduling`` on 0.10.2; the default came with PR #27614)."""
+    0.11 (InferenceMAX passed ``--async-scheduling`` on 0.10.2; the default came with PR #27614).
+    A vLLM row whose note has the literal ``--async-scheduling`` (its serving command) ran overlapped."""
     note = row.get("note", "")
     if row["engine"] == "trtllm" and any(w in note for w in ("Triton TensorRT-LLM backend", "v0.17", "NIM")):
         return False
+    if row["engine"] == "vllm" and "--async-scheduling" in note:
+        return True
     m = _VLLM_VERSION.search(note)
     if row["engine"] == "vllm" and m and int(m.group(1)) <= 11:
         return False
