@@ -477,7 +477,8 @@ def test_per_tensor_fp8_experts_take_the_block_fp8_table_where_the_engine_timed_
     engine, one byte a weight either way, with a note and not called measured; TensorRT-LLM,
     which timed per-tensor FP8, keeps its own rows."""
     a = find_architecture("Qwen/Qwen3-235B-A22B")
-    sg = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8", engine=engine_profile("sglang", gpu="h200", tp=8))
+    sg = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8",
+                      engine=engine_profile("sglang", gpu="h200", tp=8))
     assert "fp8" not in sg._moe_tables.moe_dtypes
     sec, measured, note = sg._moe(64)
     blk = sg._moe_tables.moe("fp8_block", 64.0, a.hidden, a.moe_intermediate, a.experts_per_token,
@@ -487,5 +488,6 @@ def test_per_tensor_fp8_experts_take_the_block_fp8_table_where_the_engine_timed_
     # never cheaper than the same layer's weights read at the GPU's full HBM bandwidth
     touched = 128 * (1 - (1 - 8 / 128) ** 64)
     assert sec > touched * 3 * a.hidden * (a.moe_intermediate / 8) / resolve_gpu("h200").hbm_bytes_per_s
-    tr = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8", engine=engine_profile("trtllm", gpu="h200", tp=8))
+    tr = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8",
+                      engine=engine_profile("trtllm", gpu="h200", tp=8))
     assert tr._moe(64)[1] and "block-FP8" not in tr._moe(64)[2]

@@ -166,7 +166,7 @@ FP8_BLOCK = 128
 -FP8 releases, MiniMax-M2)."""
 
 
-def block_fp8_splits(arch: Any, par: "Parallelism", quantized: frozenset[str] | set[str]) -> list[str]:
+def block_fp8_splits(arch: Any, par: Parallelism, quantized: frozenset[str] | set[str]) -> list[str]:
     """The block-FP8 weights that ``par`` would cut inside a 128 x 128 scale block, each as
     ``"name width / ranks = per-rank"``.  An engine loads a block-quantized linear layer split
     over ``n`` tensor-parallel ranks only if every rank's share of the split dimension is a whole
@@ -190,7 +190,7 @@ def block_fp8_splits(arch: Any, par: "Parallelism", quantized: frozenset[str] | 
     return out
 
 
-def check_block_fp8_split(arch: Any, par: "Parallelism", quantized: frozenset[str] | set[str]) -> None:
+def check_block_fp8_split(arch: Any, par: Parallelism, quantized: frozenset[str] | set[str]) -> None:
     """Refuse a split that cuts a block-FP8 scale block (:func:`block_fp8_splits`), naming the
     expert-parallel sizes of the same GPUs that would load."""
     bad = block_fp8_splits(arch, par, quantized)

@@ -210,10 +210,10 @@ def moe_dtype(user: str, arch: Any, gpu: str, par: Any = None) -> str:
     not block FP8: Qwen3-235B-A22B's 1536-wide experts over MoE TP 8 leave 192 rows a rank, not a
     whole number of 128-row scale blocks, which NVIDIA's per-tensor FP8 release
     (``nvidia/Qwen3-235B-A22B-FP8``, what TensorRT-LLM's TP8 tables run) loads at any split
-    (:func:`~servesim.hardware.moe_step.block_fp8_splits`); ``fp4`` the checkpoint's own MXFP4 experts where it has them
-    (gpt-oss: what vLLM, SGLang and TensorRT-LLM load on Hopper and Blackwell alike, and what
-    benchmark tables label "fp4"), else NVFP4 on Blackwell; ``int4`` int4 weight-only groups;
-    ``bf16`` as it says."""
+    (:func:`~servesim.hardware.moe_step.block_fp8_splits`); ``fp4`` the checkpoint's own MXFP4
+    experts where it has them (gpt-oss: what vLLM, SGLang and TensorRT-LLM load on Hopper and
+    Blackwell alike, and what benchmark tables label "fp4"), else NVFP4 on Blackwell; ``int4``
+    int4 weight-only groups; ``bf16`` as it says."""
     own = arch.checkpoint_dtype
     if user == "auto":
         return str(own)
