@@ -175,19 +175,16 @@ def block_fp8_splits(arch: Any, par: Parallelism, quantized: frozenset[str] | se
     ``validate_block_quant_shapes`` for the dense linears; the block scales are sliced with the
     weight), so the experts' width over MoE TP (``tp x dp / ep``) and the shared experts' and
     dense MLPs' width over attention TP must be multiples of 128."""
-    out = []
-    if "experts" in quantized and (arch.moe_intermediate // par.moe_tp) % FP8_BLOCK:
-        out.append(f"expert width {arch.moe_intermediate} / MoE TP {par.moe_tp} = "
-                   f"{arch.moe_intermediate // par.moe_tp}")
-    if "shared_experts" in quantized and arch.shared_experts and arch.shared_intermediate % par.tp == 0 \
-            and (arch.shared_intermediate // par.tp) % FP8_BLOCK:
-        out.append(f"shared-expert width {arch.shared_intermediate} / tp {par.tp} = "
-                   f"{arch.shared_intermediate // par.tp}")
-    if "dense_mlp" in quantized and arch.dense_layers and arch.dense_intermediate % par.tp == 0 \
-            and (arch.dense_intermediate // par.tp) % FP8_BLOCK:
-        out.append(f"dense-MLP width {arch.dense_intermediate} / tp {par.tp} = "
-                   f"{arch.dense_intermediate // par.tp}")
-    return out
+    # (part, what it is called, its width, the ranks it splits over and their name); a width the
+    # ranks do not divide is the parallelism checks' to refuse, not this one's
+    splits = (("experts", "expert width", arch.moe_intermediate, par.moe_tp, "MoE TP"),
+              ("shared_experts", "shared-expert width",
+               arch.shared_intermediate if arch.shared_experts else 0, par.tp, "tp"),
+              ("dense_mlp", "dense-MLP width", arch.dense_intermediate if arch.dense_layers else 0,
+               par.tp, "tp"))
+    return [f"{what} {width} / {name} {ranks} = {width // ranks}"
+            for part, what, width, ranks, name in splits
+            if part in quantized and width and width % ranks == 0 and (width // ranks) % FP8_BLOCK]
 
 
 def check_block_fp8_split(arch: Any, par: Parallelism, quantized: frozenset[str] | set[str]) -> None:
@@ -592,7 +589,7 @@ class MoEStepModel:
         for w, count in windows.items():
             t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w, positions)
             nbytes, flops = self._attention_work(b, context, positions, rank_chunks, w)
-            note = self.mla_prefill_note if rank_chunks and a.attention == "mla" else ""
+            note = self.mla_prefill_note if rank_chunks else ""  # set for MLA models only
             ops.append(Op("attention" if not w else f"attention (window {w})", "attention", count, t_attn,
                           nbytes=nbytes, flops=flops, measured=good, note=note))
         # FFN: MoE layers (routed + shared experts) and dense layers.
