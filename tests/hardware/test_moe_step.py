@@ -491,3 +491,33 @@ def test_per_tensor_fp8_experts_take_the_block_fp8_table_where_the_engine_timed_
     tr = MoEStepModel(a, "h200", Parallelism(8), dtype="fp8",
                       engine=engine_profile("trtllm", gpu="h200", tp=8))
     assert tr._moe(64)[1] and "block-FP8" not in tr._moe(64)[2]
+
+
+def test_trtllm_moe_backend_prices_block_fp8_experts_on_trtllm_gen_kernels():
+    """TensorRT-LLM's moe_config.backend TRTLLM (InferenceMAX's B200 FP8 recipe below 256 clients)
+    runs DeepSeek-R1's block-FP8 experts on TRTLLM-gen kernels, which the engine's own B200 table
+    times only up to 256 tokens (DEEPGEMM above): they are priced from vLLM's rows of the same
+    FlashInfer kernels. At 8,192 tokens on EP8 those are 2-4x DeepGEMM's (2.54 against 0.76 ms in
+    the tables) and on TP8 cheaper; the step carries a note and stays above its speed of light;
+    without the backend, on Hopper or another engine nothing changes."""
+    a = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert a is not None
+
+    def sm(par: Parallelism, backend: str | None, gpu: str = "b200", engine: str = "trtllm") -> MoEStepModel:
+        return MoEStepModel(a, gpu, par, dtype="fp8_block", kv_dtype="fp8", moe_backend=backend,
+                            engine=engine_profile(engine, gpu=gpu, tp=8))
+
+    for par, lo, hi in ((Parallelism(8, 1, 8), 2.0, 4.0), (Parallelism(8), 0.6, 0.95)):
+        dg, gen = sm(par, None), sm(par, "trtllm")
+        ratio = gen._moe(8192)[0] / dg._moe(8192)[0]
+        assert lo < ratio < hi
+        assert gen._moe(8192)[1] and dg.moe_backend_note == ""
+        assert "TRTLLM-gen" in gen.moe_backend_note and "vLLM" in gen.moe_backend_note
+        chunks = (Chunk(8192, 0),)
+        assert gen.prefill_step(8192).gpu_s >= gen.speed_of_light(0.0, 0.0, chunks)
+        assert gen.prefill_step(8192).gpu_s <= STEP_CEILING * gen.speed_of_light(0.0, 0.0, chunks)
+    assert sm(Parallelism(8, 1, 8), "deepgemm")._moe(8192) == sm(Parallelism(8, 1, 8), None)._moe(8192)
+    assert sm(Parallelism(8), "trtllm", gpu="h200").moe_backend_note == ""
+    assert sm(Parallelism(8), "trtllm", engine="sglang").moe_backend_note == ""
+    with pytest.raises(ParameterError, match="moe_backend"):
+        sm(Parallelism(8), "cutlass")

@@ -315,3 +315,22 @@ def test_inferencemax_mtp_recipes_set_the_engines_speculation_and_budgets():
                     spec="mtp")
     assert (dep["max_num_seqs"], dep["max_num_batched_tokens"]) == (32, 1152)  # 256 / 8 a rank, k = 1
     assert dep["scheduler"]["attention_dp_balance"] is True
+
+
+def test_inferencemax_trtllm_b200_fp8_recipes_name_their_moe_backend():
+    """dsr1_fp8_b200_trt.sh: moe_config.backend TRTLLM, DEEPGEMM from 256 clients at 1k input; the
+    Dynamo ctx recipes: TRTLLM without expert parallel, DEEPGEMM with EP8; none for FP4, H200 or
+    SGLang."""
+    im = Client("inferencemax")
+    kw = {"gpu": "b200", "family": "deepseek_v3", "dtype": "fp8"}
+    assert im.recipe("trtllm", 1024, 64, tp=8, **kw)["moe_backend"] == "trtllm"
+    assert im.recipe("trtllm", 1024, 256, tp=8, **kw)["moe_backend"] == "deepgemm"
+    assert im.recipe("trtllm", 8192, 256, tp=8, **kw)["moe_backend"] == "trtllm"
+    assert "moe_backend" not in im.recipe("trtllm", 1024, 64, tp=8, gpu="b200", family="deepseek_v3",
+                                          dtype="fp4")
+    assert "moe_backend" not in im.recipe("trtllm", 1024, 64, tp=8, gpu="h200", family="deepseek_v3",
+                                          dtype="fp8")
+    assert "moe_backend" not in im.recipe("sglang", 1024, 64, tp=8, **kw)
+    ctx = {e: im.disagg_recipe("trtllm", "prefill", 8192, 128, dp=8, ep=e, **kw) for e in (1, 8)}
+    assert ctx[1]["moe_backend"] == "trtllm" and ctx[8]["moe_backend"] == "deepgemm"
+    assert "moe_backend" not in im.disagg_recipe("trtllm", "decode", 8192, 128, dp=8, ep=8, **kw)

@@ -263,6 +263,13 @@ class MoETables(GPUSystem):
         self._check_dtype(dtype)
         return self._shape_keys[dtype]
 
+    def moe_source(self, dtype: str, shape: tuple[int, ...]) -> str:
+        """The kernel that timed a measured ``shape`` of ``dtype`` (``""`` where none did)."""
+        self._check_dtype(dtype)
+        t = self._doc["moe"]["dtypes"][dtype]
+        i = t.get("source_of", {}).get(",".join(str(x) for x in shape))
+        return "" if i is None else str(t["kernel_sources"][i])
+
     def _check_dtype(self, dtype: str) -> None:
         if dtype not in self.moe_dtypes:
             raise ParameterError("dtype", dtype, f"one of {', '.join(self.moe_dtypes)} (the MoE dtypes of "

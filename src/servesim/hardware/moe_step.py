@@ -101,6 +101,17 @@ _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4"
 """The tensor-core peak each weight format multiplies at (weight-only 4-bit formats in BF16; MXFP4
 weights with MXFP8 activations at the FP8 rate)."""
 
+MOE_BACKENDS = ("trtllm", "deepgemm")
+"""TensorRT-LLM's ``moe_config.backend`` values whose block-FP8 experts servesim prices apart (``None``:
+the engine's own table).  TensorRT-LLM 1.3.0rc20's B200 table times the block-FP8 experts with its
+DEEPGEMM backend (above 256 tokens; TRTLLM-gen below, build_kernel_tables.py ``BORROW_TRTLLM_GEN``);
+``"trtllm"`` (``moe_config.backend: TRTLLM``, trtllm-gen kernels at every size) prices them from vLLM
+0.24.0's rows of FlashInfer's TRTLLM-gen block-FP8 MoE on the same GPU
+(``vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic``: the same kernels, its own routing,
+expert parallel included), where that table measured the shape.  They differ most with expert
+parallelism on many tokens: DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and
+2.54 ms on TRTLLM-gen (SGLang's rows of the same kernel: 2.49 ms); on TP8 1.73 and 1.33 ms."""
+
 MXFP8_ACTIVATION_ENGINES = frozenset({"trtllm"})
 """Engines that run an MXFP4 checkpoint's experts with MXFP8 activations where their tables measured
 that kernel (the B200's): TensorRT-LLM ``_torch/model_config.py`` ``ModelConfig.get_mxfp4_quant_algo``
@@ -240,9 +251,12 @@ class MoEStepModel:
     def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
                  tables: KernelTables | None = None, catalog: Any = None,
-                 moe_activations: str | None = None) -> None:
+                 moe_activations: str | None = None, moe_backend: str | None = None) -> None:
         if moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
+        if moe_backend is not None and moe_backend not in MOE_BACKENDS:
+            raise ParameterError("moe_backend", moe_backend,
+                                 f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
         self.arch = arch
         self.shape = arch
         self.gpu = gpu
@@ -283,6 +297,21 @@ class MoEStepModel:
                     if tab is not self._moe_tables:  # the FlashInfer TRTLLM-gen kernel SGLang timed
                         self.moe_note = f"{self.moe_note}; MXFP4 x MXFP8 experts from {tab.engine}'s table"
                     break
+        # TensorRT-LLM's TRTLLM MoE backend: block-FP8 experts on TRTLLM-gen kernels (MOE_BACKENDS)
+        self.moe_backend = moe_backend
+        self.moe_backend_note = ""
+        if (moe_backend == "trtllm" and self.engine.name == "trtllm" and self.dtype == "fp8_block"
+                and self._moe_tables is not None):
+            gen = moe_tables(gpu, "vllm")[0]
+            key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp,
+                   par.ep)
+            if gen is not None and gen is not self._moe_tables and "fp8_block" in gen.moe_dtypes and \
+                    "flashinfer_trtllm" in gen.moe_source("fp8_block", key):  # Blackwell's rows
+                self._a8_tables, self.moe_kernel_dtype = gen, "fp8_block"
+                self.moe_backend_note = (f"block-FP8 experts on TensorRT-LLM's TRTLLM MoE backend priced by "
+                                         f"{gen.engine}'s measured TRTLLM-gen kernel on {gpu} "
+                                         "(moe_config.backend TRTLLM)")
+                self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":
             self._quantized: frozenset[str] = frozenset()

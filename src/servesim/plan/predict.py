@@ -71,6 +71,7 @@ class Deployment:
     memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
+    moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend ("trtllm", "deepgemm"); None: default
     speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
     def __post_init__(self) -> None:
@@ -88,6 +89,9 @@ class Deployment:
         if self.moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", self.moe_activations,
                                  "None (the engine's default) or mxfp8")
+        if self.moe_backend not in (None, "trtllm", "deepgemm"):
+            raise ParameterError("moe_backend", self.moe_backend,
+                                 "None (the engine's default), trtllm or deepgemm")
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
@@ -95,8 +99,8 @@ class Deployment:
 def _pricing_notes(sm: Any) -> list[str]:
     """What a step model prices from another engine's table than its own (a prefill's MLA attention:
     ``MoEStepModel.mla_prefill_note``), to print beside the figures."""
-    note = getattr(sm, "mla_prefill_note", "")
-    return [note] if note else []
+    notes = (getattr(sm, "mla_prefill_note", ""), getattr(sm, "moe_backend_note", ""))
+    return [n for n in notes if n]
 
 
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
@@ -122,6 +126,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
             recipe = bench.client.disagg_recipe(engine, pool, bench.isl, bench.concurrency,
                                                 gpu=canonical_gpu(gpu), family=family,
                                                 tp=fields.get("tp", 1), dp=fields.get("dp", 1),
+                                                ep=fields.get("ep", 1),
                                                 dtype=dtype, workers=workers, spec=spec)
         else:
             recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
@@ -139,7 +144,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                       scheduler=tuple(sorted(options.items())),
                       **{"memory_fraction": recipe.get("memory_fraction"),
                          "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"),
-                         "moe_activations": recipe.get("moe_activations"), **fields})
+                         "moe_activations": recipe.get("moe_activations"),
+                         "moe_backend": recipe.get("moe_backend"), **fields})
 
 
 def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
@@ -281,7 +287,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         par = Parallelism(dep.tp, dep.dp, dep.ep)
         msm = MoEStepModel(arch, gname, par,
                            dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
-                           catalog=catalog, moe_activations=dep.moe_activations)
+                           catalog=catalog, moe_activations=dep.moe_activations,
+                           moe_backend=dep.moe_backend)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
             # the most weights a GPU can hold and keep KV room: the engine's share of HBM less its reserve

@@ -151,13 +151,14 @@ class Client:
         return (a + b) / 2, (c + d) / 2
 
     def disagg_recipe(self, engine: str, pool: str, isl: int, concurrency: int | None, *, gpu: str = "",
-                      family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
+                      family: str = "", tp: int = 1, dp: int = 1, ep: int = 1, dtype: str = "",
                       workers: int = 1, spec: str | None = None) -> dict[str, object]:
         """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
         disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
         the models the recipes do not cover): the keys of :meth:`recipe`, and ``overlap``.
         ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``tp`` and
-        ``dp`` a worker's attention tensor and data parallel, ``spec`` the speculation the run
+        ``dp`` a worker's attention tensor and data parallel, ``ep`` its expert parallel, ``spec`` the
+        speculation the run
         uses (the MTP recipes have decode batches of their own).
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
@@ -169,7 +170,10 @@ class Client:
           ``max_batch_size`` / ``max_num_tokens`` / ``free_gpu_memory_fraction`` by GPU, dtype and
           prompt: H200 8 / 8,192 / 0.6 at 1k, 2 / 16,640 / 0.85 at 8k; B200 FP8 16 / 16,384 / 0.4 and
           1 / 8,320 / 0.4; B200 FP4 8 / 10,240 / 0.75 and 2 / 16,896 / 0.75; H100 2 / 2,048 / 0.6 and
-          1 / 8,224 / 0.3 (per attention-DP rank);
+          1 / 8,224 / 0.3 (per attention-DP rank); on B200 in FP8, ``moe_config.backend`` TRTLLM where
+          the experts are not expert-parallel (``moe_expert_parallel_size: 1``, e.g.
+          ``b200-fp8/8k1k/stp/ctx1_gen1_dep8_batch128_eplb0_mtp0_128.yaml``) and DEEPGEMM with EP8
+          (``b200-fp8/1k1k/stp/ctx2_gen5_dep8_batch128_eplb0_mtp0_5152.yaml``) (``moe_backend``);
         * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler,
           ``free_gpu_memory_fraction`` 0.9 (B200: 0.8), the recipe's ``max_batch_size`` a rank
           (:func:`dynamo_trtllm_decode_batch`; the low-latency files run one sequence a worker and
@@ -203,6 +207,8 @@ class Client:
                 out["overlap"] = False
                 if got is not None:
                     out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
+                if gpu == "b200" and not fp4 and dtype:
+                    out["moe_backend"] = "trtllm" if ep == 1 else "deepgemm"
             else:
                 out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
                 mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c, spec)
@@ -258,7 +264,8 @@ class Client:
                osl: int = 0, model: str = "", spec: str | None = None) -> dict[str, object]:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
-        budget and running limit under its own flag names), ``kv_dtype``, ``memory_fraction`` (the
+        budget and running limit under its own flag names), ``kv_dtype``, ``moe_backend``
+        (TensorRT-LLM's ``moe_config.backend``: ``"trtllm"`` or ``"deepgemm"``), ``memory_fraction`` (the
         engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
         ``free_gpu_memory_fraction``), ``moe_activations`` (``"mxfp8"``: MXFP4 experts run with
         MXFP8 activations), ``cuda_graph_max_tokens`` (its CUDA-graph limit: TensorRT-LLM
@@ -280,7 +287,8 @@ class Client:
           default 8,192); with attention data parallel (``dp`` > 1) its ``attention_dp_config`` has
           ``enable_balance: true``, ``timeout_iters: 60`` and ``batching_wait_iters: 0``, and in
           FP8 on B200 at 1k/1k from 64 to 255 clients ``batch_wait_timeout_iters: 40`` and
-          ``batch_wait_max_tokens_ratio: 0.8`` (``dsr1_fp8_b200_trt.sh``);
+          ``batch_wait_max_tokens_ratio: 0.8`` (``dsr1_fp8_b200_trt.sh``), whose ``moe_config.backend``
+          is TRTLLM, or DEEPGEMM from 256 clients at 1k input;
         * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
           ``--max-prefill-tokens`` 32,768, ``--max-running-requests`` 512 at 1k/1k, else 256, and
           ``--mem-fraction-static 0.82`` (SGLang would reserve 1.5 MiB a chunk token beside the
@@ -352,6 +360,8 @@ class Client:
             elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
                   and (isl, osl) == (1024, 1024) and 64 <= c < 256):
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
+            if family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block") and c:
+                out["moe_backend"] = "deepgemm" if isl == 1024 and c >= 256 else "trtllm"
         elif engine == "vllm" and family == "gpt_oss":
             # gptoss_fp4_{b200,h200,h100}.sh: --max-num-batched-tokens 8192,
             # --max-cudagraph-capture-size 2048, --gpu-memory-utilization 0.9; on B200 FP8 KV and
