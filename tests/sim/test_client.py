@@ -319,8 +319,8 @@ def test_inferencemax_mtp_recipes_set_the_engines_speculation_and_budgets():
 
 def test_inferencemax_trtllm_b200_fp8_recipes_name_their_moe_backend():
     """dsr1_fp8_b200_trt.sh: moe_config.backend TRTLLM, DEEPGEMM from 256 clients at 1k input; the
-    Dynamo ctx recipes: TRTLLM without expert parallel, DEEPGEMM with EP8; none for FP4, H200 or
-    SGLang."""
+    Dynamo ctx recipes: TRTLLM without expert parallel, DEEPGEMM with EP8; the gen recipes TRTLLM
+    without EP and at 8k, DEEPGEMM with EP8 at 1k; none for FP4, H200 or SGLang."""
     im = Client("inferencemax")
     kw = {"gpu": "b200", "family": "deepseek_v3", "dtype": "fp8"}
     assert im.recipe("trtllm", 1024, 64, tp=8, **kw)["moe_backend"] == "trtllm"
@@ -333,4 +333,9 @@ def test_inferencemax_trtllm_b200_fp8_recipes_name_their_moe_backend():
     assert "moe_backend" not in im.recipe("sglang", 1024, 64, tp=8, **kw)
     ctx = {e: im.disagg_recipe("trtllm", "prefill", 8192, 128, dp=8, ep=e, **kw) for e in (1, 8)}
     assert ctx[1]["moe_backend"] == "trtllm" and ctx[8]["moe_backend"] == "deepgemm"
-    assert "moe_backend" not in im.disagg_recipe("trtllm", "decode", 8192, 128, dp=8, ep=8, **kw)
+    gen = {(isl, e): im.disagg_recipe("trtllm", "decode", isl, 128, dp=8 if e > 1 else 1,
+                                      tp=8 if e == 1 else 1, ep=e, **kw)["moe_backend"]
+           for isl in (1024, 8192) for e in (1, 8)}
+    assert gen == {(1024, 1): "trtllm", (1024, 8): "deepgemm", (8192, 1): "trtllm", (8192, 8): "trtllm"}
+    assert "moe_backend" not in im.disagg_recipe("trtllm", "decode", 8192, 128, dp=8, ep=8, gpu="b200",
+                                                 family="deepseek_v3", dtype="fp4")

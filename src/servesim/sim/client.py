@@ -174,6 +174,9 @@ class Client:
           the experts are not expert-parallel (``moe_expert_parallel_size: 1``, e.g.
           ``b200-fp8/8k1k/stp/ctx1_gen1_dep8_batch128_eplb0_mtp0_128.yaml``) and DEEPGEMM with EP8
           (``b200-fp8/1k1k/stp/ctx2_gen5_dep8_batch128_eplb0_mtp0_5152.yaml``) (``moe_backend``);
+          the gen workers likewise TRTLLM without expert parallel and at 8k prompts
+          (``ctx1_gen2_dep8_batch64``, ``ctx1_gen1_dep8_batch128``), DEEPGEMM with EP8 at 1k
+          (``ctx1_gen1_dep8_batch512``, ``ctx1_gen5_dep8_batch48``);
         * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler,
           ``free_gpu_memory_fraction`` 0.9 (B200: 0.8), the recipe's ``max_batch_size`` a rank
           (:func:`dynamo_trtllm_decode_batch`; the low-latency files run one sequence a worker and
@@ -211,6 +214,8 @@ class Client:
                     out["moe_backend"] = "trtllm" if ep == 1 else "deepgemm"
             else:
                 out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
+                if gpu == "b200" and not fp4 and dtype:
+                    out["moe_backend"] = "trtllm" if ep == 1 or key == 8192 else "deepgemm"
                 mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c, spec)
                 if mbs is not None:
                     out["max_num_seqs"] = mbs
