@@ -295,15 +295,15 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
             # (TensorRT-LLM takes its fraction of what the weights leave free: all but the reserve)
             usable = (gpu.memory_bytes - eng.reserved_bytes if eng.fraction_of_free
                       else eng.kv_room_bytes(gpu.memory_bytes, 0.0)) / 2**30
-            room = gpu.memory_bytes / 2**30 * eng.memory_fraction * 0.9
-            gpus_needed = math.ceil(per * dep.tp * dep.dp / room)
+            # the fewest GPUs whose share of the same weights leaves that room some KV cache
+            gpus_needed = math.floor(per * dep.tp * dep.dp / usable) + 1
             raise ParameterError(
                 "tp", f"{dep.tp} x dp {dep.dp}",
                 f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
                 "GPU "
                 f"on {dep.tp * dep.dp} GPUs, a {dep.gpu} has {gpu.memory_bytes / 2**30:.1f} GiB, of which "
                 f"{dep.engine} leaves at most {usable:.1f} GiB for weights (memory fraction "
-                f"{eng.memory_fraction:g}, less its reserve; about {gpus_needed} GPUs would hold it)")
+                f"{eng.memory_fraction:g}, less its reserve; at least {gpus_needed} GPUs would hold it)")
         return msm, arch, gpu.memory_bytes
     shape = dense_shape(dep.model, catalog)
     sm = StepModel(shape, gname, dep.tp, dtype="bf16" if dep.dtype == "auto" else dep.dtype,
