@@ -110,6 +110,11 @@ def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence
     # dsr1_fp4_b200.sh: the default chunk, 256 running
     ("b200", "fp4", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256, "memory_fraction": 0.85,
                                   "scheduler": {"scheduler_recv_interval": 30}}),
+    # ... whose receive interval is 30 from 16 clients at TP4 as well (the FP8 script's is 10 there)
+    ("b200", "fp4", 4, 16, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256, "memory_fraction": 0.85,
+                                  "scheduler": {"scheduler_recv_interval": 30}}),
+    ("b200", "fp4", 4, 8, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256, "memory_fraction": 0.85,
+                                 "scheduler": {"scheduler_recv_interval": 10}}),
     # dsr1_fp8_h200.sh: chunks of 32,768, 512 running at 1k/1k, 256 otherwise, SGLang's own KV
     ("h200", "fp8", 8, 64, 1024, {"max_num_batched_tokens": 32768, "max_num_seqs": 512,
                                   "memory_fraction": 0.82, "scheduler": {"max_prefill_tokens": 32768}}),

@@ -299,10 +299,11 @@ class Client:
           ``--mem-fraction-static 0.82`` (SGLang would reserve 1.5 MiB a chunk token beside the
           weights: 48 GiB at 32,768);
         * SGLang with DeepSeek-R1 on B200 with ``--kv-cache-dtype fp8_e4m3`` and
-          ``--scheduler-recv-interval`` 10, or 30 from 16 clients at TP8 (the scheduler then polls
-          for new requests every 30 decode steps); in FP8 (``dsr1_fp8_b200.sh``) at TP8 with
-          chunks and prefill batches of 32,768, 128 running requests and memory fraction 0.82, at
-          TP4 8,192, 32 and 0.95; in FP4 (``dsr1_fp4_b200.sh``) with 256 running requests and 0.85.
+          ``--scheduler-recv-interval`` 10, or 30 from 16 clients (the scheduler then polls for new
+          requests every 30 decode steps; in FP8 only at TP8: ``dsr1_fp8_b200.sh`` keeps 10 at
+          TP4); in FP8 at TP8 with chunks and prefill batches of 32,768, 128 running requests and
+          memory fraction 0.82, at TP4 8,192, 32 and 0.95; in FP4 (``dsr1_fp4_b200.sh``) with 256
+          running requests and 0.85.
 
         * gpt-oss (``gptoss_fp4_*.sh``, ``gptoss_fp4_*_trt.sh``): vLLM with 8,192-token budgets, CUDA
           graphs up to 2,048 tokens and memory 0.9, on B200 FP8 KV, 512 sequences and MXFP8 expert
@@ -398,8 +399,9 @@ class Client:
                        memory_fraction=0.82, scheduler={"max_prefill_tokens": 32768})
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
             out["kv_dtype"] = "fp8"
-            recv = 30 if tp >= 8 and c >= 16 else 10
-            if dtype in ("fp4", "nvfp4"):
+            fp4 = dtype in ("fp4", "nvfp4")
+            recv = 30 if c >= 16 and (fp4 or tp >= 8) else 10  # the FP8 script: 10 at TP4 always
+            if fp4:
                 out.update(max_num_seqs=256, memory_fraction=0.85,
                            scheduler={"scheduler_recv_interval": recv})
             elif tp >= 8:
