@@ -512,7 +512,7 @@ def test_trtllm_moe_backend_prices_block_fp8_experts_on_trtllm_gen_kernels():
         ratio = gen._moe(8192)[0] / dg._moe(8192)[0]
         assert lo < ratio < hi
         assert gen._moe(8192)[1] and dg.moe_backend_note == ""
-        assert "TRTLLM-gen" in gen.moe_backend_note and "vLLM" in gen.moe_backend_note
+        assert "flashinfer_trtllm" in gen.moe_backend_note and "vLLM" in gen.moe_backend_note
         chunks = (Chunk(8192, 0),)
         assert gen.prefill_step(8192).gpu_s >= gen.speed_of_light(0.0, 0.0, chunks)
         assert gen.prefill_step(8192).gpu_s <= STEP_CEILING * gen.speed_of_light(0.0, 0.0, chunks)
@@ -521,3 +521,28 @@ def test_trtllm_moe_backend_prices_block_fp8_experts_on_trtllm_gen_kernels():
     assert sm(Parallelism(8), "trtllm", engine="sglang").moe_backend_note == ""
     with pytest.raises(ParameterError, match="moe_backend"):
         sm(Parallelism(8), "cutlass")
+
+
+def test_trtllm_triton_moe_backend_prices_mxfp4_experts_on_openais_triton_kernels():
+    """gptoss_fp4_h200_trt.sh runs gpt-oss-120b with moe_config.backend TRITON: TensorRT-LLM's
+    TritonFusedMoE, OpenAI's triton_kernels, whose tensor-parallel rows vLLM measured on the same GPU
+    (TensorRT-LLM's Hopper table timed expert parallel only). At TP2 the step takes vLLM's row,
+    carries a note, and stays between its speed of light and the ceiling; on the B200 (vLLM's
+    MXFP4 rows there are FlashInfer's) and without the backend nothing changes."""
+    a = find_architecture("openai/gpt-oss-120b")
+    assert a is not None
+
+    def sm(backend: str | None, gpu: str = "h200") -> MoEStepModel:
+        return MoEStepModel(a, gpu, Parallelism(2), dtype="mxfp4", moe_backend=backend,
+                            engine=engine_profile("trtllm", gpu=gpu, tp=2))
+
+    tri, own = sm("triton"), sm(None)
+    key = (a.hidden, a.moe_intermediate, a.experts_per_token, a.experts, 2, 1)
+    vl = tri._a8_tables.moe("mxfp4", 256, *key)
+    sec, measured, _ = tri._moe(256)
+    assert sec == pytest.approx(vl.ms * 1e-3, rel=1e-12) and measured
+    assert not own._moe(256)[1]  # TensorRT-LLM's own Hopper rows: EP only, TP derived
+    assert "oaitritonmxfp4" in tri.moe_backend_note and own.moe_backend_note == ""
+    st = tri.decode_step(256, 1500)
+    assert tri.speed_of_light(256, 1500) <= st.gpu_s <= STEP_CEILING * tri.speed_of_light(256, 1500)
+    assert sm("triton", gpu="b200").moe_backend_note == ""

@@ -128,8 +128,15 @@ def test_inferencemax_sglang_recipes_for_deepseek(gpu, dtype, tp, conc, isl, exp
     # no recipe read for the other families or GPUs: SGLang's defaults
     assert Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="qwen3_moe", tp=tp) == {}
     assert Client("inferencemax").recipe("sglang", isl, conc, gpu="h100-sxm", family="deepseek_v3") == {}
-    assert Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="deepseek_v3", tp=1, dp=8,
-                                         dtype=dtype, osl=1024) == {}  # the recipes run TP only
+    dpa = Client("inferencemax").recipe("sglang", isl, conc, gpu=gpu, family="deepseek_v3", tp=1, dp=8,
+                                        dtype=dtype, osl=1024)
+    if gpu == "b200" and dtype == "fp4":  # fixed_seq_len/dsr1_fp4_b200.sh with DP_ATTENTION
+        assert dpa == {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 256,
+                       "memory_fraction": 0.85,
+                       "scheduler": {"scheduler_recv_interval": 1, "init_new_token_ratio": 1.0,
+                                     "min_new_token_ratio": 0.14, "new_token_ratio_decay": 0.86 / 600}}
+    else:
+        assert dpa == {}  # the other recipes run TP only
 
 
 def test_inferencemax_trtllm_recipe_balances_attention_dp():
@@ -182,10 +189,14 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
     ("trtllm", "b200", "gpt-oss-120b", "gpt_oss", "mxfp4", 256, 2,
      {"max_num_batched_tokens": 20000, "memory_fraction": 0.85, "kv_dtype": "fp8", "max_num_seqs": 512,
       "cuda_graph_max_tokens": 256, "scheduler": {"attention_dp_balance": True}}),
-    # gptoss_fp4_h200_trt.sh: the model's own KV, --max_batch_size C
+    # gptoss_fp4_h200_trt.sh: the model's own KV, --max_batch_size C, the TRITON MoE backend and, with
+    # attention DP, no attention_dp_config
     ("trtllm", "h200", "gpt-oss-120b", "gpt_oss", "mxfp4", 16, 1,
      {"max_num_batched_tokens": 20000, "memory_fraction": 0.85, "max_num_seqs": 16,
-      "cuda_graph_max_tokens": 16}),
+      "cuda_graph_max_tokens": 16, "moe_backend": "triton"}),
+    ("trtllm", "h200", "gpt-oss-120b", "gpt_oss", "mxfp4", 16, 2,
+     {"max_num_batched_tokens": 20000, "memory_fraction": 0.85, "max_num_seqs": 16,
+      "cuda_graph_max_tokens": 16, "moe_backend": "triton"}),
     # minimaxm2.5_fp8_*.sh
     ("vllm", "b200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1, {"memory_fraction": 0.95}),
     ("vllm", "h100-sxm", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
@@ -196,6 +207,10 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
     ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
      {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8",
       "max_num_batched_tokens": 32768}),
+    # ... and twice the prompt at a count its case does not list
+    ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 1, 1,
+     {"memory_fraction": 0.95, "max_num_seqs": 512, "kv_dtype": "fp8",
+      "max_num_batched_tokens": 2048}),
     # kimik2.5_int4_*.sh and kimik2.5_fp4_b200.sh
     ("vllm", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1,
      {"memory_fraction": 0.95, "max_num_seqs": 64}),
@@ -344,3 +359,13 @@ def test_inferencemax_trtllm_b200_fp8_recipes_name_their_moe_backend():
     assert gen == {(1024, 1): "trtllm", (1024, 8): "deepgemm", (8192, 1): "trtllm", (8192, 8): "trtllm"}
     assert "moe_backend" not in im.disagg_recipe("trtllm", "decode", 8192, 128, dp=8, ep=8, gpu="b200",
                                                  family="deepseek_v3", dtype="fp4")
+
+
+def test_inferencemax_trtllm_b200_fp8_tp4_at_8k_keeps_three_quarters_of_free_memory():
+    """dsr1_fp8_b200_trt.sh: KV_CACHE_FREE_MEM_FRACTION 0.75 at 8k/1k with TP 4, else 0.8 below 256
+    clients."""
+    im = Client("inferencemax")
+    kw = {"gpu": "b200", "family": "deepseek_v3", "dtype": "fp8"}
+    assert im.recipe("trtllm", 8192, 32, tp=4, osl=1024, **kw)["memory_fraction"] == 0.75
+    assert im.recipe("trtllm", 8192, 32, tp=8, osl=1024, **kw)["memory_fraction"] == 0.8
+    assert im.recipe("trtllm", 1024, 32, tp=4, osl=1024, **kw)["memory_fraction"] == 0.8

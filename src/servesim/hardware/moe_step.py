@@ -101,16 +101,25 @@ _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4"
 """The tensor-core peak each weight format multiplies at (weight-only 4-bit formats in BF16; MXFP4
 weights with MXFP8 activations at the FP8 rate)."""
 
-MOE_BACKENDS = ("trtllm", "deepgemm")
-"""TensorRT-LLM's ``moe_config.backend`` values whose block-FP8 experts servesim prices apart (``None``:
-the engine's own table).  TensorRT-LLM 1.3.0rc20's B200 table times the block-FP8 experts with its
-DEEPGEMM backend (above 256 tokens; TRTLLM-gen below, build_kernel_tables.py ``BORROW_TRTLLM_GEN``);
-``"trtllm"`` (``moe_config.backend: TRTLLM``, trtllm-gen kernels at every size) prices them from vLLM
-0.24.0's rows of FlashInfer's TRTLLM-gen block-FP8 MoE on the same GPU
-(``vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic``: the same kernels, its own routing,
-expert parallel included), where that table measured the shape.  They differ most with expert
-parallelism on many tokens: DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and
-2.54 ms on TRTLLM-gen (SGLang's rows of the same kernel: 2.49 ms); on TP8 1.73 and 1.33 ms."""
+MOE_BACKENDS = ("trtllm", "deepgemm", "triton")
+"""TensorRT-LLM's ``moe_config.backend`` values whose experts servesim prices apart (``None``: the
+engine's own table).  Each names the kernel vLLM 0.24.0 timed on the same GPU (:data:`_BORROWED_MOE`):
+
+* ``"trtllm"``: block-FP8 experts on TRTLLM-gen kernels at every size.  TensorRT-LLM 1.3.0rc20's B200
+  table times block FP8 with its DEEPGEMM backend above 256 tokens (TRTLLM-gen below,
+  build_kernel_tables.py ``BORROW_TRTLLM_GEN``); vLLM's rows are FlashInfer's TRTLLM-gen block-FP8
+  MoE (``vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic``: the same kernels, its own
+  routing, expert parallel included).  They differ most with expert parallelism on many tokens:
+  DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on TRTLLM-gen
+  (SGLang's rows of the same kernel: 2.49 ms); on TP8 1.73 and 1.33 ms.
+* ``"triton"``: MXFP4 experts on OpenAI's ``triton_kernels`` (TensorRT-LLM's ``TritonFusedMoE``, W4A16
+  on Hopper), the kernel of vLLM's ``vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic``
+  rows, which measured the tensor-parallel shapes TensorRT-LLM's Hopper table lacks (it timed
+  expert parallel only, so its TP rows are derived).
+* ``"deepgemm"``: TensorRT-LLM's own block-FP8 table as it is."""
+
+_BORROWED_MOE = {"trtllm": ("fp8_block", "flashinfer_trtllm"), "triton": ("mxfp4", "oaitritonmxfp4")}
+"""Backend -> (the experts' dtype it applies to, a substring of vLLM's kernel source for them)."""
 
 MXFP8_ACTIVATION_ENGINES = frozenset({"trtllm"})
 """Engines that run an MXFP4 checkpoint's experts with MXFP8 activations where their tables measured
@@ -297,20 +306,23 @@ class MoEStepModel:
                     if tab is not self._moe_tables:  # the FlashInfer TRTLLM-gen kernel SGLang timed
                         self.moe_note = f"{self.moe_note}; MXFP4 x MXFP8 experts from {tab.engine}'s table"
                     break
-        # TensorRT-LLM's TRTLLM MoE backend: block-FP8 experts on TRTLLM-gen kernels (MOE_BACKENDS)
+        # TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel (MOE_BACKENDS)
         self.moe_backend = moe_backend
         self.moe_backend_note = ""
-        if (moe_backend == "trtllm" and self.engine.name == "trtllm" and self.dtype == "fp8_block"
+        borrow = _BORROWED_MOE.get(moe_backend or "")
+        backend = (moe_backend or "").upper()
+        if (borrow is not None and self.engine.name == "trtllm" and self.dtype == borrow[0]
                 and self._moe_tables is not None):
             gen = moe_tables(gpu, "vllm")[0]
             key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp,
                    par.ep)
-            if gen is not None and gen is not self._moe_tables and "fp8_block" in gen.moe_dtypes and \
-                    "flashinfer_trtllm" in gen.moe_source("fp8_block", key):  # Blackwell's rows
-                self._a8_tables, self.moe_kernel_dtype = gen, "fp8_block"
-                self.moe_backend_note = (f"block-FP8 experts on TensorRT-LLM's TRTLLM MoE backend priced by "
-                                         f"{gen.engine}'s measured TRTLLM-gen kernel on {gpu} "
-                                         "(moe_config.backend TRTLLM)")
+            if gen is not None and gen is not self._moe_tables and borrow[0] in gen.moe_dtypes and \
+                    borrow[1] in gen.moe_source(borrow[0], key):
+                self._a8_tables, self.moe_kernel_dtype = gen, borrow[0]
+                self.moe_backend_note = (f"{borrow[0]} experts on TensorRT-LLM's {backend} MoE "
+                                         f"backend priced by {gen.engine}'s measured "
+                                         f"{gen.moe_source(borrow[0], key)} kernel on {gpu} "
+                                         f"(moe_config.backend {backend})")
                 self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":

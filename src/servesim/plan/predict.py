@@ -71,7 +71,7 @@ class Deployment:
     memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
-    moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend ("trtllm", "deepgemm"); None: default
+    moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
     speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
     def __post_init__(self) -> None:
@@ -89,9 +89,9 @@ class Deployment:
         if self.moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", self.moe_activations,
                                  "None (the engine's default) or mxfp8")
-        if self.moe_backend not in (None, "trtllm", "deepgemm"):
+        if self.moe_backend not in (None, "trtllm", "deepgemm", "triton"):
             raise ParameterError("moe_backend", self.moe_backend,
-                                 "None (the engine's default), trtllm or deepgemm")
+                                 "None (the engine's default), trtllm, deepgemm or triton")
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 

@@ -335,22 +335,27 @@ class Client:
         c = concurrency or 0
         if engine == "trtllm" and family == "gpt_oss":
             # gptoss_fp4_{b200,h200}_trt.sh: --max_num_tokens 20000, free_gpu_memory_fraction 0.85,
-            # CUDA graphs up to C; on B200 FP8 KV and --max_batch_size 512, on H200 the model's own
-            # KV and --max_batch_size C; attention DP with enable_balance (its other fields default)
+            # CUDA graphs up to C; on B200 FP8 KV and --max_batch_size 512, attention DP with
+            # enable_balance (its other fields default); on H200 the model's own KV, --max_batch_size
+            # C, moe_config.backend TRITON and no attention_dp_config
             out.update(max_num_batched_tokens=20000, memory_fraction=0.85)
             if gpu == "b200":
                 out.update(kv_dtype="fp8", max_num_seqs=512)
-            elif c:
-                out["max_num_seqs"] = c
+                if dp > 1:
+                    out["scheduler"] = {"attention_dp_balance": True}
+            else:
+                if c:
+                    out["max_num_seqs"] = c
+                if gpu == "h200":
+                    out["moe_backend"] = "triton"
             if c:
                 out["cuda_graph_max_tokens"] = c
-            if dp > 1:
-                out["scheduler"] = {"attention_dp_balance": True}
         elif engine == "trtllm":
             out["kv_dtype"] = "fp8"
             if family == "deepseek_v3" and gpu in ("h200", "b200"):  # free_gpu_memory_fraction
                 big = c >= 256 and isl == 1024 and dtype in ("fp8", "fp8_block")
-                out["memory_fraction"] = 0.75 if gpu == "h200" else (0.7 if big else 0.8)
+                tp4_8k = tp == 4 and (isl, osl) == (8192, 1024) and dtype in ("fp8", "fp8_block")
+                out["memory_fraction"] = 0.75 if gpu == "h200" or tp4_8k else (0.7 if big else 0.8)
                 # cuda_graph_config.max_batch_size: 128 on H200, 512 in FP4 on B200, the clients in FP8
                 # on B200 (an eighth of them from 256 clients at 1k input, one DP rank's share)
                 if gpu == "h200":
@@ -380,14 +385,15 @@ class Client:
         elif engine == "vllm" and family == "minimax_m2":
             # minimaxm2.5_fp8_{b200,h100,h200}.sh: B200 --gpu-memory-utilization 0.95; H100 0.90 and
             # --max-num-seqs 256; H200 0.95, 512 sequences, FP8 KV and --max-num-batched-tokens 16384
-            # up to 32 clients, 32768 from 64
+            # at 2-32 clients, 32768 at 64-256 and twice the prompt at any other count (its ``case``)
             if gpu == "b200":
                 out["memory_fraction"] = 0.95
             elif gpu == "h100-sxm":
                 out.update(memory_fraction=0.9, max_num_seqs=256)
             elif gpu == "h200":
+                budget = 16384 if c in (2, 4, 8, 16, 32) else 32768 if c in (64, 128, 256) else 2 * isl
                 out.update(memory_fraction=0.95, max_num_seqs=512, kv_dtype="fp8",
-                           max_num_batched_tokens=16384 if c <= 32 else 32768)
+                           max_num_batched_tokens=budget)
         elif engine == "vllm" and family == "deepseek_v3" and model.startswith("kimi"):
             # kimik2.5_{int4,fp4}_{b200,h200}.sh: --max-num-seqs C, --gpu-memory-utilization 0.95
             # (0.90 for the NVFP4 release)
@@ -397,6 +403,15 @@ class Client:
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200" and dp == 1:
             out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
                        memory_fraction=0.82, scheduler={"max_prefill_tokens": 32768})
+        elif (engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp > 1
+              and dtype in ("fp4", "nvfp4")):
+            # single_node/fixed_seq_len/dsr1_fp4_b200.sh with DP_ATTENTION: --enable-dp-attention,
+            # chunks of 32,768 (the group's), --scheduler-recv-interval 1, 256 running, memory 0.85,
+            # FP8 KV and --schedule-conservativeness 3.33 (init_new_token_ratio min(0.7 x 3.33, 1),
+            # its floor 0.14 x that, the decay over 600 steps); --enable-prefill-delayer is not modelled
+            out.update(kv_dtype="fp8", max_num_batched_tokens=32768, max_num_seqs=256, memory_fraction=0.85,
+                       scheduler={"scheduler_recv_interval": 1, "init_new_token_ratio": 1.0,
+                                  "min_new_token_ratio": 0.14, "new_token_ratio_decay": 0.86 / 600})
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
             out["kv_dtype"] = "fp8"
             fp4 = dtype in ("fp4", "nvfp4")
