@@ -546,3 +546,24 @@ def test_trtllm_triton_moe_backend_prices_mxfp4_experts_on_openais_triton_kernel
     st = tri.decode_step(256, 1500)
     assert tri.speed_of_light(256, 1500) <= st.gpu_s <= STEP_CEILING * tri.speed_of_light(256, 1500)
     assert sm("triton", gpu="b200").moe_backend_note == ""
+
+
+def test_piecewise_cuda_graphs_lift_the_eager_prefill_floor():
+    """TensorRT-LLM with torch_compile_config.enable_piecewise_cuda_graph (InferenceMAX's B200 FP8
+    recipe from 64 clients) replays its prefill steps piecewise, as vLLM does: a short prompt costs
+    what its kernels add up to (below the 61 x 2.2 ms = 134.2 ms floor), never less than its speed
+    of light; other engines' profiles and decode steps are unchanged."""
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    eng = engine_profile("trtllm", gpu="h200", memory_gib=131, piecewise_cuda_graphs=True)
+    assert eng.eager_mla_layer_host_s == 0.0
+    plain = engine_profile("trtllm", gpu="h200", memory_gib=131)
+    assert plain.eager_mla_layer_host_s == pytest.approx(2.2e-3)
+    pw = MoEStepModel(arch, "h200", Parallelism(8), engine=eng)
+    eager = _sm("deepseek-r1", Parallelism(8), "trtllm")
+    chunks = (Chunk(900),)
+    short, floor = pw.step(4, 1024, chunks), eager.step(4, 1024, chunks)
+    assert pw.speed_of_light(4, 1024, chunks) <= short.gpu_s < 61 * 2.2e-3
+    assert floor.gpu_s == pytest.approx(61 * 2.2e-3, rel=1e-9)
+    assert "launch-bound wait (eager prefill)" not in [op.name for op in short.ops]
+    assert pw.step(256, 2048).gpu_s == pytest.approx(eager.step(256, 2048).gpu_s, rel=1e-12)

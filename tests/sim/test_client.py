@@ -369,3 +369,17 @@ def test_inferencemax_trtllm_b200_fp8_tp4_at_8k_keeps_three_quarters_of_free_mem
     assert im.recipe("trtllm", 8192, 32, tp=4, osl=1024, **kw)["memory_fraction"] == 0.75
     assert im.recipe("trtllm", 8192, 32, tp=8, osl=1024, **kw)["memory_fraction"] == 0.8
     assert im.recipe("trtllm", 1024, 32, tp=4, osl=1024, **kw)["memory_fraction"] == 0.8
+
+
+@pytest.mark.parametrize(("isl", "osl", "conc", "piecewise"), [
+    (1024, 1024, 32, False), (1024, 1024, 64, True), (1024, 1024, 256, False),
+    (1024, 8192, 64, False), (1024, 8192, 128, True), (8192, 1024, 64, True), (8192, 1024, 256, True),
+])
+def test_inferencemax_trtllm_b200_fp8_piecewise_cuda_graphs(isl, osl, conc, piecewise):
+    """dsr1_fp8_b200_trt.sh: PIECEWISE_CUDA_GRAPHS from 64 clients at 1k/1k (below the DEEPGEMM branch
+    at 256), from 128 at 1k/8k, from 64 at 8k/1k; never for FP4 or H200 here."""
+    got = Client("inferencemax").recipe("trtllm", isl, conc, gpu="b200", family="deepseek_v3", tp=8,
+                                        dtype="fp8", osl=osl)
+    assert got.get("piecewise_cuda_graphs", False) is piecewise
+    assert "piecewise_cuda_graphs" not in Client("inferencemax").recipe(
+        "trtllm", isl, conc, gpu="h200", family="deepseek_v3", tp=8, dtype="fp8", osl=osl)

@@ -151,7 +151,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    overlap: bool | None = None, tp: int = 1, dp: int = 1,
                    memory_fraction: float | None = None,
                    cuda_graph_max_tokens: int | None = None,
-                   speculating: bool = False) -> EngineProfile:
+                   speculating: bool = False, piecewise_cuda_graphs: bool = False) -> EngineProfile:
     """The shipped profile of ``name`` for a GPU of ``memory_gib`` GiB, with optional overrides.
 
     Budgets depend on the GPU's memory class as the engines' own defaults do:
@@ -174,6 +174,10 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     eagerly; 0 captures none.  ``speculating`` True builds the profile a speculative run's steps
     are priced with where the method turns the overlap scheduler off: its host time a step is the
     engine's ``spec_host_step_us`` where it has one (SGLang's EAGLE v1 worker), else ``host_step_us``.
+    ``piecewise_cuda_graphs`` True: steps that prefill replay piecewise CUDA graphs too
+    (TensorRT-LLM ``torch_compile_config.enable_piecewise_cuda_graph``, as vLLM's torch.compile'd
+    steps always do), so an MLA model's eager prefill launch floor (``eager_mla_layer_host_us``)
+    does not apply.
     """
     if memory_fraction is not None:
         check_real("memory_fraction", memory_fraction, lo=0.0, hi=1.0, lo_open=True)
@@ -245,7 +249,8 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                               if "spec_overlap_methods" in e else None),
         profile_nontorch_bytes=(float(e["profile_nontorch_GiB"]) * 2.0**30
                                 if "profile_nontorch_GiB" in e else None),
-        eager_mla_layer_host_s=float(e.get("eager_mla_layer_host_us", 0.0)) * 1e-6,
+        eager_mla_layer_host_s=(0.0 if piecewise_cuda_graphs
+                                else float(e.get("eager_mla_layer_host_us", 0.0)) * 1e-6),
         mla_verify_per_query=gpu in e.get("mla_verify_per_query_gpus", ()),
         mla_prefill_engine=(str(e["mla_prefill_from"]["engine"])
                             if gpu in e.get("mla_prefill_from", {}).get("gpus", ()) else ""),

@@ -72,6 +72,7 @@ class Deployment:
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
     moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
+    piecewise_cuda_graphs: bool = False  # prefill steps in piecewise CUDA graphs (engine_profile)
     speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
     def __post_init__(self) -> None:
@@ -145,7 +146,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                       **{"memory_fraction": recipe.get("memory_fraction"),
                          "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"),
                          "moe_activations": recipe.get("moe_activations"),
-                         "moe_backend": recipe.get("moe_backend"), **fields})
+                         "moe_backend": recipe.get("moe_backend"),
+                         "piecewise_cuda_graphs": bool(recipe.get("piecewise_cuda_graphs", False)), **fields})
 
 
 def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
@@ -280,7 +282,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
                          scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
                          dp=dep.dp, memory_fraction=dep.memory_fraction,
-                         cuda_graph_max_tokens=dep.cuda_graph_max_tokens, speculating=dep.speculating)
+                         cuda_graph_max_tokens=dep.cuda_graph_max_tokens, speculating=dep.speculating,
+                         piecewise_cuda_graphs=dep.piecewise_cuda_graphs)
     if arch is not None:
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
 

@@ -293,7 +293,9 @@ class Client:
           ``enable_balance: true``, ``timeout_iters: 60`` and ``batching_wait_iters: 0``, and in
           FP8 on B200 at 1k/1k from 64 to 255 clients ``batch_wait_timeout_iters: 40`` and
           ``batch_wait_max_tokens_ratio: 0.8`` (``dsr1_fp8_b200_trt.sh``), whose ``moe_config.backend``
-          is TRTLLM, or DEEPGEMM from 256 clients at 1k input;
+          is TRTLLM, or DEEPGEMM from 256 clients at 1k input, and whose prefill steps replay
+          piecewise CUDA graphs (``piecewise_cuda_graphs``) from 64 clients at 1k/1k and 8k/1k and
+          128 at 1k/8k (below 256 at 1k input);
         * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
           ``--max-prefill-tokens`` 32,768, ``--max-running-requests`` 512 at 1k/1k, else 256, and
           ``--mem-fraction-static 0.82`` (SGLang would reserve 1.5 MiB a chunk token beside the
@@ -373,6 +375,11 @@ class Client:
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
             if family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block") and c:
                 out["moe_backend"] = "deepgemm" if isl == 1024 and c >= 256 else "trtllm"
+                # torch_compile_config.enable_piecewise_cuda_graph: 1k/1k from 64 clients, 1k/8k from
+                # 128, 8k/1k from 64 (the 1k branches from 256 clients run DEEPGEMM without)
+                lo = {(1024, 1024): 64, (1024, 8192): 128, (8192, 1024): 64}.get((isl, osl))
+                if lo is not None and c >= lo and not (isl == 1024 and c >= 256):
+                    out["piecewise_cuda_graphs"] = True
         elif engine == "vllm" and family == "gpt_oss":
             # gptoss_fp4_{b200,h200,h100}.sh: --max-num-batched-tokens 8192,
             # --max-cudagraph-capture-size 2048, --gpu-memory-utilization 0.9; on B200 FP8 KV and
