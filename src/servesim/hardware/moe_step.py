@@ -316,13 +316,13 @@ class MoEStepModel:
             gen = moe_tables(gpu, "vllm")[0]
             key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp,
                    par.ep)
-            if gen is not None and gen is not self._moe_tables and borrow[0] in gen.moe_dtypes and \
-                    borrow[1] in gen.moe_source(borrow[0], key):
+            source = (gen.moe_source(borrow[0], key) if gen is not None and gen is not self._moe_tables
+                      and borrow[0] in gen.moe_dtypes else "")
+            if gen is not None and borrow[1] in source:
                 self._a8_tables, self.moe_kernel_dtype = gen, borrow[0]
                 self.moe_backend_note = (f"{borrow[0]} experts on TensorRT-LLM's {backend} MoE "
-                                         f"backend priced by {gen.engine}'s measured "
-                                         f"{gen.moe_source(borrow[0], key)} kernel on {gpu} "
-                                         f"(moe_config.backend {backend})")
+                                         f"backend priced by {gen.engine}'s measured {source} kernel on "
+                                         f"{gpu} (moe_config.backend {backend})")
                 self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":

@@ -90,9 +90,11 @@ class Deployment:
         if self.moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", self.moe_activations,
                                  "None (the engine's default) or mxfp8")
-        if self.moe_backend not in (None, "trtllm", "deepgemm", "triton"):
+        from servesim.hardware.moe_step import MOE_BACKENDS
+
+        if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
             raise ParameterError("moe_backend", self.moe_backend,
-                                 "None (the engine's default), trtllm, deepgemm or triton")
+                                 f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 

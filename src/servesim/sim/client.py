@@ -196,6 +196,7 @@ class Client:
         c = concurrency or 0
         key = 1024 if isl <= 2896 else 8192  # the recipes' two prompt lengths, nearest in log scale
         fp4 = dtype in ("fp4", "nvfp4")
+        b200_fp8 = gpu == "b200" and not fp4 and bool(dtype)  # the recipes that name a MoE backend
         share = max(1, math.ceil(c / max(1, workers) / max(1, dp))) if c else 0
         graph = 2 ** math.ceil(math.log2(share)) if share else None
         out: dict[str, object] = {}
@@ -210,11 +211,11 @@ class Client:
                 out["overlap"] = False
                 if got is not None:
                     out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
-                if gpu == "b200" and not fp4 and dtype:
+                if b200_fp8:
                     out["moe_backend"] = "trtllm" if ep == 1 else "deepgemm"
             else:
                 out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
-                if gpu == "b200" and not fp4 and dtype:
+                if b200_fp8:
                     out["moe_backend"] = "trtllm" if ep == 1 or key == 8192 else "deepgemm"
                 mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c, spec)
                 if mbs is not None:
@@ -270,8 +271,8 @@ class Client:
         """Server settings the harness's own launch recipe passes where the engine's defaults differ
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
         budget and running limit under its own flag names), ``kv_dtype``, ``moe_backend``
-        (TensorRT-LLM's ``moe_config.backend``: ``"trtllm"`` or ``"deepgemm"``), ``memory_fraction`` (the
-        engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
+        (TensorRT-LLM's ``moe_config.backend``: ``"trtllm"``, ``"deepgemm"`` or ``"triton"``),
+        ``memory_fraction`` (the engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
         ``free_gpu_memory_fraction``), ``moe_activations`` (``"mxfp8"``: MXFP4 experts run with
         MXFP8 activations), ``cuda_graph_max_tokens`` (its CUDA-graph limit: TensorRT-LLM
         ``cuda_graph_config.max_batch_size``, SGLang ``--cuda-graph-max-bs``, vLLM
@@ -366,6 +367,13 @@ class Client:
                     out["cuda_graph_max_tokens"] = 512
                 elif c:
                     out["cuda_graph_max_tokens"] = c // 8 if big else c
+                    if dtype in ("fp8", "fp8_block"):
+                        out["moe_backend"] = "deepgemm" if big else "trtllm"
+                        # torch_compile_config.enable_piecewise_cuda_graph: 1k/1k from 64 clients, 1k/8k
+                        # from 128, 8k/1k from 64 (the 1k branches from 256 clients run DEEPGEMM without)
+                        lo = {(1024, 1024): 64, (1024, 8192): 128, (8192, 1024): 64}.get((isl, osl))
+                        if lo is not None and c >= lo and not big:
+                            out["piecewise_cuda_graphs"] = True
             if c:
                 out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((c + isl + 64) / 64))
             if dp > 1:
@@ -373,13 +381,6 @@ class Client:
             elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
                   and (isl, osl) == (1024, 1024) and 64 <= c < 256):
                 out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
-            if family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block") and c:
-                out["moe_backend"] = "deepgemm" if isl == 1024 and c >= 256 else "trtllm"
-                # torch_compile_config.enable_piecewise_cuda_graph: 1k/1k from 64 clients, 1k/8k from
-                # 128, 8k/1k from 64 (the 1k branches from 256 clients run DEEPGEMM without)
-                lo = {(1024, 1024): 64, (1024, 8192): 128, (8192, 1024): 64}.get((isl, osl))
-                if lo is not None and c >= lo and not (isl == 1024 and c >= 256):
-                    out["piecewise_cuda_graphs"] = True
         elif engine == "vllm" and family == "gpt_oss":
             # gptoss_fp4_{b200,h200,h100}.sh: --max-num-batched-tokens 8192,
             # --max-cudagraph-capture-size 2048, --gpu-memory-utilization 0.9; on B200 FP8 KV and
