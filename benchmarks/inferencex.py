@@ -1,6 +1,6 @@
 """How close ``predict`` comes to InferenceX's own DeepSeek-R1 runs, with InferenceMAX's client and recipes.
 
-    python benchmarks/inferencex.py [--disagg] [--mtp] [--quiet]
+    python benchmarks/inferencex.py [--disagg] [--mtp] [--quiet] [--rows FILE]
 
 Reads ``benchmarks/data/inferencex_dsr1.csv`` (source, license and changes in
 ``benchmarks/data/SOURCES.md``, section 14): 257 colocated runs of DeepSeek-R1 on 8 x H200 and
@@ -11,7 +11,23 @@ does (:func:`servesim.plan.predict.harness_deployment`: for a colocated run the 
 recipe where the row does not say otherwise; a disaggregated one each pool with its Dynamo recipe,
 :meth:`servesim.sim.client.Client.disagg_recipe`),
 and the median |error| of mean TTFT and mean TPOT is printed per GPU, engine, dtype and shape,
-then over all.  Nothing here is fitted to these rows.  The colocated set takes
+then over all, beside two columns that tell a latency error from a capacity error:
+
+* ``med``: the error of the median TTFT (the rows hold both; the mean carries the first wave
+  of ``C`` prompts sent at once, the median the steady state);
+* ``rate``: the signed median error of the request throughput.  A row's measured rate is its
+  ``tput_per_gpu`` (input plus output tokens a second, per GPU of the deployment) times its GPUs
+  over the client's mean prompt plus output tokens (``Client.mean_lengths``); Little's law,
+  ``C = rate x (mean TTFT + (mean output - 1) x mean TPOT)``, holds to 0.94-1.0 on 404 of the 415
+  runs with that reading (0.71-0.94 on the other 11, eight of them H100 runs whose mean TTFT is
+  seconds above its median), which is how the column's meaning was checked.  Where the prefill pool is
+  the bottleneck, TTFT is ``C / rate`` less the decode time, so a few percent of rate is tens of
+  percent of TTFT: a ``rate`` error beside a large TTFT error says the pool's capacity is off,
+  not its latency.
+
+``--rows FILE`` writes every row's prediction (mean, median and p99 TTFT, TPOT, request rate,
+the prefill pool's utilisation) beside the measurement as CSV.  Nothing here is fitted to these
+rows.  The colocated set takes
 about a minute on one core, the disaggregated one about six.
 
 ``--mtp`` predicts instead the runs with DeepSeek-R1's MTP module as the drafter
@@ -25,9 +41,13 @@ recipes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import math
+import os
 import statistics
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -63,18 +83,62 @@ def predict_row(row: dict[str, str]) -> dict[str, float]:
         decode = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]),
                                     pool="decode", workers=dw, **common)
         out = predict_disaggregated(prefill, pw, decode, dw, LINKS["rdma"].bytes_per_s, bench, **how)
-    return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"])}
+    return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"]),
+            "median_ttft": float(out["median_ttft_ms"]), "p99_ttft": float(out["p99_ttft_ms"]),
+            "rate": float(out["request_throughput"]),
+            "prefill_utilization": float(out.get("prefill_utilization", math.nan))}
+
+
+def gpus(row: dict[str, str]) -> int:
+    """GPUs of the measured deployment (both pools of a disaggregated one)."""
+    g = int(row["tp"]) * int(row["dp"])
+    if row["mode"] == "agg":
+        return g
+    return int(row["prefill_tp"]) * int(row["prefill_dp"]) * int(row["prefill_workers"]) + g * int(
+        row["decode_workers"])
+
+
+def measured_rate(row: dict[str, str]) -> float:
+    """Requests a second the run measured: ``tput_per_gpu`` (input plus output tokens a second a GPU)
+    times its GPUs, over the InferenceMAX client's mean prompt plus output tokens (module docstring)."""
+    from servesim.sim.client import Client
+
+    isl, osl = Client("inferencemax").mean_lengths(int(row["isl"]), int(row["osl"]))
+    return float(row["tput_per_gpu"]) * gpus(row) / (isl + osl)
 
 
 def _med(xs: list[float]) -> str:
     return f"{100 * statistics.median(abs(x) for x in xs):5.1f}% ({100 * statistics.median(xs):+6.1f}%)"
 
 
-def report(rows: list[dict[str, str]], quiet: bool) -> list[str]:
+def _signed(xs: list[float]) -> str:
+    return f"{100 * statistics.median(xs):+6.1f}%"
+
+
+ROW_FIELDS = ("id", "mode", "gpu", "engine", "dtype", "shape", "isl", "osl", "concurrency",
+              "mean_ttft_ms", "pred_mean_ttft_ms", "median_ttft_ms", "pred_median_ttft_ms",
+              "pred_p99_ttft_ms", "mean_tpot_ms", "pred_mean_tpot_ms", "rate_per_s", "pred_rate_per_s",
+              "pred_prefill_utilization")
+"""Columns of ``--rows``: each measured figure beside its prediction (``pred_``)."""
+
+
+def _shape(row: dict[str, str]) -> str:
+    shape = f"t{row['tp']}d{row['dp']}e{row['ep']}"
+    if row["mode"] == "disagg":
+        pool = f"t{row['prefill_tp']}d{row['prefill_dp']}e{row['prefill_ep']}"
+        shape = f"P {pool}x{row['prefill_workers']} D {shape}x{row['decode_workers']}"
+    return shape
+
+
+def report(rows: list[dict[str, str]], quiet: bool,
+           table: list[dict[str, object]] | None = None) -> list[str]:
+    """The printed lines; with ``table`` a list, each predicted row is appended to it as a dict of
+    :data:`ROW_FIELDS`."""
     from servesim._checks import InputError, ParameterError
 
     lines: list[str] = []
-    groups: dict[tuple[str, ...], list[tuple[float, float]]] = defaultdict(list)
+    # per group: (mean TTFT, median TTFT, mean TPOT, request rate) relative errors
+    groups: dict[tuple[str, ...], list[tuple[float, float, float, float]]] = defaultdict(list)
     refused: list[str] = []
     for row in rows:
         try:
@@ -82,18 +146,27 @@ def report(rows: list[dict[str, str]], quiet: bool) -> list[str]:
         except (ParameterError, InputError) as exc:
             refused.append(f"{row['id']}: {exc}")
             continue
-        e = ((p["ttft"] - float(row["mean_ttft_ms"])) / float(row["mean_ttft_ms"]),
-             (p["tpot"] - float(row["mean_tpot_ms"])) / float(row["mean_tpot_ms"]))
-        shape = f"t{row['tp']}d{row['dp']}e{row['ep']}"
-        if row["mode"] == "disagg":
-            pool = f"t{row['prefill_tp']}d{row['prefill_dp']}e{row['prefill_ep']}"
-            shape = f"P {pool}x{row['prefill_workers']} D {shape}x{row['decode_workers']}"
+        mean_t, med_t = float(row["mean_ttft_ms"]), float(row["median_ttft_ms"])
+        tpot, rate = float(row["mean_tpot_ms"]), measured_rate(row)
+        e = (p["ttft"] / mean_t - 1, p["median_ttft"] / med_t - 1, p["tpot"] / tpot - 1, p["rate"] / rate - 1)
+        shape = _shape(row)
         groups[(row["mode"], row["gpu"], row["engine"], row["dtype"], shape)].append(e)
+        if table is not None:
+            table.append({"id": row["id"], "mode": row["mode"], "gpu": row["gpu"], "engine": row["engine"],
+                          "dtype": row["dtype"], "shape": shape, "isl": row["isl"], "osl": row["osl"],
+                          "concurrency": row["concurrency"], "mean_ttft_ms": mean_t,
+                          "pred_mean_ttft_ms": round(p["ttft"], 3), "median_ttft_ms": med_t,
+                          "pred_median_ttft_ms": round(p["median_ttft"], 3),
+                          "pred_p99_ttft_ms": round(p["p99_ttft"], 3), "mean_tpot_ms": tpot,
+                          "pred_mean_tpot_ms": round(p["tpot"], 4), "rate_per_s": round(rate, 4),
+                          "pred_rate_per_s": round(p["rate"], 4),
+                          "pred_prefill_utilization": round(p["prefill_utilization"], 4)})
         if not quiet:
             lines.append(f"{row['id']} {row['mode']:6s} {row['gpu']:8s} {row['engine']:7s} {row['dtype']:4s} "
                          f"{shape:28s} {row['isl']:>5}/{row['osl']:<5} c{row['concurrency']:<5} "
-                         f"TTFT {p['ttft']:9.1f}/{float(row['mean_ttft_ms']):9.1f}  "
-                         f"TPOT {p['tpot']:7.2f}/{float(row['mean_tpot_ms']):7.2f}")
+                         f"TTFT {p['ttft']:9.1f}/{mean_t:9.1f} "
+                         f"(median {p['median_ttft']:9.1f}/{med_t:9.1f})  "
+                         f"TPOT {p['tpot']:7.2f}/{tpot:7.2f}  rate {p['rate']:8.3f}/{rate:8.3f}")
     for mode in ("agg", "disagg"):
         errs = [e for k, v in groups.items() if k[0] == mode for e in v]
         n = sum(r["mode"] == mode for r in rows)
@@ -102,14 +175,36 @@ def report(rows: list[dict[str, str]], quiet: bool) -> list[str]:
         lines.append("")
         lines.append(f"{mode}: {len(errs)} of {n} predicted; median |error| (signed median) of the mean "
                      f"TTFT {_med([e[0] for e in errs]) if errs else '-'}, TPOT "
-                     f"{_med([e[1] for e in errs]) if errs else '-'}")
+                     f"{_med([e[2] for e in errs]) if errs else '-'}; of the median TTFT "
+                     f"{_med([e[1] for e in errs]) if errs else '-'}; request rate "
+                     f"{_signed([e[3] for e in errs]) if errs else '-'} (signed median)")
         for k in sorted(g for g in groups if g[0] == mode):
             v = groups[k]
             lines.append(f"  {' '.join(k[1:]):44s} n={len(v):3d}  TTFT {_med([e[0] for e in v])}  "
-                         f"TPOT {_med([e[1] for e in v])}")
+                         f"med {_med([e[1] for e in v])}  TPOT {_med([e[2] for e in v])}  "
+                         f"rate {_signed([e[3] for e in v])}")
     for r in refused:
         lines.append(f"refused: {r}")
     return lines
+
+
+def write_rows(path: Path, table: list[dict[str, object]]) -> None:
+    """``table`` as CSV at ``path``, whole or not at all (a temporary file beside it, renamed)."""
+    path = path.resolve()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=ROW_FIELDS)
+            w.writeheader()
+            w.writerows(table)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,9 +214,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="the runs with DeepSeek-R1's MTP module as the drafter instead (about ten minutes "
                          "with --disagg)")
     ap.add_argument("--quiet", action="store_true", help="the summaries only, not every row")
+    ap.add_argument("--rows", type=Path, metavar="FILE",
+                    help="also write every row's prediction beside its measurement as CSV (ROW_FIELDS)")
     args = ap.parse_args(argv)
+    if args.rows is not None and not args.rows.resolve().parent.is_dir():
+        ap.error(f"--rows {args.rows}: its folder does not exist")
     rows = [r for r in load_rows(MTP_DATA if args.mtp else DATA) if args.disagg or r["mode"] == "agg"]
-    sys.stdout.write("\n".join(report(rows, args.quiet)) + "\n")
+    table: list[dict[str, object]] | None = [] if args.rows is not None else None
+    sys.stdout.write("\n".join(report(rows, args.quiet, table)) + "\n")
+    if args.rows is not None and table is not None:
+        write_rows(args.rows, table)
     return 0
 
 
