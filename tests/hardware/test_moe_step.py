@@ -426,6 +426,43 @@ def test_sglang_hopper_mla_prefill_is_priced_by_the_fa3_class_kernel() -> None:
     assert new.decode_step(16, 2048).total_s == pytest.approx(old.decode_step(16, 2048).total_s)
 
 
+def test_b200_block_fp8_experts_of_a_prefill_step_take_the_fitted_scale() -> None:
+    """engines.toml moe_prefill_scale: on the B200 a DeepSeek-V3-family step that prefills pays 1.7 x
+    the measured block-FP8 experts (fitted to InferenceX's B200 FP8 runs, both engines), with a note;
+    its decode steps, its NVFP4 experts, the H200, vLLM and GQA families are priced as measured, and
+    the scaled step still lies between its speed of light and the ceiling."""
+    arch = find_architecture("deepseek-r1")
+    assert arch is not None
+    prompt = (Chunk(7373, 0, 1),)
+
+    def experts(sm: MoEStepModel, *args: object) -> float:
+        return next(op.seconds for op in sm.step(*args).ops if op.kind == "moe")  # type: ignore[arg-type]
+
+    for engine in ("trtllm", "sglang"):
+        eng = engine_profile(engine, gpu="b200", memory_gib=179)
+        assert eng.moe_prefill_factor("deepseek_v3", "fp8_block") == 1.7
+        assert eng.moe_prefill_factor("qwen3_moe", "fp8_block") == 1.0
+        assert eng.moe_prefill_factor("deepseek_v3", "nvfp4") == 1.0
+        plain = dataclasses.replace(eng, moe_prefill_scale=())
+        new = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp8_block", engine=eng)
+        old = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp8_block", engine=plain)
+        scaled, measured = experts(new, 0.0, 0.0, prompt), experts(old, 0.0, 0.0, prompt)
+        assert scaled == pytest.approx(1.7 * measured, rel=1e-12)
+        st = new.step(0.0, 0.0, prompt)
+        assert any("moe_prefill_scale" in n for n in st.notes)
+        assert st.bound_s < st.gpu_s <= STEP_CEILING * st.bound_s
+        assert st.gpu_s > old.step(0.0, 0.0, prompt).gpu_s
+        # decode steps (memory-bound sizes, where the tables hold) are unchanged
+        assert new.decode_step(64, 2000).total_s == pytest.approx(old.decode_step(64, 2000).total_s,
+                                                                  rel=1e-12)
+        fp4 = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=eng)
+        fp4_plain = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=plain)
+        assert experts(fp4, 0.0, 0.0, prompt) == pytest.approx(experts(fp4_plain, 0.0, 0.0, prompt),
+                                                               rel=1e-12)
+    for engine, gpu, gib in (("trtllm", "h200", 141), ("sglang", "h200", 141), ("vllm", "b200", 179)):
+        assert engine_profile(engine, gpu=gpu, memory_gib=gib).moe_prefill_scale == ()
+
+
 def test_block_fp8_splits_only_into_whole_scale_blocks():
     """A 128 x 128 block-FP8 checkpoint loads only where each rank's share of a split width is a
     whole number of 128-row blocks (vLLM / SGLang ``Fp8MoEMethod.create_weights``): DeepSeek-R1's

@@ -89,6 +89,7 @@ class EngineProfile:
     eager_mla_layer_host_s: float = 0.0  # CPU time to launch one MLA layer of an eager prefill step
     mla_verify_per_query: bool = False  # an MLA verify step reads each sequence's cache once per query row
     mla_prefill_engine: str = ""  # the engine whose measured MLA prefill kernel prices this one's ("": own)
+    moe_prefill_scale: tuple[tuple[str, str, float], ...] = ()  # (MoE family, experts' dtype, factor) here
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -101,6 +102,14 @@ class EngineProfile:
         check_real("reserved_bytes", self.reserved_bytes, lo=0.0)
         check_real("request_overhead_s", self.request_overhead_s, lo=0.0)
         check_real("eager_mla_layer_host_s", self.eager_mla_layer_host_s, lo=0.0, hi=0.1)
+        for family, dtype, factor in self.moe_prefill_scale:
+            check_real(f"moe_prefill_scale[{family}, {dtype}]", factor, lo=1.0, hi=4.0)
+
+    def moe_prefill_factor(self, family: str, dtype: str) -> float:
+        """How much slower than its measured kernel table a prefill step's routed experts of a
+        ``family`` model in ``dtype`` run on this profile's GPU (``engines.toml``
+        ``moe_prefill_scale``; 1: as measured)."""
+        return next((f for fam, d, f in self.moe_prefill_scale if fam == family and d == dtype), 1.0)
 
     def kv_room_bytes(self, memory_bytes: float, weight_bytes: float,
                       reserved_bytes: float | None = None) -> float:
@@ -254,4 +263,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         mla_verify_per_query=gpu in e.get("mla_verify_per_query_gpus", ()),
         mla_prefill_engine=(str(e["mla_prefill_from"]["engine"])
                             if gpu in e.get("mla_prefill_from", {}).get("gpus", ()) else ""),
+        moe_prefill_scale=tuple((str(fam), str(x["dtype"]), float(x["factor"]))
+                                for x in e.get("moe_prefill_scale", ()) if gpu in x["gpus"]
+                                for fam in x["families"]),
     )

@@ -637,6 +637,12 @@ class MoEStepModel:
         n_moe = _n_moe(a)
         n_dense = L - n_moe
         moe_t, good, note = self._moe(m_all)
+        scale = self.engine.moe_prefill_factor(a.family, self.dtype) if chunks else 1.0
+        if scale != 1.0:  # fitted (engines.toml moe_prefill_scale): the serving kernel's prefill rate
+            moe_t *= scale
+            fitted = (f"the {self.dtype} experts of a step that prefills at {scale:g} x the measured kernel "
+                      f"on the {self.gpu} (fitted: engines.toml moe_prefill_scale)")
+            note = "; ".join(x for x in (note, fitted) if x)
         e_local_w = self._expert_bytes(m_all)
         pairs = m_all * a.experts_per_token / p.ep
         inter_local = a.moe_intermediate / p.moe_tp
