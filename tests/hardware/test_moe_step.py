@@ -560,6 +560,29 @@ def test_trtllm_moe_backend_prices_block_fp8_experts_on_trtllm_gen_kernels():
         sm(Parallelism(8), "cutlass")
 
 
+def test_trtllm_moe_backend_prices_nvfp4_experts_on_trtllm_gen_kernels():
+    """moe_config.backend TRTLLM with NVFP4 experts (the Dynamo B200 FP4 ctx recipes): TensorRT-LLM's own
+    B200 table is its CUTLASS kernels above 256 tokens, so the experts are priced from vLLM's rows of
+    FlashInfer's TRTLLM-gen NVFP4 kernel: on EP4 at 8,192 tokens 1.07 against 1.38 ms in the tables,
+    with a note, within the step's bounds; the default backend keeps the own table."""
+    a = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert a is not None
+    par = Parallelism(1, 4, 4)
+
+    def sm(backend: str | None) -> MoEStepModel:
+        return MoEStepModel(a, "b200", par, dtype="fp4", kv_dtype="fp8", moe_backend=backend,
+                            engine=engine_profile("trtllm", gpu="b200", tp=1, dp=4))
+
+    own, gen = sm(None), sm("trtllm")
+    ratio = gen._moe(8192)[0] / own._moe(8192)[0]
+    assert 0.65 < ratio < 0.9
+    assert own.moe_backend_note == ""
+    assert "trtllmnvfp4" in gen.moe_backend_note and "vLLM" in gen.moe_backend_note
+    chunks = (Chunk(8192, 0),)
+    step = gen.step(0.0, 0.0, chunks)
+    assert gen.speed_of_light(0.0, 0.0, chunks) <= step.gpu_s <= STEP_CEILING * step.bound_s
+
+
 def test_trtllm_triton_moe_backend_prices_mxfp4_experts_on_openais_triton_kernels():
     """gptoss_fp4_h200_trt.sh runs gpt-oss-120b with moe_config.backend TRITON: TensorRT-LLM's
     TritonFusedMoE, OpenAI's triton_kernels, whose tensor-parallel rows vLLM measured on the same GPU

@@ -176,7 +176,10 @@ class Client:
           (``b200-fp8/1k1k/stp/ctx2_gen5_dep8_batch128_eplb0_mtp0_5152.yaml``) (``moe_backend``);
           the gen workers likewise TRTLLM without expert parallel and at 8k prompts
           (``ctx1_gen2_dep8_batch64``, ``ctx1_gen1_dep8_batch128``), DEEPGEMM with EP8 at 1k
-          (``ctx1_gen1_dep8_batch512``, ``ctx1_gen5_dep8_batch48``);
+          (``ctx1_gen1_dep8_batch512``, ``ctx1_gen5_dep8_batch48``); on B200 in FP4
+          (``recipes/trtllm/b200-fp4``) the ctx workers run TRTLLM (``ctx4_gen1_dep8_batch192``,
+          ``ctx1_gen5_tep8_batch32``) and so do the tensor-parallel gen workers (``tep8``), while
+          the attention-DP ones run CUTLASS (``ctx1_gen2_dep8_batch128``), TensorRT-LLM's own table;
         * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler,
           ``free_gpu_memory_fraction`` 0.9 (B200: 0.8), the recipe's ``max_batch_size`` a rank
           (:func:`dynamo_trtllm_decode_batch`; the low-latency files run one sequence a worker and
@@ -213,10 +216,14 @@ class Client:
                     out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
                 if b200_fp8:
                     out["moe_backend"] = "trtllm" if ep == 1 else "deepgemm"
+                elif gpu == "b200" and fp4:
+                    out["moe_backend"] = "trtllm"
             else:
                 out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
                 if b200_fp8:
                     out["moe_backend"] = "trtllm" if ep == 1 or key == 8192 else "deepgemm"
+                elif gpu == "b200" and fp4 and dp == 1:
+                    out["moe_backend"] = "trtllm"
                 mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c, spec)
                 if mbs is not None:
                     out["max_num_seqs"] = mbs
