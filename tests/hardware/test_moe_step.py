@@ -446,6 +446,9 @@ def test_b200_block_fp8_experts_of_a_prefill_step_take_the_fitted_scale() -> Non
         plain = dataclasses.replace(eng, moe_prefill_scale=())
         new = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp8_block", engine=eng)
         old = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp8_block", engine=plain)
+        assert "1.7 x" in new.moe_prefill_note and old.moe_prefill_note == ""
+        from servesim.plan.predict import _pricing_notes
+        assert new.moe_prefill_note in _pricing_notes(new)  # printed beside every prediction it touches
         scaled, measured = experts(new, 0.0, 0.0, prompt), experts(old, 0.0, 0.0, prompt)
         assert scaled == pytest.approx(1.7 * measured, rel=1e-12)
         st = new.step(0.0, 0.0, prompt)
@@ -457,6 +460,7 @@ def test_b200_block_fp8_experts_of_a_prefill_step_take_the_fitted_scale() -> Non
                                                                   rel=1e-12)
         fp4 = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=eng)
         fp4_plain = MoEStepModel(arch, "b200", Parallelism(8), dtype="fp4", engine=plain)
+        assert fp4.moe_prefill_note == ""
         assert experts(fp4, 0.0, 0.0, prompt) == pytest.approx(experts(fp4_plain, 0.0, 0.0, prompt),
                                                                rel=1e-12)
     for engine, gpu, gib in (("trtllm", "h200", 141), ("sglang", "h200", 141), ("vllm", "b200", 179)):

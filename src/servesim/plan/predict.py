@@ -101,8 +101,10 @@ class Deployment:
 
 def _pricing_notes(sm: Any) -> list[str]:
     """What a step model prices from another engine's table than its own (a prefill's MLA attention:
-    ``MoEStepModel.mla_prefill_note``), to print beside the figures."""
-    notes = (getattr(sm, "mla_prefill_note", ""), getattr(sm, "moe_backend_note", ""))
+    ``MoEStepModel.mla_prefill_note``) or scales by a fitted factor (``moe_prefill_note``), to print
+    beside the figures."""
+    notes = (getattr(sm, "mla_prefill_note", ""), getattr(sm, "moe_backend_note", ""),
+             getattr(sm, "moe_prefill_note", ""))
     return [n for n in notes if n]
 
 
