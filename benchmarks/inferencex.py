@@ -41,13 +41,10 @@ recipes.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import math
-import os
 import statistics
 import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -189,22 +186,16 @@ def report(rows: list[dict[str, str]], quiet: bool,
 
 
 def write_rows(path: Path, table: list[dict[str, object]]) -> None:
-    """``table`` as CSV at ``path``, whole or not at all (a temporary file beside it, renamed)."""
-    path = path.resolve()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+    """``table`` as CSV at ``path``, whole or not at all (:func:`servesim._textfile.save_through_temp`)."""
+    from servesim._textfile import save_through_temp
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=ROW_FIELDS)
             w.writeheader()
             w.writerows(table)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+
+    save_through_temp(path, write, "rows file")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,10 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows is not None and not args.rows.resolve().parent.is_dir():
         ap.error(f"--rows {args.rows}: its folder does not exist")
     rows = [r for r in load_rows(MTP_DATA if args.mtp else DATA) if args.disagg or r["mode"] == "agg"]
-    table: list[dict[str, object]] | None = [] if args.rows is not None else None
-    sys.stdout.write("\n".join(report(rows, args.quiet, table)) + "\n")
-    if args.rows is not None and table is not None:
-        write_rows(args.rows, table)
+    table: list[dict[str, object]] = []
+    sys.stdout.write("\n".join(report(rows, args.quiet, table if args.rows is not None else None)) + "\n")
+    if args.rows is not None:
+        from servesim._checks import OutputError
+
+        try:
+            write_rows(args.rows, table)
+        except OutputError as exc:
+            sys.stderr.write(f"inferencex.py: {exc}\n")
+            return 2
     return 0
 
 

@@ -330,10 +330,12 @@ class MoEStepModel:
                                          f"backend priced by {gen.engine}'s measured {source} kernel on "
                                          f"{gpu} (moe_config.backend {backend})")
                 self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
-        scale = self.engine.moe_prefill_factor(arch.family, self.dtype)
-        self.moe_prefill_note = (f"the {self.dtype} experts of a step that prefills at {scale:g} x the "
-                                 f"measured kernel on the {gpu} (fitted: engines.toml moe_prefill_scale)"
-                                 if scale != 1.0 else "")
+        # engines.toml moe_prefill_scale (fitted): what a prefill step's experts cost over the table
+        self._moe_prefill_scale = self.engine.moe_prefill_factor(arch.family, self.dtype)
+        self.moe_prefill_note = (f"the {self.dtype} experts of a step that prefills at "
+                                 f"{self._moe_prefill_scale:g} x the measured kernel on the {gpu} "
+                                 "(fitted: engines.toml moe_prefill_scale)"
+                                 if self._moe_prefill_scale != 1.0 else "")
         own = arch.checkpoint_dtype
         if self.dtype == "bf16":
             self._quantized: frozenset[str] = frozenset()
@@ -647,8 +649,8 @@ class MoEStepModel:
         n_moe = _n_moe(a)
         n_dense = L - n_moe
         moe_t, good, note = self._moe(m_all)
-        if chunks and self.moe_prefill_note:  # fitted (engines.toml moe_prefill_scale)
-            moe_t *= self.engine.moe_prefill_factor(a.family, self.dtype)
+        if chunks and self._moe_prefill_scale != 1.0:
+            moe_t *= self._moe_prefill_scale
             note = "; ".join(x for x in (note, self.moe_prefill_note) if x)
         e_local_w = self._expert_bytes(m_all)
         pairs = m_all * a.experts_per_token / p.ep
