@@ -503,3 +503,37 @@ def test_sglangs_mtp_chain_takes_the_acceptance_measured_at_its_depth(capsys):
     spec = _one_json(capsys, *_MTP_B200_4, "--engine", "sglang", "--dtype", "fp8")["speculation"]
     assert spec["tree"] == {"steps": 2, "topk": 1, "draft_tokens": 3}
     assert spec["acceptance_length"] == pytest.approx(2.58) and "MTP 2" in spec["acceptance"]
+
+
+def test_a_fresh_server_pays_the_engines_fitted_cold_start_once(capsys):
+    """InferenceMAX measures a fresh server: on Hopper a block-FP8 model's first wave waits the
+    engine's fitted cold start (engines.toml cold_start: SGLang 1 s, TensorRT-LLM 1.5 s), and a fresh
+    disaggregated deployment's first KV transfer the connection time (kv_connect_ms 1000).  Other
+    clients, and GPUs without a fitted value, pay none."""
+    from servesim.hardware.engines import engine_profile
+
+    assert engine_profile("sglang", gpu="h200").cold_start_s("fp8_block") == 1.0
+    assert engine_profile("trtllm", gpu="h100-sxm").cold_start_s("fp8_block") == 1.5
+    assert engine_profile("trtllm", gpu="b200").cold_start_s("fp8_block") == 0.0
+    assert engine_profile("sglang", gpu="h200").cold_start_s("fp4") == 0.0
+    assert engine_profile("vllm", gpu="h200").cold_start_s("fp8_block") == 0.0
+    base = ("--model", "deepseek-ai/DeepSeek-R1", "--tp", "8", "--engine", "sglang", "--isl", "1024",
+            "--osl", "32", "--concurrency", "4", "--num-prompts", "40")
+    cold = _json(capsys, *base, "--gpu", "h200", "--client", "inferencemax")
+    assert cold["cold_start_s"] == 1.0
+    assert any(n.startswith("cold start: inferencemax measures a fresh server") for n in cold["notes"])
+    # 4 of the 40 requests wait 1 s more: the mean rises by 0.1 s over the median's steady state
+    assert cold["mean_ttft_ms"] - cold["median_ttft_ms"] > 100.0
+    assert _json(capsys, *base, "--gpu", "h200", "--client", "vllm")["cold_start_s"] == 0.0
+    assert _json(capsys, *base, "--gpu", "b200", "--client", "inferencemax")["cold_start_s"] == 0.0
+    rc = main(["predict", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--mode", "disagg",
+               "--engine", "trtllm", "--prefill-tp", "8", "--decode-tp", "8", "--isl", "1024",
+               "--osl", "32", "--concurrency", "2", "--num-prompts", "20", "--client", "inferencemax",
+               "--format", "json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    assert (out["cold_start_s"], out["kv_connect_s"]) == (1.5, 1.0)
+    assert any("first KV transfer waits 1 s" in n for n in out["notes"])
+    # 2 of 20 requests wait 2.5 s more: 250 ms on the mean, nothing on the median
+    assert out["mean_ttft_ms"] - out["median_ttft_ms"] > 200.0

@@ -222,3 +222,39 @@ def test_speculation_lowers_tpot_at_low_load():
     # Each step yields E[n] = 1 + a + a^2 + a^3 tokens for one verify of 4 positions plus 3 drafts.
     per_step = sm.decode_step(1, 512 + 32, positions=4).total_s + 3 * draft
     assert fast.mean_tpot_s == pytest.approx(per_step / spec.tokens_per_step, rel=0.05)
+
+
+# --------------------------------------------------------------------------- a cold start
+
+
+@pytest.mark.parametrize("loop", ["python", "compiled"])
+def test_a_cold_start_delays_exactly_the_first_wave(loop):
+    """A closed loop of C clients sends C requests at 0: with the engine's first step at S, each of
+    those C waits S longer for its first token and every later request is timed as before (the
+    whole run is the warm one shifted by S)."""
+    sm, c, s = _model(), 4, 1.5
+    bench = Benchmark(512, 32, concurrency=c, num_prompts=10 * c)
+    warm = run_benchmark(sm, bench, H100, keep_requests=True, loop=loop)
+    cold = run_benchmark(sm, bench, H100, keep_requests=True, loop=loop, cold_start_s=s)
+    w = {i: (sent, first, last) for i, sent, first, last in warm.requests}
+    k = {i: (sent, first, last) for i, sent, first, last in cold.requests}
+    for i in range(10 * c):
+        ttft_w, ttft_k = w[i][1] - w[i][0], k[i][1] - k[i][0]
+        assert ttft_k == pytest.approx(ttft_w + (s if i < c else 0.0), abs=1e-9)
+        assert k[i][2] - k[i][1] == pytest.approx(w[i][2] - w[i][1], abs=1e-9)  # decode unchanged
+    assert cold.mean_ttft_s == pytest.approx(warm.mean_ttft_s + s * c / (10 * c), rel=1e-9)
+    assert cold.median_ttft_s == pytest.approx(warm.median_ttft_s, rel=1e-9)
+    assert cold.mean_tpot_s == pytest.approx(warm.mean_tpot_s, rel=1e-9)
+    assert cold.duration_s == pytest.approx(warm.duration_s + s, rel=1e-9)
+
+
+def test_a_cold_start_runs_the_same_in_both_loops_and_refuses_a_negative_wait():
+    sm = _model()
+    bench = Benchmark(2048, 64, rate_per_s=20.0, num_prompts=60)
+    a = run_benchmark(sm, bench, H100, loop="python", cold_start_s=0.8)
+    b = run_benchmark(sm, bench, H100, loop="compiled", cold_start_s=0.8)
+    assert a == b
+    # Requests sent by a rate while the engine is cold queue: the first one waits about 0.8 s.
+    assert a.p99_ttft_s > 0.5 > run_benchmark(sm, bench, H100, loop="python").p99_ttft_s
+    with pytest.raises(ParameterError, match="cold_start_s"):
+        run_benchmark(sm, bench, H100, cold_start_s=-1.0)

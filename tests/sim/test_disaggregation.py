@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from servesim._checks import ParameterError
 from servesim.plan.predict import Deployment, build_step_model, kv_transfer_seconds, predict_disaggregated
 from servesim.sim.batching import Benchmark
 from servesim.sim.disaggregation import FIXED_POINT_ROUNDS, Pool, run_disaggregated
@@ -77,7 +78,6 @@ def test_mla_latent_crosses_the_link_and_dp_pools_run():
 
 
 def test_a_pools_bad_shape_names_the_pools_flag():
-    from servesim._checks import ParameterError
 
     bench = Benchmark(isl=1024, osl=128, concurrency=8)
     with pytest.raises(ParameterError, match="decode_tp"):
@@ -104,3 +104,20 @@ def test_a_full_decode_worker_holds_the_request_and_ttft_counts_the_wait():
     assert out[1]["mean_ttft_ms"] > out[1]["mean_decode_wait_ms"]
     assert out[8]["mean_decode_wait_ms"] < 0.05 * one
     assert out[1]["mean_tpot_ms"] < out[8]["mean_tpot_ms"]  # a batch of one steps faster
+
+
+def test_a_fresh_deployment_delays_its_first_wave_by_the_cold_start_and_the_connection():
+    """A fresh deployment: the prefill workers start ``cold`` late and no KV transfer starts before
+    the link's connections open, ``connect`` after the first prompt is ready.  One client, so the
+    first request alone carries both (the others are timed as in a warm run)."""
+    pre, dec, _, dsm = _pools()
+    bench = Benchmark(isl=2048, osl=64, concurrency=1, num_prompts=5)
+    xfer = kv_transfer_seconds(dsm, LINK)
+    warm = run_disaggregated(pre, dec, bench, xfer)
+    cold, connect = 0.7, 1.2
+    res = run_disaggregated(pre, dec, bench, xfer, cold_start_s=cold, connect_s=connect)
+    assert res.ttfts_s[0] == pytest.approx(warm.ttfts_s[0] + cold + connect, rel=1e-6)
+    assert res.ttfts_s[1:] == pytest.approx(warm.ttfts_s[1:], rel=1e-6)
+    assert res.mean_tpot_s == pytest.approx(warm.mean_tpot_s, rel=1e-6)
+    with pytest.raises(ParameterError, match="connect_s"):
+        run_disaggregated(pre, dec, bench, xfer, connect_s=-0.1)

@@ -33,7 +33,11 @@ says how a continuous-batching engine forms its steps:
   TensorRT-LLM's ``enable_chunked_prefill``;
 * ``request_overhead_s``: time a request spends outside the engine loop before
   its first token reaches the client (HTTP, tokenization, detokenization and
-  streaming), added to its TTFT.
+  streaming), added to its TTFT;
+* ``cold_start`` and ``kv_connect_s``: what a freshly started server pays once, in the first
+  wave of a harness that measures one (``Client.fresh_server``): the kernels its first batched
+  prefill compiles (:meth:`EngineProfile.cold_start_s`), and in a disaggregated deployment the
+  KV-transfer connections its first transfer opens.
 
 Standard library only.
 """
@@ -90,6 +94,8 @@ class EngineProfile:
     mla_verify_per_query: bool = False  # an MLA verify step reads each sequence's cache once per query row
     mla_prefill_engine: str = ""  # the engine whose measured MLA prefill kernel prices this one's ("": own)
     moe_prefill_scale: tuple[tuple[str, str, float], ...] = ()  # (MoE family, experts' dtype, factor) here
+    cold_start: tuple[tuple[str, float], ...] = ()  # (weights' dtype, seconds) of a fresh server here
+    kv_connect_s: float = 0.0  # a fresh disaggregated deployment's first KV transfer waits this long
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -104,12 +110,22 @@ class EngineProfile:
         check_real("eager_mla_layer_host_s", self.eager_mla_layer_host_s, lo=0.0, hi=0.1)
         for family, dtype, factor in self.moe_prefill_scale:
             check_real(f"moe_prefill_scale[{family}, {dtype}]", factor, lo=1.0, hi=4.0)
+        for dtype, seconds in self.cold_start:
+            check_real(f"cold_start[{dtype}]", seconds, lo=0.0, hi=60.0)
+        check_real("kv_connect_s", self.kv_connect_s, lo=0.0, hi=60.0)
 
     def moe_prefill_factor(self, family: str, dtype: str) -> float:
         """How much slower than its measured kernel table a prefill step's routed experts of a
         ``family`` model in ``dtype`` run on this profile's GPU (``engines.toml``
         ``moe_prefill_scale``; 1: as measured)."""
         return next((f for fam, d, f in self.moe_prefill_scale if fam == family and d == dtype), 1.0)
+
+    def cold_start_s(self, dtype: str) -> float:
+        """Seconds a freshly started server of this engine on this profile's GPU spends before its
+        first batched prefill of a model with ``dtype`` weights, compiling the kernels of shapes its
+        own warm-up did not run (``engines.toml`` ``cold_start``; 0: none known).  Paid once, by the
+        first wave of a harness that measures a fresh server (``Client.fresh_server``)."""
+        return next((x for d, x in self.cold_start if d == dtype), 0.0)
 
     def kv_room_bytes(self, memory_bytes: float, weight_bytes: float,
                       reserved_bytes: float | None = None) -> float:
@@ -266,4 +282,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         moe_prefill_scale=tuple((str(fam), str(x["dtype"]), float(x["factor"]))
                                 for x in e.get("moe_prefill_scale", ()) if gpu in x["gpus"]
                                 for fam in x["families"]),
+        cold_start=tuple((str(x["dtype"]), float(x["seconds"]))
+                         for x in e.get("cold_start", ()) if gpu in x["gpus"]),
+        kv_connect_s=float(e.get("kv_connect_ms", 0.0)) * 1e-3,
     )

@@ -99,6 +99,19 @@ class Deployment:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
 
+def cold_start(sm: Any, bench: Benchmark) -> tuple[float, str]:
+    """Seconds the engine of ``sm`` waits before its first step in a run of ``bench``, and the
+    note that says so: its cold start (``EngineProfile.cold_start_s``) where the client's harness
+    measures a fresh server (``Client.fresh_server``), else (0, "")."""
+    dtype = str(getattr(sm, "dtype", ""))
+    s = sm.engine.cold_start_s(dtype) if bench.client.fresh_server else 0.0
+    if not s:
+        return 0.0, ""
+    return s, (f"cold start: {bench.client.name} measures a fresh server, so the first wave waits "
+               f"{s:g} s while {sm.engine.name} compiles the {dtype} kernels of its first batched prefill "
+               f"on the {sm.gpu} (fitted: engines.toml cold_start)")
+
+
 def _pricing_notes(sm: Any) -> list[str]:
     """What a step model prices from another engine's table than its own (a prefill's MLA attention:
     ``MoEStepModel.mla_prefill_note``) or scales by a fitted factor (``moe_prefill_note``), to print
@@ -555,7 +568,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     run_sm = _speculating_step_model(sm, dep, spec, spec_info, catalog)
     if spec_info is not None:
         cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
-    res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation, lengths=lengths)
+    cold_s, cold_note = cold_start(sm, bench)
+    res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation, lengths=lengths,
+                                     cold_start_s=cold_s)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
@@ -591,7 +606,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "step_at_batch": at_batch.as_dict(),
         "step_model": ("measured kernel tables" if res.measured and batch1.measured else
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
-        "notes": list(dict.fromkeys([*res.notes, *batch1.notes, *_pricing_notes(sm)])),
+        "cold_start_s": cold_s,
+        "notes": list(dict.fromkeys([*res.notes, *batch1.notes, *_pricing_notes(sm),
+                                     *([cold_note] if cold_note else [])])),
     }
     if not stable:
         out["unstable_reason"] = why
@@ -747,8 +764,15 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
             dsm_run, dmem, bench.isl + bench.osl,
             max((p + o for p, o in lengths), default=0) if lengths else bench.isl + bench.osl,
             spec, draft, spec_info)
+    cold_s, cold_note = cold_start(psm, bench)
+    connect_s = psm.engine.kv_connect_s if bench.client.fresh_server else 0.0
     res = run_disaggregated(Pool(psm, prefill_workers, pmem),
-                            Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths)
+                            Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths,
+                            cold_start_s=cold_s, connect_s=connect_s)
+    fresh = [x for x in (cold_note, connect_s and (
+        f"{bench.client.name} measures a fresh deployment, so its first KV transfer waits {connect_s:g} s "
+        f"while {psm.engine.name}'s transfer engine opens the prefill-decode connections (fitted: "
+        "engines.toml kv_connect_ms)")) if x]
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,
@@ -773,7 +797,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "speculative_k": speculation.k if speculation is not None else 0, "unstable_reason": why,
         "step_model": ("engine loop per worker on the measured-kernel step models "
                        f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
-        "notes": list(dict.fromkeys([*res.notes, *_pricing_notes(psm)])),
+        "cold_start_s": cold_s, "kv_connect_s": connect_s,
+        "notes": list(dict.fromkeys([*res.notes, *_pricing_notes(psm), *fresh])),
     }
     if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only

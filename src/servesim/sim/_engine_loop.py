@@ -1130,6 +1130,7 @@ class LoopInputs:
     overhead_s: float
     prefilled_watermark: float
     keep_requests: bool
+    clock_start_s: float = 0.0  # the engine's first step waits for this (run_benchmark's cold_start_s)
 
 
 def table_for(model: Any, kv_key: tuple[object, ...], max_entries: int) -> PriceTable:
@@ -1208,6 +1209,7 @@ def run(inp: LoopInputs, policy: Scheduler, table: PriceTable,
     si[S_MEAS] = 1
     si[S_MT] = inp.rng_state[624] if inp.rng_state else 624
     sf[F_START] = math.inf
+    sf[F_T] = inp.clock_start_s
     RI = np.zeros((n, 8), np.int64)
     RF = np.zeros((n, 6), np.float64)
     hg = np.zeros(HEAP_START * n + 16, np.float64)

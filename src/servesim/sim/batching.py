@@ -249,7 +249,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                   max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
                   prefilled: bool = False, lengths: list[tuple[int, int]] | None = None,
                   scheduler: Scheduler | str | None = None, keep_requests: bool = False,
-                  loop: str = "auto") -> BenchResult:
+                  loop: str = "auto", cold_start_s: float = 0.0) -> BenchResult:
     """Run ``bench`` against one replica priced by ``model`` (see the module docstring).
 
     ``scheduler`` is a policy or an engine's name (default: the step model's engine,
@@ -265,10 +265,14 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     numba-compiled loop, which gives the same result as ``"python"``, the reference loop,
     bit for bit; a policy it does not know (not one of the shipped classes, or with a method
     replaced on the instance) runs in Python.  ``"auto"`` (default) compiles where it pays.
+    ``cold_start_s``: the engine takes no step before this time (a freshly started server compiling
+    the kernels of shapes its own warm-up did not run, ``EngineProfile.cold_start_s``); requests
+    sent meanwhile wait, and their TTFT counts the wait.
     """
     global _simulated
     if loop not in LOOPS:
         raise ParameterError("loop", loop, f"one of {', '.join(LOOPS)}")
+    check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
     eng = model.engine
     if scheduler is None or isinstance(scheduler, str):
         name = scheduler or eng.name
@@ -339,7 +343,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                               or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
     if loop == "python" or not _compiles(policy, bench, sends, lengths, spec) or policy.reference_only():
         out = _python_loop(s, policy, bench, sends, slots, lengths, spec, price_of, max_steps, prefilled,
-                           keep_requests, eng.request_overhead_s)
+                           keep_requests, eng.request_overhead_s, float(cold_start_s))
     else:
         from servesim.sim import _engine_loop as compiled
 
@@ -350,6 +354,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             concurrency=slots, isl=isl, osl=osl, lengths=lengths, spec_k=spec.k if spec else -1,
             alpha=spec.alpha if spec else 0.0, spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
             rng_state=accept.getstate()[1] if spec else (), overhead_s=eng.request_overhead_s,
+            clock_start_s=float(cold_start_s),
             prefilled_watermark=_PREFILLED_WATERMARK, keep_requests=keep_requests)
         table = compiled.table_for(model, kv_key, _PRICE_CACHE_MAX)
         status, out = compiled.run(inputs, policy, table, price_of, _Outcome)
@@ -436,7 +441,8 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
                  concurrency: int | None, lengths: list[tuple[int, int]] | None, spec: Speculation | None,
                  price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]],
                                     tuple[float, bool, tuple[str, ...]]],
-                 max_steps: int, prefilled: bool, keep_requests: bool, overhead_s: float) -> _Outcome:
+                 max_steps: int, prefilled: bool, keep_requests: bool, overhead_s: float,
+                 clock_start_s: float = 0.0) -> _Outcome:
     """The reference loop (see the module docstring); the compiled loop follows it step for step."""
     isl, osl, n_total = bench.isl, bench.osl, bench.prompts
     capacity, per_step = s.capacity, s.per_step
@@ -481,7 +487,7 @@ def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: lis
             return math.inf
         return pending[0]
 
-    t = 0.0
+    t = clock_start_s  # the engine's first step waits for this (a cold start); requests are sent from 0
     ttfts: list[float] = []
     tpots: list[float] = []
     itl_sum = itl_n = 0.0

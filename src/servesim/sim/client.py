@@ -49,8 +49,12 @@ and then awaited, so the measured run starts on an idle engine.  InferenceMAX's
 warm-ups all repeat the first prompt (``benchmark()`` sends ``input_requests[0]``
 each time), so they warm the one-prompt path but not a batched prefill of C
 different prompts: the measured first wave is the engine's first, and any kernel
-compiled or tuned for its shapes is paid there.  servesim's engine model has no
-cold state, so warm-ups change no measured number and are checked (at most the
+compiled or tuned for its shapes is paid there.  InferenceMAX also measures a freshly
+started server (``Client.fresh_server``), so ``predict`` makes the engine take its first
+step its fitted cold start late (``EngineProfile.cold_start_s``: DeepGEMM's just-in-time
+block-FP8 kernels on Hopper), and a disaggregated deployment's first KV transfer wait while
+the transfer engine opens its connections (``EngineProfile.kv_connect_s``): every request
+of the first wave waits that long.  The warm-ups themselves are checked (at most the
 prompts) but not simulated.
 
 Standard library only; deterministic for a given seed.  Nothing here prints.
@@ -125,6 +129,13 @@ class Client:
     def ratio(self) -> float:
         """The range ratio in force (the tool's default where none was given)."""
         return _DEFAULT_RATIO[self.name] if self.random_range_ratio is None else self.random_range_ratio
+
+    @property
+    def fresh_server(self) -> bool:
+        """Whether the harness measures a freshly started server with warm-ups that leave its
+        batched prefill cold (InferenceMAX: one server per run, every warm-up the first prompt), so
+        that the measured first wave pays the engine's cold start (``EngineProfile.cold_start_s``)."""
+        return self.name == "inferencemax"
 
     def warmups(self, concurrency: int | None) -> int:
         """Warm-up requests sent first (InferenceMAX: 2 x concurrency; the others: none)."""

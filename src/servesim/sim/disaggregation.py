@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servesim._checks import ParameterError, check_int
+from servesim._checks import ParameterError, check_int, check_real
 from servesim.sim.batching import Benchmark, BenchResult, _pct, _std, run_benchmark
 from servesim.sim.client import arrival_times
 
@@ -118,9 +118,10 @@ def _closed_loop_sends(base: list[float], stay: list[float], slots: int | None) 
 
 
 def _run_pool(pool: Pool, arrivals: list[float], lengths: list[tuple[int, int]], seed: int, *,
-              prefilled: bool) -> tuple[dict[int, tuple[float, float]], list[BenchResult]]:
+              prefilled: bool, cold_start_s: float = 0.0) -> tuple[dict[int, tuple[float, float]],
+                                                                  list[BenchResult]]:
     """Each request's (first token, last token) times on ``pool`` (round robin by index), and each
-    worker's result."""
+    worker's result; every worker takes its first step at ``cold_start_s``."""
     out: dict[int, tuple[float, float]] = {}
     results = []
     for w in range(pool.workers):
@@ -131,7 +132,8 @@ def _run_pool(pool: Pool, arrivals: list[float], lengths: list[tuple[int, int]],
         bench = Benchmark(isl=max(p for p, _ in lens), osl=max(o for _, o in lens), num_prompts=len(mine),
                           seed=seed)
         res = run_benchmark(pool.model, bench, pool.memory_bytes, arrival_times=[arrivals[i] for i in mine],
-                            lengths=lens, prefilled=prefilled, keep_requests=True, spec=pool.spec)
+                            lengths=lens, prefilled=prefilled, keep_requests=True, spec=pool.spec,
+                            cold_start_s=cold_start_s)
         for local, _, first, last in res.requests:
             out[mine[local]] = (first, last)
         results.append(res)
@@ -139,9 +141,15 @@ def _run_pool(pool: Pool, arrivals: list[float], lengths: list[tuple[int, int]],
 
 
 def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s: Callable[[int], float], *,
-                      lengths: list[tuple[int, int]] | None = None) -> DisaggResult:
+                      lengths: list[tuple[int, int]] | None = None, cold_start_s: float = 0.0,
+                      connect_s: float = 0.0) -> DisaggResult:
     """Run ``bench`` against ``prefill`` and ``decode`` pools joined by a link that moves a prompt of
-    ``p`` tokens' cache in ``transfer_s(p)`` seconds (see the module docstring)."""
+    ``p`` tokens' cache in ``transfer_s(p)`` seconds (see the module docstring).  A fresh deployment
+    (``Client.fresh_server``): the prefill workers take their first step at ``cold_start_s`` (the
+    engine's cold start, ``run_benchmark``), and the link opens its connections when the first prompt
+    is ready to move: no transfer starts before ``connect_s`` after that."""
+    check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
+    check_real("connect_s", connect_s, lo=0.0, hi=3600.0)
     n = bench.prompts
     if lengths is None:
         lengths = bench.lengths() or [(bench.isl, bench.osl)] * n
@@ -163,8 +171,10 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
 
     def run_pools(sends: list[float]) -> tuple[Any, list[BenchResult], list[float], Any, list[BenchResult]]:
         """Both pools at these send times: prefill, the transfer, then decode."""
-        pre, pre_res = _run_pool(prefill, sends, pre_len, bench.seed, prefilled=False)
-        at_decode = [pre[i][0] + xfer[i] for i in range(n)]
+        pre, pre_res = _run_pool(prefill, sends, pre_len, bench.seed, prefilled=False,
+                                 cold_start_s=cold_start_s)
+        ready = min(pre[i][0] for i in range(n)) + connect_s if connect_s else 0.0
+        at_decode = [max(pre[i][0], ready) + xfer[i] for i in range(n)]
         dec, dec_res = _run_pool(decode, at_decode, lengths, bench.seed, prefilled=True)
         return pre, pre_res, at_decode, dec, dec_res
 
