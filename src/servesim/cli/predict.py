@@ -155,7 +155,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--client", type=choice(CLIENTS, "client"), default=None,
                    help="benchmark tool whose meanings the flags take: vllm (vllm bench serve, default), "
                    "sglang (sglang.bench_serving) or inferencemax (its client, and its launch scripts' "
-                   "server flags for what is left unset; with --mode disagg each pool's Dynamo recipe)")
+                   "server flags for what is left unset; with --mode disagg each pool's Dynamo recipe; "
+                   "a freshly started server, so the first wave pays the engine's fitted cold start)")
     p.add_argument("--warmup-prompts", type=integer(0, hi=1_000_000), default=0,
                    help="first requests left out of the statistics, as steady-window tools (genai-perf, "
                    "AIPerf) do (default 0: all count, as vllm bench serve)")
