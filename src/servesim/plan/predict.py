@@ -769,10 +769,11 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     res = run_disaggregated(Pool(psm, prefill_workers, pmem),
                             Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths,
                             cold_start_s=cold_s, connect_s=connect_s)
-    fresh = [x for x in (cold_note, connect_s and (
-        f"{bench.client.name} measures a fresh deployment, so its first KV transfer waits {connect_s:g} s "
-        f"while {psm.engine.name}'s transfer engine opens the prefill-decode connections (fitted: "
-        "engines.toml kv_connect_ms)")) if x]
+    fresh = [cold_note] if cold_note else []
+    if connect_s:
+        fresh.append(f"{bench.client.name} measures a fresh deployment, so its first KV transfer waits "
+                     f"{connect_s:g} s while {psm.engine.name}'s transfer engine opens the prefill-decode "
+                     "connections (fitted: engines.toml kv_connect_ms)")
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,
