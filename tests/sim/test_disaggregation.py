@@ -119,5 +119,7 @@ def test_a_fresh_deployment_delays_its_first_wave_by_the_cold_start_and_the_conn
     assert res.ttfts_s[0] == pytest.approx(warm.ttfts_s[0] + cold + connect, rel=1e-6)
     assert res.ttfts_s[1:] == pytest.approx(warm.ttfts_s[1:], rel=1e-6)
     assert res.mean_tpot_s == pytest.approx(warm.mean_tpot_s, rel=1e-6)
+    # the breakdown carries the connection wait in the transfer: the first of 5 requests waits `connect`
+    assert res.mean_transfer_s == pytest.approx(warm.mean_transfer_s + connect / 5, rel=1e-6)
     with pytest.raises(ParameterError, match="connect_s"):
         run_disaggregated(pre, dec, bench, xfer, connect_s=-0.1)

@@ -90,7 +90,7 @@ class DisaggResult:
     output_throughput: float
     request_throughput: float
     mean_prefill_wait_s: float  # send to the prefill's end, less the prompt's unloaded prefill
-    mean_transfer_s: float
+    mean_transfer_s: float  # the prefill's end to the cache's arrival (with a fresh link's connection wait)
     mean_decode_wait_s: float  # the cache's arrival to its joining a decode batch
     decode_batch: float  # time-mean running sequences per decode worker
     prefill_busy: float  # share of the run the prefill workers spend on unloaded prefills
@@ -220,7 +220,7 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
         total_output_tokens=out_tokens, output_throughput=out_tokens / duration,
         request_throughput=len(measured) / duration,
         mean_prefill_wait_s=sum(pre[i][0] - sends[i] - unloaded[i] for i in measured) / len(measured),
-        mean_transfer_s=sum(xfer[i] for i in measured) / len(measured),
+        mean_transfer_s=sum(at_decode[i] - pre[i][0] for i in measured) / len(measured),
         mean_decode_wait_s=sum(dec[i][0] - at_decode[i] for i in measured) / len(measured),
         decode_batch=(sum(r.decode_batch * r.duration_s for r in dec_res) / dec_time) if dec_time else 0.0,
         prefill_busy=min(1.0, sum(unloaded) / (prefill.workers * duration)),
