@@ -537,3 +537,27 @@ def test_a_fresh_server_pays_the_engines_fitted_cold_start_once(capsys):
     assert any("first KV transfer waits 1 s" in n for n in out["notes"])
     # 2 of 20 requests wait 2.5 s more: 250 ms on the mean, nothing on the median
     assert out["mean_ttft_ms"] - out["median_ttft_ms"] > 200.0
+
+
+def test_a_warm_server_pays_no_cold_start_as_a_flag_and_as_a_points_column(capsys, tmp_path):
+    """--warm-server (and a points row's warm_server) says the server has already run these shapes:
+    the same InferenceMAX run without the first wave's wait, nothing else changed."""
+    base = ("--model", "deepseek-ai/DeepSeek-R1", "--tp", "8", "--engine", "sglang", "--isl", "1024",
+            "--osl", "32", "--concurrency", "4", "--num-prompts", "40", "--gpu", "h200", "--client",
+            "inferencemax")
+    cold = _json(capsys, *base)
+    warm = _json(capsys, *base, "--warm-server")
+    assert (cold["cold_start_s"], warm["cold_start_s"]) == (1.0, 0.0)
+    assert not any(n.startswith("cold start") for n in warm["notes"])
+    # 4 of 40 requests waited 1 s: the mean falls by 100 ms, the median and TPOT do not move
+    assert cold["mean_ttft_ms"] - warm["mean_ttft_ms"] == pytest.approx(100.0, abs=1e-6)
+    assert cold["median_ttft_ms"] == pytest.approx(warm["median_ttft_ms"], abs=1e-9)
+    assert cold["mean_tpot_ms"] == pytest.approx(warm["mean_tpot_ms"], abs=1e-9)
+    pts = tmp_path / "p.csv"
+    pts.write_text("model,gpu,tp,dtype,isl,osl,concurrency,num_prompts,engine,client,warm_server\n"
+                   "deepseek-ai/DeepSeek-R1,h200,8,fp8,1024,32,4,40,sglang,inferencemax,true\n"
+                   "deepseek-ai/DeepSeek-R1,h200,8,fp8,1024,32,4,40,sglang,inferencemax,false\n")
+    rows = _json(capsys, "--points", str(pts), "-q")
+    assert [r["cold_start_s"] for r in rows] == [0.0, 1.0]
+    assert rows[0]["mean_ttft_ms"] == pytest.approx(warm["mean_ttft_ms"], rel=1e-9)
+    assert rows[1]["mean_ttft_ms"] == pytest.approx(cold["mean_ttft_ms"], rel=1e-9)

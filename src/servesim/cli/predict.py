@@ -157,6 +157,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "sglang (sglang.bench_serving) or inferencemax (its client, and its launch scripts' "
                    "server flags for what is left unset; with --mode disagg each pool's Dynamo recipe; "
                    "a freshly started server, so the first wave pays the engine's fitted cold start)")
+    p.add_argument("--warm-server", action="store_true", default=None,
+                   help="the server has already run these shapes (a long-running deployment): no "
+                   "fresh-server cold start or first-transfer connection wait, whatever --client's harness "
+                   "does")
     p.add_argument("--warmup-prompts", type=integer(0, hi=1_000_000), default=0,
                    help="first requests left out of the statistics, as steady-window tools (genai-perf, "
                    "AIPerf) do (default 0: all count, as vllm bench serve)")
@@ -230,7 +234,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--points", type=Path, default=None, metavar="FILE.csv",
                    help="predict every row of a CSV with columns model,gpu,tp,dtype,isl,osl,concurrency "
                    "(optional: kv_dtype, engine, request_rate, num_prompts, num_warmups, client, "
-                   "random_range_ratio, burstiness, the engine flags by their names, spec, k, "
+                   "random_range_ratio, burstiness, warm_server, the engine flags by their names, spec, k, "
                    "acceptance_length, alpha, draft, traffic, and measured "
                    "mean_ttft_ms, mean_tpot_ms, ... to compare with); a bad row errs alone")
     p.add_argument("--compare", type=Path, default=None, metavar="RESULT.json",
@@ -274,7 +278,8 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
         return v if v is not None else getattr(args, name, None)
 
     client = Client(name=pick("client") or "vllm", random_range_ratio=pick("random_range_ratio"),
-                    num_warmups=pick("num_warmups"), burstiness=pick("burstiness") or 1.0)
+                    num_warmups=pick("num_warmups"), burstiness=pick("burstiness") or 1.0,
+                    warm_server=bool(pick("warm_server")))
     return Benchmark(isl=row["isl"], osl=row["osl"], concurrency=row.get("concurrency"),
                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts") or args.num_prompts,
                      seed=args.seed, warmup=args.warmup_prompts, client=client)

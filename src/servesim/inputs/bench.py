@@ -43,7 +43,7 @@ POOL_COLUMNS: tuple[str, ...] = ("prefill_tp", "prefill_dp", "prefill_ep", "pref
 """The shape of each pool of a ``mode=disagg`` row (``concurrency`` is then the whole deployment's)."""
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "dp", "ep", "kv_dtype", "engine", "rate", "request_rate", "max_concurrency", "num_prompts", "num_warmups",
-    "client", "random_range_ratio", "burstiness", "random_input_len", "random_output_len",
+    "client", "random_range_ratio", "burstiness", "warm_server", "random_input_len", "random_output_len",
     "max_num_batched_tokens", "max_num_seqs", "chunked_prefill_size", "max_running_requests",
     "max_prefill_tokens", "enable_mixed_chunk", "scheduler_recv_interval", "max_num_tokens", "max_batch_size",
     "enable_chunked_prefill",
@@ -69,7 +69,8 @@ MEASURED_COLUMNS: tuple[str, ...] = (
 _KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "concurrency": "int",
           "num_prompts": "int",
           "rate": "rate", "request_rate": "rate", "max_concurrency": "int", "num_warmups": "int",
-          "random_range_ratio": "float", "burstiness": "float", "random_input_len": "int",
+          "random_range_ratio": "float", "burstiness": "float", "warm_server": "bool",
+          "random_input_len": "int",
           "random_output_len": "int", "max_num_batched_tokens": "int", "max_num_seqs": "int",
           "chunked_prefill_size": "int", "max_running_requests": "int", "max_prefill_tokens": "int",
           "enable_mixed_chunk": "bool", "scheduler_recv_interval": "int", "max_num_tokens": "int",

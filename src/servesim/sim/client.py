@@ -108,6 +108,7 @@ class Client:
     random_range_ratio: float | None = None
     num_warmups: int | None = None
     burstiness: float = 1.0
+    warm_server: bool = False  # the server already ran these shapes: no fresh-server cold start
 
     def __post_init__(self) -> None:
         if self.name not in CLIENTS:
@@ -124,6 +125,8 @@ class Client:
         if self.num_warmups is not None:
             check_int("num_warmups", self.num_warmups, lo=0, hi=1_000_000)
         check_real("burstiness", self.burstiness, lo=0.0, hi=1e3, lo_open=True)
+        if not isinstance(self.warm_server, bool):
+            raise ParameterError("warm_server", self.warm_server, "true or false")
 
     @property
     def ratio(self) -> float:
@@ -134,8 +137,9 @@ class Client:
     def fresh_server(self) -> bool:
         """Whether the harness measures a freshly started server with warm-ups that leave its
         batched prefill cold (InferenceMAX: one server per run, every warm-up the first prompt), so
-        that the measured first wave pays the engine's cold start (``EngineProfile.cold_start_s``)."""
-        return self.name == "inferencemax"
+        that the measured first wave pays the engine's cold start (``EngineProfile.cold_start_s``);
+        ``warm_server`` says the server has already run these shapes (a long-running deployment)."""
+        return self.name == "inferencemax" and not self.warm_server
 
     def warmups(self, concurrency: int | None) -> int:
         """Warm-up requests sent first (InferenceMAX: 2 x concurrency; the others: none)."""
