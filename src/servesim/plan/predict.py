@@ -99,17 +99,28 @@ class Deployment:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
 
-def cold_start(sm: Any, bench: Benchmark) -> tuple[float, str]:
-    """Seconds the engine of ``sm`` waits before its first step in a run of ``bench``, and the
-    note that says so: its cold start (``EngineProfile.cold_start_s``) where the client's harness
-    measures a fresh server (``Client.fresh_server``), else (0, "")."""
-    dtype = str(getattr(sm, "dtype", ""))
-    s = sm.engine.cold_start_s(dtype) if bench.client.fresh_server else 0.0
-    if not s:
-        return 0.0, ""
-    return s, (f"cold start: {bench.client.name} measures a fresh server, so the first wave waits "
-               f"{s:g} s while {sm.engine.name} compiles the {dtype} kernels of its first batched prefill "
-               f"on the {sm.gpu} (fitted: engines.toml cold_start)")
+def fresh_server_waits(sm: Any, bench: Benchmark, *,
+                       disaggregated: bool = False) -> tuple[float, float, list[str]]:
+    """What a harness that measures a fresh server (``Client.fresh_server``) makes the first wave
+    wait, and the notes that say so: the engine of ``sm`` (a prefill pool's, disaggregated) takes
+    its first step its cold start late (``EngineProfile.cold_start_s`` for ``sm``'s dtype), and with
+    ``disaggregated`` no KV transfer starts before the link's connections open
+    (``EngineProfile.kv_connect_s``).  (0, 0, []) where the server is warm."""
+    if not bench.client.fresh_server:
+        return 0.0, 0.0, []
+    eng, dtype, who = sm.engine, str(getattr(sm, "dtype", "")), bench.client.name
+    cold = eng.cold_start_s(dtype)
+    connect = eng.kv_connect_s if disaggregated else 0.0
+    notes = []
+    if cold:
+        notes.append(f"cold start: {who} measures a fresh server, so the first wave waits {cold:g} s while "
+                     f"{eng.name} compiles the {dtype} kernels of its first batched prefill on the {sm.gpu} "
+                     "(fitted: engines.toml cold_start)")
+    if connect:
+        notes.append(f"{who} measures a fresh deployment, so its first KV transfer waits {connect:g} s while "
+                     f"{eng.name}'s transfer engine opens the prefill-decode connections (fitted: "
+                     "engines.toml kv_connect_ms)")
+    return cold, connect, notes
 
 
 def _pricing_notes(sm: Any) -> list[str]:
@@ -568,7 +579,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     run_sm = _speculating_step_model(sm, dep, spec, spec_info, catalog)
     if spec_info is not None:
         cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
-    cold_s, cold_note = cold_start(sm, bench)
+    cold_s, _, fresh = fresh_server_waits(sm, bench)
     res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation, lengths=lengths,
                                      cold_start_s=cold_s)
     gpus = dep.tp * dep.dp
@@ -607,8 +618,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "step_model": ("measured kernel tables" if res.measured and batch1.measured else
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
         "cold_start_s": cold_s,
-        "notes": list(dict.fromkeys([*res.notes, *batch1.notes, *_pricing_notes(sm),
-                                     *([cold_note] if cold_note else [])])),
+        "notes": list(dict.fromkeys([*res.notes, *batch1.notes, *_pricing_notes(sm), *fresh])),
     }
     if not stable:
         out["unstable_reason"] = why
@@ -764,16 +774,10 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
             dsm_run, dmem, bench.isl + bench.osl,
             max((p + o for p, o in lengths), default=0) if lengths else bench.isl + bench.osl,
             spec, draft, spec_info)
-    cold_s, cold_note = cold_start(psm, bench)
-    connect_s = psm.engine.kv_connect_s if bench.client.fresh_server else 0.0
+    cold_s, connect_s, fresh = fresh_server_waits(psm, bench, disaggregated=True)
     res = run_disaggregated(Pool(psm, prefill_workers, pmem),
                             Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths,
                             cold_start_s=cold_s, connect_s=connect_s)
-    fresh = [cold_note] if cold_note else []
-    if connect_s:
-        fresh.append(f"{bench.client.name} measures a fresh deployment, so its first KV transfer waits "
-                     f"{connect_s:g} s while {psm.engine.name}'s transfer engine opens the prefill-decode "
-                     "connections (fitted: engines.toml kv_connect_ms)")
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,
