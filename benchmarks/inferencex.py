@@ -35,7 +35,10 @@ about a minute on one core, the disaggregated one about six.
 8 x B200, TensorRT-LLM and SGLang; 220 disaggregated, on H100 as well), with ``--spec mtp`` and
 the harness's own speculation (:func:`servesim.plan.predict.harness_speculation`: TensorRT-LLM at
 ``num_nextn_predict_layers`` 3, or 1 with attention DP; SGLang as EAGLE 2/1/3) and its MTP
-recipes.
+recipes, on the client's synthetic traffic (random-token prompts in the chat template): the
+acceptance is the chat preset's with a share of its drafts accepted that was fitted to the
+colocated MTP runs (``hardware/data/acceptance.toml``, ``[[derived]]``), so that of those runs is
+in sample and the disaggregated ones' is not.
 """
 
 from __future__ import annotations

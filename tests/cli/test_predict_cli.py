@@ -488,21 +488,27 @@ def test_a_low_latency_dynamo_recipe_caps_each_decode_worker_and_the_text_says_s
 def test_the_inferencemax_client_runs_mtp_at_its_scripts_depth_with_the_acceptance_measured_there(capsys):
     # dsr1_fp4_b200_trt_mtp.sh: num_nextn_predict_layers 3 (no attention DP), --max_batch_size C,
     # --max_num_tokens 64 ceil((4 C + ISL + 64) / 64) = 1,152 at 4 clients and 1k prompts; the
-    # acceptance is TensorRT-LLM's own at k = 3 (2.82 tokens a step), not the k = 1 figure's
+    # acceptance is TensorRT-LLM's own at k = 3 (2.82 tokens a step), not the k = 1 figure's, with
+    # its accepted drafts x 0.85 on the client's synthetic traffic: 1 + 0.85 x 1.82 = 2.547
     out = _one_json(capsys, *_MTP_B200_4, "--engine", "trtllm", "--dtype", "fp4")
-    assert out["speculation"]["k"] == 3 and out["speculation"]["acceptance_length"] == pytest.approx(2.82)
+    assert out["speculation"]["k"] == 3 and out["speculation"]["acceptance_length"] == pytest.approx(2.547)
+    assert "mtp synthetic" in out["speculation"]["acceptance"]
     assert (out["max_num_seqs"], out["max_num_batched_tokens"]) == (4, 1152)
-    # a k the user gives wins over the recipe's
+    # a k the user gives wins over the recipe's: 1 + 0.85 x 1.58 = 2.343
     out = _one_json(capsys, *_MTP_B200_4, "--engine", "trtllm", "--dtype", "fp4", "--k", "2")
-    assert out["speculation"]["k"] == 2 and out["speculation"]["acceptance_length"] == pytest.approx(2.58)
+    assert out["speculation"]["k"] == 2 and out["speculation"]["acceptance_length"] == pytest.approx(2.343)
+    # and so does a traffic kind: chat takes the measurement as published
+    out = _one_json(capsys, *_MTP_B200_4, "--engine", "trtllm", "--dtype", "fp4", "--traffic", "chat")
+    assert out["speculation"]["acceptance_length"] == pytest.approx(2.82)
 
 
 def test_sglangs_mtp_chain_takes_the_acceptance_measured_at_its_depth(capsys):
     # dsr1_fp8_b200_mtp.sh: EAGLE with 2 steps, top-k 1, 3 draft tokens: a chain of 2 drafts, so the
-    # k = 2 measurement (2.58 tokens a step) grows it, not the k = 1 figure's alpha (2.64)
+    # k = 2 measurement (2.58 tokens a step; on the client's synthetic traffic 1 + 0.85 x 1.58 =
+    # 2.343) grows it, not the k = 1 figure's alpha (2.64)
     spec = _one_json(capsys, *_MTP_B200_4, "--engine", "sglang", "--dtype", "fp8")["speculation"]
     assert spec["tree"] == {"steps": 2, "topk": 1, "draft_tokens": 3}
-    assert spec["acceptance_length"] == pytest.approx(2.58) and "MTP 2" in spec["acceptance"]
+    assert spec["acceptance_length"] == pytest.approx(2.343) and "MTP 2" in spec["acceptance"]
 
 
 def test_a_fresh_server_pays_the_engines_fitted_cold_start_once(capsys):

@@ -64,7 +64,8 @@ def test_lookup_takes_the_default_then_the_targets_own_family():
     assert preset_for("eagle3", "code", "mistral-7b") == presets_for("eagle3")["code"]
     assert preset_for("eagle3", "chat", "llama-3-8b") == chat  # a tie goes to the default row
     assert preset_for("mtp", "summarization", "deepseek-r1").k == 1
-    assert set(presets_for("eagle3")) == set(TRAFFIC_KINDS)
+    # every measured kind; synthetic traffic has no measurement of its own (derived rows only)
+    assert set(presets_for("eagle3")) == set(TRAFFIC_KINDS) - {"synthetic"}
 
 
 @pytest.mark.parametrize(("args", "name", "fragments"), [
@@ -147,3 +148,64 @@ def test_a_preset_measured_at_the_engines_k_comes_before_the_default_one():
     one = preset_for("mtp", "chat", "deepseek-r1")
     assert sum(one.alpha ** i for i in range(4)) == pytest.approx(3.31, abs=0.01)
     assert preset_for("mtp", "chat", "deepseek-r1", k=7).id == "mtp-deepseek-v3-report"  # none at 7
+
+
+def test_a_derived_kind_scales_the_measured_kinds_accepted_drafts():
+    from servesim.hardware.acceptance import load_derived
+
+    (rule,) = [r for r in load_derived() if r.id == "mtp-deepseek-synthetic"]
+    r = rule.draft_ratio
+    assert 0.0 < r < 1.0 and rule.from_traffic == "chat" and rule.source.startswith("https://")
+    # by hand: A' = 1 + r (A - 1) of TensorRT-LLM's k = 2 and k = 3 figures (2.58, 2.82) and the
+    # report's k = 1 figure (1.875)
+    for k, a in ((1, 1.875), (2, 2.58), (3, 2.82)):
+        got = preset_for("mtp", "synthetic", "deepseek-r1", k=k)
+        assert (got.k, got.length) == (k, pytest.approx(1 + r * (a - 1)))
+        chat = preset_for("mtp", "chat", "deepseek-r1", k=k)
+        assert got.traffic == ("synthetic",) and got.length < chat.length
+        assert got.describe("synthetic").startswith("preset: mtp synthetic") and "x " in got.short
+    # no derived row for another method or another family: the kind is refused, naming the parameter
+    with pytest.raises(ParameterError, match="traffic='synthetic'"):
+        preset_for("eagle3", "synthetic", "llama-3-8b")
+    with pytest.raises(ParameterError, match="traffic='synthetic'"):
+        preset_for("mtp", "synthetic", "qwen3-next")
+
+
+@pytest.mark.parametrize("row, field", [
+    ('draft_ratio = 1.2', "draft_ratio"),
+    ('draft_ratio = 0', "draft_ratio"),
+    ('from_traffic = "synthetic"', "from_traffic"),
+    ('traffic = "poetry"', "traffic"),
+    ('source = "http://x"', "source"),
+])
+def test_a_bad_derived_row_names_the_file_the_row_and_the_field(tmp_path, row, field):
+    from servesim.hardware.acceptance import load_derived
+
+    good = {"id": '"d1"', "method": '"mtp"', "traffic": '"synthetic"', "family": '"deepseek"',
+            "from_traffic": '"chat"', "draft_ratio": "0.5", "fitted_to": '"x"', "source": '"https://x"',
+            "where": '"x"', "short": '"x"', "note": '"x"'}
+    name = row.split(" = ")[0]
+    good[name] = row.split(" = ")[1]
+    path = tmp_path / "acc.toml"
+    path.write_text("[[derived]]\n" + "".join(f"{k} = {v}\n" for k, v in good.items()))
+    with pytest.raises(ValueError, match=rf"acc.toml: derived 1 \(d1\): {field}"):
+        load_derived(path)
+
+
+def test_the_inferencemax_client_runs_mtp_on_synthetic_traffic_and_pays_for_it():
+    from servesim.plan.predict import harness_speculation
+    from servesim.sim.batching import Benchmark
+    from servesim.sim.client import Client
+
+    def how(client: str, **given: object) -> dict:
+        bench = Benchmark(isl=1024, osl=256, concurrency=4, client=Client(client))
+        return harness_speculation(bench, model="deepseek-ai/DeepSeek-R1", engine="trtllm", spec="mtp",
+                                   **given)
+
+    assert how("inferencemax")["traffic"] == "synthetic" and how("inferencemax")["k"] == 3
+    assert how("vllm").get("traffic") is None  # a plain client: the default kind (chat)
+    assert how("inferencemax", traffic="code")["traffic"] == "code"  # what the user names wins
+    assert "traffic" not in how("inferencemax", acceptance_length=2.5, k=3)  # a given acceptance
+    # a target the derived kind does not cover keeps the default kind
+    bench = Benchmark(isl=1024, osl=256, concurrency=4, client=Client("inferencemax"))
+    assert harness_speculation(bench, model="llama-3-8b", engine="vllm", spec="eagle3").get("traffic") is None

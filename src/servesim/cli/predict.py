@@ -215,7 +215,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--traffic", type=choice(TRAFFIC_KINDS, "traffic"), default=None,
                    help=f"with --spec and no --acceptance-length/--alpha: the kind of traffic whose "
                    f"published acceptance the preset takes, {', '.join(TRAFFIC_KINDS)} (default chat: "
-                   "MT-Bench-like; code HumanEval-like, summarization CNN/DM-like, math GSM8K-like); "
+                   "MT-Bench-like; code HumanEval-like, summarization CNN/DM-like, math GSM8K-like; "
+                   "synthetic: random-token prompts in the chat template, the default with --client "
+                   "inferencemax, derived from chat where a fitted ratio covers the target, DeepSeek MTP); "
                    "sources in hardware/data/acceptance.toml")
     p.add_argument("--draft", default=None, metavar="MODEL",
                    help="draft model with --spec draft (a catalog name, Hugging Face id or config.json); it "

@@ -14,7 +14,9 @@ the one whose ``family`` is the longest start of the target's canonical name (a 
 the target's own family), else the row marked ``default``; asked for a draft length ``k``, a row
 of those measured at that k comes first (a published acceptance at the k the engine runs, not the
 i.i.d. extrapolation of another k's: DeepSeek-R1's MTP at k = 3 accepts 2.82 tokens a step in
-TensorRT-LLM's measurement, where the k = 1 figure extrapolates to 3.31).
+TensorRT-LLM's measurement, where the k = 1 figure extrapolates to 3.31).  A kind with no
+measured rows for the method takes a ``[[derived]]`` row's (:class:`DerivedAcceptance`): the
+measured kind it names, looked up the same way, with fewer of its drafts accepted.
 
 These are not the lab's presets: ``servesim.model.speculative.SPECDEC_PRESETS`` (the alphas the
 ``specdec``, ``disagg`` and ``all`` commands illustrate with) do not change.
@@ -25,7 +27,7 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -37,12 +39,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-__all__ = ["DEFAULT_TRAFFIC", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset", "load_presets", "preset_for",
-           "presets_for"]
+__all__ = ["DEFAULT_TRAFFIC", "DERIVED_FIELDS", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset",
+           "DerivedAcceptance", "has_acceptance", "load_derived", "load_presets", "preset_for", "presets_for"]
 
-TRAFFIC_KINDS: tuple[str, ...] = ("chat", "code", "summarization", "math")
+TRAFFIC_KINDS: tuple[str, ...] = ("chat", "code", "summarization", "math", "synthetic")
 """Kinds of traffic a preset can stand for (MT-Bench-like chat, HumanEval-like code, CNN/DM-like
-summarization, GSM8K-like math)."""
+summarization, GSM8K-like math) and ``synthetic``: random token ids wrapped in the target's chat
+template, what a benchmark client's random dataset sends with ``--use-chat-template``
+(InferenceMAX's speculative runs); no published measurement stands for it, so its presets are
+derived from a measured kind's (:class:`DerivedAcceptance`)."""
 
 DEFAULT_TRAFFIC = "chat"
 """The traffic kind assumed when none is named."""
@@ -53,6 +58,10 @@ METHODS: tuple[str, ...] = ("small-draft", "mtp", "medusa", "eagle", "eagle3", "
 FIELDS: tuple[str, ...] = ("id", "method", "traffic", "family", "default", "length", "k", "target", "draft",
                            "engine", "temperature", "dataset", "source", "where", "short", "note")
 """The fields of a row of the data file (its header says what each means)."""
+
+DERIVED_FIELDS: tuple[str, ...] = ("id", "method", "traffic", "family", "from_traffic", "draft_ratio",
+                                   "fitted_to", "source", "where", "short", "note")
+"""The fields of a ``[[derived]]`` row of the data file (its header says what each means)."""
 
 _DATA = Path(__file__).parent / "data" / "acceptance.toml"
 
@@ -89,6 +98,61 @@ class AcceptancePreset:
         """One line for predict's ``acceptance`` field."""
         return (f"preset: {self.method} {traffic} — mean acceptance length {self.length:g} at k = {self.k} "
                 f"({self.short})")
+
+
+@dataclass(frozen=True)
+class DerivedAcceptance:
+    """A traffic kind no published measurement stands for, derived from a measured kind's presets:
+    each preset's accepted drafts (its length less the bonus token) scaled by ``draft_ratio``,
+
+        A' = 1 + draft_ratio (A - 1)        (the bonus token is always accepted)
+
+    so the derived kind keeps the measured kind's k and its shape over k, with fewer drafts
+    accepted.  ``fitted_to`` names the measurements the ratio was fitted to."""
+
+    id: str
+    method: str
+    traffic: str
+    family: str
+    from_traffic: str
+    draft_ratio: float
+    fitted_to: str
+    source: str
+    where: str
+    short: str
+    note: str
+
+    def apply(self, base: AcceptancePreset) -> AcceptancePreset:
+        """``base`` (a preset of ``from_traffic``) as this kind accepts it."""
+        return replace(base, id=f"{base.id}+{self.id}", traffic=(self.traffic,),
+                       length=1.0 + self.draft_ratio * (base.length - 1.0),
+                       short=(f"{base.short} {base.length:g}, its accepted drafts x {self.draft_ratio:g} "
+                              f"{self.short}"),
+                       note=f"{base.note} Derived ({self.id}): {self.note}")
+
+
+def _derived_row(raw: dict[str, Any], path: Path, i: int) -> DerivedAcceptance:
+    """A ``[[derived]]`` row of the data file, checked: the message names the file, the row and the field."""
+    where = f"{path}: derived {i + 1} ({raw.get('id', '?')})"
+    missing = [f for f in DERIVED_FIELDS if f not in raw]
+    extra = sorted(set(raw) - set(DERIVED_FIELDS))
+    if missing or extra:
+        raise ValueError(f"{where}: missing {missing} / unknown {extra} field(s)")
+    if raw["method"] not in METHODS:
+        raise ValueError(f"{where}: method {raw['method']!r} must be one of {', '.join(METHODS)}")
+    for name in ("traffic", "from_traffic"):
+        if raw[name] not in TRAFFIC_KINDS:
+            raise ValueError(f"{where}: {name} {raw[name]!r} must be one of {', '.join(TRAFFIC_KINDS)}")
+    if raw["traffic"] == raw["from_traffic"]:
+        raise ValueError(f"{where}: from_traffic {raw['from_traffic']!r} must be another kind than "
+                         "its traffic")
+    r = raw["draft_ratio"]
+    if not isinstance(r, (int, float)) or isinstance(r, bool) or not 0.0 < r <= 1.0:
+        # above 1 a derived length could pass k + 1
+        raise ValueError(f"{where}: draft_ratio = {r!r} must be in (0, 1]")
+    if not str(raw["source"]).startswith("https://"):
+        raise ValueError(f"{where}: source {raw['source']!r} must be a https:// URL")
+    return DerivedAcceptance(**{**raw, "draft_ratio": float(r)})
 
 
 def _row(raw: dict[str, Any], path: Path, i: int) -> AcceptancePreset:
@@ -134,6 +198,40 @@ def load_presets(path: Path = _DATA) -> tuple[AcceptancePreset, ...]:
     return rows
 
 
+@cache
+def load_derived(path: Path = _DATA) -> tuple[DerivedAcceptance, ...]:
+    """Every ``[[derived]]`` row of the data file, checked: unique ids, at most one row per (method,
+    traffic, family), and none for a (method, traffic) that measured presets already stand for."""
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    rows = tuple(_derived_row(r, path, i) for i, r in enumerate(raw.get("derived", [])))
+    measured = {(m, t) for p in load_presets(path) for m in (p.method,) for t in p.traffic}
+    keys = [(r.method, r.traffic, r.family) for r in rows]
+    for r in rows:
+        if (r.method, r.traffic) in measured:
+            raise ValueError(f"{path}: derived {r.id}: {r.method} {r.traffic} has measured presets")
+        if keys.count((r.method, r.traffic, r.family)) > 1 or [x.id for x in rows].count(r.id) > 1:
+            raise ValueError(f"{path}: derived {r.id}: its id or its (method, traffic, family) repeats")
+    return rows
+
+
+def _derived_for(method: str, traffic: str, family: str | None) -> DerivedAcceptance | None:
+    """The derived row of ``method`` for ``traffic`` whose family is the longest start of ``family``
+    (a row with an empty family stands for any target), or None."""
+    rows = [r for r in load_derived() if r.method == method and r.traffic == traffic
+            and (not r.family or (family or "").lower().startswith(r.family))]
+    return max(rows, key=lambda r: len(r.family)) if rows else None
+
+
+def has_acceptance(method: str, traffic: str, family: str | None = None) -> bool:
+    """Whether :func:`preset_for` has a preset of ``method`` for ``traffic`` on ``family``'s target."""
+    try:
+        preset_for(method, traffic, family)
+    except ParameterError:
+        return False
+    return True
+
+
 def _method(method: str) -> str:
     return "small-draft" if method == "draft" else method
 
@@ -164,7 +262,11 @@ def preset_for(method: str, traffic: str = DEFAULT_TRAFFIC, family: str | None =
                              "(give --acceptance-length A with --k K for the others)")
     of = [r for r in rows if r.method == m and traffic in r.traffic]
     if not of:
-        kinds = [t for t in TRAFFIC_KINDS if any(r.method == m and t in r.traffic for r in rows)]
+        rule = _derived_for(m, traffic, family)
+        if rule is not None:
+            return rule.apply(preset_for(method, rule.from_traffic, family, k=k))
+        kinds = [t for t in TRAFFIC_KINDS if any(r.method == m and t in r.traffic for r in rows)
+                 or _derived_for(m, t, family) is not None]
         raise ParameterError("traffic", traffic, f"one of {', '.join(kinds)} for {method} without a measured "
                              f"acceptance (no published {method} acceptance for {traffic}; give "
                              "--acceptance-length A with --k K)")

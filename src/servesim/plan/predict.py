@@ -181,14 +181,25 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
 def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
                         spec: str | None = None, **given: Any) -> dict[str, Any]:
     """The speculation arguments of :func:`predict` / :func:`predict_disaggregated` for ``spec``:
-    those ``given`` (``k``, ``tree``, ``alpha``, ``acceptance_length``, ...), or where none of
-    ``k``, ``tree``, ``alpha`` and ``acceptance_length`` is, the harness's own recipe's ``k`` or
-    ``tree`` (:meth:`servesim.sim.client.Client.spec_recipe`; InferenceMAX's DeepSeek-R1 MTP)."""
+    those ``given`` (``k``, ``tree``, ``alpha``, ``acceptance_length``, ``traffic``, ...), or where
+    none of ``k``, ``tree``, ``alpha`` and ``acceptance_length`` is, the harness's own recipe's ``k``
+    or ``tree`` (:meth:`servesim.sim.client.Client.spec_recipe`; InferenceMAX's DeepSeek-R1 MTP);
+    and where neither an acceptance nor a ``traffic`` is given, the traffic kind the harness sends
+    (:attr:`servesim.sim.client.Client.spec_traffic`) if the acceptance presets cover it for the
+    target."""
     out = {"spec": spec, **given}
-    if spec in (None, "none") or any(given.get(n) is not None for n in ("k", "tree", "alpha",
-                                                                       "acceptance_length")):
+    if spec in (None, "none"):
         return out
     arch = _architecture(model)
+    if all(given.get(n) is None for n in ("alpha", "acceptance_length", "traffic")):
+        from servesim.hardware.acceptance import has_acceptance
+
+        kind = bench.client.spec_traffic
+        name = arch.name if arch is not None else model
+        if kind is not None and has_acceptance(spec, kind, name):
+            out["traffic"] = kind
+    if any(given.get(n) is not None for n in ("k", "tree", "alpha", "acceptance_length")):
+        return out
     out.update(bench.client.spec_recipe(engine, spec, family=arch.family if arch is not None else "",
                                         dp=dp))
     return out

@@ -270,6 +270,17 @@ class Client:
                     out["cuda_graph_max_tokens"] = graph
         return out
 
+    @property
+    def spec_traffic(self) -> str | None:
+        """The traffic kind a speculative run of this harness sends (the acceptance presets'
+        ``traffic``, :mod:`servesim.hardware.acceptance`), or None for the default (chat).
+
+        InferenceMAX sends random token ids and, in its speculative runs, wraps them in the
+        target's chat template (SemiAnalysisAI/InferenceX ``AGENTS.md``: every ``*_mtp.sh`` passes
+        ``--use-chat-template``; ``dsr1_fp8_b200_trt_mtp.sh``): ``synthetic``.  The plain clients
+        leave it to ``--traffic``."""
+        return "synthetic" if self.name == "inferencemax" else None
+
     def spec_recipe(self, engine: str, spec: str | None, *, family: str = "",
                     dp: int = 1) -> dict[str, object]:
         """The speculation settings of the harness's own recipe for ``spec`` (empty where it has none):
