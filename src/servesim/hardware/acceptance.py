@@ -131,15 +131,23 @@ class DerivedAcceptance:
                        note=f"{base.note} Derived ({self.id}): {self.note}")
 
 
-def _derived_row(raw: dict[str, Any], path: Path, i: int) -> DerivedAcceptance:
-    """A ``[[derived]]`` row of the data file, checked: the message names the file, the row and the field."""
-    where = f"{path}: derived {i + 1} ({raw.get('id', '?')})"
-    missing = [f for f in DERIVED_FIELDS if f not in raw]
-    extra = sorted(set(raw) - set(DERIVED_FIELDS))
+def _check_fields(raw: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
+    """The fields a row of the data file must have and no others, a known method and a https source:
+    the message names the file, the row (``where``) and the field."""
+    missing = [f for f in fields if f not in raw]
+    extra = sorted(set(raw) - set(fields))
     if missing or extra:
         raise ValueError(f"{where}: missing {missing} / unknown {extra} field(s)")
     if raw["method"] not in METHODS:
         raise ValueError(f"{where}: method {raw['method']!r} must be one of {', '.join(METHODS)}")
+    if not str(raw["source"]).startswith("https://"):
+        raise ValueError(f"{where}: source {raw['source']!r} must be a https:// URL")
+
+
+def _derived_row(raw: dict[str, Any], path: Path, i: int) -> DerivedAcceptance:
+    """A ``[[derived]]`` row of the data file, checked: the message names the file, the row and the field."""
+    where = f"{path}: derived {i + 1} ({raw.get('id', '?')})"
+    _check_fields(raw, DERIVED_FIELDS, where)
     for name in ("traffic", "from_traffic"):
         if raw[name] not in TRAFFIC_KINDS:
             raise ValueError(f"{where}: {name} {raw[name]!r} must be one of {', '.join(TRAFFIC_KINDS)}")
@@ -150,31 +158,22 @@ def _derived_row(raw: dict[str, Any], path: Path, i: int) -> DerivedAcceptance:
     if not isinstance(r, (int, float)) or isinstance(r, bool) or not 0.0 < r <= 1.0:
         # above 1 a derived length could pass k + 1
         raise ValueError(f"{where}: draft_ratio = {r!r} must be in (0, 1]")
-    if not str(raw["source"]).startswith("https://"):
-        raise ValueError(f"{where}: source {raw['source']!r} must be a https:// URL")
     return DerivedAcceptance(**{**raw, "draft_ratio": float(r)})
 
 
 def _row(raw: dict[str, Any], path: Path, i: int) -> AcceptancePreset:
     """A row of the data file, checked: the message names the file, the row and the field."""
     where = f"{path}: preset {i + 1} ({raw.get('id', '?')})"
-    missing = [f for f in FIELDS if f not in raw]
-    extra = sorted(set(raw) - set(FIELDS))
-    if missing or extra:
-        raise ValueError(f"{where}: missing {missing} / unknown {extra} field(s)")
+    _check_fields(raw, FIELDS, where)
     traffic = tuple(raw["traffic"])
     bad = [t for t in traffic if t not in TRAFFIC_KINDS]
     if not traffic or bad:
         raise ValueError(f"{where}: traffic {list(traffic)} must be among {', '.join(TRAFFIC_KINDS)}")
-    if raw["method"] not in METHODS:
-        raise ValueError(f"{where}: method {raw['method']!r} must be one of {', '.join(METHODS)}")
     k, length = raw["k"], raw["length"]
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 16:
         raise ValueError(f"{where}: k = {k!r} must be an integer in [1, 16]")
     if not isinstance(length, (int, float)) or isinstance(length, bool) or not 1.0 <= length <= k + 1:
         raise ValueError(f"{where}: length = {length!r} must be in [1, k + 1] = [1, {k + 1}]")
-    if not str(raw["source"]).startswith("https://"):
-        raise ValueError(f"{where}: source {raw['source']!r} must be a https:// URL")
     return AcceptancePreset(**{**raw, "traffic": traffic, "length": float(length),
                                "default": bool(raw["default"])})
 
