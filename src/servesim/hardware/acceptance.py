@@ -179,12 +179,17 @@ def _row(raw: dict[str, Any], path: Path, i: int) -> AcceptancePreset:
 
 
 @cache
+def _document(path: Path) -> dict[str, Any]:
+    """The data file, parsed once for both its ``[[preset]]`` and its ``[[derived]]`` rows."""
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+@cache
 def load_presets(path: Path = _DATA) -> tuple[AcceptancePreset, ...]:
     """Every row of the data file, checked; exactly one ``default`` row per (method, traffic kind)
     that has rows, and unique ids."""
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
-    rows = tuple(_row(r, path, i) for i, r in enumerate(raw.get("preset", [])))
+    rows = tuple(_row(r, path, i) for i, r in enumerate(_document(path).get("preset", [])))
     ids = [r.id for r in rows]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: preset ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -201,16 +206,18 @@ def load_presets(path: Path = _DATA) -> tuple[AcceptancePreset, ...]:
 def load_derived(path: Path = _DATA) -> tuple[DerivedAcceptance, ...]:
     """Every ``[[derived]]`` row of the data file, checked: unique ids, at most one row per (method,
     traffic, family), and none for a (method, traffic) that measured presets already stand for."""
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
-    rows = tuple(_derived_row(r, path, i) for i, r in enumerate(raw.get("derived", [])))
-    measured = {(m, t) for p in load_presets(path) for m in (p.method,) for t in p.traffic}
-    keys = [(r.method, r.traffic, r.family) for r in rows]
+    rows = tuple(_derived_row(r, path, i) for i, r in enumerate(_document(path).get("derived", [])))
+    measured = {(p.method, t) for p in load_presets(path) for t in p.traffic}
+    ids: set[str] = set()
+    keys: set[tuple[str, str, str]] = set()
     for r in rows:
         if (r.method, r.traffic) in measured:
             raise ValueError(f"{path}: derived {r.id}: {r.method} {r.traffic} has measured presets")
-        if keys.count((r.method, r.traffic, r.family)) > 1 or [x.id for x in rows].count(r.id) > 1:
+        key = (r.method, r.traffic, r.family)
+        if r.id in ids or key in keys:
             raise ValueError(f"{path}: derived {r.id}: its id or its (method, traffic, family) repeats")
+        ids.add(r.id)
+        keys.add(key)
     return rows
 
 
