@@ -567,3 +567,23 @@ def test_a_warm_server_pays_no_cold_start_as_a_flag_and_as_a_points_column(capsy
     assert [r["cold_start_s"] for r in rows] == [0.0, 1.0]
     assert rows[0]["mean_ttft_ms"] == pytest.approx(warm["mean_ttft_ms"], rel=1e-9)
     assert rows[1]["mean_ttft_ms"] == pytest.approx(cold["mean_ttft_ms"], rel=1e-9)
+
+
+def test_a_two_node_pool_prints_that_its_collectives_are_modelled_with_its_own_notes_first(capsys):
+    """A TP16 decode pool on H100 spans two nodes: the printout says its all-reduce is a model of the
+    network, not a measurement, flags the step model as falling back, and still shows the
+    harness's own waits (the fresh server's notes come first, so the five printed keep them)."""
+    args = ["predict", "--model", "deepseek-ai/DeepSeek-R1-0528", "--gpu", "h100-sxm", "--mode", "disagg",
+            "--engine", "trtllm", "--prefill-tp", "1", "--prefill-dp", "16", "--prefill-ep", "16",
+            "--decode-tp", "16", "--decode-ep", "16", "--isl", "1024", "--osl", "32", "--concurrency", "4",
+            "--num-prompts", "20", "--client", "inferencemax"]
+    assert main([*args, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    assert "with roofline fallback" in out["step_model"]
+    assert any(n.startswith("all-reduce over 16 GPUs spans 2 nodes of 8") for n in out["notes"])
+    assert main(args) == 0
+    printed = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  note: ")]
+    assert 4 <= len(printed) <= 5
+    assert printed[0].startswith("  note: cold start: inferencemax measures a fresh server")
+    assert any("first KV transfer waits 1 s" in ln for ln in printed)

@@ -631,3 +631,29 @@ def test_piecewise_cuda_graphs_lift_the_eager_prefill_floor():
     assert floor.gpu_s == pytest.approx(61 * 2.2e-3, rel=1e-9)
     assert "launch-bound wait (eager prefill)" not in [op.name for op in short.ops]
     assert pw.step(256, 2048).gpu_s == pytest.approx(eager.step(256, 2048).gpu_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(("par", "one_par", "names"), [
+    # TEP16 (TP16 attention, EP16 experts) against TEP8; DEP16 (attention DP, DeepEP) against DEP8
+    (Parallelism(16, 1, 16), Parallelism(8, 1, 8), ("all-reduce", "all-reduce (moe)")),
+    (Parallelism(1, 16, 16), Parallelism(1, 8, 8), ("ep dispatch + combine",)),
+])
+def test_a_collective_across_nodes_is_unmeasured_and_says_so(par: Parallelism, one_par: Parallelism,
+                                                             names: tuple[str, ...]) -> None:
+    """No kernel table times a collective over two 8-GPU H100 nodes: its price is the node's plus a
+    model of the network, so the operation is not measured and its note names the span and the
+    model; the same operations within one node (TP8 / DP8 + EP8) stay measured, with no note."""
+    arch = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert arch is not None
+    eng = engine_profile("trtllm", gpu="h100-sxm", tp=par.tp * par.dp, dp=par.dp)
+    two = MoEStepModel(arch, "h100-sxm", par, engine=eng).decode_step(16 * par.dp, 2000)
+    ops = {op.name: op for op in two.ops}
+    for name in names:
+        assert not ops[name].measured
+        assert "over 16 GPUs spans 2 nodes of 8, not measured" in ops[name].note
+    assert not two.measured and any("spans 2 nodes" in n for n in two.notes)
+    one_eng = engine_profile("trtllm", gpu="h200", tp=one_par.tp * one_par.dp, dp=one_par.dp)
+    one = MoEStepModel(arch, "h200", one_par, engine=one_eng).decode_step(16 * one_par.dp, 2000)
+    for op in one.ops:
+        if op.name in names:
+            assert op.measured and op.note == ""

@@ -629,7 +629,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "step_model": ("measured kernel tables" if res.measured and batch1.measured else
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
         "cold_start_s": cold_s,
-        "notes": list(dict.fromkeys([*res.notes, *batch1.notes, *_pricing_notes(sm), *fresh])),
+        # the deployment's own notes first: the printout keeps five
+        "notes": list(dict.fromkeys([*_pricing_notes(sm), *fresh, *res.notes, *batch1.notes])),
     }
     if not stable:
         out["unstable_reason"] = why
@@ -814,7 +815,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "step_model": ("engine loop per worker on the measured-kernel step models "
                        f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
         "cold_start_s": cold_s, "kv_connect_s": connect_s,
-        "notes": list(dict.fromkeys([*res.notes, *_pricing_notes(psm), *fresh])),
+        "notes": list(dict.fromkeys([*_pricing_notes(psm), *fresh, *res.notes])),  # its own first
     }
     if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only
