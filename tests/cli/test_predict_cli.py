@@ -587,3 +587,15 @@ def test_a_two_node_pool_prints_that_its_collectives_are_modelled_with_its_own_n
     assert 4 <= len(printed) <= 5
     assert printed[0].startswith("  note: cold start: inferencemax measures a fresh server")
     assert any("first KV transfer waits 1 s" in ln for ln in printed)
+
+
+def test_notes_that_differ_only_in_their_numbers_print_once():
+    """The engine loop meets a table's edge at many token counts; the printout keeps the first such
+    note with how many more there were, and keeps every other note in order."""
+    from servesim.plan.predict import distinct_notes
+
+    edge = "moe: tokens={} above the measured 16384: scaled"
+    notes = [edge.format(29743), "cold start: 1 s", edge.format(25985), edge.format(31000)]
+    assert distinct_notes(notes) == [edge.format(29743) + " (and 2 more like it)", "cold start: 1 s"]
+    assert distinct_notes(["a 1", "a 1", "b"]) == ["a 1", "b"]  # a repeat of the same note is not "more"
+    assert distinct_notes([]) == []

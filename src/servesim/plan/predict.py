@@ -123,6 +123,27 @@ def fresh_server_waits(sm: Any, bench: Benchmark, *,
     return cold, connect, notes
 
 
+def distinct_notes(notes: list[str]) -> list[str]:
+    """``notes`` in order, one of each kind: notes that differ only in the values of their
+    ``name=value`` points and ``x`` ratios (a kernel table's fallback at each token count the engine
+    loop met, "tokens=29743 above the measured 16384", "tokens=25985 ...") are one note, the first,
+    with how many more there were; a different shape or table stays a note of its own."""
+    import re
+
+    first: dict[str, int] = {}
+    out: list[str] = []
+    more: list[int] = []
+    for n in notes:
+        key = re.sub(r"(?<=[=x])\d[\d,.]*(e[-+]?\d+)?", "#", n)
+        if key in first:
+            more[first[key]] += 1 if n != out[first[key]] else 0
+            continue
+        first[key] = len(out)
+        out.append(n)
+        more.append(0)
+    return [n if not k else f"{n} (and {k} more like it)" for n, k in zip(out, more, strict=True)]
+
+
 def _pricing_notes(sm: Any) -> list[str]:
     """What a step model prices from another engine's table than its own (a prefill's MLA attention:
     ``MoEStepModel.mla_prefill_note``) or scales by a fitted factor (``moe_prefill_note``), to print
@@ -630,7 +651,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
         "cold_start_s": cold_s,
         # the deployment's own notes first: the printout keeps five
-        "notes": list(dict.fromkeys([*_pricing_notes(sm), *fresh, *res.notes, *batch1.notes])),
+        "notes": distinct_notes([*_pricing_notes(sm), *fresh, *res.notes, *batch1.notes]),
     }
     if not stable:
         out["unstable_reason"] = why
@@ -815,7 +836,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "step_model": ("engine loop per worker on the measured-kernel step models "
                        f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
         "cold_start_s": cold_s, "kv_connect_s": connect_s,
-        "notes": list(dict.fromkeys([*_pricing_notes(psm), *fresh, *res.notes])),  # its own first
+        "notes": distinct_notes([*_pricing_notes(psm), *fresh, *res.notes]),  # its own first
     }
     if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only
