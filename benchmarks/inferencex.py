@@ -79,9 +79,10 @@ def predict_row(row: dict[str, str]) -> dict[str, float]:
     else:  # each pool with its srt-slurm recipe (Client.disagg_recipe)
         pw, dw = int(row["prefill_workers"]), int(row["decode_workers"])
         prefill = harness_deployment(bench, tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]),
-                                     ep=int(row["prefill_ep"]), pool="prefill", workers=pw, **common)
+                                     ep=int(row["prefill_ep"]), pool="prefill", workers=pw, peer_workers=dw,
+                                     **common)
         decode = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]),
-                                    pool="decode", workers=dw, **common)
+                                    pool="decode", workers=dw, peer_workers=pw, **common)
         out = predict_disaggregated(prefill, pw, decode, dw, LINKS["rdma"].bytes_per_s, bench, **how)
     return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"]),
             "median_ttft": float(out["median_ttft_ms"]), "p99_ttft": float(out["p99_ttft_ms"]),

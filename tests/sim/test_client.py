@@ -14,7 +14,13 @@ import pytest
 
 from servesim._checks import ParameterError
 from servesim.sim.batching import Benchmark
-from servesim.sim.client import Client, arrival_times, draw_lengths, dynamo_trtllm_decode_batch
+from servesim.sim.client import (
+    Client,
+    arrival_times,
+    draw_lengths,
+    dynamo_sglang_decode,
+    dynamo_trtllm_decode_batch,
+)
 
 
 @pytest.mark.parametrize(("name", "ratio", "length", "expect"), [
@@ -391,3 +397,35 @@ def test_inferencemax_trtllm_b200_fp8_piecewise_cuda_graphs(isl, osl, conc, piec
     assert got.get("piecewise_cuda_graphs", False) is piecewise
     assert "piecewise_cuda_graphs" not in Client("inferencemax").recipe(
         "trtllm", isl, conc, gpu="h200", family="deepseek_v3", tp=8, dtype="fp8", osl=osl)
+
+
+@pytest.mark.parametrize(("gpu", "isl", "tp", "dp", "workers", "prefill", "spec", "want"), [
+    ("h200", 8192, 8, 1, 3, 1, None, (32, 0.82)),     # 8k1k/disagg/stp/bs16-1p3d.yaml
+    ("h200", 8192, 8, 1, 3, 2, None, (128, 0.82)),    # bs64-2p3d.yaml: same decode pool, two prefill workers
+    ("h200", 8192, 8, 1, 3, None, None, None),        # the two recipes of that decode pool: not known which
+    ("h200", 8192, 8, 1, 3, 2, "mtp", (16, 0.75)),    # bs64-2p3d-mtp.yaml
+    ("h200", 8192, 8, 1, 7, 1, "mtp", (2, 0.75)),     # bs4-1p7d-mtp.yaml
+    ("h200", 8192, 1, 8, 1, 1, None, (256, 0.88)),    # bs128-1p1d-dep.yaml
+    ("h200", 1024, 8, 1, 9, None, None, (256, 0.82)),  # low-latency-1p9d.yaml: the only one of its pool
+    ("h100-sxm", 8192, 1, 16, 1, 1, "mtp", (64, 0.85)),
+    ("b200", 8192, 8, 1, 6, 1, None, (22, 0.75)),     # 8k1k_stp_lowlat_2.yaml
+    ("h200", 8192, 8, 1, 4, 1, None, None),           # no recipe with four decode workers
+    ("h200", 8192, 8, 1, 3, 2, "eagle3", None),       # no recipe speculates with EAGLE-3
+])
+def test_dynamo_sglang_decode_is_the_recipe_of_the_same_pools(gpu, isl, tp, dp, workers, prefill, spec, want):
+    assert dynamo_sglang_decode(gpu, "fp8", isl, tp, dp, workers, prefill, spec) == want
+
+
+def test_inferencemax_dynamo_sglang_decode_takes_the_recipes_running_limit_and_graphs_within_it():
+    im = Client("inferencemax")
+    got = im.disagg_recipe("sglang", "decode", 8192, 128, gpu="h200", family="deepseek_v3", tp=8, workers=3,
+                           dtype="fp8", spec="mtp", peer_workers=2)
+    # bs64-2p3d-mtp: 16 running a worker (its clients' share is 43), graphs to 16, memory 0.75
+    assert (got["max_num_seqs"], got["cuda_graph_max_tokens"], got["memory_fraction"]) == (16, 16, 0.75)
+    dep = im.disagg_recipe("sglang", "decode", 8192, 64, gpu="h200", family="deepseek_v3", tp=1, dp=8,
+                           workers=1, dtype="fp8", peer_workers=1)
+    # bs128-1p1d-dep: 256 running over 8 ranks; 64 clients give 8 a rank, so graphs to 8
+    assert (dep["max_num_seqs"], dep["cuda_graph_max_tokens"], dep["memory_fraction"]) == (256, 8, 0.88)
+    plain = im.disagg_recipe("sglang", "decode", 8192, 128, gpu="h200", family="deepseek_v3", tp=8,
+                             workers=3, dtype="fp8")  # which of two recipes is not known: the defaults
+    assert "max_num_seqs" not in plain and plain["memory_fraction"] == 0.82

@@ -336,12 +336,14 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
     spec = _spec_args(args, row)
     for pool in ("prefill", "decode"):
         workers[pool] = get(f"{pool}_workers") or 1
+    for pool, peer in (("prefill", "decode"), ("decode", "prefill")):
         # the harness's own recipe for the pool (InferenceMAX's Dynamo recipes) fills what is unset
         pools[pool] = harness_deployment(bench, model=row["model"], gpu=row["gpu"],
                                          tp=get(f"{pool}_tp") or row.get("tp") or 1,
                                          dp=get(f"{pool}_dp") or row.get("dp") or args.dp or 1,
                                          ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1,
-                                         pool=pool, workers=workers[pool], spec=spec["spec"], **common)
+                                         pool=pool, workers=workers[pool], peer_workers=workers[peer],
+                                         spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
     return predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
                                  ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,

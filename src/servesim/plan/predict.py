@@ -157,13 +157,14 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
                        pool: str = "", workers: int = 1, spec: str | None = None,
-                       **fields: Any) -> Deployment:
+                       peer_workers: int | None = None, **fields: Any) -> Deployment:
     """The :class:`Deployment` a benchmark harness ran: the fields given, and for what is left unset
     (``None`` budgets, KV dtype and overlap, scheduler options not given) the server settings of the
     harness's own launch recipe (:meth:`servesim.sim.client.Client.recipe`, keyed by the GPU's
     catalog name and the model's MoE family; for one ``pool`` of a disaggregated deployment, of
-    ``workers`` workers, :meth:`~servesim.sim.client.Client.disagg_recipe`, whose decode batches
-    depend on the run's speculation ``spec``); a plain client's are the engine's defaults."""
+    ``workers`` workers beside ``peer_workers`` in the other pool,
+    :meth:`~servesim.sim.client.Client.disagg_recipe`, whose decode batches depend on the run's
+    speculation ``spec``); a plain client's are the engine's defaults."""
     from servesim.hardware.names import canonical_gpu
     from servesim.hardware.precision import normalize_dtype
 
@@ -177,7 +178,8 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                                                 gpu=canonical_gpu(gpu), family=family,
                                                 tp=fields.get("tp", 1), dp=fields.get("dp", 1),
                                                 ep=fields.get("ep", 1),
-                                                dtype=dtype, workers=workers, spec=spec)
+                                                dtype=dtype, workers=workers, spec=spec,
+                                                peer_workers=peer_workers)
         else:
             recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
                                          family=family, tp=fields.get("tp", 1), dp=fields.get("dp", 1),

@@ -167,14 +167,16 @@ class Client:
 
     def disagg_recipe(self, engine: str, pool: str, isl: int, concurrency: int | None, *, gpu: str = "",
                       family: str = "", tp: int = 1, dp: int = 1, ep: int = 1, dtype: str = "",
-                      workers: int = 1, spec: str | None = None) -> dict[str, object]:
+                      workers: int = 1, spec: str | None = None,
+                      peer_workers: int | None = None) -> dict[str, object]:
         """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
         disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
         the models the recipes do not cover): the keys of :meth:`recipe`, and ``overlap``.
         ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``tp`` and
         ``dp`` a worker's attention tensor and data parallel, ``ep`` its expert parallel, ``spec`` the
         speculation the run
-        uses (the MTP recipes have decode batches of their own).
+        uses (the MTP recipes have decode batches of their own), ``peer_workers`` the other pool's
+        worker count where known (SGLang's recipes of one decode shape differ by their prefill pool).
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
         ``nvidia-master.yaml`` names (ishandhanani/srt-slurm ``sa-submission-q1-2026``,
@@ -206,9 +208,12 @@ class Client:
           0.82 at 1k and 32,768 / 32,768 / 16 / 0.82 at 8k with tensor parallel, 262,144 / 65,536 /
           512 / 0.75 with DP attention; B200 32,768 / 32,768 / 512 (1,024 with DP attention) / 0.85
           and FP8 KV; H100 2,048 / 2,048 / 2 / 0.6;
-        * SGLang decode workers: CUDA graphs (``--cuda-graph-max-bs``, equal to its
-          ``--max-running-requests``) up to the worker's share of the clients (a power of two, per
-          DP rank), memory 0.82 (H200), 0.85 and FP8 KV (B200), 0.9 (H100)."""
+        * SGLang decode workers: CUDA graphs (``--cuda-graph-max-bs``) up to the worker's share of
+          the clients (a power of two, per DP rank), memory 0.82 (H200), 0.85 and FP8 KV (B200), 0.9
+          (H100); where the recipe of the pool is known (:func:`dynamo_sglang_decode`: InferenceX's
+          staged srt-slurm recipes, ``data/dynamo_sglang_decode.toml``) its ``--max-running-requests``
+          (the worker's; its graphs stop there a rank) and ``--mem-fraction-static`` instead: 2 to
+          1,024 requests (H200 8k MTP ``bs4-1p7d-mtp``: 2; ``bs64-2p3d-mtp``: 16), memory 0.75-0.9."""
         if self.name != "inferencemax" or family != "deepseek_v3" or pool not in ("prefill", "decode"):
             return {}
         c = concurrency or 0
@@ -266,6 +271,12 @@ class Client:
                     out.update(kv_dtype="fp8", memory_fraction=0.85)
                 elif gpu in ("h200", "h100-sxm"):
                     out["memory_fraction"] = 0.82 if gpu == "h200" else 0.9
+                dec = dynamo_sglang_decode(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, peer_workers,
+                                           spec) if dtype else None
+                if dec is not None:  # the recipe's running limit (the worker's) and memory fraction
+                    out["max_num_seqs"], out["memory_fraction"] = dec
+                    rank_cap = max(1, dec[0] // max(1, dp))
+                    graph = min(graph, rank_cap) if graph else rank_cap
                 if graph and gpu in ("h200", "b200", "h100-sxm"):
                     out["cuda_graph_max_tokens"] = graph
         return out
@@ -531,6 +542,36 @@ def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int,
             if d <= math.log(2) and (best is None or d < best[0]):
                 best = (d, int(r["max_batch_size"]))
     return None if best is None else best[1]
+
+
+@cache
+def _dynamo_sglang_decode() -> tuple[dict[str, Any], ...]:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised only on 3.10
+        import tomli as tomllib
+    with open(Path(__file__).parent / "data" / "dynamo_sglang_decode.toml", "rb") as fh:
+        return tuple(tomllib.load(fh)["recipes"])
+
+
+def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
+                         prefill_workers: int | None = None,
+                         spec: str | None = None) -> tuple[int, float] | None:
+    """``(max_running_requests, memory_fraction)`` of the decode workers of InferenceMAX's Dynamo +
+    SGLang recipe for this deployment (``data/dynamo_sglang_decode.toml``): the recipe of the same
+    GPU, dtype (``fp8``), prompt length (1024 or 8192), worker shape (``tp``, ``dp``), decode
+    ``workers``, ``prefill_workers`` and speculation (``spec``: ``None``/``"none"`` or ``"mtp"``);
+    with ``prefill_workers`` None, the one recipe of that decode pool if only one has it.  ``None``
+    where no recipe matches."""
+    want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
+    rows = [r for r in _dynamo_sglang_decode()
+            if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"], r.get("spec", "none")) == want
+            and (prefill_workers is None or r["prefill_workers"] == prefill_workers)]
+    if len(rows) != 1:
+        return None
+    return int(rows[0]["max_running_requests"]), float(rows[0]["memory_fraction"])
 
 
 def draw_lengths(client: Client, isl: int, osl: int, n: int, seed: int) -> list[tuple[int, int]] | None:
