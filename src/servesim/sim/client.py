@@ -511,14 +511,15 @@ class Client:
 
 
 @cache
-def _dynamo_trtllm_decode() -> tuple[dict[str, Any], ...]:
+def _recipes(name: str) -> tuple[dict[str, Any], ...]:
+    """The ``recipes`` rows of the data file ``data/<name>.toml`` (read once)."""
     import sys
 
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised only on 3.10
         import tomli as tomllib
-    with open(Path(__file__).parent / "data" / "dynamo_trtllm_decode.toml", "rb") as fh:
+    with open(Path(__file__).parent / "data" / f"{name}.toml", "rb") as fh:
         return tuple(tomllib.load(fh)["recipes"])
 
 
@@ -534,7 +535,7 @@ def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int,
         return None
     best: tuple[float, int] | None = None
     want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
-    for r in _dynamo_trtllm_decode():
+    for r in _recipes("dynamo_trtllm_decode"):
         if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"], r.get("spec", "none")) != want:
             continue
         for c in r["concurrency"]:
@@ -542,18 +543,6 @@ def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int,
             if d <= math.log(2) and (best is None or d < best[0]):
                 best = (d, int(r["max_batch_size"]))
     return None if best is None else best[1]
-
-
-@cache
-def _dynamo_sglang_decode() -> tuple[dict[str, Any], ...]:
-    import sys
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised only on 3.10
-        import tomli as tomllib
-    with open(Path(__file__).parent / "data" / "dynamo_sglang_decode.toml", "rb") as fh:
-        return tuple(tomllib.load(fh)["recipes"])
 
 
 def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
@@ -566,7 +555,7 @@ def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, worke
     with ``prefill_workers`` None, the one recipe of that decode pool if only one has it.  ``None``
     where no recipe matches."""
     want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
-    rows = [r for r in _dynamo_sglang_decode()
+    rows = [r for r in _recipes("dynamo_sglang_decode")
             if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"], r.get("spec", "none")) == want
             and (prefill_workers is None or r["prefill_workers"] == prefill_workers)]
     if len(rows) != 1:
