@@ -523,6 +523,16 @@ def _recipes(name: str) -> tuple[dict[str, Any], ...]:
         return tuple(tomllib.load(fh)["recipes"])
 
 
+def _recipes_for(name: str, gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
+                 spec: str | None) -> list[dict[str, Any]]:
+    """The rows of ``data/<name>.toml`` for this decode pool: the same GPU, dtype, prompt length,
+    worker shape, worker count and speculation (``None`` and ``"none"`` alike: a row without
+    ``spec``)."""
+    want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
+    keys = ("gpu", "dtype", "isl", "tp", "dp", "workers")
+    return [r for r in _recipes(name) if (*(r[x] for x in keys), r.get("spec", "none")) == want]
+
+
 def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
                                concurrency: int, spec: str | None = None) -> int | None:
     """``max_batch_size`` (one attention-DP rank's running limit) of the decode workers of
@@ -534,10 +544,7 @@ def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int,
     if concurrency <= 0:
         return None
     best: tuple[float, int] | None = None
-    want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
-    for r in _recipes("dynamo_trtllm_decode"):
-        if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"], r.get("spec", "none")) != want:
-            continue
+    for r in _recipes_for("dynamo_trtllm_decode", gpu, dtype, isl, tp, dp, workers, spec):
         for c in r["concurrency"]:
             d = abs(math.log(concurrency / c))
             if d <= math.log(2) and (best is None or d < best[0]):
@@ -554,10 +561,8 @@ def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, worke
     ``workers``, ``prefill_workers`` and speculation (``spec``: ``None``/``"none"`` or ``"mtp"``);
     with ``prefill_workers`` None, the one recipe of that decode pool if only one has it.  ``None``
     where no recipe matches."""
-    want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
-    rows = [r for r in _recipes("dynamo_sglang_decode")
-            if (r["gpu"], r["dtype"], r["isl"], r["tp"], r["dp"], r["workers"], r.get("spec", "none")) == want
-            and (prefill_workers is None or r["prefill_workers"] == prefill_workers)]
+    rows = [r for r in _recipes_for("dynamo_sglang_decode", gpu, dtype, isl, tp, dp, workers, spec)
+            if prefill_workers is None or r["prefill_workers"] == prefill_workers]
     if len(rows) != 1:
         return None
     return int(rows[0]["max_running_requests"]), float(rows[0]["memory_fraction"])
