@@ -18,7 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-__all__ = ["MAX_CATALOG_BYTES", "CatalogError", "load_builtin", "load_file"]
+__all__ = ["MAX_CATALOG_BYTES", "CatalogError", "load_builtin", "load_file", "read_toml"]
 
 
 class CatalogError(ValueError):
@@ -30,7 +30,14 @@ def load_builtin(name: str) -> dict[str, Any]:
     """Parse a TOML file shipped in ``servesim/data/catalog``."""
     # The files are package data under data/catalog; a plain path read avoids the
     # ~10 ms that importing importlib.resources costs at start-up.
-    with (Path(__file__).parent / "data" / "catalog" / name).open("rb") as fh:
+    return read_toml(Path(__file__).parent / "data" / "catalog" / name)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML data file shipped inside the package (the one place that picks ``tomllib`` or,
+    on Python 3.10, ``tomli``).  Shipped files are trusted and tested; a user's file goes through
+    :func:`load_file` or :func:`servesim._textfile.parse_toml`, which bound and explain."""
+    with path.open("rb") as fh:
         return tomllib.load(fh)
 
 

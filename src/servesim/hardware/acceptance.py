@@ -26,18 +26,13 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on 3.10
-    import tomli as tomllib
 
 __all__ = ["DEFAULT_TRAFFIC", "DERIVED_FIELDS", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset",
            "DerivedAcceptance", "has_acceptance", "load_derived", "load_presets", "preset_for", "presets_for"]
@@ -181,8 +176,7 @@ def _row(raw: dict[str, Any], path: Path, i: int) -> AcceptancePreset:
 @cache
 def _document(path: Path) -> dict[str, Any]:
     """The data file, parsed once for both its ``[[preset]]`` and its ``[[derived]]`` rows."""
-    with open(path, "rb") as f:
-        return tomllib.load(f)
+    return read_toml(path)
 
 
 @cache

@@ -44,18 +44,13 @@ Standard library only.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on 3.10
-    import tomli as tomllib
 
 __all__ = ["ENGINES", "EngineProfile", "engine_profile"]
 
@@ -165,8 +160,7 @@ class EngineProfile:
 
 @cache
 def _raw() -> dict[str, Any]:
-    with open(_DATA, "rb") as f:
-        return tomllib.load(f)
+    return read_toml(_DATA)
 
 
 def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,

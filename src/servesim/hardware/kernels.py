@@ -623,7 +623,8 @@ class KernelTables(GPUSystem):
         nodes = n / node
         inter = 2 * (nodes - 1) / nodes * (size / node) / self.internode_bytes_per_s * 1e3
         floor = nccl_multinode_allreduce_us(n, max(1, math.ceil(nodes))) * 1e-3
-        note = (f"all-reduce over {n} GPUs spans {nodes:g} nodes, not measured: the {node}-GPU time, at "
+        note = (f"all-reduce over {n} GPUs spans {math.ceil(nodes)} nodes of {node}, not measured: the "
+                f"{node}-GPU time, at "
                 f"least NCCL's own multi-node latency ({floor * 1e3:.1f} us, data/nccl_latency.toml), plus "
                 f"the inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU "
                 "(optimistic)")
@@ -632,14 +633,9 @@ class KernelTables(GPUSystem):
 
 @cache
 def _nccl_latency() -> dict[str, float]:
-    import sys
+    from servesim._catalogfile import read_toml
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised only on 3.10
-        import tomli as tomllib
-    with open(Path(__file__).parent / "data" / "nccl_latency.toml", "rb") as fh:
-        return {k: float(v) for k, v in tomllib.load(fh).items()}
+    return {k: float(v) for k, v in read_toml(Path(__file__).parent / "data" / "nccl_latency.toml").items()}
 
 
 def nccl_multinode_allreduce_us(gpus: int, nodes: int) -> float:

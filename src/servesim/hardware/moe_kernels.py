@@ -74,7 +74,6 @@ import gzip
 import itertools
 import json
 import math
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -119,12 +118,9 @@ _MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "tr
 @cache
 def _deepep_rdma_table() -> dict[str, Any]:
     """DeepEP's published low-latency RDMA latencies (``data/deepep_rdma.toml``), ranks as ints."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised only on 3.10
-        import tomli as tomllib
-    with open(Path(__file__).parent / "data" / "deepep_rdma.toml", "rb") as fh:
-        raw = tomllib.load(fh)
+    from servesim._catalogfile import read_toml
+
+    raw = read_toml(Path(__file__).parent / "data" / "deepep_rdma.toml")
     return {**raw, "dispatch": {int(k): float(v) for k, v in raw["dispatch"].items()},
             "combine": {int(k): float(v) for k, v in raw["combine"].items()}}
 
@@ -600,7 +596,9 @@ class MoETables(GPUSystem):
 
         ratio = tokens * topk * per(hidden) / (pub["tokens"] * pub["topk"] * per(pub["hidden"]))
         ms = us * 1e-3 * ratio * pub["nic_bytes_per_s"] / self.internode_bytes_per_s
-        note = (f"deepep ll {kind} over {ep} ranks across nodes: DeepEP's published pure-RDMA latency "
+        gpn = self.gpus_per_node
+        note = (f"deepep ll {kind} over {ep} ranks spans {math.ceil(ep / gpn)} nodes of {gpn}, not measured: "
+                f"DeepEP's published pure-RDMA latency "
                 f"({us:.0f} us at 128 tokens, hidden 7168, top-8, 400 Gb/s) scaled by bytes and this GPU's "
                 f"{self.internode_bytes_per_s / 1e9:g} GB/s")
         return Lookup(max(ms, intra.ms), False, note)
@@ -638,7 +636,8 @@ class MoETables(GPUSystem):
         node = self.gpus_per_node
         base = self._nccl(op, node, size)
         inter = (n - node) / n * size / self.internode_bytes_per_s * 1e3
-        note = (f"nccl {op} over {n} GPUs spans {n / node:g} nodes, not measured: the {node}-GPU time plus "
+        note = (f"nccl {op} over {n} GPUs spans {math.ceil(n / node)} nodes of {node}, not measured: the "
+                f"{node}-GPU time plus "
                 f"the inter-node share of the traffic at the full {self.internode_bytes_per_s / 1e9:g} GB/s "
                 "per GPU (optimistic)")
         return Lookup(base.ms + inter, False, "; ".join(x for x in (note, base.note) if x))

@@ -504,40 +504,26 @@ class MoEStepModel:
         """Dispatch plus combine over the EP group (seconds, measured, note): DeepEP's measured kernels
         where shipped (low-latency for decode-only steps, normal otherwise) for ``tokens`` tokens of one
         rank; else the all-reduce table's time for ``nbytes`` per GPU, twice (each GPU sends and
-        receives its share once each way).  A group that spans nodes is not measured
-        (:meth:`_cross_node_note`)."""
+        receives its share once each way).  Fewer tokens than ranks (a mean below one a rank) cost the
+        one-token kernel: the collective waits for the ranks that hold one.  Measured and note are
+        the tables' own: a group that spans
+        nodes has no table (:meth:`MoETables.deepep` prices it from DeepEP's published RDMA latencies,
+        :meth:`KernelTables.allreduce` from NCCL's own latency model) and says so."""
         p, a = self.par, self.arch
         if p.ep <= 1:
             return 0.0, True, ""
-        cross = self._cross_node_note("expert-parallel dispatch and combine", p.ep)
         mt = self._moe_tables
         if mt is not None and tokens > 0:
             mode = "ll" if decode_only else "normal"
             try:
-                args = (tokens, a.hidden, a.experts_per_token, a.experts, p.ep)
-                both = mt.deepep("dispatch", mode, *args).ms + mt.deepep("combine", mode, *args).ms
-                return float(both) * 1e-3, not cross, cross
+                args = (max(1.0, tokens), a.hidden, a.experts_per_token, a.experts, p.ep)
+                lks = (mt.deepep("dispatch", mode, *args), mt.deepep("combine", mode, *args))
+                return (float(sum(lk.ms for lk in lks)) * 1e-3, all(lk.measured for lk in lks),
+                        "; ".join(lk.note for lk in lks if lk.note))
             except (ParameterError, KeyError):
                 pass
-        return 2 * self._allreduce(min(p.ep, self.tables.gpus_per_node), nbytes)[0], not cross, cross
-
-    def _cross_node_note(self, what: str, gpus: int) -> str:
-        """The note of a collective over ``gpus`` GPUs that spans nodes (empty within one node): no
-        table times one, so its price is the measured node's plus a model of the network (an
-        all-reduce: NCCL's own latency model, :func:`servesim.hardware.kernels.nccl_multinode_allreduce_us`;
-        EP dispatch: DeepEP's published RDMA latencies, :meth:`MoETables.deepep`), and the
-        disaggregated InferenceX runs on two-node H100 pools measure slower than predicted
-        (``benchmarks/inferencex.py``: their TPOT a median 32% too fast without speculation)."""
-        node = self.tables.gpus_per_node
-        if gpus <= node:
-            return ""
-        how = ("NCCL's own multi-node latency model plus the inter-node ring (optimistic)"
-               if "all-reduce" in what else
-               "DeepEP's published RDMA latencies for the low-latency kernels (an upper bound for the "
-               "kernel), the measured node's normal kernels with an inter-node share")
-        return (f"{what} over {gpus} GPUs spans {math.ceil(gpus / node)} nodes of {node}, not measured: "
-                f"{how} at {self.tables.internode_bytes_per_s / 1e9:g} GB/s a GPU; two-node pools run "
-                "slower than predicted (benchmarks/inferencex.py)")
+        t, ok, note = self._allreduce(p.ep, nbytes)
+        return 2 * t, ok, note
 
     def _attention(self, b: float, ctx: float, chunks: tuple[Chunk, ...], window: int,
                    positions: int = 1) -> tuple[float, bool]:
@@ -716,25 +702,24 @@ class MoEStepModel:
         ops.append(self._gemm_op("lm head", 1, head, rows, a.vocab // p.tp, h, 2.0, "bf16", True, ""))
         # Communication.
         act = m * h * ACTIVATION_BYTES
-        ar1 = self._allreduce(p.tp, act)[0]
-        x_tp = self._cross_node_note("all-reduce", p.tp)  # a tensor-parallel group across nodes
+        ar1, ar1_ok, ar1_note = self._allreduce(p.tp, act)
         if p.tp > 1:  # after attention on every layer, after dense MLPs
             ops.append(Op("all-reduce", "allreduce", L + n_dense, ar1, wire_bytes=ring_bytes(p.tp, act),
-                          measured=not x_tp, note=x_tp))
+                          measured=ar1_ok, note=ar1_note))
         if dp > 1 and p.ep == 1:
             gathered = m_all * h * ACTIVATION_BYTES
-            x_all = self._cross_node_note("all-reduce (the DP gather and scatter)", p.gpus)
-            ops.append(Op("dp gather + scatter", "allgather", n_moe, self._allreduce(p.gpus, gathered)[0],
-                          wire_bytes=ring_bytes(p.gpus, gathered), measured=not x_all, note=x_all))
+            g, g_ok, g_note = self._allreduce(p.gpus, gathered)  # the DP gather and scatter
+            ops.append(Op("dp gather + scatter", "allgather", n_moe, g,
+                          wire_bytes=ring_bytes(p.gpus, gathered), measured=g_ok, note=g_note))
         elif p.ep > 1 and dp > 1:
             sent = pairs * h * ACTIVATION_BYTES
             a2a, a2a_ok, a2a_note = self._alltoall(sent, m_all / p.ep, not chunks)
             ops.append(Op("ep dispatch + combine", "alltoall", n_moe, a2a, wire_bytes=2 * sent,
                           measured=a2a_ok, note=a2a_note))
             if p.moe_tp > 1:
-                x_moe = self._cross_node_note("all-reduce", p.moe_tp)
-                ops.append(Op("all-reduce (moe tp)", "allreduce", n_moe, self._allreduce(p.moe_tp, sent)[0],
-                              wire_bytes=ring_bytes(p.moe_tp, sent), measured=not x_moe, note=x_moe))
+                r, r_ok, r_note = self._allreduce(p.moe_tp, sent)
+                ops.append(Op("all-reduce (moe tp)", "allreduce", n_moe, r,
+                              wire_bytes=ring_bytes(p.moe_tp, sent), measured=r_ok, note=r_note))
         elif p.tp > 1:
             # After the MoE layer, whose TP is the attention TP.  With EP as well, tensor-parallel
             # attention leaves every token on every GPU: each runs its own experts on them and the same
@@ -742,7 +727,7 @@ class MoEStepModel:
             # dispatcher: models/minimax_m2.py MiniMaxM2MoE.forward_normal, models/qwen3_moe.py
             # forward_normal; vLLM's FusedMoE uses its all2all manager only with data parallel).
             ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring_bytes(p.tp, act),
-                          measured=not x_tp, note=x_tp))
+                          measured=ar1_ok, note=ar1_note))
         # Other kernels: norms, RoPE, activation, router; sampling.
         t = self.tables
         bw = t.hbm_bytes_per_s * t.memory_efficiency
@@ -757,8 +742,9 @@ class MoEStepModel:
                           nbytes=qk_bytes))
             if a.qk_norm == "per_layer" and p.tp > 1:
                 sums = m * 2 * 4.0
-                ops.append(Op("q/k norm all-reduce", "allreduce", L, self._allreduce(p.tp, sums)[0],
-                              wire_bytes=ring_bytes(p.tp, sums), measured=not x_tp, note=x_tp))
+                qs, qs_ok, qs_note = self._allreduce(p.tp, sums)
+                ops.append(Op("q/k norm all-reduce", "allreduce", L, qs,
+                              wire_bytes=ring_bytes(p.tp, sums), measured=qs_ok, note=qs_note))
         per_token = ACTIVATION_BYTES * (8 * h + 4 * h + 2 * a.experts)
         ops.append(Op("norms, rope, activation", "elementwise", L,
                       OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,

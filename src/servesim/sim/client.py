@@ -513,14 +513,9 @@ class Client:
 @cache
 def _recipes(name: str) -> tuple[dict[str, Any], ...]:
     """The ``recipes`` rows of the data file ``data/<name>.toml`` (read once)."""
-    import sys
+    from servesim._catalogfile import read_toml
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised only on 3.10
-        import tomli as tomllib
-    with open(Path(__file__).parent / "data" / f"{name}.toml", "rb") as fh:
-        return tuple(tomllib.load(fh)["recipes"])
+    return tuple(read_toml(Path(__file__).parent / "data" / f"{name}.toml")["recipes"])
 
 
 def _recipes_for(name: str, gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
