@@ -657,3 +657,46 @@ def test_a_collective_across_nodes_is_unmeasured_and_says_so(par: Parallelism, o
     for op in one.ops:
         if op.name in names:
             assert op.measured and op.note == ""
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200", "h100-sxm"])
+def test_a_dispatch_of_under_one_token_a_rank_is_the_measured_one_token_kernel(gpu: str) -> None:
+    """DP8 + EP8 decode of 1 and 4 sequences gives each rank 1/8 and 1/2 of a token on average: the
+    collective waits for the ranks that hold one, so the step prices DeepEP's low-latency dispatch and
+    combine at the table's measured 1-token point, stays measured and carries no extrapolation note;
+    with 8 sequences (one a rank) the same op costs the same."""
+    from servesim.hardware.moe_kernels import moe_tables
+
+    arch = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert arch is not None
+    par = Parallelism(1, 8, 8)
+    eng = engine_profile("trtllm", gpu=gpu, tp=8, dp=8)
+    sm = MoEStepModel(arch, gpu, par, engine=eng)
+    mt, _ = moe_tables(gpu, "trtllm")
+    assert mt is not None
+    args = (1.0, arch.hidden, arch.experts_per_token, arch.experts, 8)
+    one_token = (mt.deepep("dispatch", "ll", *args).ms + mt.deepep("combine", "ll", *args).ms) * 1e-3
+    for batch in (1, 4, 8):
+        step = sm.decode_step(batch, 2000)
+        op = {o.name: o for o in step.ops}["ep dispatch + combine"]
+        assert op.measured and op.note == ""
+        assert op.priced_s == pytest.approx(one_token, rel=1e-12)
+        assert step.measured
+
+
+def test_a_dispatch_past_the_measured_tokens_is_unmeasured_and_says_so() -> None:
+    """DeepEP's low-latency kernels were measured up to 1,024 tokens a rank: a DP8 + EP8 decode of
+    8,192 sequences is at that edge (measured, no note), one of 16,384 lies beyond it, so its dispatch
+    and combine are the roofline-scaled extrapolation the table returns, flagged with the table's own
+    note (the step then reports a roofline fallback), and cost twice the edge's (2,048 tokens a rank,
+    bandwidth-bound: the roofline's ratio)."""
+    arch = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert arch is not None
+    eng = engine_profile("trtllm", gpu="h200", tp=8, dp=8)
+    sm = MoEStepModel(arch, "h200", Parallelism(1, 8, 8), engine=eng)
+    edge, past = sm.decode_step(8 * 1024, 2000), sm.decode_step(8 * 2048, 2000)
+    a, b = ({o.name: o for o in s.ops}["ep dispatch + combine"] for s in (edge, past))
+    assert a.measured and a.note == ""
+    assert not b.measured and "tokens=2048 above the measured 1024" in b.note
+    assert not past.measured and any("above the measured 1024" in n for n in past.notes)
+    assert b.priced_s == pytest.approx(2 * a.priced_s, rel=0.01)
