@@ -375,6 +375,9 @@ def test_moe_model_predicts_with_its_parallelism(capsys):
 
 @pytest.mark.parametrize(("args", "fragments"), [
     (["--model", "llama-3-8b", "--gpu", "h100-sxm", "--dp", "2"], ("dp=2", "dense model")),
+    # a name it does not know is refused as unknown, with or without --ep, never as a dense model
+    (["--model", "nvidia/NoSuchModel-R1", "--gpu", "b200", "--tp", "8", "--ep", "8"],
+     ("model='nvidia/NoSuchModel-R1'", "must be a catalog model")),
     (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--tp", "8"], ("fit", "GPUs would hold")),
     # 626.9 GiB of block-FP8 weights on one GPU, 67.6 GiB of room a GPU: 626.9 / 67.6 = 9.3 -> 10 GPUs
     (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--tp", "1", "--dtype", "fp8"],

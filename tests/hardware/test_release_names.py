@@ -33,6 +33,19 @@ def test_qwen3_2507_releases_serve_256k(name: str) -> None:
     assert base is not None and base.context_length == 40960
 
 
+@pytest.mark.parametrize("name", ["nvidia/DeepSeek-R1-0528-FP4-V2", "nvidia/DeepSeek-R1-0528-NVFP4-v2",
+                                  "nvidia/DeepSeek-R1-0528-NVFP4"])
+def test_nvidia_fp4_releases_of_r1_0528_are_its_nvfp4_repackaging(name: str) -> None:
+    """NVIDIA has published the same NVFP4 checkpoint as ``-FP4-V2`` and ``-NVFP4-v2`` (InferenceMAX's
+    B200 and GB200 recipes name one each): both are R1-0528 with ModelOpt's NVFP4 parts."""
+    base = find_architecture("deepseek-ai/DeepSeek-R1-0528")
+    a = find_architecture(name)
+    assert a is not None and base is not None
+    assert (a.family, a.layers, a.experts) == ("deepseek_v3", base.layers, base.experts)
+    assert a.checkpoint_dtype == "fp4"
+    assert a.quantized_parts == ("o_proj", "experts", "shared_experts", "dense_mlp")
+
+
 def test_fp8_means_the_publishers_fp8_release() -> None:
     qwen = find_architecture("Qwen/Qwen3-235B-A22B-Instruct-2507")  # a BF16 checkpoint
     assert qwen is not None and qwen.checkpoint_dtype == "bf16"

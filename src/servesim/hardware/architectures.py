@@ -1081,7 +1081,7 @@ def find_architecture(name: str) -> Architecture | None:
     return None
 
 
-_REPACKAGED = re.compile(r"(?P<base>.+?)[-_](?P<q>nvfp4|fp4(?:[-_]v\d+)?|mxfp4"
+_REPACKAGED = re.compile(r"(?P<base>.+?)[-_](?P<q>(?:nv)?fp4(?:[-_]v\d+)?|mxfp4"
                          r"|fp8(?:[-_](?:dynamic|block|v\d+))?|w4a16|awq|gptq[-_]int4|int4)", re.IGNORECASE)
 # quantized parts of a re-packaged checkpoint by family, as the shipped quantized releases have them
 # (nvidia/DeepSeek-V3.1-NVFP4 and nvidia/Qwen3-235B-A22B-NVFP4's hf_quant_config.json): NVIDIA's

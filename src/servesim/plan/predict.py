@@ -337,6 +337,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
     gpu = resolve_gpu(dep.gpu, catalog)
     gname = canonical_gpu(dep.gpu, catalog)
     if arch is None and (dep.dp > 1 or dep.ep > 1):
+        dense_shape(dep.model, catalog)  # a model it does not know is refused as unknown, not as dense
         raise ParameterError("dp" if dep.dp > 1 else "ep", dep.dp if dep.dp > 1 else dep.ep,
                              f"1 for a dense model ({dep.model}): attention data parallel and expert "
                              "parallel apply to mixture-of-experts models")
