@@ -145,16 +145,17 @@ def scheduler_of(row: dict[str, str]) -> tuple[tuple[str, float | bool], ...]:
 
 
 def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
-    from servesim.plan.predict import Deployment, build_step_model
+    """One row's prediction.  A row measured with InferenceMAX's harness (``client=inferencemax``) is
+    predicted as ``servesim predict --client inferencemax`` predicts it (the harness's server recipe
+    for what the row leaves blank, a fresh server), as ``benchmarks/inferencex.py`` does; ``host``
+    (the ``--fit`` scan) applies to the other rows only."""
+    from servesim.plan.predict import Deployment, build_step_model, harness_deployment, predict
     from servesim.sim.batching import Benchmark, run_benchmark
     from servesim.sim.client import Client
 
     conc = _num(row["concurrency"])
     rate = _num(row["request_rate"])
     dp, ep = parallelism_of(row)
-    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
-                     kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm",
-                     overlap=overlap_of(row), dp=dp, ep=ep, scheduler=scheduler_of(row))
     name, ratio, nominal = client_of(row)
     isl, osl = nominal or (int(float(row["isl"])), int(float(row["osl"])))
     client = Client(name, random_range_ratio=ratio)
@@ -162,6 +163,18 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
                       concurrency=int(conc) if conc is not None else None,
                       rate_per_s=rate if conc is None else None,
                       num_prompts=None, warmup=warmup(row), client=client)
+    if name == "inferencemax":
+        dep = harness_deployment(bench, model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1),
+                                 dtype=row["dtype"] or "auto", kv_dtype=row["kv_dtype"] or None,
+                                 engine=row["engine"] or "vllm", overlap=overlap_of(row), dp=dp, ep=ep,
+                                 scheduler=scheduler_of(row))
+        out = predict(dep, bench)
+        return {"ttft": out["mean_ttft_ms"], "tpot": out["mean_tpot_ms"], "itl": out["mean_itl_ms"],
+                "tput": out["output_throughput"], "median_ttft": out["median_ttft_ms"],
+                "median_itl": out["median_itl_ms"], "client": name}
+    dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",
+                     kv_dtype=row["kv_dtype"] or "bf16", engine=row["engine"] or "vllm",
+                     overlap=overlap_of(row), dp=dp, ep=ep, scheduler=scheduler_of(row))
     sm, _, memory = build_step_model(dep)
     if host is not None:
         sm.engine = replace(sm.engine, host_step_s=host[0], host_per_seq_s=host[1])
@@ -186,6 +199,8 @@ def evaluate(rows: list[dict[str, str]], host: tuple[float, float] | None = None
         if not _num(r["isl"]) or not _num(r["osl"]):
             skipped.append(f"{r['id']}: prompt or output length not published")
             continue
+        if host is not None and client_of(r)[0] == "inferencemax":
+            continue  # predicted with the shipped host time only (predict_row)
         try:
             p = predict_row(r, host)
         except Exception as exc:
