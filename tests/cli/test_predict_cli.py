@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -602,3 +603,37 @@ def test_notes_that_differ_only_in_their_numbers_print_once():
     assert distinct_notes(notes) == [edge.format(29743) + " (and 2 more like it)", "cold start: 1 s"]
     assert distinct_notes(["a 1", "a 1", "b"]) == ["a 1", "b"]  # a repeat of the same note is not "more"
     assert distinct_notes([]) == []
+
+
+def test_a_rate_driven_run_says_its_completed_rate_is_over_the_run_and_names_the_offered_one(capsys):
+    """A benchmark client's req/s is requests done over the run, the drain after the last arrival
+    included, so a short run reports less than the offered rate a stable deployment sustains (what
+    ``plan`` lists).  The text says which is which and how long the run was; with a fixed number of
+    clients there is no offered rate to name."""
+    rc, out, _ = _run(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm",
+                      "--isl", "256", "--osl", "64", "--rate", "20", "--format", "json")
+    d = json.loads(out)
+    rc, text, _ = _run(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm",
+                       "--isl", "256", "--osl", "64", "--rate", "20")
+    assert rc == 0
+    m = re.search(r"([\d.]+) req/s completed over the ([\d,]+) s run \(offered 20 req/s\)", text)
+    assert m is not None, text
+    assert float(m.group(1)) == pytest.approx(d["request_throughput"], abs=5e-4)
+    assert float(m.group(2).replace(",", "")) == pytest.approx(d["duration"], abs=0.5)
+    # completed / duration is the rate the client reports, below the offered one (arrivals stop, the
+    # last requests drain)
+    assert d["completed"] / d["duration"] == pytest.approx(d["request_throughput"], rel=1e-9)
+    assert d["request_throughput"] < 20
+    rc, text, _ = _run(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", *SMALL)
+    assert rc == 0 and "completed over" not in text and "offered" not in text
+
+
+def test_a_disaggregated_prediction_states_its_benchmark_run(capsys):
+    """The disaggregated text names the run the way the colocated one does: how many requests, the
+    lengths as drawn, the load and the client."""
+    rc, text, _ = _run(capsys, "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--mode", "disagg",
+                       "--engine", "sglang", "--prefill-tp", "8", "--decode-tp", "8", "--isl", "1024",
+                       "--osl", "32", "--rate", "2")
+    assert rc == 0
+    assert "benchmark: 500 requests of 1024 prompt + 32 output tokens, 2 req/s (vllm client)" in text
+    assert re.search(r"req/s completed over the [\d,]+ s run \(offered 2 req/s\)", text)

@@ -61,6 +61,17 @@ def _load(d: dict[str, Any]) -> str:
     return f"{d['num_prompts']} requests of {lengths}, {load}{warm} ({client} client)"
 
 
+def _completed(d: dict[str, Any]) -> str:
+    """``3.100 req/s``, and for a rate-driven run ``, completed over the 161 s run``: what a
+    benchmark client reports (requests done over the run, the drain after the last arrival
+    included), which a short run keeps below the offered rate that a stable deployment sustains."""
+    done = f"{_f(d['request_throughput'], 3)} req/s"
+    rate, dur = d.get("request_rate"), d.get("duration")
+    if rate in (None, "inf") or not isinstance(dur, (int, float)) or not dur > 0:
+        return done
+    return f"{done} completed over the {dur:,.0f} s run (offered {rate:g} req/s)"
+
+
 def _scheduler(d: dict[str, Any]) -> str:
     """The engine's scheduler and the defaults it ran with."""
     s = dict(d.get("scheduler") or {})
@@ -93,12 +104,16 @@ def _running_cap(pool: dict[str, Any]) -> str:
 
 def disagg_text(d: dict[str, Any]) -> str:
     p, q = d["prefill"], d["decode"]
-    load = (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
-            else f"{d['request_rate']:g} req/s")
+    if d.get("num_prompts") is not None:
+        load = f"benchmark: {_load(d)}"
+    else:
+        load = (f"{d['isl']} prompt + {d['osl']} output tokens, "
+                + (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
+                   else f"{d['request_rate']:g} req/s"))
     lines = [f"PREDICT (disaggregated)  {d['model']} on {d['gpu']}: prefill {_pool(p)} -> decode {_pool(q)} "
              f"({d['gpus']} GPUs, {q['dtype']}, {d['kv_dtype']} KV), {d['engine']}, "
              f"link {d['link_GBps']:g} GB/s",
-             f"  {d['isl']} prompt + {d['osl']} output tokens, {load}"]
+             f"  {load}"]
     if not d["stable"]:
         lines.append(f"  unstable: {d['unstable_reason']} (goodput 0)")
     else:
@@ -110,7 +125,7 @@ def disagg_text(d: dict[str, Any]) -> str:
             "(means)",
             f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   p99 {_f(d['p99_tpot_ms'], 2)} ms",
             f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
-            f"{_f(d['request_throughput'], 3)} req/s",
+            f"{_completed(d)}",
             f"  decode batch {_f(d['decode_batch'])} per decode worker{_running_cap(q)}; prefill pool "
             f"{100 * d['prefill_utilization']:.0f}% busy",
         ]
@@ -147,7 +162,7 @@ def predict_text(d: dict[str, Any]) -> str:
         f"  TTFT   mean {_f(d['mean_ttft_ms'])} ms   p99 {_f(d['p99_ttft_ms'])} ms",
         f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   ITL mean {_f(d['mean_itl_ms'], 2)} ms",
         f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
-        f"{_f(d['request_throughput'], 3)} req/s",
+        f"{_completed(d)}",
         f"  decode batch {_f(d['decode_batch'])} (time mean); the KV cache holds {d['kv_capacity_tokens']:,} "
         f"tokens: at most {d['kv_max_requests']} requests of {d['isl'] + d['osl']} tokens",
     ]
