@@ -403,6 +403,39 @@ def test_roofline_shows_where_an_moe_step_goes():
     assert "fp8_block weights" in res.stdout and "priced by the measured-kernel step model" in res.stdout
 
 
+def test_roofline_splits_an_moe_step_into_gemm_moe_attention_and_communication(capsys):
+    """For a mixture-of-experts model the MoE layers get their own column, taken out of the GEMMs:
+    their share is exactly the MoE operations' time, the columns still add up to the GPU's time, and
+    a dense model's table keeps its layout (no MoE column)."""
+    assert main(["roofline", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "1", "--dp", "8",
+                 "--ep", "8", "--engine", "sglang", "--batch", "8", "256", "--format", "json"]) == 0
+    measured = json.loads(capsys.readouterr().out)["measured"]
+    for row in measured["rows"]:
+        ops = measured["operations"].get(str(row["batch"]))
+        if ops is not None:
+            moe = sum(o["ms"] for o in ops if o["kind"] in ("moe", "two_streams"))
+            assert row["moe_ms"] == pytest.approx(moe, rel=1e-9)
+            gpu = sum(o["ms"] for o in ops)
+            assert gpu == pytest.approx(sum(row[k] for k in ("gemm_ms", "attention_ms", "allreduce_ms",
+                                                             "other_ms")), rel=1e-9)
+        assert 0 < row["moe_ms"] < row["gemm_ms"]  # the MoE layers, and GEMMs besides (MLA, LM head)
+    rows = measured["rows"]
+    assert rows[1]["moe_ms"] > rows[0]["moe_ms"]  # 32x the tokens reach more experts
+    assert main(["roofline", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--tp", "1", "--dp", "8",
+                 "--ep", "8", "--engine", "sglang", "--batch", "8", "256"]) == 0
+    text = capsys.readouterr().out
+    head = next(line for line in text.splitlines() if line.strip().startswith("batch  step ms"))
+    assert head.split() == ["batch", "step", "ms", "GEMM", "MoE", "attn", "comm", "other", "host", "light",
+                            "tok/s", "measured"]
+    line8 = next(line for line in text.splitlines() if line.split()[:1] == ["8"])
+    cells = line8.split()
+    assert float(cells[3]) == pytest.approx(rows[0]["moe_ms"], abs=0.006)
+    assert float(cells[2]) == pytest.approx(rows[0]["gemm_ms"] - rows[0]["moe_ms"], abs=0.006)
+    assert main(["roofline", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "8", "--batch", "8"]) == 0
+    dense = capsys.readouterr().out
+    assert " MoE " not in dense and " allred " in dense
+
+
 def test_inferencemax_client_takes_its_trtllm_recipe_budget_unless_given(capsys):
     # InferenceMAX's TensorRT-LLM recipe: --max_num_tokens = 64 ceil((C + ISL + 64) / 64) = 8,320 for
     # 8k prompts at 64 clients; an explicit --max-num-tokens wins; another client keeps 8,192.

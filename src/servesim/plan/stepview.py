@@ -1,7 +1,8 @@
 """Where a step's time goes, by batch: the measured-kernel step model beside its speed of light.
 
-For ``servesim roofline``: at each decode batch the step split into GEMMs,
-attention, all-reduce, other kernels and host time
+For ``servesim roofline``: at each decode batch the step split into GEMMs (for a
+mixture-of-experts model, the MoE layers' share of them as ``moe_ms``), attention, communication
+(all-reduce, and the all-to-all or gather of expert and data parallelism), other kernels and host time
 (:class:`servesim.hardware.stepmodel.StepModel`) and the pure roofline bound, and each of its
 operations (:mod:`servesim.hardware.ops`) at the smallest and the largest batch that fit, priced by
 the engine and at the speed of light.  The
@@ -18,6 +19,16 @@ from servesim.hardware.stepmodel import Chunk, StepModel, sequences_held
 
 __all__ = ["step_view"]
 
+MOE_KINDS = ("moe", "two_streams")
+"""The operations that are a mixture-of-experts layer: its experts (and router), or the experts
+beside the shared experts on a second stream.  Their time is part of ``gemm_ms`` (weight GEMMs);
+``moe_ms`` says how much of it."""
+
+
+def _moe_ms(ops: Sequence[Any]) -> float:
+    """The MoE layers' share of a step's GEMM time, in ms (0 for a dense model)."""
+    return float(sum(op.seconds for op in ops if op.kind in MOE_KINDS)) * 1e3
+
 
 def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes: float) -> dict[str, Any]:
     """The measured-kernel section of ``servesim roofline`` as plain data (times in ms)."""
@@ -26,8 +37,8 @@ def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes:
     from servesim.hardware.ops import by_name
 
     steps = {b: sm.decode_step(b, context) for b in batches}
-    rows = [{"batch": b, "fits_memory": b <= max_batch, **st.as_dict(), "tokens_per_s": b / st.total_s}
-            for b, st in steps.items()]
+    rows = [{"batch": b, "fits_memory": b <= max_batch, **st.as_dict(), "moe_ms": _moe_ms(st.ops),
+             "tokens_per_s": b / st.total_s} for b, st in steps.items()]
     prefill = sm.step(0.0, 0.0, (Chunk(min(context, sm.engine.max_num_batched_tokens)),))
     fitting = [b for b in batches if b <= max_batch] or list(batches)
     ops = {str(b): by_name(steps[b].ops, sm.peaks) for b in sorted({min(fitting), max(fitting)})}

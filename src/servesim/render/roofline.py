@@ -197,14 +197,23 @@ def _measured_text(m: dict[str, Any]) -> list[str]:
     out = [f"[0] Where a decode step's time goes: measured kernels ({m['tables']}),",
            f"    {m['dtype']} weights, {m['kv_dtype']} KV, {m['engine']} host time; "
            f"light = its operations at 100% of the peaks, summed"]
+    # A mixture-of-experts model's MoE layers get their own column (out of the GEMMs), and its
+    # communication (all-reduce, all-to-all, DP gather) one column: where the time goes by kind.
+    moe = any(r.get("moe_ms", 0.0) > 0 for r in m["rows"])
     rows = []
     for r in m["rows"]:
+        gemm = [f"{r['gemm_ms'] - r['moe_ms']:.2f}", f"{r['moe_ms']:.2f}"] if moe else [f"{r['gemm_ms']:.2f}"]
         rows.append([str(r["batch"]) + ("" if r["fits_memory"] else "!"), f"{r['total_ms']:.2f}",
-                     f"{r['gemm_ms']:.2f}", f"{r['attention_ms']:.2f}", f"{r['allreduce_ms']:.2f}",
+                     *gemm, f"{r['attention_ms']:.2f}", f"{r['allreduce_ms']:.2f}",
                      f"{r['other_ms']:.2f}", f"{r['host_ms']:.2f}", f"{r['speed_of_light_ms']:.2f}",
                      f"{r['tokens_per_s']:,.0f}", "yes" if r["measured"] else "part*"])
-    out.append(table(["batch", "step ms", "GEMM", "attn", "allred", "other", "host", "light", "tok/s",
-                      "measured"], rows))
+    head = ["batch", "step ms", *(["GEMM", "MoE"] if moe else ["GEMM"]), "attn", "comm" if moe else "allred",
+            "other", "host", "light", "tok/s", "measured"]
+    out.append(table(head, rows))
+    if moe:
+        out.append("  GEMM: attention projections, MLA matmuls, dense layers, LM head; MoE: the experts and")
+        out.append("  router (shared experts beside them); comm: all-reduce and the expert/data-parallel "
+                   "exchange")
     # One line per kind of fallback: the shape it was scaled from differs by batch.
     notes = list(dict.fromkeys(n.split(": measured (")[0] for r in m["rows"] for n in r["notes"]))
     for n in notes[:3]:
