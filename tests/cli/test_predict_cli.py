@@ -670,3 +670,22 @@ def test_a_disaggregated_prediction_states_its_benchmark_run(capsys):
     assert rc == 0
     assert "benchmark: 500 requests of 1024 prompt + 32 output tokens, 2 req/s (vllm client)" in text
     assert re.search(r"req/s completed over the [\d,]+ s run \(offered 2 req/s\)", text)
+
+
+def test_predict_names_an_moe_steps_moe_share_and_communication(capsys):
+    """predict's step line splits a mixture-of-experts step the way roofline does: GEMM + MoE +
+    attention + communication, the MoE share the JSON's ``moe_ms``; a dense model's line is as before."""
+    args = ("--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--engine", "sglang", "--tp", "8",
+            "--ep", "8", "--isl", "256", "--osl", "16", "--concurrency", "4", "--num-prompts", "8")
+    d = _one_json(capsys, *args)
+    st = d["step_at_batch"]
+    assert 0 < st["moe_ms"] < st["gemm_ms"]
+    rc, text, _ = _run(capsys, *args)
+    assert rc == 0
+    m = re.search(r"= GEMM ([\d.]+) \+ MoE ([\d.]+) \+ attention [\d.]+ \+ communication ([\d.]+)", text)
+    assert m is not None, text
+    assert float(m.group(2)) == pytest.approx(st["moe_ms"], abs=0.006)
+    assert float(m.group(1)) == pytest.approx(st["gemm_ms"] - st["moe_ms"], abs=0.006)
+    assert float(m.group(3)) == pytest.approx(st["allreduce_ms"], abs=0.006)
+    rc, dense, _ = _run(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", *SMALL)
+    assert rc == 0 and "+ MoE" not in dense and "+ all-reduce" in dense

@@ -26,6 +26,7 @@ from servesim.hardware.engines import ENGINES, engine_profile
 from servesim.hardware.names import canonical_gpu, dense_shape, resolve_gpu
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
+from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
 __all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "harness_deployment",
@@ -649,7 +650,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         "above_kv_limit": above, "preemptions": res.preemptions,
         "max_num_batched_tokens": sm.engine.max_num_batched_tokens, "max_num_seqs": sm.engine.max_num_seqs,
         "batch1_step_ms": batch1.total_s * 1e3, "speed_of_light_batch1_step_ms": batch1.sol_s * 1e3,
-        "step_at_batch": at_batch.as_dict(),
+        "step_at_batch": {**at_batch.as_dict(), "moe_ms": moe_ms(at_batch.ops)},
         "step_model": ("measured kernel tables" if res.measured and batch1.measured else
                        "measured kernel tables with roofline fallback") + f" ({sm.tables_note})",
         "cold_start_s": cold_s,

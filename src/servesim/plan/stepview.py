@@ -17,7 +17,7 @@ from typing import Any
 
 from servesim.hardware.stepmodel import Chunk, StepModel, sequences_held
 
-__all__ = ["step_view"]
+__all__ = ["MOE_KINDS", "moe_ms", "step_view"]
 
 MOE_KINDS = ("moe", "two_streams")
 """The operations that are a mixture-of-experts layer: its experts (and router), or the experts
@@ -25,7 +25,7 @@ beside the shared experts on a second stream.  Their time is part of ``gemm_ms``
 ``moe_ms`` says how much of it."""
 
 
-def _moe_ms(ops: Sequence[Any]) -> float:
+def moe_ms(ops: Sequence[Any]) -> float:
     """The MoE layers' share of a step's GEMM time, in ms (0 for a dense model)."""
     return float(sum(op.seconds for op in ops if op.kind in MOE_KINDS)) * 1e3
 
@@ -37,7 +37,7 @@ def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes:
     from servesim.hardware.ops import by_name
 
     steps = {b: sm.decode_step(b, context) for b in batches}
-    rows = [{"batch": b, "fits_memory": b <= max_batch, **st.as_dict(), "moe_ms": _moe_ms(st.ops),
+    rows = [{"batch": b, "fits_memory": b <= max_batch, **st.as_dict(), "moe_ms": moe_ms(st.ops),
              "tokens_per_s": b / st.total_s} for b, st in steps.items()]
     prefill = sm.step(0.0, 0.0, (Chunk(min(context, sm.engine.max_num_batched_tokens)),))
     fitting = [b for b in batches if b <= max_batch] or list(batches)

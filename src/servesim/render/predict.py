@@ -170,10 +170,14 @@ def predict_text(d: dict[str, Any]) -> str:
         lines.append(f"  above that: {d['above_kv_limit']} "
                      f"({d['preemptions']} preemptions in this run)")
     st = d["step_at_batch"]
+    moe = st.get("moe_ms", 0.0) or 0.0
+    gemm = (f"GEMM {_f(st['gemm_ms'] - moe, 2)} + MoE {_f(moe, 2)}" if moe > 0
+            else f"GEMM {_f(st['gemm_ms'], 2)}")
     lines += [
         "",
-        f"  one decode step at that batch: {_f(st['total_ms'], 2)} ms = GEMM {_f(st['gemm_ms'], 2)}"
-        f" + attention {_f(st['attention_ms'], 2)} + all-reduce {_f(st['allreduce_ms'], 2)}",
+        f"  one decode step at that batch: {_f(st['total_ms'], 2)} ms = {gemm}"
+        f" + attention {_f(st['attention_ms'], 2)} + {'communication' if moe > 0 else 'all-reduce'} "
+        f"{_f(st['allreduce_ms'], 2)}",
         f"    + other kernels {_f(st['other_ms'], 2)} + host {_f(st['host_ms'], 2)} ms "
         f"(speed of light {_f(st['speed_of_light_ms'], 2)} ms); batch 1: {_f(d['batch1_step_ms'], 2)} ms",
     ]
