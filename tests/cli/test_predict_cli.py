@@ -689,3 +689,55 @@ def test_predict_names_an_moe_steps_moe_share_and_communication(capsys):
     assert float(m.group(3)) == pytest.approx(st["allreduce_ms"], abs=0.006)
     rc, dense, _ = _run(capsys, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", *SMALL)
     assert rc == 0 and "+ MoE" not in dense and "+ all-reduce" in dense
+
+
+def test_each_engines_memory_flag_sets_the_kv_cache_it_leaves(capsys):
+    """vLLM's --gpu-memory-utilization, SGLang's --mem-fraction-static and TensorRT-LLM's
+    --free-gpu-memory-fraction set the engine's memory share: 0.05 more of an H100's 79.6 GiB is that
+    much more KV cache for vLLM (Llama-3.1-8B keeps 2 x 32 layers x 8 KV heads x 128 x 2 bytes =
+    131,072 bytes a token), and TensorRT-LLM's fraction is of what the weights leave, so doubling it
+    about doubles its cache; each flag belongs to its engine only."""
+    from servesim.hardware.catalog import builtin_catalog
+
+    base = ("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm", "--isl", "256", "--osl", "16",
+            "--concurrency", "2", "--num-prompts", "4")
+    cap = {f: _one_json(capsys, *base, "--gpu-memory-utilization", f)["kv_capacity_tokens"]
+           for f in ("0.9", "0.95")}
+    assert cap["0.9"] == _one_json(capsys, *base)["kv_capacity_tokens"]  # vLLM's default is 0.9
+    hbm = builtin_catalog().gpus["h100-sxm"].memory_bytes
+    assert (cap["0.95"] - cap["0.9"]) * 131072 == pytest.approx(0.05 * hbm, rel=0.01)
+    sg = {f: _one_json(capsys, *base, "--engine", "sglang", "--mem-fraction-static", f)["kv_capacity_tokens"]
+          for f in ("0.8", "0.85")}
+    assert (sg["0.85"] - sg["0.8"]) * 131072 == pytest.approx(0.05 * hbm, rel=0.01)
+    trt = {f: _one_json(capsys, *base, "--engine", "trtllm", "--free-gpu-memory-fraction",
+                        f)["kv_capacity_tokens"] for f in ("0.4", "0.8")}
+    assert trt["0.8"] / trt["0.4"] == pytest.approx(2.0, rel=0.01)
+    _one_line_exit_2(*_run(capsys, *base, "--mem-fraction-static", "0.9"), "--mem-fraction-static",
+                     "--engine sglang")
+    _one_line_exit_2(*_run(capsys, *base, "--gpu-memory-utilization", "1.5"), "gpu-memory-utilization", "1.5")
+
+
+def test_a_model_that_does_not_fit_names_the_memory_share_that_would_and_that_share_fits(capsys):
+    """Kimi-K2.5's int4 experts on 8 x H100 need 69.4 GiB a GPU, past vLLM's default 0.9 share: the
+    refusal names the GPUs that would hold it and the --gpu-memory-utilization that would, and at that
+    share the same deployment is predicted."""
+    base = ("--model", "moonshotai/Kimi-K2.5", "--gpu", "h100-sxm", "--tp", "8", "--isl", "256",
+            "--osl", "16", "--concurrency", "2", "--num-prompts", "4")
+    rc, out, err = _run(capsys, *base)
+    line = _one_line_exit_2(rc, out, err, "at least 9 GPUs would hold it", "--gpu-memory-utilization")
+    share = re.search(r"--gpu-memory-utilization ([\d.]+) or more", line)
+    assert share is not None, line
+    d = _one_json(capsys, *base, "--gpu-memory-utilization", share.group(1))
+    assert d["kv_capacity_tokens"] > 0 and d["completed"] == 4
+    # a hundredth less is refused again: the share named is the smallest that fits
+    below = f"{float(share.group(1)) - 0.01:.2f}"
+    _one_line_exit_2(*_run(capsys, *base, "--gpu-memory-utilization", below), "large enough for the weights")
+
+
+def test_points_take_the_engines_memory_flag_as_a_column(capsys, tmp_path):
+    path = tmp_path / "points.csv"
+    path.write_text("model,gpu,isl,osl,concurrency,num_prompts,gpu_memory_utilization\n"
+                    "meta-llama/Llama-3.1-8B-Instruct,h100-sxm,256,16,2,4,0.9\n"
+                    "meta-llama/Llama-3.1-8B-Instruct,h100-sxm,256,16,2,4,0.95\n")
+    rows = _points(capsys, path)
+    assert rows[1]["kv_capacity_tokens"] > rows[0]["kv_capacity_tokens"]

@@ -36,17 +36,20 @@ ENGINE_FLAGS: dict[str, dict[str, tuple[str, str]]] = {
     # engine -> {argument dest: (what it sets on the Deployment, the engine's own flag)}
     "vllm": {"max_num_batched_tokens": ("budget", "--max-num-batched-tokens"),
              "max_num_seqs": ("seqs", "--max-num-seqs"),
-             "no_async_scheduling": ("no_overlap", "--no-async-scheduling")},
+             "no_async_scheduling": ("no_overlap", "--no-async-scheduling"),
+             "gpu_memory_utilization": ("memory_fraction", "--gpu-memory-utilization")},
     "sglang": {"chunked_prefill_size": ("budget", "--chunked-prefill-size"),
                "max_running_requests": ("seqs", "--max-running-requests"),
                "max_prefill_tokens": ("max_prefill_tokens", "--max-prefill-tokens"),
                "enable_mixed_chunk": ("enable_mixed_chunk", "--enable-mixed-chunk"),
                "scheduler_recv_interval": ("scheduler_recv_interval", "--scheduler-recv-interval"),
-               "disable_overlap_schedule": ("no_overlap", "--disable-overlap-schedule")},
+               "disable_overlap_schedule": ("no_overlap", "--disable-overlap-schedule"),
+               "mem_fraction_static": ("memory_fraction", "--mem-fraction-static")},
     "trtllm": {"max_num_tokens": ("budget", "--max-num-tokens"),
                "max_batch_size": ("seqs", "--max-batch-size"),
                "enable_chunked_prefill": ("enable_chunked_prefill", "--enable-chunked-prefill"),
-               "disable_overlap_scheduler": ("no_overlap", "--disable-overlap-scheduler")},
+               "disable_overlap_scheduler": ("no_overlap", "--disable-overlap-scheduler"),
+               "free_gpu_memory_fraction": ("memory_fraction", "--free-gpu-memory-fraction")},
 }
 """Each engine's own flags, and what each sets."""
 _ALL_ENGINE_FLAGS = {dest: (eng, flag) for eng, flags in ENGINE_FLAGS.items()
@@ -83,6 +86,8 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
             out["max_num_seqs"] = value
         elif target == "no_overlap":
             out["overlap"] = not value
+        elif target == "memory_fraction":
+            out["memory_fraction"] = value
         else:
             options[target] = value
     out["scheduler"] = tuple(sorted(options.items()))
@@ -174,6 +179,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="vllm: most running sequences, 1-100,000 (default 1024; 256 on smaller GPUs)")
     eng.add_argument("--no-async-scheduling", action="store_true", default=None,
                      help="vllm: host work between steps instead of beside them (default: async on)")
+    eng.add_argument("--gpu-memory-utilization", type=number(0.0, 1.0, lo_open=True), default=None,
+                     help="vllm: share of each GPU's memory for weights, activations and KV cache, in (0, 1] "
+                     "(default 0.9); more leaves more KV cache, no cost")
     eng.add_argument("--chunked-prefill-size", type=integer(1, hi=1_000_000), default=None,
                      help="sglang: most prompt tokens in a prefill step, 1-1,000,000 (default 8192 on "
                      "80-160 GB "
@@ -189,6 +197,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      "(default 1: every step; a request waits up to this many steps for the next poll)")
     eng.add_argument("--disable-overlap-schedule", action="store_true", default=None,
                      help="sglang: host work between steps instead of beside them (default: overlap on)")
+    eng.add_argument("--mem-fraction-static", type=number(0.0, 1.0, lo_open=True), default=None,
+                     help="sglang: share of each GPU's memory for weights and KV cache, in (0, 1] (default: "
+                     "SGLang's own by GPU memory and parallelism, 0.88 for these GPUs); no cost")
     eng.add_argument("--max-num-tokens", type=integer(1, hi=1_000_000), default=None,
                      help="trtllm: per-step token budget, 1-1,000,000 (default 8192); whole prompts must fit "
                      "unless --enable-chunked-prefill")
@@ -198,6 +209,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                      help="trtllm: cut prompts to the step budget (default off: whole prompts)")
     eng.add_argument("--disable-overlap-scheduler", action="store_true", default=None,
                      help="trtllm: host work between steps instead of beside them (default: overlap on)")
+    eng.add_argument("--free-gpu-memory-fraction", type=number(0.0, 1.0, lo_open=True), default=None,
+                     help="trtllm: kv_cache_config.free_gpu_memory_fraction, the KV cache's share of the "
+                     "memory the weights leave, in (0, 1] (default 0.9); no cost")
     p.add_argument("--spec", type=choice(["none", *SPEC_METHODS], "spec"), default="none",
                    help=f"speculative decoding method: none (default), {', '.join(SPEC_METHODS)} (mtp: a "
                    "model's own MTP module, DeepSeek-V3 family; draft: --draft MODEL)")

@@ -48,6 +48,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "max_prefill_tokens", "enable_mixed_chunk", "scheduler_recv_interval", "max_num_tokens", "max_batch_size",
     "enable_chunked_prefill",
     "no_async_scheduling", "disable_overlap_schedule", "disable_overlap_scheduler",
+    "gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction",
     "mode", *POOL_COLUMNS, "spec", "k", "acceptance_length", "alpha", "draft", "traffic",
     "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
 )
@@ -76,7 +77,9 @@ _KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "co
           "enable_mixed_chunk": "bool", "scheduler_recv_interval": "int", "max_num_tokens": "int",
           "max_batch_size": "int",
           "enable_chunked_prefill": "bool", "no_async_scheduling": "bool", "disable_overlap_schedule": "bool",
-          "disable_overlap_scheduler": "bool", "mode": "mode", **dict.fromkeys(POOL_COLUMNS, "int"),
+          "disable_overlap_scheduler": "bool", "gpu_memory_utilization": "float",
+          "mem_fraction_static": "float", "free_gpu_memory_fraction": "float", "mode": "mode",
+          **dict.fromkeys(POOL_COLUMNS, "int"),
           "k": "int", "acceptance_length": "float", "alpha": "float", "speculative_num_steps": "int",
           "speculative_eagle_topk": "int", "speculative_num_draft_tokens": "int",
           **dict.fromkeys(MEASURED_COLUMNS, "float")}

@@ -154,6 +154,11 @@ def _pricing_notes(sm: Any) -> list[str]:
     return [n for n in notes if n]
 
 
+MEMORY_FLAGS: dict[str, str] = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static",
+                                "trtllm": "--free-gpu-memory-fraction"}
+"""Each engine's own flag for the memory share that :attr:`Deployment.memory_fraction` sets."""
+
+
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
@@ -364,13 +369,20 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                       else eng.kv_room_bytes(gpu.memory_bytes, 0.0)) / 2**30
             # the fewest GPUs whose share of the same weights leaves that room some KV cache
             gpus_needed = math.floor(per * dep.tp * dep.dp / usable) + 1
+            # the engine's memory flag that would leave the weights room (fraction x HBM - reserve >
+            # weights), where the engine caps weights and KV together and a setting below 0.99 does
+            f_min = (msm.weight_bytes_per_gpu + eng.reserved_bytes) / gpu.memory_bytes
+            flag = MEMORY_FLAGS.get(dep.engine, "")
+            higher = (f", or {flag} {math.ceil(f_min * 100) / 100:.2f} or more"
+                      if flag and not eng.fraction_of_free and f_min < 0.99 else "")
             raise ParameterError(
                 "tp", f"{dep.tp} x dp {dep.dp}",
                 f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
                 "GPU "
                 f"on {dep.tp * dep.dp} GPUs, a {dep.gpu} has {gpu.memory_bytes / 2**30:.1f} GiB, of which "
                 f"{dep.engine} leaves at most {usable:.1f} GiB for weights (memory fraction "
-                f"{eng.memory_fraction:g}, less its reserve; at least {gpus_needed} GPUs would hold it)")
+                f"{eng.memory_fraction:g}, less its reserve; at least {gpus_needed} GPUs would hold it"
+                f"{higher})")
         return msm, arch, gpu.memory_bytes
     shape = dense_shape(dep.model, catalog)
     sm = StepModel(shape, gname, dep.tp, dtype="bf16" if dep.dtype == "auto" else dep.dtype,
