@@ -394,12 +394,16 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         room = eng.memory_fraction * gpu.memory_bytes - sm.reserve_bytes
         would = next((t for t in sorted(valid_tps(shape)) if t > dep.tp
                       and sm.weight_bytes_per_gpu * dep.tp / t < room), None)
+        f_min = (sm.weight_bytes_per_gpu + sm.reserve_bytes) / gpu.memory_bytes
+        flag = MEMORY_FLAGS.get(dep.engine, "")
+        higher = (f"{'; or' if would else ';'} {flag} {math.ceil(f_min * 100) / 100:.2f} or more"
+                  if flag and not eng.fraction_of_free and f_min < 0.99 else "")
         raise ParameterError(
             "tp", dep.tp,
             f"large enough for the weights to fit: {shape.name} in {sm.dtype} needs "
             f"{sm.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU at tp {dep.tp} (about {need:.0f} GiB of "
             f"HBM at {eng.memory_fraction:g} utilization), a {dep.gpu} has "
-            f"{gpu.memory_bytes / 2**30:.1f} GiB" + (f"; tp {would} would hold it" if would else ""),
+            f"{gpu.memory_bytes / 2**30:.1f} GiB" + (f"; tp {would} would hold it" if would else "") + higher,
         )
     return sm, shape, gpu.memory_bytes
 
