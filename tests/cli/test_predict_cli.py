@@ -741,3 +741,14 @@ def test_points_take_the_engines_memory_flag_as_a_column(capsys, tmp_path):
                     "meta-llama/Llama-3.1-8B-Instruct,h100-sxm,256,16,2,4,0.95\n")
     rows = _points(capsys, path)
     assert rows[1]["kv_capacity_tokens"] > rows[0]["kv_capacity_tokens"]
+
+
+def test_a_dense_model_that_does_not_fit_names_the_tp_and_the_share_that_would(capsys):
+    """Llama-3.1-70B in BF16 needs 131.4 GiB on one H200 (140.4 GiB): tp 2 holds it, and so does a
+    vLLM share of 0.97, at which the one-GPU deployment is predicted."""
+    base = ("--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h200", "--tp", "1", "--isl", "256",
+            "--osl", "16", "--concurrency", "2", "--num-prompts", "4")
+    line = _one_line_exit_2(*_run(capsys, *base), "tp 2 would hold it", "--gpu-memory-utilization")
+    share = re.search(r"--gpu-memory-utilization ([\d.]+) or more", line)
+    assert share is not None and float(share.group(1)) == pytest.approx(0.97)
+    assert _one_json(capsys, *base, "--gpu-memory-utilization", share.group(1))["kv_capacity_tokens"] > 0
