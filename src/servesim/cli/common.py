@@ -55,6 +55,12 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
     g.add_argument("--tp", type=integer(1, hi=64), default=1,
                    help="tensor-parallel GPUs per node for --model, 1-64, dividing the heads (default 1, as "
                    "in every command)")
+    g.add_argument("--dp", type=integer(1, hi=256), default=1,
+                   help="MoE models: attention data-parallel ranks per node for --model, 1-256; a node spans "
+                   "tp x dp GPUs (default 1; plan --gpus searches every split)")
+    g.add_argument("--ep", type=integer(1, hi=256), default=1,
+                   help="MoE models: expert-parallel ranks per node for --model, 1-256, dividing the experts "
+                   "and tp x dp (default 1; plan --gpus searches every split)")
     g.add_argument("--dtype", type=dtype_choice(["bf16", "fp8", "fp4"], "dtype"), default=None,
                    help="weights and GEMMs for --model: bf16 (default for dense models; a mixture-of-experts "
                    "model defaults to its checkpoint's format; plan --gpus searches every dtype the GPU "
@@ -117,7 +123,7 @@ def preset_label(args: argparse.Namespace, wl: Any) -> str:
 def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     """The node, beta and a one-line description of where the node came from.
 
-    ``--calibration`` wins, then ``--model/--gpu/--tp/--dtype/--kv-dtype`` (the
+    ``--calibration`` wins, then ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype`` (the
     measured-kernel step model's node, :func:`servesim.hardware.node.step_node`:
     its decode capacity at the largest batch within the workload's TPOT SLO, its TPOT_base at
     the batch the workload's rate keeps running on each of ``--nodes``), then
@@ -141,7 +147,8 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     from servesim.plan.predict import Deployment, build_step_model, check_context
 
     cat = load_catalog(*args.catalog)
-    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine)
+    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
+                     dp=args.dp, ep=args.ep)
     sm, shape, memory = build_step_model(dep, cat)
     check_context(shape, wl.prompt_tokens, wl.prompt_tokens + wl.output_tokens)
     from servesim.plan.capacity import decode_at_load

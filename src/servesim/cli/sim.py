@@ -388,7 +388,8 @@ def _engine(args: argparse.Namespace) -> Output:
     if args.gpu is None or args.rate is None or args.osl is None:
         raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
     cat = load_catalog(*args.catalog) if args.catalog else None
-    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype, "engine": args.engine}
+    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype, "engine": args.engine,
+              "dp": args.dp, "ep": args.ep}
     run = {"rate_per_s": args.rate, "isl": args.isl, "osl": args.osl, "requests": args.requests or 2000,
            "seed": args.seed, "slo_ttft_s": args.slo_ttft_s, "catalog": cat}
     if args.mode == "agg":
@@ -442,7 +443,8 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     if arr[-1] - arr[0] <= 0:  # the first --requests of the trace all arrive at once
         raise InputError(f"--requests {len(arr)}: those first requests of {args.trace} arrive at one "
                          "instant; the rate is undefined (take more requests)")
-    dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "auto", args.kv_dtype, args.engine)
+    dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
+                     dp=args.dp, ep=args.ep)
     data = engine_trace_summary(dep, arr, lengths, replicas=args.replicas, seed=args.seed,
                                 slo_ttft_s=args.slo_ttft_s, trace=str(args.trace), catalog=cat)
     return _engine_output(data, timing=not args.no_timing)

@@ -88,8 +88,12 @@ def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_
     kv_bytes = 1.0 if sm.kv_dtype == "fp8" else 2.0
     node = NodeSpec(prefill_tokens_per_s=p / prefill, decode_tokens_per_s=b / dec.total_s,
                     tpot_base_s=base, kv=KVShape(name, layers, kv_heads, head_dim, kv_bytes), gpus=gpus)
-    source = (f"measured-kernel step model: {name} on {gpus} x {sm.gpu} ({sm.dtype}, {sm.kv_dtype} KV, "
-              f"{sm.engine.name}), decode batch {b} (limited by {why.replace('_', ' ')}){at_load}")
+    par = getattr(sm, "par", None)  # a mixture-of-experts replica's split: tp x dp, ep
+    split = (f" (tp {par.tp} x dp {par.dp}, ep {par.ep})" if par is not None and (par.dp > 1 or par.ep > 1)
+             else "")
+    source = (f"measured-kernel step model: {name} on {gpus} x {sm.gpu}{split} ({sm.dtype}, "
+              f"{sm.kv_dtype} KV, {sm.engine.name}), decode batch {b} (limited by "
+              f"{why.replace('_', ' ')}){at_load}")
     return StepNode(node, b, why, fit, prefill, dec, source)
 
 

@@ -32,7 +32,7 @@ Standard library only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError
 from servesim.hardware.names import ModelShape, canonical_gpu, model_shape
@@ -49,6 +49,7 @@ __all__ = [
     "bytes_per_value",
     "check_dtype",
     "check_kv_dtype",
+    "kv_bytes_of",
     "kv_bytes_per_token",
     "normalize_dtype",
     "peak_flops",
@@ -204,6 +205,18 @@ def weight_bytes(shape: ModelShape | ModelSpec, dtype: str) -> float:
     d = _normalize("dtype", dtype, WEIGHT_DTYPES)
     tables = float(s.embedding_params * (1 if s.tied_embeddings else 2))
     return tables * BYTES_PER_VALUE[TABLE_DTYPE] + (s.params - tables) * BYTES_PER_VALUE[d]
+
+
+def kv_bytes_of(sm: Any, tokens: float) -> float:
+    """KV-cache bytes of one sequence's ``tokens`` tokens over all layers, in the step model ``sm``'s
+    KV dtype: what a disaggregated deployment sends over its link.  A mixture-of-experts or MLA
+    model's own layout (``sm.arch``: MLA's latent, ``kv_lora_rank + rope`` values a layer; a
+    sliding-window layer at most its window), else the dense shape's :func:`kv_bytes_per_token`."""
+    arch = getattr(sm, "arch", None)
+    if arch is not None:
+        d = _normalize("kv_dtype", sm.kv_dtype, KV_DTYPES)
+        return float(arch.kv_bytes_per_token(BYTES_PER_VALUE[d], max(1, int(tokens)))) * tokens
+    return kv_bytes_per_token(sm.shape, sm.kv_dtype) * tokens
 
 
 def kv_bytes_per_token(shape: ModelShape | ModelSpec, kv_dtype: str) -> float:

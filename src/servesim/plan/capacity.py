@@ -277,10 +277,11 @@ def disaggregated_at_load(prefill_sm: StepModel, prefill_workers: int, decode_sm
 
 
 def _kv_bytes(sm: StepModel, tokens: int) -> float:
-    """KV bytes of ``tokens`` tokens of the whole model (all heads, all layers) in the KV dtype."""
-    from servesim.hardware.precision import kv_bytes_per_token
+    """KV bytes of ``tokens`` tokens of the whole model (all heads, all layers) in the KV dtype
+    (an MoE / MLA model's own layout: :func:`servesim.hardware.precision.kv_bytes_of`)."""
+    from servesim.hardware.precision import kv_bytes_of
 
-    return kv_bytes_per_token(sm.shape, sm.kv_dtype) * tokens
+    return kv_bytes_of(sm, tokens)
 
 
 def _unstable(rate: float, why: str, share: float) -> LoadPoint:

@@ -55,7 +55,7 @@ def engine_summary(
         sm, _, mem = build_step_model(prefill, catalog)
         data = simulate_colocated(sm, mem, replicas, rate_per_s, isl, osl, requests=requests, seed=seed)
         cf = colocated_at_load(sm, mem, replicas, rate_per_s, isl, osl, slo)
-        gpus = replicas * prefill.tp
+        gpus = replicas * prefill.tp * prefill.dp  # a replica spans tp x dp GPUs
     else:
         psm, _, _ = build_step_model(prefill, catalog)
         dsm, _, dmem = build_step_model(decode, catalog)
@@ -64,7 +64,7 @@ def engine_summary(
                                       link_contention=shared_link)
         cf = disaggregated_at_load(psm, prefill_workers, dsm, dmem, decode_workers, link_bytes_per_s,
                                    rate_per_s, isl, osl, slo)
-        gpus = psm.tp * prefill_workers + dsm.tp * decode_workers
+        gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     data.update({"model": prefill.model, "gpu": prefill.gpu, "gpus": gpus, "rate": rate_per_s, "isl": isl,
                  "osl": osl, "seed": seed})
     return _with_closed_form(data, cf)
@@ -93,5 +93,6 @@ def engine_trace_summary(
     osl = max(1, round(sum(o for _, o in lens) / len(lens)))
     cf = colocated_at_load(sm, mem, replicas, rate, isl, osl, NO_SLO_S if slo_ttft_s is None else slo_ttft_s)
     data.update({"trace": trace, "requests": len(arr), "model": deployment.model, "gpu": deployment.gpu,
-                 "gpus": replicas * deployment.tp, "rate": rate, "isl": isl, "osl": osl, "seed": seed})
+                 "gpus": replicas * deployment.tp * deployment.dp, "rate": rate, "isl": isl, "osl": osl,
+                 "seed": seed})
     return _with_closed_form(data, cf)

@@ -733,14 +733,9 @@ def kv_transfer_seconds(sm: Any, link_bytes_per_s: float) -> Any:
     """``p -> seconds`` to move a ``p``-token prompt's KV cache over the link: every layer's cache in
     the KV dtype, one copy (an MLA model's latent, ``kv_lora_rank + rope`` values a layer; a GQA
     model's ``2 G d``; a sliding-window layer at most its window)."""
-    kv_b = 2.0 if sm.kv_dtype == "bf16" else 1.0
-    arch = getattr(sm, "arch", None)
-    if arch is not None:
-        return lambda p: arch.kv_bytes_per_token(kv_b, max(1, int(p))) * p / link_bytes_per_s
-    from servesim.plan.capacity import _kv_bytes
+    from servesim.hardware.precision import kv_bytes_of
 
-    per = _kv_bytes(sm, 1)
-    return lambda p: per * p / link_bytes_per_s
+    return lambda p: kv_bytes_of(sm, p) / link_bytes_per_s
 
 
 def _pools_stable(psm: Any, wp: int, dsm: Any, dmem: float, wd: int, rate: float, isl: float,

@@ -97,7 +97,7 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     ``link_contention``: the transfers share one link, first come first served (a decode
     node's NIC), instead of each having the link to itself as the closed form assumes.
     """
-    from servesim.hardware.precision import kv_bytes_per_token
+    from servesim.hardware.precision import kv_bytes_of
 
     pw = check_int("prefill_workers", prefill_workers, lo=1, hi=4096)
     dw = check_int("decode_workers", decode_workers, lo=1, hi=4096)
@@ -106,7 +106,7 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     t0 = time.perf_counter()
     arr = _arrivals(rate, total, seed)
     service = prefill_sm.prompt_s(isl)
-    xfer = kv_bytes_per_token(decode_sm.shape, decode_sm.kv_dtype) * isl / link_bytes_per_s
+    xfer = kv_bytes_of(decode_sm, isl) / link_bytes_per_s
     # FCFS to the first free of pw identical prefill workers: as start times never decrease, the
     # first free is the one that took request k - pw, free at its start + service.
     done_at: list[float] = []  # each request's prefill end
