@@ -131,3 +131,15 @@ def test_report_bad_input_is_one_line():
     res = run_cli("report", "--attainment", "0", "--out", os.devnull)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "--attainment" in res.stderr
+
+
+def test_a_capacity_report_names_its_engine_and_ends_its_price_sentence_once(tmp_path):
+    """The "How these numbers were made" list names the engine whose tables priced the plan (not
+    vLLM whatever the engine), and the price source's own closing period is not doubled."""
+    out = tmp_path / "rep"
+    res = run_cli("report", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--gpus", "8", "--engine",
+                  "sglang", "--isl", "512", "--osl", "64", "--top", "2", "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    text = (out / "report.md").read_text()
+    assert "from SGLang's measured kernel tables" in text and "vLLM kernel tables" not in text
+    assert ".." not in text.split("GPU price:", 1)[1].split("\n- ", 1)[0]
