@@ -700,3 +700,43 @@ def test_a_dispatch_past_the_measured_tokens_is_unmeasured_and_says_so() -> None
     assert not b.measured and "tokens=2048 above the measured 1024" in b.note
     assert not past.measured and any("above the measured 1024" in n for n in past.notes)
     assert b.priced_s == pytest.approx(2 * a.priced_s, rel=0.01)
+
+
+def test_sglang_flashinfer_gemm_prices_block_fp8_linear_layers_from_tensorrt_llms_table():
+    """InferenceMAX's B200 FP8 SGLang scripts export SGLANG_ENABLE_FLASHINFER_GEMM=true, which sends
+    every block-FP8 linear layer to FlashInfer's GEMM instead of DeepGEMM (the only kernel SGLang's
+    table times): with gemm_backend "flashinfer" those GEMMs are TensorRT-LLM's B200 block-FP8 rows
+    (a one-row 2,112 x 7,168 qkv_a projection: the TensorRT-LLM lookup exactly, below SGLang's own),
+    the step carries a note, stays within its bounds and never gets cheaper with more sequences; the
+    experts and attention do not move; on Hopper, in FP4, or another engine nothing changes."""
+    from servesim.hardware.kernels import tables_for
+
+    a = find_architecture("deepseek-ai/DeepSeek-R1")
+    assert a is not None
+
+    def sm(backend: str | None, gpu: str = "b200", engine: str = "sglang",
+           dtype: str = "fp8_block") -> MoEStepModel:
+        return MoEStepModel(a, gpu, Parallelism(8), dtype=dtype, kv_dtype="fp8", gemm_backend=backend,
+                            engine=engine_profile(engine, gpu=gpu, tp=8))
+
+    own, fi = sm(None), sm("flashinfer")
+    n = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim  # the fused q_a / kv_a projection
+    trt, sgl = tables_for("b200", "trtllm"), tables_for("b200", "sglang")
+    assert trt is not None and sgl is not None
+    assert fi._gemm(1, n, a.hidden)[0] == pytest.approx(trt.gemm("fp8_block", 1, n, a.hidden).ms * 1e-3)
+    assert own._gemm(1, n, a.hidden)[0] == pytest.approx(sgl.gemm("fp8_block", 1, n, a.hidden).ms * 1e-3)
+    assert fi._gemm(1, n, a.hidden)[0] < own._gemm(1, n, a.hidden)[0]
+    assert "FlashInfer" in fi.gemm_backend_note and "TensorRT-LLM" in fi.gemm_backend_note
+    assert own.gemm_backend_note == ""
+    assert fi._moe(64) == own._moe(64)  # the experts are the MoE runner's, not the linear layers'
+    steps = [fi.decode_step(b, 2048) for b in (1, 2, 4, 8, 16, 32, 64, 128)]
+    assert all(x.total_s <= y.total_s for x, y in itertools.pairwise(steps))
+    for b, st in zip((1, 2, 4, 8, 16, 32, 64, 128), steps, strict=True):
+        assert st.gpu_s >= fi.speed_of_light(b, 2048)
+        assert st.gpu_s <= STEP_CEILING * max(fi.speed_of_light(b, 2048), st.floor_s)
+    assert steps[0].gpu_s < own.decode_step(1, 2048).gpu_s
+    assert sm("flashinfer", gpu="h200").gemm_backend_note == ""
+    assert sm("flashinfer", engine="trtllm").gemm_backend_note == ""
+    assert sm("flashinfer", dtype="fp4").gemm_backend_note == ""
+    with pytest.raises(ParameterError, match="gemm_backend"):
+        sm("deepgemm")

@@ -103,15 +103,16 @@ def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence
 
 
 @pytest.mark.parametrize(("gpu", "dtype", "tp", "conc", "isl", "expect"), [
-    # dsr1_fp8_b200.sh: TP8 chunks of 32,768, 128 running, recv every 30 steps from 16 clients
+    # dsr1_fp8_b200.sh: TP8 chunks of 32,768, 128 running, recv every 30 steps from 16 clients;
+    # SGLANG_ENABLE_FLASHINFER_GEMM=true
     ("b200", "fp8", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 128,
-                                  "memory_fraction": 0.82,
+                                  "memory_fraction": 0.82, "gemm_backend": "flashinfer",
                                   "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 30}}),
     ("b200", "fp8", 8, 8, 1024, {"kv_dtype": "fp8", "max_num_batched_tokens": 32768, "max_num_seqs": 128,
-                                 "memory_fraction": 0.82,
+                                 "memory_fraction": 0.82, "gemm_backend": "flashinfer",
                                  "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 10}}),
     ("b200", "fp8", 4, 64, 8192, {"kv_dtype": "fp8", "max_num_batched_tokens": 8192, "max_num_seqs": 32,
-                                  "memory_fraction": 0.95,
+                                  "memory_fraction": 0.95, "gemm_backend": "flashinfer",
                                   "scheduler": {"max_prefill_tokens": 8192, "scheduler_recv_interval": 10}}),
     # dsr1_fp4_b200.sh: the default chunk, 256 running
     ("b200", "fp4", 8, 64, 1024, {"kv_dtype": "fp8", "max_num_seqs": 256, "memory_fraction": 0.85,
@@ -429,3 +430,23 @@ def test_inferencemax_dynamo_sglang_decode_takes_the_recipes_running_limit_and_g
     plain = im.disagg_recipe("sglang", "decode", 8192, 128, gpu="h200", family="deepseek_v3", tp=8,
                              workers=3, dtype="fp8")  # which of two recipes is not known: the defaults
     assert "max_num_seqs" not in plain and plain["memory_fraction"] == 0.82
+
+
+def test_inferencemax_sglang_b200_fp8_scripts_run_flashinfers_gemm():
+    """dsr1_fp8_b200.sh and dsr1_fp8_b200_mtp.sh export SGLANG_ENABLE_FLASHINFER_GEMM=true (and
+    SGL_ENABLE_JIT_DEEPGEMM=false): their block-FP8 linear layers run FlashInfer's GEMM, at TP4 and
+    TP8, with and without MTP.  The FP4 scripts, the H200 script, the Dynamo disaggregated recipes
+    (whose decode environment does not set it), other engines and other clients keep the default."""
+    im = Client("inferencemax")
+    kw = {"gpu": "b200", "family": "deepseek_v3", "dtype": "fp8"}
+    assert im.recipe("sglang", 1024, 4, tp=8, **kw)["gemm_backend"] == "flashinfer"
+    assert im.recipe("sglang", 8192, 4, tp=4, **kw)["gemm_backend"] == "flashinfer"
+    assert im.recipe("sglang", 1024, 64, tp=8, spec="mtp", **kw)["gemm_backend"] == "flashinfer"
+    assert "gemm_backend" not in im.recipe("sglang", 1024, 4, tp=8, gpu="b200", family="deepseek_v3",
+                                           dtype="fp4")
+    assert "gemm_backend" not in im.recipe("sglang", 1024, 4, tp=8, gpu="h200", family="deepseek_v3",
+                                           dtype="fp8")
+    assert "gemm_backend" not in im.recipe("trtllm", 1024, 4, tp=8, **kw)
+    for pool in ("prefill", "decode"):
+        assert "gemm_backend" not in im.disagg_recipe("sglang", pool, 8192, 128, tp=1, dp=8, ep=8, **kw)
+    assert Client("vllm").recipe("sglang", 1024, 4, tp=8, **kw) == {}

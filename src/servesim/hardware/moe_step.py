@@ -71,9 +71,10 @@ from typing import Any
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import FP4_RELEASE_PARTS, LINEAR_PARTS
 from servesim.hardware.engines import EngineProfile, engine_profile
-from servesim.hardware.kernels import KernelTables, Lookup
+from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
+from servesim.hardware.precision import supported_dtypes
 from servesim.hardware.stepmodel import (
     ACTIVATION_BYTES,
     OTHER_KERNEL_FLOOR_S,
@@ -102,6 +103,21 @@ _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4"
          "mxfp4_mxfp8": "fp8"}
 """The tensor-core peak each weight format multiplies at (weight-only 4-bit formats in BF16; MXFP4
 weights with MXFP8 activations at the FP8 rate)."""
+
+GEMM_BACKENDS = ("flashinfer",)
+"""SGLang's block-FP8 linear-layer backends that servesim prices apart (``None``: the engine's own
+table).  ``"flashinfer"``: ``SGLANG_ENABLE_FLASHINFER_GEMM=true`` on Blackwell, where
+``fp8_utils.dispatch_w8a8_block_fp8_linear`` sends every block-FP8 linear layer to FlashInfer's
+``gemm_fp8_nt_groupwise`` ahead of DeepGEMM (InferenceMAX's ``dsr1_fp8_b200.sh`` and
+``dsr1_fp8_b200_mtp.sh`` export it, with ``SGL_ENABLE_JIT_DEEPGEMM=false``).  SGLang 0.5.14's B200
+table times only DeepGEMM (19 us for one row of a 2,048 x 7,168 block-FP8 GEMM, the activation
+quantization included); no table times FlashInfer's kernel, so TensorRT-LLM 1.3.0rc20's measured
+block-FP8 GEMMs on the same GPU stand in (11 us for that one).  Evidence, InferenceX's own runs of
+DeepSeek-R1 FP8 on 8 x B200 with this recipe: mean TPOT of the 34 colocated SGLang 0.5.9 runs
+(benchmarks/inferencex.py) 9.3% -> 5.3% median |error| (signed +7.0% -> -4.1%), of the 10 SGLang
+0.5.12 runs of InferenceX PR #3363 (benchmarks/accuracy.py) 15% -> 3%; SGLang's cookbook runs of the
+same model and GPU, launched without the variable, stay on SGLang's DeepGEMM table (TPOT 8.84 against
+9.16 ms measured at one client), as do the disaggregated recipes, which do not set it."""
 
 MOE_BACKENDS = ("trtllm", "deepgemm", "triton")
 """TensorRT-LLM's ``moe_config.backend`` values whose experts servesim prices apart (``None``: the
@@ -269,9 +285,13 @@ class MoEStepModel:
     def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
                  tables: KernelTables | None = None, catalog: Any = None,
-                 moe_activations: str | None = None, moe_backend: str | None = None) -> None:
+                 moe_activations: str | None = None, moe_backend: str | None = None,
+                 gemm_backend: str | None = None) -> None:
         if moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
+        if gemm_backend is not None and gemm_backend not in GEMM_BACKENDS:
+            raise ParameterError("gemm_backend", gemm_backend,
+                                 f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
         if moe_backend is not None and moe_backend not in MOE_BACKENDS:
             raise ParameterError("moe_backend", moe_backend,
                                  f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
@@ -357,6 +377,22 @@ class MoEStepModel:
         self.gemm_dtype = self._table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj",
                                                                     "kv_a_proj", "o_proj"}))
         self.ffn_gemm_dtype = self._table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
+        # SGLang's FlashInfer block-FP8 GEMM (GEMM_BACKENDS): TensorRT-LLM's measured block-FP8 GEMMs
+        # on the same GPU stand in for the kernel no table times
+        self.gemm_backend = gemm_backend
+        self.gemm_backend_note = ""
+        self._block_gemm_tables: KernelTables | None = None
+        # (SGLang's dispatch takes FlashInfer's GEMM on Blackwell only: is_blackwell_supported(), here a
+        # GPU that runs NVFP4)
+        if (gemm_backend == "flashinfer" and self.engine.name == "sglang" and not self._foreign
+                and "fp4" in supported_dtypes(gpu, catalog)):
+            trt = tables_for(gpu, "trtllm")
+            if trt is not None and "fp8_block" in trt.gemm_dtypes and "fp8_block" in (
+                    self.gemm_dtype, self.ffn_gemm_dtype):
+                self._block_gemm_tables = trt
+                self.gemm_backend_note = (f"block-FP8 linear layers on FlashInfer's GEMM "
+                                          f"(SGLANG_ENABLE_FLASHINFER_GEMM), which no table times: "
+                                          f"{trt.engine}'s measured block-FP8 GEMMs on the {gpu} stand in")
         self._cache_step = lru_cache(maxsize=65536)(self._step)
 
     def _table_dtype(self, quantized: bool) -> str:
@@ -438,7 +474,8 @@ class MoEStepModel:
 
     def _gemm(self, m: float, n: int, k: int, dtype: str | None = None) -> tuple[float, bool, str]:
         d = dtype or self.gemm_dtype
-        lk = self.tables.gemm(d, max(1.0, m), max(1, n), max(1, k))
+        tables = self._block_gemm_tables if d == "fp8_block" and self._block_gemm_tables else self.tables
+        lk = tables.gemm(d, max(1.0, m), max(1, n), max(1, k))
         return lk.ms * 1e-3, lk.measured and not self._foreign, lk.note
 
     def _moe(self, m_all: float) -> tuple[float, bool, str]:

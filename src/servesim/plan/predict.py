@@ -73,6 +73,7 @@ class Deployment:
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
     moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
+    gemm_backend: str | None = None  # SGLang's block-FP8 linear-layer backend (GEMM_BACKENDS); None: default
     piecewise_cuda_graphs: bool = False  # prefill steps in piecewise CUDA graphs (engine_profile)
     speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
@@ -91,11 +92,14 @@ class Deployment:
         if self.moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", self.moe_activations,
                                  "None (the engine's default) or mxfp8")
-        from servesim.hardware.moe_step import MOE_BACKENDS
+        from servesim.hardware.moe_step import GEMM_BACKENDS, MOE_BACKENDS
 
         if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
             raise ParameterError("moe_backend", self.moe_backend,
                                  f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
+        if self.gemm_backend is not None and self.gemm_backend not in GEMM_BACKENDS:
+            raise ParameterError("gemm_backend", self.gemm_backend,
+                                 f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
         if self.engine not in ENGINES:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
@@ -150,7 +154,7 @@ def _pricing_notes(sm: Any) -> list[str]:
     ``MoEStepModel.mla_prefill_note``) or scales by a fitted factor (``moe_prefill_note``), to print
     beside the figures."""
     notes = (getattr(sm, "mla_prefill_note", ""), getattr(sm, "moe_backend_note", ""),
-             getattr(sm, "moe_prefill_note", ""))
+             getattr(sm, "gemm_backend_note", ""), getattr(sm, "moe_prefill_note", ""))
     return [n for n in notes if n]
 
 
@@ -204,6 +208,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                          "cuda_graph_max_tokens": recipe.get("cuda_graph_max_tokens"),
                          "moe_activations": recipe.get("moe_activations"),
                          "moe_backend": recipe.get("moe_backend"),
+                         "gemm_backend": recipe.get("gemm_backend"),
                          "piecewise_cuda_graphs": bool(recipe.get("piecewise_cuda_graphs", False)), **fields})
 
 
@@ -360,7 +365,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         msm = MoEStepModel(arch, gname, par,
                            dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
                            catalog=catalog, moe_activations=dep.moe_activations,
-                           moe_backend=dep.moe_backend)
+                           moe_backend=dep.moe_backend, gemm_backend=dep.gemm_backend)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
             # the most weights a GPU can hold and keep KV room: the engine's share of HBM less its reserve

@@ -467,6 +467,8 @@ class Client:
         elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
             out["kv_dtype"] = "fp8"
             fp4 = dtype in ("fp4", "nvfp4")
+            if not fp4:  # dsr1_fp8_b200.sh: SGLANG_ENABLE_FLASHINFER_GEMM=true, SGL_ENABLE_JIT_DEEPGEMM=false
+                out["gemm_backend"] = "flashinfer"
             recv = 30 if c >= 16 and (fp4 or tp >= 8) else 10  # the FP8 script: 10 at TP4 always
             if fp4:
                 out.update(max_num_seqs=256, memory_fraction=0.85,
@@ -499,9 +501,9 @@ class Client:
                 out.update(kv_dtype="fp8", max_num_seqs=512, cuda_graph_max_tokens=512, memory_fraction=0.85,
                            max_num_batched_tokens=16384,
                            scheduler={"max_prefill_tokens": 16384, "scheduler_recv_interval": recv})
-            else:
+            else:  # dsr1_fp8_b200_mtp.sh also exports SGLANG_ENABLE_FLASHINFER_GEMM=true
                 out.update(kv_dtype="fp8", max_num_seqs=256, cuda_graph_max_tokens=256, memory_fraction=0.82,
-                           max_num_batched_tokens=32768,
+                           max_num_batched_tokens=32768, gemm_backend="flashinfer",
                            scheduler={"max_prefill_tokens": 32768, "scheduler_recv_interval": recv})
         return out
 
