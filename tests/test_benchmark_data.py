@@ -91,3 +91,23 @@ def test_inferencex_runs_are_well_formed(name):
         assert int(r["concurrency"]) >= 1 and int(r["isl"]) in (1024, 8192), r["id"]
         if r["mode"] == "disagg":
             assert int(r["prefill_workers"]) >= 1 and int(r["decode_workers"]) >= 1, r["id"]
+
+
+def test_published_speculative_rows_are_well_formed():
+    """The speculative-decoding measurements (benchmarks/data/published_speculative.csv): unique ids,
+    a source, a model and GPU servesim resolves, a draft method, and a positive base and speculative
+    value of the metric they report."""
+    rows = _rows("published_speculative.csv")
+    assert len(rows) > 300
+    assert len({r["id"] for r in rows}) == len(rows)
+    for r in rows:
+        where = r["id"]
+        assert r["source"].startswith("https://"), where
+        assert r["engine"] in ("vllm", "sglang", "trtllm"), where
+        resolve_gpu(r["gpu"])
+        assert _model_known(r["model"]), f"{where}: {r['model']}"
+        assert r["method"], where
+        assert r["metric"] in ("output_throughput", "tpot_ms", "tps_user", "e2e_runtime"), where
+        for key in ("base_value", "spec_value"):
+            if r[key].strip():
+                assert float(r[key]) > 0, f"{where}: {key}"
