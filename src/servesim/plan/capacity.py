@@ -268,20 +268,14 @@ def disaggregated_at_load(prefill_sm: StepModel, prefill_workers: int, decode_sm
     d = decode_at_load(decode_sm, decode_memory_bytes, rate_per_s / wd, isl, osl, prefill=False, spec=spec)
     if not d.stable:
         return _unstable(rate_per_s, f"decode pool: {d.reason}", p.utilization)
-    xfer = _kv_bytes(decode_sm, isl) / link_bytes_per_s
+    from servesim.hardware.precision import kv_bytes_of
+
+    xfer = kv_bytes_of(decode_sm, isl) / link_bytes_per_s
     base = p.service_s + xfer + prefill_sm.engine.request_overhead_s
     mean = base + p.wait_mean_s
     p99 = base + wait_quantile(p.wait_tail, 0.99, p.service_s)
     att = 1.0 - p.wait_tail(slo_ttft_s - base) if slo_ttft_s >= base else 0.0
     return LoadPoint(rate_per_s, True, mean, p99, att, d.tpot_s, d.batch, p.utilization, "", d.k)
-
-
-def _kv_bytes(sm: StepModel, tokens: int) -> float:
-    """KV bytes of ``tokens`` tokens of the whole model (all heads, all layers) in the KV dtype
-    (an MoE / MLA model's own layout: :func:`servesim.hardware.precision.kv_bytes_of`)."""
-    from servesim.hardware.precision import kv_bytes_of
-
-    return kv_bytes_of(sm, tokens)
 
 
 def _unstable(rate: float, why: str, share: float) -> LoadPoint:

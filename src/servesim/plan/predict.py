@@ -163,6 +163,18 @@ MEMORY_FLAGS: dict[str, str] = {"vllm": "--gpu-memory-utilization", "sglang": "-
 """Each engine's own flag for the memory share that :attr:`Deployment.memory_fraction` sets."""
 
 
+def _memory_share_that_fits(engine: str, eng: Any, weight_bytes: float, reserve_bytes: float,
+                            memory_bytes: float) -> str:
+    """``--gpu-memory-utilization 0.93 or more``: the engine's memory flag (:data:`MEMORY_FLAGS`)
+    at the smallest hundredth that leaves the weights room (fraction x HBM - reserve > weights),
+    where the engine caps weights and KV together and a setting below 0.99 does; else ``""``."""
+    flag = MEMORY_FLAGS.get(engine, "")
+    f_min = (weight_bytes + reserve_bytes) / memory_bytes
+    if not flag or eng.fraction_of_free or f_min >= 0.99:
+        return ""
+    return f"{flag} {math.ceil(f_min * 100) / 100:.2f} or more"
+
+
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
@@ -374,12 +386,9 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                       else eng.kv_room_bytes(gpu.memory_bytes, 0.0)) / 2**30
             # the fewest GPUs whose share of the same weights leaves that room some KV cache
             gpus_needed = math.floor(per * dep.tp * dep.dp / usable) + 1
-            # the engine's memory flag that would leave the weights room (fraction x HBM - reserve >
-            # weights), where the engine caps weights and KV together and a setting below 0.99 does
-            f_min = (msm.weight_bytes_per_gpu + eng.reserved_bytes) / gpu.memory_bytes
-            flag = MEMORY_FLAGS.get(dep.engine, "")
-            higher = (f", or {flag} {math.ceil(f_min * 100) / 100:.2f} or more"
-                      if flag and not eng.fraction_of_free and f_min < 0.99 else "")
+            share = _memory_share_that_fits(dep.engine, eng, msm.weight_bytes_per_gpu, eng.reserved_bytes,
+                                            gpu.memory_bytes)
+            higher = f", or {share}" if share else ""
             raise ParameterError(
                 "tp", f"{dep.tp} x dp {dep.dp}",
                 f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
@@ -399,10 +408,9 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         room = eng.memory_fraction * gpu.memory_bytes - sm.reserve_bytes
         would = next((t for t in sorted(valid_tps(shape)) if t > dep.tp
                       and sm.weight_bytes_per_gpu * dep.tp / t < room), None)
-        f_min = (sm.weight_bytes_per_gpu + sm.reserve_bytes) / gpu.memory_bytes
-        flag = MEMORY_FLAGS.get(dep.engine, "")
-        higher = (f"{'; or' if would else ';'} {flag} {math.ceil(f_min * 100) / 100:.2f} or more"
-                  if flag and not eng.fraction_of_free and f_min < 0.99 else "")
+        share = _memory_share_that_fits(dep.engine, eng, sm.weight_bytes_per_gpu, sm.reserve_bytes,
+                                        gpu.memory_bytes)
+        higher = f"{'; or' if would else ';'} {share}" if share else ""
         raise ParameterError(
             "tp", dep.tp,
             f"large enough for the weights to fit: {shape.name} in {sm.dtype} needs "

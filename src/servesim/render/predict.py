@@ -62,9 +62,9 @@ def _load(d: dict[str, Any]) -> str:
 
 
 def _completed(d: dict[str, Any]) -> str:
-    """``3.100 req/s``, and for a rate-driven run ``, completed over the 161 s run``: what a
-    benchmark client reports (requests done over the run, the drain after the last arrival
-    included), which a short run keeps below the offered rate that a stable deployment sustains."""
+    """``3.100 req/s``, and for a rate-driven run ``3.100 req/s completed over the 161 s run (offered
+    4 req/s)``: what a benchmark client reports (requests done over the run, the drain after the last
+    arrival included), which a short run keeps below the offered rate a stable deployment sustains."""
     done = f"{_f(d['request_throughput'], 3)} req/s"
     rate, dur = d.get("request_rate"), d.get("duration")
     if rate in (None, "inf") or not isinstance(dur, (int, float)) or not dur > 0:
