@@ -147,7 +147,22 @@ def test_a_preset_measured_at_the_engines_k_comes_before_the_default_one():
     assert (three.k, three.length) == (3, 2.82)
     one = preset_for("mtp", "chat", "deepseek-r1")
     assert sum(one.alpha ** i for i in range(4)) == pytest.approx(3.31, abs=0.01)
-    assert preset_for("mtp", "chat", "deepseek-r1", k=7).id == "mtp-deepseek-v3-report"  # none at 7
+
+
+def test_a_k_no_preset_measured_takes_the_nearest_measured_k():
+    # none at k = 6-8: TensorRT-LLM's k = 5 measurement (3.01) is extrapolated one to three steps,
+    # not the report's k = 1 figure five to seven (its alpha 0.875 would accept 4.86 at k = 6)
+    for k in (6, 7, 8):
+        assert preset_for("mtp", "chat", "deepseek-r1", k=k).id == "mtp-deepseek-r1-trtllm-k5"
+    five = preset_for("mtp", "chat", "deepseek-r1", k=6)
+    # by hand: alpha solves 1 + a + ... + a^5 = 3.01 (a = 0.7105); at k = 6 add a^6 = 0.129
+    assert sum(five.alpha ** i for i in range(6)) == pytest.approx(3.01, abs=1e-6)
+    assert five.alpha == pytest.approx(0.7105, abs=5e-4)
+    assert sum(five.alpha ** i for i in range(7)) == pytest.approx(3.139, abs=0.002)
+    one = preset_for("mtp", "chat", "deepseek-r1", k=1)
+    assert sum(one.alpha ** i for i in range(7)) == pytest.approx(4.86, abs=0.01)
+    # no k asked for: the default row, as before
+    assert preset_for("mtp", "chat", "deepseek-r1").id == "mtp-deepseek-v3-report"
 
 
 def test_a_derived_kind_scales_the_measured_kinds_accepted_drafts():

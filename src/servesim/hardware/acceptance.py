@@ -14,7 +14,10 @@ the one whose ``family`` is the longest start of the target's canonical name (a 
 the target's own family), else the row marked ``default``; asked for a draft length ``k``, a row
 of those measured at that k comes first (a published acceptance at the k the engine runs, not the
 i.i.d. extrapolation of another k's: DeepSeek-R1's MTP at k = 3 accepts 2.82 tokens a step in
-TensorRT-LLM's measurement, where the k = 1 figure extrapolates to 3.31).  A kind with no
+TensorRT-LLM's measurement, where the k = 1 figure extrapolates to 3.31); asked for a k that none
+of them measured, the row measured at the nearest k, whose alpha then extrapolates the fewest steps
+(DeepSeek-R1's MTP at k = 6: 3.14 tokens a step from TensorRT-LLM's k = 5 measurement of 3.01,
+where the k = 1 figure's alpha gives 4.86).  A kind with no
 measured rows for the method takes a ``[[derived]]`` row's (:class:`DerivedAcceptance`): the
 measured kind it names, looked up the same way, with fewer of its drafts accepted.
 
@@ -271,9 +274,14 @@ def preset_for(method: str, traffic: str = DEFAULT_TRAFFIC, family: str | None =
                              f"acceptance (no published {method} acceptance for {traffic}; give "
                              "--acceptance-length A with --k K)")
     def pick(rows: list[AcceptancePreset]) -> AcceptancePreset | None:
-        """Of ``rows``: one measured at ``k`` (the default first), else None."""
-        at_k = [r for r in rows if k is not None and r.k == k]
-        return next((r for r in at_k if r.default), at_k[0]) if at_k else None
+        """Of ``rows``: one measured at ``k`` (the default first); for a ``k`` none of them measured,
+        one measured at the nearest k (the shorter of two as near; the default first); None when
+        ``k`` is None or ``rows`` is empty."""
+        if k is None or not rows:
+            return None
+        near = min(rows, key=lambda r: (abs(r.k - k), r.k)).k
+        at_k = [r for r in rows if r.k == near]
+        return next((r for r in at_k if r.default), at_k[0])
 
     if family:
         own = [r for r in of if r.family and family.lower().startswith(r.family)]
