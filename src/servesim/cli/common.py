@@ -120,6 +120,14 @@ def preset_label(args: argparse.Namespace, wl: Any) -> str:
     return f"custom {wl.prompt_tokens}/{wl.output_tokens} tokens (rate and SLOs of {args.preset})"
 
 
+def deployment_of(args: argparse.Namespace) -> Any:
+    """The :class:`servesim.plan.predict.Deployment` of ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype/--engine``."""
+    from servesim.plan.predict import Deployment
+
+    return Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
+                      dp=args.dp, ep=args.ep)
+
+
 def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
     """The node, beta and a one-line description of where the node came from.
 
@@ -144,11 +152,10 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.node import step_node
-    from servesim.plan.predict import Deployment, build_step_model, check_context
+    from servesim.plan.predict import build_step_model, check_context
 
     cat = load_catalog(*args.catalog)
-    dep = Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
-                     dp=args.dp, ep=args.ep)
+    dep = deployment_of(args)
     sm, shape, memory = build_step_model(dep, cat)
     check_context(shape, wl.prompt_tokens, wl.prompt_tokens + wl.output_tokens)
     from servesim.plan.capacity import decode_at_load

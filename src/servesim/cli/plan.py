@@ -23,12 +23,13 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     add_disagg_arguments(p, list(WORKLOAD_PRESETS))
     p.add_argument("--spec", type=choice([*SPECDEC_PRESETS, "none"], "speculative preset"), default=None,
                    help="speculative preset to consider on each pool, or none (default: mtp for the lab's "
-                   "node plan; none with --model, where speculation runs only where asked for)")
+                   "node plan; none with --model, where speculation runs only where asked for, at the "
+                   "acceptance, k, draft and verify cost predict --spec prices for that model)")
     p.add_argument("--k-max", type=integer(1, hi=64), default=8,
                    help="largest draft length tried, 1-64 (default 8)")
     p.add_argument("--k", type=integer(1, hi=16), default=None,
                    help="with --model and --spec: the draft length the engine runs, 1-16 (the one "
-                   "--acceptance-length was measured at)")
+                   "--acceptance-length was measured at); the node plan tries no k above it")
     p.add_argument("--acceptance-length", type=number(1.0, 17.0), default=None,
                    help="with --model, --spec and --k: the measured mean acceptance length (tokens per "
                    "verify step, bonus included), in [1, k + 1]; the engine model confirms each speculative "
@@ -109,6 +110,19 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, link=args.link,
         node_from=lambda w: resolve_node(args, w), prompt_tokens=args.isl, output_tokens=args.osl,
     )
+    spec = args.spec or ("none" if args.model is not None else "mtp")
+    speculation, k_max = (None if spec == "none" else SPECDEC_PRESETS[spec]), args.k_max
+    if spec != "none" and args.model is not None and args.calibration is None:
+        # a measured-kernel node speculates as predict --spec prices the same model
+        from servesim.cli.common import deployment_of
+        from servesim.hardware.catalog import load_catalog
+        from servesim.plan.node_speculation import node_speculation
+
+        ns = node_speculation(deployment_of(args), spec, isl=wl.prompt_tokens, osl=max(1, wl.output_tokens),
+                              rate_per_node=wl.rate_per_s / max(1, args.nodes), k_max=args.k_max, k=args.k,
+                              acceptance_length=args.acceptance_length, traffic=args.traffic,
+                              catalog=load_catalog(*args.catalog))
+        speculation, k_max = ns.preset, ns.k_max
     req = PlanRequest(
         workload=wl,
         node=node,
@@ -116,8 +130,8 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         nodes=args.nodes,
         beta=beta,
         attainment_target=args.attainment,
-        speculation=None if args.spec == "none" else SPECDEC_PRESETS[args.spec or "mtp"],
-        k_max=args.k_max,
+        speculation=speculation,
+        k_max=k_max,
     )
     if args.target_rate is not None:
         n = smallest_fleet(req)
@@ -240,12 +254,13 @@ def run_plan(args: argparse.Namespace) -> Output:
         return _capacity(args)
     for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length),
                         ("--traffic", args.traffic)):
-        if value is not None:
+        if value is not None and (args.model is None or args.calibration is not None or args.spec in (None, "none")):
             from servesim._checks import InputError
 
             shown = value if isinstance(value, str) else f"{value:g}"
-            raise InputError(f"{flag} {shown}: applies to a capacity plan (--model M --gpu G --gpus N); "
-                             "the lab's node plan takes its preset's alpha")
+            raise InputError(f"{flag} {shown}: applies with --model M --gpu G and --spec METHOD (a node or "
+                             "capacity plan on measured kernels); the lab's reference or calibrated node takes "
+                             "its preset's alpha")
     p, data, _ = _plan_data(args)
     req = p.request
     if args.plot is not None:

@@ -641,7 +641,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
                            if v is not None)
         raise ParameterError(name, value, "given with a speculative method (--spec METHOD; spec is none)")
     stable, why = _stable_at_rate(sm, memory, bench)
-    run_sm = _speculating_step_model(sm, dep, spec, spec_info, catalog)
+    run_sm = speculating_step_model(sm, dep, spec, spec_info, catalog)
     if spec_info is not None:
         cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
     cold_s, _, fresh = fresh_server_waits(sm, bench)
@@ -707,7 +707,7 @@ def _room_beside_drafter(run: Any, memory: float, per_request: int, longest: int
     return cap, min(run.engine.max_num_seqs, cap // per_request)
 
 
-def _speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
+def speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
                             catalog: Any) -> Any:
     """The step model the engine loop runs speculation ``spec`` on: ``sm`` itself, or ``dep``'s
     with the overlap scheduler off where the engine turns it off for the method and the user left
@@ -829,7 +829,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         stable, why, share = _pools_stable(psm, prefill_workers, dsm, dmem, decode_workers,
                                            bench.rate_per_s, isl_mean, osl_mean)
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
-    dsm_run = _speculating_step_model(dsm, decode, spec, spec_info, catalog)
+    dsm_run = speculating_step_model(dsm, decode, spec, spec_info, catalog)
     if spec_info is not None:
         dcap, kv_max = _room_beside_drafter(
             dsm_run, dmem, bench.isl + bench.osl,
