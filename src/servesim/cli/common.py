@@ -121,7 +121,8 @@ def preset_label(args: argparse.Namespace, wl: Any) -> str:
 
 
 def deployment_of(args: argparse.Namespace) -> Any:
-    """The :class:`servesim.plan.predict.Deployment` of ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype/--engine``."""
+    """The :class:`servesim.plan.predict.Deployment` of ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype``
+    and ``--engine``."""
     from servesim.plan.predict import Deployment
 
     return Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,

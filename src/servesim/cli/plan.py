@@ -254,13 +254,14 @@ def run_plan(args: argparse.Namespace) -> Output:
         return _capacity(args)
     for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length),
                         ("--traffic", args.traffic)):
-        if value is not None and (args.model is None or args.calibration is not None or args.spec in (None, "none")):
+        lab_node = args.model is None or args.calibration is not None
+        if value is not None and (lab_node or args.spec in (None, "none")):
             from servesim._checks import InputError
 
             shown = value if isinstance(value, str) else f"{value:g}"
-            raise InputError(f"{flag} {shown}: applies with --model M --gpu G and --spec METHOD (a node or "
-                             "capacity plan on measured kernels); the lab's reference or calibrated node takes "
-                             "its preset's alpha")
+            raise InputError(f"{flag} {shown}: applies with --model M --gpu G and --spec METHOD (a node "
+                             "or capacity plan on measured kernels); the lab's reference or calibrated node "
+                             "takes its preset's alpha")
     p, data, _ = _plan_data(args)
     req = p.request
     if args.plot is not None:

@@ -321,7 +321,8 @@ def plan_summary(
                 f"{req.speculation.name} (alpha={req.speculation.alpha:g}, d={req.speculation.d:g}, "
                 f"c={req.speculation.c:g}, k <= {req.k_max}); TPOT / S(k, u) with u = pool compute "
                 "utilization; decode capacity unchanged"
-                + ("" if req.speculation in sd.SPECDEC_PRESETS.values() else f"; {req.speculation.description}")
+                + ("" if req.speculation in sd.SPECDEC_PRESETS.values()
+                   else f"; {req.speculation.description}")
             ),
             "attainment_target": req.attainment_target,
             "tie": "goodputs within 0.1% of the rate are a tie, won by the simpler deployment",
