@@ -81,3 +81,15 @@ def test_sglangs_node_pays_its_speculative_workers_host_time_a_cycle():
     assert (1 + k * ns.preset.d + k * ns.preset.c) * plain.total_s == pytest.approx(
         (1 + k * info["d"] + k * info["c"]) * spec.total_s, rel=1e-9)
     assert ns.preset.c > info["c"] and ns.preset.d > info["d"]
+
+
+def test_the_report_says_how_the_plan_priced_the_models_speculation(tmp_path, capsys):
+    from servesim.cli.main import main
+
+    out = tmp_path / "rep"
+    args = [a for a in NODE_PLAN if a not in ("--top", "20", "--format", "json")]
+    assert main(["report", *args[1:], "--model", R1, "--engine", "trtllm", "--spec", "mtp", "--out",
+                 str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "price speculation on the model as predict --spec does: mtp (alpha=0.875" in md
+    assert "The presets below are the lab's illustrations" in md
