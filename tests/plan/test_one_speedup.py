@@ -101,6 +101,29 @@ def test_specdec_on_a_model_is_predicts_curve():
     assert max(r["batch"] for r in d["rows"]) <= d["max_batch"]
 
 
+def test_specdec_on_a_model_weighs_each_k_at_its_published_acceptance():
+    # DeepSeek-R1's MTP (chat): 1.875, 2.58, 2.82, 2.99, 3.01 tokens a step measured at k = 1-5; one
+    # i.i.d. alpha (the lab's 0.85) would claim 5.12 at k = 8 and rank k = 8 best at batch 1
+    from servesim.hardware.speculation import alpha_for_acceptance_length
+    from servesim.plan.summary import specdec_on_model
+
+    dep = Deployment("deepseek-ai/DeepSeek-R1", "h200", 8, "fp8", "fp8", "trtllm")
+    sm, _, memory = build_step_model(dep)
+    d = specdec_on_model(sm, memory, preset="mtp", context=2048)
+    assert d["acceptance"].startswith("published (mtp, chat)")
+    measured = {1: 1.875, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01}
+    dm = draft_model_for(sm, "mtp")
+    for row in d["rows"]:
+        if row["k"] in measured:
+            assert row["acceptance_length"] == pytest.approx(measured[row["k"]], abs=1e-9)
+        # the row's k is the best of every k at its own acceptance
+        for kk, length in measured.items():
+            other = speculation_for(sm, "mtp", row["batch"], 2048, k=kk, draft=dm,
+                                    alpha=alpha_for_acceptance_length(length, kk))[1]
+            assert row["speedup"] >= other["speedup_at_batch"] - 1e-12
+    assert d["rows"][0]["batch"] == 1 and d["rows"][0]["k"] <= 5 and d["rows"][0]["acceptance_length"] < 3.1
+
+
 @pytest.mark.parametrize(("argv", "fragment"), [
     (("specdec", "--acceptance-length", "2"), "acceptance_length=2"),
     (("specdec", "--model", "llama-3-8b"), "gpu=None"),

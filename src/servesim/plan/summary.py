@@ -324,6 +324,8 @@ def plan_summary(
                 + ("" if req.speculation in sd.SPECDEC_PRESETS.values()
                    else f"; {req.speculation.description}")
             ),
+            "speculation_priced_on": ("off" if req.speculation is None else
+                                      "lab" if req.speculation in sd.SPECDEC_PRESETS.values() else "model"),
             "attainment_target": req.attainment_target,
             "tie": "goodputs within 0.1% of the rate are a tie, won by the simpler deployment",
         },
@@ -358,6 +360,26 @@ SPECDEC_MODEL_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 """Running batches ``specdec --model`` tabulates (those the KV cache holds)."""
 
 
+def _published_alphas(method: str, family: str, k: int | None) -> dict[int, float] | None:
+    """The published chat acceptance of ``method`` on ``family`` as an alpha per draft length (each k
+    at the preset measured at it or at the nearest k measured), for ``k`` only when given, else for
+    1..K_MAX; None when no acceptance is published for it."""
+    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, has_acceptance, preset_for
+    from servesim.hardware.speculation import K_MAX
+
+    if not has_acceptance(method, DEFAULT_TRAFFIC, family):
+        return None
+    ks = [k] if k is not None else list(range(1, K_MAX + 1))
+    return {kk: preset_for(method, DEFAULT_TRAFFIC, family, k=kk).alpha for kk in ks}
+
+
+def _published_row(method: str, family: str, k: int) -> str:
+    """The published preset ``k`` takes, as predict describes it."""
+    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
+
+    return preset_for(method, DEFAULT_TRAFFIC, family, k=k).describe(DEFAULT_TRAFFIC)
+
+
 def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, context: int,
                      alpha: float | None = None, acceptance_length: float | None = None,
                      k: int | None = None, draft: str | None = None) -> dict[str, Any]:
@@ -366,7 +388,11 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
     with d, c and the best k at each batch and the batch above which it stops paying.
 
     ``preset`` None: eagle3, or mtp for a model with its own MTP module.  Acceptance: the user's
-    ``acceptance_length`` at ``k`` or ``alpha``, else the lab's preset alpha (said in the output)."""
+    ``acceptance_length`` at ``k`` or ``alpha``; else the published one for the model's family (chat
+    traffic, :func:`servesim.hardware.acceptance.preset_for`), each k at the acceptance measured at
+    it or at the nearest k measured, so that the best k at each batch weighs what engines measured
+    (DeepSeek-R1's MTP accepts 1.875, 2.58, 2.82, 2.99 and 3.01 tokens a step at k = 1-5, where one
+    i.i.d. alpha would keep growing); else the lab's preset alpha (said in the output)."""
     from servesim.hardware.speculation import beside_drafter, draft_model_for, drafter_memory, speculation_for
     from servesim.hardware.stepmodel import StepModel, sequences_held
     from servesim.model.speculative import SPECDEC_PRESETS
@@ -382,23 +408,40 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
                              "what the KV cache of this replica holds")
     lab = SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
     given = acceptance_length is not None or alpha is not None
-    _, info = speculation_setting(sm, preset, 1.0, float(context), k=k, alpha=alpha if given else lab,
+    name = getattr(getattr(sm, "shape", None), "name", None) or sm.arch.name
+    measured = None if given else _published_alphas(preset, name, k)
+    _, info = speculation_setting(sm, preset, 1.0, float(context), k=k,
+                                  alpha=alpha if given else (measured or {}).get(k or 1, lab),
                                   acceptance_length=acceptance_length, draft=draft, kv_max=cap)
-    if not given:
-        info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
     dm = draft_model_for(sm, preset, None, draft)
+
+    def at_batch(b: float) -> dict[str, Any]:
+        """The best k's figures at running batch ``b``: each k at its own published alpha, if any."""
+        if measured is None:
+            return speculation_for(sm, preset, b, float(context), k=k, draft=dm, alpha=info["alpha"])[1]
+        runs = [speculation_for(sm, preset, b, float(context), k=kk, draft=dm, alpha=a)[1]
+                for kk, a in measured.items()]
+        return max(runs, key=lambda r: (r["speedup_at_batch"], -r["k"]))
+
+    if measured is not None:
+        first = at_batch(1.0)
+        info.update(k=first["k"], alpha=first["alpha"])
+        info["acceptance"] = (f"published ({preset}, chat): each k at the acceptance measured at it, or at "
+                              f"the nearest k measured; at batch 1 the best k = {first['k']} takes "
+                              + _published_row(preset, name, first["k"]))
+    elif not given:
+        info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
     # the drafter's weights and KV come out of the target's KV cache (as predict --spec takes them)
     beside = beside_drafter(sm, drafter_memory(dm, sm, int(info.get("k") or k or 1)))
     cap_plain = cap
     cap = sequences_held(beside, memory_bytes, context)
     rows = []
     for b in [b for b in SPECDEC_MODEL_BATCHES if b <= cap]:
-        _, at = speculation_for(sm, preset, float(b), float(context), k=k, draft=dm, alpha=info["alpha"])
+        at = at_batch(float(b))
         rows.append({"batch": b, "target_step_ms": sm.decode_step(b, context).total_s * 1e3, "k": at["k"],
                      "acceptance_length": at["acceptance_length"], "d": at["d"], "c": at["c"],
                      "speedup": at["speedup_at_batch"]})
     off = next((r["batch"] for r in rows if r["speedup"] <= 1.0), None)
-    name = getattr(getattr(sm, "shape", None), "name", None) or sm.arch.name
     return {"model": name, "gpu": sm.gpu, "tp": getattr(sm, "tp", 1), "engine": sm.engine.name,
             "context_tokens": context, "preset": preset, "acceptance": info["acceptance"],
             "alpha": info["alpha"], "max_batch": cap, "max_batch_without_draft": cap_plain,

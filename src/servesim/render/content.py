@@ -50,7 +50,6 @@ def report_blocks(
 ) -> list[Block]:
     """Assemble the report from the plan, disagg and specdec summaries; ``curves`` holds the ``plan``,
     ``disagg`` and ``specdec`` figures' curves (:mod:`servesim.plan.figures`), drawn here."""
-    from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.render.figures import disagg_figure, plan_figure, specdec_figure
     from servesim.render.plots import png_bytes
 
@@ -112,7 +111,7 @@ def report_blocks(
                               "requests within it (marked)", name="ttft_distribution.png", png=ttft_png))
 
     b.append(Block("h2", "Speculative decoding"))
-    if req.speculation is not None and req.speculation not in SPECDEC_PRESETS.values():
+    if plan["assumptions"].get("speculation_priced_on") == "model":
         b.append(Block("p", "The ranked deployments above price speculation on the model as predict --spec "
                             f"does: {plan['assumptions']['speculation']}. The presets below are the lab's "
                             "illustrations, not measurements of this model."))
