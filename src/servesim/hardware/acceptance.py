@@ -29,6 +29,7 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -38,7 +39,8 @@ from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError
 
 __all__ = ["DEFAULT_TRAFFIC", "DERIVED_FIELDS", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset",
-           "DerivedAcceptance", "has_acceptance", "load_derived", "load_presets", "preset_for", "presets_for"]
+           "DerivedAcceptance", "has_acceptance", "load_derived", "load_presets", "preset_for", "presets_for",
+           "published_alphas"]
 
 TRAFFIC_KINDS: tuple[str, ...] = ("chat", "code", "summarization", "math", "synthetic")
 """Kinds of traffic a preset can stand for (MT-Bench-like chat, HumanEval-like code, CNN/DM-like
@@ -290,3 +292,14 @@ def preset_for(method: str, traffic: str = DEFAULT_TRAFFIC, family: str | None =
             own = [r for r in own if len(r.family) == longest]
             return pick(own) or next((r for r in own if r.default), own[0])
     return pick([r for r in of if not r.family]) or next(r for r in of if r.default)
+
+
+def published_alphas(method: str, traffic: str, family: str | None,
+                     ks: Iterable[int]) -> dict[int, float] | None:
+    """Each draft length of ``ks`` with the alpha of the preset :func:`preset_for` takes at it (the
+    one measured at that k, or at the nearest k measured), so that a search over k weighs each k at
+    the acceptance engines measured near it rather than one alpha's geometric series; None when no
+    acceptance of ``method`` is published for ``traffic`` on ``family``."""
+    if not has_acceptance(method, traffic, family):
+        return None
+    return {k: preset_for(method, traffic, family, k=k).alpha for k in ks}

@@ -37,6 +37,7 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -249,16 +250,28 @@ def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None
 
 def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: int | None = None,
                     catalog: Any = None, draft: Any = None, alpha: float | None = None,
-                    k_max: int = K_MAX) -> tuple[Speculation, dict[str, float]]:
+                    k_max: int = K_MAX,
+                    alphas: Mapping[int, float] | None = None) -> tuple[Speculation, dict[str, float]]:
     """The speculative setting at a running ``batch``: best k (or the given one), d, c, speedup.
 
-    ``alpha`` replaces the preset's (a user's or one fitted from telemetry); ``draft`` is the step
-    model that drafts (default: :func:`draft_model_for` of the method)."""
+    ``alpha`` replaces the preset's (a user's or one fitted from telemetry); ``alphas`` instead
+    gives each draft length its own (a chain's acceptance measured at each k,
+    :func:`servesim.hardware.acceptance.published_alphas`), and the k searched are its keys up to
+    ``k_max``; ``draft`` is the step model that drafts (default: :func:`draft_model_for` of the
+    method)."""
     from servesim.model.speculative import SPECDEC_PRESETS
 
     if preset not in METHODS:
         raise ParameterError("spec", preset, f"one of {', '.join(METHODS)}")
-    if alpha is None:
+    if alphas is not None:
+        if alpha is not None:
+            raise ParameterError("alpha", alpha, "left out when each k has its own (alphas)")
+        if k is not None and k not in alphas:
+            raise ParameterError("k", k, f"one of the draft lengths alphas has: {sorted(alphas)}")
+        if k is None and not any(kk <= k_max for kk in alphas):
+            raise ParameterError("k_max", k_max,
+                                 f"at least the shortest draft length alphas has, {min(alphas)}")
+    elif alpha is None:
         if preset in ("eagle", "ngram"):
             raise ParameterError("spec", preset, "given with its measured acceptance (--acceptance-length A "
                                  "at --k K, or --alpha): the lab has no preset for it")
@@ -267,20 +280,24 @@ def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: in
     dm = draft if draft is not None else draft_model_for(sm, preset, catalog)
     target = sm.decode_step(b, context).total_s
     t_draft = dm.decode_step(b, context).gpu_s
-    best: tuple[float, int, float, float] | None = None
-    for kk in ([k] if k is not None else list(range(1, k_max + 1))):
+    ks = [k] if k is not None else (sorted(kk for kk in alphas if kk <= k_max) if alphas is not None
+                                    else list(range(1, k_max + 1)))
+    best: tuple[float, int, float, float, float] | None = None
+    for kk in ks:
+        a = alphas[kk] if alphas is not None else alpha
+        assert a is not None
         verify = verify_s(sm, preset, b, context, kk + 1)
-        en = sum(alpha**i for i in range(kk + 1))
+        en = sum(a**i for i in range(kk + 1))
         drafting = drafting_s(dm, b, context, kk, t_draft)
         s = en * target / (drafting + verify)
         if best is None or s > best[0]:
-            best = (s, kk, verify, drafting)
+            best = (s, kk, verify, drafting, a)
     assert best is not None
-    speedup, kk, verify, drafting = best
-    info = {"k": kk, "alpha": alpha, "acceptance_length": sum(alpha**i for i in range(kk + 1)),
+    speedup, kk, verify, drafting, a = best
+    info = {"k": kk, "alpha": a, "acceptance_length": sum(a**i for i in range(kk + 1)),
             "d": drafting / kk / target, "c": (verify / target - 1.0) / kk, "speedup_at_batch": speedup,
             "batch": b}
-    return Speculation(kk, alpha, drafting / kk), info
+    return Speculation(kk, a, drafting / kk), info
 
 
 def drafting_s(dm: Any, batch: float, context: float, k: int, step_s: float | None = None) -> float:
@@ -371,8 +388,9 @@ def speedup_curve(sm: Any, method: str, context: float, batches: list[int], *, k
 
 def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: int,
                    catalog: Any = None, draft: Any = None, alpha: float | None = None,
-                   k_max: int = K_MAX) -> int | None:
-    """The largest batch (powers of two, then bisection) at which the best k still pays.
+                   k_max: int = K_MAX, alphas: Mapping[int, float] | None = None) -> int | None:
+    """The largest batch (powers of two, then bisection) at which the best k still pays
+    (``alpha`` or per-k ``alphas`` as :func:`speculation_for` takes them).
 
     None: it pays at every batch up to ``batch_limit``; 0: it pays at no batch.
     """
@@ -380,7 +398,7 @@ def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: i
 
     def pays(b: int) -> bool:
         return speculation_for(sm, preset, b, context, draft=dm, alpha=alpha,
-                               k_max=k_max)[1]["speedup_at_batch"] > 1.0
+                               k_max=k_max, alphas=alphas)[1]["speedup_at_batch"] > 1.0
 
     if not pays(1):
         return 0

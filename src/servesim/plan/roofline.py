@@ -227,6 +227,7 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
     ``memory_bytes`` GPUs, the batch that still fits at ``context``)."""
     from servesim.hardware import speculation as spm
     from servesim.hardware import speculation_physics as sp
+    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for, published_alphas
     from servesim.hardware.stepmodel import StepModel, sequences_held
 
     plain_cap = sequences_held(sm, memory_bytes, context)
@@ -235,8 +236,14 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
         st = sm.decode_step(r["batch"], context)
         r["priced_step_ms"] = st.total_s * 1e3
         r["priced_tokens_per_s"] = r["batch"] / st.total_s
+    family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
     for entry in presets:
         name, alpha = entry["name"], entry["alpha"]
+        # each k at the chat acceptance a source measured on this model at (or nearest) that k, where
+        # one is published (acceptance.toml); else the lab's preset alpha for every k
+        alphas = (published_alphas(name, DEFAULT_TRAFFIC, family, range(1, k_max + 1))
+                  if name != "small-draft" or draft is None else None)
+        lab: float | None = None if alphas is not None else alpha
         try:
             if name == "mtp" and isinstance(sm, StepModel):
                 raise ValueError(f"{sm.shape.name} has no MTP module (num_nextn_predict_layers is 0; "
@@ -244,7 +251,8 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
             dm = spm.with_host_overhead(spm.draft_model_for(
                 sm, name, catalog, draft.name if (draft is not None and name == "small-draft") else None),
                 overhead_s)
-            _, at1 = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=alpha, k_max=k_max)
+            _, at1 = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=lab, k_max=k_max,
+                                         alphas=alphas)
         except ValueError as exc:
             for r in rows:
                 r["speedup"][name], r["best_k"][name] = None, None
@@ -254,15 +262,22 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
                           "pays_at_memory_cap": None, "draft_model": None,
                           "note": str(getattr(exc, "valid", exc))})
             continue
+        if alphas is not None:
+            entry["alpha"] = alpha = at1["alpha"]
+            entry["acceptance"] = ("published: each k at the chat acceptance measured at it or at the "
+                                   "nearest k measured; at B = 1 the best k takes "
+                                   + preset_for(name, DEFAULT_TRAFFIC, family, k=int(at1["k"])).short)
         for r in rows:
-            _, info = spm.speculation_for(sm, name, r["batch"], context, draft=dm, alpha=alpha, k_max=k_max)
+            _, info = spm.speculation_for(sm, name, r["batch"], context, draft=dm, alpha=lab, k_max=k_max,
+                                          alphas=alphas)
             r["speedup"][name], r["best_k"][name] = info["speedup_at_batch"], info["k"]
         w, kv = spm.drafter_memory(dm, sm, int(at1["k"]))
         cap_d = sequences_held(spm.beside_drafter(sm, (w, kv)), memory_bytes, context)
         entry.update({"draft_weight_bytes_per_gpu": w, "draft_kv_bytes_per_token_per_gpu": kv,
                       "max_batch_with_draft": cap_d, "max_batch_without_draft": plain_cap})
         limit = max(1, cap_d)
-        off = spm.turn_off_batch(sm, name, context, batch_limit=limit, draft=dm, alpha=alpha, k_max=k_max)
+        off = spm.turn_off_batch(sm, name, context, batch_limit=limit, draft=dm, alpha=lab, k_max=k_max,
+                                 alphas=alphas)
         width = int(at1["k"]) + 1
         chain = spm.speculation_for(sm, name, 1, context, draft=dm, alpha=alpha, k=width - 1)[1]
         tree = sp.best_tree(width - 1, sp.rank_acceptance(alpha, 4))

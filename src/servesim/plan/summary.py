@@ -360,19 +360,6 @@ SPECDEC_MODEL_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 """Running batches ``specdec --model`` tabulates (those the KV cache holds)."""
 
 
-def _published_alphas(method: str, family: str, k: int | None) -> dict[int, float] | None:
-    """The published chat acceptance of ``method`` on ``family`` as an alpha per draft length (each k
-    at the preset measured at it or at the nearest k measured), for ``k`` only when given, else for
-    1..K_MAX; None when no acceptance is published for it."""
-    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, has_acceptance, preset_for
-    from servesim.hardware.speculation import K_MAX
-
-    if not has_acceptance(method, DEFAULT_TRAFFIC, family):
-        return None
-    ks = [k] if k is not None else list(range(1, K_MAX + 1))
-    return {kk: preset_for(method, DEFAULT_TRAFFIC, family, k=kk).alpha for kk in ks}
-
-
 def _published_row(method: str, family: str, k: int) -> str:
     """The published preset ``k`` takes, as predict describes it."""
     from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
@@ -393,7 +380,14 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
     it or at the nearest k measured, so that the best k at each batch weighs what engines measured
     (DeepSeek-R1's MTP accepts 1.875, 2.58, 2.82, 2.99 and 3.01 tokens a step at k = 1-5, where one
     i.i.d. alpha would keep growing); else the lab's preset alpha (said in the output)."""
-    from servesim.hardware.speculation import beside_drafter, draft_model_for, drafter_memory, speculation_for
+    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, published_alphas
+    from servesim.hardware.speculation import (
+        K_MAX,
+        beside_drafter,
+        draft_model_for,
+        drafter_memory,
+        speculation_for,
+    )
     from servesim.hardware.stepmodel import StepModel, sequences_held
     from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.plan.predict import speculation_setting
@@ -409,7 +403,8 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
     lab = SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
     given = acceptance_length is not None or alpha is not None
     name = getattr(getattr(sm, "shape", None), "name", None) or sm.arch.name
-    measured = None if given else _published_alphas(preset, name, k)
+    measured = None if given else published_alphas(preset, DEFAULT_TRAFFIC, name,
+                                                     [k] if k is not None else range(1, K_MAX + 1))
     _, info = speculation_setting(sm, preset, 1.0, float(context), k=k,
                                   alpha=alpha if given else (measured or {}).get(k or 1, lab),
                                   acceptance_length=acceptance_length, draft=draft, kv_max=cap)
@@ -419,9 +414,7 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
         """The best k's figures at running batch ``b``: each k at its own published alpha, if any."""
         if measured is None:
             return speculation_for(sm, preset, b, float(context), k=k, draft=dm, alpha=info["alpha"])[1]
-        runs = [speculation_for(sm, preset, b, float(context), k=kk, draft=dm, alpha=a)[1]
-                for kk, a in measured.items()]
-        return max(runs, key=lambda r: (r["speedup_at_batch"], -r["k"]))
+        return speculation_for(sm, preset, b, float(context), k=k, draft=dm, alphas=measured)[1]
 
     if measured is not None:
         first = at_batch(1.0)

@@ -109,7 +109,10 @@ def roofline_text(d: dict[str, Any]) -> str:
 
     names = [p["name"] for p in d["presets"]]
     out.append("")
-    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets;")
+    out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets;"
+               if not any("acceptance" in p for p in d["presets"]) else
+               "[3] Speedup by batch (best k in parentheses); acceptance published per k where a source "
+               "measured it on this model ([4] says which), else the lab's presets;")
     out.append(f"    priced by the {a['speculation_priced_by']}, as predict --spec prices it"
                + ("; step ms and tokens/s are its plain step's, u the pure roofline's"
                   if d["rows"] and "priced_step_ms" in d["rows"][0] else ""))
@@ -147,7 +150,8 @@ def roofline_text(d: dict[str, Any]) -> str:
             verdict += f"; it pays only from B = {first:,} up"
             if d["active_params"] < d["params"]:
                 verdict += " (below, verifying k+1 positions touches more experts than a plain step)"
-        out.append(f"{head}alpha {p['alpha']:g}: {verdict}")
+        out.append(f"{head}alpha {p['alpha']:g}: {verdict}" if "acceptance" not in p else
+                   f"{head}alpha {p['alpha']:.3g} at k = {p['best_k_batch1']} ({p['acceptance']}): {verdict}")
         draft = f" ({p['draft_model']})" if p["draft_model"] else ""
         out.append(
             f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (preset {p['seed_d']:g}), "
