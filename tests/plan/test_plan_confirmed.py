@@ -120,3 +120,19 @@ def test_a_speculative_plan_takes_the_measured_acceptance_and_drops_what_does_no
     assert main(["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl", "512",
                  "--osl", "64", "--spec", "eagle3", "--acceptance-length", "2.5"]) == 2
     assert "acceptance_length" in capsys.readouterr().err
+
+
+def test_a_speculative_plan_without_k_confirms_the_k_its_screen_picked_at_its_measured_acceptance(capsys):
+    # DeepSeek-R1's MTP is measured at k = 1-5 (1.875, 2.58, 2.82, 2.99, 3.01 tokens a step): the screen
+    # weighs each k at its own, and the engine model confirms the row at the k picked with the same
+    measured = {1: 1.875, 2: 2.58, 3: 2.82, 4: 2.99, 5: 3.01}
+    plan = _json(capsys, "plan", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--engine", "trtllm",
+                 "--gpus", "8", "--spec", "mtp", "--isl", "1024", "--osl", "1024", "--slo-ttft-ms", "2000",
+                 "--slo-tpot-ms", "50", "--top", "4", "--format", "json")
+    spec = [r for r in plan["ranked"] if r["speculation"] == "mtp"]
+    assert spec
+    for r in spec:
+        k = r["speculative_k"]
+        assert 1 <= k <= 5
+        assert f"mean acceptance length {measured[k]:g} at k = {k}" in r["acceptance"]
+    assert any(r["speculative_k"] > 1 for r in spec)  # the k = 1 default alone would never go deeper

@@ -56,6 +56,7 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,9 +142,12 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
     en = 1.0
     draft_s = 0.0
     if spec is not None:
-        # a preset's name (the lab's alpha, k searched) or (method, k, alpha) as the plan resolved them
+        # a preset's name (the lab's alpha, k searched) or (method, k, alpha) as the plan resolved them,
+        # alpha a mapping of k to alpha where each k has its own (k searched over its keys)
         method, kk, alpha = (spec, None, None) if isinstance(spec, str) else spec
-        s, info = speculation_for(sm, method, max(1.0, min(b_max, lam * osl * 0.02)), ctx, k=kk, alpha=alpha)
+        per_k = alpha if isinstance(alpha, Mapping) else None
+        s, info = speculation_for(sm, method, max(1.0, min(b_max, lam * osl * 0.02)), ctx, k=kk,
+                                  alpha=None if per_k is not None else alpha, alphas=per_k)
         if info["speedup_at_batch"] > 1.0:
             k, en, draft_s = s.k, s.tokens_per_step, s.draft_step_s
 

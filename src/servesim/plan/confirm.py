@@ -53,7 +53,10 @@ def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Any) -> di
 
     pre, dec = row_deployments(row, q, gpu)
     spec = None if row["speculation"] == "none" else row["speculation"]
-    acc = {} if spec is None else {"k": getattr(q, "k", None),
+    # the k the screen picked where it searched k (no --k), which predict prices at the acceptance
+    # published at (or nearest) it
+    k = getattr(q, "k", None) or (row.get("speculative_k") or None)
+    acc = {} if spec is None else {"k": k,
                                    "acceptance_length": getattr(q, "acceptance_length", None),
                                    "traffic": getattr(q, "traffic", None)}
     if row["architecture"] == "colocated":

@@ -197,6 +197,15 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         alpha, k, _ = resolve_acceptance(q.spec, shape.name, k=q.k, acceptance_length=q.acceptance_length,
                                          traffic=q.traffic)
         choice = (q.spec, k, alpha)
+        if q.k is None and q.acceptance_length is None:
+            # no k asked for: each deployment screens every k at the acceptance published at (or
+            # nearest) it, and the engine model confirms the k it picked (confirm.py)
+            from servesim.hardware.acceptance import DEFAULT_TRAFFIC, published_alphas
+            from servesim.hardware.speculation import K_MAX
+
+            alphas = published_alphas(q.spec, q.traffic or DEFAULT_TRAFFIC, shape.name, range(1, K_MAX + 1))
+            if alphas is not None:
+                choice = (q.spec, None, alphas)
     price, price_source = _price(gname, catalog)
 
     models: dict[tuple[Par, str, int], Any] = {}
