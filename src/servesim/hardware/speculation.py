@@ -233,7 +233,8 @@ def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None
             draft_name = ""
     if not draft_name:
         raise ParameterError("spec", method, f"a preset with a drafter for {sm.shape.name}: it has no "
-                             "draft_model in the catalog (give --draft MODEL, or use mtp, eagle3 or medusa)")
+                             "draft_model in the catalog (give predict or specdec --draft MODEL, or a "
+                             "--catalog model entry with draft_model; or use mtp, eagle3 or medusa)")
     try:
         dshape = dense_shape(draft_name, catalog)
     except ParameterError as exc:
