@@ -252,9 +252,9 @@ def run_plan(args: argparse.Namespace) -> Output:
     fewest = args.target_rate is not None and args.model is not None and args.isl is not None
     if args.gpus is not None or fewest:
         return _capacity(args)
+    lab_node = args.model is None or args.calibration is not None
     for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length),
                         ("--traffic", args.traffic)):
-        lab_node = args.model is None or args.calibration is not None
         if value is not None and (lab_node or args.spec in (None, "none")):
             from servesim._checks import InputError
 
