@@ -136,3 +136,46 @@ def test_a_speculative_plan_without_k_confirms_the_k_its_screen_picked_at_its_me
         assert 1 <= k <= 5
         assert f"mean acceptance length {measured[k]:g} at k = {k}" in r["acceptance"]
     assert any(r["speculative_k"] > 1 for r in spec)  # the k = 1 default alone would never go deeper
+
+
+def test_a_model_one_node_cannot_hold_is_planned_on_two_nodes_as_predict_prices_it(capsys):
+    # DeepSeek-R1 in its block FP8 needs 93.9 GiB a GPU on 8 H100s (79.6 GiB each): no one-node split
+    # holds it, and the plan says so and which budget would search two-node replicas ...
+    args = ["plan", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--engine", "sglang",
+            "--isl", "1024", "--osl", "1024", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50", "--top", "3"]
+    small = _json(capsys, *args, "--gpus", "8", "--format", "json")
+    assert small["ranked"] == [] and small["searched"] == 0
+    assert "no split of 1, 2, 4, 8 GPUs holds the model" in small["fits_none"]
+    assert "at least 11 GPUs would hold it" in small["fits_none"]
+    assert "--gpus 16 or more" in small["fits_none"]
+    assert main([*args, "--gpus", "8"]) == 0
+    assert "--gpus 16 or more would also search 16-GPU replicas" in capsys.readouterr().out
+    # ... and with 16 GPUs it plans 16-GPU replicas (two nodes of 8, as InferenceX serves it on H100),
+    # each row what predict says of that deployment at the row's rate.
+    plan = _json(capsys, *args, "--gpus", "16", "--format", "json")
+    rows = plan["ranked"]
+    assert rows and plan["fits_none"] is None
+    for r in rows:
+        d = r["decode"]
+        assert r["gpus"] == 16 and d["tp"] * d.get("dp", 1) == 16 and r["architecture"] == "colocated"
+        assert r["mean_tpot_ms"] <= 50 and r["ttft_attainment"] >= 0.9
+    r = rows[0]
+    d = r["decode"]
+    got = _json(capsys, "predict", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--engine",
+                "sglang", "--isl", "1024", "--osl", "1024", "--tp", str(d["tp"]), "--dp", str(d.get("dp", 1)),
+                "--ep", str(d.get("ep", 1)), "--chunked-prefill-size", str(r["max_num_batched_tokens"]),
+                "--rate", repr(r["max_rate_rps"]), "--format", "json")
+    assert got["mean_tpot_ms"] == pytest.approx(r["mean_tpot_ms"], rel=1e-9)
+    assert got["mean_ttft_ms"] == pytest.approx(r["mean_ttft_ms"], rel=1e-9)
+
+
+def test_a_dense_model_no_split_holds_names_the_tp_that_would():
+    from servesim.plan.search import PlanQuestion, capacity_plan
+
+    d = capacity_plan(PlanQuestion("llama-3-70b", "h100-sxm", 1, 1024, 128, 1.0, 0.04, dtypes=("bf16",)))
+    assert d["ranked"] == []
+    # 70.6e9 parameters x 2 bytes = 131.4 GiB on one 79.6 GiB GPU; dense models are not searched across
+    # nodes, so no budget hint
+    assert d["fits_none"].startswith("no split of 1 GPU holds the model: at 1 GPU, ")
+    assert "131.4 GiB" in d["fits_none"] and "tp 2 would hold it" in d["fits_none"]
+    assert "--gpus" not in d["fits_none"]

@@ -3,8 +3,11 @@
 For a model on a GPU type, a workload (``isl`` prompt and ``osl`` output tokens)
 and an SLO pair, every deployment in the space
 
-* colocated: TP per replica x dtype x speculation x chunk budget, ``gpus // tp`` replicas;
-* disaggregated: prefill TP x decode TP x dtype x speculation (decode pool) x
+* colocated: split per replica (TP 1-8; for a mixture of experts also TP with
+  expert parallel and attention DP with expert parallel, on one node and on
+  ``NODES`` whole nodes) x dtype x speculation x chunk budget, ``gpus // (tp dp)``
+  replicas;
+* disaggregated: prefill split x decode split x dtype x speculation (decode pool) x
   prefill and decode worker counts that fit the budget,
 
 is priced by :mod:`servesim.plan.capacity` at the largest rate that meets the
@@ -67,6 +70,11 @@ HAZARDS: dict[str, str] = {
 TPS: tuple[int, ...] = (1, 2, 4, 8)
 """Tensor-parallel sizes searched (one node)."""
 
+NODES: tuple[int, ...] = (2, 4)
+"""Nodes a mixture-of-experts replica may span beside the one-node sizes (``TPS``): DeepSeek-R1 is
+served on 16 H100s as one replica (InferenceX's two-node TP16 and DP16 + EP16 decode workers), which
+no split of one 8-GPU node holds."""
+
 
 @dataclass(frozen=True)
 class PlanQuestion:
@@ -128,13 +136,16 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) ->
 
     out = _screen(replace(q, confirm=False), catalog)
     if q.confirm:
+        tried = min(len(out["ranked"]), max(1, q.confirm_top))
         out["ranked"], out["pareto"], off = _confirmed(out["ranked"], q, out["gpu"], catalog, progress)
-        out.update(_confirmed_note(q, len(out["ranked"]), off))
+        out.update(_confirmed_note(q, len(out["ranked"]), off, tried))
     return out
 
 
-def _confirmed_note(q: PlanQuestion, n: int, off: int = 0) -> dict[str, Any]:
-    return {"confirmed": n, "speculation_off": off,
+def _confirmed_note(q: PlanQuestion, n: int, off: int = 0, tried: int | None = None) -> dict[str, Any]:
+    """``n`` rows confirmed, ``off`` speculative ones left out for not paying, of ``tried`` run through
+    the engine model (the rest sustain no rate that meets the SLOs there)."""
+    return {"confirmed": n, "speculation_off": off, "engine_tried": n + off if tried is None else tried,
             "step_model": ("closed form at load screens every deployment; the engine model (predict --rate) "
                            f"confirms the best {q.confirm_top}: the rows and the front are its figures")}
 
@@ -146,7 +157,8 @@ Par = tuple[int, int, int]
 def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
     """The model's name-bearing shape, whether it is a mixture of experts, and the splits to search:
     TP 1-8 for a dense model; for an MoE model, TP, TP with expert parallel over the same GPUs, and
-    attention data parallel with expert parallel (DP x EP), on 1-8 GPUs."""
+    attention data parallel with expert parallel (DP x EP), on 1-8 GPUs and on ``NODES`` whole nodes
+    (the GPU's node size in its kernel tables), within the budget."""
     from servesim.plan.predict import _architecture, check_context
 
     arch = _architecture(q.model)
@@ -154,12 +166,24 @@ def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
     if arch is None:
         shape = dense_shape(q.model, catalog)
         return shape, False, [(t, 1, 1) for t in TPS if t <= q.gpus and t in valid_tps(shape)]
+    node = _node_gpus(q, catalog)
     pars: list[Par] = []
-    for g in TPS:
+    for g in dict.fromkeys(TPS + tuple(n * node for n in NODES)):
         if g > q.gpus:
             continue
         pars += [(g, 1, 1)] + ([(g, 1, g), (1, g, g)] if g > 1 else [])
     return arch, True, pars
+
+
+def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
+    """GPUs in one node of ``q.gpu`` (its kernel tables' system; the largest one-node size where none)."""
+    from servesim.hardware.kernels import tables_for
+
+    try:
+        tables = tables_for(canonical_gpu(q.gpu, catalog), q.engine)
+    except ParameterError:
+        tables = None
+    return tables.gpus_per_node if tables is not None else max(TPS)
 
 
 def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
@@ -209,6 +233,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     price, price_source = _price(gname, catalog)
 
     models: dict[tuple[Par, str, int], Any] = {}
+    unfit: dict[int, str] = {}  # GPUs of a replica -> why the last split of that size tried fits none
 
     def model(par: Par, dtype: str, chunk: int) -> Any:
         key = (par, dtype, chunk)
@@ -222,9 +247,14 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                 sm, _, _ = build_step_model(dep, catalog)
                 if moe:
                     sm.kv_context = q.isl + q.osl
-                models[key] = sm if sm.kv_capacity_tokens(mem) >= q.isl + q.osl else None
-            except ParameterError:
+                fits = sm.kv_capacity_tokens(mem) >= q.isl + q.osl
+                models[key] = sm if fits else None
+                if not fits:
+                    unfit[tp * dp] = (f"tp {tp} x dp {dp} (ep {ep}) leaves no room for the KV cache of one "
+                                      f"request of {q.isl + q.osl} tokens")
+            except ParameterError as e:
                 models[key] = None
+                unfit[tp * dp] = str(e)
         return models[key]
 
     def label(sm: Any, dtype: str) -> str:
@@ -324,10 +354,26 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "link_GBps": q.link_bytes_per_s / 1e9,
         "usd_per_gpu_hour": price, "price_source": price_source,
         "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
+        "fits_none": (None if any(m is not None for m in models.values()) else
+                      _fits_none(pars, unfit, _node_gpus(q, catalog) if moe else 0, q.gpus)),
         "target_rate_rps": q.target_rate_per_s,
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
         "hazards": HAZARDS if q.hazards else {},
     }
+
+
+def _fits_none(pars: list[Par], unfit: dict[int, str], node: int, budget: int) -> str:
+    """Why no split searched holds the model: the largest replica's reason, the sizes tried and, for a
+    mixture of experts (``node`` > 0), the budget that would search the next multi-node size."""
+    sizes = sorted({tp * dp for tp, dp, _ in pars})
+    big = sizes[-1]
+    more = [n * node for n in NODES if n * node > budget] if node else []
+    hint = f"; --gpus {more[0]} or more would also search {more[0]}-GPU replicas" if more else ""
+    def gpus(n: int) -> str:
+        return "GPU" if n == 1 else "GPUs"
+
+    return (f"no split of {', '.join(map(str, sizes))} {gpus(big)} holds the model: at {big} {gpus(big)}, "
+            f"{unfit.get(big, 'it does not fit')}{hint}")
 
 
 def _disagg_point(psm: Any, pw: int, dsm: Any, mem: float, dw: int, q: PlanQuestion, rate: float,
@@ -359,6 +405,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
     out = dict(plans[0])
     rows = [r for p in plans for r in p["ranked"]]
     _sort_rows(rows, q)
+    tried = min(len(rows), max(1, q.confirm_top))
     if q.confirm:
         rows, front, off = _confirmed(rows, q, "", catalog, progress)
     else:
@@ -368,7 +415,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
                 "usd_per_gpu_hour": {p["gpu"]: p["usd_per_gpu_hour"] for p in plans},
                 "price_source": {p["gpu"]: p["price_source"] for p in plans}})
     if q.confirm:
-        out.update(_confirmed_note(q, len(rows), off))
+        out.update(_confirmed_note(q, len(rows), off, tried))
     return out
 
 

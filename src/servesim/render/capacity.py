@@ -52,7 +52,11 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
                                                                   ", TTFT and TPOT at the target"))
     else:
         how = ", each at the largest rate it sustains"
-    if confirmed:
+    failed = d.get("engine_tried", 0) - d.get("confirmed", 0) - d.get("speculation_off", 0)
+    if confirmed and failed > 0:
+        how = (f" screened; of the best {d['engine_tried']} run through the engine model, {d['confirmed']} "
+               f"confirmed and {failed} sustain no rate that meets the SLOs there{how}")
+    elif confirmed:
         how = f" screened; the best {d['confirmed']} confirmed by the engine model{how}"
     out = [f"CAPACITY PLAN  {d['model']} on {goal} x {d['gpu']}, {d['engine']}, "
            f"{d['isl']}/{d['osl']} tokens",
@@ -75,7 +79,8 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     out.append(table(["#", "arch", "pools", "GPUs", "req/s", "tok/s/GPU", "tok/s/user", "TTFT", "TPOT",
                       "spec", "$/Mtok"], rows, keep=(0, 1, 2, 4, -2, -1)))  # the deployment, its rate, marks
     if not d["ranked"]:
-        out.append("  no deployment meets both SLOs at any rate")
+        out.append(f"  {d['fits_none']}" if d.get("fits_none") else
+                   "  no deployment meets both SLOs at any rate")
     if d.get("speculation_off"):
         n = d["speculation_off"]
         out.append(f"  speculation off: {n} speculative deployment{'s' if n > 1 else ''} confirmed no faster "
