@@ -382,7 +382,7 @@ def test_moe_model_predicts_with_its_parallelism(capsys):
     (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--tp", "8"], ("fit", "GPUs would hold")),
     # 626.9 GiB of block-FP8 weights on one GPU, 67.6 GiB of room a GPU: 626.9 / 67.6 = 9.3 -> 10 GPUs
     (["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--tp", "1", "--dtype", "fp8"],
-     ("626.9 GiB per GPU on 1 GPUs", "leaves at most 67.6 GiB", "at least 10 GPUs would hold it")),
+     ("626.9 GiB per GPU on 1 GPU,", "leaves at most 67.6 GiB", "at least 10 GPUs would hold it")),
     # 69.4 GiB of int4 weights a GPU on an 80 GB H100: vLLM's 0.9 of HBM less its reserve leaves 67.6
     (["--model", "moonshotai/Kimi-K2.5", "--gpu", "h100-sxm", "--tp", "8"],
      ("needs 69.4 GiB", "vllm leaves at most 67.6 GiB for weights", "memory fraction 0.9")),
