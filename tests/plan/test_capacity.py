@@ -201,3 +201,30 @@ def test_simulate_engine_contract(capsys):
                   "512", "--osl", "128", "--rate", "4", "--requests", "300", "--format", "json")
     for k in ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "output_throughput"):
         assert again[k] == d[k]  # same seed, same numbers
+
+
+def test_an_engine_that_runs_prompts_whole_needs_the_prompt_and_the_batch_in_one_budget():
+    # TensorRT-LLM without enable_chunked_prefill (its default) runs a prompt in one step beside the
+    # decoding batch, under max_num_tokens 8192: an 8,192-token prompt beside one decoding sequence
+    # (8,193 tokens) never fits, so no rate is stable, where vLLM chunks the same prompt and serves it.
+    trt, _, mem = build_step_model(Deployment("llama-3-8b", "h100-sxm", 1, engine="trtllm"))
+    vllm, _, _ = build_step_model(Deployment("llama-3-8b", "h100-sxm", 1, engine="vllm"))
+    assert trt.engine.max_num_batched_tokens == vllm.engine.max_num_batched_tokens == 8192
+    assert not decode_at_load(trt, mem, 0.5, 8192, OSL, prefill=True).stable
+    assert decode_at_load(vllm, mem, 0.5, 8192, OSL, prefill=True).stable
+    # A prompt that leaves room for the batch runs whole: its chunk is the prompt.
+    d = decode_at_load(trt, mem, 0.5, 4096, OSL, prefill=True)
+    assert d.stable and d.chunk == 4096 and d.batch < 8192 - 4096
+
+
+def test_the_plan_sizes_a_whole_prompt_budget_as_inferencemax_does_and_confirms_what_it_screens():
+    # 8k prompts on TensorRT-LLM: the default budget (8,192) holds no prompt beside a decoding
+    # sequence, so the screen ranks nothing the engine model cannot confirm; the budget searched
+    # beside it is InferenceMAX's max(8192, 64 ceil((C + ISL + 64) / 64)) with C the engine's
+    # CUDA-graph batch (128): 64 x ceil(8384 / 64) = 8,384.
+    d = capacity_plan(PlanQuestion("deepseek-ai/DeepSeek-R1", "h100-sxm", 16, 8192, 1024, 2.0, 0.05,
+                                   engine="trtllm"))
+    rows = d["ranked"]
+    assert rows and d["engine_tried"] == d["confirmed"] == len(rows)
+    assert {r["max_num_batched_tokens"] for r in rows} == {8384}
+    assert all(not r["budget_is_default"] for r in rows)

@@ -8,7 +8,9 @@ time comes from the measured-kernel step model
 
 **Colocated** (``n`` replicas, requests routed evenly, ``lambda = rate / n``
 each).  A step carries the ``B`` decoding sequences and, in a share ``phi`` of
-the steps, a prefill chunk of ``c = min(I, budget - B)`` tokens.  With
+the steps, a prefill chunk of ``c = min(I, budget - B)`` tokens (an engine that runs prompts
+whole, TensorRT-LLM without ``enable_chunked_prefill``, needs ``c = I``: with ``I + B`` over the
+budget a prompt waits for the batch to drain, and the rate is unstable).  With
 ``T0 = T(B)`` and ``Tc = T(B, chunk c)`` the mean step is
 
     T = (1 - phi) T0 + phi Tc,   phi = lambda I T / c   (prefill tokens per step / chunk)
@@ -131,6 +133,7 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
     """Solve the decode batch of one replica at ``rate_per_s`` (see the module docstring)."""
     lam = check_real("rate", rate_per_s, lo=0.0)
     budget = sm.engine.max_num_batched_tokens
+    whole = not dict(sm.engine.scheduler).get("enable_chunked_prefill", True)  # TensorRT-LLM's default
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)
     b_max = min(float(sm.engine.max_num_seqs), cap_tokens / (isl + osl))
     ctx = isl + osl / 2.0
@@ -169,7 +172,7 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
         if not prefill:
             return t0, 0.0, 0, 0.0
         c = int(min(isl, budget - b1 * (k + 1)))
-        if c < 1:
+        if c < 1 or (whole and c < isl):  # a whole prompt waits until the batch leaves it room
             return math.inf, 1.0, 0, math.inf
         tc = cycle(b1, c)
         denom = 1.0 - lam * isl * (tc - t0) / c

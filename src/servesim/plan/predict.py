@@ -392,7 +392,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
             raise ParameterError(
                 "tp", f"{dep.tp} x dp {dep.dp}",
                 f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
-                f"GPU on {dep.tp * dep.dp} GPU{'s' if dep.tp * dep.dp > 1 else ''}, a {dep.gpu} has {gpu.memory_bytes / 2**30:.1f} GiB, of which "
+                f"GPU on {dep.tp * dep.dp} GPU{'s' if dep.tp * dep.dp > 1 else ''}, a {dep.gpu} has "
+                f"{gpu.memory_bytes / 2**30:.1f} GiB, of which "
                 f"{dep.engine} leaves at most {usable:.1f} GiB for weights (memory fraction "
                 f"{eng.memory_fraction:g}, less its reserve; at least {gpus_needed} GPUs would hold it"
                 f"{higher})")

@@ -212,7 +212,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     if not pars:
         raise ParameterError("gpus", q.gpus, f"at least the smallest valid TP for {shape.name}")
     base_engine = engine_profile(q.engine, gpu=gname, memory_gib=mem / 2**30)
-    chunks = q.chunks or tuple(dict.fromkeys((base_engine.max_num_batched_tokens, 2048)))
+    chunks = q.chunks or _budgets(base_engine, q.isl)
     specs: list[str | None] = [None] + ([q.spec] if q.spec else [])
     choice: Any = None  # the speculation the screen prices: (method, k, alpha), as predict resolves them
     if q.spec is not None:
@@ -343,7 +343,9 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                                (dpar, dw, label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, default_chunk,
                                price)
                     rows.append(row)
-    rows = _distinct([{"gpu": gname, **r} for r in rows if r["max_rate_rps"] > 0])
+    default_budget = base_engine.max_num_batched_tokens
+    rows = _distinct([{"gpu": gname, **r, "budget_is_default": r["max_num_batched_tokens"] == default_budget}
+                      for r in rows if r["max_rate_rps"] > 0])
     _sort_rows(rows, q)
     screened = len(rows)
     pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
@@ -360,6 +362,19 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
         "hazards": HAZARDS if q.hazards else {},
     }
+
+
+def _budgets(engine: Any, isl: int) -> tuple[int, ...]:
+    """The step budgets searched: the engine's default and 2,048; for an engine that runs prompts whole
+    (TensorRT-LLM without ``enable_chunked_prefill``), the default and the budget InferenceMAX's
+    recipes size so that a whole prompt and a batch of running sequences fit in one step
+    (``max(8192, 64 ceil((C + ISL + 64) / 64))``, C here the engine's CUDA-graph batch), none
+    below the prompt (it could never run)."""
+    default = engine.max_num_batched_tokens
+    if dict(engine.scheduler).get("enable_chunked_prefill", True):
+        return tuple(dict.fromkeys((default, 2048)))
+    fit = max(8192, 64 * math.ceil((engine.cuda_graph_max_tokens + isl + 64) / 64))
+    return tuple(b for b in dict.fromkeys((default, fit)) if b > isl) or (fit,)
 
 
 def _fits_none(pars: list[Par], unfit: dict[int, str], node: int, budget: int) -> str:

@@ -17,15 +17,17 @@ def split_label(x: dict[str, Any], sep: str = "") -> str:
     return sep.join(parts)
 
 
-def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool = False) -> str:
-    """A deployment's pools; ``budget`` adds its step token budget (where rows differ in it)."""
+def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool | None = False) -> str:
+    """A deployment's pools; ``budget`` adds its step token budget (where rows differ only in it; a
+    budget other than the engine's default is shown unless ``budget`` is None: none is)."""
     if with_gpu:
         return f"{r['gpu']}: {_shape(r, budget=budget)}"
     p, d = r["prefill"], r["decode"]
     split = split_label
 
     if r["architecture"] == "colocated":
-        tail = f" b{r['max_num_batched_tokens']}" if budget and r.get("max_num_batched_tokens") else ""
+        shown = budget or (budget is not None and not r.get("budget_is_default", True))
+        tail = f" b{r['max_num_batched_tokens']}" if shown and r.get("max_num_batched_tokens") else ""
         return f"{d['workers']} x {split(d)} {d['dtype']}{tail}"
     if p["dtype"] == d["dtype"]:
         return f"{p['workers']}x{split(p)} -> {d['workers']}x{split(d)} {d['dtype']}"
@@ -63,10 +65,10 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
            f"  SLOs: TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, "
            f"mean TPOT <= {d['slo_tpot_ms']:g} ms; KV {d['kv_dtype']}; P/D link {d['link']} "
            f"({d['link_GBps']:g} GB/s)",
-           f"  {d['searched']} deployments{how}; {price}", ""]
+           f"  {d['searched']} deployment{'' if d['searched'] == 1 else 's'}{how}; {price}", ""]
     several = "," in d["gpu"]
     shown = d["ranked"][:top]
-    labels = [_shape(r, several) for r in shown]
+    labels = [_shape(r, several, None) for r in shown]
     budget = len(set(labels)) < len(labels)  # rows alike but for the step budget: show it
     rows = []
     for i, r in enumerate(shown, start=1):
