@@ -222,9 +222,11 @@ def test_the_plan_sizes_a_whole_prompt_budget_as_inferencemax_does_and_confirms_
     # sequence, so the screen ranks nothing the engine model cannot confirm; the budget searched
     # beside it is InferenceMAX's max(8192, 64 ceil((C + ISL + 64) / 64)) with C the engine's
     # CUDA-graph batch (128): 64 x ceil(8384 / 64) = 8,384.
-    d = capacity_plan(PlanQuestion("deepseek-ai/DeepSeek-R1", "h100-sxm", 16, 8192, 1024, 2.0, 0.05,
-                                   engine="trtllm"))
+    # A disaggregated row's prefill workers run the prompts whole under the same budget.
+    d = capacity_plan(PlanQuestion("deepseek-ai/DeepSeek-R1", "h100-sxm", 32, 8192, 1024, 2.0, 0.05,
+                                   engine="trtllm", confirm_top=4))
     rows = d["ranked"]
-    assert rows and d["engine_tried"] == d["confirmed"] == len(rows)
+    assert rows and d["engine_tried"] == d["confirmed"] == len(rows) == 4
     assert {r["max_num_batched_tokens"] for r in rows} == {8384}
     assert all(not r["budget_is_default"] for r in rows)
+    assert {r["architecture"] for r in rows} == {"colocated", "disaggregated"}

@@ -25,13 +25,15 @@ def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool | None = Fals
     p, d = r["prefill"], r["decode"]
     split = split_label
 
+    odd = budget is not None and not r.get("budget_is_default", True)
+    # (a disaggregated row's pools run one budget, the engine's unless it ran prompts whole)
+    shown = odd or (budget and r["architecture"] == "colocated")
+    tail = f" b{r['max_num_batched_tokens']}" if shown and r.get("max_num_batched_tokens") else ""
     if r["architecture"] == "colocated":
-        shown = budget or (budget is not None and not r.get("budget_is_default", True))
-        tail = f" b{r['max_num_batched_tokens']}" if shown and r.get("max_num_batched_tokens") else ""
         return f"{d['workers']} x {split(d)} {d['dtype']}{tail}"
     if p["dtype"] == d["dtype"]:
-        return f"{p['workers']}x{split(p)} -> {d['workers']}x{split(d)} {d['dtype']}"
-    return f"{p['workers']}x{split(p)} {p['dtype']} -> {d['workers']}x{split(d)} {d['dtype']}"
+        return f"{p['workers']}x{split(p)} -> {d['workers']}x{split(d)} {d['dtype']}{tail}"
+    return f"{p['workers']}x{split(p)} {p['dtype']} -> {d['workers']}x{split(d)} {d['dtype']}{tail}"
 
 
 def _n(x: Any, nd: int = 0) -> str:
