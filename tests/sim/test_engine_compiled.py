@@ -294,3 +294,18 @@ def test_the_same_errors(loop):
     sm = _model("vllm")
     with pytest.raises(ParameterError, match="engine steps"):
         run_benchmark(sm, Benchmark(512, 400, concurrency=8, num_prompts=40), H100, max_steps=50, loop=loop)
+
+
+@pytest.mark.parametrize("budget", [8192, 8384])
+def test_trtllm_whole_prompts_under_each_attention_dp_ranks_budget(budget):
+    # 8k prompts on 4 attention-DP ranks of max_num_tokens 8192: a rank holds no prompt beside its
+    # own decodes, so each rank decodes about one sequence at a time; 8,384 leaves room for 192
+    sm, _, memory = build_step_model(Deployment("Qwen/Qwen3-30B-A3B", "h200-sxm", 1, dtype="auto",
+                                                engine="trtllm", dp=4, ep=4, max_num_batched_tokens=budget))
+    bench = Benchmark(8192, 256, concurrency=16, num_prompts=64, seed=1)
+    ref, got = _both(sm, bench, memory)
+    _same(ref, got)
+    if budget == 8192:
+        assert ref.decode_batch <= 4.0  # one sequence a rank at most
+    else:
+        assert ref.decode_batch > 8.0

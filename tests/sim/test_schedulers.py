@@ -291,3 +291,15 @@ def test_memory_flag_replaces_the_engines_own_fraction():
     assert trt.kv_room_bytes(total, weights) == pytest.approx(0.75 * (total - weights - trt.reserved_bytes))
     with pytest.raises(ParameterError, match="memory_fraction"):
         engine_profile("vllm", memory_fraction=1.5)
+
+
+def test_trtllm_refuses_a_whole_prompt_over_one_attention_dp_ranks_budget():
+    from servesim.plan.predict import Deployment, build_step_model
+
+    # 4 ranks of 8,192: the group's 32,768 would hold a 9,000-token prompt, a rank's budget does not
+    sm, _, memory = build_step_model(Deployment("Qwen/Qwen3-30B-A3B", "h200-sxm", 1, dtype="auto",
+                                                engine="trtllm", dp=4, ep=4))
+    assert sm.engine.max_num_batched_tokens == 32768 and sm.engine.chunk_tokens == 8192
+    with pytest.raises(ParameterError, match="max_num_tokens=8192 is invalid: must be at least the longest "
+                                             "prompt \\(9000 tokens\\)"):
+        run_benchmark(sm, Benchmark(9000, 16, concurrency=1, num_prompts=2), memory, loop="python")

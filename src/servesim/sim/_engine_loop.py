@@ -721,7 +721,8 @@ def _schedule_trtllm_py(RI: I64, RF: F64, ci: I64, si: I64, sf: F64, cq: I64, wq
         final = RI[r, CTX] + RI[r, PL] + (RI[r, OSL] - RF[r, GEN])
         if sf[F_PROM] + final > ci[C_CAP]:
             break
-        if not chunked and RI[r, PL] > left:
+        if not chunked and (RI[r, PL] > left or RI[r, PL] * ci[C_RANKS] + si[S_DN] * ci[C_POS]
+                            > ci[C_CHUNKCAP] * ci[C_RANKS]):
             break
         taken += 1
         q = min(RI[r, PL], left, ci[C_CHUNKCAP])

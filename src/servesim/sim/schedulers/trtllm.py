@@ -10,8 +10,11 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
    each, ``k + 1`` with speculation) and then context requests in order, each
    **whole** (``enable_chunked_prefill=False`` by default), while the step's tokens
    stay within ``max_num_tokens`` (8,192) and the batch within ``max_batch_size``
-   (2,048).  A prompt longer than ``max_num_tokens`` cannot run without
-   ``--enable-chunked-prefill``; with it, contexts are cut to what the budget leaves.
+   (2,048); with attention data parallel each rank schedules its own step under
+   ``max_num_tokens``, so a whole prompt must also fit one rank's budget beside that
+   rank's share of the decoding tokens (the ranks hold the decodes evenly).  A prompt
+   longer than ``max_num_tokens`` cannot run without ``--enable-chunked-prefill``; with
+   it, contexts are cut to what the budget leaves.
 3. **Overlap scheduler** (``disable_overlap_scheduler=False``) and **CUDA graphs for
    generation-only steps** (``cuda_graph_config``: a step with a context request runs
    eagerly): the engine profile's ``overlap`` and ``cuda_graph_decode_only``.
@@ -136,9 +139,11 @@ class TrtllmScheduler(Scheduler):
         return 1.0 if (self.balancing or self.batch_waiting) and s.waiting else float("inf")
 
     def check_prompt(self, tokens: int) -> None:
-        """A whole prompt must fit in one step's budget unless prefill is chunked."""
-        if not self.options["enable_chunked_prefill"] and tokens > self.profile.max_num_batched_tokens:
-            raise ParameterError("max_num_tokens", self.profile.max_num_batched_tokens,
+        """A whole prompt must fit in one step's budget (one rank's, with attention DP) unless prefill
+        is chunked."""
+        budget = self.profile.chunk_tokens or self.profile.max_num_batched_tokens
+        if not self.options["enable_chunked_prefill"] and tokens > budget:
+            raise ParameterError("max_num_tokens", budget,
                                  f"at least the longest prompt ({tokens} tokens) for TensorRT-LLM without "
                                  "--enable-chunked-prefill")
 
@@ -166,8 +171,9 @@ class TrtllmScheduler(Scheduler):
             final = r.context + r.prompt_left + (r.osl - r.generated)
             if promised + final > s.capacity:
                 break
-            if not chunked and r.prompt_left > left:
-                break
+            if not chunked and (r.prompt_left > left or r.prompt_left * s.ranks + s.decode_tokens()
+                                > s.chunk_cap * s.ranks):
+                break  # a whole prompt fits neither the step nor one rank's budget beside its decodes
             q = min(r.prompt_left, left, s.chunk_cap)
             take.append(q)
             promised += final
