@@ -230,3 +230,16 @@ def test_the_plan_sizes_a_whole_prompt_budget_as_inferencemax_does_and_confirms_
     assert {r["max_num_batched_tokens"] for r in rows} == {8384}
     assert all(not r["budget_is_default"] for r in rows)
     assert {r["architecture"] for r in rows} == {"colocated", "disaggregated"}
+
+
+def test_a_whole_prompt_fits_one_attention_dp_ranks_budget_in_the_closed_form_too():
+    # 4 ranks of max_num_tokens 8192 (a group budget of 32,768): an 8k prompt fits no rank beside a
+    # decoding sequence, as the engine model's scheduler has it; 8,384 leaves room for 192 a rank.
+    def at(budget: int):
+        sm, _, mem = build_step_model(Deployment("Qwen/Qwen3-30B-A3B", "h200-sxm", 1, dtype="auto",
+                                                 engine="trtllm", dp=4, ep=4, max_num_batched_tokens=budget))
+        return decode_at_load(sm, mem, 1.0, 8192, OSL, prefill=True)
+
+    assert not at(8192).stable
+    d = at(8384)
+    assert d.stable and d.chunk == 8192 and d.batch <= 4 * (8384 - 8192)

@@ -10,7 +10,8 @@ time comes from the measured-kernel step model
 each).  A step carries the ``B`` decoding sequences and, in a share ``phi`` of
 the steps, a prefill chunk of ``c = min(I, budget - B)`` tokens (an engine that runs prompts
 whole, TensorRT-LLM without ``enable_chunked_prefill``, needs ``c = I``: with ``I + B`` over the
-budget a prompt waits for the batch to drain, and the rate is unstable).  With
+budget, or with attention DP ``I + B / dp`` over one rank's, a prompt waits for the batch to drain,
+and the rate is unstable).  With
 ``T0 = T(B)`` and ``Tc = T(B, chunk c)`` the mean step is
 
     T = (1 - phi) T0 + phi Tc,   phi = lambda I T / c   (prefill tokens per step / chunk)
@@ -134,6 +135,8 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
     lam = check_real("rate", rate_per_s, lo=0.0)
     budget = sm.engine.max_num_batched_tokens
     whole = not dict(sm.engine.scheduler).get("enable_chunked_prefill", True)  # TensorRT-LLM's default
+    ranks = max(1, sm.engine.dp_ranks)  # attention DP: a whole prompt fits one rank's budget and decodes
+    rank_budget = sm.engine.chunk_tokens or budget
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)
     b_max = min(float(sm.engine.max_num_seqs), cap_tokens / (isl + osl))
     ctx = isl + osl / 2.0
@@ -172,8 +175,8 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
         if not prefill:
             return t0, 0.0, 0, 0.0
         c = int(min(isl, budget - b1 * (k + 1)))
-        if c < 1 or (whole and c < isl):  # a whole prompt waits until the batch leaves it room
-            return math.inf, 1.0, 0, math.inf
+        if c < 1 or (whole and (c < isl or isl + b1 * (k + 1) / ranks > rank_budget)):
+            return math.inf, 1.0, 0, math.inf  # a whole prompt waits until its rank's batch leaves room
         tc = cycle(b1, c)
         denom = 1.0 - lam * isl * (tc - t0) / c
         if denom <= 0:
