@@ -20,15 +20,33 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from typing import Any
 
 QUESTIONS = [("chat", 1024, 512, 1.0, 0.040), ("rag", 6144, 512, 2.0, 0.028),
              ("agent", 8192, 256, 1.0, 0.035)]
 
 
+def _timed(name: str, q: Any, base: float) -> None:
+    """The median of 3 runs of ``capacity_plan(q)``, printed beside the baseline."""
+    from servesim.plan.search import capacity_plan
+
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        d = capacity_plan(q)
+        times.append(time.perf_counter() - t0)
+    wall = statistics.median(times)
+    best = d["ranked"][0] if d["ranked"] else None
+    what = (f"best {best['architecture']} on {best['gpus']} GPUs at {best['output_throughput_per_gpu']:,.0f} "
+            "tok/s/GPU" if best else "nothing meets the SLOs")
+    print(f"{name:<6} {d['isl']}/{d['osl']}: {d['searched']} deployments in {wall:.2f} s "
+          f"(= {wall / (base / 1000):,.0f} step prices); {what}")
+
+
 def main() -> int:
     from servesim.hardware.names import dense_shape
     from servesim.hardware.stepmodel import StepModel
-    from servesim.plan.search import PlanQuestion, capacity_plan
+    from servesim.plan.search import PlanQuestion
 
     sm = StepModel(dense_shape("llama-3-70b"), "h100-sxm", 4)
     t0 = time.perf_counter()
@@ -37,30 +55,9 @@ def main() -> int:
     base = time.perf_counter() - t0
     print(f"baseline: 1,000 step prices in {base * 1e3:.1f} ms")
     for name, isl, osl, ttft, tpot in QUESTIONS:
-        times = []
-        for _ in range(3):
-            q = PlanQuestion("llama-3-70b", "h100-sxm", 16, isl, osl, ttft, tpot, spec="eagle3")
-            t0 = time.perf_counter()
-            d = capacity_plan(q)
-            times.append(time.perf_counter() - t0)
-        wall = statistics.median(times)
-        best = d["ranked"][0] if d["ranked"] else None
-        what = (f"best {best['architecture']} at {best['output_throughput_per_gpu']:,.0f} tok/s/GPU"
-                if best else "nothing meets the SLOs")
-        print(f"{name:<6} {isl}/{osl}: {d['searched']} deployments in {wall:.2f} s "
-              f"(= {wall / (base / 1000):,.0f} step prices); {what}")
-    times = []
-    for _ in range(3):
-        q = PlanQuestion("deepseek-ai/DeepSeek-R1", "h100-sxm", 32, 1024, 1024, 2.0, 0.050, engine="sglang")
-        t0 = time.perf_counter()
-        d = capacity_plan(q)
-        times.append(time.perf_counter() - t0)
-    wall = statistics.median(times)
-    best = d["ranked"][0] if d["ranked"] else None
-    what = (f"best {best['architecture']} on {best['gpus']} GPUs at {best['output_throughput_per_gpu']:,.0f} "
-            "tok/s/GPU" if best else "nothing meets the SLOs")
-    print(f"moe    1024/1024: {d['searched']} deployments in {wall:.2f} s "
-          f"(= {wall / (base / 1000):,.0f} step prices); {what}")
+        _timed(name, PlanQuestion("llama-3-70b", "h100-sxm", 16, isl, osl, ttft, tpot, spec="eagle3"), base)
+    _timed("moe", PlanQuestion("deepseek-ai/DeepSeek-R1", "h100-sxm", 32, 1024, 1024, 2.0, 0.050,
+                               engine="sglang"), base)
     return 0
 
 
