@@ -17,6 +17,8 @@ says how a continuous-batching engine forms its steps:
   (mixed prefill) steps pay eager launches (``eager_kernel_s`` per kernel), and an eager
   prefill step of an MLA model takes at least its layers times ``eager_mla_layer_host_s``, the
   CPU's time to launch them (launch-bound);
+  ``cuda_graph_batches``: the batch sizes the engine captures (its own rule, below the limit), to
+  which a decode-only graph step is padded (:meth:`EngineProfile.graph_batch`);
   ``cuda_graph_decode_only``: only steps without prefill run as graphs (SGLang,
   TensorRT-LLM), so every step with a prompt in it pays the eager launches;
   ``cuda_graph_counts_sequences``: the limit counts a decode step's sequences, not its tokens
@@ -44,6 +46,8 @@ Standard library only.
 
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -90,6 +94,7 @@ class EngineProfile:
     mla_prefill_engine: str = ""  # the engine whose measured MLA prefill kernel prices this one's ("": own)
     moe_prefill_scale: tuple[tuple[str, str, float], ...] = ()  # (MoE family, experts' dtype, factor) here
     cold_start: tuple[tuple[str, float], ...] = ()  # (weights' dtype, seconds) of a fresh server here
+    graph_batches: str = ""  # the rule of the batch sizes captured as CUDA graphs (CAPTURE_RULES); "": any
     kv_connect_s: float = 0.0  # a fresh disaggregated deployment's first KV transfer waits this long
 
     def __post_init__(self) -> None:
@@ -143,6 +148,17 @@ class EngineProfile:
         graphs are captured by batch (``cuda_graph_counts_sequences``), else the tokens."""
         return sequences if self.cuda_graph_counts_sequences and not prefill and sequences > 0 else tokens
 
+    def graph_batch(self, sequences: float) -> float:
+        """The batch a decode-only CUDA-graph step of ``sequences`` sequences runs: the smallest size
+        the engine captured that holds them (the padded rows run every kernel but attention, which
+        reads no cache for them); ``sequences`` itself above the largest, where the step runs
+        eagerly, or where the engine names no rule."""
+        if not self.graph_batches or sequences <= 0:
+            return sequences
+        sizes = capture_sizes(self.graph_batches, self.cuda_graph_max_tokens)
+        i = bisect.bisect_left(sizes, sequences - 1e-9)
+        return float(sizes[i]) if i < len(sizes) else sequences
+
     def overlaps_speculation(self, method: str) -> bool:
         """Whether a step of speculative ``method`` still hides host time behind the GPU (the
         overlap scheduler on and kept by this method; ``spec_overlap_methods``).  servesim's
@@ -156,6 +172,34 @@ class EngineProfile:
     def host_s(self, sequences: float) -> float:
         """CPU time of one step with ``sequences`` sequences in it."""
         return self.host_step_s + self.host_per_seq_s * sequences
+
+
+CAPTURE_RULES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+"""The engines' own lists of CUDA-graph batch sizes up to a largest ``top`` (:func:`capture_sizes`)."""
+
+
+@cache
+def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
+    """The batch sizes an engine captures as CUDA graphs, up to ``top`` (which is always one):
+
+    * ``vllm`` (``vllm/config/compilation.py``, by tokens): 1, 2, 4, then every 8 below 256, then every
+      16 from 256;
+    * ``sglang`` (``server_args.py _generate_cuda_graph_batch_sizes``, no speculation): 1, 2, 4, 8, 12,
+      every 8 from 16 to 256, every 16 from 272 to 496, every 32 from 512;
+    * ``trtllm`` (``llmapi/llm_args.py CudaGraphConfig._generate_cuda_graph_batch_sizes`` with
+      ``enable_padding``, which published recipes set; without it TensorRT-LLM runs an uncaptured
+      batch eagerly, which servesim does not price): 1, 2, 4, every 8 to 128, the powers of 2 from 256.
+    """
+    if rule == "vllm":
+        sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
+    elif rule == "sglang":
+        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
+    elif rule == "trtllm":
+        powers = [2**i for i in range(8, max(8, math.ceil(math.log2(max(top, 1)))))]
+        sizes = [1, 2, 4, *range(8, 129, 8), *powers]
+    else:
+        raise ParameterError("cuda_graph_batches", rule, f"one of {', '.join(CAPTURE_RULES)}")
+    return tuple(sorted({x for x in sizes if x < top} | {top}))
 
 
 @cache
@@ -278,5 +322,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                                 for fam in x["families"]),
         cold_start=tuple((str(x["dtype"]), float(x["seconds"]))
                          for x in e.get("cold_start", ()) if gpu in x["gpus"]),
+        graph_batches=str(e.get("cuda_graph_batches", "")),
         kv_connect_s=float(e.get("kv_connect_ms", 0.0)) * 1e-3,
     )

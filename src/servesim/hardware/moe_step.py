@@ -35,6 +35,10 @@ efficiencies where none was measured:
   ``E/ep (1 - (1 - k/E)^(m_all/ep... ))``: the expected share of its experts that at
   least one of the replica's ``m_all`` tokens picks; FLOPs ``2 m_all k 3 h I /
   (ep moe_tp)``;
+* **CUDA-graph padding**: a decode-only graph step runs each DP rank's sequences padded to the
+  smallest batch the engine captured (as the dense step model does; with attention DP every rank,
+  an idle one too, runs at least one row, as SGLang's padded DP batches and TensorRT-LLM's dummy
+  requests do), so ``m`` and ``m_all`` count the padded rows, attention the real ones;
 * **shared experts and dense layers** (GEMMs): gate/up ``(m, 2 I_s / T, h)`` and down
   ``(m, h, I_s / T)`` on each DP rank's tokens; the **router** ``(m, E, h)`` in BF16 (the
   MoE tables time the experts from the router's logits on).  Where the engine runs the
@@ -663,6 +667,13 @@ class MoEStepModel:
         # step waits for the slowest rank before the MoE layer gathers every rank's tokens).
         m = b * positions + sum(c.tokens * c.count for c in rank_chunks)
         samples = b * positions + sum(c.count for c in rank_chunks if c.samples)
+        tokens = m_all
+        if not chunks and positions == 1 and self.engine.graph_size(m, b, False) <= \
+                self.engine.cuda_graph_max_tokens:
+            # A decode step replays the CUDA graph of the smallest captured batch that holds the rank's
+            # sequences: the padded rows run every kernel but attention (no cache to read).
+            m = samples = self.engine.graph_batch(b)
+            m_all = m * dp
         ops: list[Op] = []
         notes: list[str] = []
         ok = not self._foreign
@@ -817,7 +828,7 @@ class MoEStepModel:
             notes.insert(0, self.tables_note)
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=comm, other_s=other, host_s=host,
                         gpu_s=gpu,
-                        total_s=total, sol_s=math.nan, tokens=m_all, measured=ok,
+                        total_s=total, sol_s=math.nan, tokens=tokens, measured=ok,
                         notes=tuple(dict.fromkeys(n for n in notes if n)),
                         floor_s=floor, ops=tuple(ops))
 

@@ -49,6 +49,11 @@ step.  Its time is the sum of what the GPU runs, layer by layer, plus the host:
 * **host** time of the engine (:mod:`servesim.hardware.engines`), added, or
   overlapped when the engine overlaps scheduling with the GPU.
 
+A decode-only step that runs as a CUDA graph runs the graph of the smallest batch the engine
+captured that holds its sequences (``EngineProfile.graph_batch``; the engines' capture lists in
+``capture_sizes``): every kernel but attention works on the padded rows, attention reads only the
+real sequences' caches.  Verify steps (speculation) and steps with a prefill chunk are not padded.
+
 The GEMM tables are used as measured, also where they are not monotone in
 ``m``: cuBLAS runs a one-row GEMM as a GEMV that can be slower than the kernel
 it picks for a few rows (gate/up of Llama-3-70B at TP8 on H100: 0.0497 ms at
@@ -416,6 +421,12 @@ class StepModel:
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
         samples = b * pos + sum(c.count for c in chunks if c.samples)
+        tokens = m
+        eager = self._eager_kernels(m, chunks, b)
+        if not chunks and pos == 1 and not eager:
+            # A decode step replays the CUDA graph of the smallest captured batch that holds its
+            # sequences: the padded rows run every kernel but attention (no cache to read).
+            m = samples = self.engine.graph_batch(b)
         L = self.shape.layers
         mi = max(1, round(m))
         g, ok, gnotes = self._cache_gemm(mi)
@@ -444,7 +455,6 @@ class StepModel:
             ar, ok = a * 2 * L, ok and ok2
             notes += n2
         other = self._other_s(m, samples)
-        eager = self._eager_kernels(m, chunks, b)
         if eager:  # launch gaps on every kernel
             other += eager * self.engine.eager_kernel_s
         gpu = gemm + attn + ar + other
@@ -459,7 +469,7 @@ class StepModel:
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
                         gpu_s=gpu, total_s=total,
                         sol_s=light_s(ops, self.peaks) if bound else math.nan,
-                        tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
+                        tokens=tokens, measured=ok, notes=tuple(dict.fromkeys(notes)),
                         floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
 
     @property
