@@ -28,6 +28,8 @@ def test_capture_lists_as_the_engines_write_them():
     assert capture_sizes("trtllm", 128) == (1, 2, 4, *range(8, 129, 8))
     assert capture_sizes("trtllm", 512)[-4:] == (120, 128, 256, 512)
     assert capture_sizes("trtllm", 48)[-2:] == (40, 48)  # nothing above the limit, the limit itself
+    # SGLang keeps its pattern below its limit (--cuda-graph-max-bs 22 captures up to 16)
+    assert capture_sizes("sglang", 22) == (1, 2, 4, 8, 12, 16)
     with pytest.raises(ParameterError, match="cuda_graph_batches"):
         capture_sizes("tgi", 256)
 

@@ -180,7 +180,7 @@ CAPTURE_RULES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 
 @cache
 def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
-    """The batch sizes an engine captures as CUDA graphs, up to ``top`` (which is always one):
+    """The batch sizes an engine captures as CUDA graphs, up to its limit ``top``:
 
     * ``vllm`` (``vllm/config/compilation.py``, by tokens): 1, 2, 4, then every 8 below 256, then every
       16 from 256;
@@ -189,6 +189,9 @@ def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
     * ``trtllm`` (``llmapi/llm_args.py CudaGraphConfig._generate_cuda_graph_batch_sizes`` with
       ``enable_padding``, which published recipes set; without it TensorRT-LLM runs an uncaptured
       batch eagerly, which servesim does not price): 1, 2, 4, every 8 to 128, the powers of 2 from 256.
+
+    TensorRT-LLM adds the limit itself; SGLang and vLLM keep their pattern's sizes up to it (SGLang then
+    takes the largest as its limit: a batch above it is not padded here).
     """
     if rule == "vllm":
         sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
@@ -199,7 +202,8 @@ def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
         sizes = [1, 2, 4, *range(8, 129, 8), *powers]
     else:
         raise ParameterError("cuda_graph_batches", rule, f"one of {', '.join(CAPTURE_RULES)}")
-    return tuple(sorted({x for x in sizes if x < top} | {top}))
+    kept = {x for x in sizes if x <= top} | ({top} if rule == "trtllm" else set())
+    return tuple(sorted(kept)) or (top,)
 
 
 @cache
