@@ -72,3 +72,17 @@ def test_each_attention_dp_rank_pads_its_own_batch():
     assert op(forty, "moe") == op(sixty_four, "moe")
     assert op(forty, "attention") < op(sixty_four, "attention")
     assert forty.total_s <= sixty_four.total_s and forty.tokens == 40
+
+
+@pytest.mark.parametrize(("engine", "tp", "dp", "ep"), [("trtllm", 1, 8, 8), ("sglang", 8, 1, 8)])
+def test_a_step_never_gets_cheaper_with_more_sequences(engine, tp, dp, ep):
+    # Padded GEMMs are flat between captured sizes and attention grows: the sum never falls.  A DP
+    # rank's share is fractional (12 sequences on 8 ranks: 1.5 a rank); its attention is priced
+    # between the whole batches around it (it was 1.5 x a table scaled from 2, cheaper than 1.375 of 1).
+    sm, _, _ = build_step_model(Deployment("deepseek-ai/DeepSeek-R1", "h200", tp, dtype="auto", dp=dp, ep=ep,
+                                           engine=engine))
+    prev = 0.0
+    for tenth in range(5, 1200, 5):
+        t = sm.step(tenth / 10, 3000, bound=False).total_s
+        assert t >= prev, tenth / 10
+        prev = t

@@ -85,6 +85,7 @@ from servesim.hardware.stepmodel import (
     SAMPLING_FLOOR_S,
     Chunk,
     StepTime,
+    between_batches,
     bucket_context,
     column_blocks,
     pricing_tables,
@@ -583,9 +584,9 @@ class MoEStepModel:
                 if b > 0:
                     c = min(ctx, window) if window else ctx
                     rows = b * positions if self.engine.mla_verify_per_query else b
-                    lk = mt.mla_decode(max(1, round(rows)), max(1, bucket_context(c + 1)), heads, kv)
-                    total += lk.ms * 1e-3 * (rows / max(1, round(rows)))
-                    ok = ok and lk.measured
+                    cb = max(1, bucket_context(c + 1))
+                    total += between_batches(lambda n: mt.mla_decode(n, cb, heads, kv).ms, rows) * 1e-3
+                    ok = ok and mt.mla_decode(max(1, math.ceil(rows)), cb, heads, kv).measured
                 pt = self._mla_prefill_tables or mt
                 for ch in chunks:
                     q, c = ch.tokens, ch.context
@@ -601,10 +602,12 @@ class MoEStepModel:
         heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
         if b > 0:
             c = min(ctx, window) if window else ctx
-            lk = t.decode_attention(max(1, round(b)), max(1, bucket_context(c + 1)), heads, kvh, a.head_dim,
-                                    kv)
-            total += lk.ms * 1e-3 * (b / max(1, round(b)))
-            ok = ok and lk.measured
+            cb = max(1, bucket_context(c + 1))
+            def one(n: int) -> float:
+                return float(t.decode_attention(n, cb, heads, kvh, a.head_dim, kv).ms)
+
+            total += between_batches(one, b) * 1e-3
+            ok = ok and t.decode_attention(max(1, math.ceil(b)), cb, heads, kvh, a.head_dim, kv).measured
         for ch in chunks:
             q, c = ch.tokens, ch.context
             if window:

@@ -440,8 +440,10 @@ class StepModel:
         if b > 0:
             # Decode attention at the mean context (rounded to 1/64 in log scale for the cache);
             # verification reads each cache once for all its positions (the kernel's batch is b).
-            a, ok2, n2 = self._cache_decode(max(1, round(b)), max(1, bucket_context(ctx + (pos - 1) / 2 + 1)))
-            attn += a * L * (b / max(1, round(b)))
+            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
+            a = between_batches(lambda n: self._cache_decode(n, cb)[0], b)
+            _, ok2, n2 = self._cache_decode(max(1, math.ceil(b)), cb)
+            attn += a * L
             ok = ok and ok2
             notes += n2
         for c in chunks:
@@ -503,9 +505,11 @@ class StepModel:
         kv_layer = self.kv_bytes_per_token_per_gpu / L
         heads, d = self.heads, s.head_dim
         if b > 0:
-            a, ok, _ = self._cache_decode(max(1, round(b)), max(1, bucket_context(ctx + (pos - 1) / 2 + 1)))
+            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
+            a = between_batches(lambda n: self._cache_decode(n, cb)[0], b)
+            ok = self._cache_decode(max(1, math.ceil(b)), cb)[1]
             pairs = b * pos * (ctx + (pos + 1) / 2)
-            ops.append(Op("attention (decode)", "attention", L, a * (b / max(1, round(b))),
+            ops.append(Op("attention (decode)", "attention", L, a,
                           nbytes=kv_layer * b * (ctx + pos), flops=4.0 * heads * d * pairs, measured=ok))
         for c in chunks:
             a, ok, _ = self._cache_chunk(c.count, c.tokens, c.context)
@@ -638,6 +642,19 @@ def _on_hull(hull: tuple[tuple[float, ...], tuple[float, ...]], x: float) -> flo
     i = min(max(1, bisect_left(xs, x)), len(xs) - 1)
     x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def between_batches(price: Any, b: float) -> float:
+    """A per-batch price at a mean batch ``b`` (a closed form's, or one DP rank's share): linear between
+    the whole batches around it, ``b`` x the one-sequence price below one.  Monotone wherever the
+    measured table is (scaling the nearest whole batch's price by ``b / round(b)`` was not: with the
+    fixed cost of a small batch, 1.5 sequences priced as 0.75 of two came out cheaper than 1.375 of one)."""
+    lo = max(1, math.floor(b))
+    one = price(lo)
+    if b <= 1:
+        return float(one * b)
+    hi = math.ceil(b)
+    return float(one if hi == lo else one + (b - lo) * (price(hi) - one))
 
 
 def bucket_context(x: float) -> int:
