@@ -179,3 +179,15 @@ def test_a_dense_model_no_split_holds_names_the_tp_that_would():
     assert d["fits_none"].startswith("no split of 1 GPU holds the model: at 1 GPU, ")
     assert "131.4 GiB" in d["fits_none"] and "tp 2 would hold it" in d["fits_none"]
     assert "--gpus" not in d["fits_none"]
+
+
+def test_several_gpu_types_say_why_only_where_none_holds_the_model():
+    from servesim.plan.search import PlanQuestion, capacity_plan_gpus
+
+    # DeepSeek-R1 fits 8 H200s, not 8 H100s: with both, an empty plan is the SLOs', not the memory's
+    q = PlanQuestion("deepseek-ai/DeepSeek-R1", "h100-sxm", 8, 1024, 1024, 2.0, 0.001, engine="sglang",
+                     confirm=False)
+    both = capacity_plan_gpus(q, ["h100-sxm", "h200"])
+    assert both["ranked"] == [] and both["fits_none"] is None
+    alone = capacity_plan_gpus(q, ["h100-sxm"])
+    assert alone["fits_none"].startswith("h100-sxm: no split of 1, 2, 4, 8 GPUs holds the model")

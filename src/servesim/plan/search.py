@@ -432,7 +432,9 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
         rows, front, off = _confirmed(rows, q, "", catalog, progress)
     else:
         front = _front([p for pl in plans for p in pl["pareto"]])
-    out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front,
+    unfit = [p["fits_none"] for p in plans]  # said only where no GPU type holds the model
+    why = None if None in unfit else "; ".join(f"{p['gpu']}: {u}" for p, u in zip(plans, unfit, strict=True))
+    out.update({"gpu": ",".join(p["gpu"] for p in plans), "ranked": rows, "pareto": front, "fits_none": why,
                 "searched": sum(p["searched"] for p in plans),
                 "usd_per_gpu_hour": {p["gpu"]: p["usd_per_gpu_hour"] for p in plans},
                 "price_source": {p["gpu"]: p["price_source"] for p in plans}})
