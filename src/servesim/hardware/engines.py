@@ -148,6 +148,12 @@ class EngineProfile:
         graphs are captured by batch (``cuda_graph_counts_sequences``), else the tokens."""
         return sequences if self.cuda_graph_counts_sequences and not prefill and sequences > 0 else tokens
 
+    @property
+    def chunks_prompts(self) -> bool:
+        """Whether the engine cuts a prompt into chunks (TensorRT-LLM's ``enable_chunked_prefill`` is
+        off by default: it runs a prompt whole, beside the decoding batch, within the budget)."""
+        return bool(dict(self.scheduler).get("enable_chunked_prefill", True))
+
     def graph_batch(self, sequences: float) -> float:
         """The batch a decode-only CUDA-graph step of ``sequences`` sequences runs: the smallest size
         the engine captured that holds them (the padded rows run every kernel but attention, which

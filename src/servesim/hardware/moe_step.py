@@ -671,12 +671,14 @@ class MoEStepModel:
         m = b * positions + sum(c.tokens * c.count for c in rank_chunks)
         samples = b * positions + sum(c.count for c in rank_chunks if c.samples)
         tokens = m_all
-        if not chunks and positions == 1 and self.engine.graph_size(m, b, False) <= \
-                self.engine.cuda_graph_max_tokens:
+        if not chunks and positions == 1:
             # A decode step replays the CUDA graph of the smallest captured batch that holds the rank's
-            # sequences: the padded rows run every kernel but attention (no cache to read).
-            m = samples = self.engine.graph_batch(b)
-            m_all = m * dp
+            # sequences (one above every captured size runs eagerly, as it is): the padded rows run
+            # every kernel but attention (no cache to read).
+            padded = self.engine.graph_batch(b)
+            if padded != b:
+                m = samples = padded
+                m_all = m * dp
         ops: list[Op] = []
         notes: list[str] = []
         ok = not self._foreign

@@ -422,10 +422,10 @@ class StepModel:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
         samples = b * pos + sum(c.count for c in chunks if c.samples)
         tokens = m
-        eager = self._eager_kernels(m, chunks, b)
-        if not chunks and pos == 1 and not eager:
+        if not chunks and pos == 1:
             # A decode step replays the CUDA graph of the smallest captured batch that holds its
-            # sequences: the padded rows run every kernel but attention (no cache to read).
+            # sequences (one above every captured size runs eagerly, as it is): the padded rows run
+            # every kernel but attention (no cache to read).
             m = samples = self.engine.graph_batch(b)
         L = self.shape.layers
         mi = max(1, round(m))
@@ -457,6 +457,7 @@ class StepModel:
             ar, ok = a * 2 * L, ok and ok2
             notes += n2
         other = self._other_s(m, samples)
+        eager = self._eager_kernels(m, chunks, b)
         if eager:  # launch gaps on every kernel
             other += eager * self.engine.eager_kernel_s
         gpu = gemm + attn + ar + other

@@ -134,7 +134,7 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
     """Solve the decode batch of one replica at ``rate_per_s`` (see the module docstring)."""
     lam = check_real("rate", rate_per_s, lo=0.0)
     budget = sm.engine.max_num_batched_tokens
-    whole = not dict(sm.engine.scheduler).get("enable_chunked_prefill", True)  # TensorRT-LLM's default
+    whole = not sm.engine.chunks_prompts
     ranks = max(1, sm.engine.dp_ranks)  # attention DP: a whole prompt fits one rank's budget and decodes
     rank_budget = sm.engine.chunk_tokens or budget
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)

@@ -292,7 +292,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     # Disaggregated: decode capacity per worker (linear), prefill capacity per worker count; each pool
     # has its own split and dtype (the KV cache crosses in the shared KV dtype).
     # (an engine that runs prompts whole takes the largest budget searched: the prompt must fit it)
-    default_chunk = (base_engine.max_num_batched_tokens if _chunks_prompts(base_engine) or q.chunks
+    default_chunk = (base_engine.max_num_batched_tokens if base_engine.chunks_prompts or q.chunks
                      else max(chunks))
     dec: dict[tuple[Par, str, str | None], tuple[float, LoadPoint]] = {}
     for dtype in dtypes:
@@ -366,11 +366,6 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     }
 
 
-def _chunks_prompts(engine: Any) -> bool:
-    """Whether ``engine`` cuts a prompt into chunks (TensorRT-LLM does not by default)."""
-    return bool(dict(engine.scheduler).get("enable_chunked_prefill", True))
-
-
 def _budgets(engine: Any, isl: int) -> tuple[int, ...]:
     """The step budgets searched: the engine's default and 2,048; for an engine that runs prompts whole
     (TensorRT-LLM without ``enable_chunked_prefill``), the default and the budget InferenceMAX's
@@ -378,7 +373,7 @@ def _budgets(engine: Any, isl: int) -> tuple[int, ...]:
     (``max(8192, 64 ceil((C + ISL + 64) / 64))``, C here the engine's CUDA-graph batch), none
     below the prompt (it could never run)."""
     default = engine.max_num_batched_tokens
-    if _chunks_prompts(engine):
+    if engine.chunks_prompts:
         return tuple(dict.fromkeys((default, 2048)))
     fit = max(8192, 64 * math.ceil((engine.cuda_graph_max_tokens + isl + 64) / 64))
     return tuple(b for b in dict.fromkeys((default, fit)) if b > isl) or (fit,)
