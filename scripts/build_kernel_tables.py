@@ -296,14 +296,15 @@ decode attention alone).  Each holds:
   ms is 283-289 GB/s to the other ranks as FP8, 550-561 GB/s of the 450 as BF16; the B200, with
   the same collector and the same time, reaches 31% of its NVLink); combine BF16.  Envelope along
   tokens only.
-* NCCL ``all_gather`` and ``alltoall`` of ``half`` (``comm_nccl_*_nccl_perf``), grid num_gpus (2,
-  4, 8) x bytes; reduce_scatter and the int8 rows are not kept.  ``message_size`` is converted
+* NCCL ``all_gather``, ``reduce_scatter`` and ``alltoall`` of ``half`` (``comm_nccl_*_nccl_perf``),
+  grid num_gpus (2, 4, 8) x bytes; the int8 rows are not kept.  ``message_size`` is converted
   from ELEMENTS to BYTES (x 2), as for all-reduce: aiconfigurator's ``collector/collect_nccl.py``
   logs nccl-tests' byte size divided by the element size; half at S takes the time of int8 at 2 S
   (within 0.5% at the largest size for both ops and every GPU count, NOTICE.md; mid sizes scatter
   both ways by up to 25%); and read as elements the bus bandwidths at the largest size are
   37-75% of NVLink (as bytes they would be 18-37%).  The size is nccl-tests': the
-  gathered output of all_gather, each rank's send buffer of alltoall.  Envelope along bytes.
+  gathered output of all_gather, the whole input of reduce_scatter (each rank keeps 1 / N of it
+  reduced), each rank's send buffer of alltoall.  Envelope along bytes.
 
 Fitted efficiencies of the ``_moe`` files (under ``efficiency``, from the stored values):
 
@@ -327,8 +328,8 @@ Fitted efficiencies of the ``_moe`` files (under ``efficiency``, from the stored
 * DeepEP per mode and kind: ``bus`` = median over shapes of bytes / intra_node_bw / latency at the
   largest tokens (normal: at 20 SMs), bytes as above (normal: one copy per destination rank, the
   expected distinct ranks of a uniform top-k); ``floor_ms`` = median latency at the fewest tokens.
-* all_gather and alltoall per GPU count: ``bus`` = (N - 1) / N x bytes / latency / intra_node_bw
-  at the largest size, ``floor_ms`` = latency at the smallest.
+* all_gather, reduce_scatter and alltoall per GPU count: ``bus`` = (N - 1) / N x bytes / latency /
+  intra_node_bw at the largest size, ``floor_ms`` = latency at the smallest.
 """
 
 from __future__ import annotations
@@ -827,7 +828,7 @@ MLA_PREFILL_DIM = 192 + 128  # QK (128 nope + 64 rope) and PV (v_head_dim 128), 
 MLA_BMM_DIMS = (128, 512)  # W_UK / W_UV per head: qk_nope_head_dim x kv_lora_rank
 DEEPEP_VERSION_GLOB = "comm_sglang_*_wideep_deepep_{mode}_perf.parquet"
 DEEPEP_DEFAULT_SMS = 20  # DeepEP's Buffer default (normal kernels)
-NCCL_OPS = ("all_gather", "alltoall")
+NCCL_OPS = ("all_gather", "alltoall", "reduce_scatter")
 # the core-MLA table servesim uses where an engine measured none (vLLM 0.24 on H100/H200/B200 timed only
 # whole attention modules; SGLang 0.5.10 on the A100 no MLA at all): the first of these that has one
 MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "trtllm": ("vllm", "sglang")}
@@ -1259,8 +1260,8 @@ def build_deepep(ll_rows: list[dict[str, Any]], normal_rows: list[dict[str, Any]
 
 def build_nccl(rows: list[dict[str, Any]], system: dict[str, float | str],
                stats: dict[str, list[float]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """NCCL all_gather and alltoall of half (nccl-tests sizes): grid GPUs x bytes (message_size is
-    elements of 2 bytes, the module docstring)."""
+    """NCCL all_gather, reduce_scatter and alltoall of half (nccl-tests sizes): grid GPUs x bytes
+    (message_size is elements of 2 bytes, the module docstring)."""
     nvl = float(system["intra_node_bw"])
     out: dict[str, Any] = {}
     eff: dict[str, Any] = {}
@@ -1291,7 +1292,8 @@ def optional_file(folder: Path, pattern: str) -> Path | None:
 def build_moe_table(folder: Path, gpu: str, engine: str,
                     all_stats: dict[str, list[float]]) -> tuple[dict[str, Any], list[str]]:
     """One ``<gpu>[_<engine>]_moe.json.gz``: the engine's MoE, core MLA and MLA BMM tables, the GPU's
-    DeepEP and NCCL all_gather / alltoall tables, the system numbers and the fitted efficiencies."""
+    DeepEP and NCCL all_gather / reduce_scatter / alltoall tables, the system numbers and the fitted
+    efficiencies."""
     stats: dict[str, list[float]] = {}
     system = read_system(folder / "system.yaml")
     label = f"{gpu} {engine}"
@@ -1415,8 +1417,8 @@ def deepep_evidence(folder: Path, system: dict[str, float | str], gpu: str) -> s
 
 
 def nccl_unit_evidence(rows: list[dict[str, Any]], system: dict[str, float | str], gpu: str) -> str:
-    """NCCL all_gather / alltoall: half against int8 at the same message_size and at twice it, and
-    the bus bandwidth at the largest size read as 2-byte elements."""
+    """NCCL all_gather / reduce_scatter / alltoall: half against int8 at the same message_size and at
+    twice it, and the bus bandwidth at the largest size read as 2-byte elements."""
     nvl = float(system["intra_node_bw"])
     by: dict[tuple[str, str, int], dict[int, float]] = defaultdict(dict)
     for r in rows:
@@ -1526,7 +1528,7 @@ MoE, MLA and expert-parallel communication (`_moe` files; MoE routing {MOE_DISTR
 {evidence}
 ```
 
-## MoE plausibility, routing distributions and the NCCL all_gather / alltoall unit (computed by the script)
+## MoE plausibility, routing distributions and the NCCL collectives' unit (computed by the script)
 
 ```
 {moe_evidence_text}

@@ -633,27 +633,30 @@ def test_piecewise_cuda_graphs_lift_the_eager_prefill_floor():
     assert pw.step(256, 2048).gpu_s == pytest.approx(eager.step(256, 2048).gpu_s, rel=1e-12)
 
 
-@pytest.mark.parametrize(("par", "one_par", "names"), [
-    # TEP16 (TP16 attention, EP16 experts) against TEP8; DEP16 (attention DP, DeepEP) against DEP8
-    (Parallelism(16, 1, 16), Parallelism(8, 1, 8), ("all-reduce", "all-reduce (moe)")),
-    (Parallelism(1, 16, 16), Parallelism(1, 8, 8), ("ep dispatch + combine",)),
+@pytest.mark.parametrize(("par", "one_par", "names", "comm"), [
+    # TEP16 (TP16 attention, EP16 experts) against TEP8; DEP16 (attention DP: the engine's all-gather
+    # and reduce-scatter, or DeepEP) against DEP8
+    (Parallelism(16, 1, 16), Parallelism(8, 1, 8), ("all-reduce", "all-reduce (moe)"), None),
+    (Parallelism(1, 16, 16), Parallelism(1, 8, 8), ("dp gather + scatter",), None),
+    (Parallelism(1, 16, 16), Parallelism(1, 8, 8), ("ep dispatch + combine",), "deepep"),
 ])
 def test_a_collective_across_nodes_is_unmeasured_and_says_so(par: Parallelism, one_par: Parallelism,
-                                                             names: tuple[str, ...]) -> None:
+                                                             names: tuple[str, ...],
+                                                             comm: str | None) -> None:
     """No kernel table times a collective over two 8-GPU H100 nodes: its price is the node's plus a
     model of the network, so the operation is not measured and its note names the span and the
     model; the same operations within one node (TP8 / DP8 + EP8) stay measured, with no note."""
     arch = find_architecture("deepseek-ai/DeepSeek-R1")
     assert arch is not None
     eng = engine_profile("trtllm", gpu="h100-sxm", tp=par.tp * par.dp, dp=par.dp)
-    two = MoEStepModel(arch, "h100-sxm", par, engine=eng).decode_step(16 * par.dp, 2000)
+    two = MoEStepModel(arch, "h100-sxm", par, engine=eng, ep_comm=comm).decode_step(16 * par.dp, 2000)
     ops = {op.name: op for op in two.ops}
     for name in names:
         assert not ops[name].measured
         assert "over 16 " in ops[name].note and "spans 2 nodes of 8, not measured" in ops[name].note
     assert not two.measured and any("spans 2 nodes" in n for n in two.notes)
     one_eng = engine_profile("trtllm", gpu="h200", tp=one_par.tp * one_par.dp, dp=one_par.dp)
-    one = MoEStepModel(arch, "h200", one_par, engine=one_eng).decode_step(16 * one_par.dp, 2000)
+    one = MoEStepModel(arch, "h200", one_par, engine=one_eng, ep_comm=comm).decode_step(16 * one_par.dp, 2000)
     for op in one.ops:
         if op.name in names:
             assert op.measured and op.note == ""
@@ -661,9 +664,10 @@ def test_a_collective_across_nodes_is_unmeasured_and_says_so(par: Parallelism, o
 
 @pytest.mark.parametrize("gpu", ["h200", "b200", "h100-sxm"])
 def test_a_dispatch_of_under_one_token_a_rank_is_the_measured_one_token_kernel(gpu: str) -> None:
-    """DP8 + EP8 decode of 1 and 4 sequences gives each rank 1/8 and 1/2 of a token on average: the
-    collective waits for the ranks that hold one, so the step prices DeepEP's low-latency dispatch and
-    combine at the table's measured 1-token point, stays measured and carries no extrapolation note;
+    """DP8 + EP8 decode (with DeepEP) of 1 and 4 sequences gives each rank 1/8 and 1/2 of a token on
+    average: the collective waits for the ranks that hold one, so the step prices DeepEP's low-latency
+    dispatch and combine at the table's measured 1-token point, stays measured and carries no
+    extrapolation note;
     with 8 sequences (one a rank) the same op costs the same."""
     from servesim.hardware.moe_kernels import moe_tables
 
@@ -671,7 +675,7 @@ def test_a_dispatch_of_under_one_token_a_rank_is_the_measured_one_token_kernel(g
     assert arch is not None
     par = Parallelism(1, 8, 8)
     eng = engine_profile("trtllm", gpu=gpu, tp=8, dp=8)
-    sm = MoEStepModel(arch, gpu, par, engine=eng)
+    sm = MoEStepModel(arch, gpu, par, engine=eng, ep_comm="deepep")
     mt, _ = moe_tables(gpu, "trtllm")
     assert mt is not None
     args = (1.0, arch.hidden, arch.experts_per_token, arch.experts, 8)
@@ -693,7 +697,7 @@ def test_a_dispatch_past_the_measured_tokens_is_unmeasured_and_says_so() -> None
     arch = find_architecture("deepseek-ai/DeepSeek-R1")
     assert arch is not None
     eng = engine_profile("trtllm", gpu="h200", tp=8, dp=8)
-    sm = MoEStepModel(arch, "h200", Parallelism(1, 8, 8), engine=eng)
+    sm = MoEStepModel(arch, "h200", Parallelism(1, 8, 8), engine=eng, ep_comm="deepep")
     edge, past = sm.decode_step(8 * 1024, 2000), sm.decode_step(8 * 2048, 2000)
     a, b = ({o.name: o for o in s.ops}["ep dispatch + combine"] for s in (edge, past))
     assert a.measured and a.note == ""

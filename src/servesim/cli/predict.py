@@ -268,6 +268,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         p.add_argument(f"--{pool}-ep", type=integer(1, hi=256), default=None,
                        help=f"disagg, MoE models: expert-parallel ranks of a {pool} worker, 1-256, dividing "
                        f"the experts and its tp x dp (default --ep)")
+    p.add_argument("--ep-comm", type=choice(["allgather", "deepep", "deepep-normal"], "ep-comm"),
+                   default=None,
+                   help="MoE models with --dp and --ep: how the attention-DP ranks reach the experts; "
+                   "allgather (every engine's default: SGLang --moe-a2a-backend none, vLLM "
+                   "--all2all-backend allgather_reducescatter, TensorRT-LLM off GB200), deepep (DeepEP's "
+                   "low-latency kernels in decode steps, normal ones in prefill: SGLang --moe-a2a-backend "
+                   "deepep), deepep-normal (normal kernels in every step: TensorRT-LLM "
+                   "TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP); a choice, no cost")
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
@@ -321,7 +329,7 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         dep = harness_deployment(bench, model=row["model"], gpu=row["gpu"], tp=row.get("tp") or 1,
                                  dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype"),
                                  engine=engine, dp=dp, ep=row.get("ep") or args.ep or 1,
-                                 spec=spec["spec"], **settings)
+                                 spec=spec["spec"], **settings, **_ep_comm(args))
         out = predict(dep, bench, catalog=catalog, lengths=lengths,
                       **harness_speculation(bench, model=row["model"], engine=engine, dp=dp, **spec))
     if row.get("labels"):
@@ -330,6 +338,13 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         out["measured"] = row["measured"]
         out["comparison"] = compare_to_measured(out, row["measured"])
     return out
+
+
+def _ep_comm(args: argparse.Namespace) -> dict[str, str]:
+    """``--ep-comm`` as a Deployment field (``deepep-normal`` -> ``deepep_normal``); none where the flag is
+    not given, so that the harness's recipe or the engine's default decides."""
+    value = getattr(args, "ep_comm", None)
+    return {} if value is None else {"ep_comm": str(value).replace("-", "_")}
 
 
 def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,
@@ -345,7 +360,7 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
         return v if v is not None else getattr(args, name, None)
 
     common = {"dtype": row.get("dtype") or "auto", "kv_dtype": row.get("kv_dtype"), "engine": engine,
-              **settings}
+              **settings, **_ep_comm(args)}
     pools, workers = {}, {}
     spec = _spec_args(args, row)
     for pool in ("prefill", "decode"):

@@ -64,6 +64,37 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 _DATA = Path(__file__).parent / "data" / "engines.toml"
 
 
+EP_COMMS = ("allgather", "deepep", "deepep_normal")
+"""How the attention-DP ranks of an expert-parallel MoE layer exchange its tokens (an engine's default:
+engines.toml ``ep_comm``; :class:`servesim.hardware.moe_step.MoEStepModel` prices each):
+
+* ``"allgather"``: every GPU gathers every rank's tokens before the experts (each runs its own
+  experts on all of them) and the partial outputs are reduce-scattered back after them.  It is
+  every engine's default without a multi-node NVLink domain: SGLang's ``--moe-a2a-backend`` none
+  (``layers/dp_attention.py``: ``_dp_gather_via_all_gather`` then ``dp_reduce_scatter_tensor`` for a
+  decode batch padded to the ranks' longest, the MAX_LEN mode; ``_dp_gather_via_all_reduce`` and the
+  experts' all-reduce for a batch that extends, the SUM_LEN mode, engines.toml
+  ``dp_gather_prefill``), vLLM's ``--all2all-backend allgather_reducescatter`` (``VLLM_ALL2ALL_BACKEND``'s
+  default) and TensorRT-LLM's ``allgather`` / ``reducescatter`` (``fused_moe_wide_ep.py``
+  ``select_alltoall_method_type``: MNNVL only on aarch64 GB200-class nodes, DeepEP only with
+  ``TRTLLM_CAN_USE_DEEP_EP=1`` or ``TRTLLM_FORCE_ALLTOALL_METHOD``), which gathers NVFP4 experts'
+  activations already quantized (4.5 bits a value with their scales), other dtypes' in BF16.
+  InferenceMAX's SGLang and TensorRT-LLM recipes on H200 and B200 (``benchmarks/multi_node/
+  srt-slurm-recipes``, ``recipes/trtllm/{h200,b200-*}``) set neither.
+* ``"deepep"``: DeepEP's low-latency kernels for decode-only steps, its normal ones for steps that
+  prefill (SGLang ``--moe-a2a-backend deepep`` with ``--deepep-mode auto``, vLLM
+  ``deepep_low_latency`` / ``deepep_high_throughput``, TensorRT-LLM ``DeepEPLowLatency`` under CUDA
+  graphs).
+* ``"deepep_normal"``: DeepEP's normal kernels in every step: TensorRT-LLM's ``AlltoallMethodType.DeepEP``,
+  which ``TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP`` selects (InferenceMAX's H100 recipes,
+  ``recipes/trtllm/h100-fp8/*/ctx1_gen3_dep16_*``, set it for both pools)."""
+
+DP_GATHERS = ("allgather", "allreduce")
+"""How an engine gathers the attention-DP ranks' tokens in a step that prefills (engines.toml
+``dp_gather_prefill``): like a decode step, or with an all-reduce of a zeroed buffer of every rank's
+tokens and a second all-reduce of the experts' outputs (SGLang's SUM_LEN mode)."""
+
+
 @dataclass(frozen=True)
 class EngineProfile:
     """How one engine forms and pays for its steps (see the module docstring)."""
@@ -96,6 +127,8 @@ class EngineProfile:
     cold_start: tuple[tuple[str, float], ...] = ()  # (weights' dtype, seconds) of a fresh server here
     graph_batches: str = ""  # the rule of the batch sizes captured as CUDA graphs (CAPTURE_RULES); "": any
     kv_connect_s: float = 0.0  # a fresh disaggregated deployment's first KV transfer waits this long
+    ep_comm: str = "allgather"  # how attention-DP ranks reach the experts (EP_COMMS): the default
+    dp_gather_prefill: str = "allgather"  # "allreduce": a step that prefills gathers with all-reduces
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -113,6 +146,11 @@ class EngineProfile:
         for dtype, seconds in self.cold_start:
             check_real(f"cold_start[{dtype}]", seconds, lo=0.0, hi=60.0)
         check_real("kv_connect_s", self.kv_connect_s, lo=0.0, hi=60.0)
+        if self.ep_comm not in EP_COMMS:
+            raise ParameterError("ep_comm", self.ep_comm, f"one of {', '.join(EP_COMMS)}")
+        if self.dp_gather_prefill not in DP_GATHERS:
+            raise ParameterError("dp_gather_prefill", self.dp_gather_prefill,
+                                 f"one of {', '.join(DP_GATHERS)}")
 
     def moe_prefill_factor(self, family: str, dtype: str) -> float:
         """How much slower than its measured kernel table a prefill step's routed experts of a
@@ -334,4 +372,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                          for x in e.get("cold_start", ()) if gpu in x["gpus"]),
         graph_batches=str(e.get("cuda_graph_batches", "")),
         kv_connect_s=float(e.get("kv_connect_ms", 0.0)) * 1e-3,
+        ep_comm=str(e.get("ep_comm", "allgather")),
+        dp_gather_prefill=str(e.get("dp_gather_prefill", "allgather")),
     )

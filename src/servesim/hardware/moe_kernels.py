@@ -52,9 +52,9 @@ every change: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` reb
   are DeepEP's own published pure-RDMA latencies (``data/deepep_rdma.toml``, from DeepEP's
   docs/legacy.md, MIT) scaled by the bytes each rank sends and by the GPU's NIC rate; the normal
   kernels keep the measured node's time scaled by the roofline with the inter-node share at that rate.
-* **NCCL** :meth:`MoETables.all_gather` and :meth:`MoETables.alltoall` of half, by GPUs and bytes
-  (nccl-tests' size: the gathered output / each rank's send buffer; message_size counts 2-byte
-  elements upstream, NOTICE.md).
+* **NCCL** :meth:`MoETables.all_gather`, :meth:`MoETables.reduce_scatter` and :meth:`MoETables.alltoall`
+  of half, by GPUs and bytes (nccl-tests' size: the gathered output / the whole input / each rank's
+  send buffer; message_size counts 2-byte elements upstream, NOTICE.md).
 
 Interpolation, the monotone envelope and the anchored roofline outside the grid are those of
 :mod:`servesim.hardware.kernels`.  A shape that was not measured uses the nearest measured one
@@ -645,6 +645,11 @@ class MoETables(GPUSystem):
     def all_gather(self, gpus: int, nbytes: float) -> Lookup:
         """NCCL all-gather over ``gpus`` GPUs whose gathered output is ``nbytes`` (0 on one GPU)."""
         return self._nccl("all_gather", gpus, nbytes)
+
+    def reduce_scatter(self, gpus: int, nbytes: float) -> Lookup:
+        """NCCL reduce-scatter over ``gpus`` GPUs whose whole input is ``nbytes`` (each keeps 1 / gpus of
+        it, reduced; 0 on one GPU)."""
+        return self._nccl("reduce_scatter", gpus, nbytes)
 
     def alltoall(self, gpus: int, nbytes: float) -> Lookup:
         """NCCL all-to-all over ``gpus`` GPUs, ``nbytes`` the send buffer of each (0 on one GPU)."""

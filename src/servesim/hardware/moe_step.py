@@ -47,13 +47,16 @@ efficiencies where none was measured:
   two branches, and no less than both branches' weights read at the tables' HBM
   efficiency (the two streams share the HBM); elsewhere the three are added;
 * **communication**: with ``T > 1`` two all-reduces of ``m h`` activations per layer
-  (after attention, after the MLP); with attention DP, the MoE layer's tokens are
-  gathered from and scattered back to the ``D`` ranks (an all-gather of ``m_all h``
-  bytes, then a reduce-scatter, priced as one all-reduce of ``m_all h``); with
-  ``ep > 1`` the dispatch and the combine of each rank's ``m_all / ep`` tokens are
-  DeepEP's measured kernels (low-latency ones for decode-only steps, normal ones
-  when a prefill is in the step; the measured all-to-all every engine's wide-EP
-  path is priced with), else the all-reduce table's time for the same bytes; a
+  (after attention, after the MLP); with attention DP, how the MoE layer's tokens
+  reach the experts is the engine's expert-parallel exchange (:data:`EP_COMMS`): by
+  default every engine gathers the ``D`` ranks' tokens to every GPU before the
+  experts and reduce-scatters the experts' partial outputs after them (NCCL's
+  measured all-gather of the ``m_all`` tokens' activations and reduce-scatter of
+  their ``m_all h`` BF16 outputs over the ``T D`` GPUs; an SGLang step that
+  prefills gathers with an all-reduce instead and reduces with a second one);
+  with DeepEP, the dispatch and the combine of each rank's ``m_all / ep`` tokens
+  are DeepEP's measured kernels (low-latency ones for decode-only steps, normal
+  ones when a prefill is in the step, or normal ones in every step); a
   collective whose group spans nodes is a model of the network, not a measurement:
   the operation is marked unmeasured and its note says so;
 * **other kernels**: two norms, RoPE, the activation and the router per layer, at the
@@ -74,7 +77,7 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import FP4_RELEASE_PARTS, LINEAR_PARTS
-from servesim.hardware.engines import EngineProfile, engine_profile
+from servesim.hardware.engines import EP_COMMS, EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
@@ -291,12 +294,15 @@ class MoEStepModel:
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
                  tables: KernelTables | None = None, catalog: Any = None,
                  moe_activations: str | None = None, moe_backend: str | None = None,
-                 gemm_backend: str | None = None) -> None:
+                 gemm_backend: str | None = None, ep_comm: str | None = None) -> None:
         if moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
         if gemm_backend is not None and gemm_backend not in GEMM_BACKENDS:
             raise ParameterError("gemm_backend", gemm_backend,
                                  f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
+        if ep_comm is not None and ep_comm not in EP_COMMS:
+            raise ParameterError("ep_comm", ep_comm,
+                                 f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
         if moe_backend is not None and moe_backend not in MOE_BACKENDS:
             raise ParameterError("moe_backend", moe_backend,
                                  f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
@@ -341,6 +347,7 @@ class MoEStepModel:
                         self.moe_note = f"{self.moe_note}; MXFP4 x MXFP8 experts from {tab.engine}'s table"
                     break
         # TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel (MOE_BACKENDS)
+        self.ep_comm = ep_comm or self.engine.ep_comm  # EP_COMMS: how the DP ranks reach the experts
         self.moe_backend = moe_backend
         self.moe_backend_note = ""
         borrow = _BORROWED_MOE.get(moe_backend or "", {}).get(self.dtype)
@@ -540,6 +547,27 @@ class MoEStepModel:
             return 0.0, True, ""
         lk = self.tables.allreduce(gpus, nbytes)
         return lk.ms * 1e-3, lk.measured, lk.note
+
+    def _dp_gather(self, m_all: float, prefill: bool) -> tuple[float, bool, str, float]:
+        """The attention-DP ranks' ``m_all`` tokens gathered to every GPU before an MoE layer and its
+        partial outputs reduce-scattered back after it (seconds, measured, note, bytes on the wire;
+        :data:`EP_COMMS` ``"allgather"``): NCCL's all-gather of the tokens' activations (BF16, or
+        TensorRT-LLM's NVFP4 experts' quantized ones: 4 bits and an FP8 scale per 16 values) and
+        reduce-scatter of their BF16 outputs over the replica's ``T D`` GPUs.  An engine whose step
+        that prefills gathers with an all-reduce (``dp_gather_prefill``: SGLang's SUM_LEN mode) pays two
+        all-reduces of the outputs' size instead; so does a model without the NCCL tables."""
+        p, h = self.par, self.arch.hidden
+        out = m_all * h * ACTIVATION_BYTES
+        mt = self._moe_tables
+        if mt is None or (prefill and self.engine.dp_gather_prefill == "allreduce"):
+            t, ok, note = self._allreduce(p.gpus, out)
+            return 2 * t, ok, note, 2 * ring_bytes(p.gpus, out)
+        per_value = 0.5 + 1 / 16 if self.engine.name == "trtllm" and self.dtype == "fp4" else ACTIVATION_BYTES
+        gathered = m_all * h * per_value
+        ag, rs = mt.all_gather(p.gpus, gathered), mt.reduce_scatter(p.gpus, out)
+        share = (p.gpus - 1) / p.gpus
+        return ((ag.ms + rs.ms) * 1e-3, ag.measured and rs.measured,
+                "; ".join(x for x in (ag.note, rs.note) if x), share * (gathered + out))
 
     def _alltoall(self, nbytes: float, tokens: float = 0.0,
                   decode_only: bool = False) -> tuple[float, bool, str]:
@@ -759,14 +787,14 @@ class MoEStepModel:
         if p.tp > 1:  # after attention on every layer, after dense MLPs
             ops.append(Op("all-reduce", "allreduce", L + n_dense, ar1, wire_bytes=ring_bytes(p.tp, act),
                           measured=ar1_ok, note=ar1_note))
-        if dp > 1 and p.ep == 1:
-            gathered = m_all * h * ACTIVATION_BYTES
-            g, g_ok, g_note = self._allreduce(p.gpus, gathered)  # the DP gather and scatter
-            ops.append(Op("dp gather + scatter", "allgather", n_moe, g,
-                          wire_bytes=ring_bytes(p.gpus, gathered), measured=g_ok, note=g_note))
+        if dp > 1 and (p.ep == 1 or self.ep_comm == "allgather"):
+            g, g_ok, g_note, wire = self._dp_gather(m_all, bool(chunks))
+            ops.append(Op("dp gather + scatter", "allgather", n_moe, g, wire_bytes=wire, measured=g_ok,
+                          note=g_note))
         elif p.ep > 1 and dp > 1:
             sent = pairs * h * ACTIVATION_BYTES
-            a2a, a2a_ok, a2a_note = self._alltoall(sent, m_all / p.ep, not chunks)
+            a2a, a2a_ok, a2a_note = self._alltoall(sent, m_all / p.ep,
+                                                   not chunks and self.ep_comm == "deepep")
             ops.append(Op("ep dispatch + combine", "alltoall", n_moe, a2a, wire_bytes=2 * sent,
                           measured=a2a_ok, note=a2a_note))
             if p.moe_tp > 1:

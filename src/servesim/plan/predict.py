@@ -74,6 +74,7 @@ class Deployment:
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
     moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
     gemm_backend: str | None = None  # SGLang's block-FP8 linear-layer backend (GEMM_BACKENDS); None: default
+    ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
     piecewise_cuda_graphs: bool = False  # prefill steps in piecewise CUDA graphs (engine_profile)
     speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
@@ -92,7 +93,12 @@ class Deployment:
         if self.moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", self.moe_activations,
                                  "None (the engine's default) or mxfp8")
+        from servesim.hardware.engines import EP_COMMS
         from servesim.hardware.moe_step import GEMM_BACKENDS, MOE_BACKENDS
+
+        if self.ep_comm is not None and self.ep_comm not in EP_COMMS:
+            raise ParameterError("ep_comm", self.ep_comm,
+                                 f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
 
         if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
             raise ParameterError("moe_backend", self.moe_backend,
@@ -221,6 +227,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                          "moe_activations": recipe.get("moe_activations"),
                          "moe_backend": recipe.get("moe_backend"),
                          "gemm_backend": recipe.get("gemm_backend"),
+                         "ep_comm": recipe.get("ep_comm"),
                          "piecewise_cuda_graphs": bool(recipe.get("piecewise_cuda_graphs", False)), **fields})
 
 
@@ -377,7 +384,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         msm = MoEStepModel(arch, gname, par,
                            dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
                            catalog=catalog, moe_activations=dep.moe_activations,
-                           moe_backend=dep.moe_backend, gemm_backend=dep.gemm_backend)
+                           moe_backend=dep.moe_backend, gemm_backend=dep.gemm_backend, ep_comm=dep.ep_comm)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
             # the most weights a GPU can hold and keep KV room: the engine's share of HBM less its reserve

@@ -177,11 +177,17 @@ class Client:
         speculation the run
         uses (the MTP recipes have decode batches of their own), ``peer_workers`` the other pool's
         worker count where known (SGLang's recipes of one decode shape differ by their prefill pool).
+        ``ep_comm`` is among the keys where a recipe forces an expert-parallel exchange.
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
         ``nvidia-master.yaml`` names (ishandhanani/srt-slurm ``sa-submission-q1-2026``,
         ``recipes/trtllm/{h100-fp8,h200,b200-fp8,b200-fp4}``, ``recipes/{h100,h200,b200-fp8,b200-fp4}``):
 
+        * TensorRT-LLM on H100 (two nodes a worker): ``TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP`` in both
+          pools' environment (``recipes/trtllm/h100-fp8/1k1k/stp/ctx1_gen3_dep16_batch4_eplb0_mtp0.yaml``),
+          so attention-DP workers exchange their experts' tokens with DeepEP's normal kernels in every
+          step (``ep_comm`` ``"deepep_normal"``); the other GPUs' recipes leave TensorRT-LLM's
+          all-gather (:data:`servesim.hardware.moe_step.EP_COMMS`);
         * TensorRT-LLM prefill ("ctx") workers: FP8 KV, no overlap scheduler
           (``disable_overlap_scheduler: true``) and small batches with large token budgets,
           ``max_batch_size`` / ``max_num_tokens`` / ``free_gpu_memory_fraction`` by GPU, dtype and
@@ -225,6 +231,9 @@ class Client:
         out: dict[str, object] = {}
         if engine == "trtllm":
             out["kv_dtype"] = "fp8"
+            if gpu == "h100-sxm" and dp > 1 and ep > 1:
+                # recipes/trtllm/h100-fp8: TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP in both pools' environment
+                out["ep_comm"] = "deepep_normal"
             if pool == "prefill":
                 ctx = {("h200", False, 1024): (8, 8192, 0.6), ("h200", False, 8192): (2, 16640, 0.85),
                        ("b200", False, 1024): (16, 16384, 0.4), ("b200", False, 8192): (1, 8320, 0.4),
