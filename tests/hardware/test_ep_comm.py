@@ -162,3 +162,20 @@ def test_the_cli_flag_chooses_the_exchange_and_refuses_another() -> None:
     bad = run_cli(*base, "--ep-comm", "nccl")
     assert bad.returncode == 2 and "--ep-comm" in bad.stderr and "deepep-normal" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_gather_across_two_nodes_adds_the_other_nodes_share_over_the_nics() -> None:
+    """An all-gather or reduce-scatter over 16 H100s (two nodes of 8) is the node's measured time plus
+    the other node's half of the buffer taken in over the node's 8 NICs (S / 2 / 8 at the NIC rate: the
+    hierarchical bound, so optimistic, and said so); an all-to-all sends each GPU's other-node half over
+    its own NIC (S / 2)."""
+    mt, _ = moe_tables("h100-sxm", "sglang")
+    assert mt is not None
+    nic = mt.internode_bytes_per_s
+    for size in (1e5, 1.4e7):
+        for op in ("all_gather", "reduce_scatter"):
+            two, one = getattr(mt, op)(16, size), getattr(mt, op)(8, size)
+            assert two.ms == pytest.approx(one.ms + size / 2 / 8 / nic * 1e3, rel=1e-12)
+            assert not two.measured and "spans 2 nodes of 8" in two.note and "optimistic" in two.note
+        a2a = mt.alltoall(16, size)
+        assert a2a.ms == pytest.approx(mt.alltoall(8, size).ms + size / 2 / nic * 1e3, rel=1e-12)

@@ -340,7 +340,7 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
     return out
 
 
-def _ep_comm(args: argparse.Namespace) -> dict[str, str]:
+def _ep_comm(args: argparse.Namespace) -> dict[str, Any]:
     """``--ep-comm`` as a Deployment field (``deepep-normal`` -> ``deepep_normal``); none where the flag is
     not given, so that the harness's recipe or the engine's default decides."""
     value = getattr(args, "ep_comm", None)

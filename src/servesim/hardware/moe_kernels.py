@@ -635,7 +635,11 @@ class MoETables(GPUSystem):
             return Lookup(base.ms * r, False, "; ".join(x for x in (note, base.note) if x))
         node = self.gpus_per_node
         base = self._nccl(op, node, size)
-        inter = (n - node) / n * size / self.internode_bytes_per_s * 1e3
+        nodes = n / node
+        if op == "alltoall":  # each GPU sends the other nodes' share of its buffer over its own NIC
+            inter = (n - node) / n * size / self.internode_bytes_per_s * 1e3
+        else:  # a node takes in the other nodes' share of the gathered (or reduced) buffer over its NICs
+            inter = (nodes - 1) / nodes * (size / node) / self.internode_bytes_per_s * 1e3
         note = (f"nccl {op} over {n} GPUs spans {math.ceil(n / node)} nodes of {node}, not measured: the "
                 f"{node}-GPU time plus "
                 f"the inter-node share of the traffic at the full {self.internode_bytes_per_s / 1e9:g} GB/s "
