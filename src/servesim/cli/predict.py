@@ -108,8 +108,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "inferencemax: lengths drawn around --isl/--osl with --random-range-ratio, --max-concurrency "
             "client slots, --request-rate with --burstiness): an iteration-level loop of the engine's own "
             "scheduler (--engine vllm, sglang, trtllm), each step priced from that engine's measured "
-            "kernel tables (GEMM, attention, all-reduce; MoE, MLA and DeepEP for mixture-of-experts "
-            "models on --tp x --dp GPUs with --ep) plus norms, sampling and host time."),
+            "kernel tables (GEMM, attention, all-reduce; MoE, MLA, NCCL's all-gather and reduce-scatter "
+            "and DeepEP for mixture-of-experts models on --tp x --dp GPUs with --ep) plus norms, sampling "
+            "and host time."),
     )
     p.add_argument("--model", help="catalog name, Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) "
                    "or path to a config.json")
@@ -275,7 +276,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "--all2all-backend allgather_reducescatter, TensorRT-LLM off GB200), deepep (DeepEP's "
                    "low-latency kernels in decode steps, normal ones in prefill: SGLang --moe-a2a-backend "
                    "deepep), deepep-normal (normal kernels in every step: TensorRT-LLM "
-                   "TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP); a choice, no cost")
+                   "TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP); a pool without attention DP exchanges nothing "
+                   "and ignores it; a choice, no cost")
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
