@@ -191,3 +191,31 @@ def test_several_gpu_types_say_why_only_where_none_holds_the_model():
     assert both["ranked"] == [] and both["fits_none"] is None
     alone = capacity_plan_gpus(q, ["h100-sxm"])
     assert alone["fits_none"].startswith("h100-sxm: no split of 1, 2, 4, 8 GPUs holds the model")
+
+
+def test_a_plan_with_deepep_is_what_predict_with_deepep_says(capsys):
+    """``plan --ep-comm deepep-normal`` prices its attention-DP rows with DeepEP's normal kernels, as
+    ``predict --ep-comm deepep-normal`` does: the best colocated DP8 + EP8 row is predict's at its rate,
+    and the same row's TPOT differs from the default plan's (the engines' all-gather)."""
+    r1 = "deepseek-ai/DeepSeek-R1"
+    args = ["plan", "--model", r1, "--gpu", "h200", "--engine", "sglang", "--gpus", "8", "--isl", "1024",
+            "--osl", "1024", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "60", "--top", "10",
+            "--format", "json"]
+
+    def dep8(plan: dict) -> dict:
+        rows = [r for r in plan["ranked"]
+                if r["architecture"] == "colocated" and r["decode"].get("dp", 1) == 8]
+        assert rows
+        return rows[0]
+
+    deepep = dep8(_json(capsys, *args, "--ep-comm", "deepep-normal"))
+    default = dep8(_json(capsys, *args))
+    d = deepep["decode"]
+    got = _json(capsys, "predict", "--model", r1, "--gpu", "h200", "--engine", "sglang", "--isl", "1024",
+                "--osl", "1024", "--tp", str(d["tp"]), "--dp", "8", "--ep", str(d["ep"]),
+                "--chunked-prefill-size", str(deepep["max_num_batched_tokens"]), "--ep-comm", "deepep-normal",
+                "--rate", repr(deepep["max_rate_rps"]), "--format", "json")
+    assert got["mean_tpot_ms"] == pytest.approx(deepep["mean_tpot_ms"], rel=1e-9)
+    assert got["mean_ttft_ms"] == pytest.approx(deepep["mean_ttft_ms"], rel=1e-9)
+    assert (deepep["max_rate_rps"], deepep["mean_tpot_ms"]) != (default["max_rate_rps"],
+                                                                 default["mean_tpot_ms"])

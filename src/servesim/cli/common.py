@@ -16,12 +16,35 @@ from servesim.cli.args import choice, dtype_choice, integer, link, number
 __all__ = [
     "WorkloadName",
     "add_disagg_arguments",
+    "add_ep_comm_argument",
+    "ep_comm_of",
     "preset_label",
     "resolve_link_name",
     "resolve_node",
     "workload_name",
     "workload_of",
 ]
+
+
+def add_ep_comm_argument(p: Any) -> None:
+    """``--ep-comm``: how an MoE model's attention-DP ranks reach its experts
+    (:data:`servesim.hardware.engines.EP_COMMS`, spelled with hyphens)."""
+    p.add_argument("--ep-comm", type=choice(["allgather", "deepep", "deepep-normal"], "ep-comm"),
+                   default=None,
+                   help="MoE models with --dp and --ep: how the attention-DP ranks reach the experts; "
+                   "allgather (every engine's default: SGLang --moe-a2a-backend none, vLLM "
+                   "--all2all-backend allgather_reducescatter, TensorRT-LLM off GB200), deepep (DeepEP's "
+                   "low-latency kernels in decode steps, normal ones in prefill: SGLang --moe-a2a-backend "
+                   "deepep), deepep-normal (normal kernels in every step: TensorRT-LLM "
+                   "TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP); a pool without attention DP exchanges nothing "
+                   "and ignores it; a choice, no cost")
+
+
+def ep_comm_of(args: argparse.Namespace) -> str | None:
+    """``--ep-comm`` as the Deployment field (``deepep-normal`` -> ``deepep_normal``); None where not given
+    (the harness's recipe or the engine's default decides)."""
+    value = getattr(args, "ep_comm", None)
+    return None if value is None else str(value).replace("-", "_")
 
 
 def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> None:
@@ -69,6 +92,7 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
     g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
                    help="engine whose budgets and host time price the node (default vllm)")
+    add_ep_comm_argument(g)
     g.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models, links); may be repeated")
     g.add_argument("--calibration", default=None, metavar="FILE",
@@ -126,7 +150,7 @@ def deployment_of(args: argparse.Namespace) -> Any:
     from servesim.plan.predict import Deployment
 
     return Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
-                      dp=args.dp, ep=args.ep)
+                      dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
 
 
 def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:

@@ -168,7 +168,7 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Any, di
 def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
     from servesim._checks import InputError
-    from servesim.cli.common import workload_of
+    from servesim.cli.common import ep_comm_of, workload_of
     from servesim.hardware.catalog import load_catalog
     from servesim.model.kvcache import LINKS
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
@@ -197,7 +197,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         spec=None if args.spec in (None, "none") else args.spec, engine=args.engine,
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
         confirm_top=min(args.top, 100), k=args.k, acceptance_length=args.acceptance_length,
-        traffic=args.traffic,
+        traffic=args.traffic, ep_comm=ep_comm_of(args),
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]

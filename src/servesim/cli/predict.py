@@ -269,15 +269,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         p.add_argument(f"--{pool}-ep", type=integer(1, hi=256), default=None,
                        help=f"disagg, MoE models: expert-parallel ranks of a {pool} worker, 1-256, dividing "
                        f"the experts and its tp x dp (default --ep)")
-    p.add_argument("--ep-comm", type=choice(["allgather", "deepep", "deepep-normal"], "ep-comm"),
-                   default=None,
-                   help="MoE models with --dp and --ep: how the attention-DP ranks reach the experts; "
-                   "allgather (every engine's default: SGLang --moe-a2a-backend none, vLLM "
-                   "--all2all-backend allgather_reducescatter, TensorRT-LLM off GB200), deepep (DeepEP's "
-                   "low-latency kernels in decode steps, normal ones in prefill: SGLang --moe-a2a-backend "
-                   "deepep), deepep-normal (normal kernels in every step: TensorRT-LLM "
-                   "TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP); a pool without attention DP exchanges nothing "
-                   "and ignores it; a choice, no cost")
+    from servesim.cli.common import add_ep_comm_argument
+
+    add_ep_comm_argument(p)
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
@@ -343,10 +337,12 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
 
 
 def _ep_comm(args: argparse.Namespace) -> dict[str, Any]:
-    """``--ep-comm`` as a Deployment field (``deepep-normal`` -> ``deepep_normal``); none where the flag is
-    not given, so that the harness's recipe or the engine's default decides."""
-    value = getattr(args, "ep_comm", None)
-    return {} if value is None else {"ep_comm": str(value).replace("-", "_")}
+    """``--ep-comm`` as a Deployment keyword: none where the flag is not given, so that the harness's
+    recipe or the engine's default decides."""
+    from servesim.cli.common import ep_comm_of
+
+    value = ep_comm_of(args)
+    return {} if value is None else {"ep_comm": value}
 
 
 def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,

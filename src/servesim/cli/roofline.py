@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--ep", type=integer(1, hi=256), default=1,
                    help="MoE models: expert-parallel ranks, 1-256, dividing the experts and tp x dp "
                    "(the measured view; default 1)")
+    from servesim.cli.common import add_ep_comm_argument
+
+    add_ep_comm_argument(p)
     p.add_argument("--batch", type=integer(1, hi=100_000), nargs="+", default=None, metavar="B",
                    help=f"decode batches to tabulate (default {' '.join(map(str, DEFAULT_BATCHES))})")
     p.add_argument("--context", type=integer(1, hi=10_000_000), default=DEFAULT_CONTEXT,
@@ -78,6 +81,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> Output:
+    from servesim.cli.common import ep_comm_of
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
     from servesim.hardware.roofline import Efficiency
@@ -99,7 +103,8 @@ def _run(args: argparse.Namespace) -> Output:
             raise ParameterError("--draft", draft_name, exc.valid) from None
     try:
         sm: Any = measured_step_model(model, gpu, args.gpu, args.tp, engine=args.engine, dtype=args.dtype,
-                                      kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep)
+                                      kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep,
+                                      ep_comm=ep_comm_of(args))
     except ValueError as exc:
         sm = exc
     # The pure roofline of [1], [2] and [5] prices the replica's GPUs: with attention data parallel it splits

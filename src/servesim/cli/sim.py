@@ -380,6 +380,7 @@ def _simulate(args: argparse.Namespace) -> Output:
 def _engine(args: argparse.Namespace) -> Output:
     """Engine mode: the iteration-level simulator beside the closed form at load."""
     from servesim._checks import InputError
+    from servesim.cli.common import ep_comm_of
     from servesim.hardware.catalog import load_catalog
     from servesim.model.kvcache import LINKS
     from servesim.plan.engine_summary import engine_summary
@@ -389,7 +390,7 @@ def _engine(args: argparse.Namespace) -> Output:
         raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
     cat = load_catalog(*args.catalog) if args.catalog else None
     common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype, "engine": args.engine,
-              "dp": args.dp, "ep": args.ep}
+              "dp": args.dp, "ep": args.ep, "ep_comm": ep_comm_of(args)}
     run = {"rate_per_s": args.rate, "isl": args.isl, "osl": args.osl, "requests": args.requests or 2000,
            "seed": args.seed, "slo_ttft_s": args.slo_ttft_s, "catalog": cat}
     if args.mode == "agg":
@@ -429,6 +430,7 @@ def _without_timing(d: Any) -> Any:
 def _engine_trace(args: argparse.Namespace) -> Output:
     """A trace replayed through the engine loop, beside the closed form at its means."""
     from servesim._checks import InputError
+    from servesim.cli.common import ep_comm_of
     from servesim.hardware.catalog import load_catalog
     from servesim.inputs.traces import load_trace
     from servesim.plan.engine_summary import engine_trace_summary
@@ -444,7 +446,7 @@ def _engine_trace(args: argparse.Namespace) -> Output:
         raise InputError(f"--requests {len(arr)}: those first requests of {args.trace} arrive at one "
                          "instant; the rate is undefined (take more requests)")
     dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
-                     dp=args.dp, ep=args.ep)
+                     dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
     data = engine_trace_summary(dep, arr, lengths, replicas=args.replicas, seed=args.seed,
                                 slo_ttft_s=args.slo_ttft_s, trace=str(args.trace), catalog=cat)
     return _engine_output(data, timing=not args.no_timing)

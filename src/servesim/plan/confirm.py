@@ -41,7 +41,7 @@ def row_deployments(row: dict[str, Any], q: Any, gpu: str) -> tuple[Any, Any]:
     def dep(pool: dict[str, Any]) -> Any:
         return Deployment(q.model, gpu, pool["tp"], dtype=pool.get("dtype_flag", pool["dtype"]),
                           kv_dtype=q.kv_dtype, engine=q.engine, dp=pool.get("dp", 1), ep=pool.get("ep", 1),
-                          max_num_batched_tokens=row["max_num_batched_tokens"])
+                          max_num_batched_tokens=row["max_num_batched_tokens"], ep_comm=q.ep_comm)
 
     return dep(row["prefill"]), dep(row["decode"])
 

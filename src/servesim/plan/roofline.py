@@ -177,9 +177,11 @@ def roofline_summary(
 
 
 def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
-                        kv_dtype: str, catalog: Any = None, dp: int = 1, ep: int = 1) -> Any:
+                        kv_dtype: str, catalog: Any = None, dp: int = 1, ep: int = 1,
+                        ep_comm: str | None = None) -> Any:
     """The measured-kernel step model of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with its
-    own step model and ``ep``-way expert parallel).  Raises ValueError saying why there is none."""
+    own step model, ``ep``-way expert parallel and the attention-DP ranks' exchange ``ep_comm``,
+    :data:`servesim.hardware.engines.EP_COMMS`).  Raises ValueError saying why there is none."""
     from servesim._checks import ParameterError
     from servesim.hardware.architectures import find_architecture
     from servesim.hardware.engines import engine_profile
@@ -200,7 +202,7 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
         # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
         par = Parallelism(tp, dp, ep)
         own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname, par)
-        return MoEStepModel(arch, gname, par, dtype=own, kv_dtype=kv_dtype, engine=eng)
+        return MoEStepModel(arch, gname, par, dtype=own, kv_dtype=kv_dtype, engine=eng, ep_comm=ep_comm)
     shape = dense_shape(model, catalog)
     return StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
 

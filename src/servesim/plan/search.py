@@ -102,6 +102,7 @@ class PlanQuestion:
     traffic: str | None = None  # without acceptance_length: the traffic kind of the published preset (chat)
     confirm: bool = True  # confirm the printed rows by the engine model (servesim.plan.confirm)
     confirm_top: int = 10  # how many of the closed form's best rows are confirmed (and printed)
+    ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, lo=1, hi=4096)
@@ -243,7 +244,7 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                 if not moe:
                     check_tp(shape, tp)
                 dep = Deployment(q.model, gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=q.engine,
-                                 max_num_batched_tokens=chunk, dp=dp, ep=ep)
+                                 max_num_batched_tokens=chunk, dp=dp, ep=ep, ep_comm=q.ep_comm)
                 sm, _, _ = build_step_model(dep, catalog)
                 if moe:
                     sm.kv_context = q.isl + q.osl
