@@ -83,10 +83,10 @@ engines.toml ``ep_comm``; :class:`servesim.hardware.moe_step.MoEStepModel` price
   srt-slurm-recipes``, ``recipes/trtllm/{h200,b200-*}``) set neither.
 * ``"deepep"``: DeepEP's low-latency kernels for decode-only steps, its normal ones for steps that
   prefill (SGLang ``--moe-a2a-backend deepep`` with ``--deepep-mode auto``, vLLM
-  ``deepep_low_latency`` / ``deepep_high_throughput``, TensorRT-LLM ``DeepEPLowLatency`` under CUDA
-  graphs).
-* ``"deepep_normal"``: DeepEP's normal kernels in every step: TensorRT-LLM's ``AlltoallMethodType.DeepEP``,
-  which ``TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP`` selects (InferenceMAX's H100 recipes,
+  ``deepep_low_latency`` / ``deepep_high_throughput``, TensorRT-LLM's ``DeepEPLowLatency``).
+* ``"deepep_normal"``: DeepEP's normal kernels in every step: TensorRT-LLM's
+  ``AlltoallMethodType.DeepEP``, which runs in CUDA graphs across nodes too since TensorRT-LLM PR
+  #7514 and which ``TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP`` selects (InferenceMAX's H100 recipes,
   ``recipes/trtllm/h100-fp8/*/ctx1_gen3_dep16_*``, set it for both pools)."""
 
 DP_GATHERS = ("allgather", "allreduce")

@@ -346,8 +346,8 @@ class MoEStepModel:
                     if tab is not self._moe_tables:  # the FlashInfer TRTLLM-gen kernel SGLang timed
                         self.moe_note = f"{self.moe_note}; MXFP4 x MXFP8 experts from {tab.engine}'s table"
                     break
-        # TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel (MOE_BACKENDS)
         self.ep_comm = ep_comm or self.engine.ep_comm  # EP_COMMS: how the DP ranks reach the experts
+        # TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel (MOE_BACKENDS)
         self.moe_backend = moe_backend
         self.moe_backend_note = ""
         borrow = _BORROWED_MOE.get(moe_backend or "", {}).get(self.dtype)
