@@ -562,8 +562,8 @@ class MoEStepModel:
         if mt is None or (prefill and self.engine.dp_gather_prefill == "allreduce"):
             t, ok, note = self._allreduce(p.gpus, out)
             return 2 * t, ok, note, 2 * ring_bytes(p.gpus, out)
-        per_value = 0.5 + 1 / 16 if self.engine.name == "trtllm" and self.dtype == "fp4" else ACTIVATION_BYTES
-        gathered = m_all * h * per_value
+        quantized = self.engine.name == "trtllm" and self.dtype == "fp4"  # gathered already as NVFP4
+        gathered = m_all * h * (MOE_DTYPES["fp4"] if quantized else ACTIVATION_BYTES)
         ag, rs = mt.all_gather(p.gpus, gathered), mt.reduce_scatter(p.gpus, out)
         share = (p.gpus - 1) / p.gpus
         return ((ag.ms + rs.ms) * 1e-3, ag.measured and rs.measured,

@@ -99,7 +99,6 @@ class Deployment:
         if self.ep_comm is not None and self.ep_comm not in EP_COMMS:
             raise ParameterError("ep_comm", self.ep_comm,
                                  f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
-
         if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
             raise ParameterError("moe_backend", self.moe_backend,
                                  f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")

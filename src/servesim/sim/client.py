@@ -187,7 +187,7 @@ class Client:
           pools' environment (``recipes/trtllm/h100-fp8/1k1k/stp/ctx1_gen3_dep16_batch4_eplb0_mtp0.yaml``),
           so attention-DP workers exchange their experts' tokens with DeepEP's normal kernels in every
           step (``ep_comm`` ``"deepep_normal"``); the other GPUs' recipes leave TensorRT-LLM's
-          all-gather (:data:`servesim.hardware.moe_step.EP_COMMS`);
+          all-gather (:data:`servesim.hardware.engines.EP_COMMS`);
         * TensorRT-LLM prefill ("ctx") workers: FP8 KV, no overlap scheduler
           (``disable_overlap_scheduler: true``) and small batches with large token budgets,
           ``max_batch_size`` / ``max_num_tokens`` / ``free_gpu_memory_fraction`` by GPU, dtype and
