@@ -123,3 +123,34 @@ def test_a_fresh_deployment_delays_its_first_wave_by_the_cold_start_and_the_conn
     assert res.mean_transfer_s == pytest.approx(warm.mean_transfer_s + connect / 5, rel=1e-6)
     with pytest.raises(ParameterError, match="connect_s"):
         run_disaggregated(pre, dec, bench, xfer, connect_s=-0.1)
+
+
+def test_a_shared_link_queues_the_transfers_in_the_order_the_prefills_end():
+    # All 8 prompts sent at once to 4 prefill workers on a slow link (1 GB/s: 2048 tokens of 70B's
+    # 327,680 B/token take 0.67 s, longer than a prefill).  Own links: each cache takes exactly its
+    # transfer.  One shared link: the k-th cache to leave waits for the k - 1 before it, so the mean
+    # transfer (wait included) is the mean of 1..8 transfers, 4.5 x, within the prefills' stagger.
+    pre, dec, _, dsm = _pools(prefill_workers=4, decode_workers=2)
+    bench = Benchmark(isl=2048, osl=16, num_prompts=8)
+    xfer = kv_transfer_seconds(dsm, 1e9)
+    own = run_disaggregated(pre, dec, bench, xfer)
+    shared = run_disaggregated(pre, dec, bench, xfer, link_contention=True)
+    assert own.mean_transfer_s == pytest.approx(xfer(2048), rel=1e-12)
+    assert shared.mean_transfer_s == pytest.approx(4.5 * xfer(2048), rel=0.1)
+    assert shared.mean_ttft_s > own.mean_ttft_s + 3 * xfer(2048)
+
+
+def test_simulate_disaggregated_is_the_pools_run_under_poisson_traffic():
+    # engine.simulate_disaggregated is a front end: the same run as run_disaggregated on a Poisson
+    # benchmark of the same seed, to the bit; its percentiles are per request (the p99 TPOT is not
+    # the mean, as it was when every request was given its worker's mean).
+    from servesim.sim.engine import simulate_disaggregated
+
+    pre, dec, psm, dsm = _pools()
+    d = simulate_disaggregated(psm, 2, dsm, dec.memory_bytes, 1, LINK, 3.0, 1024, 256, requests=300, seed=5,
+                               prefill_memory_bytes=pre.memory_bytes)
+    res = run_disaggregated(pre, dec, Benchmark(1024, 256, rate_per_s=3.0, num_prompts=300, seed=5),
+                            kv_transfer_seconds(dsm, LINK))
+    assert d["mean_ttft_ms"] == 1e3 * res.mean_ttft_s and d["p99_tpot_ms"] == 1e3 * res.p99_tpot_s
+    assert d["completed"] == 300 and d["mode"] == "disagg"
+    assert d["p99_tpot_ms"] > d["mean_tpot_ms"]

@@ -665,6 +665,9 @@ def _shared_prices(model: Any) -> dict[tuple[object, ...], tuple[float, bool, tu
 
 
 def _arrivals(bench: Benchmark) -> list[float]:
+    """``bench``'s send times from the one arrival generator, :func:`servesim.sim.client.arrival_times`
+    (a function of its own only because :func:`run_benchmark`'s ``arrival_times`` parameter hides
+    that name there)."""
     assert bench.rate_per_s is not None
     return arrival_times(bench.rate_per_s, bench.client.burstiness, bench.prompts, bench.seed)
 

@@ -1,5 +1,11 @@
 """A disaggregated deployment, step by step: prefill workers, the KV transfer, decode workers.
 
+The one disaggregated simulator on the engine loop: ``predict --mode disagg``
+(:func:`servesim.plan.predict.predict_disaggregated`) and ``simulate --model --mode disagg``
+(:func:`servesim.sim.engine.simulate_disaggregated`) both run :func:`run_disaggregated`.
+(:mod:`servesim.sim.cluster` is the other kind: the lab's nodes as four numbers, simulated
+to check the lab's closed forms.)
+
 The same engine loop as a colocated replica (:func:`servesim.sim.batching.run_benchmark`)
 runs each worker of each pool with its own step model and scheduler:
 
@@ -10,7 +16,8 @@ runs each worker of each pool with its own step model and scheduler:
   scheduler) and produces the first token: the request's output there is one token;
 * the **KV transfer** starts when the prefill ends and takes ``transfer_s(prompt)``
   (the cache's bytes over the link; an MLA model's latent is much smaller than a GQA
-  cache);
+  cache); with ``link_contention`` the transfers share one link, first come first served
+  in the order the prefills end;
 * a **decode worker** admits the arrived cache when it fits (the prefilled path of the
   engine loop) and decodes the remaining ``output - 1`` tokens in its continuous batch.
 
@@ -140,14 +147,53 @@ def _run_pool(pool: Pool, arrivals: list[float], lengths: list[tuple[int, int]],
     return out, results
 
 
+def _transfers(pre_end: list[float], xfer: list[float], connect_at: float, shared: bool) -> list[float]:
+    """Each cache's arrival at its decode worker: it leaves when its prefill ends (``pre_end``) and
+    the link is open (``connect_at``); on a ``shared`` link the transfers also queue first come,
+    first served in the order the prefills end, each holding the link for its ``xfer``."""
+    if not shared:
+        return [max(e, connect_at) + x for e, x in zip(pre_end, xfer, strict=True)]
+    out = [0.0] * len(pre_end)
+    free = 0.0
+    for i in sorted(range(len(pre_end)), key=lambda j: (pre_end[j], j)):
+        free = max(pre_end[i], connect_at, free) + xfer[i]
+        out[i] = free
+    return out
+
+
+def _unloaded_stay(decode: Pool, bench: Benchmark, lengths: list[tuple[int, int]], unloaded: list[float],
+                   xfer: list[float]) -> list[float]:
+    """The closed loop's first guess of each request's time in the system: its unloaded prefill and
+    transfer, and ``output - 1`` decode steps at the batch ``C / w_d``; zeros for an open loop."""
+    n = len(lengths)
+    if bench.concurrency is None:
+        return [0.0] * n
+    b0 = max(1.0, bench.concurrency / decode.workers)
+    ctx = sum(p + o / 2 for p, o in lengths) / n
+    step = decode.model.decode_step(b0, ctx).total_s
+    return [u + x + (o - 1) * step for u, x, (_, o) in zip(unloaded, xfer, lengths, strict=True)]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of both pools at one set of send times (each request's times, by index)."""
+
+    sends: list[float]
+    pre: dict[int, tuple[float, float]]  # prefill worker: (first token, last token)
+    at_decode: list[float]  # the cache's arrival at the decode worker
+    dec: dict[int, tuple[float, float]]  # decode worker: (joins the batch, last token)
+    results: tuple[list[BenchResult], list[BenchResult]]  # the prefill and the decode workers'
+
+
 def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s: Callable[[int], float], *,
                       lengths: list[tuple[int, int]] | None = None, cold_start_s: float = 0.0,
-                      connect_s: float = 0.0) -> DisaggResult:
+                      connect_s: float = 0.0, link_contention: bool = False) -> DisaggResult:
     """Run ``bench`` against ``prefill`` and ``decode`` pools joined by a link that moves a prompt of
     ``p`` tokens' cache in ``transfer_s(p)`` seconds (see the module docstring).  A fresh deployment
     (``Client.fresh_server``): the prefill workers take their first step at ``cold_start_s`` (the
     engine's cold start, ``run_benchmark``), and the link opens its connections when the first prompt
-    is ready to move: no transfer starts before ``connect_s`` after that."""
+    is ready to move: no transfer starts before ``connect_s`` after that.  ``link_contention``: the
+    transfers share one link, first come first served, instead of each having a link to itself."""
     check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
     check_real("connect_s", connect_s, lo=0.0, hi=3600.0)
     n = bench.prompts
@@ -160,42 +206,45 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
     xfer = [transfer_s(p) for p, _ in lengths]
     unloaded = [prefill.model.prompt_s(p) for p, _ in lengths]
     overhead = prefill.model.engine.request_overhead_s
-    if bench.concurrency is None:
-        stay = [0.0] * n
-    else:
-        b0 = max(1.0, bench.concurrency / decode.workers)
-        ctx = sum(p + o / 2 for p, o in lengths) / n
-        step = decode.model.decode_step(b0, ctx).total_s
-        stay = [u + x + (o - 1) * step for u, x, (_, o) in zip(unloaded, xfer, lengths, strict=True)]
+    stay = _unloaded_stay(decode, bench, lengths, unloaded, xfer)
     pre_len = [(p, 1) for p, _ in lengths]  # a prefill worker's output is the first token
 
-    def run_pools(sends: list[float]) -> tuple[Any, list[BenchResult], list[float], Any, list[BenchResult]]:
+    def run_pools(sends: list[float]) -> _Run:
         """Both pools at these send times: prefill, the transfer, then decode."""
         pre, pre_res = _run_pool(prefill, sends, pre_len, bench.seed, prefilled=False,
                                  cold_start_s=cold_start_s)
-        ready = min(pre[i][0] for i in range(n)) + connect_s if connect_s else 0.0
-        at_decode = [max(pre[i][0], ready) + xfer[i] for i in range(n)]
+        pre_end = [pre[i][0] for i in range(n)]
+        at_decode = _transfers(pre_end, xfer, min(pre_end) + connect_s if connect_s else 0.0,
+                               link_contention)
         dec, dec_res = _run_pool(decode, at_decode, lengths, bench.seed, prefilled=True)
-        return pre, pre_res, at_decode, dec, dec_res
+        return _Run(sends, pre, at_decode, dec, (pre_res, dec_res))
 
     rounds = 0
     sends = _closed_loop_sends(base, stay, bench.concurrency)
     while True:
         rounds += 1
-        pre, pre_res, at_decode, dec, dec_res = run_pools(sends)
+        run = run_pools(sends)
         if bench.concurrency is None or rounds >= FIXED_POINT_ROUNDS:
             break
-        new_stay = [dec[i][1] - sends[i] + overhead for i in range(n)]
+        new_stay = [run.dec[i][1] - sends[i] + overhead for i in range(n)]
         stay = [(a + b) / 2 for a, b in zip(stay, new_stay, strict=True)]
         new_sends = _closed_loop_sends(base, stay, bench.concurrency)
-        span = max(max(dec[i][1] for i in range(n)) - min(sends), 1e-9)
+        span = max(max(run.dec[i][1] for i in range(n)) - min(sends), 1e-9)
         moved = sum(abs(a - b) for a, b in zip(new_sends, sends, strict=True)) / n
         sends = new_sends
         if moved < _SETTLED * span:
             # one more run at the settled send times, so that every figure is of one consistent run
-            pre, pre_res, at_decode, dec, dec_res = run_pools(sends)
+            run = run_pools(sends)
             break
-    measured = [i for i in range(n) if i >= bench.warmup]
+    return _result(run, [i for i in range(n) if i >= bench.warmup], lengths, unloaded, overhead,
+                   prefill.workers, rounds)
+
+
+def _result(run: _Run, measured: list[int], lengths: list[tuple[int, int]], unloaded: list[float],
+            overhead: float, prefill_workers: int, rounds: int) -> DisaggResult:
+    """What the benchmark reports of the ``measured`` requests of ``run``."""
+    sends, pre, at_decode, dec = run.sends, run.pre, run.at_decode, run.dec
+    pre_res, dec_res = run.results
     ttfts = [dec[i][0] - sends[i] + overhead for i in measured]
     tpots = [(dec[i][1] - dec[i][0]) / (lengths[i][1] - 1) for i in measured if lengths[i][1] > 1]
     gap_tokens = sum(lengths[i][1] - 1 for i in measured)
@@ -223,7 +272,7 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
         mean_transfer_s=sum(at_decode[i] - pre[i][0] for i in measured) / len(measured),
         mean_decode_wait_s=sum(dec[i][0] - at_decode[i] for i in measured) / len(measured),
         decode_batch=(sum(r.decode_batch * r.duration_s for r in dec_res) / dec_time) if dec_time else 0.0,
-        prefill_busy=min(1.0, sum(unloaded) / (prefill.workers * duration)),
+        prefill_busy=min(1.0, sum(unloaded) / (prefill_workers * duration)),
         preemptions=sum(r.preemptions for r in (*pre_res, *dec_res)), rounds=rounds,
         measured=all(r.measured for r in (*pre_res, *dec_res)), notes=notes, ttfts_s=tuple(ttfts),
         prefill_scheduler=pre_res[0].scheduler if pre_res else {},
