@@ -272,7 +272,18 @@ def test_qwen3_minimax_mixtral_shapes_and_kv() -> None:
 
 def test_bytes_per_value() -> None:
     assert BYTES_PER_VALUE == {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1 + 4 / (128 * 128),
-                               "fp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32, "int4": 0.5 + 2 / 32}
+                               "fp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32, "mxfp4_mxfp8": 0.5 + 1 / 32,
+                               "int4": 0.5 + 2 / 32}
+
+
+def test_one_bytes_per_value_table() -> None:
+    """Every pricer reads the same table (servesim.hardware.dtypes): the copies once disagreed on
+    fp8_block (1.0 against 1 + 4/128^2) and int4 (0.515625 against Kimi-K2.5's groups of 32)."""
+    from servesim.hardware import architectures, dtypes, moe_step, precision
+
+    assert architectures.BYTES_PER_VALUE is dtypes.BYTES_PER_VALUE
+    assert precision.BYTES_PER_VALUE is dtypes.BYTES_PER_VALUE
+    assert moe_step.MOE_DTYPES == {d: dtypes.BYTES_PER_VALUE[d] for d in architectures.CHECKPOINT_DTYPES}
 
 
 def test_parameters_are_checked() -> None:

@@ -446,7 +446,7 @@ def test_unknown_gpus_list_close_matches(alias, close):
 
 def test_dtype_lists_and_bytes():
     assert WEIGHT_DTYPES == ("bf16", "fp8", "fp4") and KV_DTYPES == ("bf16", "fp8")
-    assert BYTES_PER_VALUE == {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
+    assert {d: BYTES_PER_VALUE[d] for d in WEIGHT_DTYPES} == {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
     assert bytes_per_value("fp4") == 0.5 + 1 / 16  # NVFP4: one FP8 scale per 16 values
     assert bytes_per_value("BF16") == 2.0 and bytes_per_value("bfloat16") == 2.0
     with pytest.raises(ParameterError, match=r"dtype='int4' is invalid: must be one of 'bf16', 'fp8', 'fp4'"):

@@ -106,6 +106,7 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.names import _load_json
 
 __all__ = [
@@ -125,16 +126,6 @@ MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax
 
 CHECKPOINT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
 """Weight dtypes a checkpoint is stored in, or :meth:`Architecture.weight_bytes` prices."""
-
-BYTES_PER_VALUE: Mapping[str, float] = {
-    "bf16": 2.0,
-    "fp8": 1.0,
-    "fp8_block": 1.0 + 4.0 / (128 * 128),
-    "fp4": 0.5 + 1.0 / 16,
-    "mxfp4": 0.5 + 1.0 / 32,
-    "int4": 0.5 + 2.0 / 32,
-}
-"""Bytes per stored weight, block or group scales included (see the module doc)."""
 
 LINEAR_PARTS: tuple[str, ...] = (
     "q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj",

@@ -99,6 +99,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.dtypes import BYTES_PER_VALUE
 
 __all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup",
            "ScaledTables",
@@ -143,12 +144,10 @@ _ALIASES: dict[str, str] = {
 
 KV_DTYPES_KNOWN: tuple[str, ...] = ("bf16", "fp8")
 _GEMM_ORDER = ("bf16", "fp8", "fp4", "fp8_block")
-_KV_BYTES = {"bf16": 2.0, "fp8": 1.0}
-_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp8_block": 1.0}
-"""Bytes per weight value; NVFP4 is 4 bits plus one FP8 scale per 16 values (the fp32 scale per
-128 x 128 block of fp8_block is negligible)."""
-_ACT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625, "fp8_block": 1.0}
-"""Bytes per activation value read by the GEMM (quantized GEMMs quantize their input)."""
+_ACT_BYTES = {d: BYTES_PER_VALUE["fp8" if d == "fp8_block" else d] for d in _GEMM_ORDER}
+"""Bytes per activation value read by the GEMM (quantized GEMMs quantize their input; a block-FP8
+GEMM's input is FP8 with one scale per 128 values, not counted); weights and KV values are
+:data:`~servesim.hardware.dtypes.BYTES_PER_VALUE`."""
 _OUT_BYTES = 2.0
 
 
@@ -466,7 +465,7 @@ class KernelTables(GPUSystem):
         share x peak)); bytes are the weights, the activations in (quantized for fp8/fp4) and the
         bf16 output."""
         e = self._eff["gemm"][dtype]
-        nbytes = n * k * _WEIGHT_BYTES[dtype] + m * k * _ACT_BYTES[dtype] + m * n * _OUT_BYTES
+        nbytes = n * k * BYTES_PER_VALUE[dtype] + m * k * _ACT_BYTES[dtype] + m * n * _OUT_BYTES
         t = max(nbytes / (e["memory"] * self.hbm_bytes_per_s),
                 2 * m * n * k / (e["compute"] * self.flops_per_s[dtype]))
         return max(e["floor_ms"], 1e3 * t)
@@ -509,7 +508,8 @@ class KernelTables(GPUSystem):
                            kv_dtype: str, *, fit_kv: str | None = None) -> float:
         """Fitted roofline of decode attention, ms: max(floor, bytes read / (fitted HBM share x HBM))."""
         e = self._eff["decode"][fit_kv or kv_dtype]
-        nbytes = batch * (context * kv_heads * head_dim * 2 * _KV_BYTES[kv_dtype] + heads * head_dim * 4)
+        kvb = BYTES_PER_VALUE[kv_dtype]
+        nbytes = batch * (context * kv_heads * head_dim * 2 * kvb + heads * head_dim * 4)
         return max(e["floor_ms"], 1e3 * nbytes / (e["memory"] * self.hbm_bytes_per_s))
 
     def prefill_roofline_ms(self, batch: float, prompt: float, heads: int, kv_heads: int, head_dim: int,
@@ -519,7 +519,7 @@ class KernelTables(GPUSystem):
         fk = fit_kv or kv_dtype
         e = self._eff["prefill"][fk]
         flops = 4 * batch * heads * head_dim * prompt * (prompt + 1) / 2
-        nbytes = batch * prompt * head_dim * (heads * 4 + kv_heads * 2 * _KV_BYTES[kv_dtype])
+        nbytes = batch * prompt * head_dim * (heads * 4 + kv_heads * 2 * BYTES_PER_VALUE[kv_dtype])
         mem = self._eff["decode"][fk]["memory"]
         t = max(flops / (e["compute"] * self.flops_per_s["bf16"]), nbytes / (mem * self.hbm_bytes_per_s))
         return max(e["floor_ms"], 1e3 * t)

@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.kernels import (
     ENGINE_TABLES,
     GPUSystem,
@@ -104,11 +105,8 @@ MLA_KV_VALUES = 512 + 64
 """Latent cache values per token per layer: kv_lora_rank + qk_rope_head_dim (DeepSeek-V3)."""
 
 _DATA = Path(__file__).parent / "data" / "kernels"
-_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5625, "mxfp4": 0.53125, "int4": 0.515625,
-                 "mxfp4_mxfp8": 0.53125}
 _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16",
          "mxfp4_mxfp8": "fp8"}
-_KV_BYTES = {"bf16": 2.0, "fp8": 1.0}
 _MLA_DECODE_DIM = 576 + 512
 _MLA_PREFILL_DIM = 192 + 128
 _BMM = (128, 512)
@@ -279,7 +277,7 @@ class MoETables(GPUSystem):
         il = inter / moe_tp
         touched = experts / moe_ep * (1.0 - math.pow(1.0 - topk / experts, tokens))
         pairs = tokens * topk / moe_ep
-        nbytes = touched * 3 * hidden * il * _WEIGHT_BYTES[dtype] + pairs * (4 * hidden + 6 * il)
+        nbytes = touched * 3 * hidden * il * BYTES_PER_VALUE[dtype] + pairs * (4 * hidden + 6 * il)
         flops = 2 * pairs * 3 * hidden * il
         peak = float(self.flops_per_s.get(_PEAK[dtype]) or self.flops_per_s["bf16"])
         t = max(nbytes / (e.memory * self.hbm_bytes_per_s), flops / (e.compute * peak))
@@ -377,7 +375,7 @@ class MoETables(GPUSystem):
         share x HBM), 2 x batch x heads x context x (576 + 512) / (fitted share x bf16 peak))."""
         owner = self._mla_owner()[0] or self
         e = owner.efficiency["mla_decode"][fit_kv or kv_dtype]
-        nbytes = batch * (context * MLA_KV_VALUES * _KV_BYTES[kv_dtype] + heads * _MLA_DECODE_DIM * 2)
+        nbytes = batch * (context * MLA_KV_VALUES * BYTES_PER_VALUE[kv_dtype] + heads * _MLA_DECODE_DIM * 2)
         flops = 2 * batch * heads * context * _MLA_DECODE_DIM
         t = max(nbytes / (e.memory * self.hbm_bytes_per_s), flops / (e.compute * self.flops_per_s["bf16"]))
         return max(e.floor_ms, 1e3 * t)
@@ -391,7 +389,8 @@ class MoETables(GPUSystem):
         e = owner.efficiency["mla_prefill"][fk]
         mem = owner.efficiency["mla_decode"][fk].memory
         flops = 2 * batch * heads * _MLA_PREFILL_DIM * prompt * (prompt + 1) / 2
-        nbytes = batch * prompt * (heads * (192 + 192 + 128 + 128) * 2 + MLA_KV_VALUES * _KV_BYTES[kv_dtype])
+        kvb = BYTES_PER_VALUE[kv_dtype]
+        nbytes = batch * prompt * (heads * (192 + 192 + 128 + 128) * 2 + MLA_KV_VALUES * kvb)
         t = max(flops / (e.compute * self.flops_per_s["bf16"]), nbytes / (mem * self.hbm_bytes_per_s))
         return max(e.floor_ms, 1e3 * t)
 
@@ -399,7 +398,7 @@ class MoETables(GPUSystem):
         b = _positive("batch", batch)
         s = _positive("context" if kind == "decode" else "prompt", length)
         h = _count("heads", heads)
-        if kv_dtype not in _KV_BYTES:
+        if kv_dtype not in ("bf16", "fp8"):
             raise ParameterError("kv_dtype", kv_dtype, "one of bf16, fp8")
         owner, owner_note = self._mla_owner()
         if owner is None:

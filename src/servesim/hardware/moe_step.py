@@ -23,8 +23,9 @@ efficiencies where none was measured:
 * **attention** (the GQA tables; MLA from the engine's MLA tables, :mod:`servesim.hardware.moe_kernels`,
   with its two absorbed batched matmuls from the MLA-BMM table): decode of the
   rank's sequences at their mean context, sliding-window layers at ``min(context,
-  window)``; a prefill chunk as for dense models
-  (:meth:`servesim.hardware.stepmodel.StepModel._chunk_attention`). MLA decode reads
+  window)``; a prefill chunk as every family prices one
+  (:func:`servesim.hardware.chunk_attention.chunk_attention_s`: the prefill hull's difference, the
+  fresh prefill and the cache read, the largest). MLA decode reads
   the latent cache once per sequence: ``b c (kv_lora + rope)`` values, and does
   ``2 H/T c (2 kv_lora + rope)`` FLOPs per query; MLA prefill runs as multi-head
   attention of ``H/T`` heads of width ``nope + rope`` (values of width ``v``);
@@ -71,12 +72,15 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.architectures import FP4_RELEASE_PARTS, LINEAR_PARTS
+from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS
+from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
+from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
 from servesim.hardware.engines import EP_COMMS, EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.moe_kernels import moe_tables
@@ -97,15 +101,9 @@ from servesim.hardware.stepmodel import (
 
 __all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
 
-MOE_DTYPES: dict[str, float] = {
-    "bf16": 2.0,
-    "fp8": 1.0,
-    "fp8_block": 1.0 + 4.0 / (128 * 128),  # one FP32 scale per 128 x 128 block
-    "fp4": 0.5 + 1.0 / 16,  # NVFP4: an FP8 scale per 16 values
-    "mxfp4": 0.5 + 1.0 / 32,  # MXFP4: an E8M0 scale per 32 values
-    "int4": 0.5 + 2.0 / 32,  # int4 groups of 32 with a BF16 scale
-}
-"""Bytes per stored weight value, scales included."""
+MOE_DTYPES: dict[str, float] = {d: BYTES_PER_VALUE[d] for d in CHECKPOINT_DTYPES}
+"""The weight dtypes an MoE step model prices and their bytes per value
+(:mod:`servesim.hardware.dtypes`, scales included)."""
 
 _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16",
          "mxfp4_mxfp8": "fp8"}
@@ -213,11 +211,6 @@ the shared expert's three, and the residual adds (the MLA layer's latent norms a
 matmuls are of the same count as a GQA layer's fused QKV path plus its QK norms)."""
 
 
-FP8_BLOCK = 128
-"""Rows (and columns) of a block-FP8 checkpoint's weight that share one FP32 scale: its
-``quantization_config`` ``weight_block_size`` [128, 128] (DeepSeek-V3/R1, Kimi-K2, Qwen3-MoE's
--FP8 releases, MiniMax-M2)."""
-
 
 def block_fp8_splits(arch: Any, par: Parallelism, quantized: frozenset[str] | set[str]) -> list[str]:
     """The block-FP8 weights that ``par`` would cut inside a 128 x 128 scale block, each as
@@ -322,6 +315,7 @@ class MoEStepModel:
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
+        self._hulls: dict[tuple[str, int], Hull] = {}
         # MLA prefill attention: the engine's own table, or the one its profile names for this GPU
         self._mla_prefill_tables = self._moe_tables
         self.mla_prefill_note = ""
@@ -616,15 +610,16 @@ class MoEStepModel:
                     total += between_batches(lambda n: mt.mla_decode(n, cb, heads, kv).ms, rows) * 1e-3
                     ok = ok and mt.mla_decode(max(1, math.ceil(rows)), cb, heads, kv).measured
                 pt = self._mla_prefill_tables or mt
+
+                def mla_prefill_ms(n: int, x: int) -> float:
+                    return float(pt.mla_prefill(n, x, heads, kv).ms)
+
+                def mla_read_ms(n: int, x: int) -> float:
+                    return float(mt.mla_decode(n, x, heads, kv).ms)
+
                 for ch in chunks:
-                    q, c = ch.tokens, ch.context
-                    fresh = pt.mla_prefill(ch.count, q, heads, kv)
-                    price = fresh.ms
-                    if c > 0:
-                        full = pt.mla_prefill(ch.count, c + q, heads, kv).ms
-                        cached = pt.mla_prefill(ch.count, c, heads, kv).ms
-                        price = max(full - cached, fresh.ms)
-                    total += price * 1e-3
+                    fresh = pt.mla_prefill(ch.count, ch.tokens, heads, kv)
+                    total += self._chunk_s("mla", ch, ch.context, fresh.ms, mla_prefill_ms, mla_read_ms)
                     ok = ok and fresh.measured
                 return total, ok
         heads, kvh = a.heads // tp, max(1, a.kv_heads // tp)
@@ -636,19 +631,35 @@ class MoEStepModel:
 
             total += between_batches(one, b) * 1e-3
             ok = ok and t.decode_attention(max(1, math.ceil(b)), cb, heads, kvh, a.head_dim, kv).measured
+        def prefill_ms(n: int, x: int) -> float:
+            return float(t.prefill_attention(n, x, heads, kvh, a.head_dim, kv).ms)
+
+        def read_ms(n: int, x: int) -> float:
+            return float(t.decode_attention(n, x, heads, kvh, a.head_dim, kv).ms)
+
         for ch in chunks:
-            q, c = ch.tokens, ch.context
-            if window:
-                c = min(c, window)
-            fresh = t.prefill_attention(ch.count, q, heads, kvh, a.head_dim, kv)
-            price = fresh.ms
-            if c > 0:
-                full = t.prefill_attention(ch.count, c + q, heads, kvh, a.head_dim, kv).ms
-                cached = t.prefill_attention(ch.count, c, heads, kvh, a.head_dim, kv).ms
-                price = max(full - cached, fresh.ms)
-            total += price * 1e-3
+            fresh = t.prefill_attention(ch.count, ch.tokens, heads, kvh, a.head_dim, kv)
+            total += self._chunk_s("gqa", ch, min(ch.context, window) if window else ch.context, fresh.ms,
+                                   prefill_ms, read_ms)
             ok = ok and fresh.measured
         return total, ok
+
+    def _chunk_s(self, kind: str, ch: Chunk, context: int, fresh_ms: float,
+                 prefill_ms: Callable[[int, int], float], read_ms: Callable[[int, int], float]) -> float:
+        """One layer's attention of the chunk ``ch`` behind ``context`` cached tokens, as every family
+        prices one (:func:`~servesim.hardware.chunk_attention.chunk_attention_s`), from one attention
+        ``kind``'s lookups in ms of (sequences, prompt length) and (sequences, context): its prefill
+        hull is built on first use and kept."""
+        n = ch.count
+
+        def hull() -> Hull:
+            got = self._hulls.get((kind, n))
+            if got is None:
+                got = self._hulls[(kind, n)] = prefill_hull(lambda x: prefill_ms(n, x) * 1e-3)
+            return got
+
+        return chunk_attention_s(ch.tokens, context, fresh_ms * 1e-3, hull,
+                                 lambda x: read_ms(n, max(1, bucket_context(x))) * 1e-3)
 
     def _roof(self, nbytes: float, flops: float, kind: str) -> float:
         t = self.tables

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError
+from servesim.hardware.dtypes import BYTES_PER_VALUE, NVFP4_BLOCK
 from servesim.hardware.names import ModelShape, canonical_gpu, model_shape
 from servesim.hardware.roofline import ModelSpec
 
@@ -63,12 +64,6 @@ WEIGHT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp4")
 
 KV_DTYPES: tuple[str, ...] = ("bf16", "fp8")
 """KV-cache precisions."""
-
-NVFP4_BLOCK = 16
-"""Values sharing one FP8 scale in NVFP4."""
-
-BYTES_PER_VALUE: Mapping[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1.0 / NVFP4_BLOCK}
-"""Bytes per stored value, block scales included (NVFP4: 0.5625)."""
 
 TABLE_DTYPE = "bf16"
 """The precision embedding tables and the LM head keep in quantized checkpoints."""

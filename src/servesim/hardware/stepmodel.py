@@ -82,12 +82,12 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
@@ -221,7 +221,7 @@ class StepModel:
         self._cache_head = lru_cache(maxsize=4096)(self._head)
         self._cache_prefill = lru_cache(maxsize=16384)(self._prefill_attention)
         self._cache_chunk = lru_cache(maxsize=65536)(self._chunk_attention)
-        self._hulls: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._hulls: dict[int, Hull] = {}
         self._cache_allreduce = lru_cache(maxsize=16384)(self._allreduce)
         self._cache_prompt = lru_cache(maxsize=1024)(self._prompt)
 
@@ -325,42 +325,25 @@ class StepModel:
         return t, ok, tuple(notes)
 
     def _chunk_attention(self, count: int, tokens: int, context: int) -> tuple[float, bool, tuple[str, ...]]:
-        """One layer's attention of ``count`` chunks of ``tokens`` behind ``context`` cached ones.
-
-        The largest of three prices, each a lower bound of the chunk's kernel: the whole prompt's
-        prefill less its cached part's, ``F(c + q) - F(c)`` (the chunk's queries see ``c+1 .. c+q``
-        keys: the causal pairs of ``c + q`` tokens less those of ``c``), where ``F`` is the lower
-        convex hull of the measured prefill times over prompt lengths (:meth:`_prefill_hull`, so
-        that the difference grows with ``c`` as the pairs do, whatever the tables' kinks); the
-        measured fresh prefill of its ``q`` tokens alone (the same queries against fewer keys:
-        launch and floor included); and the decode attention of ``count`` sequences at context
-        ``c + q`` (the cache read once).  Each grows with ``q`` and with ``c``.
-        """
+        """One layer's attention of ``count`` chunks of ``tokens`` behind ``context`` cached ones,
+        priced as every family prices a chunk (:func:`servesim.hardware.chunk_attention.chunk_attention_s`:
+        the prefill hull's difference, the fresh prefill and the cache read, the largest)."""
         fresh, ok, notes = self._cache_prefill(count, tokens)
         if context <= 0:
             return fresh, ok, notes
         P = context + tokens
-        hull = self._prefill_hull(count)
         _, ok2, n2 = self._cache_prefill(count, P)
-        read, ok3, n3 = self._cache_decode(count, bucket_context(P))
-        return (max(_on_hull(hull, P) - _on_hull(hull, context), fresh, read), ok and ok2 and ok3,
-                tuple(dict.fromkeys((*notes, *n2, *n3))))
+        _, ok3, n3 = self._cache_decode(count, bucket_context(P))
+        price = chunk_attention_s(tokens, context, fresh, lambda: self._prefill_hull(count),
+                                  lambda n: self._cache_decode(count, bucket_context(n))[0])
+        return price, ok and ok2 and ok3, tuple(dict.fromkeys((*notes, *n2, *n3)))
 
-    def _prefill_hull(self, count: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    def _prefill_hull(self, count: int) -> Hull:
         """The lower convex hull of one layer's prefill time (s) of ``count`` prompts against the
-        prompt length, from the kernel lookups at 8 lengths per octave, 1 to 2^21 tokens (cached)."""
+        prompt length (:func:`~servesim.hardware.chunk_attention.prefill_hull`, cached)."""
         got = self._hulls.get(count)
-        if got is not None:
-            return got
-        xs = sorted({max(1, round(2 ** (i / 8))) for i in range(8 * 21 + 1)})
-        pts = [(float(x), self._cache_prefill(count, x)[0]) for x in xs]
-        hull: list[tuple[float, float]] = []
-        for p in pts:  # Andrew's monotone chain, lower half
-            while len(hull) >= 2 and _cross(hull[-2], hull[-1], p) <= 0:
-                hull.pop()
-            hull.append(p)
-        got = (tuple(x for x, _ in hull), tuple(y for _, y in hull))
-        self._hulls[count] = got
+        if got is None:
+            got = self._hulls[count] = prefill_hull(lambda x: self._cache_prefill(count, x)[0])
         return got
 
     def _allreduce(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
@@ -631,18 +614,6 @@ def prompt_in_chunks(model: Any, tokens: int) -> float:
         t += model.step(0.0, 0.0, (Chunk(q, done, 1, done + q == tokens),), bound=False).total_s
         done += q
     return float(t)
-
-
-def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
-    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-
-def _on_hull(hull: tuple[tuple[float, ...], tuple[float, ...]], x: float) -> float:
-    """The piecewise-linear hull at ``x`` (extended along its last segment beyond the end)."""
-    xs, ys = hull
-    i = min(max(1, bisect_left(xs, x)), len(xs) - 1)
-    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
 def between_batches(price: Any, b: float) -> float:
