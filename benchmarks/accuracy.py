@@ -149,7 +149,8 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
     predicted as ``servesim predict --client inferencemax`` predicts it (the harness's server recipe
     for what the row leaves blank, a fresh server), as ``benchmarks/inferencex.py`` does; ``host``
     (the ``--fit`` scan) applies to the other rows only."""
-    from servesim.plan.predict import Deployment, build_step_model, harness_deployment, predict
+    from servesim.hardware.pricer import Deployment, build_step_model
+    from servesim.plan.predict import harness_deployment, predict
     from servesim.sim.batching import Benchmark, run_benchmark
     from servesim.sim.client import Client
 
@@ -241,7 +242,7 @@ def summary(results: list[dict[str, Any]], key: str) -> tuple[int, float, float]
 def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[str]]:
     """Throughput-only rows (all requests at once): the engine loop with 2,000 requests all in
     flight, output tokens/s against the published figure, grouped by source, GPU and dtype."""
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.sim.batching import Benchmark, run_benchmark
 
     groups: dict[str, list[float]] = {}
@@ -289,7 +290,8 @@ def _plain(dep: Any, bench: Any) -> dict[str, Any]:
 def predict_speculative(row: dict[str, str]) -> dict[str, Any]:
     """A published speculative run predicted without and with its speculation: the predicted
     speedup in the row's metric and the model's own stop-paying batch."""
-    from servesim.plan.predict import Deployment, predict
+    from servesim.hardware.pricer import Deployment
+    from servesim.plan.predict import predict
     from servesim.sim.batching import Benchmark
 
     dep = Deployment(model=row["model"], gpu=row["gpu"], tp=int(row["tp"] or 1), dtype=row["dtype"] or "auto",

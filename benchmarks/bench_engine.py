@@ -53,7 +53,7 @@ def _loop(run_benchmark: Callable[..., Any]) -> Iterator[None]:
 def main() -> int:
     import _baseline_engine
 
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.sim import _engine_loop
     from servesim.sim.batching import run_benchmark
     from servesim.sim.engine import simulate_colocated, simulate_disaggregated

@@ -7,9 +7,9 @@ import io
 import json
 
 import pytest
+from tests.cli_helpers import run_cli
 
 import servesim.sim
-from tests.cli_helpers import run_cli
 
 MMC_ARGS = [
     "simulate",
@@ -211,7 +211,7 @@ def test_engine_simulation_of_a_disaggregated_moe_deployment_sends_its_mla_laten
     and sends each prompt's latent cache, (512 + 64) values x 61 layers x 2 bytes = 70,272 bytes a
     token in BF16; the engine loop and the closed form agree within 10% on mean TTFT and TPOT."""
     from servesim.hardware.precision import kv_bytes_of
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.hardware.pricer import Deployment, build_step_model
 
     sm, _, _ = build_step_model(Deployment("deepseek-ai/DeepSeek-R1", "h200", 1, "fp8", "bf16", "sglang",
                                            dp=8, ep=8))

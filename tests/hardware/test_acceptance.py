@@ -83,7 +83,8 @@ def test_bad_lookups_name_the_parameter_the_value_and_the_choices(args, name, fr
 
 
 def _predict(**kw):
-    from servesim.plan.predict import Deployment, predict
+    from servesim.hardware.pricer import Deployment
+    from servesim.plan.predict import predict
     from servesim.sim.batching import Benchmark
 
     return predict(Deployment("llama-3-8b", "h100-sxm", 1, dtype="bf16"),

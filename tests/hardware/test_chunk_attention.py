@@ -10,6 +10,7 @@ without the hull or the read bound.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_the_rule_by_hand_and_its_bounds():
     xs, ys = hull
     assert all(on_hull(hull, x) <= pre(round(x)) * (1 + 1e-12) for x in xs)
     slopes = [(ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i]) for i in range(len(xs) - 1)]
-    assert all(b >= a - 1e-18 for a, b in zip(slopes, slopes[1:], strict=False))
+    assert all(b >= a - 1e-18 for a, b in itertools.pairwise(slopes))
     # A 1-token chunk behind 8,128 cached ones: the hull's difference is tiny, so the cache read
     # (decode attention of one sequence at 8,129) is what it costs, not 8,129 x a launch.
     read = t.decode_attention(1, bucket_context(8129), heads, kvh, d, "bf16").ms * 1e-3
@@ -68,6 +69,5 @@ def test_the_rule_by_hand_and_its_bounds():
     # Never cheaper with more work: more tokens, or a longer prefix.
     prices = [dense._chunk_attention(1, q, c)[0] for q in (64, 256, 1024) for c in (0, 1000, 10000)]
     by_q = [prices[i::3] for i in range(3)]
-    assert all(a <= b for col in by_q for a, b in zip(col, col[1:], strict=False))
-    assert all(a <= b for i in range(3) for a, b in zip(prices[3 * i:3 * i + 3], prices[3 * i + 1:3 * i + 3],
-                                                        strict=False))
+    assert all(a <= b for col in by_q for a, b in itertools.pairwise(col))
+    assert all(a <= b for i in range(3) for a, b in itertools.pairwise(prices[3 * i:3 * i + 3]))

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from servesim._checks import ParameterError
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.speculation import (
     EAGLE3_DRAFT_VOCAB,
     EagleHead,
@@ -16,7 +17,6 @@ from servesim.hardware.speculation import (
     drafting_s,
     speculation_for,
 )
-from servesim.plan.predict import Deployment, build_step_model
 
 CTX = 1280
 

@@ -14,8 +14,9 @@ from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import EP_COMMS, engine_profile
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
+from servesim.hardware.pricer import Deployment
 from servesim.hardware.stepmodel import Chunk
-from servesim.plan.predict import Deployment, harness_deployment
+from servesim.plan.predict import harness_deployment
 from servesim.sim.batching import Benchmark
 from servesim.sim.client import Client
 

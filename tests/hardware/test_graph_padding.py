@@ -11,8 +11,8 @@ import pytest
 from servesim._checks import ParameterError
 from servesim.hardware.engines import capture_sizes, engine_profile
 from servesim.hardware.names import dense_shape
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.stepmodel import StepModel
-from servesim.plan.predict import Deployment, build_step_model
 
 
 def test_capture_lists_as_the_engines_write_them():

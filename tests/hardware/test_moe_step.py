@@ -498,7 +498,7 @@ def test_fp8_of_a_bf16_qwen3_checkpoint_is_per_tensor_where_the_block_release_ca
     """``--dtype fp8`` on Qwen3-MoE names Qwen's block-FP8 release, except where its experts cannot
     split (235B: 1536 / 8 = 192; 30B-A3B: 768 / 4 = 192): there NVIDIA's per-tensor FP8 release
     loads (what TensorRT-LLM's TP8 tables run).  A block-FP8 checkpoint itself stays block FP8."""
-    from servesim.plan.predict import moe_dtype
+    from servesim.hardware.pricer import moe_dtype
 
     big = find_architecture("Qwen/Qwen3-235B-A22B")
     assert moe_dtype("fp8", big, "h200", Parallelism(8)) == "fp8"

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from servesim.hardware.ops import Op, Peaks, by_name, light_s, priced_parts
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.stepmodel import Chunk
-from servesim.plan.predict import Deployment, build_step_model
 
 H100 = Peaks(3.35e12, {"bf16": 989.4e12, "fp8": 1978.9e12}, 450e9)
 

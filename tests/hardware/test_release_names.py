@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from servesim.hardware.architectures import find_architecture
-from servesim.plan.predict import moe_dtype
+from servesim.hardware.pricer import moe_dtype
 
 
 def test_kimi_k2_thinking_is_k2_with_int4_experts() -> None:
@@ -64,7 +64,7 @@ SPELLINGS = [("FP8", "fp8"), (" nvfp4 ", "fp4"), ("NVFP4", "fp4"), ("bfloat16", 
 @pytest.mark.parametrize(("typed", "meant"), SPELLINGS)
 def test_dtypes_as_users_spell_them(typed: str, meant: str) -> None:
     from servesim.hardware.precision import normalize_dtype
-    from servesim.plan.predict import Deployment
+    from servesim.hardware.pricer import Deployment
 
     assert normalize_dtype(typed) == meant
     assert Deployment("openai/gpt-oss-120b", "b200", 1, typed, "FP8").dtype == meant

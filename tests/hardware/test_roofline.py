@@ -200,7 +200,7 @@ def test_node_from_the_step_model_is_near_the_seeds_node():
     # lab's assumption, not a measurement).  The measured-kernel node (the one every command uses)
     # lands within 10% on TPOT and decode tokens/s; its prefill is faster than the lab assumed.
     from servesim.hardware.node import step_node
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.hardware.pricer import Deployment, build_step_model
 
     sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4, "bf16", "bf16", "vllm"))
     d = step_node(sm, mem, prompt_tokens=6144, output_tokens=512)
@@ -220,7 +220,7 @@ def test_node_from_the_step_model_is_near_the_seeds_node():
 
 def test_step_node_batch_choices_and_refusal():
     from servesim.hardware.node import step_node
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.hardware.pricer import Deployment, build_step_model
 
     sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 8, "bf16", "bf16", "vllm"))
     base = {"prompt_tokens": 1024, "output_tokens": 512}

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from servesim._checks import ParameterError
 from servesim.hardware import speculation as spm
 from servesim.hardware import speculation_physics as sp
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.model import speculative as sd
-from servesim.plan.predict import Deployment, build_step_model
 from tests.strategies import open_alphas
 
 

@@ -12,6 +12,7 @@ import math
 import pytest
 
 from servesim.cli.main import main
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.plan.capacity import (
     colocated_at_load,
     decode_at_load,
@@ -19,7 +20,6 @@ from servesim.plan.capacity import (
     max_rate,
     prefill_at_load,
 )
-from servesim.plan.predict import Deployment, build_step_model
 from servesim.plan.search import PlanQuestion, capacity_plan
 from servesim.sim.engine import simulate_colocated, simulate_disaggregated
 

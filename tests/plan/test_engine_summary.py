@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from servesim.hardware.pricer import Deployment
 from servesim.plan.engine_summary import engine_summary, engine_trace_summary
-from servesim.plan.predict import Deployment
 
 DEP = Deployment("llama-3-8b", "h100-sxm", 1, "bf16", "bf16", "vllm")
 

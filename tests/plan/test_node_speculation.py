@@ -7,9 +7,10 @@ import json
 import pytest
 
 from servesim.hardware.acceptance import preset_for
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.speculation import alpha_for_acceptance_length
 from servesim.plan.node_speculation import node_speculation
-from servesim.plan.predict import Deployment, build_step_model, speculating_step_model, speculation_setting
+from servesim.plan.predict import speculating_step_model, speculation_setting
 
 R1 = "deepseek-ai/DeepSeek-R1"
 NODE_PLAN = ["plan", "--gpu", "h200", "--dtype", "fp8", "--tp", "8", "--nodes", "4", "--isl", "1024", "--osl",

@@ -7,9 +7,10 @@ import pytest
 
 from servesim.hardware.catalog import builtin_catalog
 from servesim.hardware.names import resolve_gpu, resolve_model
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.speculation import K_MAX, draft_model_for, speculation_for, tree_speedup
 from servesim.hardware.speculation_physics import TokenTree
-from servesim.plan.predict import Deployment, build_step_model, speculation_setting
+from servesim.plan.predict import speculation_setting
 from servesim.plan.roofline import measured_step_model, roofline_summary
 
 CONTEXT = 1280

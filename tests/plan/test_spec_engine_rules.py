@@ -9,6 +9,7 @@ from servesim._checks import ParameterError
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.names import dense_shape
 from servesim.hardware.precision import weight_bytes
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.speculation import (
     EAGLE3_DRAFT_VOCAB,
     draft_model_for,
@@ -16,7 +17,7 @@ from servesim.hardware.speculation import (
     speculation_for,
     verify_s,
 )
-from servesim.plan.predict import Deployment, build_step_model, predict
+from servesim.plan.predict import predict
 from servesim.sim.batching import Benchmark
 
 CONTEXT = 1024

@@ -147,7 +147,7 @@ def preset_label(args: argparse.Namespace, wl: Any) -> str:
 def deployment_of(args: argparse.Namespace) -> Any:
     """The :class:`servesim.plan.predict.Deployment` of ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype``
     and ``--engine``."""
-    from servesim.plan.predict import Deployment
+    from servesim.hardware.pricer import Deployment
 
     return Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
                       dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
@@ -177,7 +177,8 @@ def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.node import step_node
-    from servesim.plan.predict import build_step_model, check_context
+    from servesim.hardware.pricer import build_step_model
+    from servesim.plan.predict import check_context
 
     cat = load_catalog(*args.catalog)
     dep = deployment_of(args)

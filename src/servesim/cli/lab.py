@@ -145,7 +145,7 @@ def _specdec_model(args: argparse.Namespace) -> Output:
     """``specdec --model M --gpu G``: the preset's speedup by batch from the step model ``predict`` uses."""
     from servesim._checks import ParameterError
     from servesim.hardware.catalog import builtin_catalog
-    from servesim.plan.predict import Deployment, build_step_model
+    from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.plan.summary import specdec_on_model
     from servesim.render.text import specdec_model_text
 

@@ -382,9 +382,9 @@ def _engine(args: argparse.Namespace) -> Output:
     from servesim._checks import InputError
     from servesim.cli.common import ep_comm_of
     from servesim.hardware.catalog import load_catalog
+    from servesim.hardware.pricer import Deployment
     from servesim.model.kvcache import LINKS
     from servesim.plan.engine_summary import engine_summary
-    from servesim.plan.predict import Deployment
 
     if args.gpu is None or args.rate is None or args.osl is None:
         raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
@@ -432,9 +432,9 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     from servesim._checks import InputError
     from servesim.cli.common import ep_comm_of
     from servesim.hardware.catalog import load_catalog
+    from servesim.hardware.pricer import Deployment
     from servesim.inputs.traces import load_trace
     from servesim.plan.engine_summary import engine_trace_summary
-    from servesim.plan.predict import Deployment
 
     tr = load_trace(args.trace, rate_scale=args.rate_scale, need_rate=True)
     cat = load_catalog(*args.catalog) if args.catalog else None

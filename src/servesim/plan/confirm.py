@@ -36,7 +36,7 @@ _GROW, _SHRINK, _TRIES = 1.25, 0.8, 14
 
 def row_deployments(row: dict[str, Any], q: Any, gpu: str) -> tuple[Any, Any]:
     """The prefill and decode :class:`~servesim.plan.predict.Deployment` of a plan row."""
-    from servesim.plan.predict import Deployment
+    from servesim.hardware.pricer import Deployment
 
     def dep(pool: dict[str, Any]) -> Any:
         return Deployment(q.model, gpu, pool["tp"], dtype=pool.get("dtype_flag", pool["dtype"]),

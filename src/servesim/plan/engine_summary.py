@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
-from servesim.plan.predict import Deployment, build_step_model, check_context
+from servesim.plan.predict import check_context
 from servesim.sim.engine import replay_colocated, simulate_colocated, simulate_disaggregated
 
 __all__ = ["engine_summary", "engine_trace_summary"]

@@ -59,9 +59,10 @@ def node_speculation(dep: Any, spec: str, *, isl: int, osl: int, rate_per_node: 
 
     Raises ParameterError naming the parameter: a method the model does not have (MTP on a model
     without its module), an acceptance given without its k, a traffic kind with no acceptance."""
+    from servesim.hardware.pricer import build_step_model
     from servesim.model.speculative import SpecDecPreset
     from servesim.plan.capacity import decode_at_load
-    from servesim.plan.predict import build_step_model, speculating_step_model, speculation_setting
+    from servesim.plan.predict import speculating_step_model, speculation_setting
 
     kmax = check_int("k_max", k_max, lo=1)
     p, o = check_int("isl", isl, lo=1), check_int("osl", osl, lo=1)

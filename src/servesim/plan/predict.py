@@ -18,21 +18,18 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.engines import ENGINES, engine_profile
-from servesim.hardware.names import canonical_gpu, dense_shape, resolve_gpu
+from servesim.hardware.pricer import Deployment, build_step_model, model_architecture
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
-__all__ = ["COMPARED_KEYS", "Deployment", "build_step_model", "compare_to_measured", "harness_deployment",
-           "harness_speculation",
-           "kv_transfer_seconds",
-           "predict", "predict_disaggregated"]
+__all__ = ["COMPARED_KEYS", "compare_to_measured", "harness_deployment", "harness_speculation",
+           "kv_transfer_seconds", "predict", "predict_disaggregated"]
 
 COMPARED_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
@@ -40,73 +37,6 @@ COMPARED_KEYS: tuple[str, ...] = (
     "total_token_throughput",
 )
 """Metrics that ``vllm bench serve`` reports and ``predict`` predicts."""
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """One replica: model on ``tp`` GPUs with weight and KV dtypes, served by ``engine``.
-
-    ``max_num_batched_tokens`` and ``max_num_seqs`` are the engine's step token budget and
-    running-sequence limit under whatever name the engine gives them (vLLM
-    ``--max-num-batched-tokens``/``--max-num-seqs``, SGLang ``--chunked-prefill-size``/
-    ``--max-running-requests``, TensorRT-LLM ``--max-num-tokens``/``--max-batch-size``);
-    ``scheduler`` holds the engine's other scheduler options as (name, value) pairs
-    (SGLang ``enable_mixed_chunk``, ``max_prefill_tokens``; TensorRT-LLM
-    ``enable_chunked_prefill``); ``overlap`` False turns off the engine's overlap scheduler
-    (vLLM ``--no-async-scheduling``, SGLang ``--disable-overlap-schedule``, TensorRT-LLM
-    ``--disable-overlap-scheduler``).
-    """
-
-    model: str
-    gpu: str
-    tp: int = 1
-    dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    engine: str = "vllm"
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    scheduler: tuple[tuple[str, float | bool], ...] = ()
-    overlap: bool | None = None  # the engine's overlap (async) scheduler; None: its default
-    dp: int = 1  # attention data-parallel ranks (MoE models): the replica spans tp x dp GPUs
-    ep: int = 1  # expert-parallel ranks of the MoE layers (their tensor parallel is tp x dp / ep)
-    memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
-    cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
-    moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
-    moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
-    gemm_backend: str | None = None  # SGLang's block-FP8 linear-layer backend (GEMM_BACKENDS); None: default
-    ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
-    piecewise_cuda_graphs: bool = False  # prefill steps in piecewise CUDA graphs (engine_profile)
-    speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
-
-    def __post_init__(self) -> None:
-        from servesim.hardware.precision import normalize_dtype
-
-        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))  # FP8, nvfp4, w4a16 ... as typed
-        object.__setattr__(self, "kv_dtype", normalize_dtype(self.kv_dtype))
-        check_int("tp", self.tp, lo=1, hi=64)
-        check_int("dp", self.dp, lo=1, hi=256)
-        check_int("ep", self.ep, lo=1, hi=256)
-        if self.memory_fraction is not None:
-            check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
-        if self.cuda_graph_max_tokens is not None:
-            check_int("cuda_graph_max_tokens", self.cuda_graph_max_tokens, lo=0, hi=65536)
-        if self.moe_activations not in (None, "mxfp8"):
-            raise ParameterError("moe_activations", self.moe_activations,
-                                 "None (the engine's default) or mxfp8")
-        from servesim.hardware.engines import EP_COMMS
-        from servesim.hardware.moe_step import GEMM_BACKENDS, MOE_BACKENDS
-
-        if self.ep_comm is not None and self.ep_comm not in EP_COMMS:
-            raise ParameterError("ep_comm", self.ep_comm,
-                                 f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
-        if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
-            raise ParameterError("moe_backend", self.moe_backend,
-                                 f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
-        if self.gemm_backend is not None and self.gemm_backend not in GEMM_BACKENDS:
-            raise ParameterError("gemm_backend", self.gemm_backend,
-                                 f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
-        if self.engine not in ENGINES:
-            raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
 
 def fresh_server_waits(sm: Any, bench: Benchmark, *,
@@ -163,23 +93,6 @@ def _pricing_notes(sm: Any) -> list[str]:
     return [n for n in notes if n]
 
 
-MEMORY_FLAGS: dict[str, str] = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static",
-                                "trtllm": "--free-gpu-memory-fraction"}
-"""Each engine's own flag for the memory share that :attr:`Deployment.memory_fraction` sets."""
-
-
-def _memory_share_that_fits(engine: str, eng: Any, weight_bytes: float, reserve_bytes: float,
-                            memory_bytes: float) -> str:
-    """``--gpu-memory-utilization 0.93 or more``: the engine's memory flag (:data:`MEMORY_FLAGS`)
-    at the smallest hundredth that leaves the weights room (fraction x HBM - reserve > weights),
-    where the engine caps weights and KV together and a setting below 0.99 does; else ``""``."""
-    flag = MEMORY_FLAGS.get(engine, "")
-    f_min = (weight_bytes + reserve_bytes) / memory_bytes
-    if not flag or eng.fraction_of_free or f_min >= 0.99:
-        return ""
-    return f"{flag} {math.ceil(f_min * 100) / 100:.2f} or more"
-
-
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
@@ -197,7 +110,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
 
     recipe: dict[str, Any] = {}
     if bench.client.name == "inferencemax":  # the one harness with recipes
-        arch = _architecture(model)
+        arch = model_architecture(model)
         family = arch.family if arch is not None else ""
         dtype = str(normalize_dtype(fields.get("dtype") or ""))
         if pool:
@@ -242,7 +155,7 @@ def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
     out = {"spec": spec, **given}
     if spec in (None, "none"):
         return out
-    arch = _architecture(model)
+    arch = model_architecture(model)
     if all(given.get(n) is None for n in ("alpha", "acceptance_length", "traffic")):
         from servesim.hardware.acceptance import has_acceptance
 
@@ -257,182 +170,11 @@ def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
     return out
 
 
-def _architecture(model: str) -> Any:
-    """The MoE / MLA architecture ``model`` names (a shipped config or a config.json path), or None
-    for a dense model."""
-    from servesim._checks import InputError
-    from servesim.hardware.architectures import find_architecture
-
-    try:
-        return find_architecture(model)
-    except InputError:
-        if _is_moe_config(model):
-            raise
-        return None  # a dense config.json: the dense reader names what is wrong with it
-
-
-def _is_moe_config(path: str) -> bool:
-    """Whether the config.json at ``path`` declares experts or a latent (MLA) KV cache."""
-    import json
-    from pathlib import Path
-
-    from servesim._textfile import path_kind
-    from servesim.hardware.names import MOE_CONFIG_FIELDS
-
-    p = Path(path).expanduser()
-    p = p / "config.json" if path_kind(p) == "dir" else p
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(data, dict):
-        return False
-    data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
-    return data.get("kv_lora_rank") is not None or any(data.get(k) not in (None, 0, 1)
-                                                       for k in MOE_CONFIG_FIELDS)
-
-
-BLOCK_FP8_FAMILIES = frozenset({"deepseek_v3", "qwen3_moe", "minimax_m2"})
-"""Model families whose publishers release their FP8 weights in 128 x 128 blocks, so that ``fp8``
-names that release: DeepSeek-V3/R1 and Kimi-K2 (``quantization_config`` ``fp8`` with
-``weight_block_size [128, 128]``), Qwen3-MoE (``Qwen/Qwen3-235B-A22B-FP8``,
-``...-Instruct-2507-FP8``: "fine-grained fp8 quantization with block size of 128") and MiniMax-M2
-(block FP8 checkpoints).  Others (gpt-oss, Mixtral, Llama-4) take per-tensor FP8."""
-
-
-def moe_dtype(user: str, arch: Any, gpu: str, par: Any = None) -> str:
-    """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` block
-    FP8 where the checkpoint or its publisher's FP8 release is block-quantized
-    (:data:`BLOCK_FP8_FAMILIES`: ``fp8`` on Qwen3-235B-A22B-Instruct-2507 is Qwen's own -FP8
-    release), else per-tensor, and per-tensor too where that release cannot be split as ``par``
-    (a :class:`~servesim.hardware.moe_step.Parallelism`) splits it while the checkpoint itself is
-    not block FP8: Qwen3-235B-A22B's 1536-wide experts over MoE TP 8 leave 192 rows a rank, not a
-    whole number of 128-row scale blocks, which NVIDIA's per-tensor FP8 release
-    (``nvidia/Qwen3-235B-A22B-FP8``, what TensorRT-LLM's TP8 tables run) loads at any split
-    (:func:`~servesim.hardware.moe_step.block_fp8_splits`); ``fp4`` the checkpoint's own MXFP4
-    experts where it has them (gpt-oss: what vLLM, SGLang and TensorRT-LLM load on Hopper and
-    Blackwell alike, and what benchmark tables label "fp4"), else NVFP4 on Blackwell; ``int4``
-    int4 weight-only groups; ``bf16`` as it says."""
-    own = arch.checkpoint_dtype
-    if user == "auto":
-        return str(own)
-    if user == "fp8":
-        if own == "fp8_block":
-            return "fp8_block"
-        if arch.family not in BLOCK_FP8_FAMILIES:
-            return "fp8"
-        if par is not None:
-            from servesim.hardware.architectures import LINEAR_PARTS
-            from servesim.hardware.moe_step import block_fp8_splits
-
-            if block_fp8_splits(arch, par, set(LINEAR_PARTS)):
-                return "fp8"
-        return "fp8_block"
-    if user == "fp4":
-        if own == "mxfp4":  # its own MXFP4 experts, as every engine runs gpt-oss on any GPU
-            return "mxfp4"
-        blackwell = gpu.startswith(("b200", "b300", "gb200", "gb300"))
-        if blackwell:
-            return "fp4"
-        raise ParameterError("dtype", user, f"bf16, fp8 or int4 on {gpu} for {arch.name}: NVFP4 needs a "
-                             "Blackwell GPU (MXFP4 weight-only runs on Hopper for MXFP4 checkpoints)")
-    return user
-
-
-_BUILT: dict[Deployment, tuple[Any, Any, float]] = {}
-"""Step models built for the shipped catalog, by deployment (a plan confirms one at many rates)."""
-
-
-def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
-    """The step model of ``dep``, the model's shape and each GPU's memory in bytes (built once per
-    deployment for the shipped catalog)."""
-    if catalog is not None:
-        return _build_step_model(dep, catalog)
-    hit = _BUILT.get(dep)
-    if hit is None:
-        if len(_BUILT) >= 256:
-            _BUILT.clear()
-        hit = _BUILT[dep] = _build_step_model(dep, None)
-    return hit
-
-
-def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
-    """The step model of ``dep``, the model's shape and each GPU's memory in bytes.
-
-    A mixture-of-experts or MLA model (:mod:`servesim.hardware.architectures`) gets the
-    operation-list step model of :mod:`servesim.hardware.moe_step` on ``tp x dp`` GPUs with
-    ``ep``-way expert parallelism; a dense model the per-GEMM :class:`StepModel` on ``tp``."""
-    arch = _architecture(dep.model)
-    gpu = resolve_gpu(dep.gpu, catalog)
-    gname = canonical_gpu(dep.gpu, catalog)
-    if arch is None and (dep.dp > 1 or dep.ep > 1):
-        dense_shape(dep.model, catalog)  # a model it does not know is refused as unknown, not as dense
-        raise ParameterError("dp" if dep.dp > 1 else "ep", dep.dp if dep.dp > 1 else dep.ep,
-                             f"1 for a dense model ({dep.model}): attention data parallel and expert "
-                             "parallel apply to mixture-of-experts models")
-    eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
-                         max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
-                         scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
-                         dp=dep.dp, memory_fraction=dep.memory_fraction,
-                         cuda_graph_max_tokens=dep.cuda_graph_max_tokens, speculating=dep.speculating,
-                         piecewise_cuda_graphs=dep.piecewise_cuda_graphs)
-    if arch is not None:
-        from servesim.hardware.moe_step import MoEStepModel, Parallelism
-
-        par = Parallelism(dep.tp, dep.dp, dep.ep)
-        msm = MoEStepModel(arch, gname, par,
-                           dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
-                           catalog=catalog, moe_activations=dep.moe_activations,
-                           moe_backend=dep.moe_backend, gemm_backend=dep.gemm_backend, ep_comm=dep.ep_comm)
-        if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
-            per = msm.weight_bytes_per_gpu / 2**30
-            # the most weights a GPU can hold and keep KV room: the engine's share of HBM less its reserve
-            # (TensorRT-LLM takes its fraction of what the weights leave free: all but the reserve)
-            usable = (gpu.memory_bytes - eng.reserved_bytes if eng.fraction_of_free
-                      else eng.kv_room_bytes(gpu.memory_bytes, 0.0)) / 2**30
-            # the fewest GPUs whose share of the same weights leaves that room some KV cache
-            gpus_needed = math.floor(per * dep.tp * dep.dp / usable) + 1
-            share = _memory_share_that_fits(dep.engine, eng, msm.weight_bytes_per_gpu, eng.reserved_bytes,
-                                            gpu.memory_bytes)
-            higher = f", or {share}" if share else ""
-            raise ParameterError(
-                "tp", f"{dep.tp} x dp {dep.dp}",
-                f"large enough for the weights to fit: {arch.name} in {msm.dtype} needs {per:.1f} GiB per "
-                f"GPU on {dep.tp * dep.dp} GPU{'s' if dep.tp * dep.dp > 1 else ''}, a {dep.gpu} has "
-                f"{gpu.memory_bytes / 2**30:.1f} GiB, of which "
-                f"{dep.engine} leaves at most {usable:.1f} GiB for weights (memory fraction "
-                f"{eng.memory_fraction:g}, less its reserve; at least {gpus_needed} GPUs would hold it"
-                f"{higher})")
-        return msm, arch, gpu.memory_bytes
-    shape = dense_shape(dep.model, catalog)
-    sm = StepModel(shape, gname, dep.tp, dtype="bf16" if dep.dtype == "auto" else dep.dtype,
-                   kv_dtype=dep.kv_dtype, engine=eng, catalog=catalog)
-    if sm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
-        from servesim.hardware.names import valid_tps
-
-        need = (sm.weight_bytes_per_gpu + sm.reserve_bytes) / (eng.memory_fraction * 2**30)
-        room = eng.memory_fraction * gpu.memory_bytes - sm.reserve_bytes
-        would = next((t for t in sorted(valid_tps(shape)) if t > dep.tp
-                      and sm.weight_bytes_per_gpu * dep.tp / t < room), None)
-        share = _memory_share_that_fits(dep.engine, eng, sm.weight_bytes_per_gpu, sm.reserve_bytes,
-                                        gpu.memory_bytes)
-        higher = f"{'; or' if would else ';'} {share}" if share else ""
-        raise ParameterError(
-            "tp", dep.tp,
-            f"large enough for the weights to fit: {shape.name} in {sm.dtype} needs "
-            f"{sm.weight_bytes_per_gpu / 2**30:.1f} GiB per GPU at tp {dep.tp} (about {need:.0f} GiB of "
-            f"HBM at {eng.memory_fraction:g} utilization), a {dep.gpu} has "
-            f"{gpu.memory_bytes / 2**30:.1f} GiB" + (f"; tp {would} would hold it" if would else "") + higher,
-        )
-    return sm, shape, gpu.memory_bytes
-
-
 def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: float | None = None,
                        acceptance_length: float | None = None,
                        traffic: str | None = None) -> tuple[float | None, int | None, str]:
     """The acceptance a speculative prediction runs with: (alpha or None for the lab's preset, the
     draft length or None to search it, where it came from), as :func:`speculation_setting` describes."""
-    from servesim._checks import check_real
     from servesim.hardware.speculation import alpha_for_acceptance_length
 
     if acceptance_length is not None:

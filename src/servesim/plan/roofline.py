@@ -197,7 +197,7 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
                              f"{model.name}")
     if arch is not None:  # the MoE / MLA step model of its split (speculation: its own MTP module)
         from servesim.hardware.moe_step import MoEStepModel, Parallelism
-        from servesim.plan.predict import moe_dtype
+        from servesim.hardware.pricer import moe_dtype
 
         # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
         par = Parallelism(tp, dp, ep)

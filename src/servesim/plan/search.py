@@ -160,9 +160,10 @@ def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
     TP 1-8 for a dense model; for an MoE model, TP, TP with expert parallel over the same GPUs, and
     attention data parallel with expert parallel (DP x EP), on 1-8 GPUs and on ``NODES`` whole nodes
     (the GPU's node size in its kernel tables), within the budget."""
-    from servesim.plan.predict import _architecture, check_context
+    from servesim.hardware.pricer import model_architecture
+    from servesim.plan.predict import check_context
 
-    arch = _architecture(q.model)
+    arch = model_architecture(q.model)
     check_context(arch if arch is not None else dense_shape(q.model, catalog), q.isl, q.isl + q.osl)
     if arch is None:
         shape = dense_shape(q.model, catalog)
@@ -189,7 +190,8 @@ def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
 
 def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     """Every deployment priced by the closed form at load, ranked (the plan before confirmation)."""
-    from servesim.plan.predict import Deployment, build_step_model, kv_transfer_seconds
+    from servesim.hardware.pricer import Deployment, build_step_model
+    from servesim.plan.predict import kv_transfer_seconds
 
     if q.acceptance_length is not None and (q.spec is None or q.k is None):
         raise ParameterError("acceptance_length", q.acceptance_length, "given with --spec METHOD and --k K "

@@ -332,8 +332,8 @@ ENGINE_REQUESTS = 800
 
 def _engine_cases() -> list[tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]]:
     """(label, closed form at rate, simulator at (rate, seed)) for the engine-level checks."""
+    from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
-    from servesim.plan.predict import Deployment, build_step_model
     from servesim.sim.engine import simulate_colocated, simulate_disaggregated
 
     sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4))
@@ -389,8 +389,8 @@ def _bias_engine(seed: int) -> list[Row]:
     same rate, its batch set by the traffic.
     """
     from servesim.hardware.node import step_node
+    from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.model.serving import colocated as ref_colocated
-    from servesim.plan.predict import Deployment, build_step_model
     from servesim.sim.engine import simulate_colocated
     from servesim.sim.stats import estimate
 
