@@ -7,9 +7,9 @@ import io
 import json
 
 import pytest
-from tests.cli_helpers import run_cli
 
 import servesim.sim
+from tests.cli_helpers import run_cli
 
 MMC_ARGS = [
     "simulate",
