@@ -71,6 +71,7 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -448,10 +449,47 @@ class MoEStepModel:
         return total
 
     kv_context: int | None = None
-    """A request's typical length (prompt + output), set by the caller: sliding-window layers hold
+    """A request's typical length (prompt + output; :meth:`for_requests`): sliding-window layers hold
     at most their window of it (vLLM's hybrid KV-cache manager, SGLang's SWA pool, TensorRT-LLM's
     variable-window cache), so a token of a windowed model costs the per-token average over a
     sequence of that length."""
+
+    is_moe = True
+    """A mixture-of-experts or MLA model (the :class:`~servesim.hardware.pricer.Pricer` seam)."""
+
+    @property
+    def model_name(self) -> str:
+        return str(self.arch.name)
+
+    @property
+    def has_mtp(self) -> bool:
+        """Whether the checkpoint carries a multi-token-prediction module (``num_nextn_predict_layers``)."""
+        return bool(self.arch.mtp_layers)
+
+    @property
+    def pricing_notes(self) -> tuple[str, ...]:
+        """What this step model prices from another engine's table than its own (a prefill's MLA
+        attention), on a backend the user chose, or scales by a fitted factor (the experts of a
+        step that prefills), to print beside the figures."""
+        notes = (self.mla_prefill_note, self.moe_backend_note, self.gemm_backend_note, self.moe_prefill_note)
+        return tuple(n for n in notes if n)
+
+    def with_drafter(self, drafter_bytes: tuple[float, float]) -> MoEStepModel:
+        """A copy whose KV cache makes room for a drafter's (weight bytes per GPU, KV bytes per token
+        per GPU); its pricing is this model's."""
+        run = copy.copy(self)
+        run.drafter_bytes = drafter_bytes
+        return run
+
+    def for_requests(self, tokens: int) -> MoEStepModel:
+        """The step model for requests of ``tokens`` tokens (prompt + output): a copy whose windowed
+        layers hold at most their window of each (:attr:`kv_context`); its pricing is this model's.
+        A copy, never this model changed, so a step model shared between questions (the pricer
+        factory keeps one per deployment) answers each the same whatever was asked before."""
+        check_int("tokens", tokens, lo=1)
+        run = copy.copy(self)
+        run.kv_context = tokens
+        return run
 
     @property
     def kv_bytes_per_token_per_gpu(self) -> float:
@@ -467,7 +505,7 @@ class MoEStepModel:
 
     drafter_bytes: tuple[float, float] = (0.0, 0.0)
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
-    (:func:`servesim.hardware.speculation.drafter_memory`; set on a copy by the caller)."""
+    (:func:`servesim.hardware.speculation.drafter_memory`; see :meth:`with_drafter`)."""
 
     def kv_capacity_tokens(self, memory_bytes: float) -> int:
         """KV tokens the replica holds: each DP rank's share beside the weights (and a drafter's),

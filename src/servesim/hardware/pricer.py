@@ -37,11 +37,27 @@ from servesim.hardware.names import (
     resolve_gpu,
     valid_tps,
 )
+from servesim.hardware.ops import Peaks
 from servesim.hardware.precision import normalize_dtype
 from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
 
-__all__ = ["BLOCK_FP8_FAMILIES", "MEMORY_FLAGS", "Deployment", "Pricer", "build_step_model",
+__all__ = ["BLOCK_FP8_FAMILIES", "MEMORY_FLAGS", "Deployment", "Drafter", "Pricer", "build_step_model",
            "model_architecture", "moe_dtype"]
+
+
+class GpuTime(Protocol):
+    """A pass's GPU time (s): an engine step's :class:`~servesim.hardware.stepmodel.StepTime`, or a
+    drafter's pass that is not one."""
+
+    @property
+    def gpu_s(self) -> float: ...
+
+
+class Drafter(Protocol):
+    """What speculation asks of a drafter (a draft model, an EAGLE or MTP head, Medusa heads, n-gram
+    matching on the host): its pass over ``positions`` tokens of ``batch`` sequences."""
+
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> GpuTime: ...
 
 
 class Pricer(Protocol):
@@ -53,6 +69,22 @@ class Pricer(Protocol):
     dtype: str
     kv_dtype: str
     drafter_bytes: tuple[float, float]
+
+    is_moe: bool  # a mixture-of-experts or MLA model (the lab's closed forms price dense ones only)
+    kv_context: int | None  # the request length it was made for (for_requests), None if any
+    tables_note: str  # which measured tables price it (another GPU's, scaled, where it has none)
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def has_mtp(self) -> bool: ...
+
+    @property
+    def peaks(self) -> Peaks: ...
+
+    @property
+    def pricing_notes(self) -> tuple[str, ...]: ...
 
     @property
     def weight_bytes_per_gpu(self) -> float: ...
@@ -68,6 +100,14 @@ class Pricer(Protocol):
     def decode_step(self, batch: float, context: float, positions: int = 1) -> StepTime: ...
 
     def prompt_s(self, tokens: int) -> float: ...
+
+    def for_requests(self, tokens: int) -> Pricer:
+        """The pricer for requests of ``tokens`` tokens (a copy where the KV held depends on it)."""
+        ...
+
+    def with_drafter(self, drafter_bytes: tuple[float, float]) -> Pricer:
+        """A copy whose KV cache makes room for a drafter's (weight, KV per token) bytes per GPU."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -36,13 +36,14 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from servesim._checks import ParameterError
+from servesim.hardware.moe_step import MoEStepModel
 from servesim.hardware.names import dense_shape, resolve_model
+from servesim.hardware.pricer import Drafter, Pricer
 from servesim.hardware.stepmodel import StepModel
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
@@ -96,19 +97,22 @@ class Speculation:
         return sum(self.alpha**i for i in range(self.k + 1))
 
 
+@dataclass(frozen=True)
+class DraftStep:
+    """A drafter's pass that is not an engine step (host time, a GEMM or two): its time (s)."""
+
+    gpu_s: float
+
+
 class _HostDraft:
     """An n-gram proposer: host time only (see :data:`NGRAM_HOST_S`)."""
 
-    def decode_step(self, batch: float, context: float, positions: int = 1) -> Any:
-        from types import SimpleNamespace
-
-        return SimpleNamespace(gpu_s=NGRAM_HOST_S + NGRAM_HOST_S_PER_SEQ * batch)
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> DraftStep:
+        return DraftStep(NGRAM_HOST_S + NGRAM_HOST_S_PER_SEQ * batch)
 
 
-def _mtp_module(sm: Any, method: str) -> Any:
+def _mtp_module(sm: MoEStepModel, method: str) -> MoEStepModel:
     """A mixture-of-experts target's own MTP module (one layer of its kind, the shared LM head)."""
-    from servesim.hardware.moe_step import MoEStepModel
-
     arch = sm.arch
     if method != "mtp":
         raise ParameterError("spec", method, f"mtp (its own module) or ngram for {arch.name}: draft heads "
@@ -178,15 +182,14 @@ class MedusaHeads:
     def __init__(self, sm: StepModel) -> None:
         self.sm = sm
 
-    def decode_step(self, batch: float, context: float, positions: int = 1) -> Any:
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> DraftStep:
         """One head on ``batch`` sequences (``positions`` tokens each)."""
-        from types import SimpleNamespace
 
         s, t = self.sm.shape, self.sm.tables
         m = max(1.0, batch * positions)
         gemm = t.gemm("bf16", m, s.hidden, s.hidden).ms + t.gemm("bf16", m, s.vocab // self.sm.tp,
                                                                   s.hidden).ms
-        return SimpleNamespace(gpu_s=gemm * 1e-3)
+        return DraftStep(gemm * 1e-3)
 
 
 def _eagle_config(path: str, target: StepModel) -> dict[str, Any]:
@@ -208,7 +211,7 @@ def _eagle_config(path: str, target: StepModel) -> dict[str, Any]:
     return data
 
 
-def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None = None) -> Any:
+def draft_model_for(sm: Pricer, method: str, catalog: Any = None, draft: str | None = None) -> Drafter:
     """What drafts for ``method`` on the target step model ``sm`` (see the module docstring): a step
     model whose ``decode_step(b, ctx).gpu_s`` is one draft step."""
     if method == "ngram":
@@ -216,8 +219,9 @@ def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None
     if draft is not None and method not in ("small-draft", "draft", "eagle", "eagle3"):
         raise ParameterError("draft", draft, f"given only with --spec draft, small-draft (a draft model) or "
                              f"eagle / eagle3 (the head's config.json), not {method}")
-    if not isinstance(sm, StepModel):
+    if isinstance(sm, MoEStepModel):
         return _mtp_module(sm, method)
+    assert isinstance(sm, StepModel)  # the two pricers the factory builds
     if method in ("eagle", "eagle3"):
         return EagleHead(sm, eagle3=method == "eagle3", config=_eagle_config(draft, sm) if draft else None)
     if method == "medusa":
@@ -249,7 +253,7 @@ def draft_model_for(sm: Any, method: str, catalog: Any = None, draft: str | None
                      tables=sm.tables)
 
 
-def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: int | None = None,
+def speculation_for(sm: Pricer, preset: str, batch: float, context: float, *, k: int | None = None,
                     catalog: Any = None, draft: Any = None, alpha: float | None = None,
                     k_max: int = K_MAX,
                     alphas: Mapping[int, float] | None = None) -> tuple[Speculation, dict[str, float]]:
@@ -301,7 +305,7 @@ def speculation_for(sm: Any, preset: str, batch: float, context: float, *, k: in
     return Speculation(kk, a, drafting / kk), info
 
 
-def drafting_s(dm: Any, batch: float, context: float, k: int, step_s: float | None = None) -> float:
+def drafting_s(dm: Drafter, batch: float, context: float, k: int, step_s: float | None = None) -> float:
     """Drafting time of one speculative step of ``k`` drafts per sequence at ``batch``.
 
     A model drafter (EAGLE head, MTP module, draft model) first runs over every token the
@@ -321,7 +325,7 @@ def drafting_s(dm: Any, batch: float, context: float, k: int, step_s: float | No
     return _pass(dm, batch, context, k + 1) + (k - 1) * one + (extra(batch * (k + 1)) if extra else 0.0)
 
 
-def sglang_tree_for(sm: Any, method: str, batch: float, context: float, *, steps: int, topk: int,
+def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, steps: int, topk: int,
                     draft_tokens: int, alpha: float | None = None, acceptance_length: float | None = None,
                     draft: Any = None, catalog: Any = None) -> tuple[Speculation, dict[str, Any]]:
     """SGLang's EAGLE tree (``--speculative-num-steps S --speculative-eagle-topk K
@@ -374,7 +378,7 @@ def sglang_tree_for(sm: Any, method: str, batch: float, context: float, *, steps
     return spec, info
 
 
-def speedup_curve(sm: Any, method: str, context: float, batches: list[int], *, k: int | None = None,
+def speedup_curve(sm: Pricer, method: str, context: float, batches: list[int], *, k: int | None = None,
                   alpha: float | None = None, draft: Any = None,
                   catalog: Any = None) -> list[dict[str, float]]:
     """The speedup of the best k (or the given one) at each running batch, from the same step model:
@@ -387,7 +391,7 @@ def speedup_curve(sm: Any, method: str, context: float, batches: list[int], *, k
     return out
 
 
-def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: int,
+def turn_off_batch(sm: Pricer, preset: str, context: float, *, batch_limit: int,
                    catalog: Any = None, draft: Any = None, alpha: float | None = None,
                    k_max: int = K_MAX, alphas: Mapping[int, float] | None = None) -> int | None:
     """The largest batch (powers of two, then bisection) at which the best k still pays
@@ -411,7 +415,7 @@ def turn_off_batch(sm: StepModel, preset: str, context: float, *, batch_limit: i
     return _bisect(pays, lo, hi)
 
 
-def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any,
+def tree_speedup(sm: Pricer, tree: Any, batch: float, context: float, *, draft: Any,
                  method: str = "eagle3") -> float:
     """The speedup of a draft token tree (:class:`servesim.hardware.speculation_physics.TokenTree`)
     priced by the same step model as a chain: ``E[n] t_target / (sum_levels t_draft(B, n_l) +
@@ -435,7 +439,7 @@ def tree_speedup(sm: Any, tree: Any, batch: float, context: float, *, draft: Any
     return float(tree.expected_tokens * target / (drafting + verify))
 
 
-def drafter_memory(dm: Any, sm: Any, k: int) -> tuple[float, float]:
+def drafter_memory(dm: Drafter, sm: Pricer, k: int) -> tuple[float, float]:
     """(weight bytes per GPU, KV bytes per token per GPU) the drafter ``dm`` holds beside the
     target ``sm`` at draft length ``k``: what the KV cache loses to speculation.
 
@@ -481,15 +485,13 @@ def drafter_memory(dm: Any, sm: Any, k: int) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def beside_drafter(sm: Any, drafter_bytes: tuple[float, float]) -> Any:
+def beside_drafter(sm: Pricer, drafter_bytes: tuple[float, float]) -> Pricer:
     """A copy of the step model ``sm`` whose KV cache makes room for a drafter's (weight bytes per
     GPU, KV bytes per token per GPU) (:func:`drafter_memory`); its pricing is ``sm``'s."""
-    run = copy.copy(sm)
-    run.drafter_bytes = drafter_bytes
-    return run
+    return sm.with_drafter(drafter_bytes)
 
 
-def verify_s(sm: Any, method: str, batch: float, context: float, positions: int) -> float:
+def verify_s(sm: Pricer, method: str, batch: float, context: float, positions: int) -> float:
     """The target's verify step over ``positions`` tokens per sequence as the engine pays it.
 
     Where the engine keeps its overlap scheduler for ``method``
@@ -504,7 +506,7 @@ def verify_s(sm: Any, method: str, batch: float, context: float, positions: int)
     return float(step.gpu_s + step.host_s)
 
 
-def _pass(dm: Any, batch: float, context: float, positions: int) -> float:
+def _pass(dm: Drafter, batch: float, context: float, positions: int) -> float:
     """One forward pass of the drafter over ``positions`` tokens per sequence."""
     return float(dm.decode_step(batch, context, positions=positions).gpu_s)
 
@@ -512,17 +514,15 @@ def _pass(dm: Any, batch: float, context: float, positions: int) -> float:
 class _WithHost:
     """A drafter whose every step also pays ``overhead_s`` of host time (``--draft-overhead-us``)."""
 
-    def __init__(self, drafter: Any, overhead_s: float) -> None:
+    def __init__(self, drafter: Drafter, overhead_s: float) -> None:
         self.drafter, self.overhead_s = drafter, overhead_s
 
-    def decode_step(self, batch: float, context: float, positions: int = 1) -> Any:
-        from types import SimpleNamespace
-
+    def decode_step(self, batch: float, context: float, positions: int = 1) -> DraftStep:
         step = self.drafter.decode_step(batch, context, positions)
-        return SimpleNamespace(gpu_s=step.gpu_s + self.overhead_s)
+        return DraftStep(step.gpu_s + self.overhead_s)
 
 
-def with_host_overhead(drafter: Any, overhead_s: float) -> Any:
+def with_host_overhead(drafter: Drafter, overhead_s: float) -> Drafter:
     """``drafter`` with ``overhead_s`` of host time added to each draft step (itself when 0)."""
     return drafter if overhead_s <= 0 else _WithHost(drafter, overhead_s)
 

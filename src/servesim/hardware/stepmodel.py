@@ -81,6 +81,7 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -238,7 +239,34 @@ class StepModel:
 
     drafter_bytes: tuple[float, float] = (0.0, 0.0)
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
-    (:func:`servesim.hardware.speculation.drafter_memory`; set on a copy by the caller)."""
+    (:func:`servesim.hardware.speculation.drafter_memory`; see :meth:`with_drafter`)."""
+
+    is_moe = False
+    kv_context: int | None = None  # a dense model's KV per token does not depend on the request's length
+    """A dense model (the :class:`~servesim.hardware.pricer.Pricer` seam: the lab's closed forms
+    price dense models only)."""
+
+    pricing_notes: tuple[str, ...] = ()
+    """What the step model prices from another engine's table or a fitted factor: nothing here."""
+
+    has_mtp = False  # no multi-token-prediction module (DeepSeek-V3 family MoE models have one)
+
+    @property
+    def model_name(self) -> str:
+        return self.shape.name
+
+    def with_drafter(self, drafter_bytes: tuple[float, float]) -> StepModel:
+        """A copy whose KV cache makes room for a drafter's (weight bytes per GPU, KV bytes per token
+        per GPU); its pricing is this model's."""
+        run = copy.copy(self)
+        run.drafter_bytes = drafter_bytes
+        return run
+
+    def for_requests(self, tokens: int) -> StepModel:
+        """The step model for requests of ``tokens`` tokens: this one (every layer of a dense model
+        keeps the whole sequence's KV, whatever its length)."""
+        check_int("tokens", tokens, lo=1)
+        return self
 
     @property
     def profiled_reserve_bytes(self) -> float | None:

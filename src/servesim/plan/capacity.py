@@ -64,8 +64,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from servesim._checks import check_int, check_real
+from servesim.hardware.pricer import Pricer
 from servesim.hardware.speculation import speculation_for
-from servesim.hardware.stepmodel import Chunk, StepModel
+from servesim.hardware.stepmodel import Chunk
 
 __all__ = ["Decode", "LoadPoint", "Prefill", "colocated_at_load", "decode_at_load", "disaggregated_at_load",
            "max_rate", "prefill_at_load", "wait_quantile"]
@@ -129,7 +130,7 @@ def wait_quantile(tail: Any, q: float, hi: float) -> float:
     return hi
 
 
-def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: int, osl: int, *,
+def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int, osl: int, *,
                    prefill: bool, spec: Any = None) -> Decode:
     """Solve the decode batch of one replica at ``rate_per_s`` (see the module docstring)."""
     lam = check_real("rate", rate_per_s, lo=0.0)
@@ -220,7 +221,7 @@ def decode_at_load(sm: StepModel, memory_bytes: float, rate_per_s: float, isl: i
     return Decode(True, hi, t / en, phi, c, tc, k)
 
 
-def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) -> Prefill:
+def prefill_at_load(sm: Pricer, workers: int, rate_per_s: float, isl: int) -> Prefill:
     """A prefill pool of ``workers`` replicas at ``rate_per_s`` (M/D/c; see the module docstring)."""
     from servesim.model.mgc import cosmetatos_md_c_mean_wait_s
     from servesim.model.queueing import MMc
@@ -243,7 +244,7 @@ def prefill_at_load(sm: StepModel, workers: int, rate_per_s: float, isl: int) ->
     return Prefill(True, cosmetatos_md_c_mean_wait_s(c, lam, s), s, rho, c, tail)
 
 
-def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
+def colocated_at_load(sm: Pricer, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
                       osl: int, slo_ttft_s: float, *, spec: Any = None) -> LoadPoint:
     """``replicas`` colocated replicas at ``rate_per_s`` in all (see the module docstring)."""
     n = check_int("replicas", replicas, lo=1)
@@ -266,7 +267,7 @@ def colocated_at_load(sm: StepModel, memory_bytes: float, replicas: int, rate_pe
     return LoadPoint(rate_per_s, True, mean, p99, att, d.tpot_s, d.batch, phi, "", d.k)
 
 
-def disaggregated_at_load(prefill_sm: StepModel, prefill_workers: int, decode_sm: StepModel,
+def disaggregated_at_load(prefill_sm: Pricer, prefill_workers: int, decode_sm: Pricer,
                           decode_memory_bytes: float, decode_workers: int, link_bytes_per_s: float,
                           rate_per_s: float, isl: int, osl: int, slo_ttft_s: float, *,
                           spec: Any = None) -> LoadPoint:

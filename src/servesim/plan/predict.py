@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.pricer import Deployment, build_step_model, model_architecture
+from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.plan.stepview import moe_ms
@@ -39,7 +39,7 @@ COMPARED_KEYS: tuple[str, ...] = (
 """Metrics that ``vllm bench serve`` reports and ``predict`` predicts."""
 
 
-def fresh_server_waits(sm: Any, bench: Benchmark, *,
+def fresh_server_waits(sm: Pricer, bench: Benchmark, *,
                        disaggregated: bool = False) -> tuple[float, float, list[str]]:
     """What a harness that measures a fresh server (``Client.fresh_server``) makes the first wave
     wait, and the notes that say so: the engine of ``sm`` (a prefill pool's, disaggregated) takes
@@ -48,7 +48,7 @@ def fresh_server_waits(sm: Any, bench: Benchmark, *,
     (``EngineProfile.kv_connect_s``).  (0, 0, []) where the server is warm."""
     if not bench.client.fresh_server:
         return 0.0, 0.0, []
-    eng, dtype, who = sm.engine, str(getattr(sm, "dtype", "")), bench.client.name
+    eng, dtype, who = sm.engine, sm.dtype, bench.client.name
     cold = eng.cold_start_s(dtype)
     connect = eng.kv_connect_s if disaggregated else 0.0
     notes = []
@@ -84,13 +84,11 @@ def distinct_notes(notes: list[str]) -> list[str]:
     return [n if not k else f"{n} (and {k} more like it)" for n, k in zip(out, more, strict=True)]
 
 
-def _pricing_notes(sm: Any) -> list[str]:
+def _pricing_notes(sm: Pricer) -> list[str]:
     """What a step model prices from another engine's table than its own (a prefill's MLA attention:
     ``MoEStepModel.mla_prefill_note``) or scales by a fitted factor (``moe_prefill_note``), to print
     beside the figures."""
-    notes = (getattr(sm, "mla_prefill_note", ""), getattr(sm, "moe_backend_note", ""),
-             getattr(sm, "gemm_backend_note", ""), getattr(sm, "moe_prefill_note", ""))
-    return [n for n in notes if n]
+    return list(sm.pricing_notes)
 
 
 def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
@@ -205,7 +203,7 @@ def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: f
     return a, k, source
 
 
-def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: int | None = None,
+def speculation_setting(sm: Pricer, spec: str, batch: float, context: float, *, k: int | None = None,
                         alpha: float | None = None, acceptance_length: float | None = None,
                         draft: str | None = None, catalog: Any = None,
                         kv_max: int = 1, traffic: str | None = None,
@@ -234,8 +232,8 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
         speedup_curve,
     )
 
-    if spec == "mtp" and isinstance(sm, StepModel):
-        raise ParameterError("spec", spec, f"a method {sm.shape.name} has: it has no MTP module (DeepSeek-V3 "
+    if spec == "mtp" and not sm.is_moe:
+        raise ParameterError("spec", spec, f"a method {sm.model_name} has: it has no MTP module (DeepSeek-V3 "
                              "family models do); use eagle3, eagle, medusa, ngram or a draft model")
     if traffic is not None:
         from servesim.hardware.acceptance import TRAFFIC_KINDS
@@ -248,7 +246,7 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
         return _tree_setting(sm, spec, batch, context, tree, k=k, alpha=alpha,
                              acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
                              traffic=traffic)
-    family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
+    family = sm.model_name
     a, k, source = resolve_acceptance(spec, family, k=k, alpha=alpha, acceptance_length=acceptance_length,
                                       traffic=traffic)
     dm = draft_model_for(sm, spec, catalog, draft)
@@ -263,7 +261,7 @@ def speculation_setting(sm: Any, spec: str, batch: float, context: float, *, k: 
                          **_drafter_keys(dm, sm, speculation.k)}
 
 
-def _drafter_keys(dm: Any, sm: Any, k: int) -> dict[str, float]:
+def _drafter_keys(dm: Drafter, sm: Pricer, k: int) -> dict[str, float]:
     """The drafter's memory beside the target (:func:`servesim.hardware.speculation.drafter_memory`)."""
     from servesim.hardware.speculation import drafter_memory
 
@@ -271,7 +269,7 @@ def _drafter_keys(dm: Any, sm: Any, k: int) -> dict[str, float]:
     return {"drafter_weight_bytes_per_gpu": w, "drafter_kv_bytes_per_token_per_gpu": kv}
 
 
-def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[int, int, int], *,
+def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tuple[int, int, int], *,
                   k: int | None, alpha: float | None, acceptance_length: float | None, draft: str | None,
                   catalog: Any, kv_max: int, traffic: str | None) -> tuple[Any, dict[str, Any]]:
     """:func:`speculation_setting` for SGLang's EAGLE tree (its three flags in ``tree``)."""
@@ -289,7 +287,7 @@ def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[
         from servesim.model.speculative import SPECDEC_PRESETS
 
         kind = DEFAULT_TRAFFIC if traffic is None else traffic
-        family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
+        family = sm.model_name
         try:  # a chain (top-k 1) of `steps` drafts takes a preset measured at k = steps first
             found = preset_for(spec, kind, family, k=tree[0] if tree[1] == 1 else None)
             alpha, source = found.alpha, found.describe(kind) + "; its alpha grows the tree"
@@ -316,7 +314,7 @@ def _tree_setting(sm: Any, spec: str, batch: float, context: float, tree: tuple[
                          "stops_paying_at_batch": off, **_drafter_keys(dm, sm, speculation.k)}
 
 
-def _running_batch(sm: Any, memory: float, bench: Benchmark, isl: float, osl: float, kv_max: int,
+def _running_batch(sm: Pricer, memory: float, bench: Benchmark, isl: float, osl: float, kv_max: int,
                    workers: int = 1, prefill: bool = True) -> float:
     """The decode batch a speculative run is priced at (its draft's and verify's cost depend on it):
     the client's concurrency; at a request rate the batch the closed form keeps running there
@@ -365,8 +363,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     (a draft model) adds speculative decoding."""
     sm, shape, memory = build_step_model(dep, catalog)
     isl_mean, osl_mean = bench.mean_lengths()
-    if not isinstance(sm, StepModel):  # windowed layers hold at most their window of a request
-        sm.kv_context = max(1, round(isl_mean + osl_mean))
+    sm = sm.for_requests(max(1, round(isl_mean + osl_mean)))  # windowed layers hold at most their window
     cap = sm.kv_capacity_tokens(memory)
     per_request = bench.isl + bench.osl
     longest = max((p + o for p, o in lengths), default=per_request) if lengths else per_request
@@ -393,8 +390,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     if spec_info is not None:
         cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
     cold_s, _, fresh = fresh_server_waits(sm, bench)
-    res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation, lengths=lengths,
-                                     cold_start_s=cold_s)
+    res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
+                                     lengths=lengths, cold_start_s=cold_s)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
@@ -416,7 +413,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     out: dict[str, Any] = {
         "mode": "agg", "stable": stable,
         "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "dp": dep.dp, "ep": dep.ep, "gpus": gpus,
-        "dtype": getattr(sm, "dtype", dep.dtype), "kv_dtype": dep.kv_dtype, "engine": dep.engine,
+        "dtype": sm.dtype, "kv_dtype": dep.kv_dtype, "engine": dep.engine,
         "engine_version": sm.engine.version, "scheduler": sched,
         "client": client.name, "random_range_ratio": client.ratio, "num_warmups": bench.warmups,
         "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "max_concurrency": conc,
@@ -439,7 +436,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
 
 
-def _room_beside_drafter(run: Any, memory: float, per_request: int, longest: int, spec: str | None,
+def _room_beside_drafter(run: Pricer, memory: float, per_request: int, longest: int, spec: str | None,
                          draft: str | None, info: dict[str, Any]) -> tuple[int, int]:
     """The KV cache the drafter leaves on ``run`` (tokens) and the requests of ``per_request``
     tokens it holds within the running limit; a request of ``longest`` tokens must fit (refused
@@ -455,8 +452,8 @@ def _room_beside_drafter(run: Any, memory: float, per_request: int, longest: int
     return cap, min(run.engine.max_num_seqs, cap // per_request)
 
 
-def speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
-                            catalog: Any) -> Any:
+def speculating_step_model(sm: Pricer, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
+                            catalog: Any) -> Pricer:
     """The step model the engine loop runs speculation ``spec`` on: ``sm`` itself, or ``dep``'s
     with the overlap scheduler off where the engine turns it off for the method and the user left
     it at its default (vLLM: draft-model, n-gram and Medusa drafting; SGLang: its default
@@ -467,10 +464,11 @@ def speculating_step_model(sm: Any, dep: Deployment, spec: str | None, spec_info
         return sm
     sync = dep.overlap is None and sm.engine.overlap and not sm.engine.overlaps_speculation(spec)
     drafter = (spec_info["drafter_weight_bytes_per_gpu"], spec_info["drafter_kv_bytes_per_token_per_gpu"])
-    run = beside_drafter(build_step_model(replace(dep, overlap=False, speculating=True), catalog)[0] if sync
-                         else sm, drafter)
-    if sync and not isinstance(run, StepModel):
-        run.kv_context = sm.kv_context
+    base = sm
+    if sync:  # the engine's step without its overlap scheduler, for the requests ``sm`` is for
+        base = build_step_model(replace(dep, overlap=False, speculating=True), catalog)[0]
+        base = base if sm.kv_context is None else base.for_requests(sm.kv_context)
+    run = beside_drafter(base, drafter)
     if sync:
         spec_info["overlap"] = (f"off: {sm.engine.description} runs {spec} speculation without its overlap "
                                 "scheduler, so every step pays its host time after the GPU's "
@@ -490,7 +488,7 @@ def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[boo
     return p.stable, p.reason
 
 
-def kv_transfer_seconds(sm: Any, link_bytes_per_s: float) -> Any:
+def kv_transfer_seconds(sm: Pricer, link_bytes_per_s: float) -> Any:
     """``p -> seconds`` to move a ``p``-token prompt's KV cache over the link: every layer's cache in
     the KV dtype, one copy (an MLA model's latent, ``kv_lora_rank + rope`` values a layer; a GQA
     model's ``2 G d``; a sliding-window layer at most its window)."""
@@ -499,7 +497,7 @@ def kv_transfer_seconds(sm: Any, link_bytes_per_s: float) -> Any:
     return lambda p: kv_bytes_of(sm, p) / link_bytes_per_s
 
 
-def _pools_stable(psm: Any, wp: int, dsm: Any, dmem: float, wd: int, rate: float, isl: float,
+def _pools_stable(psm: Pricer, wp: int, dsm: Pricer, dmem: float, wd: int, rate: float, isl: float,
                   osl: float) -> tuple[bool, str, float]:
     """Whether the pools keep up with ``rate`` in the long run, by the closed form at load: the prefill
     pool (M/D/c, :func:`servesim.plan.capacity.prefill_at_load`) below full utilization, and a decode
@@ -557,9 +555,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     check_context(pshape, bench.isl, max((p + o for p, o in lengths), default=0) if lengths
                   else bench.isl + bench.osl)
     isl_mean, osl_mean = bench.mean_lengths()
-    for sm in (psm, dsm):
-        if not isinstance(sm, StepModel):
-            sm.kv_context = max(1, round(isl_mean + osl_mean))
+    psm, dsm = (m.for_requests(max(1, round(isl_mean + osl_mean))) for m in (psm, dsm))
     if psm.engine.name != dsm.engine.name:  # pragma: no cover - one --engine for both pools
         raise ParameterError("engine", dsm.engine.name, f"{psm.engine.name}, as the prefill pool's")
     dcap = dsm.kv_capacity_tokens(dmem)
@@ -591,9 +587,9 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,
         "prefill": {"tp": prefill.tp, "dp": prefill.dp, "ep": prefill.ep, "workers": prefill_workers,
-                    "dtype": getattr(psm, "dtype", prefill.dtype), "scheduler": res.prefill_scheduler},
+                    "dtype": psm.dtype, "scheduler": res.prefill_scheduler},
         "decode": {"tp": decode.tp, "dp": decode.dp, "ep": decode.ep, "workers": decode_workers,
-                   "dtype": getattr(dsm, "dtype", decode.dtype), "scheduler": res.decode_scheduler},
+                   "dtype": dsm.dtype, "scheduler": res.decode_scheduler},
         "kv_dtype": decode.kv_dtype, "engine": decode.engine, "engine_version": dsm.engine.version,
         "link_GBps": link_bytes_per_s / 1e9,
         "client": bench.client.name, "random_range_ratio": bench.client.ratio, "num_warmups": bench.warmups,
@@ -614,7 +610,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "cold_start_s": cold_s, "kv_connect_s": connect_s,
         "notes": distinct_notes([*_pricing_notes(psm), *fresh, *res.notes]),  # its own first
     }
-    if isinstance(psm, StepModel) and isinstance(dsm, StepModel) and bench.rate_per_s is not None and \
+    if not psm.is_moe and not dsm.is_moe and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only
         from servesim.plan.capacity import disaggregated_at_load
 

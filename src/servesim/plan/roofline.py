@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.pricer import Pricer
     from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
 
 __all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
@@ -207,7 +208,7 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
     return StepModel(shape, gname, tp, dtype=dtype, kv_dtype=kv_dtype, engine=eng, catalog=catalog)
 
 
-def measured_view(sm: Any, memory_bytes: float, *, batches: Sequence[int] = DEFAULT_BATCHES,
+def measured_view(sm: Pricer, memory_bytes: float, *, batches: Sequence[int] = DEFAULT_BATCHES,
                   context_tokens: int = DEFAULT_CONTEXT) -> dict[str, Any]:
     """The measured-kernel step model's view (:func:`servesim.plan.stepview.step_view`) of ``sm``,
     or why there is none (``sm`` a ValueError: ``available`` False and a ``note``)."""
@@ -218,7 +219,7 @@ def measured_view(sm: Any, memory_bytes: float, *, batches: Sequence[int] = DEFA
     return {"available": True, **step_view(sm, batches, context_tokens, memory_bytes)}
 
 
-def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], context: float, *, k_max: int,
+def _step_model_speculation(sm: Pricer, rows: list[Row], presets: list[Row], context: float, *, k_max: int,
                             draft: ModelSpec | None, overhead_s: float, catalog: Any,
                             memory_bytes: float) -> None:
     """Replace the roofline's speculation figures in ``rows`` and ``presets`` by ``sm``'s
@@ -230,7 +231,7 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
     from servesim.hardware import speculation as spm
     from servesim.hardware import speculation_physics as sp
     from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for, published_alphas
-    from servesim.hardware.stepmodel import StepModel, sequences_held
+    from servesim.hardware.stepmodel import sequences_held
 
     plain_cap = sequences_held(sm, memory_bytes, context)
 
@@ -238,7 +239,7 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
         st = sm.decode_step(r["batch"], context)
         r["priced_step_ms"] = st.total_s * 1e3
         r["priced_tokens_per_s"] = r["batch"] / st.total_s
-    family = sm.shape.name if isinstance(sm, StepModel) else sm.arch.name
+    family = sm.model_name
     for entry in presets:
         name, alpha = entry["name"], entry["alpha"]
         # each k at the chat acceptance a source measured on this model at (or nearest) that k, where
@@ -247,8 +248,8 @@ def _step_model_speculation(sm: Any, rows: list[Row], presets: list[Row], contex
                   if name != "small-draft" or draft is None else None)
         lab: float | None = None if alphas is not None else alpha
         try:
-            if name == "mtp" and isinstance(sm, StepModel):
-                raise ValueError(f"{sm.shape.name} has no MTP module (num_nextn_predict_layers is 0; "
+            if name == "mtp" and not sm.is_moe:
+                raise ValueError(f"{sm.model_name} has no MTP module (num_nextn_predict_layers is 0; "
                                  "DeepSeek-V3 family models have one)")
             dm = spm.with_host_overhead(spm.draft_model_for(
                 sm, name, catalog, draft.name if (draft is not None and name == "small-draft") else None),

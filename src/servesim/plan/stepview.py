@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from servesim.hardware.stepmodel import Chunk, StepModel, sequences_held
+from servesim.hardware.pricer import Pricer
+from servesim.hardware.stepmodel import Chunk, sequences_held
 
 __all__ = ["MOE_KINDS", "moe_ms", "step_view"]
 
@@ -30,7 +31,7 @@ def moe_ms(ops: Sequence[Any]) -> float:
     return float(sum(op.seconds for op in ops if op.kind in MOE_KINDS)) * 1e3
 
 
-def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes: float) -> dict[str, Any]:
+def step_view(sm: Pricer, batches: Sequence[int], context: int, memory_bytes: float) -> dict[str, Any]:
     """The measured-kernel section of ``servesim roofline`` as plain data (times in ms)."""
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)
     max_batch = sequences_held(sm, memory_bytes, context)
@@ -43,7 +44,7 @@ def step_view(sm: StepModel, batches: Sequence[int], context: int, memory_bytes:
     fitting = [b for b in batches if b <= max_batch] or list(batches)
     ops = {str(b): by_name(steps[b].ops, sm.peaks) for b in sorted({min(fitting), max(fitting)})}
     return {
-        "model": sm.shape.name, "gpu": sm.gpu, "tp": sm.tp, "dtype": sm.dtype, "kv_dtype": sm.kv_dtype,
+        "model": sm.model_name, "gpu": sm.gpu, "tp": sm.tp, "dtype": sm.dtype, "kv_dtype": sm.kv_dtype,
         "engine": sm.engine.name, "tables": sm.tables_note, "context_tokens": context,
         "kv_capacity_tokens": cap_tokens, "max_batch": max_batch, "rows": rows,
         "prefill": {"tokens": min(context, sm.engine.max_num_batched_tokens), **prefill.as_dict()},

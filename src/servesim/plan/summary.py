@@ -9,7 +9,7 @@ queue has ``stable: false``, ``ttft_ms: null`` and goodput 0.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.model import speculative as sd
 from servesim.model.kvcache import LINKS, Link
@@ -29,6 +29,9 @@ from servesim.model.serving import (
     resolve_scenario,
     workload_row,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only: the lab's path imports no hardware module
+    from servesim.hardware.pricer import Pricer
 
 __all__ = [
     "GRID_ALPHAS",
@@ -367,7 +370,7 @@ def _published_row(method: str, family: str, k: int) -> str:
     return preset_for(method, DEFAULT_TRAFFIC, family, k=k).describe(DEFAULT_TRAFFIC)
 
 
-def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, context: int,
+def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, context: int,
                      alpha: float | None = None, acceptance_length: float | None = None,
                      k: int | None = None, draft: str | None = None) -> dict[str, Any]:
     """``specdec --model``: the speedup of ``preset`` by running batch on the step model ``sm`` (the
@@ -388,12 +391,12 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
         drafter_memory,
         speculation_for,
     )
-    from servesim.hardware.stepmodel import StepModel, sequences_held
+    from servesim.hardware.stepmodel import sequences_held
     from servesim.model.speculative import SPECDEC_PRESETS
     from servesim.plan.predict import speculation_setting
 
     if preset is None:
-        preset = "eagle3" if isinstance(sm, StepModel) or not getattr(sm.arch, "mtp_layers", 0) else "mtp"
+        preset = "mtp" if sm.has_mtp else "eagle3"
     cap = sequences_held(sm, memory_bytes, context)
     if cap < 1:
         from servesim._checks import ParameterError
@@ -402,7 +405,7 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
                              "what the KV cache of this replica holds")
     lab = SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
     given = acceptance_length is not None or alpha is not None
-    name = getattr(getattr(sm, "shape", None), "name", None) or sm.arch.name
+    name = sm.model_name
     measured = None if given else published_alphas(preset, DEFAULT_TRAFFIC, name,
                                                      [k] if k is not None else range(1, K_MAX + 1))
     _, info = speculation_setting(sm, preset, 1.0, float(context), k=k,
@@ -435,7 +438,7 @@ def specdec_on_model(sm: Any, memory_bytes: float, *, preset: str | None, contex
                      "acceptance_length": at["acceptance_length"], "d": at["d"], "c": at["c"],
                      "speedup": at["speedup_at_batch"]})
     off = next((r["batch"] for r in rows if r["speedup"] <= 1.0), None)
-    return {"model": name, "gpu": sm.gpu, "tp": getattr(sm, "tp", 1), "engine": sm.engine.name,
+    return {"model": name, "gpu": sm.gpu, "tp": sm.tp, "engine": sm.engine.name,
             "context_tokens": context, "preset": preset, "acceptance": info["acceptance"],
             "alpha": info["alpha"], "max_batch": cap, "max_batch_without_draft": cap_plain,
             "draft_weight_bytes_per_gpu": beside.drafter_bytes[0], "rows": rows, "stops_paying_at_batch": off,
