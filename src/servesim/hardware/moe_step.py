@@ -699,13 +699,6 @@ class MoEStepModel:
         return chunk_attention_s(ch.tokens, context, fresh_ms * 1e-3, hull,
                                  lambda x: read_ms(n, max(1, bucket_context(x))) * 1e-3)
 
-    def _roof(self, nbytes: float, flops: float, kind: str) -> float:
-        t = self.tables
-        e = t.efficiency[kind][self.kv_dtype if self.kv_dtype in t.efficiency[kind] else "bf16"]
-        mem = nbytes / (float(e.get("memory", t.memory_efficiency)) * t.hbm_bytes_per_s)
-        comp = flops / (float(e.get("compute", 0.5)) * t.flops_per_s["bf16"])
-        return max(mem, comp, float(e["floor_ms"]) * 1e-3)
-
     # ------------------------------------------------------------------ the step
 
     def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),

@@ -67,7 +67,7 @@ __all__ = [
     "GPUSpec",
     "ModelSpec",
     "PassCost",
-    "StepTime",
+    "PassTime",
     "allreduce_bytes",
     "batch_for_utilization",
     "decode_cost",
@@ -472,8 +472,10 @@ def prefill_cost(model: ModelSpec, *, tp: int, prompt_tokens: int, sequences: in
 
 
 @dataclass(frozen=True)
-class StepTime:
-    """A pass priced on the roofs: GEMMs, attention and all-reduces, one after another."""
+class PassTime:
+    """A pass priced on the roofs: GEMMs, attention and all-reduces, one after another (the lab's
+    efficiency-scaled roofline; an engine step priced from measured kernels is a
+    :class:`servesim.hardware.stepmodel.StepTime`)."""
 
     cost: PassCost
     linear_s: float  # max(GEMM FLOPs / FLOP/s, weight bytes / bytes/s)
@@ -493,14 +495,14 @@ class StepTime:
         return self.compute_s / self.total_s
 
 
-def step_time(cost: PassCost, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> StepTime:
+def step_time(cost: PassCost, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> PassTime:
     """Price a :class:`PassCost` on ``gpu``: each part is max(FLOPs / roof, bytes / roof)."""
     flops = gpu.flops_per_s * efficiency.compute
     bw = gpu.hbm_bytes_per_s * efficiency.memory
     link = gpu.interconnect_bytes_per_s * efficiency.interconnect
     lin_c, lin_m = cost.linear_flops / flops, cost.weight_bytes / bw
     att_c, att_m = cost.attention_flops / flops, cost.kv_bytes / bw
-    return StepTime(
+    return PassTime(
         cost=cost,
         linear_s=max(lin_c, lin_m),
         attention_s=max(att_c, att_m),
@@ -520,7 +522,7 @@ def decode_step(
     context_tokens: float,
     positions: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> StepTime:
+) -> PassTime:
     """Time of one decode (positions = 1) or verify (positions = k + 1) pass."""
     cost = decode_cost(model, tp=tp, batch=batch, context_tokens=context_tokens, positions=positions)
     return step_time(cost, gpu, efficiency)
@@ -533,7 +535,7 @@ def prefill_step(
     tp: int,
     prompt_tokens: int,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> StepTime:
+) -> PassTime:
     """Time to prefill one prompt of ``prompt_tokens`` tokens."""
     return step_time(prefill_cost(model, tp=tp, prompt_tokens=prompt_tokens), gpu, efficiency)
 
