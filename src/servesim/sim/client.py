@@ -62,11 +62,13 @@ Standard library only; deterministic for a given seed.  Nothing here prints.
 
 from __future__ import annotations
 
+import ast
 import math
 import random
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
@@ -82,19 +84,6 @@ CLIENTS: dict[str, str] = {
 
 _DEFAULT_RATIO = {"vllm": 0.0, "sglang": 0.0, "inferencemax": 0.8}
 _RATIO_RANGE = {"vllm": (0.0, 1.0, True), "sglang": (0.0, 1.0, False), "inferencemax": (0.0, 1.0, False)}
-
-
-def _trtllm_adp_balance() -> dict[str, object]:
-    """InferenceMAX's TensorRT-LLM ``attention_dp_config`` with attention DP (a fresh dict a recipe):
-    ``enable_balance: true``, ``timeout_iters: 60``, ``batching_wait_iters: 0``."""
-    return {"attention_dp_balance": True, "attention_dp_timeout_iters": 60,
-            "attention_dp_batching_wait_iters": 0}
-
-
-def _trtllm_mtp_depth(dp: int) -> int:
-    """``num_nextn_predict_layers`` of InferenceMAX's TensorRT-LLM MTP scripts: 1 with attention DP,
-    else 3 (``dsr1_*_trt_mtp.sh``)."""
-    return 1 if dp > 1 else 3
 
 
 @dataclass(frozen=True)
@@ -171,124 +160,20 @@ class Client:
                       peer_workers: int | None = None) -> dict[str, object]:
         """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
         disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
-        the models the recipes do not cover): the keys of :meth:`recipe`, and ``overlap``.
-        ``concurrency`` is the whole deployment's, ``workers`` the pool's worker count, ``tp`` and
-        ``dp`` a worker's attention tensor and data parallel, ``ep`` its expert parallel, ``spec`` the
-        speculation the run
-        uses (the MTP recipes have decode batches of their own), ``peer_workers`` the other pool's
-        worker count where known (SGLang's recipes of one decode shape differ by their prefill pool).
-        ``ep_comm`` is among the keys where a recipe forces an expert-parallel exchange.
+        the models the recipes do not cover): the keys of :meth:`recipe`, ``overlap``, and
+        ``ep_comm`` where a recipe forces an expert-parallel exchange.  ``concurrency`` is the whole
+        deployment's, ``workers`` the pool's worker count, ``tp`` and ``dp`` a worker's attention
+        tensor and data parallel, ``ep`` its expert parallel, ``spec`` the speculation the run uses
+        (the MTP recipes have decode batches of their own), ``peer_workers`` the other pool's worker
+        count where known (SGLang's recipes of one decode shape differ by their prefill pool).
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
-        ``nvidia-master.yaml`` names (ishandhanani/srt-slurm ``sa-submission-q1-2026``,
-        ``recipes/trtllm/{h100-fp8,h200,b200-fp8,b200-fp4}``, ``recipes/{h100,h200,b200-fp8,b200-fp4}``):
-
-        * TensorRT-LLM on H100 (two nodes a worker): ``TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP`` in both
-          pools' environment (``recipes/trtllm/h100-fp8/1k1k/stp/ctx1_gen3_dep16_batch4_eplb0_mtp0.yaml``),
-          so attention-DP workers exchange their experts' tokens with DeepEP's normal kernels in every
-          step (``ep_comm`` ``"deepep_normal"``); the other GPUs' recipes leave TensorRT-LLM's
-          all-gather (:data:`servesim.hardware.engines.EP_COMMS`);
-        * TensorRT-LLM prefill ("ctx") workers: FP8 KV, no overlap scheduler
-          (``disable_overlap_scheduler: true``) and small batches with large token budgets,
-          ``max_batch_size`` / ``max_num_tokens`` / ``free_gpu_memory_fraction`` by GPU, dtype and
-          prompt: H200 8 / 8,192 / 0.6 at 1k, 2 / 16,640 / 0.85 at 8k; B200 FP8 16 / 16,384 / 0.4 and
-          1 / 8,320 / 0.4; B200 FP4 8 / 10,240 / 0.75 and 2 / 16,896 / 0.75; H100 2 / 2,048 / 0.6 and
-          1 / 8,224 / 0.3 (per attention-DP rank); on B200 in FP8, ``moe_config.backend`` TRTLLM where
-          the experts are not expert-parallel (``moe_expert_parallel_size: 1``, e.g.
-          ``b200-fp8/8k1k/stp/ctx1_gen1_dep8_batch128_eplb0_mtp0_128.yaml``) and DEEPGEMM with EP8
-          (``b200-fp8/1k1k/stp/ctx2_gen5_dep8_batch128_eplb0_mtp0_5152.yaml``) (``moe_backend``);
-          the gen workers likewise TRTLLM without expert parallel and at 8k prompts
-          (``ctx1_gen2_dep8_batch64``, ``ctx1_gen1_dep8_batch128``), DEEPGEMM with EP8 at 1k
-          (``ctx1_gen1_dep8_batch512``, ``ctx1_gen5_dep8_batch48``); on B200 in FP4
-          (``recipes/trtllm/b200-fp4``) the ctx workers run TRTLLM (``ctx4_gen1_dep8_batch192``,
-          ``ctx1_gen5_tep8_batch32``) and so do the tensor-parallel gen workers (``tep8``), while
-          the attention-DP ones run CUTLASS (``ctx1_gen2_dep8_batch128``), TensorRT-LLM's own table;
-        * TensorRT-LLM decode ("gen") workers: FP8 KV, the overlap scheduler,
-          ``free_gpu_memory_fraction`` 0.9 (B200: 0.8), the recipe's ``max_batch_size`` a rank
-          (:func:`dynamo_trtllm_decode_batch`; the low-latency files run one sequence a worker and
-          H100's run 1.2 clients a slot, so requests wait at the decode workers) and CUDA graphs up
-          to each rank's batch (its share of the clients, rounded up to a power of two, at most that
-          ``max_batch_size``);
-        * SGLang prefill workers: ``--chunked-prefill-size`` / ``--max-prefill-tokens`` /
-          ``--max-running-requests`` / ``--mem-fraction-static``: H200 163,840 / 163,840 / 256 /
-          0.82 at 1k and 32,768 / 32,768 / 16 / 0.82 at 8k with tensor parallel, 262,144 / 65,536 /
-          512 / 0.75 with DP attention; B200 32,768 / 32,768 / 512 (1,024 with DP attention) / 0.85
-          and FP8 KV; H100 2,048 / 2,048 / 2 / 0.6;
-        * SGLang decode workers: CUDA graphs (``--cuda-graph-max-bs``) up to the worker's share of
-          the clients (a power of two, per DP rank), memory 0.82 (H200), 0.85 and FP8 KV (B200), 0.9
-          (H100); where the recipe of the pool is known (:func:`dynamo_sglang_decode`: InferenceX's
-          staged srt-slurm recipes, ``data/dynamo_sglang_decode.toml``) its ``--max-running-requests``
-          (the worker's; its graphs stop there a rank) and ``--mem-fraction-static`` instead: 2 to
-          1,024 requests (H200 8k MTP ``bs4-1p7d-mtp``: 2; ``bs64-2p3d-mtp``: 16), memory 0.75-0.9."""
-        if self.name != "inferencemax" or family != "deepseek_v3" or pool not in ("prefill", "decode"):
-            return {}
-        c = concurrency or 0
-        key = 1024 if isl <= 2896 else 8192  # the recipes' two prompt lengths, nearest in log scale
-        fp4 = dtype in ("fp4", "nvfp4")
-        b200_fp8 = gpu == "b200" and not fp4 and bool(dtype)  # the recipes that name a MoE backend
-        share = max(1, math.ceil(c / max(1, workers) / max(1, dp))) if c else 0
-        graph = 2 ** math.ceil(math.log2(share)) if share else None
-        out: dict[str, object] = {}
-        if engine == "trtllm":
-            out["kv_dtype"] = "fp8"
-            if gpu == "h100-sxm" and dp > 1 and ep > 1:
-                # recipes/trtllm/h100-fp8: TRTLLM_FORCE_ALLTOALL_METHOD=DeepEP in both pools' environment
-                out["ep_comm"] = "deepep_normal"
-            if pool == "prefill":
-                ctx = {("h200", False, 1024): (8, 8192, 0.6), ("h200", False, 8192): (2, 16640, 0.85),
-                       ("b200", False, 1024): (16, 16384, 0.4), ("b200", False, 8192): (1, 8320, 0.4),
-                       ("b200", True, 1024): (8, 10240, 0.75), ("b200", True, 8192): (2, 16896, 0.75),
-                       ("h100-sxm", False, 1024): (2, 2048, 0.6), ("h100-sxm", False, 8192): (1, 8224, 0.3)}
-                got = ctx.get((gpu, fp4, key))
-                out["overlap"] = False
-                if got is not None:
-                    out.update(max_num_seqs=got[0], max_num_batched_tokens=got[1], memory_fraction=got[2])
-                if b200_fp8:
-                    out["moe_backend"] = "trtllm" if ep == 1 else "deepgemm"
-                elif gpu == "b200" and fp4:
-                    out["moe_backend"] = "trtllm"
-            else:
-                out["memory_fraction"] = 0.8 if gpu == "b200" else 0.9
-                if b200_fp8:
-                    out["moe_backend"] = "trtllm" if ep == 1 or key == 8192 else "deepgemm"
-                elif gpu == "b200" and fp4 and dp == 1:
-                    out["moe_backend"] = "trtllm"
-                mbs = dynamo_trtllm_decode_batch(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, c, spec)
-                if mbs is not None:
-                    out["max_num_seqs"] = mbs
-                    graph = min(graph, mbs) if graph else mbs
-                if graph:
-                    out["cuda_graph_max_tokens"] = graph
-        elif engine == "sglang":
-            if pool == "prefill":
-                if gpu == "h200":
-                    if dp > 1:
-                        out.update(max_num_batched_tokens=262144, max_num_seqs=512, memory_fraction=0.75,
-                                   scheduler={"max_prefill_tokens": 65536})
-                    else:
-                        budget = 163840 if key == 1024 else 32768
-                        out.update(max_num_batched_tokens=budget, max_num_seqs=256 if key == 1024 else 16,
-                                   memory_fraction=0.82, scheduler={"max_prefill_tokens": budget})
-                elif gpu == "b200":
-                    out.update(kv_dtype="fp8", max_num_batched_tokens=32768, memory_fraction=0.85,
-                               max_num_seqs=1024 if dp > 1 else 512, scheduler={"max_prefill_tokens": 32768})
-                elif gpu == "h100-sxm":
-                    out.update(max_num_batched_tokens=2048, max_num_seqs=2, memory_fraction=0.6,
-                               scheduler={"max_prefill_tokens": 2048})
-            else:
-                if gpu == "b200":
-                    out.update(kv_dtype="fp8", memory_fraction=0.85)
-                elif gpu in ("h200", "h100-sxm"):
-                    out["memory_fraction"] = 0.82 if gpu == "h200" else 0.9
-                dec = dynamo_sglang_decode(gpu, "fp4" if fp4 else "fp8", key, tp, dp, workers, peer_workers,
-                                           spec) if dtype else None
-                if dec is not None:  # the recipe's running limit (the worker's) and memory fraction
-                    out["max_num_seqs"], out["memory_fraction"] = dec
-                    rank_cap = max(1, dec[0] // max(1, dp))
-                    graph = min(graph, rank_cap) if graph else rank_cap
-                if graph and gpu in ("h200", "b200", "h100-sxm"):
-                    out["cuda_graph_max_tokens"] = graph
-        return out
+        ``nvidia-master.yaml`` names: section ``disagg`` of ``data/recipes.toml`` (each rule cites its
+        recipe file), with the decode workers' batches from :func:`dynamo_trtllm_decode_batch` and
+        :func:`dynamo_sglang_decode`."""
+        return self._settings("disagg", engine=engine, pool=pool, isl=isl, concurrency=concurrency, gpu=gpu,
+                              family=family, tp=tp, dp=dp, ep=ep, dtype=dtype, workers=workers, spec=spec,
+                              peer_workers=peer_workers)
 
     @property
     def spec_traffic(self) -> str | None:
@@ -309,14 +194,9 @@ class Client:
 
         InferenceMAX runs DeepSeek-R1's MTP module with TensorRT-LLM at ``num_nextn_predict_layers``
         1 with attention DP and 3 without (``dsr1_*_trt_mtp.sh``), and with SGLang as EAGLE with 2
-        steps, top-k 1 and 3 draft tokens (``dsr1_fp{4,8}_b200_mtp.sh``)."""
-        if self.name != "inferencemax" or family != "deepseek_v3" or spec != "mtp":
-            return {}
-        if engine == "trtllm":
-            return {"k": _trtllm_mtp_depth(dp)}
-        if engine == "sglang":
-            return {"tree": (2, 1, 3)}
-        return {}
+        steps, top-k 1 and 3 draft tokens (``dsr1_fp{4,8}_b200_mtp.sh``): section ``speculation`` of
+        ``data/recipes.toml``."""
+        return self._settings("speculation", engine=engine, spec=spec, family=family, dp=dp)
 
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
                family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
@@ -325,196 +205,29 @@ class Client:
         (empty for the plain clients): ``max_num_batched_tokens`` and ``max_num_seqs`` (the engine's
         budget and running limit under its own flag names), ``kv_dtype``, ``moe_backend``
         (TensorRT-LLM's ``moe_config.backend``: ``"trtllm"``, ``"deepgemm"`` or ``"triton"``),
-        ``memory_fraction`` (the engine's memory flag: SGLang ``--mem-fraction-static``, TensorRT-LLM
-        ``free_gpu_memory_fraction``), ``moe_activations`` (``"mxfp8"``: MXFP4 experts run with
-        MXFP8 activations), ``cuda_graph_max_tokens`` (its CUDA-graph limit: TensorRT-LLM
-        ``cuda_graph_config.max_batch_size``, SGLang ``--cuda-graph-max-bs``, vLLM
-        ``--max-cudagraph-capture-size``), and scheduler options.
-        ``gpu`` is the catalog name, ``family`` the MoE family (``deepseek_v3``, ...; empty for a
-        dense model), ``tp`` the attention tensor parallel, ``dtype`` the weights as typed, ``model``
-        the architecture's name (``kimi-k2.5``, ...).
+        ``gemm_backend``, ``memory_fraction`` (the engine's memory flag: SGLang
+        ``--mem-fraction-static``, TensorRT-LLM ``free_gpu_memory_fraction``), ``moe_activations``
+        (``"mxfp8"``: MXFP4 experts run with MXFP8 activations), ``cuda_graph_max_tokens`` (its
+        CUDA-graph limit: TensorRT-LLM ``cuda_graph_config.max_batch_size``, SGLang
+        ``--cuda-graph-max-bs``, vLLM ``--max-cudagraph-capture-size``), ``piecewise_cuda_graphs``,
+        and scheduler options.  ``gpu`` is the catalog name, ``family`` the MoE family
+        (``deepseek_v3``, ...; empty for a dense model), ``tp`` the attention tensor parallel,
+        ``dtype`` the weights as typed, ``model`` the architecture's name (``kimi-k2.5``, ...).
 
-        InferenceMAX (SemiAnalysisAI/InferenceX ``benchmarks/*.sh``) launches
+        InferenceMAX's launch scripts (SemiAnalysisAI/InferenceX ``benchmarks/*.sh``: DeepSeek-R1 on
+        TensorRT-LLM and SGLang, gpt-oss on vLLM and TensorRT-LLM, MiniMax-M2.5 and Kimi-K2.5 on
+        vLLM) are sections ``recipe`` and, with ``spec`` ``"mtp"`` for DeepSeek-R1 (its own MTP
+        module, :meth:`spec_recipe`), ``mtp`` of ``data/recipes.toml``; each rule cites its script.
+        E.g. TensorRT-LLM's ``--max_num_tokens = max(8192, 64 ceil((C + ISL + 64) / 64))``, so that a
+        whole prompt and every running sequence fit in one step."""
+        inputs: dict[str, object] = {"engine": engine, "isl": isl, "concurrency": concurrency, "gpu": gpu,
+                                     "family": family, "tp": tp, "dp": dp, "dtype": dtype, "osl": osl,
+                                     "model": model, "spec": spec}
+        return {**self._settings("recipe", **inputs), **self._settings("mtp", **inputs)}
 
-        * TensorRT-LLM (``dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_*_trt.sh``, ``gptoss_fp4_*_trt.sh``) with
-          ``kv_cache_config: dtype: fp8`` and, for DeepSeek-R1, ``free_gpu_memory_fraction`` 0.75 on
-          H200 and 0.8 on B200 (0.7 in FP8 from 256 clients at 1k input), CUDA graphs up to
-          ``cuda_graph_config: max_batch_size`` 128 on H200, 512 in FP4 on B200 and C in FP8 on B200
-          (C / 8 from 256 clients at 1k input), and ``--max_num_tokens = max(8192,
-          64 ceil((C + ISL + 64) / 64))``, so that a whole prompt and every running sequence fit in
-          one step (without chunked prefill an 8k prompt beside 64 sequences would wait at the
-          default 8,192); with attention data parallel (``dp`` > 1) its ``attention_dp_config`` has
-          ``enable_balance: true``, ``timeout_iters: 60`` and ``batching_wait_iters: 0``, and in
-          FP8 on B200 at 1k/1k from 64 to 255 clients ``batch_wait_timeout_iters: 40`` and
-          ``batch_wait_max_tokens_ratio: 0.8`` (``dsr1_fp8_b200_trt.sh``), whose ``moe_config.backend``
-          is TRTLLM, or DEEPGEMM from 256 clients at 1k input, and whose prefill steps replay
-          piecewise CUDA graphs (``piecewise_cuda_graphs``) from 64 clients at 1k/1k and 8k/1k and
-          128 at 1k/8k (below 256 at 1k input);
-        * SGLang with DeepSeek-R1 on H200 (``dsr1_fp8_h200.sh``) with ``--chunked-prefill-size`` and
-          ``--max-prefill-tokens`` 32,768, ``--max-running-requests`` 512 at 1k/1k, else 256, and
-          ``--mem-fraction-static 0.82`` (SGLang would reserve 1.5 MiB a chunk token beside the
-          weights: 48 GiB at 32,768);
-        * SGLang with DeepSeek-R1 on B200 with ``--kv-cache-dtype fp8_e4m3`` and
-          ``--scheduler-recv-interval`` 10, or 30 from 16 clients (the scheduler then polls for new
-          requests every 30 decode steps; in FP8 only at TP8: ``dsr1_fp8_b200.sh`` keeps 10 at
-          TP4); in FP8 at TP8 with chunks and prefill batches of 32,768, 128 running requests and
-          memory fraction 0.82, at TP4 8,192, 32 and 0.95; in FP4 (``dsr1_fp4_b200.sh``) with 256
-          running requests and 0.85.
-
-        * gpt-oss (``gptoss_fp4_*.sh``, ``gptoss_fp4_*_trt.sh``): vLLM with 8,192-token budgets, CUDA
-          graphs up to 2,048 tokens and memory 0.9, on B200 FP8 KV, 512 sequences and MXFP8 expert
-          activations (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``), on Hopper C;
-          TensorRT-LLM with ``--max_num_tokens 20000``, memory fraction 0.85 and CUDA graphs up to C,
-          on B200 FP8 KV and ``--max_batch_size 512``, on H200 the model's own KV and C (its
-          attention DP balances with the engine's other defaults);
-        * MiniMax-M2.5 on vLLM (``minimaxm2.5_fp8_*.sh``): memory 0.95 on B200; 0.90 and 256
-          sequences on H100; on H200 (the later script, the one read) 0.95, 512 sequences, FP8 KV and
-          budgets of 16,384 up to 32 clients, 32,768 from 64;
-        * Kimi-K2.5 on vLLM (``kimik2.5_{int4,fp4}_*.sh``): ``--max-num-seqs C`` and memory 0.95
-          (0.90 for the NVFP4 release).
-
-        The SGLang recipes run tensor parallel only (``--data-parallel-size=1``): with ``dp`` > 1
-        SGLang keeps its defaults.  Its other recipes keep the budgets servesim's defaults carry.
-
-        With ``spec`` ``"mtp"`` (DeepSeek-R1's own MTP module, :meth:`spec_recipe`), the MTP
-        scripts: TensorRT-LLM (``dsr1_fp8_{b200,h200}_trt_mtp.sh``, ``dsr1_fp4_b200_trt_mtp.sh``)
-        with ``--max_batch_size`` C (C / GPUs a rank with attention DP), ``--max_num_tokens =
-        64 ceil(((k + 1) max_batch_size + ISL + 64) / 64)`` (no 8,192 floor), CUDA graphs up to 256
-        in FP8 and 512 in FP4 on B200, 128 on H200, memory fraction 0.8 (H200: 0.75); SGLang on
-        B200 (``dsr1_fp{8,4}_b200_mtp.sh``) with 256 running requests and CUDA graphs in FP8, 512
-        and 16,384-token chunks in FP4."""
-        if self.name != "inferencemax":
-            return {}
-        if spec == "mtp" and family == "deepseek_v3":
-            return self._mtp_recipe(engine, isl, concurrency or 0, gpu=gpu, tp=tp, dp=dp, dtype=dtype)
-        out: dict[str, object] = {}
-        c = concurrency or 0
-        if engine == "trtllm" and family == "gpt_oss":
-            # gptoss_fp4_{b200,h200}_trt.sh: --max_num_tokens 20000, free_gpu_memory_fraction 0.85,
-            # CUDA graphs up to C; on B200 FP8 KV and --max_batch_size 512, attention DP with
-            # enable_balance (its other fields default); on H200 the model's own KV, --max_batch_size
-            # C, moe_config.backend TRITON and no attention_dp_config
-            out.update(max_num_batched_tokens=20000, memory_fraction=0.85)
-            if gpu == "b200":
-                out.update(kv_dtype="fp8", max_num_seqs=512)
-                if dp > 1:
-                    out["scheduler"] = {"attention_dp_balance": True}
-            else:
-                if c:
-                    out["max_num_seqs"] = c
-                if gpu == "h200":
-                    out["moe_backend"] = "triton"
-            if c:
-                out["cuda_graph_max_tokens"] = c
-        elif engine == "trtllm":
-            out["kv_dtype"] = "fp8"
-            if family == "deepseek_v3" and gpu in ("h200", "b200"):  # free_gpu_memory_fraction
-                big = c >= 256 and isl == 1024 and dtype in ("fp8", "fp8_block")
-                tp4_8k = tp == 4 and (isl, osl) == (8192, 1024) and dtype in ("fp8", "fp8_block")
-                out["memory_fraction"] = 0.75 if gpu == "h200" or tp4_8k else (0.7 if big else 0.8)
-                # cuda_graph_config.max_batch_size: 128 on H200, 512 in FP4 on B200, the clients in FP8
-                # on B200 (an eighth of them from 256 clients at 1k input, one DP rank's share)
-                if gpu == "h200":
-                    out["cuda_graph_max_tokens"] = 128
-                elif dtype in ("fp4", "nvfp4"):
-                    out["cuda_graph_max_tokens"] = 512
-                elif c:
-                    out["cuda_graph_max_tokens"] = c // 8 if big else c
-                    if dtype in ("fp8", "fp8_block"):
-                        out["moe_backend"] = "deepgemm" if big else "trtllm"
-                        # torch_compile_config.enable_piecewise_cuda_graph: 1k/1k from 64 clients, 1k/8k
-                        # from 128, 8k/1k from 64 (the 1k branches from 256 clients run DEEPGEMM without)
-                        lo = {(1024, 1024): 64, (1024, 8192): 128, (8192, 1024): 64}.get((isl, osl))
-                        if lo is not None and c >= lo and not big:
-                            out["piecewise_cuda_graphs"] = True
-            if c:
-                out["max_num_batched_tokens"] = max(8192, 64 * math.ceil((c + isl + 64) / 64))
-            if dp > 1:
-                out["scheduler"] = _trtllm_adp_balance()
-            elif (family == "deepseek_v3" and gpu == "b200" and dtype in ("fp8", "fp8_block")
-                  and (isl, osl) == (1024, 1024) and 64 <= c < 256):
-                out["scheduler"] = {"batch_wait_timeout_iters": 40, "batch_wait_max_tokens_ratio": 0.8}
-        elif engine == "vllm" and family == "gpt_oss":
-            # gptoss_fp4_{b200,h200,h100}.sh: --max-num-batched-tokens 8192,
-            # --max-cudagraph-capture-size 2048, --gpu-memory-utilization 0.9; on B200 FP8 KV and
-            # --max-num-seqs 512, on Hopper --max-num-seqs C
-            out.update(max_num_batched_tokens=8192, cuda_graph_max_tokens=2048, memory_fraction=0.9)
-            if gpu == "b200":  # and VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1: MXFP8 activations
-                out.update(kv_dtype="fp8", max_num_seqs=512, moe_activations="mxfp8")
-            elif c:
-                out["max_num_seqs"] = c
-        elif engine == "vllm" and family == "minimax_m2":
-            # minimaxm2.5_fp8_{b200,h100,h200}.sh: B200 --gpu-memory-utilization 0.95; H100 0.90 and
-            # --max-num-seqs 256; H200 0.95, 512 sequences, FP8 KV and --max-num-batched-tokens 16384
-            # at 2-32 clients, 32768 at 64-256 and twice the prompt at any other count (its ``case``)
-            if gpu == "b200":
-                out["memory_fraction"] = 0.95
-            elif gpu == "h100-sxm":
-                out.update(memory_fraction=0.9, max_num_seqs=256)
-            elif gpu == "h200":
-                budget = 16384 if c in (2, 4, 8, 16, 32) else 32768 if c in (64, 128, 256) else 2 * isl
-                out.update(memory_fraction=0.95, max_num_seqs=512, kv_dtype="fp8",
-                           max_num_batched_tokens=budget)
-        elif engine == "vllm" and family == "deepseek_v3" and model.startswith("kimi"):
-            # kimik2.5_{int4,fp4}_{b200,h200}.sh: --max-num-seqs C, --gpu-memory-utilization 0.95
-            # (0.90 for the NVFP4 release)
-            out["memory_fraction"] = 0.9 if dtype in ("fp4", "nvfp4") else 0.95
-            if c:
-                out["max_num_seqs"] = c
-        elif engine == "sglang" and family == "deepseek_v3" and gpu == "h200" and dp == 1:
-            out.update(max_num_batched_tokens=32768, max_num_seqs=512 if (isl, osl) == (1024, 1024) else 256,
-                       memory_fraction=0.82, scheduler={"max_prefill_tokens": 32768})
-        elif (engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp > 1
-              and dtype in ("fp4", "nvfp4")):
-            # single_node/fixed_seq_len/dsr1_fp4_b200.sh with DP_ATTENTION: --enable-dp-attention,
-            # chunks of 32,768 (the group's), --scheduler-recv-interval 1, 256 running, memory 0.85,
-            # FP8 KV and --schedule-conservativeness 3.33 (init_new_token_ratio min(0.7 x 3.33, 1),
-            # its floor 0.14 x that, the decay over 600 steps); --enable-prefill-delayer is not modelled
-            out.update(kv_dtype="fp8", max_num_batched_tokens=32768, max_num_seqs=256, memory_fraction=0.85,
-                       scheduler={"scheduler_recv_interval": 1, "init_new_token_ratio": 1.0,
-                                  "min_new_token_ratio": 0.14, "new_token_ratio_decay": 0.86 / 600})
-        elif engine == "sglang" and family == "deepseek_v3" and gpu == "b200" and dp == 1:
-            out["kv_dtype"] = "fp8"
-            fp4 = dtype in ("fp4", "nvfp4")
-            if not fp4:  # dsr1_fp8_b200.sh: SGLANG_ENABLE_FLASHINFER_GEMM=true, SGL_ENABLE_JIT_DEEPGEMM=false
-                out["gemm_backend"] = "flashinfer"
-            recv = 30 if c >= 16 and (fp4 or tp >= 8) else 10  # the FP8 script: 10 at TP4 always
-            if fp4:
-                out.update(max_num_seqs=256, memory_fraction=0.85,
-                           scheduler={"scheduler_recv_interval": recv})
-            elif tp >= 8:
-                out.update(max_num_batched_tokens=32768, max_num_seqs=128, memory_fraction=0.82,
-                           scheduler={"max_prefill_tokens": 32768, "scheduler_recv_interval": recv})
-            else:
-                out.update(max_num_batched_tokens=8192, max_num_seqs=32, memory_fraction=0.95,
-                           scheduler={"max_prefill_tokens": 8192, "scheduler_recv_interval": 10})
-        return out
-
-    def _mtp_recipe(self, engine: str, isl: int, c: int, *, gpu: str, tp: int, dp: int,
-                    dtype: str) -> dict[str, object]:
-        """InferenceMAX's DeepSeek-R1 MTP launch scripts (:meth:`recipe`, ``spec="mtp"``)."""
-        fp4 = dtype in ("fp4", "nvfp4")
-        out: dict[str, object] = {}
-        if engine == "trtllm" and gpu in ("h200", "b200"):
-            k = _trtllm_mtp_depth(dp)
-            mbs = max(1, c // (tp * dp)) if dp > 1 else max(1, c)
-            out.update(kv_dtype="fp8", max_num_seqs=mbs,
-                       max_num_batched_tokens=64 * math.ceil(((k + 1) * mbs + isl + 64) / 64),
-                       memory_fraction=0.75 if gpu == "h200" else 0.8,
-                       cuda_graph_max_tokens=128 if gpu == "h200" else (512 if fp4 else 256))
-            if dp > 1:
-                out["scheduler"] = _trtllm_adp_balance()
-        elif engine == "sglang" and gpu == "b200" and dp == 1:
-            recv = 30 if c >= 16 else 10
-            if fp4:
-                out.update(kv_dtype="fp8", max_num_seqs=512, cuda_graph_max_tokens=512, memory_fraction=0.85,
-                           max_num_batched_tokens=16384,
-                           scheduler={"max_prefill_tokens": 16384, "scheduler_recv_interval": recv})
-            else:  # dsr1_fp8_b200_mtp.sh also exports SGLANG_ENABLE_FLASHINFER_GEMM=true
-                out.update(kv_dtype="fp8", max_num_seqs=256, cuda_graph_max_tokens=256, memory_fraction=0.82,
-                           max_num_batched_tokens=32768, gemm_backend="flashinfer",
-                           scheduler={"max_prefill_tokens": 32768, "scheduler_recv_interval": recv})
-        return out
+    def _settings(self, section: str, **inputs: object) -> dict[str, object]:
+        """:func:`harness_settings` for InferenceMAX, the one harness with recipes; empty for the rest."""
+        return harness_settings(section, **inputs) if self.name == "inferencemax" else {}
 
     @property
     def label(self) -> str:
@@ -522,11 +235,11 @@ class Client:
 
 
 @cache
-def _recipes(name: str) -> tuple[dict[str, Any], ...]:
-    """The ``recipes`` rows of the data file ``data/<name>.toml`` (read once)."""
+def _data_file(name: str) -> dict[str, Any]:
+    """The data file ``data/<name>.toml`` (read once)."""
     from servesim._catalogfile import read_toml
 
-    return tuple(read_toml(Path(__file__).parent / "data" / f"{name}.toml")["recipes"])
+    return read_toml(Path(__file__).parent / "data" / f"{name}.toml")
 
 
 def _recipes_for(name: str, gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
@@ -536,7 +249,55 @@ def _recipes_for(name: str, gpu: str, dtype: str, isl: int, tp: int, dp: int, wo
     ``spec``)."""
     want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
     keys = ("gpu", "dtype", "isl", "tp", "dp", "workers")
-    return [r for r in _recipes(name) if (*(r[x] for x in keys), r.get("spec", "none")) == want]
+    return [r for r in _data_file(name)["recipes"] if (*(r[x] for x in keys), r.get("spec", "none")) == want]
+
+
+_RECIPE_INPUTS: dict[str, object] = {
+    "engine": "", "pool": "", "isl": 0, "osl": 0, "concurrency": None, "gpu": "", "family": "", "model": "",
+    "tp": 1, "dp": 1, "ep": 1, "dtype": "", "workers": 1, "peer_workers": None, "spec": None}
+_RECIPE_NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Call,
+                 ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.Subscript, ast.boolop, ast.operator,
+                 ast.unaryop, ast.cmpop)
+
+
+@cache
+def _recipe_expression(text: str) -> CodeType:
+    """One expression of ``data/recipes.toml``, compiled once: arithmetic, comparisons,
+    ``a if b else c``, tuples, indexing and calls of the functions :func:`harness_settings` names;
+    an attribute, a lambda or a comprehension is refused."""
+    tree = ast.parse(text, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _RECIPE_NODES) or (isinstance(node, ast.Call)
+                                                   and not isinstance(node.func, ast.Name)):
+            raise ValueError(f"data/recipes.toml: {text!r}: {type(node).__name__} is not allowed")
+    return compile(tree, "data/recipes.toml", "eval")
+
+
+def harness_settings(section: str, **inputs: object) -> dict[str, object]:
+    """The settings ``section`` of ``data/recipes.toml`` (InferenceMAX's launch recipes) gives for
+    these inputs (the keys of ``_RECIPE_INPUTS``; the rest at their defaults): empty unless the
+    section's ``when`` holds; else every rule whose ``when`` holds sets its ``set``, in file order
+    (a later rule overriding a key), after the file's and the section's ``vars``.  A ``set`` value
+    that is a string starting with ``=`` is an expression (a nested table is read the same way)."""
+    if inputs.keys() - _RECIPE_INPUTS.keys():
+        raise TypeError(f"harness_settings: unknown inputs {sorted(inputs.keys() - _RECIPE_INPUTS.keys())}")
+    data = _data_file("recipes")
+    part, namespace = data[section], {"__builtins__": {}, **_RECIPE_FUNCTIONS, **_RECIPE_INPUTS, **inputs}
+
+    def ev(text: str) -> Any:
+        return eval(_recipe_expression(text), namespace)
+
+    def settings(table: dict[str, Any]) -> dict[str, object]:
+        return {k: settings(v) if isinstance(v, dict) else ev(v[1:]) if str(v).startswith("=") else v
+                for k, v in table.items()}
+
+    for name, text in data["vars"].items():  # in order: a var may use the ones above it
+        namespace[name] = ev(text)
+    if not ev(part["when"]):
+        return {}
+    for name, text in part.get("vars", {}).items():
+        namespace[name] = ev(text)
+    return {k: v for rule in part["rules"] if ev(rule["when"]) for k, v in settings(rule["set"]).items()}
 
 
 def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
@@ -572,6 +333,12 @@ def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, worke
     if len(rows) != 1:
         return None
     return int(rows[0]["max_running_requests"]), float(rows[0]["memory_fraction"])
+
+
+_RECIPE_FUNCTIONS: dict[str, object] = {
+    "min": min, "max": max, "ceil": math.ceil, "log2": math.log2, "startswith": str.startswith,
+    "dynamo_trtllm_decode_batch": dynamo_trtllm_decode_batch, "dynamo_sglang_decode": dynamo_sglang_decode}
+"""The functions an expression of ``data/recipes.toml`` may call."""
 
 
 def draw_lengths(client: Client, isl: int, osl: int, n: int, seed: int) -> list[tuple[int, int]] | None:
