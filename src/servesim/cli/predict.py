@@ -97,10 +97,8 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    from servesim.hardware.acceptance import TRAFFIC_KINDS
-    from servesim.hardware.engines import ENGINES
-    from servesim.hardware.precision import KV_DTYPES
-
+    """Add ``predict``: the deployment, the benchmark client, the engine and its flags, speculation,
+    the run's inputs, and disaggregated pools."""
     p = sub.add_parser(
         "predict", help="what `vllm bench serve` would measure on one replica (TTFT, TPOT, throughput)",
         description=(
@@ -112,6 +110,23 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "and DeepEP for mixture-of-experts models on --tp x --dp GPUs with --ep) plus norms, sampling "
             "and host time."),
     )
+    _deployment_arguments(p)
+    _client_arguments(p)
+    _engine_arguments(p)
+    _speculation_arguments(p)
+    _input_arguments(p)
+    _disagg_arguments(p)
+    p.add_argument("--catalog", action="append", default=[], metavar="FILE",
+                   help="extra catalog TOML (GPUs, models); may be repeated")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (--points)")
+    add_format(p)
+    p.set_defaults(run=_run)
+
+
+def _deployment_arguments(p: argparse.ArgumentParser) -> None:
+    """The replica: model, GPU, parallelism and dtypes."""
+    from servesim.hardware.precision import KV_DTYPES
+
     p.add_argument("--model", help="catalog name, Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) "
                    "or path to a config.json")
     p.add_argument("--gpu", help="h100-sxm, h200, b200, a100-80gb (also h100_sxm, ...)")
@@ -133,6 +148,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    "layers' tensor parallel is tp x dp / ep (default 1)")
     p.add_argument("--kv-dtype", type=dtype_choice(KV_DTYPES, "kv-dtype"), default=None,
                    help="KV cache: bf16 (default) or fp8")
+
+
+def _client_arguments(p: argparse.ArgumentParser) -> None:
+    """The benchmark client: lengths, load, prompts, warm-ups and the tool whose meanings they take."""
     p.add_argument("--isl", "--random-input-len", dest="isl", type=integer(1, hi=1_000_000), default=None,
                    help="prompt tokens per request (nominal: see --random-range-ratio), 1-1,000,000; cost "
                    "grows with it")
@@ -170,6 +189,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--warmup-prompts", type=integer(0, hi=1_000_000), default=0,
                    help="first requests left out of the statistics, as steady-window tools (genai-perf, "
                    "AIPerf) do (default 0: all count, as vllm bench serve)")
+
+
+def _engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The engine, and each engine's own flags (ENGINE_FLAGS)."""
+    from servesim.hardware.engines import ENGINES
+
     p.add_argument("--engine", type=choice(ENGINES, "engine"), default=None,
                    help="vllm (default), sglang or trtllm: each engine's scheduler, budgets and host overlap")
     eng = p.add_argument_group("engine flags (each applies to one engine; defaults from its source)")
@@ -213,6 +238,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     eng.add_argument("--free-gpu-memory-fraction", type=number(0.0, 1.0, lo_open=True), default=None,
                      help="trtllm: kv_cache_config.free_gpu_memory_fraction, the KV cache's share of the "
                      "memory the weights leave, in (0, 1] (default 0.9); no cost")
+
+
+def _speculation_arguments(p: argparse.ArgumentParser) -> None:
+    """Speculative decoding: the method, its draft length and acceptance, SGLang's EAGLE tree."""
+    from servesim.hardware.acceptance import TRAFFIC_KINDS
+
     p.add_argument("--spec", type=choice(["none", *SPEC_METHODS], "spec"), default="none",
                    help=f"speculative decoding method: none (default), {', '.join(SPEC_METHODS)} (mtp: a "
                    "model's own MTP module, DeepSeek-V3 family; draft: --draft MODEL)")
@@ -246,6 +277,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                        type=integer(lo, hi=hi), default=None,
                        help=f"SGLang's EAGLE tree with --spec eagle/eagle3/mtp: {what}, {lo}-{hi}; give all "
                        "three (SGLang's flag names; cost grows with their product)")
+
+
+def _input_arguments(p: argparse.ArgumentParser) -> None:
+    """The seed, and a CSV of deployments or a saved benchmark result to predict instead."""
     p.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=0,
                    help="seed of the drawn lengths, send times and acceptances (default 0)")
     p.add_argument("--points", type=Path, default=None, metavar="FILE.csv",
@@ -257,6 +292,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--compare", type=Path, default=None, metavar="RESULT.json",
                    help="a saved `vllm bench serve` result: predict the same run, print predicted vs "
                    "measured")
+
+
+def _disagg_arguments(p: argparse.ArgumentParser) -> None:
+    """--mode disagg: the pools' shapes, the expert exchange and the prefill-to-decode link."""
     p.add_argument("--mode", type=choice(["agg", "disagg"], "mode"), default="agg",
                    help="agg: one colocated replica (default); disagg: prefill and decode pools with their "
                    "own shapes, the engine loop run per worker (--max-concurrency is the whole "
@@ -274,11 +313,6 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_ep_comm_argument(p)
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
-    p.add_argument("--catalog", action="append", default=[], metavar="FILE",
-                   help="extra catalog TOML (GPUs, models); may be repeated")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (--points)")
-    add_format(p)
-    p.set_defaults(run=_run)
 
 
 def _catalog(args: argparse.Namespace) -> Any:

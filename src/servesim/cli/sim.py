@@ -71,6 +71,12 @@ def _split(text: str) -> tuple[int, int]:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``simulate`` and ``validate``."""
+    _register_simulate(sub)
+    _register_validate(sub)
+
+
+def _register_simulate(sub: argparse._SubParsersAction[Any]) -> None:
+    """``simulate``: the queue, the serving presets, the run's size, engine mode, trace replay."""
     from servesim.cli.common import add_disagg_arguments
     from servesim.model.serving import WORKLOAD_PRESETS
 
@@ -85,6 +91,27 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     add_disagg_arguments(sp, list(WORKLOAD_PRESETS))
     sp.set_defaults(preset=None)
+    _queue_arguments(sp)
+    _serving_arguments(sp)
+    _run_arguments(sp)
+    _engine_arguments(sp)
+    _trace_arguments(sp)
+    sp.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="leave out the wall-clock figures (sim_wall_s or sim_wall_ms, sim_requests_per_s), for "
+        "byte-identical output",
+    )
+    sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
+                    help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "
+                    "goodput per deployment (--trace)")
+    add_format(sp)
+    sp.set_defaults(run=_with_plot(_simulate, _simulate_figure))
+
+
+
+def _queue_arguments(sp: argparse.ArgumentParser) -> None:
+    """simulate's queue mode: servers, service and arrival laws."""
     sp.add_argument("--servers", type=integer(1, hi=100_000), default=8,
                     help="queue mode: servers c, 1-100,000 (default 8)")
     sp.add_argument(
@@ -112,6 +139,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=1.0,
         help="interarrival coefficient of variation, 0.001-100: 1 = Poisson (default), > 1 bursty (gamma)",
     )
+
+
+def _serving_arguments(sp: argparse.ArgumentParser) -> None:
+    """simulate --preset: the split, prompt lengths, KV link, decode slots and attainment."""
     sp.add_argument(
         "--split",
         type=_split,
@@ -157,6 +188,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="with --preset: share of requests that must meet both SLOs, in [0, 1] (default 0.9, as "
         "DistServe; --attainment-target is the old name)",
     )
+
+
+def _run_arguments(sp: argparse.ArgumentParser) -> None:
+    """simulate's run: requests, replications, warm-up and seed."""
     sp.add_argument(
         "--requests",
         type=integer(1, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
@@ -181,6 +216,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
         help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})"
     )
+
+
+def _engine_arguments(sp: argparse.ArgumentParser) -> None:
+    """simulate's engine mode (--model, --gpu, --isl, --osl, --rate)."""
     e = sp.add_argument_group(
         "engine mode (--model, --gpu, --isl, --osl, --rate): the iteration-level simulator")
     e.add_argument("--mode", type=choice(["agg", "disagg"], "mode"), default="agg",
@@ -190,6 +229,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_pool_arguments(e)
     e.add_argument("--shared-link", action="store_true",
                    help="disagg: KV transfers queue on one shared link (the closed form gives each its own)")
+
+
+def _trace_arguments(sp: argparse.ArgumentParser) -> None:
+    """simulate --trace: the replayed trace, its speed and the prefix cache."""
     sp.add_argument(
         "--trace",
         default=None,
@@ -215,18 +258,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help="with --prefix-cache: LRU capacity in 512-token blocks (default unbounded)",
     )
-    sp.add_argument(
-        "--no-timing",
-        action="store_true",
-        help="leave out the wall-clock figures (sim_wall_s or sim_wall_ms, sim_requests_per_s), for "
-        "byte-identical output",
-    )
-    sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
-                    help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "
-                    "goodput per deployment (--trace)")
-    add_format(sp)
-    sp.set_defaults(run=_with_plot(_simulate, _simulate_figure))
 
+
+def _register_validate(sub: argparse._SubParsersAction[Any]) -> None:
+    """``validate``: the agreement and bias tables' sizes and seed."""
     vp = sub.add_parser(
         "validate",
         help="closed forms vs simulation: agreement table (PASS/FAIL) and the bias of each "
@@ -276,9 +311,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> Output:
-    from servesim._checks import ParameterError
-    from servesim.render import simtext as text
-
+    """simulate: engine mode, trace replay, the G/G/c queue or (--preset) the serving simulation."""
     if args.trace is not None and args.model is not None:
         return _engine_trace(args)
     if args.trace is not None:
@@ -286,42 +319,55 @@ def _simulate(args: argparse.Namespace) -> Output:
     if args.model is not None and args.isl is not None:
         return _engine(args)
     if args.preset is None:
-        from servesim.sim.report import queue_summary
+        return _simulate_queue(args)
+    return _simulate_serving(args)
 
-        if args.rate is None:
-            raise ParameterError("rate", None, "given in req/s > 0 (or use --preset for a workload)")
-        data = queue_summary(
-            servers=args.servers,
-            rate_per_s=args.rate,
-            service=args.service or "exp",
-            service_mean_s=args.service_mean_s,
-            service_cv=args.service_cv,
-            arrival_cv=args.arrival_cv,
-            requests=args.requests or 1_000_000,
-            replications=args.replications or 10,
-            warmup_fraction=args.warmup,
-            seed=args.seed,
-            timing=not args.no_timing,
+
+def _simulate_queue(args: argparse.Namespace) -> Output:
+    """The G/G/c queue against Erlang-C and the M/G/c approximations."""
+    from servesim._checks import ParameterError
+    from servesim.render import simtext as text
+    from servesim.sim.report import queue_summary
+
+    if args.rate is None:
+        raise ParameterError("rate", None, "given in req/s > 0 (or use --preset for a workload)")
+    data = queue_summary(
+        servers=args.servers,
+        rate_per_s=args.rate,
+        service=args.service or "exp",
+        service_mean_s=args.service_mean_s,
+        service_cv=args.service_cv,
+        arrival_cv=args.arrival_cv,
+        requests=args.requests or 1_000_000,
+        replications=args.replications or 10,
+        warmup_fraction=args.warmup,
+        seed=args.seed,
+        timing=not args.no_timing,
+    )
+    rows = []
+    cis = {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}
+    for qty, ci in cis.items():
+        rows.append(
+            {
+                "model": data["model"],
+                "servers": data["servers"],
+                "rate_per_s": data["rate_per_s"],
+                "requests": data["requests"],
+                "stable": data["stable"],
+                "quantity": qty,
+                "simulated": data[qty],
+                "ci95_low": data[ci][0],
+                "ci95_high": data[ci][1],
+                **{key: m[qty] for key, m in data["closed_form"].items()},
+            }
         )
-        rows = []
-        cis = {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}
-        for qty, ci in cis.items():
-            rows.append(
-                {
-                    "model": data["model"],
-                    "servers": data["servers"],
-                    "rate_per_s": data["rate_per_s"],
-                    "requests": data["requests"],
-                    "stable": data["stable"],
-                    "quantity": qty,
-                    "simulated": data[qty],
-                    "ci95_low": data[ci][0],
-                    "ci95_high": data[ci][1],
-                    **{key: m[qty] for key, m in data["closed_form"].items()},
-                }
-            )
-        return Output(data, text.queue_text(data), rows)
+    return Output(data, text.queue_text(data), rows)
 
+
+def _simulate_serving(args: argparse.Namespace) -> Output:
+    """--preset: colocated and disaggregated serving simulated beside the closed form."""
+    from servesim._checks import ParameterError
+    from servesim.render import simtext as text
     from servesim.sim.report import serving_summary
 
     if args.service not in (None, "exp", "det"):

@@ -190,13 +190,48 @@ def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
 
 def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     """Every deployment priced by the closed form at load, ranked (the plan before confirmation)."""
-    from servesim.hardware.pricer import Deployment, build_step_model
-    from servesim.plan.predict import kv_transfer_seconds
-
     if q.acceptance_length is not None and (q.spec is None or q.k is None):
         raise ParameterError("acceptance_length", q.acceptance_length, "given with --spec METHOD and --k K "
                              "(the draft length it was measured at)")
     shape, moe, pars = _shapes(q, catalog)
+    gname, mem, dtypes = _checked_gpu(q, shape, moe, pars, catalog)
+    base_engine = engine_profile(q.engine, gpu=gname, memory_gib=mem / 2**30)
+    chunks = q.chunks or _budgets(base_engine, q.isl)
+    choice = _spec_choice(q, shape)
+    price, price_source = _price(gname, catalog)
+    models = _Models(q, shape, moe, gname, mem, catalog)
+    space = _Space(q, pars, dtypes, chunks, [None] + ([q.spec] if q.spec else []), choice, mem, price, models)
+    rows, curves = _colocated_rows(space)
+    # (an engine that runs prompts whole takes the largest budget searched: the prompt must fit it)
+    default_chunk = (base_engine.max_num_batched_tokens if base_engine.chunks_prompts or q.chunks
+                     else max(chunks))
+    rows += _disaggregated_rows(space, default_chunk)
+    default_budget = base_engine.max_num_batched_tokens
+    rows = _distinct([{"gpu": gname, **r, "budget_is_default": r["max_num_batched_tokens"] == default_budget}
+                      for r in rows if r["max_rate_rps"] > 0])
+    _sort_rows(rows, q)
+    screened = len(rows)
+    pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
+    return {
+        "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
+        "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
+        "engine": q.engine, "kv_dtype": q.kv_dtype, "link": q.link_name,
+        "link_GBps": q.link_bytes_per_s / 1e9,
+        "usd_per_gpu_hour": price, "price_source": price_source,
+        "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
+        "fits_none": (None if any(m is not None for m in models.built.values()) else
+                      _fits_none(pars, models.unfit, _node_gpus(q, catalog) if moe else 0, q.gpus)),
+        "target_rate_rps": q.target_rate_per_s,
+        "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
+        "hazards": HAZARDS if q.hazards else {},
+    }
+
+
+def _checked_gpu(q: PlanQuestion, shape: Any, moe: bool, pars: list[Par],
+                 catalog: Any) -> tuple[str, float, tuple[str, ...]]:
+    """The question's checks that need the model and the GPU (a speculation the model has, a KV dtype
+    the GPU runs, a split within the budget); the GPU's catalog name, its memory in bytes and the
+    dtypes to search."""
     if q.spec is not None and moe and (q.spec != "mtp" or not shape.mtp_layers):
         raise ParameterError("spec", q.spec, f"mtp (its own module) or none for {shape.name}: draft heads "
                              "for mixture-of-experts models are not priced" if shape.mtp_layers else
@@ -207,80 +242,112 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                              "eagle3, medusa, small-draft or none)")
     gspec = resolve_gpu(q.gpu, catalog)
     gname = canonical_gpu(q.gpu, catalog)
-    mem = gspec.memory_bytes
     dtypes = q.dtypes or (("auto",) if moe else supported_dtypes(gname, catalog))
     if q.kv_dtype not in supported_kv_dtypes(gname, catalog):
         have = ", ".join(supported_kv_dtypes(gname, catalog))
         raise ParameterError("kv_dtype", q.kv_dtype, f"one of {have} on {gname}")
     if not pars:
         raise ParameterError("gpus", q.gpus, f"at least the smallest valid TP for {shape.name}")
-    base_engine = engine_profile(q.engine, gpu=gname, memory_gib=mem / 2**30)
-    chunks = q.chunks or _budgets(base_engine, q.isl)
-    specs: list[str | None] = [None] + ([q.spec] if q.spec else [])
-    choice: Any = None  # the speculation the screen prices: (method, k, alpha), as predict resolves them
-    if q.spec is not None:
-        from servesim.plan.predict import resolve_acceptance
+    return gname, gspec.memory_bytes, tuple(dtypes)
 
-        alpha, k, _ = resolve_acceptance(q.spec, shape.name, k=q.k, acceptance_length=q.acceptance_length,
-                                         traffic=q.traffic)
-        choice = (q.spec, k, alpha)
-        if q.k is None and q.acceptance_length is None:
-            # no k asked for: each deployment screens every k at the acceptance published at (or
-            # nearest) it, and the engine model confirms the k it picked (confirm.py)
-            from servesim.hardware.acceptance import DEFAULT_TRAFFIC, published_alphas
-            from servesim.hardware.speculation import K_MAX
 
-            alphas = published_alphas(q.spec, q.traffic or DEFAULT_TRAFFIC, shape.name, range(1, K_MAX + 1))
-            if alphas is not None:
-                choice = (q.spec, None, alphas)
-    price, price_source = _price(gname, catalog)
+def _spec_choice(q: PlanQuestion, shape: Any) -> Any:
+    """The speculation the screen prices, as predict resolves it: ``(method, k, alpha)``, or
+    ``(method, None, alphas)`` where no k is asked for (each deployment then screens every k at the
+    acceptance published at, or nearest, it, and the engine model confirms the k it picked:
+    confirm.py); None without speculation."""
+    if q.spec is None:
+        return None
+    from servesim.plan.predict import resolve_acceptance
 
-    models: dict[tuple[Par, str, int], Any] = {}
-    unfit: dict[int, str] = {}  # GPUs of a replica -> why the last split of that size tried fits none
+    alpha, k, _ = resolve_acceptance(q.spec, shape.name, k=q.k, acceptance_length=q.acceptance_length,
+                                     traffic=q.traffic)
+    if q.k is None and q.acceptance_length is None:
+        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, published_alphas
+        from servesim.hardware.speculation import K_MAX
 
-    def model(par: Par, dtype: str, chunk: int) -> Any:
-        key = (par, dtype, chunk)
-        if key not in models:
+        alphas = published_alphas(q.spec, q.traffic or DEFAULT_TRAFFIC, shape.name, range(1, K_MAX + 1))
+        if alphas is not None:
+            return (q.spec, None, alphas)
+    return (q.spec, k, alpha)
+
+
+class _Models:
+    """The step model of each (split, dtype, budget) the screen prices, built once: None where the
+    split is invalid or leaves no room for one request's KV cache (``unfit``: why, by the GPUs of a
+    replica, the last split of that size tried)."""
+
+    def __init__(self, q: PlanQuestion, shape: Any, moe: bool, gname: str, mem: float, catalog: Any) -> None:
+        self.q, self.shape, self.moe, self.gname, self.mem, self.catalog = q, shape, moe, gname, mem, catalog
+        self.built: dict[tuple[Par, str, int], Any] = {}
+        self.unfit: dict[int, str] = {}
+
+    def __call__(self, par: Par, dtype: str, chunk: int) -> Any:
+        q, key = self.q, (par, dtype, chunk)
+        if key not in self.built:
+            from servesim.hardware.pricer import Deployment, build_step_model
+
             tp, dp, ep = par
             try:
-                if not moe:
-                    check_tp(shape, tp)
-                dep = Deployment(q.model, gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=q.engine,
+                if not self.moe:
+                    check_tp(self.shape, tp)
+                dep = Deployment(q.model, self.gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=q.engine,
                                  max_num_batched_tokens=chunk, dp=dp, ep=ep, ep_comm=q.ep_comm)
-                sm, _, _ = build_step_model(dep, catalog)
-                if moe:
+                sm, _, _ = build_step_model(dep, self.catalog)
+                if self.moe:
                     sm.kv_context = q.isl + q.osl
-                fits = sm.kv_capacity_tokens(mem) >= q.isl + q.osl
-                models[key] = sm if fits else None
+                fits = sm.kv_capacity_tokens(self.mem) >= q.isl + q.osl
+                self.built[key] = sm if fits else None
                 if not fits:
-                    unfit[tp * dp] = (f"tp {tp} x dp {dp} (ep {ep}) leaves no room for the KV cache of one "
-                                      f"request of {q.isl + q.osl} tokens")
+                    self.unfit[tp * dp] = (f"tp {tp} x dp {dp} (ep {ep}) leaves no room for the KV cache of "
+                                           f"one request of {q.isl + q.osl} tokens")
             except ParameterError as e:
-                models[key] = None
-                unfit[tp * dp] = str(e)
-        return models[key]
+                self.built[key] = None
+                self.unfit[tp * dp] = str(e)
+        return self.built[key]
 
-    def label(sm: Any, dtype: str) -> str:
-        return str(getattr(sm, "dtype", dtype)) if dtype == "auto" else dtype
 
+@dataclass(frozen=True)
+class _Space:
+    """What the screen searches (splits, dtypes, budgets, speculation) and prices with."""
+
+    q: PlanQuestion
+    pars: list[Par]
+    dtypes: tuple[str, ...]
+    chunks: tuple[int, ...]
+    specs: list[str | None]
+    choice: Any  # the speculation priced (_spec_choice)
+    mem: float  # one GPU's memory, bytes
+    price: float | None
+    models: _Models
+
+
+def _label(sm: Any, dtype: str) -> str:
+    """The dtype a row shows: the one the step model resolved where ``auto`` was searched."""
+    return str(getattr(sm, "dtype", dtype)) if dtype == "auto" else dtype
+
+
+def _colocated_rows(s: _Space) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Any]]]:
+    """Colocated deployments: one replica solved, scaled by the replica count; the rows and each
+    row's load curve (for the Pareto front)."""
+    q = s.q
     rows: list[dict[str, Any]] = []
     curves: list[tuple[dict[str, Any], Any]] = []
-    # Colocated: one replica solved, scaled by the replica count.
-    for par in pars:
+    for par in s.pars:
         g = par[0] * par[1]
         n = q.gpus // g
-        for dtype in dtypes:
-            for chunk in chunks:
-                sm = model(par, dtype, chunk)
+        for dtype in s.dtypes:
+            for chunk in s.chunks:
+                sm = s.models(par, dtype, chunk)
                 if sm is None:
                     continue
-                for spec in specs:
+                for spec in s.specs:
                     if spec is not None and not q.hazards:
                         continue  # every engine caches prefixes by default: the hazard applies
 
                     def one(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
-                        return colocated_at_load(sm, mem, 1, r, q.isl, q.osl, q.slo_ttft_s,
-                                                 spec=choice if spec else None)
+                        return colocated_at_load(sm, s.mem, 1, r, q.isl, q.osl, q.slo_ttft_s,
+                                                 spec=s.choice if spec else None)
 
                     rate1, pt = max_rate(one, q.slo_tpot_s, q.attainment)
                     if q.target_rate_per_s is not None and rate1 > 0:
@@ -288,35 +355,48 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                         if n * g > q.gpus:
                             continue
                         pt = one(q.target_rate_per_s / n)
-                    pool = (par, n, label(sm, dtype), dtype)
-                    row = _row("colocated", pool, pool, n * g, n * rate1, pt, q, spec, chunk, price)
+                    pool = (par, n, _label(sm, dtype), dtype)
+                    row = _row("colocated", pool, pool, n * g, n * rate1, pt, q, spec, chunk, s.price)
                     rows.append(row)
                     curves.append((row, lambda r, f=one, n=n: f(r / n)))
-    # Disaggregated: decode capacity per worker (linear), prefill capacity per worker count; each pool
-    # has its own split and dtype (the KV cache crosses in the shared KV dtype).
-    # (an engine that runs prompts whole takes the largest budget searched: the prompt must fit it)
-    default_chunk = (base_engine.max_num_batched_tokens if base_engine.chunks_prompts or q.chunks
-                     else max(chunks))
+    return rows, curves
+
+
+def _decode_capacities(s: _Space, chunk: int) -> dict[tuple[Par, str, str | None], tuple[float, LoadPoint]]:
+    """Each decode worker's capacity (decode pools scale linearly), by split, dtype and speculation."""
+    q = s.q
     dec: dict[tuple[Par, str, str | None], tuple[float, LoadPoint]] = {}
-    for dtype in dtypes:
-        for par in pars:
-            sm = model(par, dtype, default_chunk)
+    for dtype in s.dtypes:
+        for par in s.pars:
+            sm = s.models(par, dtype, chunk)
             if sm is None:
                 continue
-            for spec in specs:
+            for spec in s.specs:
                 if spec is not None and not q.hazards:
                     continue
 
                 def dpoint(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
-                    d = decode_at_load(sm, mem, r, q.isl, q.osl, prefill=False, spec=choice if spec else None)
+                    d = decode_at_load(sm, s.mem, r, q.isl, q.osl, prefill=False,
+                                       spec=s.choice if spec else None)
                     if not d.stable:
                         return LoadPoint(r, False, math.nan, math.nan, 0.0, math.nan, math.nan, 0.0, d.reason)
                     return LoadPoint(r, True, 0.0, 0.0, 1.0, d.tpot_s, d.batch, 0.0, "", d.k)
 
                 dec[(par, dtype, spec)] = max_rate(dpoint, q.slo_tpot_s, q.attainment)
-    for pdtype in dtypes:
-        for ppar in pars:
-            psm = model(ppar, pdtype, default_chunk)
+    return dec
+
+
+def _disaggregated_rows(s: _Space, chunk: int) -> list[dict[str, Any]]:
+    """Disaggregated deployments: decode capacity per worker (linear), prefill capacity per worker
+    count; each pool has its own split and dtype (the KV cache crosses in the shared KV dtype)."""
+    from servesim.plan.predict import kv_transfer_seconds
+
+    q = s.q
+    dec = _decode_capacities(s, chunk)
+    rows: list[dict[str, Any]] = []
+    for pdtype in s.dtypes:
+        for ppar in s.pars:
+            psm = s.models(ppar, pdtype, chunk)
             if psm is None:
                 continue
             pg = ppar[0] * ppar[1]
@@ -341,32 +421,13 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
                     rate = min(lam_p, dw * lam1)
                     gpus = pw * pg + dw * dg
                     at = rate if q.target_rate_per_s is None else q.target_rate_per_s
-                    dsm = model(dpar, ddtype, default_chunk)
+                    dsm = s.models(dpar, ddtype, chunk)
                     assert dsm is not None  # it has a decode capacity, so it fits
-                    pt = _disagg_point(psm, pw, dsm, mem, dw, q, at, choice if spec else None, xfer)
-                    row = _row("disaggregated", (ppar, pw, label(psm, pdtype), pdtype),
-                               (dpar, dw, label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, default_chunk,
-                               price)
-                    rows.append(row)
-    default_budget = base_engine.max_num_batched_tokens
-    rows = _distinct([{"gpu": gname, **r, "budget_is_default": r["max_num_batched_tokens"] == default_budget}
-                      for r in rows if r["max_rate_rps"] > 0])
-    _sort_rows(rows, q)
-    screened = len(rows)
-    pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
-    return {
-        "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
-        "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
-        "engine": q.engine, "kv_dtype": q.kv_dtype, "link": q.link_name,
-        "link_GBps": q.link_bytes_per_s / 1e9,
-        "usd_per_gpu_hour": price, "price_source": price_source,
-        "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
-        "fits_none": (None if any(m is not None for m in models.values()) else
-                      _fits_none(pars, unfit, _node_gpus(q, catalog) if moe else 0, q.gpus)),
-        "target_rate_rps": q.target_rate_per_s,
-        "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
-        "hazards": HAZARDS if q.hazards else {},
-    }
+                    pt = _disagg_point(psm, pw, dsm, s.mem, dw, q, at, s.choice if spec else None, xfer)
+                    rows.append(_row("disaggregated", (ppar, pw, _label(psm, pdtype), pdtype),
+                                     (dpar, dw, _label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, chunk,
+                                     s.price))
+    return rows
 
 
 def _budgets(engine: Any, isl: int) -> tuple[int, ...]:

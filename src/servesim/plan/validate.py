@@ -524,11 +524,35 @@ def _cf_p99_s(wl: Workload, servers: int, prefill_s: float, xfer_s: float) -> fl
     return q.wait_quantile_s(0.99) + prefill_s + xfer_s if q.stable else math.inf
 
 
+_Sim = Callable[..., ServingSim]
+_DET = replace(CLOSED_FORM, prefill_service="deterministic")
+_DET_TEXT = "closed-form assumptions, but deterministic service (S = P / R_p, as TTFT uses)"
+
+
 def _bias(
     requests: int, replications: int, cycles: int, seed: int, node: NodeSpec, crossover: bool
 ) -> list[Row]:
+    """The bias rows, one group per assumption: speculative decoding's i.i.d. acceptance; Poisson
+    arrivals, exponential service and one prompt length; mean TPOT; free KV-transfer machinery;
+    no decode-side queueing."""
+
+    def sim(wl: Workload, dep: Deployment, settings: SimSettings, **kw: Any) -> ServingSim:
+        return simulate_serving(
+            wl, node, dep, settings=settings, requests=requests, replications=replications, seed=seed, **kw
+        )
+
+    return (
+        _bias_speculation(cycles, replications, seed)
+        + _bias_colocated(sim, node)
+        + _bias_mean_tpot(sim, node)
+        + _bias_kv_transfer(sim, node, requests, replications, seed, crossover)
+        + _bias_decode_queueing(sim, node)
+    )
+
+
+def _bias_speculation(cycles: int, replications: int, seed: int) -> list[Row]:
+    """Speculative decoding: i.i.d. acceptance against bursty and position-dependent acceptance."""
     rows: list[Row] = []
-    # --- speculative decoding: i.i.d. acceptance --------------------------------------------------
     p = sd.SPECDEC_PRESETS["mtp"]
     k = sd.optimal_k(p.alpha, p.d, p.c)
     base_s = simulate_specdec(
@@ -559,22 +583,19 @@ def _bias(
                 rel.speedup,
             )
         )
+    return rows
 
-    def sim(wl: Workload, dep: Deployment, settings: SimSettings, **kw: Any) -> ServingSim:
-        return simulate_serving(
-            wl, node, dep, settings=settings, requests=requests, replications=replications, seed=seed, **kw
-        )
 
-    det = replace(CLOSED_FORM, prefill_service="deterministic")
-    base_text = "closed-form assumptions, but deterministic service (S = P / R_p, as TTFT uses)"
-    # --- arrivals, service, prompt lengths: agent (TTFT-bound), 8 colocated nodes -----------------
+def _bias_colocated(sim: _Sim, node: NodeSpec) -> list[Row]:
+    """Arrivals, service and prompt lengths: agent (TTFT-bound), 8 colocated nodes."""
+    rows: list[Row] = []
     agent = WORKLOAD_PRESETS["agent"]
     co8 = Colocated(8, 0.5)
     cf = colocated(agent, node, 8, 0.5)
     cf_p99 = _cf_p99_s(agent, 8, cf.prefill_s, 0.0)
     case = "agent, 8 colocated nodes"
     b_exp = sim(agent, co8, CLOSED_FORM)
-    b = sim(agent, co8, det)
+    b = sim(agent, co8, _DET)
     rows += _serving_figures(
         "exponential service",
         "deterministic prefill per prompt length, S = P / R_p",
@@ -586,40 +607,45 @@ def _bias(
         b_exp,
         b,
     )
-    r = sim(agent, co8, det, arrivals=gamma_arrivals(agent.rate_per_s, BIAS_ARRIVAL_CV))
+    r = sim(agent, co8, _DET, arrivals=gamma_arrivals(agent.rate_per_s, BIAS_ARRIVAL_CV))
     rows += _serving_figures(
         "Poisson arrivals",
         f"gamma interarrivals, cv {BIAS_ARRIVAL_CV:g} (bursty)",
         case,
-        base_text,
+        _DET_TEXT,
         cf.ttft_mean_s,
         cf_p99,
         cf.goodput_rps,
         b,
         r,
     )
-    r = sim(agent, co8, det, prompt_tokens=Lognormal(float(agent.prompt_tokens), BIAS_PROMPT_CV))
+    r = sim(agent, co8, _DET, prompt_tokens=Lognormal(float(agent.prompt_tokens), BIAS_PROMPT_CV))
     rows += _serving_figures(
         "one prompt length",
         f"lognormal prompt lengths, same mean, cv {BIAS_PROMPT_CV:g}",
         case,
-        base_text,
+        _DET_TEXT,
         cf.ttft_mean_s,
         cf_p99,
         cf.goodput_rps,
         b,
         r,
     )
-    # --- mean TPOT instead of a distribution: rag at 8 colocated nodes, TPOT SLO 30 ms ------------
+    return rows
+
+
+def _bias_mean_tpot(sim: _Sim, node: NodeSpec) -> list[Row]:
+    """Mean TPOT instead of a distribution: rag at 8 colocated nodes, TPOT SLO 30 ms."""
+    co8 = Colocated(8, 0.5)
     rag32 = replace(WORKLOAD_PRESETS["rag"], slo_tpot_s=TPOT_SLO_S)
     cf = colocated(rag32, node, 8, 0.5)
     case = (
         f"rag, 8 colocated nodes, TPOT SLO {TPOT_SLO_S * 1e3:g} ms"
         f" (the formula gives {cf.tpot_s * 1e3:.1f} ms)"
     )
-    relaxed = sim(rag32, co8, det)
+    relaxed = sim(rag32, co8, _DET)
     # baseline: every request gets the formula's TPOT; goodput = rate * P(TTFT <= X) * 1[TPOT <= Y]
-    ttft_only = sim(replace(rag32, slo_tpot_s=1e9), co8, det)
+    ttft_only = sim(replace(rag32, slo_tpot_s=1e9), co8, _DET)
     ok = 1.0 if cf.tpot_s <= rag32.slo_tpot_s else 0.0
     base_good = Estimate(
         ttft_only.goodput_rps.mean * ok,
@@ -628,66 +654,43 @@ def _bias(
     )
     flat = Estimate(cf.tpot_s, 0.0, tuple(cf.tpot_s for _ in relaxed.tpot_s.mean.replicates))
     text = "per-request TPOT from the prefill work running beside each decode"
-    mean_text = base_text + "; TPOT = TPOT_base (1 + beta rho_p) for every request"
-    rows.append(
-        _bias_row(
-            "mean TPOT instead of a distribution",
-            text,
-            case,
-            mean_text,
-            "tpot_mean_ms",
-            cf.tpot_s,
-            flat,
-            relaxed.tpot_s.mean,
-            1e3,
-        )
-    )
-    rows.append(
-        _bias_row(
-            "mean TPOT instead of a distribution",
-            text,
-            case,
-            mean_text,
-            "tpot_p99_ms",
-            cf.tpot_s,
-            flat,
-            relaxed.tpot_s.p99,
-            1e3,
-        )
-    )
-    rows.append(
-        _bias_row(
-            "mean TPOT instead of a distribution",
-            text,
-            case,
-            mean_text,
-            "goodput_rps",
-            cf.goodput_rps,
-            base_good,
-            relaxed.goodput_rps,
-        )
-    )
-    # --- free KV-transfer machinery: rag, best split over 100 Gb/s -------------------------------
+    mean_text = _DET_TEXT + "; TPOT = TPOT_base (1 + beta rho_p) for every request"
+    figures: list[tuple[str, float, Estimate, Estimate, float]] = [
+        ("tpot_mean_ms", cf.tpot_s, flat, relaxed.tpot_s.mean, 1e3),
+        ("tpot_p99_ms", cf.tpot_s, flat, relaxed.tpot_s.p99, 1e3),
+        ("goodput_rps", cf.goodput_rps, base_good, relaxed.goodput_rps, 1.0),
+    ]
+    return [
+        _bias_row("mean TPOT instead of a distribution", text, case, mean_text, *figure)
+        for figure in figures
+    ]
+
+
+def _bias_kv_transfer(
+    sim: _Sim, node: NodeSpec, requests: int, replications: int, seed: int, crossover: bool
+) -> list[Row]:
+    """Free KV-transfer machinery: rag, best split over 100 Gb/s (and the link crossover)."""
+    rows: list[Row] = []
     rag = WORKLOAD_PRESETS["rag"]
     ib = LINKS["ib100"]
     cf = best_split(rag, node, 8, ib)
     dep = Disaggregated(cf.prefill_nodes, cf.decode_nodes, ib)
     cf_p99 = _cf_p99_s(rag, cf.prefill_nodes, cf.prefill_s, cf.kv_transfer_s)
     case = f"rag, disagg {cf.split} over {ib.name} ({ib.GBps:g} GB/s)"
-    kv_text = base_text + "; transfers never queue"
-    b = sim(rag, dep, det)
+    kv_text = _DET_TEXT + "; transfers never queue"
+    b = sim(rag, dep, _DET)
     kv_cases: list[tuple[str, SimSettings]] = [
         (
             "one FCFS link per prefill node (sender NIC): a node's transfers queue",
-            replace(det, link_contention="node"),
+            replace(_DET, link_contention="node"),
         ),
         (
             "one FCFS link for the pool (e.g. the one decode node's NIC): all transfers queue",
-            replace(det, link_contention="shared"),
+            replace(_DET, link_contention="shared"),
         ),
         (
             "shared link plus layer-by-layer streaming (transfer overlaps prefill)",
-            replace(det, link_contention="shared", kv_streaming=True),
+            replace(_DET, link_contention="shared", kv_streaming=True),
         ),
     ]
     for text, settings in kv_cases:
@@ -699,14 +702,19 @@ def _bias(
         cf_x = link_crossover(rag, node, 8, 0.5).ladder_GBps
         n_x = max(requests // 5, 1000)
         x_base = link_crossover_sim(
-            rag, node, 8, settings=det, requests=n_x, replications=replications, seed=seed
+            rag, node, 8, settings=_DET, requests=n_x, replications=replications, seed=seed
         )
         for text, settings in kv_cases:
             x_rel = link_crossover_sim(
                 rag, node, 8, settings=settings, requests=n_x, replications=replications, seed=seed
             )
             rows.append(_crossover_row(text, kv_text, cf_x, x_base, x_rel))
-    # --- no decode-side queueing: chat with the decode pool at 90% --------------------------------
+    return rows
+
+
+def _bias_decode_queueing(sim: _Sim, node: NodeSpec) -> list[Row]:
+    """No decode-side queueing: chat with the decode pool at 90%."""
+    rows: list[Row] = []
     chat = WORKLOAD_PRESETS["chat"]
     link = LINKS["rdma"]
     cf = best_split(chat, node, 8, link)
@@ -715,13 +723,13 @@ def _bias(
     cf = disaggregated(chat_hi, node, cf.prefill_nodes, cf.decode_nodes, link)
     dep = Disaggregated(cf.prefill_nodes, cf.decode_nodes, link)
     case = f"chat at {rate:.2f} req/s (decode pool at {DECODE_LOAD:.0%}), disagg {cf.split} over rdma"
-    b = sim(chat_hi, dep, det)
-    r = sim(chat_hi, dep, replace(det, decode_slots=True))
+    b = sim(chat_hi, dep, _DET)
+    r = sim(chat_hi, dep, replace(_DET, decode_slots=True))
     rows += _serving_figures(
         "no decode-side queueing",
         "finite batch slots: floor(R_d TPOT_base) per decode node, FCFS",
         case,
-        base_text + "; unlimited decode slots",
+        _DET_TEXT + "; unlimited decode slots",
         cf.ttft_mean_s,
         _cf_p99_s(chat_hi, cf.prefill_nodes, cf.prefill_s, cf.kv_transfer_s),
         cf.goodput_rps,
