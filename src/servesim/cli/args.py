@@ -147,9 +147,11 @@ GEMM dtypes (:data:`servesim.hardware.precision.WEIGHT_DTYPES`) and the MoE form
 def dtype_choice(names: Sequence[str], what: str = "dtype") -> Callable[[str], str]:
     """:func:`choice` of a dtype as users and engines spell it (``FP8``, ``nvfp4``, ``w4a16``, ...:
     :func:`servesim.hardware.precision.normalize_dtype`)."""
-    from servesim.hardware.precision import normalize_dtype
-
     def parse(text: str) -> str:
+        if text in names:  # a name as servesim spells it (every default): no pricer imported
+            return text
+        from servesim.hardware.precision import normalize_dtype
+
         key = normalize_dtype(text)
         if key not in names:
             raise argparse.ArgumentTypeError(f"unknown {what} {text!r}: must be one of {', '.join(names)}")

@@ -23,7 +23,7 @@ from servesim._version import __version__
 from servesim.cli.args import Output, Parser
 from servesim.cli.common import resolve_link_name
 
-__all__ = ["COMMAND_MODULES", "build_parser", "main"]
+__all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
 
 COMMAND_MODULES: tuple[str, ...] = (
     "servesim.cli.lab",
@@ -35,14 +35,34 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 """Modules that add further subcommands, in the order they appear in --help."""
 
+COMMANDS: dict[str, str] = {
+    "specdec": "servesim.cli.lab",
+    "disagg": "servesim.cli.lab",
+    "all": "servesim.cli.lab",
+    "simulate": "servesim.cli.sim",
+    "validate": "servesim.cli.sim",
+    "roofline": "servesim.cli.roofline",
+    "trace": "servesim.cli.inputs",
+    "fit-alpha": "servesim.cli.inputs",
+    "calibrate": "servesim.cli.inputs",
+    "plan": "servesim.cli.plan",
+    "report": "servesim.cli.plan",
+    "predict": "servesim.cli.predict",
+}
+"""Each subcommand and the module of :data:`COMMAND_MODULES` that registers it
+(tests/cli/test_lab_imports.py checks the two agree)."""
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command`` (a key of :data:`COMMANDS`), the parser of that command's
+    module alone.  This is the command line's lazy boundary: ``servesim all`` imports the lab's
+    module and what it needs, never the pricers, simulators and planners the other commands load."""
     parser = Parser(prog="servesim", description="Speculative decoding and prefill/decode "
                     "disaggregation, in closed form, with the assumptions attached.")
     parser.add_argument("-V", "--version", action="version", version=f"servesim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if command is None else (COMMANDS[command],):
         importlib.import_module(name).register(sub)
     for name, p in sub.choices.items():  # every --help ends with examples
         if name in EXAMPLES and not p.epilog:
@@ -117,7 +137,10 @@ def _unrecognized(parser: Any, command: str | None, extra: list[str]) -> None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A command given first builds its own parser only; anything else (no command, -h or -V first, a
+    # misspelt command) the whole one, whose help and errors list every command.
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args, extra = parser.parse_known_args(argv)
     if extra:
         _unrecognized(parser, getattr(args, "command", None), extra)

@@ -73,8 +73,11 @@ def expected_tokens(k: int, alpha: float) -> float:
     alpha -> 1 (both numerator and denominator vanish there); alpha = 1 gives
     exactly ``k + 1`` and alpha = 0 exactly 1.
     """
-    k = check_int("k", k, lo=0)
-    a = _check_alpha(alpha)
+    return _expected_tokens(check_int("k", k, lo=0), _check_alpha(alpha))
+
+
+def _expected_tokens(k: int, a: float) -> float:
+    """:func:`expected_tokens` of checked arguments (an int k >= 0, a float alpha in [0, 1])."""
     if a == 0.0 or k == 0:
         return 1.0
     if a == 1.0:
@@ -101,7 +104,12 @@ def cycle_time(k: int, d: float, c: float, u: float = 0.0) -> float:
     k = check_int("k", k, lo=0)
     dd = check_real("d", d, lo=0.0)
     cc = check_real("c", c, lo=0.0)
-    return k * dd + 1.0 + cc * k * utilization_gate(u)
+    return _cycle_time(k, dd, cc, utilization_gate(u))
+
+
+def _cycle_time(k: int, dd: float, cc: float, g: float) -> float:
+    """:func:`cycle_time` of checked arguments, with the gate g = g(u) already taken."""
+    return k * dd + 1.0 + cc * k * g
 
 
 def speedup(k: int, alpha: float, d: float, c: float, u: float = 0.0) -> float:
@@ -112,6 +120,14 @@ def speedup(k: int, alpha: float, d: float, c: float, u: float = 0.0) -> float:
     S > 1 iff sum_{i<=k} alpha^i > 1 + k (d + c g(u)).
     """
     return expected_tokens(k, alpha) / cycle_time(k, d, c, u)
+
+
+def _checked(alpha: float, d: float, c: float, u: float) -> tuple[float, float, float, float]:
+    """alpha, d, c and the gate g(u), checked in the order :func:`speedup` checks them."""
+    a = _check_alpha(alpha)
+    dd = check_real("d", d, lo=0.0)
+    cc = check_real("c", c, lo=0.0)
+    return a, dd, cc, utilization_gate(u)
 
 
 def optimal_k(
@@ -125,9 +141,14 @@ def optimal_k(
     verdict ``speedup(optimal_k(...)) > 1``.
     """
     k_max = check_int("k_max", k_max, lo=1)
+    return _optimal_k(*_checked(alpha, d, c, u), k_max)
+
+
+def _optimal_k(a: float, dd: float, cc: float, g: float, k_max: int) -> int:
+    """:func:`optimal_k` of checked arguments: the arguments are checked once, not once per k."""
     best_k, best_s = 1, -math.inf
     for k in range(1, k_max + 1):
-        s = speedup(k, alpha, d, c, u)
+        s = _expected_tokens(k, a) / _cycle_time(k, dd, cc, g)
         if s > best_s:
             best_k, best_s = k, s
     return best_k
@@ -142,12 +163,12 @@ def break_even_alpha(k: int, d: float, c: float, u: float = 0.0) -> float:
     """
     k = check_int("k", k, lo=1)
     target = cycle_time(k, d, c, u)
-    if expected_tokens(k, 1.0) <= target:
+    if _expected_tokens(k, 1.0) <= target:
         return 1.0
     lo, hi = 0.0, 1.0
     for _ in range(100):
         mid = 0.5 * (lo + hi)
-        if expected_tokens(k, mid) < target:
+        if _expected_tokens(k, mid) < target:
             lo = mid
         else:
             hi = mid
@@ -164,8 +185,13 @@ def turn_off_utilization(
     applies.  Returns 0.0 if speculation never helps, and the largest u below 1
     we can resolve if it helps all the way (only when d = c = 0).
     """
+    k_max = check_int("k_max", k_max, lo=1)
+    a, dd, cc, _ = _checked(alpha, d, c, 0.0)
+
     def best(u: float) -> float:
-        return speedup(optimal_k(alpha, d, c, u, k_max), alpha, d, c, u)
+        g = (1.0 + GATE_EPSILON) / (1.0 - u + GATE_EPSILON)  # utilization_gate(u); u in [0, 1) here
+        k = _optimal_k(a, dd, cc, g, k_max)
+        return _expected_tokens(k, a) / _cycle_time(k, dd, cc, g)
 
     if best(0.0) <= 1.0:
         return 0.0
