@@ -21,6 +21,7 @@ __all__ = ["register"]
 SERVICE_KINDS = ("exp", "det", "lognormal", "gamma")
 LINK_CONTENTION = ("node", "shared", "none")
 DEFAULT_SEED = 20240601
+_MEMORY_NOTE = " (memory: about 100 bytes a request, so 10^7 is about 1 GB)"
 
 
 def _with_plot(run: Any, figure: Any) -> Any:
@@ -96,12 +97,9 @@ def _register_simulate(sub: argparse._SubParsersAction[Any]) -> None:
     _run_arguments(sp)
     _engine_arguments(sp)
     _trace_arguments(sp)
-    sp.add_argument(
-        "--no-timing",
-        action="store_true",
-        help="leave out the wall-clock figures (sim_wall_s or sim_wall_ms, sim_requests_per_s), for "
-        "byte-identical output",
-    )
+    sp.add_argument("--no-timing", action="store_true",
+                    help="leave out the wall-clock figures (sim_wall_s or sim_wall_ms, sim_requests_per_s), "
+                    "for byte-identical output")
     sp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "
                     "goodput per deployment (--trace)")
@@ -109,113 +107,58 @@ def _register_simulate(sub: argparse._SubParsersAction[Any]) -> None:
     sp.set_defaults(run=_with_plot(_simulate, _simulate_figure))
 
 
-
 def _queue_arguments(sp: argparse.ArgumentParser) -> None:
     """simulate's queue mode: servers, service and arrival laws."""
     sp.add_argument("--servers", type=integer(1, hi=100_000), default=8,
                     help="queue mode: servers c, 1-100,000 (default 8)")
-    sp.add_argument(
-        "--service",
-        type=choice(SERVICE_KINDS, "service"),
-        default=None,
-        help="service time: exp, det, lognormal, gamma (default exp; with --preset: det, the "
-        "prefill time P / R_p; exp gives the M/M/c assumption)",
-    )
-    sp.add_argument(
-        "--service-mean-s",
-        type=number(1e-9, 1e6),
-        default=1.0,
-        help="queue mode: mean service time in s, 1e-9 to 1e6 (default 1)",
-    )
-    sp.add_argument(
-        "--service-cv",
-        type=number(0.001, 100.0),
-        default=1.0,
-        help="queue mode: coefficient of variation of lognormal/gamma service, 0.001-100 (default 1)",
-    )
-    sp.add_argument(
-        "--arrival-cv",
-        type=number(0.001, 100.0),
-        default=1.0,
-        help="interarrival coefficient of variation, 0.001-100: 1 = Poisson (default), > 1 bursty (gamma)",
-    )
+    sp.add_argument("--service", type=choice(SERVICE_KINDS, "service"), default=None,
+                    help="service time: exp, det, lognormal, gamma (default exp; with --preset: det, the "
+                    "prefill time P / R_p; exp gives the M/M/c assumption)")
+    sp.add_argument("--service-mean-s", type=number(1e-9, 1e6), default=1.0,
+                    help="queue mode: mean service time in s, 1e-9 to 1e6 (default 1)")
+    sp.add_argument("--service-cv", type=number(0.001, 100.0), default=1.0,
+                    help="queue mode: coefficient of variation of lognormal/gamma service, 0.001-100 "
+                    "(default 1)")
+    sp.add_argument("--arrival-cv", type=number(0.001, 100.0), default=1.0,
+                    help="interarrival coefficient of variation, 0.001-100: 1 = Poisson (default), > 1 "
+                    "bursty (gamma)")
 
 
 def _serving_arguments(sp: argparse.ArgumentParser) -> None:
     """simulate --preset: the split, prompt lengths, KV link, decode slots and attainment."""
-    sp.add_argument(
-        "--split",
-        type=_split,
-        default=None,
-        help="with --preset: disaggregated split such as 2p/6d (default: the closed form's best)",
-    )
-    sp.add_argument(
-        "--prompt-cv",
-        type=number(0.0, 10.0),
-        default=0.0,
-        help="with --preset: lognormal prompt lengths of this cv >= 0 around the preset's mean "
-        "(default 0: one length)",
-    )
-    sp.add_argument(
-        "--link-contention",
-        type=choice(LINK_CONTENTION, "link contention"),
-        default="node",
-        help="with --preset: KV link as one FCFS queue per prefill node (node, default), one for "
-        "the pool (shared), or none (the closed form)",
-    )
-    sp.add_argument(
-        "--kv-streaming",
-        action="store_true",
-        help="with --preset: stream the KV cache layer by layer, overlapping transfer and prefill",
-    )
-    sp.add_argument(
-        "--decode-slots",
-        type=integer(1, hi=100_000),
-        default=None,
-        help="with --preset: batch slots per decode node (default floor(R_d TPOT_base))",
-    )
-    sp.add_argument(
-        "--no-decode-slots",
-        action="store_true",
-        help="with --preset: unlimited decode slots (the closed form: no decode-side queueing)",
-    )
-    sp.add_argument(
-        "--attainment", "--attainment-target",
-        dest="attainment_target",
-        type=number(0.0, 1.0),
-        default=0.9,
-        metavar="FRACTION",
-        help="with --preset: share of requests that must meet both SLOs, in [0, 1] (default 0.9, as "
-        "DistServe; --attainment-target is the old name)",
-    )
+    sp.add_argument("--split", type=_split, default=None,
+                    help="with --preset: disaggregated split such as 2p/6d (default: the closed form's best)")
+    sp.add_argument("--prompt-cv", type=number(0.0, 10.0), default=0.0,
+                    help="with --preset: lognormal prompt lengths of this cv >= 0 around the preset's mean "
+                    "(default 0: one length)")
+    sp.add_argument("--link-contention", type=choice(LINK_CONTENTION, "link contention"), default="node",
+                    help="with --preset: KV link as one FCFS queue per prefill node (node, default), one for "
+                    "the pool (shared), or none (the closed form)")
+    sp.add_argument("--kv-streaming", action="store_true",
+                    help="with --preset: stream the KV cache layer by layer, overlapping transfer and "
+                    "prefill")
+    sp.add_argument("--decode-slots", type=integer(1, hi=100_000), default=None,
+                    help="with --preset: batch slots per decode node (default floor(R_d TPOT_base))")
+    sp.add_argument("--no-decode-slots", action="store_true",
+                    help="with --preset: unlimited decode slots (the closed form: no decode-side queueing)")
+    sp.add_argument("--attainment", "--attainment-target", dest="attainment_target", type=number(0.0, 1.0),
+                    default=0.9, metavar="FRACTION",
+                    help="with --preset: share of requests that must meet both SLOs, in [0, 1] (default 0.9, "
+                    "as DistServe; --attainment-target is the old name)")
 
 
 def _run_arguments(sp: argparse.ArgumentParser) -> None:
     """simulate's run: requests, replications, warm-up and seed."""
-    sp.add_argument(
-        "--requests",
-        type=integer(1, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
-        default=None,
-        help="requests simulated in total, 1-10,000,000 (about 100 bytes and a microsecond or two "
-        "each: 10^7 needs about 1 GB) (default 1,000,000; with --preset 100,000 per architecture; "
-        "engine mode 2,000)",
-    )
-    sp.add_argument(
-        "--replications",
-        type=integer(1, hi=1000),
-        default=None,
-        help="independent replications for the 95%% intervals (default 10; with --preset 5)",
-    )
-    sp.add_argument(
-        "--warmup",
-        type=number(0.0, 1.0, hi_open=True),
-        default=0.1,
-        help="fraction of each replication's first requests left out, in [0, 1) (default 0.1)",
-    )
-    sp.add_argument(
-        "--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
-        help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})"
-    )
+    sp.add_argument("--requests", type=integer(1, _MEMORY_NOTE, hi=10_000_000), default=None,
+                    help="requests simulated in total, 1-10,000,000 (about 100 bytes and a microsecond or "
+                    "two each: 10^7 needs about 1 GB) (default 1,000,000; with --preset 100,000 per "
+                    "architecture; engine mode 2,000)")
+    sp.add_argument("--replications", type=integer(1, hi=1000), default=None,
+                    help="independent replications for the 95%% intervals (default 10; with --preset 5)")
+    sp.add_argument("--warmup", type=number(0.0, 1.0, hi_open=True), default=0.1,
+                    help="fraction of each replication's first requests left out, in [0, 1) (default 0.1)")
+    sp.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
+                    help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})")
 
 
 def _engine_arguments(sp: argparse.ArgumentParser) -> None:
@@ -233,31 +176,16 @@ def _engine_arguments(sp: argparse.ArgumentParser) -> None:
 
 def _trace_arguments(sp: argparse.ArgumentParser) -> None:
     """simulate --trace: the replayed trace, its speed and the prefix cache."""
-    sp.add_argument(
-        "--trace",
-        default=None,
-        metavar="FILE",
-        help="replay an Azure, Mooncake or BurstGPT trace through colocated and every split "
-        "(SLOs from --slo-* or the preset)",
-    )
-    sp.add_argument(
-        "--rate-scale",
-        type=number(1e-6, 1e6),
-        default=1.0,
-        help="with --trace: replay this many times faster (default 1)",
-    )
-    sp.add_argument(
-        "--prefix-cache",
-        action="store_true",
-        help="with --trace (Mooncake hash_ids): also replay with cached prefixes skipping their prefill "
-        "and transfer",
-    )
-    sp.add_argument(
-        "--cache-blocks",
-        type=integer(1, hi=100_000_000),
-        default=None,
-        help="with --prefix-cache: LRU capacity in 512-token blocks (default unbounded)",
-    )
+    sp.add_argument("--trace", default=None, metavar="FILE",
+                    help="replay an Azure, Mooncake or BurstGPT trace through colocated and every split "
+                    "(SLOs from --slo-* or the preset)")
+    sp.add_argument("--rate-scale", type=number(1e-6, 1e6), default=1.0,
+                    help="with --trace: replay this many times faster (default 1)")
+    sp.add_argument("--prefix-cache", action="store_true",
+                    help="with --trace (Mooncake hash_ids): also replay with cached prefixes skipping their "
+                    "prefill and transfer")
+    sp.add_argument("--cache-blocks", type=integer(1, hi=100_000_000), default=None,
+                    help="with --prefix-cache: LRU capacity in 512-token blocks (default unbounded)")
 
 
 def _register_validate(sub: argparse._SubParsersAction[Any]) -> None:
@@ -272,37 +200,18 @@ def _register_validate(sub: argparse._SubParsersAction[Any]) -> None:
         "the seed; an approximate one passes within the relative tolerance stated on its row. Exit "
         "status 1 when a row fails.",
     )
-    vp.add_argument(
-        "--requests",
-        type=integer(10, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
-        default=1_000_000,
-        help="requests per M/M/c and M/G/c case, 10-10,000,000 (default 1,000,000)",
-    )
-    vp.add_argument(
-        "--serving-requests",
-        type=integer(10, " (memory: about 100 bytes a request, so 10^7 is about 1 GB)", hi=10_000_000),
-        default=100_000,
-        help="requests per serving simulation, 10-10,000,000 (default 100,000)",
-    )
-    vp.add_argument(
-        "--cycles", type=integer(1, hi=100_000_000), default=1_000_000,
-        help="speculative cycles per case, 1-100,000,000 (default 1,000,000)"
-    )
-    vp.add_argument(
-        "--replications",
-        type=integer(2, " (intervals need a spread)", hi=1000),
-        default=10,
-        help="independent replications per case (default 10)",
-    )
-    vp.add_argument(
-        "--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
-        help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})"
-    )
-    vp.add_argument(
-        "--no-crossover",
-        action="store_true",
-        help="skip the simulated link-crossover rows (a best-split search per bandwidth)",
-    )
+    vp.add_argument("--requests", type=integer(10, _MEMORY_NOTE, hi=10_000_000), default=1_000_000,
+                    help="requests per M/M/c and M/G/c case, 10-10,000,000 (default 1,000,000)")
+    vp.add_argument("--serving-requests", type=integer(10, _MEMORY_NOTE, hi=10_000_000), default=100_000,
+                    help="requests per serving simulation, 10-10,000,000 (default 100,000)")
+    vp.add_argument("--cycles", type=integer(1, hi=100_000_000), default=1_000_000,
+                    help="speculative cycles per case, 1-100,000,000 (default 1,000,000)")
+    vp.add_argument("--replications", type=integer(2, " (intervals need a spread)", hi=1000), default=10,
+                    help="independent replications per case (default 10)")
+    vp.add_argument("--seed", type=integer(0, hi=2**63 - 1), default=DEFAULT_SEED,
+                    help=f"seed, 0 to 2^63-1 (default {DEFAULT_SEED})")
+    vp.add_argument("--no-crossover", action="store_true",
+                    help="skip the simulated link-crossover rows (a best-split search per bandwidth)")
     vp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     vp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the agreement z-scores and the bias of each assumption")
