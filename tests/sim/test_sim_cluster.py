@@ -14,11 +14,15 @@ from servesim.model.serving import DEFAULT_NODE, WORKLOAD_PRESETS, colocated, di
 from servesim.sim import _kernels as kern
 from servesim.sim.cluster import (
     CLOSED_FORM,
+    QUICK_OPTIONS,
+    REPLAY_OPTIONS,
     Colocated,
     Disaggregated,
     Requests,
+    SimOptions,
     SimSettings,
-    compare_deployments,
+    best_split_sim,
+    compare_fleets,
     decode_slots_per_node,
     replay_trace,
     run,
@@ -30,15 +34,15 @@ from servesim.sim.distributions import Lognormal, gamma_arrivals
 
 NODE = DEFAULT_NODE
 Z = 4.0
-SMALL = {"requests": 40_000, "replications": 8, "seed": 3}
+SMALL = SimOptions(requests=40_000, replications=8, seed=3)
 
 
 @pytest.mark.parametrize("name", ["agent", "rag"])
 def test_mean_ttft_agrees_with_the_closed_form_under_its_assumptions(name):
     wl = WORKLOAD_PRESETS[name]
     link = LINKS["rdma"]
-    co = simulate_serving(wl, NODE, Colocated(8), settings=CLOSED_FORM, **SMALL)
-    de = simulate_serving(wl, NODE, Disaggregated(7, 1, link), settings=CLOSED_FORM, **SMALL)
+    co = simulate_serving(wl, NODE, Colocated(8), replace(SMALL, settings=CLOSED_FORM))
+    de = simulate_serving(wl, NODE, Disaggregated(7, 1, link), replace(SMALL, settings=CLOSED_FORM))
     assert co.ttft_s.mean.agrees_with(colocated(wl, NODE, 8).ttft_mean_s, Z)
     assert de.ttft_s.mean.agrees_with(disaggregated(wl, NODE, 7, 1, link).ttft_mean_s, Z)
     assert de.tpot_s.mean.mean == NODE.tpot_base_s
@@ -49,14 +53,14 @@ def test_colocated_tpot_mean_is_close_to_the_mean_field_formula():
     # request's own window.  Not exact (a window starts as its node finishes a prefill),
     # so a stated 2% tolerance.
     wl = WORKLOAD_PRESETS["rag"]
-    co = simulate_serving(wl, NODE, Colocated(8), settings=CLOSED_FORM, **SMALL)
+    co = simulate_serving(wl, NODE, Colocated(8), replace(SMALL, settings=CLOSED_FORM))
     assert co.tpot_s.mean.mean == pytest.approx(colocated(wl, NODE, 8).tpot_s, rel=0.02)
     assert co.tpot_s.p99.mean > co.tpot_s.mean.mean  # a distribution, not one number
 
 
 def test_no_interference_means_base_tpot_exactly():
     wl = WORKLOAD_PRESETS["chat"]
-    co = simulate_serving(wl, NODE, Colocated(8, beta=0.0), requests=5000, replications=2)
+    co = simulate_serving(wl, NODE, Colocated(8, beta=0.0), SimOptions(requests=5000, replications=2))
     assert co.tpot_s.p99.mean == pytest.approx(NODE.tpot_base_s, rel=1e-12)
 
 
@@ -86,7 +90,8 @@ def test_decode_window_solves_its_fixed_point():
 
 def test_unstable_deployment_is_a_result():
     wl = WORKLOAD_PRESETS["chat"]
-    s = simulate_serving(wl, NODE, Disaggregated(1, 1, LINKS["tcp"]), requests=1000, replications=2)
+    s = simulate_serving(wl, NODE, Disaggregated(1, 1, LINKS["tcp"]),
+                         SimOptions(requests=1000, replications=2))
     assert not s.stable
     assert s.goodput_rps.mean == 0.0
     assert s.goodput_at_target_rps == 0.0
@@ -97,10 +102,10 @@ def test_link_contention_and_streaming_move_ttft_the_right_way():
     wl = WORKLOAD_PRESETS["rag"]
     dep = Disaggregated(7, 1, LINKS["ib100"])
     det = replace(CLOSED_FORM, prefill_service="deterministic")
-    free = simulate_serving(wl, NODE, dep, settings=det, **SMALL)
-    shared = simulate_serving(wl, NODE, dep, settings=replace(det, link_contention="shared"), **SMALL)
+    free = simulate_serving(wl, NODE, dep, replace(SMALL, settings=det))
+    shared = simulate_serving(wl, NODE, dep, replace(SMALL, settings=replace(det, link_contention="shared")))
     stream = simulate_serving(
-        wl, NODE, dep, settings=replace(det, link_contention="shared", kv_streaming=True), **SMALL
+        wl, NODE, dep, replace(SMALL, settings=replace(det, link_contention="shared", kv_streaming=True))
     )
     assert free.link_wait_s.mean == 0.0
     assert shared.link_wait_s.mean > 0.0
@@ -118,8 +123,8 @@ def test_decode_slots_create_decode_side_queueing_near_capacity():
     hot = replace(wl, rate_per_s=rate)
     dep = Disaggregated(6, 2, LINKS["rdma"])
     det = replace(CLOSED_FORM, prefill_service="deterministic")
-    unlimited = simulate_serving(hot, NODE, dep, settings=det, **SMALL)
-    slots = simulate_serving(hot, NODE, dep, settings=replace(det, decode_slots=True), **SMALL)
+    unlimited = simulate_serving(hot, NODE, dep, replace(SMALL, settings=det))
+    slots = simulate_serving(hot, NODE, dep, replace(SMALL, settings=replace(det, decode_slots=True)))
     assert unlimited.decode_wait_s.mean == 0.0
     assert slots.decode_wait_s.mean > 0.0
     assert slots.ttft_s.p99.mean > unlimited.ttft_s.p99.mean
@@ -153,15 +158,10 @@ def test_requests_are_validated():
 
 def test_comparison_uses_common_random_numbers_and_is_deterministic():
     wl = WORKLOAD_PRESETS["agent"]
-    kw = {
-        "prompt_tokens": Lognormal(8192.0, 0.5),
-        "arrivals": gamma_arrivals(4.0, 1.5),
-        "requests": 6000,
-        "replications": 3,
-        "seed": 9,
-    }
-    a = compare_deployments(wl, NODE, 8, LINKS["rdma"], **kw)
-    b = compare_deployments(wl, NODE, 8, LINKS["rdma"], **kw)
+    options = SimOptions(prompt_tokens=Lognormal(8192.0, 0.5), arrivals=gamma_arrivals(4.0, 1.5),
+                         requests=6000, replications=3, seed=9)
+    a = compare_fleets(wl, NODE, 8, LINKS["rdma"], options=options)
+    b = compare_fleets(wl, NODE, 8, LINKS["rdma"], options=options)
     assert a == b
     assert a.winner in ("colocated", "disaggregated", "neither")
     assert a.disaggregated.split == "7p/1d"
@@ -170,8 +170,42 @@ def test_comparison_uses_common_random_numbers_and_is_deterministic():
 def test_slo_capacity_is_below_saturation_and_meets_the_target():
     wl = WORKLOAD_PRESETS["agent"]
     dep = Colocated(8)
-    cap = slo_capacity_per_s(wl, NODE, dep, requests=3000, replications=2, rel_tol=0.05)
+    small = SimOptions(requests=3000, replications=2)
+    cap = slo_capacity_per_s(wl, NODE, dep, rel_tol=0.05, options=small)
     saturation = 8 * NODE.prefill_tokens_per_s / wl.prompt_tokens
     assert 0.0 < cap < saturation
-    at = simulate_serving(replace(wl, rate_per_s=cap), NODE, dep, requests=3000, replications=2)
+    at = simulate_serving(replace(wl, rate_per_s=cap), NODE, dep, small)
     assert at.attainment.mean >= 0.9
+
+
+def test_options_are_validated_at_construction_and_a_replay_takes_the_traces_own_traffic():
+    with pytest.raises(ParameterError, match="requests"):
+        SimOptions(requests=3, replications=4)  # fewer requests than replications
+    with pytest.raises(ParameterError, match="warmup_fraction"):
+        SimOptions(warmup_fraction=1.0)
+    with pytest.raises(ParameterError, match="attainment_target"):
+        SimOptions(attainment_target=1.5)
+    with pytest.raises(ParameterError, match="settings"):
+        SimOptions(settings="closed form")  # type: ignore[arg-type]
+    req = Requests([0.0, 1.0], [100, 100], [5, 5])
+    with pytest.raises(ParameterError, match="arrivals"):
+        replay_trace(req, NODE, Colocated(1), slo_ttft_s=1.0, slo_tpot_s=1.0,
+                     options=replace(REPLAY_OPTIONS, arrivals=gamma_arrivals(1.0, 2.0)))
+    with pytest.raises(ParameterError, match="arrivals"):  # the capacity search draws its own at each rate
+        slo_capacity_per_s(WORKLOAD_PRESETS["chat"], NODE, Colocated(8),
+                           options=replace(QUICK_OPTIONS, arrivals=gamma_arrivals(1.0, 2.0)))
+    assert SimOptions(requests=10, replications=3).per_replication == 3
+
+
+def test_one_options_object_gives_the_same_run_through_every_entry_point():
+    # compare_fleets and best_split_sim pass the options on unchanged: their colocated and split runs
+    # are simulate_serving's with the same options, to the bit.
+    wl = WORKLOAD_PRESETS["rag"]
+    options = SimOptions(requests=4000, replications=2, seed=11)
+    cmp = compare_fleets(wl, NODE, 4, LINKS["rdma"], split=(3, 1), options=options)
+    assert cmp.colocated == simulate_serving(wl, NODE, Colocated(4), options)
+    assert cmp.disaggregated == simulate_serving(wl, NODE, Disaggregated(3, 1, LINKS["rdma"]), options)
+    best = best_split_sim(wl, NODE, 3, LINKS["rdma"], options=options)
+    splits = [simulate_serving(wl, NODE, Disaggregated(p, 3 - p, LINKS["rdma"]), options) for p in (1, 2)]
+    assert best in splits
+    assert best.requests == 4000 and best.replications == 2

@@ -17,6 +17,7 @@ from servesim.sim import (
     Colocated,
     Exponential,
     MarkovAcceptance,
+    SimOptions,
     poisson_arrivals,
     simulate_queue,
     simulate_serving,
@@ -45,7 +46,6 @@ def test_regression_pin_markov_specdec_seed_4():
 
 
 def test_regression_pin_agent_colocated_seed_5():
-    s = simulate_serving(
-        WORKLOAD_PRESETS["agent"], DEFAULT_NODE, Colocated(8), requests=20_000, replications=4, seed=5
-    )
+    s = simulate_serving(WORKLOAD_PRESETS["agent"], DEFAULT_NODE, Colocated(8),
+                         SimOptions(requests=20_000, replications=4, seed=5))
     assert s.ttft_s.mean.mean == pytest.approx(PINS["agent_ttft_mean_s"], rel=1e-12)

@@ -276,6 +276,37 @@ class Parallelism:
         return self.gpus // self.ep
 
 
+def _check_options(moe_activations: str | None, moe_backend: str | None, gemm_backend: str | None,
+                   ep_comm: str | None) -> None:
+    """Refuse an engine option :class:`MoEStepModel` does not know, naming it and the choices."""
+    if moe_activations not in (None, "mxfp8"):
+        raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
+    for name, value, choices in (("gemm_backend", gemm_backend, GEMM_BACKENDS),
+                                 ("ep_comm", ep_comm, EP_COMMS), ("moe_backend", moe_backend, MOE_BACKENDS)):
+        if value is not None and value not in choices:
+            raise ParameterError(name, value, f"None (the engine's default) or one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One step's work as :meth:`MoEStepModel._step` prices it: the replica's decoding sequences at
+    their mean context, its chunks and positions a sequence; the busiest DP rank's chunks, sequences
+    ``b``, tokens ``m`` and sampled rows; the replica's tokens ``m_all`` (``m`` and ``m_all`` padded to
+    the captured CUDA-graph batch), the tokens it reports and whether it runs as a CUDA graph."""
+
+    decode: float
+    context: float
+    chunks: tuple[Chunk, ...]
+    positions: int
+    rank_chunks: tuple[Chunk, ...]
+    b: float
+    m: float
+    m_all: float
+    samples: float
+    tokens: float
+    graph: bool
+
+
 class MoEStepModel:
     """Prices steps of one replica of an MoE or MLA model (see the module docstring).
 
@@ -289,17 +320,7 @@ class MoEStepModel:
                  tables: KernelTables | None = None, catalog: Any = None,
                  moe_activations: str | None = None, moe_backend: str | None = None,
                  gemm_backend: str | None = None, ep_comm: str | None = None) -> None:
-        if moe_activations not in (None, "mxfp8"):
-            raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
-        if gemm_backend is not None and gemm_backend not in GEMM_BACKENDS:
-            raise ParameterError("gemm_backend", gemm_backend,
-                                 f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
-        if ep_comm is not None and ep_comm not in EP_COMMS:
-            raise ParameterError("ep_comm", ep_comm,
-                                 f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
-        if moe_backend is not None and moe_backend not in MOE_BACKENDS:
-            raise ParameterError("moe_backend", moe_backend,
-                                 f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
+        _check_options(moe_activations, moe_backend, gemm_backend, ep_comm)
         self.arch = arch
         self.shape = arch
         self.gpu = gpu
@@ -317,38 +338,65 @@ class MoEStepModel:
                                                                       catalog=catalog)
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
         self._hulls: dict[tuple[str, int], Hull] = {}
-        # MLA prefill attention: the engine's own table, or the one its profile names for this GPU
+        self._choose_mla_prefill_tables()
+        self._choose_moe_kernel(moe_activations)
+        self.ep_comm = ep_comm or self.engine.ep_comm  # EP_COMMS: how the DP ranks reach the experts
+        self._choose_moe_backend(moe_backend)
+        # engines.toml moe_prefill_scale (fitted): what a prefill step's experts cost over the table
+        self._moe_prefill_scale = self.engine.moe_prefill_factor(arch.family, self.dtype)
+        self.moe_prefill_note = (f"the {self.dtype} experts of a step that prefills at "
+                                 f"{self._moe_prefill_scale:g} x the measured kernel on the {gpu} "
+                                 "(fitted: engines.toml moe_prefill_scale)"
+                                 if self._moe_prefill_scale != 1.0 else "")
+        self._quantized: frozenset[str] = self._quantized_parts()
+        if self.dtype == "fp8_block":
+            check_block_fp8_split(arch, par, self._quantized)
+        self.gemm_dtype = self._table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj",
+                                                                    "kv_a_proj", "o_proj"}))
+        self.ffn_gemm_dtype = self._table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
+        self._choose_gemm_backend(gemm_backend, catalog)
+        self._cache_step = lru_cache(maxsize=65536)(self._step)
+
+    def _choose_mla_prefill_tables(self) -> None:
+        """MLA prefill attention: the engine's own table, or the one its profile names for this GPU
+        (engines.toml ``mla_prefill_from``)."""
         self._mla_prefill_tables = self._moe_tables
         self.mla_prefill_note = ""
-        if self.engine.mla_prefill_engine and self._moe_tables is not None and arch.attention == "mla":
-            other = moe_tables(gpu, self.engine.mla_prefill_engine)[0]
+        if self.engine.mla_prefill_engine and self._moe_tables is not None and self.arch.attention == "mla":
+            other = moe_tables(self.gpu, self.engine.mla_prefill_engine)[0]
             if other is not None and other.has_mla and \
                     set(self._moe_tables.mla_kv_dtypes()) <= set(other.mla_kv_dtypes()):
                 self._mla_prefill_tables = other
                 self.mla_prefill_note = (f"MLA prefill attention priced by {other.engine}'s measured "
-                                         f"kernel on {gpu} (engines.toml mla_prefill_from)")
-        # the MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES, or asked
-        # for: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), where the GPU's tables measured it
+                                         f"kernel on {self.gpu} (engines.toml mla_prefill_from)")
+
+    def _choose_moe_kernel(self, moe_activations: str | None) -> None:
+        """The MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES, or asked
+        for: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), where the GPU's tables measured it."""
+        arch = self.arch
         self.moe_kernel_dtype: str | None = None
         self._a8_tables = self._moe_tables
         if self.dtype == "mxfp4" and (self.engine.name in MXFP8_ACTIVATION_ENGINES
                                       or moe_activations == "mxfp8"):
             shape = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts)
-            for tab in (self._moe_tables, moe_tables(gpu, "sglang")[0]):
+            for tab in (self._moe_tables, moe_tables(self.gpu, "sglang")[0]):
                 if tab is not None and "mxfp4_mxfp8" in tab.moe_dtypes and any(
                         s[:4] == shape for s in tab.moe_shapes("mxfp4_mxfp8")):
                     self.moe_kernel_dtype, self._a8_tables = "mxfp4_mxfp8", tab
                     if tab is not self._moe_tables:  # the FlashInfer TRTLLM-gen kernel SGLang timed
                         self.moe_note = f"{self.moe_note}; MXFP4 x MXFP8 experts from {tab.engine}'s table"
                     break
-        self.ep_comm = ep_comm or self.engine.ep_comm  # EP_COMMS: how the DP ranks reach the experts
-        # TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel (MOE_BACKENDS)
+
+    def _choose_moe_backend(self, moe_backend: str | None) -> None:
+        """TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel
+        (:data:`MOE_BACKENDS`)."""
+        arch, par = self.arch, self.par
         self.moe_backend = moe_backend
         self.moe_backend_note = ""
         borrow = _BORROWED_MOE.get(moe_backend or "", {}).get(self.dtype)
         backend = (moe_backend or "").upper()
         if borrow is not None and self.engine.name == "trtllm" and self._moe_tables is not None:
-            gen = moe_tables(gpu, "vllm")[0]
+            gen = moe_tables(self.gpu, "vllm")[0]
             key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp,
                    par.ep)
             source = (gen.moe_source(self.dtype, key) if gen is not None and gen is not self._moe_tables
@@ -357,40 +405,33 @@ class MoEStepModel:
                 self._a8_tables, self.moe_kernel_dtype = gen, self.dtype
                 self.moe_backend_note = (f"{self.dtype} experts on TensorRT-LLM's {backend} MoE "
                                          f"backend priced by {gen.engine}'s measured {source} kernel on "
-                                         f"{gpu} (moe_config.backend {backend})")
+                                         f"{self.gpu} (moe_config.backend {backend})")
                 self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
-        # engines.toml moe_prefill_scale (fitted): what a prefill step's experts cost over the table
-        self._moe_prefill_scale = self.engine.moe_prefill_factor(arch.family, self.dtype)
-        self.moe_prefill_note = (f"the {self.dtype} experts of a step that prefills at "
-                                 f"{self._moe_prefill_scale:g} x the measured kernel on the {gpu} "
-                                 "(fitted: engines.toml moe_prefill_scale)"
-                                 if self._moe_prefill_scale != 1.0 else "")
-        own = arch.checkpoint_dtype
+
+    def _quantized_parts(self) -> frozenset[str]:
+        """The linear layers stored in :attr:`dtype` (the rest stay BF16)."""
+        arch = self.arch
         if self.dtype == "bf16":
-            self._quantized: frozenset[str] = frozenset()
-        elif self.dtype == own:
-            self._quantized = frozenset(arch.quantized_parts)
-        elif self.dtype in ("mxfp4", "int4"):
-            self._quantized = frozenset({"experts"})  # weight-only 4-bit formats quantize the experts
-        elif self.dtype == "fp4" and arch.family in FP4_RELEASE_PARTS:
+            return frozenset()
+        if self.dtype == arch.checkpoint_dtype:
+            return frozenset(arch.quantized_parts)
+        if self.dtype in ("mxfp4", "int4"):
+            return frozenset({"experts"})  # weight-only 4-bit formats quantize the experts
+        if self.dtype == "fp4" and arch.family in FP4_RELEASE_PARTS:
             # NVFP4 of a model whose checkpoint is another format is NVIDIA's ModelOpt release of it
             # (nvidia/DeepSeek-R1-0528-FP4-v2, nvidia/Qwen3-235B-A22B-NVFP4): its parts, so that the
             # base id with --dtype fp4 and the release's id are the same deployment
-            self._quantized = frozenset(FP4_RELEASE_PARTS[arch.family])
-        else:
-            self._quantized = frozenset(LINEAR_PARTS)
-        if self.dtype == "fp8_block":
-            check_block_fp8_split(arch, par, self._quantized)
-        self.gemm_dtype = self._table_dtype(bool(self._quantized & {"q_proj", "q_a_proj", "q_b_proj",
-                                                                    "kv_a_proj", "o_proj"}))
-        self.ffn_gemm_dtype = self._table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
-        # SGLang's FlashInfer block-FP8 GEMM (GEMM_BACKENDS): TensorRT-LLM's measured block-FP8 GEMMs
-        # on the same GPU stand in for the kernel no table times
+            return frozenset(FP4_RELEASE_PARTS[arch.family])
+        return frozenset(LINEAR_PARTS)
+
+    def _choose_gemm_backend(self, gemm_backend: str | None, catalog: Any) -> None:
+        """SGLang's FlashInfer block-FP8 GEMM (:data:`GEMM_BACKENDS`): TensorRT-LLM's measured
+        block-FP8 GEMMs on the same GPU stand in for the kernel no table times (SGLang's dispatch takes
+        FlashInfer's GEMM on Blackwell only: ``is_blackwell_supported()``, here a GPU that runs NVFP4)."""
+        gpu = self.gpu
         self.gemm_backend = gemm_backend
         self.gemm_backend_note = ""
         self._block_gemm_tables: KernelTables | None = None
-        # (SGLang's dispatch takes FlashInfer's GEMM on Blackwell only: is_blackwell_supported(), here a
-        # GPU that runs NVFP4)
         if (gemm_backend == "flashinfer" and self.engine.name == "sglang" and not self._foreign
                 and "fp4" in supported_dtypes(gpu, catalog)):
             trt = tables_for(gpu, "trtllm")
@@ -400,7 +441,6 @@ class MoEStepModel:
                 self.gemm_backend_note = (f"block-FP8 linear layers on FlashInfer's GEMM "
                                           f"(SGLANG_ENABLE_FLASHINFER_GEMM), which no table times: "
                                           f"{trt.engine}'s measured block-FP8 GEMMs on the {gpu} stand in")
-        self._cache_step = lru_cache(maxsize=65536)(self._step)
 
     def _table_dtype(self, quantized: bool) -> str:
         """The GEMM table of a linear layer: the quantized format where the engine measured it
@@ -728,7 +768,16 @@ class MoEStepModel:
         return self._cache_step(float(decode), float(context), tuple(chunks), int(positions)).ops
 
     def _step(self, decode: float, context: float, chunks: tuple[Chunk, ...], positions: int) -> StepTime:
-        a, p = self.arch, self.par
+        """The step's operations, priced, summed (:meth:`_priced`)."""
+        x = self._batch(decode, context, chunks, positions)
+        ops = [*self._attention_ops(x), *self._ffn_ops(x), self._head_op(x), *self._comm_ops(x)]
+        other, floor = self._other_ops(x)
+        return self._priced(x, [*ops, *other], floor)
+
+    def _batch(self, decode: float, context: float, chunks: tuple[Chunk, ...], positions: int) -> _Batch:
+        """The step's token counts on the busiest DP rank and over the replica (CUDA-graph padding
+        included) and whether it runs as a CUDA graph."""
+        p = self.par
         prefill = sum(c.tokens * c.count for c in chunks)
         m_all = decode * positions + prefill
         if m_all <= 0:
@@ -749,12 +798,15 @@ class MoEStepModel:
             if padded != b:
                 m = samples = padded
                 m_all = m * dp
+        graph = (self.engine.graph_size(m, b, bool(rank_chunks)) <= self.engine.cuda_graph_max_tokens
+                 and not (chunks and self.engine.cuda_graph_decode_only))
+        return _Batch(decode, context, chunks, positions, rank_chunks, b, m, m_all, samples, tokens, graph)
+
+    def _attention_ops(self, x: _Batch) -> list[Op]:
+        """The attention projections (each in its checkpoint format), MLA's absorbed matmuls and the
+        attention of each window, per layer, on the busiest DP rank's tokens."""
+        a, p, L, m = self.arch, self.par, self.arch.layers, x.m
         ops: list[Op] = []
-        notes: list[str] = []
-        ok = not self._foreign
-        L = a.layers
-        h = a.hidden
-        # Attention projections, per layer, on one DP rank's tokens, each in its checkpoint format.
         for (n, k), name, proj in zip(self._proj_shapes(), self._proj_names(), self._proj_parts(),
                                       strict=True):
             quantized = bool(self._quantized & proj)
@@ -768,25 +820,30 @@ class MoEStepModel:
             acts = m * heads * (a.qk_nope_head_dim + 2 * a.kv_lora_rank + a.v_head_dim) * ACTIVATION_BYTES
             ops.append(Op("mla absorbed bmm", "mla_bmm", L, self._mla_bmm(m), nbytes=w_bmm * 2.0 + acts,
                           flops=2.0 * m * w_bmm))
-        # Attention, grouped by window.
         windows: dict[int, int] = {}
         for w in a.layer_windows:
             windows[w] = windows.get(w, 0) + 1
         for w, count in windows.items():
-            t_attn, good = self._attention(b, context + (positions - 1) / 2 + 1, rank_chunks, w, positions)
-            nbytes, flops = self._attention_work(b, context, positions, rank_chunks, w)
-            note = self.mla_prefill_note if rank_chunks else ""  # set for MLA models only
+            t_attn, good = self._attention(x.b, x.context + (x.positions - 1) / 2 + 1, x.rank_chunks, w,
+                                           x.positions)
+            nbytes, flops = self._attention_work(x.b, x.context, x.positions, x.rank_chunks, w)
+            note = self.mla_prefill_note if x.rank_chunks else ""  # set for MLA models only
             ops.append(Op("attention" if not w else f"attention (window {w})", "attention", count, t_attn,
                           nbytes=nbytes, flops=flops, measured=good, note=note))
-        # FFN: MoE layers (routed + shared experts) and dense layers.
+        return ops
+
+    def _ffn_ops(self, x: _Batch) -> list[Op]:
+        """The MoE layers (router, routed and shared experts; on two streams where the engine runs the
+        shared experts beside the routed ones) and the dense layers' MLPs."""
+        a, p, h, m = self.arch, self.par, self.arch.hidden, x.m
         n_moe = _n_moe(a)
-        n_dense = L - n_moe
-        moe_t, good, note = self._moe(m_all)
-        if chunks and self._moe_prefill_scale != 1.0:
+        n_dense = a.layers - n_moe
+        moe_t, good, note = self._moe(x.m_all)
+        if x.chunks and self._moe_prefill_scale != 1.0:
             moe_t *= self._moe_prefill_scale
-            note = "; ".join(x for x in (note, self.moe_prefill_note) if x)
-        e_local_w = self._expert_bytes(m_all)
-        pairs = m_all * a.experts_per_token / p.ep
+            note = "; ".join(y for y in (note, self.moe_prefill_note) if y)
+        e_local_w = self._expert_bytes(x.m_all)
+        pairs = x.m_all * a.experts_per_token / p.ep
         inter_local = a.moe_intermediate / p.moe_tp
         routed = Op("moe experts", "moe", n_moe, moe_t, measured=good, note=note,
                     nbytes=e_local_w + pairs * (h + inter_local) * ACTIVATION_BYTES * 2,
@@ -795,9 +852,8 @@ class MoEStepModel:
         router_t, _, _ = self._gemm(m, a.experts, h, "bf16")
         router = self._gemm_op("router", n_moe, router_t, m, a.experts, h, 2.0, "bf16", True, "")
         shared = self._mlp_op("shared experts", n_moe, m, inter) if inter else None
-        graph = (self.engine.graph_size(m, b, bool(rank_chunks)) <= self.engine.cuda_graph_max_tokens
-                 and not (chunks and self.engine.cuda_graph_decode_only))
-        if shared is not None and graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
+        ops: list[Op] = []
+        if shared is not None and x.graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
             # Two streams: the longer branch, and no less than both branches' weights (the touched
             # experts and the shared experts' 3 h I_s / T) read at the tables' HBM efficiency.
             t = self.tables
@@ -818,25 +874,36 @@ class MoEStepModel:
             ops.append(router)
         if n_dense:
             ops.append(self._mlp_op("dense mlp", n_dense, m, a.dense_intermediate))
-        # The LM head (BF16) on the sampled rows of one rank.
-        rows = max(1.0, samples)
+        return ops
+
+    def _head_op(self, x: _Batch) -> Op:
+        """The LM head (BF16) on the sampled rows of one rank."""
+        a, p = self.arch, self.par
+        rows = max(1.0, x.samples)
         head = sum(lk.ms * 1e-3 * count for lk, count in
-                   column_blocks(self.tables, "bf16", rows, a.vocab // p.tp, h))
-        ops.append(self._gemm_op("lm head", 1, head, rows, a.vocab // p.tp, h, 2.0, "bf16", True, ""))
-        # Communication.
-        act = m * h * ACTIVATION_BYTES
+                   column_blocks(self.tables, "bf16", rows, a.vocab // p.tp, a.hidden))
+        return self._gemm_op("lm head", 1, head, rows, a.vocab // p.tp, a.hidden, 2.0, "bf16", True, "")
+
+    def _comm_ops(self, x: _Batch) -> list[Op]:
+        """The step's collectives: the attention TP all-reduces and how the MoE layer's tokens reach
+        the experts (the DP gather, the EP all-to-all, or the MoE all-reduce)."""
+        a, p, h = self.arch, self.par, self.arch.hidden
+        n_moe = _n_moe(a)
+        n_dense = a.layers - n_moe
+        ops: list[Op] = []
+        act = x.m * h * ACTIVATION_BYTES
         ar1, ar1_ok, ar1_note = self._allreduce(p.tp, act)
         if p.tp > 1:  # after attention on every layer, after dense MLPs
-            ops.append(Op("all-reduce", "allreduce", L + n_dense, ar1, wire_bytes=ring_bytes(p.tp, act),
-                          measured=ar1_ok, note=ar1_note))
-        if dp > 1 and (p.ep == 1 or self.ep_comm == "allgather"):
-            g, g_ok, g_note, wire = self._dp_gather(m_all, bool(chunks))
+            ops.append(Op("all-reduce", "allreduce", a.layers + n_dense, ar1,
+                          wire_bytes=ring_bytes(p.tp, act), measured=ar1_ok, note=ar1_note))
+        if p.dp > 1 and (p.ep == 1 or self.ep_comm == "allgather"):
+            g, g_ok, g_note, wire = self._dp_gather(x.m_all, bool(x.chunks))
             ops.append(Op("dp gather + scatter", "allgather", n_moe, g, wire_bytes=wire, measured=g_ok,
                           note=g_note))
-        elif p.ep > 1 and dp > 1:
-            sent = pairs * h * ACTIVATION_BYTES
-            a2a, a2a_ok, a2a_note = self._alltoall(sent, m_all / p.ep,
-                                                   not chunks and self.ep_comm == "deepep")
+        elif p.ep > 1 and p.dp > 1:
+            sent = x.m_all * a.experts_per_token / p.ep * h * ACTIVATION_BYTES
+            a2a, a2a_ok, a2a_note = self._alltoall(sent, x.m_all / p.ep,
+                                                   not x.chunks and self.ep_comm == "deepep")
             ops.append(Op("ep dispatch + combine", "alltoall", n_moe, a2a, wire_bytes=2 * sent,
                           measured=a2a_ok, note=a2a_note))
             if p.moe_tp > 1:
@@ -851,7 +918,14 @@ class MoEStepModel:
             # forward_normal; vLLM's FusedMoE uses its all2all manager only with data parallel).
             ops.append(Op("all-reduce (moe)", "allreduce", n_moe, ar1, wire_bytes=ring_bytes(p.tp, act),
                           measured=ar1_ok, note=ar1_note))
-        # Other kernels: norms, RoPE, activation, router; sampling.
+        return ops
+
+    def _other_ops(self, x: _Batch) -> tuple[list[Op], float]:
+        """The memory-bound kernels (Q/K norms, norms, RoPE, activation, router; sampling), the launch
+        gaps of an eager step, and the step's launch floor (its kernels at the shortest gap each)."""
+        a, p, L, m = self.arch, self.par, self.arch.layers, x.m
+        h = a.hidden
+        ops: list[Op] = []
         t = self.tables
         bw = t.hbm_bytes_per_s * t.memory_efficiency
         if a.qk_norm:
@@ -872,16 +946,23 @@ class MoEStepModel:
         ops.append(Op("norms, rope, activation", "elementwise", L,
                       OTHER_KERNELS_PER_MOE_LAYER * OTHER_KERNEL_FLOOR_S + m * per_token / bw,
                       nbytes=m * per_token))
-        logits = samples * a.vocab / p.tp * 4 * 3
+        logits = x.samples * a.vocab / p.tp * 4 * 3
         ops.append(Op("sampling", "elementwise", 1, SAMPLING_FLOOR_S + logits / bw, nbytes=logits))
         kernels = L * (len(self._proj_shapes()) + 2 + OTHER_KERNELS_PER_MOE_LAYER
                        + (2 if p.tp > 1 else 0)) + 2
         floor = kernels * OTHER_KERNEL_FLOOR_S
-        if not graph:
+        if not x.graph:
             eager = L * EAGER_KERNELS_PER_MOE_LAYER + (2 if p.tp > 1 else 0) * L
             # the launch gap of every kernel, eagerly, which no eager step can avoid
             ops.append(Op("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s))
             floor += eager * self.engine.eager_kernel_s
+        return ops, floor
+
+    def _priced(self, x: _Batch, ops: list[Op], floor: float) -> StepTime:
+        """The step's parts summed (a CPU-bound eager MLA prefill waits for its launches) and the host
+        time added or overlapped."""
+        ok = not self._foreign
+        notes: list[str] = []
         for op in ops:
             ok = ok and op.measured
             if op.note:
@@ -889,21 +970,21 @@ class MoEStepModel:
         parts = priced_parts(ops)
         gemm, attn, comm, other = parts["gemm"], parts["attention"], parts["comm"], parts["other"]
         gpu = gemm + attn + comm + other
-        eager_prefill = not graph and bool(chunks) and a.attention == "mla"
-        launch = L * self.engine.eager_mla_layer_host_s if eager_prefill else 0.0
+        eager_prefill = not x.graph and bool(x.chunks) and self.arch.attention == "mla"
+        launch = self.arch.layers * self.engine.eager_mla_layer_host_s if eager_prefill else 0.0
         if launch > gpu:  # the GPU waits for the CPU to launch the layers (engines.toml, the fitted floor)
             ops.append(Op("launch-bound wait (eager prefill)", "elementwise", 1, launch - gpu))
             other += launch - gpu
             gpu = launch
         floor = max(floor, launch)  # no eager prefill step launches faster: part of its bound
-        seqs = (decode + sum(c.count for c in chunks)) / dp
+        seqs = (x.decode + sum(c.count for c in x.chunks)) / self.par.dp
         host = self.engine.host_s(seqs)
         total = max(gpu, host) if self.engine.overlap else gpu + host
         if self._foreign:
             notes.insert(0, self.tables_note)
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=comm, other_s=other, host_s=host,
                         gpu_s=gpu,
-                        total_s=total, sol_s=math.nan, tokens=tokens, measured=ok,
+                        total_s=total, sol_s=math.nan, tokens=x.tokens, measured=ok,
                         notes=tuple(dict.fromkeys(n for n in notes if n)),
                         floor_s=floor, ops=tuple(ops))
 

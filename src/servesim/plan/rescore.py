@@ -24,8 +24,9 @@ from servesim.plan.planner import Candidate, PlanRequest
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
     Colocated,
-    Deployment,
     Disaggregated,
+    Fleet,
+    SimOptions,
     SimSettings,
     decode_slots_per_node,
     simulate_serving,
@@ -36,7 +37,7 @@ from servesim.sim.stats import DEFAULT_SEED
 __all__ = ["rescore", "simulate_candidate", "ttft_samples"]
 
 
-def _deployment(req: PlanRequest, c: Candidate) -> Deployment:
+def _deployment(req: PlanRequest, c: Candidate) -> Fleet:
     if c.architecture == "colocated":
         return Colocated(req.nodes, req.beta)
     return Disaggregated(c.prefill_nodes, c.decode_nodes, req.link)
@@ -57,8 +58,9 @@ def simulate_candidate(
 ) -> dict[str, Any]:
     """One candidate simulated (a module-level function, so that it can run in another process)."""
     node, settings = _speculative_node(req, c, settings)
-    s = simulate_serving(req.workload, node, _deployment(req, c), settings=settings, requests=requests,
-                         replications=replications, attainment_target=req.attainment_target, seed=seed)
+    s = simulate_serving(req.workload, node, _deployment(req, c),
+                         SimOptions(settings=settings, requests=requests, replications=replications,
+                                    attainment_target=req.attainment_target, seed=seed))
     return {"label": c.label, **sim_row(s)}
 
 

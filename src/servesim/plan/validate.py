@@ -53,9 +53,10 @@ from servesim.model.serving import (
 from servesim.sim.cluster import (
     CLOSED_FORM,
     Colocated,
-    Deployment,
     Disaggregated,
+    Fleet,
     ServingSim,
+    SimOptions,
     SimSettings,
     link_crossover_sim,
     simulate_serving,
@@ -236,24 +237,10 @@ def _agreement_serving(requests: int, replications: int, seed: int, node: NodeSp
     for name, wl in WORKLOAD_PRESETS.items():
         cf_co = colocated(wl, node, 8, 0.5)
         cf_de = best_split(wl, node, 8, link)
-        s_co = simulate_serving(
-            wl,
-            node,
-            Colocated(8, 0.5),
-            settings=CLOSED_FORM,
-            requests=requests,
-            replications=replications,
-            seed=seed,
-        )
-        s_de = simulate_serving(
-            wl,
-            node,
-            Disaggregated(cf_de.prefill_nodes, cf_de.decode_nodes, link),
-            settings=CLOSED_FORM,
-            requests=requests,
-            replications=replications,
-            seed=seed,
-        )
+        options = SimOptions(settings=CLOSED_FORM, requests=requests, replications=replications, seed=seed)
+        s_co = simulate_serving(wl, node, Colocated(8, 0.5), options)
+        s_de = simulate_serving(wl, node, Disaggregated(cf_de.prefill_nodes, cf_de.decode_nodes, link),
+                                options)
         for label, cf, sim in (("colocated 8", cf_co, s_co), (f"disagg {cf_de.split} rdma", cf_de, s_de)):
             case = f"{name}, {label}"
             rows.append(_exact_row("serving", case, "ttft_mean_s", cf.ttft_mean_s, sim.ttft_s.mean))
@@ -536,10 +523,9 @@ def _bias(
     arrivals, exponential service and one prompt length; mean TPOT; free KV-transfer machinery;
     no decode-side queueing."""
 
-    def sim(wl: Workload, dep: Deployment, settings: SimSettings, **kw: Any) -> ServingSim:
-        return simulate_serving(
-            wl, node, dep, settings=settings, requests=requests, replications=replications, seed=seed, **kw
-        )
+    def sim(wl: Workload, fleet: Fleet, settings: SimSettings, **kw: Any) -> ServingSim:
+        return simulate_serving(wl, node, fleet, SimOptions(settings=settings, requests=requests,
+                                                            replications=replications, seed=seed, **kw))
 
     return (
         _bias_speculation(cycles, replications, seed)
@@ -701,13 +687,10 @@ def _bias_kv_transfer(
     if crossover:
         cf_x = link_crossover(rag, node, 8, 0.5).ladder_GBps
         n_x = max(requests // 5, 1000)
-        x_base = link_crossover_sim(
-            rag, node, 8, settings=_DET, requests=n_x, replications=replications, seed=seed
-        )
+        quick = SimOptions(settings=_DET, requests=n_x, replications=replications, seed=seed)
+        x_base = link_crossover_sim(rag, node, 8, options=quick)
         for text, settings in kv_cases:
-            x_rel = link_crossover_sim(
-                rag, node, 8, settings=settings, requests=n_x, replications=replications, seed=seed
-            )
+            x_rel = link_crossover_sim(rag, node, 8, options=replace(quick, settings=settings))
             rows.append(_crossover_row(text, kv_text, cf_x, x_base, x_rel))
     return rows
 

@@ -10,10 +10,10 @@ globally and the same inputs give the same numbers.
 
 * :func:`simulate_queue`: a G/G/c FCFS queue (numba-compiled recursion) with
   Poisson, bursty or explicit arrivals and any service distribution.
-* :func:`simulate_serving`, :func:`compare_deployments`, :func:`replay_trace`:
-  request-level colocated and disaggregated serving (TTFT/TPOT percentiles,
-  goodput, attainment), with :class:`SimSettings` saying which closed-form
-  simplification to relax.
+* :func:`simulate_serving`, :func:`compare_fleets`, :func:`replay_trace`:
+  request-level colocated and disaggregated serving of the lab's nodes (TTFT/TPOT
+  percentiles, goodput, attainment), with :class:`SimSettings` saying which
+  closed-form simplification to relax and :class:`SimOptions` the traffic and the run.
 * :func:`simulate_specdec`: speculative cycles under i.i.d., position-dependent
   and bursty (Markov) acceptance.
 * Every estimate is an :class:`Estimate` with a 95% interval from independent
@@ -23,20 +23,24 @@ globally and the same inputs give the same numbers.
 
 from servesim.sim.cluster import (
     CLOSED_FORM,
+    DEFAULT_OPTIONS,
     DEFAULT_SETTINGS,
     LINK_CONTENTION,
     PREFILL_SERVICE,
+    QUICK_OPTIONS,
+    REPLAY_OPTIONS,
     Colocated,
-    Deployment,
-    DeploymentComparison,
     Disaggregated,
+    Fleet,
+    FleetComparison,
     Latency,
     Requests,
     RequestTimes,
     ServingSim,
+    SimOptions,
     SimSettings,
     best_split_sim,
-    compare_deployments,
+    compare_fleets,
     decode_slots_per_node,
     link_crossover_sim,
     replay_trace,
@@ -74,22 +78,25 @@ from servesim.sim.stats import DEFAULT_SEED, DEFAULT_WARMUP_FRACTION, Estimate, 
 
 __all__ = [
     "CLOSED_FORM",
+    "DEFAULT_OPTIONS",
     "DEFAULT_SEED",
     "DEFAULT_SETTINGS",
     "DEFAULT_WARMUP_FRACTION",
     "LINK_CONTENTION",
     "PREFILL_SERVICE",
+    "QUICK_OPTIONS",
+    "REPLAY_OPTIONS",
     "AcceptanceModel",
     "Arrivals",
     "Colocated",
-    "Deployment",
-    "DeploymentComparison",
     "Deterministic",
     "Disaggregated",
     "Distribution",
     "Empirical",
     "Estimate",
     "Exponential",
+    "Fleet",
+    "FleetComparison",
     "Gamma",
     "IidAcceptance",
     "Latency",
@@ -102,11 +109,12 @@ __all__ = [
     "RequestTimes",
     "Requests",
     "ServingSim",
+    "SimOptions",
     "SimSettings",
     "SpecDecSim",
     "TraceArrivals",
     "best_split_sim",
-    "compare_deployments",
+    "compare_fleets",
     "decode_slots_per_node",
     "estimate",
     "gamma_arrivals",

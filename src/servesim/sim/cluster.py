@@ -1,9 +1,20 @@
-"""Request-level simulation of colocated and disaggregated serving.
+"""Request-level simulation of colocated and disaggregated serving: the lab's closed forms, checked.
 
-The same frozen objects as the closed forms of :mod:`servesim.model.serving`
-(:class:`~servesim.model.serving.Workload`, :class:`~servesim.model.serving.NodeSpec`,
-:class:`~servesim.model.kvcache.Link`) describe the system; :class:`SimSettings`
-says which of the closed form's simplifications (seed section 7) to relax.
+This is the lab's simulator of its own closed forms (:mod:`servesim.model.serving`, seed
+sections 3.3-3.5): a node is the lab's four numbers (``R_p``, ``R_d``, ``TPOT_base`` and the
+KV bytes of a token), a fleet is :data:`Fleet` (``Colocated`` or ``Disaggregated`` nodes), and
+under :data:`CLOSED_FORM` the simulation must agree with the formulas.  ``plan --preset``
+re-scores its candidates with it (the attainment column of ``tests/golden/plan_rag.txt``),
+``simulate --preset`` and ``validate`` set it beside the closed forms.  An engine's own
+iterations (batching, chunked prefill, KV admission) are the other simulator's:
+:func:`servesim.sim.disaggregation.run_disaggregated` runs a disaggregated deployment on the
+engine loop.
+
+The same frozen objects as the closed forms (:class:`~servesim.model.serving.Workload`,
+:class:`~servesim.model.serving.NodeSpec`, :class:`~servesim.model.kvcache.Link`) describe the
+system; :class:`SimSettings` says which of the closed form's simplifications (seed section 7)
+to relax, and :class:`SimOptions` (the settings, the traffic, its size and the seed) is the one
+parameter object of every function here that simulates.
 
 **Colocated** (N nodes, each prefills and decodes)::
 
@@ -98,20 +109,24 @@ from servesim.sim.stats import (
 
 __all__ = [
     "CLOSED_FORM",
+    "DEFAULT_OPTIONS",
     "DEFAULT_SETTINGS",
     "LINK_CONTENTION",
     "PREFILL_SERVICE",
+    "QUICK_OPTIONS",
+    "REPLAY_OPTIONS",
     "Colocated",
-    "Deployment",
-    "DeploymentComparison",
     "Disaggregated",
+    "Fleet",
+    "FleetComparison",
     "Latency",
     "RequestTimes",
     "Requests",
     "ServingSim",
+    "SimOptions",
     "SimSettings",
     "best_split_sim",
-    "compare_deployments",
+    "compare_fleets",
     "compare_sims",
     "decode_slots_per_node",
     "link_crossover_sim",
@@ -221,7 +236,65 @@ class Disaggregated:
         return f"{self.prefill_nodes}p/{self.decode_nodes}d"
 
 
-Deployment = Colocated | Disaggregated
+Fleet = Colocated | Disaggregated
+"""How the lab's nodes are arranged: all colocated, or a prefill pool and a decode pool joined by a
+link.  (Not ``Deployment``, which names an engine on GPUs, the engine-level commands' input.)"""
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """How a simulation runs: the closed-form simplifications it relaxes, the traffic it draws, how
+    much of it, and the seed.
+
+    * ``settings``: :class:`SimSettings`.
+    * ``arrivals``: renewal arrivals; None: Poisson at the workload's rate.
+    * ``prompt_tokens`` / ``output_tokens``: length distributions; None: the workload's fixed
+      lengths.
+    * ``requests`` in all, split evenly over ``replications`` independent runs (every estimate
+      carries a 95% interval from their spread); the first ``warmup_fraction`` of each run's
+      requests is dropped.
+    * ``attainment_target``: the share of requests that must meet both SLOs.
+    * ``seed``: an int or a ``numpy.random.Generator``.
+
+    Sweeps change one field with :func:`dataclasses.replace`.
+    """
+
+    settings: SimSettings = DEFAULT_SETTINGS
+    arrivals: RenewalArrivals | None = None
+    prompt_tokens: Distribution | None = None
+    output_tokens: Distribution | None = None
+    requests: int = 100_000
+    replications: int = 5
+    warmup_fraction: float = DEFAULT_WARMUP_FRACTION
+    attainment_target: float = 0.9
+    seed: int | np.random.Generator = DEFAULT_SEED
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.settings, SimSettings):
+            raise ParameterError("settings", self.settings, "a servesim.sim.SimSettings")
+        reps = check_int("replications", self.replications, lo=1)
+        check_int("requests", self.requests, lo=reps)
+        check_real("attainment_target", self.attainment_target, lo=0.0, hi=1.0)
+        check_real("warmup_fraction", self.warmup_fraction, lo=0.0, hi=1.0, hi_open=True)
+        if self.arrivals is not None and not isinstance(self.arrivals, RenewalArrivals):
+            raise ParameterError(
+                "arrivals", self.arrivals, "RenewalArrivals (use replay_trace for timestamps)"
+            )
+
+    @property
+    def per_replication(self) -> int:
+        """Requests in each replication."""
+        return self.requests // self.replications
+
+
+DEFAULT_OPTIONS = SimOptions()
+"""The realistic settings, Poisson arrivals and the workload's lengths, 100,000 requests in 5 runs."""
+
+QUICK_OPTIONS = SimOptions(requests=20_000, replications=3)
+"""The smaller runs of the searches that simulate many times (crossover ladder, capacity bisection)."""
+
+REPLAY_OPTIONS = SimOptions(replications=1, warmup_fraction=0.0)
+"""A trace replayed once from its start: no warm-up (the trace's start is part of what is replayed)."""
 
 
 def _positive_array(name: str, values: ArrayLike, n: int) -> F64:
@@ -424,19 +497,19 @@ def _run_disaggregated(
 def run(
     requests: Requests,
     node: NodeSpec,
-    deployment: Deployment,
+    fleet: Fleet,
     settings: SimSettings = DEFAULT_SETTINGS,
     rng: np.random.Generator | None = None,
 ) -> RequestTimes:
-    """One run of ``requests`` through ``deployment``: per-request TTFT, TPOT and waits.
+    """One run of ``requests`` through ``fleet``: per-request TTFT, TPOT and waits.
 
     ``rng`` is needed only for exponential prefill service (one draw per request).
     """
-    if isinstance(deployment, Colocated):
-        return _run_colocated(requests, node, deployment, settings, rng)
-    if isinstance(deployment, Disaggregated):
-        return _run_disaggregated(requests, node, deployment, settings, rng)
-    raise ParameterError("deployment", deployment, "Colocated or Disaggregated")
+    if isinstance(fleet, Colocated):
+        return _run_colocated(requests, node, fleet, settings, rng)
+    if isinstance(fleet, Disaggregated):
+        return _run_disaggregated(requests, node, fleet, settings, rng)
+    raise ParameterError("fleet", fleet, "Colocated or Disaggregated")
 
 
 @dataclass(frozen=True)
@@ -456,7 +529,7 @@ class Latency:
 
 @dataclass(frozen=True)
 class ServingSim:
-    """Simulated TTFT, TPOT and goodput of one deployment of one workload.
+    """Simulated TTFT, TPOT and goodput of one fleet serving one workload.
 
     Utilizations are the offered loads ``lambda E[work] / capacity`` of the
     prefill pool, the decode pool and the busiest link; ``stable`` requires
@@ -507,7 +580,7 @@ def _utilizations(
     mean_prompt: float,
     mean_output: float,
     node: NodeSpec,
-    dep: Deployment,
+    dep: Fleet,
     settings: SimSettings,
 ) -> tuple[float, float, float]:
     """Offered load of (prefill pool, decode pool, busiest link)."""
@@ -609,35 +682,31 @@ def _measure(
 
 
 def _result(
-    dep: Deployment,
-    settings: SimSettings,
+    fleet: Fleet,
+    options: SimOptions,
     rate: float,
-    slo_ttft_s: float,
-    slo_tpot_s: float,
-    target: float,
-    replications: int,
-    warmup_fraction: float,
+    slo_s: tuple[float, float],
     util: tuple[float, float, float],
     m: _Measured,
 ) -> ServingSim:
-    if isinstance(dep, Colocated):
-        n_p = n_d = dep.nodes
+    if isinstance(fleet, Colocated):
+        n_p = n_d = fleet.nodes
     else:
-        n_p, n_d = dep.prefill_nodes, dep.decode_nodes
+        n_p, n_d = fleet.prefill_nodes, fleet.decode_nodes
     return ServingSim(
-        architecture=dep.architecture,
-        split=dep.split,
+        architecture=fleet.architecture,
+        split=fleet.split,
         prefill_nodes=n_p,
         decode_nodes=n_d,
-        settings=settings,
+        settings=options.settings,
         rate_per_s=rate,
-        slo_ttft_s=slo_ttft_s,
-        slo_tpot_s=slo_tpot_s,
-        attainment_target=target,
+        slo_ttft_s=slo_s[0],
+        slo_tpot_s=slo_s[1],
+        attainment_target=options.attainment_target,
         requests=m.requests,
         measured_requests=m.measured_requests,
-        replications=replications,
-        warmup_fraction=float(warmup_fraction),
+        replications=options.replications,
+        warmup_fraction=float(options.warmup_fraction),
         prefill_utilization=util[0],
         decode_utilization=util[1],
         link_utilization=util[2],
@@ -651,118 +720,83 @@ def _result(
     )
 
 
-def simulate_serving(
-    wl: Workload,
-    node: NodeSpec,
-    deployment: Deployment,
-    *,
-    settings: SimSettings = DEFAULT_SETTINGS,
-    arrivals: RenewalArrivals | None = None,
-    prompt_tokens: Distribution | None = None,
-    output_tokens: Distribution | None = None,
-    requests: int = 100_000,
-    replications: int = 5,
-    warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
-    attainment_target: float = 0.9,
-    seed: int | np.random.Generator = DEFAULT_SEED,
-) -> ServingSim:
-    """Simulate ``wl`` on ``deployment``: TTFT/TPOT mean and percentiles, attainment, goodput.
+def _mean_lengths(wl: Workload, options: SimOptions) -> tuple[float, float]:
+    """Mean prompt and output tokens: the options' distributions, else the workload's lengths."""
+    p = float(wl.prompt_tokens) if options.prompt_tokens is None else options.prompt_tokens.mean
+    o = float(wl.output_tokens) if options.output_tokens is None else options.output_tokens.mean
+    return p, o
 
-    Arrivals default to Poisson at ``wl.rate_per_s`` and lengths to the
-    workload's fixed prompt/output lengths; pass distributions to relax
-    either.  ``requests`` (total) is split evenly over ``replications``
-    independent runs; every estimate carries a 95% interval from their spread.
-    The SLO pair is ``wl.slo_ttft_s`` / ``wl.slo_tpot_s``.
+
+def simulate_serving(
+    wl: Workload, node: NodeSpec, fleet: Fleet, options: SimOptions = DEFAULT_OPTIONS
+) -> ServingSim:
+    """Simulate ``wl`` on ``fleet``: TTFT/TPOT mean and percentiles, attainment, goodput.
+
+    Arrivals default to Poisson at ``wl.rate_per_s`` and lengths to the workload's fixed
+    prompt/output lengths; ``options`` may relax either (:class:`SimOptions`).  The SLO pair
+    is ``wl.slo_ttft_s`` / ``wl.slo_tpot_s``.
     """
-    reps = check_int("replications", replications, lo=1)
-    per_rep = check_int("requests", requests, lo=reps) // reps
-    target = check_real("attainment_target", attainment_target, lo=0.0, hi=1.0)
-    check_real("warmup_fraction", warmup_fraction, lo=0.0, hi=1.0, hi_open=True)
-    if arrivals is not None and not isinstance(arrivals, RenewalArrivals):
-        raise ParameterError("arrivals", arrivals, "RenewalArrivals (use replay_trace for timestamps)")
-    arr = poisson_arrivals(wl.rate_per_s) if arrivals is None else arrivals
+    if not isinstance(options, SimOptions):
+        raise ParameterError("options", options, "a servesim.sim.SimOptions")
+    per_rep = options.per_replication
+    arr = poisson_arrivals(wl.rate_per_s) if options.arrivals is None else options.arrivals
     rate = arr.rate_per_s
-    p_mean = float(wl.prompt_tokens) if prompt_tokens is None else prompt_tokens.mean
-    o_mean = float(wl.output_tokens) if output_tokens is None else output_tokens.mean
-    util = _utilizations(rate, p_mean, o_mean, node, deployment, settings)
-    warm = warmup_count(per_rep, warmup_fraction)
+    util = _utilizations(rate, *_mean_lengths(wl, options), node, fleet, options.settings)
+    slo_s = (wl.slo_ttft_s, wl.slo_tpot_s)
     if max(util) >= 1.0:
-        return _result(
-            deployment,
-            settings,
-            rate,
-            wl.slo_ttft_s,
-            wl.slo_tpot_s,
-            target,
-            reps,
-            warmup_fraction,
-            util,
-            _Measured.unstable(),
-        )
-    if warm >= per_rep:
-        raise ParameterError(
-            "warmup_fraction", warmup_fraction, f"small enough to leave requests to measure out of {per_rep}"
-        )
+        return _result(fleet, options, rate, slo_s, util, _Measured.unstable())
+    if warmup_count(per_rep, options.warmup_fraction) >= per_rep:
+        raise ParameterError("warmup_fraction", options.warmup_fraction,
+                             f"small enough to leave requests to measure out of {per_rep}")
     runs = []
-    for rng in replication_rngs(seed, reps):
-        req = sample_requests(
-            wl, rng, per_rep, arrivals=arr, prompt_tokens=prompt_tokens, output_tokens=output_tokens
-        )
-        runs.append((req, run(req, node, deployment, settings, rng)))
-    m = _measure(runs, warmup_fraction, rate, wl.slo_ttft_s, wl.slo_tpot_s)
-    return _result(
-        deployment, settings, rate, wl.slo_ttft_s, wl.slo_tpot_s, target, reps, warmup_fraction, util, m
-    )
+    for rng in replication_rngs(options.seed, options.replications):
+        req = sample_requests(wl, rng, per_rep, arrivals=arr, prompt_tokens=options.prompt_tokens,
+                              output_tokens=options.output_tokens)
+        runs.append((req, run(req, node, fleet, options.settings, rng)))
+    m = _measure(runs, options.warmup_fraction, rate, *slo_s)
+    return _result(fleet, options, rate, slo_s, util, m)
 
 
 def replay_trace(
     requests: Requests,
     node: NodeSpec,
-    deployment: Deployment,
+    fleet: Fleet,
     *,
     slo_ttft_s: float,
     slo_tpot_s: float,
-    settings: SimSettings = DEFAULT_SETTINGS,
-    replications: int = 1,
-    warmup_fraction: float = 0.0,
-    attainment_target: float = 0.9,
-    seed: int | np.random.Generator = DEFAULT_SEED,
+    options: SimOptions = REPLAY_OPTIONS,
 ) -> ServingSim:
-    """Replay explicit requests (arrival timestamps, prompt and output lengths) on a deployment.
+    """Replay explicit requests (arrival timestamps, prompt and output lengths) on a fleet.
 
-    The trace is simulated even when its mean load is unstable (a finite
-    trace has finite delays); ``stable`` then reports False.  Replications
-    differ only where the settings draw random numbers (exponential prefill
-    service); with the default deterministic service one replication says all.
-    Goodput uses the trace's empirical rate.  No warm-up by default: the
-    trace's start is part of what is replayed, and no edge cut at its end
-    (nothing arrives after the trace, so late decodes see all their interference).
+    The trace gives the arrivals, the lengths and the request count (the options' own must be
+    left unset); the options' settings, replications, warm-up, target and seed apply.  The trace is
+    simulated even when its mean load is unstable (a finite trace has finite delays); ``stable``
+    then reports False.  Replications differ only where the settings draw random numbers
+    (exponential prefill service); with the default deterministic service one replication says
+    all.  Goodput uses the trace's empirical rate.  No warm-up by default
+    (:data:`REPLAY_OPTIONS`): the trace's start is part of what is replayed, and no edge cut at
+    its end (nothing arrives after the trace, so late decodes see all their interference).
     """
     if not isinstance(requests, Requests):
         raise ParameterError("requests", requests, "a servesim.sim.Requests")
     x = check_real("slo_ttft_s", slo_ttft_s, lo=0.0, lo_open=True)
     y = check_real("slo_tpot_s", slo_tpot_s, lo=0.0, lo_open=True)
-    reps = check_int("replications", replications, lo=1)
-    target = check_real("attainment_target", attainment_target, lo=0.0, hi=1.0)
-    check_real("warmup_fraction", warmup_fraction, lo=0.0, hi=1.0, hi_open=True)
+    if not isinstance(options, SimOptions):
+        raise ParameterError("options", options, "a servesim.sim.SimOptions")
+    for name in ("arrivals", "prompt_tokens", "output_tokens"):
+        if getattr(options, name) is not None:
+            raise ParameterError(name, getattr(options, name), "None: a replay takes the trace's own")
     rate = requests.rate_per_s
-    util = _utilizations(
-        rate,
-        float(requests.prompt_tokens.mean()),
-        float(requests.output_tokens.mean()),
-        node,
-        deployment,
-        settings,
-    )
-    runs = [
-        (requests, run(requests, node, deployment, settings, rng)) for rng in replication_rngs(seed, reps)
-    ]
-    m = _measure(runs, warmup_fraction, None, x, y, horizon_cut=False)
-    return _result(deployment, settings, rate, x, y, target, reps, warmup_fraction, util, m)
+    mean_p, mean_o = float(requests.prompt_tokens.mean()), float(requests.output_tokens.mean())
+    util = _utilizations(rate, mean_p, mean_o, node, fleet, options.settings)
+    runs = [(requests, run(requests, node, fleet, options.settings, rng))
+            for rng in replication_rngs(options.seed, options.replications)]
+    m = _measure(runs, options.warmup_fraction, None, x, y, horizon_cut=False)
+    return _result(fleet, options, rate, (x, y), util, m)
 
 
 @dataclass(frozen=True)
-class DeploymentComparison:
+class FleetComparison:
     """Colocated vs one disaggregated split of the same workload, simulated on the same requests."""
 
     colocated: ServingSim
@@ -780,7 +814,7 @@ def compare_sims(co: ServingSim, de: ServingSim, rate: float) -> str:
     return "colocated"
 
 
-def compare_deployments(
+def compare_fleets(
     wl: Workload,
     node: NodeSpec,
     nodes: int,
@@ -788,16 +822,8 @@ def compare_deployments(
     *,
     beta: float = 0.5,
     split: tuple[int, int] | None = None,
-    settings: SimSettings = DEFAULT_SETTINGS,
-    arrivals: RenewalArrivals | None = None,
-    prompt_tokens: Distribution | None = None,
-    output_tokens: Distribution | None = None,
-    requests: int = 100_000,
-    replications: int = 5,
-    warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
-    attainment_target: float = 0.9,
-    seed: int | np.random.Generator = DEFAULT_SEED,
-) -> DeploymentComparison:
+    options: SimOptions = DEFAULT_OPTIONS,
+) -> FleetComparison:
     """Simulate ``nodes`` colocated nodes and a disaggregated split of the same fleet.
 
     ``split`` = (prefill_nodes, decode_nodes); by default the closed form's
@@ -809,63 +835,22 @@ def compare_deployments(
         cf = best_split(wl, node, n, link)
         split = (cf.prefill_nodes, cf.decode_nodes)
     dis = Disaggregated(split[0], split[1], link)
-    seed_int = int(seed.integers(0, 2**63 - 1)) if isinstance(seed, np.random.Generator) else seed
-
-    def sim(dep: Deployment) -> ServingSim:
-        return simulate_serving(
-            wl,
-            node,
-            dep,
-            settings=settings,
-            arrivals=arrivals,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            requests=requests,
-            replications=replications,
-            warmup_fraction=warmup_fraction,
-            attainment_target=attainment_target,
-            seed=seed_int,
-        )
-
-    co = sim(Colocated(n, beta))
-    de = sim(dis)
-    return DeploymentComparison(co, de, compare_sims(co, de, co.rate_per_s))
+    if isinstance(options.seed, np.random.Generator):  # one int seed, so both runs draw the same
+        options = replace(options, seed=int(options.seed.integers(0, 2**63 - 1)))
+    co = simulate_serving(wl, node, Colocated(n, beta), options)
+    de = simulate_serving(wl, node, dis, options)
+    return FleetComparison(co, de, compare_sims(co, de, co.rate_per_s))
 
 
 def best_split_sim(
-    wl: Workload,
-    node: NodeSpec,
-    nodes: int,
-    link: Link,
-    *,
-    settings: SimSettings = DEFAULT_SETTINGS,
-    arrivals: RenewalArrivals | None = None,
-    prompt_tokens: Distribution | None = None,
-    output_tokens: Distribution | None = None,
-    requests: int = 50_000,
-    replications: int = 5,
-    seed: int = DEFAULT_SEED,
+    wl: Workload, node: NodeSpec, nodes: int, link: Link, *, options: SimOptions = SimOptions(requests=50_000)
 ) -> ServingSim:
     """Simulate every split N_p + N_d = nodes and keep the best by :func:`pick_best_split`.
 
     Every split sees the same requests (one seed).
     """
     n = check_int("nodes", nodes, lo=2)
-    sims = [
-        simulate_serving(
-            wl,
-            node,
-            Disaggregated(p, n - p, link),
-            settings=settings,
-            arrivals=arrivals,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            requests=requests,
-            replications=replications,
-            seed=seed,
-        )
-        for p in range(1, n)
-    ]
+    sims = [simulate_serving(wl, node, Disaggregated(p, n - p, link), options) for p in range(1, n)]
     return pick_best_split(sims, wl.rate_per_s)
 
 
@@ -885,14 +870,8 @@ def link_crossover_sim(
     nodes: int,
     *,
     beta: float = 0.5,
-    settings: SimSettings = DEFAULT_SETTINGS,
     ladder_GBps: tuple[float, ...] = CROSSOVER_LADDER_GBPS,
-    arrivals: RenewalArrivals | None = None,
-    prompt_tokens: Distribution | None = None,
-    output_tokens: Distribution | None = None,
-    requests: int = 20_000,
-    replications: int = 3,
-    seed: int = DEFAULT_SEED,
+    options: SimOptions = QUICK_OPTIONS,
 ) -> float | None:
     """The smallest ladder bandwidth (GB/s) at which the simulated best split beats colocation.
 
@@ -900,33 +879,9 @@ def link_crossover_sim(
     ladder rung ("beats": more goodput by over 0.1% of the rate); None when no
     rung wins.
     """
-    co = simulate_serving(
-        wl,
-        node,
-        Colocated(check_int("nodes", nodes, lo=2), beta),
-        settings=settings,
-        arrivals=arrivals,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        requests=requests,
-        replications=replications,
-        seed=seed,
-    )
+    co = simulate_serving(wl, node, Colocated(check_int("nodes", nodes, lo=2), beta), options)
     for gbps in ladder_GBps:
-        link = Link(f"{gbps:g} GB/s", gbps * 1e9)
-        de = best_split_sim(
-            wl,
-            node,
-            nodes,
-            link,
-            settings=settings,
-            arrivals=arrivals,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            requests=requests,
-            replications=replications,
-            seed=seed,
-        )
+        de = best_split_sim(wl, node, nodes, Link(f"{gbps:g} GB/s", gbps * 1e9), options=options)
         if compare_sims(co, de, co.rate_per_s) == "disaggregated":
             return gbps
     return None
@@ -935,50 +890,34 @@ def link_crossover_sim(
 def slo_capacity_per_s(
     wl: Workload,
     node: NodeSpec,
-    deployment: Deployment,
+    fleet: Fleet,
     *,
-    attainment_target: float = 0.9,
     arrival_cv: float = 1.0,
-    settings: SimSettings = DEFAULT_SETTINGS,
-    prompt_tokens: Distribution | None = None,
-    output_tokens: Distribution | None = None,
-    requests: int = 20_000,
-    replications: int = 3,
-    seed: int = DEFAULT_SEED,
     rel_tol: float = 0.01,
+    options: SimOptions = QUICK_OPTIONS,
 ) -> float:
-    """The highest arrival rate at which at least ``attainment_target`` of requests meet both SLOs.
+    """The highest arrival rate at which at least ``options.attainment_target`` of requests meet
+    both SLOs.
 
     DistServe's per-GPU "goodput" is this rate divided by the GPUs.  Bisection
     on the rate between 0 and the stability limit; every trial uses the same
     seed, so interarrival times are the same draws rescaled (common random
     numbers) and attainment falls monotonically with the rate up to noise.
-    Arrivals are Poisson (``arrival_cv`` = 1) or gamma with that cv.  Returns
-    0 when even a tiny rate misses the target (e.g. TPOT_base over the SLO).
+    Arrivals are Poisson (``arrival_cv`` = 1) or gamma with that cv (the options' own
+    arrivals must be left unset).  Returns 0 when even a tiny rate misses the target (e.g.
+    TPOT_base over the SLO).
     """
-    target = check_real("attainment_target", attainment_target, lo=0.0, hi=1.0, hi_open=True)
+    target = check_real("attainment_target", options.attainment_target, lo=0.0, hi=1.0, hi_open=True)
     cv = check_real("arrival_cv", arrival_cv, lo=0.0, lo_open=True)
     tol = check_real("rel_tol", rel_tol, lo=0.0, lo_open=True)
-    p_mean = float(wl.prompt_tokens) if prompt_tokens is None else prompt_tokens.mean
-    o_mean = float(wl.output_tokens) if output_tokens is None else output_tokens.mean
-    unit = _utilizations(1.0, p_mean, o_mean, node, deployment, settings)
+    if options.arrivals is not None:
+        raise ParameterError("arrivals", options.arrivals, "None: each trial rate draws its own (arrival_cv)")
+    unit = _utilizations(1.0, *_mean_lengths(wl, options), node, fleet, options.settings)
     hi = 1.0 / max(unit)  # the rate at which the busiest resource saturates
 
     def ok(rate: float) -> bool:
         arr = poisson_arrivals(rate) if cv == 1.0 else gamma_arrivals(rate, cv)
-        sim = simulate_serving(
-            replace(wl, rate_per_s=rate),
-            node,
-            deployment,
-            settings=settings,
-            arrivals=arr,
-            prompt_tokens=prompt_tokens,
-            output_tokens=output_tokens,
-            requests=requests,
-            replications=replications,
-            seed=seed,
-            attainment_target=target,
-        )
+        sim = simulate_serving(replace(wl, rate_per_s=rate), node, fleet, replace(options, arrivals=arr))
         return sim.stable and sim.attainment.mean >= target
 
     lo = 0.0

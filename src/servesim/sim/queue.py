@@ -137,40 +137,46 @@ def simulate_queue(
         )
     rate = arrivals.rate_per_s
     mean_s = service_s.mean
-
-    def result(
-        mean: Estimate,
-        p_wait: Estimate,
-        p50: Estimate,
-        p90: Estimate,
-        p99: Estimate,
-        p_within: Estimate | None,
-        simulated: bool = True,
-    ) -> QueueSim:
-        return QueueSim(
-            servers=c,
-            arrival_rate_per_s=rate,
-            service_mean_s=mean_s,
-            arrival_scv=a_scv,
-            service_scv=scv(service_s),
-            requests=per_rep * reps if simulated else 0,
-            measured_requests=(per_rep - warm) * reps if simulated else 0,
-            replications=reps,
-            warmup_fraction=float(warmup_fraction),
-            mean_wait_s=mean,
-            p_wait=p_wait,
-            wait_p50_s=p50,
-            wait_p90_s=p90,
-            wait_p99_s=p99,
-            within_s=bound,
-            p_within=p_within,
-        )
-
-    if isinstance(arrivals, RenewalArrivals) and rate * mean_s >= c:
+    simulated = not (isinstance(arrivals, RenewalArrivals) and rate * mean_s >= c)
+    if not simulated:
         inf = Estimate.unstable()
-        p0 = None if bound is None else Estimate.exact(0.0)
-        return result(inf, Estimate.exact(1.0), inf, inf, inf, p0, simulated=False)
+        e = [inf, Estimate.exact(1.0), inf, inf, inf]
+        p_within = None if bound is None else Estimate.exact(0.0)
+    else:
+        cols = _wait_statistics(arrivals, service_s, c, per_rep, warm, bound, replication_rngs(seed, reps))
+        e = [estimate(col) for col in cols[:5]]
+        p_within = None if bound is None else estimate(cols[5])
+    return QueueSim(
+        servers=c,
+        arrival_rate_per_s=rate,
+        service_mean_s=mean_s,
+        arrival_scv=a_scv,
+        service_scv=scv(service_s),
+        requests=per_rep * reps if simulated else 0,
+        measured_requests=(per_rep - warm) * reps if simulated else 0,
+        replications=reps,
+        warmup_fraction=float(warmup_fraction),
+        mean_wait_s=e[0],
+        p_wait=e[1],
+        wait_p50_s=e[2],
+        wait_p90_s=e[3],
+        wait_p99_s=e[4],
+        within_s=bound,
+        p_within=p_within,
+    )
 
+
+def _wait_statistics(
+    arrivals: Arrivals,
+    service_s: Distribution,
+    c: int,
+    per_rep: int,
+    warm: int,
+    bound: float | None,
+    rngs: list[np.random.Generator],
+) -> list[list[float]]:
+    """Per replication (one ``rngs`` each): the mean wait, P(wait > 0), p50, p90, p99 and, with a
+    ``bound``, P(wait <= bound) of the requests after the ``warm`` first, each in its own list."""
     waits = np.empty(per_rep)
     ia = np.empty(min(CHUNK, per_rep))
     sv = np.empty(min(CHUNK, per_rep))
@@ -180,7 +186,7 @@ def simulate_queue(
     cols: list[list[float]] = [[] for _ in range(6)]
     # 2..512 servers: branchless sorted update; 1 or many: the heap (same waits, bit for bit)
     step = kern.fcfs_waits_sorted_chunk if 1 < c <= kern.SORTED_MAX_SERVERS else kern.fcfs_waits_chunk
-    for rng in replication_rngs(seed, reps):
+    for rng in rngs:
         free_s = np.zeros(c)  # every server free at t = 0 (sorted, and a valid heap)
         clock = 0.0
         for off in range(0, per_rep, CHUNK):
@@ -202,5 +208,4 @@ def simulate_queue(
         cols[2].append(p50)
         cols[3].append(p90)
         cols[4].append(p99)
-    e = [estimate(col) for col in cols[:5]]
-    return result(e[0], e[1], e[2], e[3], e[4], None if bound is None else estimate(cols[5]))
+    return cols

@@ -15,6 +15,7 @@ prefix, as in Mooncake's shared KV store).  The replay then uses
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,9 +34,10 @@ from servesim.model.serving import (
 )
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
+    REPLAY_OPTIONS,
     Colocated,
-    Deployment,
     Disaggregated,
+    Fleet,
     Requests,
     ServingSim,
     SimSettings,
@@ -80,10 +82,60 @@ def _requests(tr: TraceLike, prefix_cache: bool) -> Requests:
     return Requests(tr.arrival_s, prompt, output)
 
 
-def _deployments(nodes: int, beta: float, link: Link) -> list[Deployment]:
-    out: list[Deployment] = [Colocated(nodes, beta)]
+def _fleets(nodes: int, beta: float, link: Link) -> list[Fleet]:
+    out: list[Fleet] = [Colocated(nodes, beta)]
     out += [Disaggregated(p, nodes - p, link) for p in range(1, nodes)]
     return out
+
+
+def _trace_row(tr: TraceLike, rate: float) -> dict[str, Any]:
+    return {
+        "path": tr.path,
+        "format": tr.format,
+        "requests": tr.requests,
+        "rate_per_s": rate,
+        "mean_prompt_tokens": float(tr.prompt_tokens.mean()),
+        "mean_output_tokens": float(tr.output_tokens.mean()),
+        "prefix_info": tr.has_prefix_info,
+        "cached_prompt_fraction": (float(tr.cached_prompt_tokens.sum() / tr.prompt_tokens.sum())
+                                   if tr.has_prefix_info else None),
+    }
+
+
+def _assumptions(settings: SimSettings) -> dict[str, Any]:
+    return {
+        "closed_form": "the trace's mean prompt/output lengths and mean rate, Poisson, one length",
+        "replay": "the trace's own arrival times and lengths; prefill deterministic per length",
+        "prefill_service": settings.prefill_service,
+        "link_contention": settings.link_contention,
+        "kv_streaming": settings.kv_streaming,
+        "decode_slots": settings.decode_slots,
+    }
+
+
+def _node_row(node: NodeSpec, source: str) -> dict[str, Any]:
+    return {
+        "source": source,
+        "model": node.kv.name,
+        "prefill_tokens_per_s": node.prefill_tokens_per_s,
+        "decode_tokens_per_s": node.decode_tokens_per_s,
+        "tpot_base_ms": node.tpot_base_s * 1e3,
+    }
+
+
+def _fleet_row(fleet: Fleet, nodes: int, cf: ServingResult, s: ServingSim) -> dict[str, Any]:
+    """One fleet's closed form beside its replay."""
+    return {
+        "deployment": fleet.split if isinstance(fleet, Disaggregated) else f"colocated x{nodes}",
+        "architecture": fleet.architecture,
+        "closed_form": {
+            "stable": cf.stable,
+            "ttft_mean_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
+            "tpot_ms": cf.tpot_s * 1e3,
+            "goodput_rps": cf.goodput_rps,
+        },
+        "replay": sim_row(s),
+    }
 
 
 def trace_replay_summary(
@@ -100,39 +152,29 @@ def trace_replay_summary(
     seed: int = DEFAULT_SEED,
     node_source: str = "",
 ) -> dict[str, Any]:
-    """Closed form vs replay (the trace itself) for every deployment of the fleet.
+    """Closed form vs replay (the trace itself) for every fleet of ``nodes`` nodes.
 
     ``workload`` is the closed form's view of the trace (its mean lengths and mean rate,
     :func:`servesim.inputs.traces.workload_from_trace`) and carries the two SLOs.
     """
     wl = workload
-    slo_ttft_s, slo_tpot_s = wl.slo_ttft_s, wl.slo_tpot_s
     reqs = _requests(tr, prefix_cache=False)
+    options = replace(REPLAY_OPTIONS, settings=settings, attainment_target=attainment_target, seed=seed)
 
-    def replay(r: Requests, d: Deployment) -> ServingSim:
-        return replay_trace(r, node, d, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s, settings=settings,
-                            attainment_target=attainment_target, seed=seed)
+    def replay(r: Requests, fleet: Fleet) -> ServingSim:
+        return replay_trace(r, node, fleet, slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s,
+                            options=options)
 
     rows: list[dict[str, Any]] = []
     sims: list[ServingSim] = []
     cfs: list[ServingResult] = []
-    for d in _deployments(nodes, beta, link):
-        cf = (colocated(wl, node, nodes, beta) if isinstance(d, Colocated)
-              else disaggregated(wl, node, d.prefill_nodes, d.decode_nodes, link))
-        s = replay(reqs, d)
+    for fleet in _fleets(nodes, beta, link):
+        cf = (colocated(wl, node, nodes, beta) if isinstance(fleet, Colocated)
+              else disaggregated(wl, node, fleet.prefill_nodes, fleet.decode_nodes, link))
+        s = replay(reqs, fleet)
         sims.append(s)
         cfs.append(cf)
-        rows.append({
-            "deployment": d.split if isinstance(d, Disaggregated) else f"colocated x{nodes}",
-            "architecture": d.architecture,
-            "closed_form": {
-                "stable": cf.stable,
-                "ttft_mean_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
-                "tpot_ms": cf.tpot_s * 1e3,
-                "goodput_rps": cf.goodput_rps,
-            },
-            "replay": sim_row(s),
-        })
+        rows.append(_fleet_row(fleet, nodes, cf, s))
     rate = reqs.rate_per_s
     best_co = sims[0]
     best_de = pick_best_split(sims[1:], rate)
@@ -140,35 +182,12 @@ def trace_replay_summary(
     cf_best = best_split(wl, node, nodes, link)
     out: dict[str, Any] = {
         "mode": "trace",
-        "trace": {
-            "path": tr.path,
-            "format": tr.format,
-            "requests": tr.requests,
-            "rate_per_s": rate,
-            "mean_prompt_tokens": float(tr.prompt_tokens.mean()),
-            "mean_output_tokens": float(tr.output_tokens.mean()),
-            "prefix_info": tr.has_prefix_info,
-            "cached_prompt_fraction": (float(tr.cached_prompt_tokens.sum() / tr.prompt_tokens.sum())
-                                       if tr.has_prefix_info else None),
-        },
-        "assumptions": {
-            "closed_form": "the trace's mean prompt/output lengths and mean rate, Poisson, one length",
-            "replay": "the trace's own arrival times and lengths; prefill deterministic per length",
-            "prefill_service": settings.prefill_service,
-            "link_contention": settings.link_contention,
-            "kv_streaming": settings.kv_streaming,
-            "decode_slots": settings.decode_slots,
-        },
+        "trace": _trace_row(tr, rate),
+        "assumptions": _assumptions(settings),
         "nodes": nodes,
         "beta": beta,
         "link": {"name": link.name, "GBps": link.GBps},
-        "node": {
-            "source": node_source,
-            "model": node.kv.name,
-            "prefill_tokens_per_s": node.prefill_tokens_per_s,
-            "decode_tokens_per_s": node.decode_tokens_per_s,
-            "tpot_base_ms": node.tpot_base_s * 1e3,
-        },
+        "node": _node_row(node, node_source),
         "workload": workload_row(wl, attainment_target),
         "rows": rows,
         "best": {
@@ -187,9 +206,9 @@ def trace_replay_summary(
             cached = _requests(tr, prefix_cache=True)
             effect = []
             for s in (best_co, best_de):
-                dep: Deployment = (Colocated(nodes, beta) if s.architecture == "colocated" else
-                                   Disaggregated(s.prefill_nodes, s.decode_nodes, link))
-                c = replay(cached, dep)
+                best: Fleet = (Colocated(nodes, beta) if s.architecture == "colocated" else
+                               Disaggregated(s.prefill_nodes, s.decode_nodes, link))
+                c = replay(cached, best)
                 effect.append({"deployment": rows[0]["deployment"] if s is best_co else s.split,
                                "architecture": s.architecture,
                                "without_cache": sim_row(s), "with_cache": sim_row(c)})

@@ -35,9 +35,11 @@ from servesim.model.serving import compare as cf_compare
 from servesim.sim import _kernels as kern
 from servesim.sim.cluster import (
     DEFAULT_SETTINGS,
+    FleetComparison,
     ServingSim,
+    SimOptions,
     SimSettings,
-    compare_deployments,
+    compare_fleets,
     decode_slots_per_node,
 )
 from servesim.sim.distributions import (
@@ -292,6 +294,52 @@ def _mgc_rows(
     }
 
 
+def _assumptions(settings: SimSettings, node: NodeSpec, arrival_cv: float, prompt_cv: float,
+                 warmup_fraction: float) -> dict[str, Any]:
+    """What a serving summary's simulation assumes, in words."""
+    return {
+        "prefill_service": settings.prefill_service,
+        "link_contention": settings.link_contention,
+        "kv_streaming": settings.kv_streaming,
+        "decode_slots_per_node": decode_slots_per_node(node, settings) if settings.decode_slots else None,
+        "arrivals": "poisson" if arrival_cv == 1.0 else f"gamma, cv {arrival_cv:g}",
+        "prompt_tokens": "fixed" if prompt_cv == 0.0 else f"lognormal, cv {prompt_cv:g}",
+        "ttft": "arrival to first token; disaggregated: to the start of decode (KV on the decode node)",
+        "tpot_colocated": "TPOT_base (1 + beta f), f = prefill busy fraction of the node over the"
+        " request's own decode window",
+        "warmup": f"first {warmup_fraction:g} of each replication dropped",
+    }
+
+
+def _node_row(node: NodeSpec, source: str) -> dict[str, Any]:
+    return {
+        "source": source,
+        "model": node.kv.name,
+        "prefill_tokens_per_s": node.prefill_tokens_per_s,
+        "decode_tokens_per_s": node.decode_tokens_per_s,
+        "tpot_base_ms": node.tpot_base_s * 1e3,
+        "kv_bytes_per_token": node.kv.bytes_per_token,
+    }
+
+
+def _side_by_side(cmp: FleetComparison, cf_co: ServingResult, cf_de: ServingResult, rate_per_s: float,
+                  prompt: Distribution, node: NodeSpec, arrival_scv: float,
+                  settings: SimSettings) -> dict[str, Any]:
+    """Each architecture's closed form beside its simulation, the prefill queue's models, the winners."""
+    return {
+        "colocated": {"closed_form": _cf_row(cf_co, rate_per_s), "simulated": sim_row(cmp.colocated)},
+        "disaggregated": {
+            "closed_form": _cf_row(cf_de, rate_per_s),
+            "simulated": sim_row(cmp.disaggregated),
+        },
+        "prefill_queue": {
+            "colocated": _mgc_rows(cmp.colocated, rate_per_s, prompt, node, arrival_scv, settings),
+            "disaggregated": _mgc_rows(cmp.disaggregated, rate_per_s, prompt, node, arrival_scv, settings),
+        },
+        "winner": {"closed_form": cf_compare(cf_co, cf_de, rate_per_s), "simulated": cmp.winner},
+    }
+
+
 def serving_summary(
     preset: str = "chat",
     *,
@@ -343,65 +391,27 @@ def serving_summary(
         else Lognormal(float(wl.prompt_tokens), prompt_cv)
     )
     arr = _arrivals(wl.rate_per_s, arrival_cv)
+    options = SimOptions(settings=settings, arrivals=arr, prompt_tokens=None if prompt_cv == 0.0 else prompt,
+                         requests=requests, replications=replications, warmup_fraction=warmup_fraction,
+                         attainment_target=attainment_target, seed=seed)
     t0 = time.perf_counter()
-    cmp = compare_deployments(
-        wl,
-        node,
-        nodes,
-        ln,
-        beta=beta,
-        split=(cf_de.prefill_nodes, cf_de.decode_nodes),
-        settings=settings,
-        arrivals=arr,
-        prompt_tokens=None if prompt_cv == 0.0 else prompt,
-        requests=requests,
-        replications=replications,
-        warmup_fraction=warmup_fraction,
-        attainment_target=attainment_target,
-        seed=seed,
-    )
+    cmp = compare_fleets(wl, node, nodes, ln, beta=beta, split=(cf_de.prefill_nodes, cf_de.decode_nodes),
+                         options=options)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {
         "mode": "serving",
         "preset": preset,
-        "assumptions": {
-            "prefill_service": settings.prefill_service,
-            "link_contention": settings.link_contention,
-            "kv_streaming": settings.kv_streaming,
-            "decode_slots_per_node": decode_slots_per_node(node, settings) if settings.decode_slots else None,
-            "arrivals": "poisson" if arrival_cv == 1.0 else f"gamma, cv {arrival_cv:g}",
-            "prompt_tokens": "fixed" if prompt_cv == 0.0 else f"lognormal, cv {prompt_cv:g}",
-            "ttft": "arrival to first token; disaggregated: to the start of decode (KV on the decode node)",
-            "tpot_colocated": "TPOT_base (1 + beta f), f = prefill busy fraction of the node over the"
-            " request's own decode window",
-            "warmup": f"first {warmup_fraction:g} of each replication dropped",
-        },
+        "assumptions": _assumptions(settings, node, arrival_cv, prompt_cv, warmup_fraction),
         "nodes": nodes,
         "beta": beta,
-        "node": {
-            "source": source,
-            "model": node.kv.name,
-            "prefill_tokens_per_s": node.prefill_tokens_per_s,
-            "decode_tokens_per_s": node.decode_tokens_per_s,
-            "tpot_base_ms": node.tpot_base_s * 1e3,
-            "kv_bytes_per_token": node.kv.bytes_per_token,
-        },
+        "node": _node_row(node, source),
         "link": {"name": ln.name, "GBps": ln.GBps},
         "workload": workload_row(wl, attainment_target),
         "requests": cmp.colocated.requests + cmp.disaggregated.requests,
         "requests_per_architecture": cmp.colocated.requests,
         "replications": replications,
         "seed": seed,
-        "colocated": {"closed_form": _cf_row(cf_co, wl.rate_per_s), "simulated": sim_row(cmp.colocated)},
-        "disaggregated": {
-            "closed_form": _cf_row(cf_de, wl.rate_per_s),
-            "simulated": sim_row(cmp.disaggregated),
-        },
-        "prefill_queue": {
-            "colocated": _mgc_rows(cmp.colocated, wl.rate_per_s, prompt, node, arr.scv, settings),
-            "disaggregated": _mgc_rows(cmp.disaggregated, wl.rate_per_s, prompt, node, arr.scv, settings),
-        },
-        "winner": {"closed_form": cf_compare(cf_co, cf_de, wl.rate_per_s), "simulated": cmp.winner},
+        **_side_by_side(cmp, cf_co, cf_de, wl.rate_per_s, prompt, node, arr.scv, settings),
     }
     if timing:
         out["sim_wall_ms"] = wall * 1e3  # every time of a serving summary is in ms
