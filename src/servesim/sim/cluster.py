@@ -1,14 +1,15 @@
 """Request-level simulation of colocated and disaggregated serving: the lab's closed forms, checked.
 
-This is the lab's simulator of its own closed forms (:mod:`servesim.model.serving`, seed
-sections 3.3-3.5): a node is the lab's four numbers (``R_p``, ``R_d``, ``TPOT_base`` and the
-KV bytes of a token), a fleet is :data:`Fleet` (``Colocated`` or ``Disaggregated`` nodes), and
-under :data:`CLOSED_FORM` the simulation must agree with the formulas.  ``plan --preset``
-re-scores its candidates with it (the attainment column of ``tests/golden/plan_rag.txt``),
-``simulate --preset`` and ``validate`` set it beside the closed forms.  An engine's own
-iterations (batching, chunked prefill, KV admission) are the other simulator's:
-:func:`servesim.sim.disaggregation.run_disaggregated` runs a disaggregated deployment on the
-engine loop.
+This is the simulator of the lab's closed forms (:mod:`servesim.model.serving`, seed sections
+3.3-3.5), not a second engine simulator: a node is the lab's four numbers (``R_p``, ``R_d``,
+``TPOT_base`` and the KV bytes of a token), a fleet is :data:`Fleet` (``Colocated`` or
+``Disaggregated`` nodes), and under :data:`CLOSED_FORM` (exponential prefill, free links,
+unlimited decode) the simulation must agree with the formulas; each other setting relaxes one
+of their assumptions.  ``simulate --preset``, ``validate`` (its serving agreement and bias
+rows), ``plan --simulate`` and ``report`` run it.  The lab's own commands (``specdec``,
+``disagg``, ``all``) and their golden outputs are closed forms only and never call it.  A
+deployment of an engine on GPUs, step by step, is the engine loop's:
+:func:`servesim.sim.disaggregation.run_disaggregated` is the one disaggregated simulator there.
 
 The same frozen objects as the closed forms (:class:`~servesim.model.serving.Workload`,
 :class:`~servesim.model.serving.NodeSpec`, :class:`~servesim.model.kvcache.Link`) describe the

@@ -3,8 +3,8 @@
 The one disaggregated simulator on the engine loop: ``predict --mode disagg``
 (:func:`servesim.plan.predict.predict_disaggregated`) and ``simulate --model --mode disagg``
 (:func:`servesim.sim.engine.simulate_disaggregated`) both run :func:`run_disaggregated`.
-(:mod:`servesim.sim.cluster` is the other kind: the lab's nodes as four numbers, simulated
-to check the lab's closed forms.)
+(:mod:`servesim.sim.cluster` is not an engine simulator: it checks the lab's closed forms on
+nodes of four numbers.)
 
 The same engine loop as a colocated replica (:func:`servesim.sim.batching.run_benchmark`)
 runs each worker of each pool with its own step model and scheduler:
