@@ -18,12 +18,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 __all__ = [
-    "FORMATS", "Output", "Parser", "add_format", "add_pool_arguments", "choice", "integer", "link", "number",
-    "output_dir",
-    "output_file", "plot_path",
+    "FORMATS", "Output", "Parser", "Subcommands", "add_format", "add_pool_arguments", "choice", "integer",
+    "link", "number", "output_dir", "output_file", "plot_path", "wants",
 ]
 
 FORMATS = ("table", "json", "csv")
@@ -52,6 +51,27 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+if TYPE_CHECKING:
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:  # not subscriptable at run time
+    _SubParsers = argparse._SubParsersAction
+
+
+class Subcommands(_SubParsers):
+    """servesim's subcommands action: ``only`` names the one command a parser is built for
+    (``servesim CMD`` builds CMD's alone), None where it takes every command."""
+
+    only: str | None = None
+
+
+def wants(sub: Any, command: str) -> bool:
+    """Whether ``register(sub)`` adds ``command``: always in the whole parser, only the command it is
+    built for in a parser built for one (:class:`Subcommands`), so that a module registering several
+    commands loads only the data the one being run names in its flags."""
+    only = getattr(sub, "only", None)
+    return only is None or only == command
 
 
 def number(lo: float | None, hi: float | None, *, lo_open: bool = False, hi_open: bool = False,

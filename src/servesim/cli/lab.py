@@ -6,19 +6,36 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from servesim.cli.args import ALL_DTYPES, Output, add_format, choice, dtype_choice, integer, number, plot_path
+from servesim.cli.args import (
+    ALL_DTYPES,
+    Output,
+    add_format,
+    choice,
+    dtype_choice,
+    integer,
+    number,
+    plot_path,
+    wants,
+)
 from servesim.cli.common import add_disagg_arguments, preset_label, resolve_node, workload_of
+from servesim.model import serving, speculative
+from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 
 __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    from servesim.model.serving import WORKLOAD_PRESETS
-    from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX, SPECDEC_PRESETS
+    """Add ``specdec``, ``disagg`` and ``all`` (only the one being run: :func:`wants`)."""
+    for command, add in (("specdec", _add_specdec), ("disagg", _add_disagg), ("all", _add_all)):
+        if wants(sub, command):
+            add(sub)
 
+
+def _add_specdec(sub: argparse._SubParsersAction[Any]) -> None:
     sp = sub.add_parser("specdec", help="speculative decoding economics: grid, presets, utilization sweep")
-    sp.add_argument("--preset", type=choice(list(SPECDEC_PRESETS), "preset"), default=None,
-                    help=f"preset for the utilization sweep: {', '.join(SPECDEC_PRESETS)} (default mtp; "
+    presets = speculative.SPECDEC_PRESETS  # speculative.toml, read here, not for the other commands
+    sp.add_argument("--preset", type=choice(list(presets), "preset"), default=None,
+                    help=f"preset for the utilization sweep: {', '.join(presets)} (default mtp; "
                     "with --model: eagle3, or mtp for a model with an MTP module)")
     sp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
                     help="compute utilization u in [0, 1) for the grid and your case (default 0)")
@@ -58,13 +75,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_format(sp)
     sp.set_defaults(run=_specdec)
 
+
+def _add_disagg(sub: argparse._SubParsersAction[Any]) -> None:
     dp = sub.add_parser("disagg", help="colocated vs disaggregated serving: TTFT, TPOT, goodput, crossover")
-    add_disagg_arguments(dp, list(WORKLOAD_PRESETS))
+    add_disagg_arguments(dp, list(serving.WORKLOAD_PRESETS))
     dp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save goodput vs arrival rate and vs link bandwidth")
     add_format(dp)
     dp.set_defaults(run=_disagg)
 
+
+def _add_all(sub: argparse._SubParsersAction[Any]) -> None:
     ap = sub.add_parser("all", help="both parts with defaults (disagg for every workload preset)")
     ap.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save every figure in one file: the speedup heatmap and utilization sweep, then "

@@ -20,7 +20,7 @@ from typing import Any
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError, OutputError, ParameterError
 from servesim._version import __version__
-from servesim.cli.args import Output, Parser
+from servesim.cli.args import Output, Parser, Subcommands
 from servesim.cli.common import resolve_link_name
 
 __all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
@@ -54,14 +54,17 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser; with ``command`` (a key of :data:`COMMANDS`), the parser of that command's
-    module alone.  This is the command line's lazy boundary: ``servesim all`` imports the lab's
-    module and what it needs, never the pricers, simulators and planners the other commands load."""
+    """The whole parser; with ``command`` (a key of :data:`COMMANDS`), the parser of that command
+    alone.  This is the command line's lazy boundary: ``servesim all`` imports the lab's module and
+    what it needs, never the pricers, simulators and planners the other commands load (and a module
+    that registers several commands adds only the one asked for where it checks
+    :func:`servesim.cli.args.wants`)."""
     parser = Parser(prog="servesim", description="Speculative decoding and prefill/decode "
                     "disaggregation, in closed form, with the assumptions attached.")
     parser.add_argument("-V", "--version", action="version", version=f"servesim {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser, action=Subcommands)
+    if isinstance(sub, Subcommands):
+        sub.only = command
     for name in COMMAND_MODULES if command is None else (COMMANDS[command],):
         importlib.import_module(name).register(sub)
     for name, p in sub.choices.items():  # every --help ends with examples

@@ -16,10 +16,14 @@ Standard library only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
+from servesim._catalogfile import load_builtin
 from servesim._checks import check_int, check_real
 
-__all__ = ["LINKS", "MODELS", "KVShape", "Link", "kv_bytes_per_token", "kv_transfer_s"]
+__all__ = ["LINKS", "MODELS", "KVShape", "Link", "kv_bytes_per_token", "kv_transfer_s", "shipped_links",
+           "shipped_models"]
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> float:
@@ -80,19 +84,37 @@ class Link:
         return kv_transfer_s(kv_bytes, self.bytes_per_s)
 
 
-def _load_catalog() -> tuple[dict[str, Link], dict[str, KVShape]]:
-    from servesim._catalogfile import load_builtin
-
-    links = {
+@cache
+def shipped_links() -> dict[str, Link]:
+    """The named links (nvlink, rdma, tcp, ...) of links.toml, read on first use, once."""
+    return {
         name: Link(name, e["GBps"] * 1e9, e.get("why", ""))
         for name, e in load_builtin("links.toml")["link"].items()
     }
-    models = {
+
+
+@cache
+def shipped_models() -> dict[str, KVShape]:
+    """The models' KV shapes of models.toml, read on first use, once."""
+    return {
         name: KVShape(name, e["layers"], e["kv_heads"], e["head_dim"], e["bytes_per_value"])
         for name, e in load_builtin("models.toml")["model"].items()
     }
-    return links, models
 
 
-LINKS, MODELS = _load_catalog()
-"""Named links (nvlink, rdma, tcp, ...) and model KV shapes from links.toml / models.toml."""
+if TYPE_CHECKING:  # pragma: no cover - the names as the type checker sees them; __getattr__ gives them
+    LINKS: dict[str, Link]
+    """Named links (nvlink, rdma, tcp, ...) from links.toml: :func:`shipped_links`."""
+    MODELS: dict[str, KVShape]
+    """Model KV shapes from models.toml: :func:`shipped_models`."""
+
+_LAZY = {"LINKS": shipped_links, "MODELS": shipped_models}
+
+
+def __getattr__(name: str) -> object:
+    """``LINKS`` and ``MODELS``, each read from its data file when first asked for (PEP 562), so
+    that importing this module parses no file."""
+    if name in _LAZY:
+        value = globals()[name] = _LAZY[name]()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

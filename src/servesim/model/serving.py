@@ -34,9 +34,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
+from typing import TYPE_CHECKING
 
+from servesim._catalogfile import load_builtin
 from servesim._checks import check_int, check_real
-from servesim.model.kvcache import LINKS, MODELS, KVShape, Link
+from servesim.model.kvcache import KVShape, Link, shipped_links, shipped_models
 from servesim.model.queueing import MMc
 
 __all__ = [
@@ -327,16 +330,16 @@ def _bisect_log(pred: Callable[[float], bool], lo: float, hi: float) -> float:
 
 
 
-def _load_catalog() -> tuple[NodeSpec, dict[str, Workload]]:
-    from servesim._catalogfile import load_builtin
-
+@cache
+def _catalog() -> tuple[NodeSpec, dict[str, Workload]]:
+    """The reference node and the workload presets of workloads.toml, read on first use, once."""
     table = load_builtin("workloads.toml")
     n = table["node"]
     node = NodeSpec(
         prefill_tokens_per_s=n["prefill_tokens_per_s"],
         decode_tokens_per_s=n["decode_tokens_per_s"],
         tpot_base_s=n["tpot_base_s"],
-        kv=MODELS[n["model"]],
+        kv=shipped_models()[n["model"]],
         gpus=n["gpus"],
     )
     fields = ("prompt_tokens", "output_tokens", "rate_per_s", "slo_ttft_s", "slo_tpot_s")
@@ -346,8 +349,21 @@ def _load_catalog() -> tuple[NodeSpec, dict[str, Workload]]:
     return node, workloads
 
 
-DEFAULT_NODE, WORKLOAD_PRESETS = _load_catalog()
-"""The seed's node (Llama-3-70B replica) and workload presets chat, rag, agent (workloads.toml)."""
+if TYPE_CHECKING:  # pragma: no cover - the names as the type checker sees them; __getattr__ gives them
+    DEFAULT_NODE: NodeSpec
+    """The seed's node (Llama-3-70B replica) of workloads.toml."""
+    WORKLOAD_PRESETS: dict[str, Workload]
+    """The seed's workload presets chat, rag, agent (workloads.toml)."""
+
+
+def __getattr__(name: str) -> object:
+    """``DEFAULT_NODE`` and ``WORKLOAD_PRESETS``, read from workloads.toml when first asked for
+    (PEP 562), so that importing this module parses no file."""
+    if name in ("DEFAULT_NODE", "WORKLOAD_PRESETS"):
+        node, workloads = _catalog()
+        globals().update(DEFAULT_NODE=node, WORKLOAD_PRESETS=workloads)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
@@ -360,7 +376,7 @@ def resolve_scenario(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     link: Link | None = None,
-    node: NodeSpec = DEFAULT_NODE,
+    node: NodeSpec | None = None,
     beta: float | None = None,
     node_from: NodeFrom | None = None,
     node_source: str | None = None,
@@ -370,8 +386,8 @@ def resolve_scenario(
     """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
 
     ``node_from(workload) -> (node, beta, source)`` derives the node from the
-    final workload; without it ``node`` and ``beta`` (default 0.5) are used,
-    with ``node_source`` (if given) as the description of the node.
+    final workload; without it ``node`` (default the reference node, :data:`DEFAULT_NODE`) and
+    ``beta`` (default 0.5) are used, with ``node_source`` (if given) as the description of the node.
     """
     wl = replace(
         wl,
@@ -381,12 +397,14 @@ def resolve_scenario(
         slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
         slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,
     )
-    ln = LINKS["rdma"] if link is None else link
+    ln = shipped_links()["rdma"] if link is None else link
     if node_from is not None:
         node, b, source = node_from(wl)
     else:
         b = 0.5 if beta is None else beta
-        default = "reference node (workloads.toml)" if node is DEFAULT_NODE else "given"
+        reference = _catalog()[0]
+        default = "reference node (workloads.toml)" if node is None or node is reference else "given"
+        node = reference if node is None else node
         source = default if node_source is None else node_source
     return wl, ln, node, b, source
 

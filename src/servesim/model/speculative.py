@@ -24,7 +24,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
+from servesim._catalogfile import load_builtin
 from servesim._checks import ParameterError, check_int, check_real
 
 __all__ = [
@@ -248,9 +251,9 @@ def evaluate(k: int, alpha: float, d: float, c: float, u: float = 0.0) -> SpecDe
     return SpecDecResult(k, float(alpha), float(d), float(c), float(u), en, tc, en / tc)
 
 
+@cache
 def _load_presets() -> Mapping[str, SpecDecPreset]:
-    from servesim._catalogfile import load_builtin
-
+    """The presets of speculative.toml, read on first use, once."""
     table = load_builtin("speculative.toml")
     out: dict[str, SpecDecPreset] = {}
     for name, entry in table["preset"].items():
@@ -267,6 +270,16 @@ def _load_presets() -> Mapping[str, SpecDecPreset]:
     return out
 
 
-SPECDEC_PRESETS: Mapping[str, SpecDecPreset] = _load_presets()
-"""The seed's draft families: small-draft, mtp, medusa, eagle3 (see speculative.toml)."""
+if TYPE_CHECKING:  # pragma: no cover - the name as the type checker sees it; __getattr__ gives it
+    SPECDEC_PRESETS: Mapping[str, SpecDecPreset]
+    """The seed's draft families: small-draft, mtp, medusa, eagle3 (see speculative.toml)."""
+
+
+def __getattr__(name: str) -> object:
+    """``SPECDEC_PRESETS``, read from speculative.toml when first asked for (PEP 562), so that
+    importing this module parses no file."""
+    if name == "SPECDEC_PRESETS":
+        value = globals()[name] = _load_presets()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
