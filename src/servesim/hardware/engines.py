@@ -129,6 +129,8 @@ class EngineProfile:
     kv_connect_s: float = 0.0  # a fresh disaggregated deployment's first KV transfer waits this long
     ep_comm: str = "allgather"  # how attention-DP ranks reach the experts (EP_COMMS): the default
     dp_gather_prefill: str = "allgather"  # "allreduce": a step that prefills gathers with all-reduces
+    above_kv_limit: str = ""  # what the engine does with requests beyond what its KV cache holds
+    memory_flag: str = ""  # its own flag for the memory share (Deployment.memory_fraction)
 
     def __post_init__(self) -> None:
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, lo=1)
@@ -374,4 +376,6 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         kv_connect_s=float(e.get("kv_connect_ms", 0.0)) * 1e-3,
         ep_comm=str(e.get("ep_comm", "allgather")),
         dp_gather_prefill=str(e.get("dp_gather_prefill", "allgather")),
+        above_kv_limit=str(e.get("above_kv_limit", "")),
+        memory_flag=str(e.get("memory_flag", "")),
     )

@@ -41,7 +41,7 @@ from servesim.hardware.ops import Peaks
 from servesim.hardware.precision import normalize_dtype
 from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
 
-__all__ = ["BLOCK_FP8_FAMILIES", "MEMORY_FLAGS", "Deployment", "Drafter", "Pricer", "build_step_model",
+__all__ = ["BLOCK_FP8_FAMILIES", "Deployment", "Drafter", "Pricer", "build_step_model",
            "model_architecture", "moe_dtype"]
 
 
@@ -172,17 +172,12 @@ class Deployment:
             raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
 
 
-MEMORY_FLAGS: dict[str, str] = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static",
-                                "trtllm": "--free-gpu-memory-fraction"}
-"""Each engine's own flag for the memory share that :attr:`Deployment.memory_fraction` sets."""
-
-
-def _memory_share_that_fits(engine: str, eng: Any, weight_bytes: float, reserve_bytes: float,
+def _memory_share_that_fits(eng: EngineProfile, weight_bytes: float, reserve_bytes: float,
                             memory_bytes: float) -> str:
-    """``--gpu-memory-utilization 0.93 or more``: the engine's memory flag (:data:`MEMORY_FLAGS`)
+    """``--gpu-memory-utilization 0.93 or more``: the engine's memory flag (engines.toml ``memory_flag``)
     at the smallest hundredth that leaves the weights room (fraction x HBM - reserve > weights),
     where the engine caps weights and KV together and a setting below 0.99 does; else ``""``."""
-    flag = MEMORY_FLAGS.get(engine, "")
+    flag = eng.memory_flag
     f_min = (weight_bytes + reserve_bytes) / memory_bytes
     if not flag or eng.fraction_of_free or f_min >= 0.99:
         return ""
@@ -310,7 +305,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                       else eng.kv_room_bytes(gpu.memory_bytes, 0.0)) / 2**30
             # the fewest GPUs whose share of the same weights leaves that room some KV cache
             gpus_needed = math.floor(per * dep.tp * dep.dp / usable) + 1
-            share = _memory_share_that_fits(dep.engine, eng, msm.weight_bytes_per_gpu, eng.reserved_bytes,
+            share = _memory_share_that_fits(eng, msm.weight_bytes_per_gpu, eng.reserved_bytes,
                                             gpu.memory_bytes)
             higher = f", or {share}" if share else ""
             raise ParameterError(
@@ -330,7 +325,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         room = eng.memory_fraction * gpu.memory_bytes - sm.reserve_bytes
         would = next((t for t in sorted(valid_tps(shape)) if t > dep.tp
                       and sm.weight_bytes_per_gpu * dep.tp / t < room), None)
-        share = _memory_share_that_fits(dep.engine, eng, sm.weight_bytes_per_gpu, sm.reserve_bytes,
+        share = _memory_share_that_fits(eng, sm.weight_bytes_per_gpu, sm.reserve_bytes,
                                         gpu.memory_bytes)
         higher = f"{'; or' if would else ';'} {share}" if share else ""
         raise ParameterError(

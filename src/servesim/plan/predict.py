@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.engines import EngineProfile
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
@@ -380,11 +381,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
             sm, spec, float(min(guess, max(1, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
             acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
             traffic=traffic, tree=tree)
-    elif any(x is not None for x in (alpha, acceptance_length, draft, tree)):
-        name, value = next((n, v) for n, v in (("acceptance_length", acceptance_length), ("alpha", alpha),
-                                               ("draft", draft), ("speculative_num_steps", tree))
-                           if v is not None)
-        raise ParameterError(name, value, "given with a speculative method (--spec METHOD; spec is none)")
+    else:
+        _refuse_without_spec(alpha=alpha, acceptance_length=acceptance_length, draft=draft, tree=tree)
     stable, why = _stable_at_rate(sm, memory, bench)
     run_sm = speculating_step_model(sm, dep, spec, spec_info, catalog)
     if spec_info is not None:
@@ -396,18 +394,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
     conc = bench.concurrency
-    if (conc or bench.prompts) > kv_max and kv_max == sm.engine.max_num_seqs and \
-            cap // per_request > kv_max:
-        above = (f"queue: at most {kv_max} requests run at once (the engine's running limit); the others "
-                 "wait for a slot")
-    elif (conc or bench.prompts) > kv_max:
-        above = {"vllm": "preempt: vLLM evicts the newest sequences and recomputes them",
-                 "sglang": "retract: SGLang admits against a reserved share of the outputs and "
-                           "retracts the newest when decode runs out of room",
-                 "trtllm": "queue: TensorRT-LLM reserves each request's whole output and "
-                           "admits only what fits"}[dep.engine]
-    else:
-        above = ""
+    above = _above_kv_limit(sm.engine, conc or bench.prompts, kv_max, cap // per_request)
     client = bench.client
     sched = res.scheduler
     out: dict[str, Any] = {
@@ -434,6 +421,27 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     if not stable:
         out["unstable_reason"] = why
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
+
+
+def _refuse_without_spec(**given: object) -> None:
+    """Refuse a speculation setting (the first given, as ``--acceptance-length`` before ``--alpha``)
+    asked for without a speculative method."""
+    names = {"acceptance_length": "acceptance_length", "alpha": "alpha", "draft": "draft",
+             "tree": "speculative_num_steps"}
+    for key in ("acceptance_length", "alpha", "draft", "tree"):
+        if given.get(key) is not None:
+            raise ParameterError(names[key], given[key],
+                                 "given with a speculative method (--spec METHOD; spec is none)")
+
+
+def _above_kv_limit(engine: EngineProfile, wanted: int, kv_max: int, fit: int) -> str:
+    """What the engine does with the ``wanted`` requests beyond the ``kv_max`` it runs at once (``fit``
+    fit in its KV cache): wait for a slot where the running limit binds first, else the engine's own
+    policy (engines.toml ``above_kv_limit``); ``""`` when they all run."""
+    if wanted > kv_max and kv_max == engine.max_num_seqs and fit > kv_max:
+        return (f"queue: at most {kv_max} requests run at once (the engine's running limit); the others "
+                "wait for a slot")
+    return engine.above_kv_limit if wanted > kv_max else ""
 
 
 def _room_beside_drafter(run: Pricer, memory: float, per_request: int, longest: int, spec: str | None,
@@ -544,20 +552,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     check_int("prefill_workers", prefill_workers, lo=1, hi=4096)
     check_int("decode_workers", decode_workers, lo=1, hi=4096)
     prefill, decode = _pool_intake(prefill), _pool_intake(decode)
-    try:
-        psm, pshape, pmem = build_step_model(prefill, catalog)
-    except ParameterError as exc:
-        raise _pool_error(exc, "prefill") from None
-    try:
-        dsm, _, dmem = build_step_model(decode, catalog)
-    except ParameterError as exc:
-        raise _pool_error(exc, "decode") from None
-    check_context(pshape, bench.isl, max((p + o for p, o in lengths), default=0) if lengths
-                  else bench.isl + bench.osl)
+    (psm, pshape, pmem), (dsm, dmem) = _pool_pricers(prefill, decode, bench, catalog, lengths)
     isl_mean, osl_mean = bench.mean_lengths()
-    psm, dsm = (m.for_requests(max(1, round(isl_mean + osl_mean))) for m in (psm, dsm))
-    if psm.engine.name != dsm.engine.name:  # pragma: no cover - one --engine for both pools
-        raise ParameterError("engine", dsm.engine.name, f"{psm.engine.name}, as the prefill pool's")
     dcap = dsm.kv_capacity_tokens(dmem)
     kv_max = min(dsm.engine.max_num_seqs, dcap // (bench.isl + bench.osl))
     speculation = None
@@ -612,14 +608,43 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     }
     if not psm.is_moe and not dsm.is_moe and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only
-        from servesim.plan.capacity import disaggregated_at_load
-
-        cf = disaggregated_at_load(psm, prefill_workers, dsm, dmem, decode_workers, link_bytes_per_s,
-                                   bench.rate_per_s, bench.isl, bench.osl, math.inf)
-        out["closed_form"] = {"mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
-                              "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None,
-                              "stable": cf.stable}
+        out["closed_form"] = _disaggregated_closed_form(psm, prefill_workers, dsm, dmem, decode_workers,
+                                                        link_bytes_per_s, bench, bench.rate_per_s)
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
+
+
+def _disaggregated_closed_form(psm: Pricer, wp: int, dsm: Pricer, dmem: float, wd: int,
+                               link_bytes_per_s: float, bench: Benchmark, rate: float) -> dict[str, Any]:
+    """The closed form at load beside the engine loop
+    (:func:`servesim.plan.capacity.disaggregated_at_load`): mean TTFT and TPOT (ms; None where the
+    pools are unstable)."""
+    from servesim.plan.capacity import disaggregated_at_load
+
+    cf = disaggregated_at_load(psm, wp, dsm, dmem, wd, link_bytes_per_s, rate, bench.isl, bench.osl, math.inf)
+    return {"mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
+            "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None, "stable": cf.stable}
+
+
+def _pool_pricers(prefill: Deployment, decode: Deployment, bench: Benchmark, catalog: Any,
+                  lengths: list[tuple[int, int]] | None
+                  ) -> tuple[tuple[Pricer, Any, float], tuple[Pricer, float]]:
+    """The two pools' pricers for the benchmark's requests, the model's shape and each pool's GPU
+    memory; an error names the pool it is about."""
+    try:
+        psm, pshape, pmem = build_step_model(prefill, catalog)
+    except ParameterError as exc:
+        raise _pool_error(exc, "prefill") from None
+    try:
+        dsm, _, dmem = build_step_model(decode, catalog)
+    except ParameterError as exc:
+        raise _pool_error(exc, "decode") from None
+    check_context(pshape, bench.isl, max((p + o for p, o in lengths), default=0) if lengths
+                  else bench.isl + bench.osl)
+    isl_mean, osl_mean = bench.mean_lengths()
+    psm, dsm = (m.for_requests(max(1, round(isl_mean + osl_mean))) for m in (psm, dsm))
+    if psm.engine.name != dsm.engine.name:  # pragma: no cover - one --engine for both pools
+        raise ParameterError("engine", dsm.engine.name, f"{psm.engine.name}, as the prefill pool's")
+    return (psm, pshape, pmem), (dsm, dmem)
 
 
 def _pool_error(exc: ParameterError, pool: str) -> ParameterError:
