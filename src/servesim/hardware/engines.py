@@ -130,6 +130,13 @@ class EngineProfile:
     ep_comm: str = "allgather"  # how attention-DP ranks reach the experts (EP_COMMS): the default
     dp_gather_prefill: str = "allgather"  # "allreduce": a step that prefills gathers with all-reduces
     above_kv_limit: str = ""  # what the engine does with requests beyond what its KV cache holds
+    # MoE choices the engine makes (servesim.hardware.moe_step documents each, with its source):
+    shared_experts_overlap: str = ""  # attention kind whose shared experts run on a second stream
+    moe_mxfp8_activations: bool = False  # MXFP4 experts with MXFP8 activations where measured
+    mxfp8_moe_tables_from: str = ""  # whose MXFP4 x MXFP8 MoE rows stand in where its own lack the shape
+    moe_backend_tables_from: str = ""  # whose MoE rows price its moe_config.backend choices
+    gemm_backend_tables_from: str = ""  # whose block-FP8 GEMMs price its FlashInfer GEMM backend
+    gathers_nvfp4: bool = False  # attention-DP tokens gathered quantized to NVFP4 for NVFP4 experts
     memory_flag: str = ""  # its own flag for the memory share (Deployment.memory_fraction)
 
     def __post_init__(self) -> None:
@@ -377,5 +384,11 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         ep_comm=str(e.get("ep_comm", "allgather")),
         dp_gather_prefill=str(e.get("dp_gather_prefill", "allgather")),
         above_kv_limit=str(e.get("above_kv_limit", "")),
+        shared_experts_overlap=str(e.get("shared_experts_overlap", "")),
+        moe_mxfp8_activations=bool(e.get("moe_mxfp8_activations", False)),
+        mxfp8_moe_tables_from=str(e.get("mxfp8_moe_tables_from", "")),
+        moe_backend_tables_from=str(e.get("moe_backend_tables_from", "")),
+        gemm_backend_tables_from=str(e.get("gemm_backend_tables_from", "")),
+        gathers_nvfp4=bool(e.get("gathers_nvfp4", False)),
         memory_flag=str(e.get("memory_flag", "")),
     )

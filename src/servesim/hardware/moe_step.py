@@ -153,14 +153,15 @@ _BORROWED_MOE: dict[str, dict[str, str]] = {
 }
 """Backend -> {the experts' dtype it applies to: a substring of vLLM's kernel source for them}."""
 
-MXFP8_ACTIVATION_ENGINES = frozenset({"trtllm"})
-"""Engines that run an MXFP4 checkpoint's experts with MXFP8 activations where their tables measured
-that kernel (the B200's): TensorRT-LLM ``_torch/model_config.py`` ``ModelConfig.get_mxfp4_quant_algo``
-returns ``W4A8_MXFP4_MXFP8`` on SM 100 and later for every MoE backend but TRITON (``W4A16_MXFP4``
-on Hopper), unless ``OVERRIDE_QUANT_ALGO`` says otherwise.  vLLM does so only with
-``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``moe_activations="mxfp8"``: InferenceMAX's B200 gpt-oss
-recipe sets it), priced from SGLang's rows of the same FlashInfer TRTLLM-gen kernel on the same GPU
-where vLLM's table lacks the shape; SGLang keeps its W4A16 rows."""
+MXFP8_ACTIVATIONS = "engines.toml moe_mxfp8_activations"
+"""Where it is set: engines that run an MXFP4 checkpoint's experts with MXFP8 activations where
+their tables measured that kernel (the B200's): TensorRT-LLM ``_torch/model_config.py``
+``ModelConfig.get_mxfp4_quant_algo`` returns ``W4A8_MXFP4_MXFP8`` on SM 100 and later for every MoE
+backend but TRITON (``W4A16_MXFP4`` on Hopper), unless ``OVERRIDE_QUANT_ALGO`` says otherwise.  vLLM
+does so only with ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``moe_activations="mxfp8"``:
+InferenceMAX's B200 gpt-oss recipe sets it), priced from SGLang's rows of the same FlashInfer
+TRTLLM-gen kernel on the same GPU where vLLM's table lacks the shape (engines.toml
+``mxfp8_moe_tables_from``); SGLang keeps its W4A16 rows."""
 
 _GEMM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "fp4": "fp4", "mxfp4": "bf16",
                "int4": "bf16"}
@@ -187,9 +188,9 @@ so it sums squares, all-reduces the FP32 sums over the attention-TP ranks and ap
 all-reduce the variance the same way)."""
 
 
-SHARED_EXPERTS_OVERLAP = {"sglang": "mla", "trtllm": "mla"}
-"""Engines that take the shared experts off the routed experts' critical path in a CUDA-graph
-step, and for which attention kind (the model family whose code does it).  SGLang
+SHARED_EXPERTS_OVERLAP = "engines.toml shared_experts_overlap"
+"""Where it is set: engines that take the shared experts off the routed experts' critical path in a
+CUDA-graph step, and for which attention kind (the model family whose code does it).  SGLang
 ``models/deepseek_v2.py``: ``DeepseekV2MoE.forward`` calls ``forward_normal_dual_stream`` under
 CUDA-graph capture (``get_is_capture_mode()``) when it has an ``alt_stream`` and no fused shared
 expert: ``_forward_shared_experts`` runs on the current stream while the gate, the top-k and the
@@ -371,15 +372,16 @@ class MoEStepModel:
                                          f"kernel on {self.gpu} (engines.toml mla_prefill_from)")
 
     def _choose_moe_kernel(self, moe_activations: str | None) -> None:
-        """The MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (MXFP8_ACTIVATION_ENGINES, or asked
-        for: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), where the GPU's tables measured it."""
+        """The MoE kernel's dtype: the weights', or MXFP4 x MXFP8 (engines.toml ``moe_mxfp8_activations``,
+        or asked for: vLLM's VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8), where the GPU's tables measured it,
+        its own or those of ``mxfp8_moe_tables_from``."""
         arch = self.arch
         self.moe_kernel_dtype: str | None = None
         self._a8_tables = self._moe_tables
-        if self.dtype == "mxfp4" and (self.engine.name in MXFP8_ACTIVATION_ENGINES
-                                      or moe_activations == "mxfp8"):
+        if self.dtype == "mxfp4" and (self.engine.moe_mxfp8_activations or moe_activations == "mxfp8"):
             shape = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts)
-            for tab in (self._moe_tables, moe_tables(self.gpu, "sglang")[0]):
+            stand_in = self.engine.mxfp8_moe_tables_from
+            for tab in (self._moe_tables, moe_tables(self.gpu, stand_in)[0] if stand_in else None):
                 if tab is not None and "mxfp4_mxfp8" in tab.moe_dtypes and any(
                         s[:4] == shape for s in tab.moe_shapes("mxfp4_mxfp8")):
                     self.moe_kernel_dtype, self._a8_tables = "mxfp4_mxfp8", tab
@@ -395,8 +397,9 @@ class MoEStepModel:
         self.moe_backend_note = ""
         borrow = _BORROWED_MOE.get(moe_backend or "", {}).get(self.dtype)
         backend = (moe_backend or "").upper()
-        if borrow is not None and self.engine.name == "trtllm" and self._moe_tables is not None:
-            gen = moe_tables(self.gpu, "vllm")[0]
+        source_engine = self.engine.moe_backend_tables_from
+        if borrow is not None and source_engine and self._moe_tables is not None:
+            gen = moe_tables(self.gpu, source_engine)[0]
             key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp,
                    par.ep)
             source = (gen.moe_source(self.dtype, key) if gen is not None and gen is not self._moe_tables
@@ -432,9 +435,10 @@ class MoEStepModel:
         self.gemm_backend = gemm_backend
         self.gemm_backend_note = ""
         self._block_gemm_tables: KernelTables | None = None
-        if (gemm_backend == "flashinfer" and self.engine.name == "sglang" and not self._foreign
+        stand_in = self.engine.gemm_backend_tables_from
+        if (gemm_backend == "flashinfer" and stand_in and not self._foreign
                 and "fp4" in supported_dtypes(gpu, catalog)):
-            trt = tables_for(gpu, "trtllm")
+            trt = tables_for(gpu, stand_in)
             if trt is not None and "fp8_block" in trt.gemm_dtypes and "fp8_block" in (
                     self.gemm_dtype, self.ffn_gemm_dtype):
                 self._block_gemm_tables = trt
@@ -634,7 +638,7 @@ class MoEStepModel:
         if mt is None or (prefill and self.engine.dp_gather_prefill == "allreduce"):
             t, ok, note = self._allreduce(p.gpus, out)
             return 2 * t, ok, note, 2 * ring_bytes(p.gpus, out)
-        quantized = self.engine.name == "trtllm" and self.dtype == "fp4"  # gathered already as NVFP4
+        quantized = self.engine.gathers_nvfp4 and self.dtype == "fp4"  # gathered already as NVFP4
         gathered = m_all * h * (MOE_DTYPES["fp4"] if quantized else ACTIVATION_BYTES)
         ag, rs = mt.all_gather(p.gpus, gathered), mt.reduce_scatter(p.gpus, out)
         share = (p.gpus - 1) / p.gpus
@@ -853,7 +857,7 @@ class MoEStepModel:
         router = self._gemm_op("router", n_moe, router_t, m, a.experts, h, 2.0, "bf16", True, "")
         shared = self._mlp_op("shared experts", n_moe, m, inter) if inter else None
         ops: list[Op] = []
-        if shared is not None and x.graph and SHARED_EXPERTS_OVERLAP.get(self.engine.name) == a.attention:
+        if shared is not None and x.graph and self.engine.shared_experts_overlap == a.attention:
             # Two streams: the longer branch, and no less than both branches' weights (the touched
             # experts and the shared experts' 3 h I_s / T) read at the tables' HBM efficiency.
             t = self.tables
