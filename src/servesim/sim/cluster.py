@@ -629,24 +629,8 @@ def _measure(
     slo_tpot_s: float,
     horizon_cut: bool = True,
 ) -> _Measured:
-    cols: dict[str, list[float]] = {
-        k: []
-        for k in (
-            "ttft_mean",
-            "ttft_p50",
-            "ttft_p90",
-            "ttft_p99",
-            "tpot_mean",
-            "tpot_p50",
-            "tpot_p90",
-            "tpot_p99",
-            "wp",
-            "wl",
-            "wd",
-            "att",
-            "good",
-        )
-    }
+    keys = [f"{name}_{stat}" for name in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p99")]
+    cols: dict[str, list[float]] = {k: [] for k in (*keys, "wp", "wl", "wd", "att", "good")}
     measured = 0
     for req, t in runs:
         keep = np.zeros(req.n, dtype=bool)
@@ -695,29 +679,14 @@ def _result(
     else:
         n_p, n_d = fleet.prefill_nodes, fleet.decode_nodes
     return ServingSim(
-        architecture=fleet.architecture,
-        split=fleet.split,
-        prefill_nodes=n_p,
-        decode_nodes=n_d,
-        settings=options.settings,
-        rate_per_s=rate,
-        slo_ttft_s=slo_s[0],
-        slo_tpot_s=slo_s[1],
-        attainment_target=options.attainment_target,
-        requests=m.requests,
-        measured_requests=m.measured_requests,
-        replications=options.replications,
-        warmup_fraction=float(options.warmup_fraction),
-        prefill_utilization=util[0],
-        decode_utilization=util[1],
-        link_utilization=util[2],
-        ttft_s=m.ttft_s,
-        tpot_s=m.tpot_s,
-        prefill_wait_s=m.prefill_wait_s,
-        link_wait_s=m.link_wait_s,
-        decode_wait_s=m.decode_wait_s,
-        attainment=m.attainment,
-        goodput_rps=m.goodput_rps,
+        architecture=fleet.architecture, split=fleet.split, prefill_nodes=n_p, decode_nodes=n_d,
+        settings=options.settings, rate_per_s=rate, slo_ttft_s=slo_s[0], slo_tpot_s=slo_s[1],
+        attainment_target=options.attainment_target, requests=m.requests,
+        measured_requests=m.measured_requests, replications=options.replications,
+        warmup_fraction=float(options.warmup_fraction), prefill_utilization=util[0],
+        decode_utilization=util[1], link_utilization=util[2], ttft_s=m.ttft_s, tpot_s=m.tpot_s,
+        prefill_wait_s=m.prefill_wait_s, link_wait_s=m.link_wait_s, decode_wait_s=m.decode_wait_s,
+        attainment=m.attainment, goodput_rps=m.goodput_rps,
     )
 
 
