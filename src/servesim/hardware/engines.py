@@ -264,6 +264,14 @@ def _raw() -> dict[str, Any]:
     return read_toml(_DATA)
 
 
+def pool_scheduler(name: str) -> tuple[tuple[str, float | bool], ...]:
+    """Scheduler options a disaggregated pool's worker runs with unless the deployment sets them
+    (engines.toml ``pool_scheduler``): the serving runtime that feeds a pool (NVIDIA Dynamo) replaces
+    the engine's own front end."""
+    table = _raw()["engine"].get(name, {}).get("pool_scheduler", {})
+    return tuple(sorted((str(k), v) for k, v in table.items()))
+
+
 def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
                    max_num_batched_tokens: int | None = None,
                    max_num_seqs: int | None = None,

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.engines import EngineProfile
+from servesim.hardware.engines import EngineProfile, pool_scheduler
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
@@ -524,15 +524,13 @@ def _pools_stable(psm: Pricer, wp: int, dsm: Pricer, dmem: float, wd: int, rate:
 
 
 def _pool_intake(dep: Deployment) -> Deployment:
-    """``dep`` as a disaggregated pool's worker: TensorRT-LLM's one new request an iteration
-    (``new_requests_per_iteration``, :mod:`servesim.sim.schedulers.trtllm` item 5) is trtllm-serve's
-    front end, measured on colocated runs; a pool's worker is fed by its serving runtime (NVIDIA
-    Dynamo) and runs without the limit unless the deployment sets it.  InferenceX's 14 Dynamo runs
-    with a tensor-parallel H200 prefill worker say so: with the limit their median TTFT error goes
-    from -25% to +23%."""
-    if dep.engine != "trtllm" or any(k == "new_requests_per_iteration" for k, _ in dep.scheduler):
-        return dep
-    return replace(dep, scheduler=tuple(sorted((*dep.scheduler, ("new_requests_per_iteration", 0)))))
+    """``dep`` as a disaggregated pool's worker: the engine's pool scheduler options
+    (:func:`servesim.hardware.engines.pool_scheduler`; TensorRT-LLM's one new request an iteration is
+    trtllm-serve's front end, which a pool's worker does not run) where the deployment does not set
+    them."""
+    own = {k for k, _ in dep.scheduler}
+    extra = tuple((k, v) for k, v in pool_scheduler(dep.engine) if k not in own)
+    return replace(dep, scheduler=tuple(sorted((*dep.scheduler, *extra)))) if extra else dep
 
 
 def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Deployment, decode_workers: int,
