@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from servesim._checks import check_int, check_real
 
@@ -43,8 +44,11 @@ def erlang_b(servers: int, offered_load: float) -> float:
     100,000 servers.  Valid for any ``a >= 0`` (loss systems have no stability
     condition).
     """
-    c = check_int("servers", servers, lo=1)
-    a = check_real("offered_load", offered_load, lo=0.0)
+    return _erlang_b(check_int("servers", servers, lo=1), check_real("offered_load", offered_load, lo=0.0))
+
+
+def _erlang_b(c: int, a: float) -> float:
+    """:func:`erlang_b` of checked arguments (an int c >= 1, a float a >= 0)."""
     b = 1.0
     for n in range(1, c + 1):
         ab = a * b
@@ -64,7 +68,7 @@ def erlang_c(servers: int, offered_load: float) -> float:
     a = check_real("offered_load", offered_load, lo=0.0)
     if a >= c:
         return 1.0
-    b = erlang_b(c, a)
+    b = _erlang_b(c, a)
     rho = a / c
     return b / (1.0 - rho * (1.0 - b))
 
@@ -96,9 +100,10 @@ class MMc:
     def stable(self) -> bool:
         return self.utilization < 1.0
 
-    @property
+    @cached_property
     def p_wait(self) -> float:
-        """Erlang-C: probability an arrival finds every server busy (1 if unstable)."""
+        """Erlang-C: probability an arrival finds every server busy (1 if unstable); computed once
+        per queue (the mean wait and the tail both use it)."""
         return erlang_c(self.servers, self.offered_load)
 
     @property

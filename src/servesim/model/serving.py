@@ -219,8 +219,12 @@ def disaggregated(
     """
     n_p = check_int("prefill_nodes", prefill_nodes, lo=1)
     n_d = check_int("decode_nodes", decode_nodes, lo=1)
-    xfer = link.transfer_s(node.kv.bytes_for(wl.prompt_tokens))
-    return _result("disaggregated", wl, n_p, n_d, node, node.tpot_base_s, xfer)
+    return _result("disaggregated", wl, n_p, n_d, node, node.tpot_base_s, _transfer_s(wl, node, link))
+
+
+def _transfer_s(wl: Workload, node: NodeSpec, link: Link) -> float:
+    """Seconds to ship one prompt's KV cache over ``link``."""
+    return link.transfer_s(node.kv.bytes_for(wl.prompt_tokens))
 
 
 def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingResult:
@@ -232,7 +236,8 @@ def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingR
     planner ranks with the same rule.
     """
     n = check_int("nodes", nodes, lo=2)
-    candidates = [disaggregated(wl, node, p, n - p, link) for p in range(1, n)]
+    xfer = _transfer_s(wl, node, link)  # the same for every split
+    candidates = [_result("disaggregated", wl, p, n - p, node, node.tpot_base_s, xfer) for p in range(1, n)]
     top = max(r.goodput_rps for r in candidates)
     tied = [r for r in candidates if tie_step(r.goodput_rps, top, wl.rate_per_s) == 0]
     return min(tied, key=lambda r: (not r.stable, max(r.prefill_utilization, r.decode_utilization),
