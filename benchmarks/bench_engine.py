@@ -39,15 +39,21 @@ TARGET = 5e5
 
 @contextlib.contextmanager
 def _loop(run_benchmark: Callable[..., Any]) -> Iterator[None]:
-    """Run ``servesim.sim.engine``'s simulations with ``run_benchmark`` as their engine loop."""
+    """Run ``servesim.sim.engine``'s simulations with ``run_benchmark`` as their engine loop (the
+    disaggregated one runs it from ``servesim.sim.disaggregation``)."""
+    import servesim.sim.disaggregation as disaggregation
     import servesim.sim.engine as engine
 
-    saved = engine.run_benchmark
-    engine.run_benchmark = run_benchmark
+    def pool_loop(*args: Any, cold_start_s: float = 0.0, **kw: Any) -> Any:
+        assert cold_start_s == 0.0  # a warm deployment here: the baseline loop predates cold starts
+        return run_benchmark(*args, **kw)
+
+    saved = engine.run_benchmark, disaggregation.run_benchmark
+    engine.run_benchmark, disaggregation.run_benchmark = run_benchmark, pool_loop
     try:
         yield
     finally:
-        engine.run_benchmark = saved
+        engine.run_benchmark, disaggregation.run_benchmark = saved
 
 
 def main() -> int:

@@ -203,8 +203,11 @@ def run_disaggregated(prefill: Pool, decode: Pool, bench: Benchmark, transfer_s:
         raise ParameterError("lengths", len(lengths), f"one (prompt, output) pair per prompt ({n})")
     base = (arrival_times(bench.rate_per_s, bench.client.burstiness, n, bench.seed)
             if bench.rate_per_s is not None else [0.0] * n)
-    xfer = [transfer_s(p) for p, _ in lengths]
-    unloaded = [prefill.model.prompt_s(p) for p, _ in lengths]
+    prompts = {p for p, _ in lengths}  # each distinct prompt length priced once
+    xfer_of = {p: transfer_s(p) for p in prompts}
+    unloaded_of = {p: prefill.model.prompt_s(p) for p in prompts}
+    xfer = [xfer_of[p] for p, _ in lengths]
+    unloaded = [unloaded_of[p] for p, _ in lengths]
     overhead = prefill.model.engine.request_overhead_s
     stay = _unloaded_stay(decode, bench, lengths, unloaded, xfer)
     pre_len = [(p, 1) for p, _ in lengths]  # a prefill worker's output is the first token
