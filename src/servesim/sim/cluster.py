@@ -407,9 +407,10 @@ def _fcfs(arrival_s: F64, service_s: F64, servers: int) -> tuple[F64, NDArray[np
     return start, server
 
 
-def _run_colocated(
+def _colocated_times(
     req: Requests, node: NodeSpec, dep: Colocated, settings: SimSettings, rng: np.random.Generator | None
 ) -> RequestTimes:
+    """Each request's times on colocated lab nodes (the module docstring's colocated model)."""
     n_nodes = dep.nodes
     s = _prefill_s(req, node, settings, rng)
     start, server = _fcfs(req.arrival_s, s, n_nodes)
@@ -441,9 +442,11 @@ def _run_colocated(
     )
 
 
-def _run_disaggregated(
+def _disaggregated_times(
     req: Requests, node: NodeSpec, dep: Disaggregated, settings: SimSettings, rng: np.random.Generator | None
 ) -> RequestTimes:
+    """Each request's times on a prefill and a decode pool of lab nodes (the module docstring's
+    disaggregated model; an engine's pools step by step are :mod:`servesim.sim.disaggregation`'s)."""
     s = _prefill_s(req, node, settings, rng)
     start_p, server_p = _fcfs(req.arrival_s, s, dep.prefill_nodes)
     end_p = start_p + s
@@ -507,9 +510,9 @@ def run(
     ``rng`` is needed only for exponential prefill service (one draw per request).
     """
     if isinstance(fleet, Colocated):
-        return _run_colocated(requests, node, fleet, settings, rng)
+        return _colocated_times(requests, node, fleet, settings, rng)
     if isinstance(fleet, Disaggregated):
-        return _run_disaggregated(requests, node, fleet, settings, rng)
+        return _disaggregated_times(requests, node, fleet, settings, rng)
     raise ParameterError("fleet", fleet, "Colocated or Disaggregated")
 
 
