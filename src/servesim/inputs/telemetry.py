@@ -883,6 +883,67 @@ def fit_alpha(
     cc = check_real("c", c, lo=0.0)
     kmax = check_int("k_max", k_max, lo=1)
     warnings = list(counts.warnings)
+    kk, w = _checked_k(counts, k)
+    warnings += w
+
+    n = counts.num_drafts if counts.has_counts else None
+    length_obs = _observed_length(counts, kk)
+    rate_obs = _observed_rate(counts)
+    chosen = _chosen_definition(counts, definition, length_obs, rate_obs)
+    if chosen == "per-position":
+        est, w = _fit_per_position(counts, n, z)
+    else:
+        est, w = _fit_mean_length(counts, chosen, kk, n, z, length_obs, rate_obs)
+    warnings += w
+
+    iid = definitions_at(est.alpha, kk)
+    observed = _observed(counts, kk, length_obs, rate_obs)
+    optimal = _optimal_ks(est, kk, dd, cc, u, kmax)
+    warnings += _fit_warnings(est, kk, optimal)
+    rate_s = None
+    if counts.interval_s and counts.has_counts and counts.num_drafts is not None:
+        rate_s = counts.num_drafts / counts.interval_s
+    return AlphaFit(
+        source=counts.source,
+        engine=counts.engine,
+        input_definition=chosen,
+        input_value=est.input_value,
+        k=kk,
+        alpha=est.alpha,
+        alpha_lo=est.lo,
+        alpha_hi=est.hi,
+        interval=est.interval,
+        num_drafts=n,
+        observed=observed,
+        iid=iid,
+        iid_test=est.iid_test,
+        optimal=optimal,
+        d=dd,
+        c=cc,
+        interval_s=counts.interval_s,
+        interval_from=counts.interval_from,
+        drafts_per_s=rate_s,
+        warnings=tuple(warnings),
+    )
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """Alpha fitted from one definition: the input it came from, the point, its interval (None
+    without the number of cycles) and how the interval was made, and the i.i.d. test if any."""
+
+    input_value: float | tuple[float, ...]
+    alpha: float
+    lo: float | None
+    hi: float | None
+    interval: str
+    iid_test: IidTest | None = None
+
+
+def _checked_k(counts: SpecCounters, k: int | None) -> tuple[int, list[str]]:
+    """The measurement's draft length, after refusing inconsistent counters (vLLM) or a mean
+    accepted length below 1 (SGLang); with the checks' warnings."""
+    warnings: list[str] = []
     if counts.positions or (counts.engine == "vllm" and counts.num_drafts is not None):
         warnings += _check_vllm(counts)
     if counts.engine == "sglang" and counts.accept_length is not None and counts.accept_length < 1.0:
@@ -892,15 +953,18 @@ def fit_alpha(
         )
     kk, w = _resolve_k(counts, k)
     warnings += w
+    return kk, warnings
 
-    n = counts.num_drafts if counts.has_counts else None
+
+def _chosen_definition(counts: SpecCounters, definition: str | None, length_obs: float | None,
+                       rate_obs: float | None) -> str:
+    """The definition to fit from: ``definition``, else the richest the input has (per-position,
+    accept-length, accept-rate); refuses an unknown one or one the input lacks."""
     available = []
     if counts.positions:
         available.append("per-position")
-    length_obs = _observed_length(counts, kk)
     if length_obs is not None:
         available.append("accept-length")
-    rate_obs = _observed_rate(counts)
     if rate_obs is not None:
         available.append("accept-rate")
     if not available:
@@ -912,99 +976,98 @@ def fit_alpha(
         raise InputError(
             f"--from {chosen}: {counts.source} has no {chosen} data (it has: {', '.join(available)})"
         )
+    return chosen
 
+
+def _fit_per_position(counts: SpecCounters, n: float | None, z: float) -> tuple[_Estimate, list[str]]:
+    """The MLE of alpha from per-position accepts (S / (S + F)), its Wilson interval and the i.i.d.
+    test when the number of cycles ``n`` is known; with the test's warnings."""
+    warnings: list[str] = []
     iid_test: IidTest | None = None
     lo: float | None = None
     hi: float | None = None
-    input_value: float | tuple[float, ...]
-    if chosen == "per-position":
-        norm = n if n is not None else 1.0
-        marginal = [ci / norm for ci in counts.accepted_per_pos]
-        accepted = sum(marginal)  # S / N
-        failed = 1.0 - marginal[-1]  # F / N: cycles that ended in a rejection
-        alpha = accepted / (accepted + failed) if accepted + failed > 0 else 0.0
-        input_value = tuple(marginal)
-        if n is not None:
-            trials = n * (accepted + failed)
-            lo, hi = wilson_interval(alpha * trials, trials, z)
-            interval = "95% Wilson score interval on T = S + F examined drafts (cycles independent)"
-            iid_test, w = _iid_test(n, counts.accepted_per_pos, alpha)
-            warnings += w
-        else:
-            interval = "none: the number of cycles behind typed-in rates is unknown"
+    norm = n if n is not None else 1.0
+    marginal = [ci / norm for ci in counts.accepted_per_pos]
+    accepted = sum(marginal)  # S / N
+    failed = 1.0 - marginal[-1]  # F / N: cycles that ended in a rejection
+    alpha = accepted / (accepted + failed) if accepted + failed > 0 else 0.0
+    if n is not None:
+        trials = n * (accepted + failed)
+        lo, hi = wilson_interval(alpha * trials, trials, z)
+        interval = "95% Wilson score interval on T = S + F examined drafts (cycles independent)"
+        iid_test, warnings = _iid_test(n, counts.accepted_per_pos, alpha)
     else:
-        if chosen == "accept-length":
-            assert length_obs is not None
-            length = input_value = length_obs
-        else:
-            assert rate_obs is not None
-            input_value = rate_obs
-            # vLLM: rate = E[A]/k -> E[n] = 1 + rate k;  SGLang: rate = E[n]/(k+1).
-            length = 1.0 + rate_obs * kk if counts.engine == "vllm" else rate_obs * (kk + 1)
-        if not 1.0 <= length <= kk + 1.0 + 1e-9:
-            raise InputError(
-                f"{counts.source}: mean accepted length {length:.4g} (bonus included) is outside "
-                f"[1, k + 1] = [1, {kk + 1}]: inconsistent with k = {kk} drafts per cycle"
-            )
-        length = min(length, kk + 1.0)
-        alpha = alpha_from_length(length, kk)
-        if n is not None:
-            sd = math.sqrt(_var_accepted(alpha, kk) / n)
-            lo = alpha_from_length(max(1.0, length - z * sd), kk)
-            hi = alpha_from_length(min(kk + 1.0, length + z * sd), kk)
-            interval = "95% normal interval of the mean length over N cycles, inverted (i.i.d. variance)"
-        else:
-            interval = "none: the number of cycles behind the figure is unknown"
-        if counts.positions:
-            warnings.append("per-position counts are available: --from per-position gives the MLE")
+        interval = "none: the number of cycles behind typed-in rates is unknown"
+    return _Estimate(tuple(marginal), alpha, lo, hi, interval, iid_test), warnings
 
-    iid = definitions_at(alpha, kk)
-    observed = _observed(counts, kk, length_obs, rate_obs)
+
+def _fit_mean_length(counts: SpecCounters, chosen: str, kk: int, n: float | None, z: float,
+                     length_obs: float | None, rate_obs: float | None) -> tuple[_Estimate, list[str]]:
+    """The moment estimate of alpha from the mean accepted length (given, or from the engine's
+    acceptance rate), with the inverted normal interval of the mean when ``n`` is known."""
+    warnings: list[str] = []
+    lo: float | None = None
+    hi: float | None = None
+    input_value: float
+    if chosen == "accept-length":
+        assert length_obs is not None
+        length = input_value = length_obs
+    else:
+        assert rate_obs is not None
+        input_value = rate_obs
+        # vLLM: rate = E[A]/k -> E[n] = 1 + rate k;  SGLang: rate = E[n]/(k+1).
+        length = 1.0 + rate_obs * kk if counts.engine == "vllm" else rate_obs * (kk + 1)
+    if not 1.0 <= length <= kk + 1.0 + 1e-9:
+        raise InputError(
+            f"{counts.source}: mean accepted length {length:.4g} (bonus included) is outside "
+            f"[1, k + 1] = [1, {kk + 1}]: inconsistent with k = {kk} drafts per cycle"
+        )
+    length = min(length, kk + 1.0)
+    alpha = alpha_from_length(length, kk)
+    if n is not None:
+        sd = math.sqrt(_var_accepted(alpha, kk) / n)
+        lo = alpha_from_length(max(1.0, length - z * sd), kk)
+        hi = alpha_from_length(min(kk + 1.0, length + z * sd), kk)
+        interval = "95% normal interval of the mean length over N cycles, inverted (i.i.d. variance)"
+    else:
+        interval = "none: the number of cycles behind the figure is unknown"
+    if counts.positions:
+        warnings.append("per-position counts are available: --from per-position gives the MLE")
+    return _Estimate(input_value, alpha, lo, hi, interval), warnings
+
+
+def _optimal_ks(est: _Estimate, kk: int, d: float, c: float, u: float, k_max: int) -> tuple[OptimalK, ...]:
+    """The optimal draft length at u = 0 and at ``u`` for the fitted alpha, its speedup and the speedup
+    at the measured k, and the optimal k at each end of alpha's interval."""
+    alpha, lo, hi = est.alpha, est.lo, est.hi
     optimal = []
     for uu in sorted({0.0, u}):
-        kopt = optimal_k(alpha, dd, cc, uu, kmax)
+        kopt = optimal_k(alpha, d, c, uu, k_max)
         optimal.append(OptimalK(
             u=uu,
             k=kopt,
-            speedup=speedup(kopt, alpha, dd, cc, uu),
-            speedup_at_measured_k=speedup(kk, alpha, dd, cc, uu),
-            k_at_alpha_lo=optimal_k(lo, dd, cc, uu, kmax) if lo is not None else None,
-            k_at_alpha_hi=optimal_k(hi, dd, cc, uu, kmax) if hi is not None else None,
+            speedup=speedup(kopt, alpha, d, c, uu),
+            speedup_at_measured_k=speedup(kk, alpha, d, c, uu),
+            k_at_alpha_lo=optimal_k(lo, d, c, uu, k_max) if lo is not None else None,
+            k_at_alpha_hi=optimal_k(hi, d, c, uu, k_max) if hi is not None else None,
         ))
+    return tuple(optimal)
+
+
+def _fit_warnings(est: _Estimate, kk: int, optimal: Sequence[OptimalK]) -> list[str]:
+    """What to doubt in a fit: an optimal k beyond the measured positions, per-position rates that
+    reject i.i.d. acceptance."""
+    warnings: list[str] = []
     if any(o.k > kk for o in optimal):
         warnings.append(
             f"the optimal k exceeds the {kk} measured positions: it extrapolates the i.i.d. model"
         )
-    if iid_test is not None and not iid_test.consistent_at_5pct:
+    if est.iid_test is not None and not est.iid_test.consistent_at_5pct:
         warnings.append(
             "per-position rates reject i.i.d. acceptance (p < 0.05): E[n] at other k will differ from "
             "the geometric formula; see the per-position table"
         )
-    rate_s = None
-    if counts.interval_s and counts.has_counts and counts.num_drafts is not None:
-        rate_s = counts.num_drafts / counts.interval_s
-    return AlphaFit(
-        source=counts.source,
-        engine=counts.engine,
-        input_definition=chosen,
-        input_value=input_value,
-        k=kk,
-        alpha=alpha,
-        alpha_lo=lo,
-        alpha_hi=hi,
-        interval=interval,
-        num_drafts=n,
-        observed=observed,
-        iid=iid,
-        iid_test=iid_test,
-        optimal=tuple(optimal),
-        d=dd,
-        c=cc,
-        interval_s=counts.interval_s,
-        interval_from=counts.interval_from,
-        drafts_per_s=rate_s,
-        warnings=tuple(warnings),
-    )
+    return warnings
 
 
 def _var_accepted(alpha: float, k: int) -> float:

@@ -59,7 +59,7 @@ Standard library only; nothing here prints.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,18 +145,7 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
         return Decode(False, math.nan, math.nan, math.nan, 0, math.nan, 0,
                       "one request does not fit the KV cache")
 
-    k = 0
-    en = 1.0
-    draft_s = 0.0
-    if spec is not None:
-        # a preset's name (the lab's alpha, k searched) or (method, k, alpha) as the plan resolved them,
-        # alpha a mapping of k to alpha where each k has its own (k searched over its keys)
-        method, kk, alpha = (spec, None, None) if isinstance(spec, str) else spec
-        per_k = alpha if isinstance(alpha, Mapping) else None
-        s, info = speculation_for(sm, method, max(1.0, min(b_max, lam * osl * 0.02)), ctx, k=kk,
-                                  alpha=None if per_k is not None else alpha, alphas=per_k)
-        if info["speedup_at_batch"] > 1.0:
-            k, en, draft_s = s.k, s.tokens_per_step, s.draft_step_s
+    k, en, draft_s = _speculation_at(sm, spec, max(1.0, min(b_max, lam * osl * 0.02)), ctx)
 
     def cycle(b: float, chunk: int) -> float:
         chunks = (Chunk(chunk, max(0, isl - chunk) // 2, 1, True),) if chunk > 0 else ()
@@ -194,7 +183,37 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
     if lam == 0.0:
         t, _, c, tc = mean_step(0.0)
         return Decode(True, 0.0, t / en, 0.0, c, tc, k)
-    # The smallest root of g on (0, b_max]: g(0+) > 0; scan a geometric grid, then bisect.
+    hi = _smallest_root(g, b_max)
+    if hi is None:
+        t, phi, _, _ = mean_step(b_max)
+        why = ("prefill fills every step" if phi >= 1.0 else
+               f"the decode batch would exceed the {b_max:.0f} sequences that fit (KV cache or slots)")
+        return Decode(False, math.nan, math.nan, phi, 0, math.nan, k, why)
+    t, phi, c, tc = mean_step(hi)
+    if prefill and hi < 1.0 and c > 0:
+        tc = cycle(hi, c)  # the prompt's own steps carry the B < 1 decoding sequences on average
+    return Decode(True, hi, t / en, phi, c, tc, k)
+
+
+def _speculation_at(sm: Pricer, spec: Any, batch: float, context: float) -> tuple[int, float, float]:
+    """The speculation a decode replica runs at ``batch``: its draft length k, tokens per step E[n]
+    and draft step time; (0, 1, 0), plain decoding, without ``spec`` or where it does not pay."""
+    if spec is None:
+        return 0, 1.0, 0.0
+    # a preset's name (the lab's alpha, k searched) or (method, k, alpha) as the plan resolved them,
+    # alpha a mapping of k to alpha where each k has its own (k searched over its keys)
+    method, kk, alpha = (spec, None, None) if isinstance(spec, str) else spec
+    per_k = alpha if isinstance(alpha, Mapping) else None
+    s, info = speculation_for(sm, method, batch, context, k=kk,
+                              alpha=None if per_k is not None else alpha, alphas=per_k)
+    if info["speedup_at_batch"] > 1.0:
+        return s.k, s.tokens_per_step, s.draft_step_s
+    return 0, 1.0, 0.0
+
+
+def _smallest_root(g: Callable[[float], float], b_max: float) -> float | None:
+    """The smallest root of ``g`` on (0, b_max] (``g(0+) > 0``), to 1e-7 of itself: scan a geometric
+    grid for the first point where ``g <= 0``, then bisect; None when ``g`` stays positive."""
     lo, hi = 0.0, None
     b = min(1.0, b_max)
     while True:
@@ -206,19 +225,13 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
             break
         b = min(b * 1.5, b_max)
     if hi is None:
-        t, phi, _, _ = mean_step(b_max)
-        why = ("prefill fills every step" if phi >= 1.0 else
-               f"the decode batch would exceed the {b_max:.0f} sequences that fit (KV cache or slots)")
-        return Decode(False, math.nan, math.nan, phi, 0, math.nan, k, why)
+        return None
     for _ in range(50):  # to 1e-7 of the batch (a few dozen steps; the step time is smooth in it)
         if hi - lo <= 1e-7 * hi:
             break
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
-    t, phi, c, tc = mean_step(hi)
-    if prefill and hi < 1.0 and c > 0:
-        tc = cycle(hi, c)  # the prompt's own steps carry the B < 1 decoding sequences on average
-    return Decode(True, hi, t / en, phi, c, tc, k)
+    return hi
 
 
 def prefill_at_load(sm: Pricer, workers: int, rate_per_s: float, isl: int) -> Prefill:

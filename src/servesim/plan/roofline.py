@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.pricer import Pricer
-    from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
+    from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec, PassTime
 
 __all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
            "roofline_summary"]
@@ -55,7 +55,6 @@ def roofline_summary(
     """
     from servesim.hardware import roofline as rl
     from servesim.hardware.speculation_physics import PRESET_DRAFT_KINDS
-    from servesim.model.speculative import SPECDEC_PRESETS
 
     eff = rl.DEFAULT_EFFICIENCY if efficiency is None else efficiency
     frac = rl.DEFAULT_MEMORY_FRACTION if memory_fraction is None else memory_fraction
@@ -66,47 +65,10 @@ def roofline_summary(
     pre = rl.prefill_step(model, gpu, tp=tp, prompt_tokens=context_tokens, efficiency=eff)
     cap = rl.max_batch(model, gpu, tp=tp, context_tokens=L, memory_fraction=frac)
     room = rl.kv_room_bytes(model, gpu, tp=tp, memory_fraction=frac)
-    ridge = gpu.ridge_flops_per_byte
 
     by_step_model = step_model is not None and not isinstance(step_model, ValueError)
-    rows: list[Row] = []
-    for b in batches:
-        st = rl.decode_step(model, gpu, tp=tp, batch=b, context_tokens=L, efficiency=eff)
-        spec = rl.decode_cost(model, tp=tp, batch=b, context_tokens=L, positions=k + 1)
-        speedups: dict[str, float | None] = dict.fromkeys(kinds)  # the step model's, below
-        ks: dict[str, int | None] = dict.fromkeys(kinds)
-        rows.append({
-            "batch": b,
-            "fits_memory": b <= cap,
-            "decode_step_ms": st.total_s * 1e3,
-            "decode_tokens_per_s": b / st.total_s,
-            "u": st.compute_utilization,
-            "bound": st.linear_bound,
-            "weights_intensity_flops_per_byte": st.cost.weights_intensity_flops_per_byte,
-            "spec_weights_intensity_flops_per_byte": spec.weights_intensity_flops_per_byte,
-            "seed_spec_intensity_b_plus_k": b + k,
-            "intensity_flops_per_byte": st.cost.intensity_flops_per_byte,
-            "speedup": speedups,
-            "best_k": ks,
-        })
-
-    presets: list[Row] = []
-    for name, kind in kinds.items():
-        alpha = SPECDEC_PRESETS[name].alpha
-        seed = SPECDEC_PRESETS[name]
-        separate = kind == "separate"
-        entry: Row = {"name": name, "kind": kind, "alpha": alpha, "seed_d": seed.d, "seed_c": seed.c,
-                      "draft_model": draft.name if (separate and draft is not None) else None}
-        none = {"available": False, "turn_off_batch": None, "pays_from_batch": None,
-                "pays_at_memory_cap": None}
-        if separate and draft is None:
-            entry.update({**none, "note": f"no draft model for {model.name}: pass --draft MODEL"})
-        elif not by_step_model:
-            entry.update({**none, "note": "speculation is priced by the measured-kernel step model only, and "
-                          f"there is none here: {step_model}"})
-        else:  # the step model prices it below (_step_model_speculation)
-            entry.update({"available": True, "tree_vs_chain": None})
-        presets.append(entry)
+    rows = _batch_rows(model, gpu, tp, batches, L, k, eff, cap, kinds)
+    presets = _preset_entries(model, draft, kinds, by_step_model, step_model)
 
     why = str(step_model) if isinstance(step_model, ValueError) else "not given"
     pricer = f"measured-kernel step model (none here: {why})"
@@ -126,28 +88,106 @@ def roofline_summary(
         "gpu": gpu.name,
         "tp": tp,
         "context_tokens": context_tokens,
-        "assumptions": {
-            "memory_efficiency": eff.memory,
-            "compute_efficiency": eff.compute,
-            "interconnect_efficiency": eff.interconnect,
-            "memory_fraction": frac,
-            "step": "weight GEMMs, attention and TP all-reduces priced one after another, "
-                    "each at max(FLOPs / roof, bytes / roof)",
-            "intensity": "speculative step pushes B (k+1) tokens through the weights (the B + k rule of "
-                         "thumb counts one speculating sequence)",
-            "acceptance": "i.i.d. per drafted token, alpha from the lab's presets",
-            "speculation_priced_by": pricer,
-            "draft_overhead_us": draft_overhead_s * 1e6,
-            "not_modelled": "kernel-launch and scheduling overheads, all-reduce latency, "
-                            "batch composition (every sequence holds the same context)",
-        },
+        "assumptions": _assumptions(eff, frac, pricer, draft_overhead_s),
+        **_model_figures(model, gpu, tp, eff, room, cap),
+        **_pass_figures(step1, pre, context_tokens),
+        "intensity_k": k,
+        "verify_ridge_batch": gpu.ridge_flops_per_byte / (k + 1) * model.weight_bytes_per_param / 2.0,
+        "rows": rows,
+        "presets": presets,
+        "u_to_batch": u_map,
+        "u_max": u_max,
+    }
+
+
+def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int], context: float, k: int,
+                eff: Efficiency, cap: int, kinds: dict[str, str]) -> list[Row]:
+    """One row per decode batch: the roofline's step time, utilization, bound and the intensities of a
+    plain and a (k+1)-position verify step; the speculation figures are left empty (None) for the step
+    model to fill."""
+    from servesim.hardware import roofline as rl
+
+    rows: list[Row] = []
+    for b in batches:
+        st = rl.decode_step(model, gpu, tp=tp, batch=b, context_tokens=context, efficiency=eff)
+        spec = rl.decode_cost(model, tp=tp, batch=b, context_tokens=context, positions=k + 1)
+        speedups: dict[str, float | None] = dict.fromkeys(kinds)  # the step model's, below
+        ks: dict[str, int | None] = dict.fromkeys(kinds)
+        rows.append({
+            "batch": b,
+            "fits_memory": b <= cap,
+            "decode_step_ms": st.total_s * 1e3,
+            "decode_tokens_per_s": b / st.total_s,
+            "u": st.compute_utilization,
+            "bound": st.linear_bound,
+            "weights_intensity_flops_per_byte": st.cost.weights_intensity_flops_per_byte,
+            "spec_weights_intensity_flops_per_byte": spec.weights_intensity_flops_per_byte,
+            "seed_spec_intensity_b_plus_k": b + k,
+            "intensity_flops_per_byte": st.cost.intensity_flops_per_byte,
+            "speedup": speedups,
+            "best_k": ks,
+        })
+    return rows
+
+
+def _preset_entries(model: ModelSpec, draft: ModelSpec | None, kinds: dict[str, str], by_step_model: bool,
+                    step_model: Any) -> list[Row]:
+    """One entry per speculation preset: its lab alpha, d and c, and whether it can be priced here
+    (a separate drafter needs a draft model, every preset a step model), with the reason when not."""
+    from servesim.model.speculative import SPECDEC_PRESETS
+
+    presets: list[Row] = []
+    for name, kind in kinds.items():
+        alpha = SPECDEC_PRESETS[name].alpha
+        seed = SPECDEC_PRESETS[name]
+        separate = kind == "separate"
+        entry: Row = {"name": name, "kind": kind, "alpha": alpha, "seed_d": seed.d, "seed_c": seed.c,
+                      "draft_model": draft.name if (separate and draft is not None) else None}
+        none = {"available": False, "turn_off_batch": None, "pays_from_batch": None,
+                "pays_at_memory_cap": None}
+        if separate and draft is None:
+            entry.update({**none, "note": f"no draft model for {model.name}: pass --draft MODEL"})
+        elif not by_step_model:
+            entry.update({**none, "note": "speculation is priced by the measured-kernel step model only, and "
+                          f"there is none here: {step_model}"})
+        else:  # the step model prices it below (_step_model_speculation)
+            entry.update({"available": True, "tree_vs_chain": None})
+        presets.append(entry)
+    return presets
+
+
+def _assumptions(eff: Efficiency, frac: float, pricer: str, draft_overhead_s: float) -> Row:
+    """The efficiencies, memory share and modelling assumptions the summary states."""
+    return {
+        "memory_efficiency": eff.memory,
+        "compute_efficiency": eff.compute,
+        "interconnect_efficiency": eff.interconnect,
+        "memory_fraction": frac,
+        "step": "weight GEMMs, attention and TP all-reduces priced one after another, "
+                "each at max(FLOPs / roof, bytes / roof)",
+        "intensity": "speculative step pushes B (k+1) tokens through the weights (the B + k rule of "
+                     "thumb counts one speculating sequence)",
+        "acceptance": "i.i.d. per drafted token, alpha from the lab's presets",
+        "speculation_priced_by": pricer,
+        "draft_overhead_us": draft_overhead_s * 1e6,
+        "not_modelled": "kernel-launch and scheduling overheads, all-reduce latency, "
+                        "batch composition (every sequence holds the same context)",
+    }
+
+
+def _model_figures(model: ModelSpec, gpu: GPUSpec, tp: int, eff: Efficiency, room: float, cap: int) -> Row:
+    """The GPU's peaks and ridge points, the model's weights and KV cache per token and per GPU, the KV
+    room and the largest batch that fits."""
+    from servesim.hardware import roofline as rl
+
+    return {
         "gpu_peaks": {
             "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
             "flops_per_s": gpu.flops_per_s,
             "memory_bytes": gpu.memory_bytes,
             "interconnect_bytes_per_s": gpu.interconnect_bytes_per_s,
         },
-        "ridge_flops_per_byte": ridge,
+        "ridge_flops_per_byte": gpu.ridge_flops_per_byte,
         "ridge_effective_flops_per_byte": rl.ridge_flops_per_byte(gpu, eff),
         "params": model.params,
         "active_params": model.active_params,
@@ -158,6 +198,12 @@ def roofline_summary(
         "kv_shards": model.kv_shards(tp),
         "kv_room_bytes_per_gpu": room,
         "max_batch": cap,
+    }
+
+
+def _pass_figures(step1: PassTime, pre: PassTime, context_tokens: int) -> Row:
+    """The batch-1 decode step (its parts, bound and bytes streamed) and the prefill of one prompt."""
+    return {
         "decode_step_ms": step1.total_s * 1e3,
         "decode_step_parts_ms": {
             "weights": step1.linear_s * 1e3, "attention": step1.attention_s * 1e3,
@@ -168,12 +214,6 @@ def roofline_summary(
         "prefill_ms": pre.total_s * 1e3,
         "prefill_tokens_per_s": context_tokens / pre.total_s,
         "prefill_bound": pre.linear_bound,
-        "intensity_k": k,
-        "verify_ridge_batch": ridge / (k + 1) * model.weight_bytes_per_param / 2.0,
-        "rows": rows,
-        "presets": presets,
-        "u_to_batch": u_map,
-        "u_max": u_max,
     }
 
 

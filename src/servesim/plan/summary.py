@@ -73,30 +73,8 @@ def specdec_summary(
     is given.
     """
     p = sd.SPECDEC_PRESETS[preset]
-    grid: list[Row] = []
-    for a in GRID_ALPHAS:
-        best = sd.optimal_k(a, d, c, u, k_max=max(GRID_KS))
-        for kk in GRID_KS:
-            grid.append(
-                {"k": kk, "alpha": a, "speedup": sd.speedup(kk, a, d, c, u), "optimal": kk == best}
-            )
-    presets: list[Row] = []
-    for name, q in sd.SPECDEC_PRESETS.items():
-        k0 = sd.optimal_k(q.alpha, q.d, q.c, 0.0, k_max)
-        k7 = sd.optimal_k(q.alpha, q.d, q.c, 0.7, k_max)
-        presets.append(
-            {
-                "name": name,
-                "alpha": q.alpha,
-                "d": q.d,
-                "c": q.c,
-                "best_k_u0": k0,
-                "speedup_u0": sd.speedup(k0, q.alpha, q.d, q.c, 0.0),
-                "best_k_u07": k7,
-                "speedup_u07": sd.speedup(k7, q.alpha, q.d, q.c, 0.7),
-                "turn_off_u": sd.turn_off_utilization(q.alpha, q.d, q.c, k_max),
-            }
-        )
+    grid = _speedup_grid(u, d, c)
+    presets = _preset_rows(k_max)
     if alpha is not None:
         s_name, s_alpha, s_d, s_c = "custom", alpha, d, c
     else:
@@ -124,22 +102,62 @@ def specdec_summary(
     if alpha is not None or k is not None:
         a = p.alpha if alpha is None else alpha
         cd, cc = (d, c) if alpha is not None else (p.d, p.c)
-        kk = sd.optimal_k(a, cd, cc, u, k_max) if k is None else k
-        r = sd.evaluate(kk, a, cd, cc, u)
-        out["case"] = {
-            "alpha": a,
-            "k": kk,
-            "d": cd,
-            "c": cc,
-            "u": u,
-            "expected_tokens": r.expected_tokens,
-            "cycle_time_target_steps": r.cycle_time,
-            "speedup": r.speedup,
-            "verdict": r.verdict,
-            "optimal_k": sd.optimal_k(a, cd, cc, u, k_max),
-            "break_even_alpha": sd.break_even_alpha(kk, cd, cc, u),
-        }
+        out["case"] = _own_case(a, cd, cc, u, k, k_max)
     return out
+
+
+def _speedup_grid(u: float, d: float, c: float) -> list[Row]:
+    """The speedup at each (alpha, k) of the grid at (u, d, c), the optimal k of each alpha marked."""
+    grid: list[Row] = []
+    for a in GRID_ALPHAS:
+        best = sd.optimal_k(a, d, c, u, k_max=max(GRID_KS))
+        for kk in GRID_KS:
+            grid.append(
+                {"k": kk, "alpha": a, "speedup": sd.speedup(kk, a, d, c, u), "optimal": kk == best}
+            )
+    return grid
+
+
+def _preset_rows(k_max: int) -> list[Row]:
+    """Each speculation preset's best k and speedup at u = 0 and u = 0.7, and the u to turn it off above."""
+    presets: list[Row] = []
+    for name, q in sd.SPECDEC_PRESETS.items():
+        k0 = sd.optimal_k(q.alpha, q.d, q.c, 0.0, k_max)
+        k7 = sd.optimal_k(q.alpha, q.d, q.c, 0.7, k_max)
+        presets.append(
+            {
+                "name": name,
+                "alpha": q.alpha,
+                "d": q.d,
+                "c": q.c,
+                "best_k_u0": k0,
+                "speedup_u0": sd.speedup(k0, q.alpha, q.d, q.c, 0.0),
+                "best_k_u07": k7,
+                "speedup_u07": sd.speedup(k7, q.alpha, q.d, q.c, 0.7),
+                "turn_off_u": sd.turn_off_utilization(q.alpha, q.d, q.c, k_max),
+            }
+        )
+    return presets
+
+
+def _own_case(a: float, d: float, c: float, u: float, k: int | None, k_max: int) -> Row:
+    """The user's own point (alpha ``a``, ``d``, ``c``, ``u``; ``k`` or else the optimal one): expected
+    tokens, cycle time, speedup, verdict, the optimal k and the break-even alpha."""
+    kk = sd.optimal_k(a, d, c, u, k_max) if k is None else k
+    r = sd.evaluate(kk, a, d, c, u)
+    return {
+        "alpha": a,
+        "k": kk,
+        "d": d,
+        "c": c,
+        "u": u,
+        "expected_tokens": r.expected_tokens,
+        "cycle_time_target_steps": r.cycle_time,
+        "speedup": r.speedup,
+        "verdict": r.verdict,
+        "optimal_k": sd.optimal_k(a, d, c, u, k_max),
+        "break_even_alpha": sd.break_even_alpha(kk, d, c, u),
+    }
 
 
 def _result_row(r: ServingResult) -> Row:

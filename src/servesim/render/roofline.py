@@ -20,10 +20,23 @@ def _g(x: float) -> str:
 
 
 def roofline_text(d: dict[str, Any]) -> str:
-    from servesim.render.text import table
+    """The whole text of ``servesim roofline``: the header, the measured view [0] when there is one,
+    and sections [1] to [6]."""
+    out = _header_lines(d)
+    if "measured" in d:
+        out += _measured_text(d["measured"])
+    out += _hardware_lines(d)
+    out += _intensity_lines(d)
+    out += _speedup_lines(d)
+    out += _turn_off_lines(d)
+    out += _utilization_lines(d)
+    out += _tree_lines(d)
+    return "\n".join(out) + "\n"
 
-    a, g = d["assumptions"], d["gpu_peaks"]
-    bw, fl = g["hbm_bytes_per_s"], g["flops_per_s"]
+
+def _header_lines(d: dict[str, Any]) -> list[str]:
+    """The title (model, GPUs, parallel split, context), the efficiencies assumed and what a step is."""
+    a = d["assumptions"]
     tp = d["tp"]
     out: list[str] = []
     par = d.get("parallel") or {}
@@ -41,8 +54,16 @@ def roofline_text(d: dict[str, Any]) -> str:
     )
     out.append("  a step = weight GEMMs + attention + all-reduces, each max(FLOPs / roof, bytes / roof)")
     out.append("")
-    if "measured" in d:
-        out += _measured_text(d["measured"])
+    return out
+
+
+def _hardware_lines(d: dict[str, Any]) -> list[str]:
+    """Section [1]: ridge point, weights, KV cache, memory and batch cap, the batch-1 decode step and
+    the prefill of one prompt."""
+    a, g = d["assumptions"], d["gpu_peaks"]
+    bw, fl = g["hbm_bytes_per_s"], g["flops_per_s"]
+    tp = d["tp"]
+    out: list[str] = []
     out.append("[1] Hardware and model")
     out.append(
         f"  ridge point     = {fl / 1e12:g}e12 FLOP/s / {bw / 1e12:g}e12 B/s = "
@@ -78,8 +99,17 @@ def roofline_text(d: dict[str, Any]) -> str:
         f"  prefill         = one {d['context_tokens']:,}-token prompt in {d['prefill_ms']:.1f} ms -> "
         f"{d['prefill_tokens_per_s']:,.0f} tokens/s ({d['prefill_bound']}-bound)"
     )
+    return out
 
+
+def _intensity_lines(d: dict[str, Any]) -> list[str]:
+    """Section [2]: the arithmetic intensity of the weight GEMMs, plain and speculative, by batch,
+    against the ridge point."""
+    from servesim.render.text import table
+
+    wpp = d["weight_bytes"] / d["params"]
     k = d["intensity_k"]
+    out: list[str] = []
     out.append("")
     out.append("[2] Arithmetic intensity of the weight GEMMs (FLOP per byte of weights)")
     coef = 2 / wpp  # FLOP per byte per token: 2 FLOPs per weight over its bytes
@@ -106,7 +136,15 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append(table(["batch", "plain", f"spec k={k}", "B+k", "ridge", "spec vs ridge", "whole step"],
                      rows))
     out.append("  (whole step: all FLOPs over all HBM bytes, the KV cache included)")
+    return out
 
+
+def _speedup_lines(d: dict[str, Any]) -> list[str]:
+    """Section [3]: each preset's speculative speedup and best k by batch, beside the plain step."""
+    from servesim.render.text import table
+
+    a = d["assumptions"]
+    out: list[str] = []
     names = [p["name"] for p in d["presets"]]
     out.append("")
     out.append("[3] Speedup by batch (best k in parentheses); acceptance alpha from the lab's presets;"
@@ -128,7 +166,32 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append(table(["batch", "step ms", "tokens/s", "u", *names], rows))
     if any(not r["fits_memory"] for r in d["rows"]):
         out.append(f"  ! beyond the memory cap of {d['max_batch']:,} sequences at this context")
+    return out
 
+
+def _turn_off_verdict(d: dict[str, Any], p: dict[str, Any]) -> str:
+    """Where preset ``p`` stops paying: the batch to turn it off above, or the batches it pays at."""
+    off, cap, first = p["turn_off_batch"], p["max_batch_with_draft"], p["pays_from_batch"]
+    if off == 0:
+        verdict = f"pays at no batch up to {p['batch_limit']:,}"
+    elif cap >= 1 and (off is None or off >= cap):
+        verdict = f"pays at every batch that fits (memory cap {cap:,})"
+        verdict += f"; would turn off above B = {off:,}" if off is not None else ""
+    elif off is None:
+        verdict = f"pays at every batch up to {p['batch_limit']:,}"
+    else:
+        verdict = f"turn it off above B = {off:,}"
+    if first is not None and first > 1:
+        verdict += f"; it pays only from B = {first:,} up"
+        if d["active_params"] < d["params"]:
+            verdict += " (below, verifying k+1 positions touches more experts than a plain step)"
+    return verdict
+
+
+def _turn_off_lines(d: dict[str, Any]) -> list[str]:
+    """Section [4]: per preset, the largest batch at which speculation still pays, and its drafter's
+    cost and memory."""
+    out: list[str] = []
     out.append("")
     out.append("[4] When to turn it off (the largest batch at which the best k still pays)")
     for p in d["presets"]:
@@ -136,20 +199,8 @@ def roofline_text(d: dict[str, Any]) -> str:
         if not p["available"]:
             out.append(f"{head}{p['note']}")
             continue
-        off, cap, first = p["turn_off_batch"], p["max_batch_with_draft"], p["pays_from_batch"]
-        if off == 0:
-            verdict = f"pays at no batch up to {p['batch_limit']:,}"
-        elif cap >= 1 and (off is None or off >= cap):
-            verdict = f"pays at every batch that fits (memory cap {cap:,})"
-            verdict += f"; would turn off above B = {off:,}" if off is not None else ""
-        elif off is None:
-            verdict = f"pays at every batch up to {p['batch_limit']:,}"
-        else:
-            verdict = f"turn it off above B = {off:,}"
-        if first is not None and first > 1:
-            verdict += f"; it pays only from B = {first:,} up"
-            if d["active_params"] < d["params"]:
-                verdict += " (below, verifying k+1 positions touches more experts than a plain step)"
+        cap = p["max_batch_with_draft"]
+        verdict = _turn_off_verdict(d, p)
         out.append(f"{head}alpha {p['alpha']:g}: {verdict}" if "acceptance" not in p else
                    f"{head}alpha {p['alpha']:.3g} at k = {p['best_k_batch1']} ({p['acceptance']}): {verdict}")
         draft = f" ({p['draft_model']})" if p["draft_model"] else ""
@@ -159,7 +210,12 @@ def roofline_text(d: dict[str, Any]) -> str:
             f"{p['draft_weight_bytes_per_gpu'] / 1e9:.2f} GB/GPU of weights, "
             f"max batch {p.get('max_batch_without_draft', d['max_batch']):,} -> {cap:,}"
         )
+    return out
 
+
+def _utilization_lines(d: dict[str, Any]) -> list[str]:
+    """Section [5]: the lab's utilizations u as decode batches, and where u saturates."""
+    out: list[str] = []
     out.append("")
     out.append("[5] The utilization u as a batch (u = compute time / step time of a plain step)")
     parts_u = []
@@ -169,7 +225,16 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append("  " + "; ".join(parts_u))
     out.append(f"  u saturates at {d['u_max']:.2f}: attention (memory-bound at any batch) and the "
                "all-reduces keep the compute roof partly idle")
+    return out
 
+
+def _tree_lines(d: dict[str, Any]) -> list[str]:
+    """Section [6]: chain against tree drafting at equal verify width, and the closing notes on what
+    prices which section and what is not modelled."""
+    from servesim.render.text import table
+
+    a = d["assumptions"]
+    out: list[str] = []
     out.append("")
     out.append("[6] Chain vs tree at equal verify width (batch 1; tree from top-4 candidates, "
                "rank r accepted with alpha (1-alpha)^(r-1))")
@@ -189,7 +254,7 @@ def roofline_text(d: dict[str, Any]) -> str:
     out.append("  --draft-overhead-us.")
     out.append("  not modelled by the pure roofline of [1], [2] and [5] ([0], [3], [4] and [6] include "
                f"them): {a['not_modelled']}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _measured_text(m: dict[str, Any]) -> list[str]:

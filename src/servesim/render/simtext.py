@@ -82,6 +82,24 @@ def _lat(x: dict[str, Any]) -> str:
 
 
 def serving_text(d: dict[str, Any]) -> str:
+    """The text of ``servesim simulate --preset``: the setup, closed form against simulation per
+    architecture, the simulated latencies, the prefill queue, and the winner."""
+    out = _serving_header(d)
+    out += _serving_comparison(d)
+    out += _serving_latency(d)
+    out += _serving_prefill_queue(d)
+    out.append("")
+    win = d["winner"]
+    out.append(f"  winner: closed form {win['closed_form']}, simulation {win['simulated']}")
+    if "sim_requests_per_s" in d and d["sim_requests_per_s"] is not None:
+        out.append(f"  simulated {d['sim_requests_per_s']:,.0f} requests/s "
+                   f"({d['sim_wall_ms'] / 1e3:.2f} s wall)")
+    return "\n".join(out) + "\n"
+
+
+def _serving_header(d: dict[str, Any]) -> list[str]:
+    """The simulation's setup: preset, nodes, link, the node's rates, the workload and SLOs, the
+    assumptions relaxed and the run's size."""
     w, a = d["workload"], d["assumptions"]
     out = [
         f"SERVING SIMULATION: preset {d['preset']}, {d['nodes']} nodes, link {d['link']['name']}"
@@ -108,6 +126,11 @@ def serving_text(d: dict[str, Any]) -> str:
         f" seed {d['seed']}"
     )
     out.append("")
+    return out
+
+
+def _serving_comparison(d: dict[str, Any]) -> list[str]:
+    """Per architecture, the closed form's row and the simulation's: TTFT, TPOT, attainment, goodput."""
     rows = []
     for arch in ("colocated", "disaggregated"):
         cf, sm = d[arch]["closed_form"], d[arch]["simulated"]
@@ -138,16 +161,18 @@ def serving_text(d: dict[str, Any]) -> str:
                 f"{sm['goodput_at_target_rps']:.3f}",
             ]
         )
-    out.append(
+    return [
         table(
             ["", "TTFT mean", "TTFT p99", "TPOT mean", "TPOT p99", "attain", "goodput", "good@target"], rows
-        )
-    )
-    out.append(
-        "  times in ms, goodput in req/s; good@target: the rate if the attainment target is met, else 0"
-    )
-    out.append("")
-    out.append("[SIMULATED LATENCY] mean / p50 / p90 / p99 (ms)")
+        ),
+        "  times in ms, goodput in req/s; good@target: the rate if the attainment target is met, else 0",
+    ]
+
+
+def _serving_latency(d: dict[str, Any]) -> list[str]:
+    """[SIMULATED LATENCY]: mean / p50 / p90 / p99 of TTFT and TPOT and the mean waits, per stable
+    architecture."""
+    out = ["", "[SIMULATED LATENCY] mean / p50 / p90 / p99 (ms)"]
     rows = []
     for arch in ("colocated", "disaggregated"):
         sm = d[arch]["simulated"]
@@ -163,8 +188,13 @@ def serving_text(d: dict[str, Any]) -> str:
             ]
         )
     out.append(table(["", "TTFT", "TPOT", "wait prefill / link / decode"], rows))
-    out.append("")
-    out.append("[PREFILL QUEUE] mean wait (ms): M/M/c and the M/G/c approximations vs the simulation")
+    return out
+
+
+def _serving_prefill_queue(d: dict[str, Any]) -> list[str]:
+    """[PREFILL QUEUE]: the prefill queue's mean wait by M/M/c and the M/G/c approximations against the
+    simulation, per architecture."""
+    out = ["", "[PREFILL QUEUE] mean wait (ms): M/M/c and the M/G/c approximations vs the simulation"]
     rows = []
     for arch in ("colocated", "disaggregated"):
         m = d["prefill_queue"][arch]
@@ -185,13 +215,7 @@ def serving_text(d: dict[str, Any]) -> str:
             ["", "c_s^2", "c_a^2", "Erlang-C", "Allen-Cunneen", "Kimura", "simulated", "95% interval"], rows
         )
     )
-    out.append("")
-    win = d["winner"]
-    out.append(f"  winner: closed form {win['closed_form']}, simulation {win['simulated']}")
-    if "sim_requests_per_s" in d and d["sim_requests_per_s"] is not None:
-        out.append(f"  simulated {d['sim_requests_per_s']:,.0f} requests/s "
-                   f"({d['sim_wall_ms'] / 1e3:.2f} s wall)")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _g(x: Any) -> str:
