@@ -92,7 +92,7 @@ from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_h
 from servesim.hardware.engines import EngineProfile, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
-from servesim.hardware.ops import Op, Peaks, light_s, ring_bytes
+from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -218,6 +218,7 @@ class StepModel:
             (s.hidden, s.intermediate // tp),
         )
         self._cache_gemm = lru_cache(maxsize=4096)(self._gemm_layer)
+        self._cache_gemm_one = lru_cache(maxsize=16384)(self._gemm_s)
         self._cache_decode = lru_cache(maxsize=65536)(self._decode_attention)
         self._cache_head = lru_cache(maxsize=4096)(self._head)
         self._cache_prefill = lru_cache(maxsize=16384)(self._prefill_attention)
@@ -415,11 +416,12 @@ class StepModel:
 
     def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
              positions: int = 1, *, bound: bool = True) -> StepTime:
-        """A step with ``decode`` sequences at mean ``context`` and the given prefill ``chunks``.
+        """A step with ``decode`` sequences at mean ``context`` and the given prefill ``chunks``: the
+        sum of its operations (:meth:`operations`), as a mixture-of-experts step is.
 
         ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.  With
-        ``bound=False`` the speed-of-light bound is not computed (``sol_s`` is NaN): the
-        engine loop prices many steps and reports no bound.
+        ``bound=False`` the speed-of-light bound is not computed (``sol_s`` is NaN) and the operations
+        are not kept: the engine loop prices many steps and reports no bound.
         """
         if bound:  # the public path checks its input; the engine loop passes its own counts
             b = check_real("decode", decode, lo=0.0)
@@ -427,64 +429,57 @@ class StepModel:
             pos = check_int("positions", positions, lo=1)
         else:
             b, ctx, pos = decode, context, positions
-        prefill = sum(c.tokens * c.count for c in chunks)
-        m = b * pos + prefill
+        m = b * pos + sum(c.tokens * c.count for c in chunks)
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
-        samples = b * pos + sum(c.count for c in chunks if c.samples)
-        tokens = m
-        if not chunks and pos == 1:
-            # A decode step replays the CUDA graph of the smallest captured batch that holds its
-            # sequences (one above every captured size runs eagerly, as it is): the padded rows run
-            # every kernel but attention (no cache to read).
-            m = samples = self.engine.graph_batch(b)
-        L = self.shape.layers
-        mi = max(1, round(m))
-        g, ok, gnotes = self._cache_gemm(mi)
-        notes: list[str] = list(gnotes)
-        gemm = g * L
-        h, ok2, n2 = self._cache_head(max(1, round(samples)))
-        gemm += h
-        ok = ok and ok2
-        notes += n2
-        attn = 0.0
-        if b > 0:
-            # Decode attention at the mean context (rounded to 1/64 in log scale for the cache);
-            # verification reads each cache once for all its positions (the kernel's batch is b).
-            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
-            a = between_batches(lambda n: self._cache_decode(n, cb)[0], b)
-            _, ok2, n2 = self._cache_decode(max(1, math.ceil(b)), cb)
-            attn += a * L
-            ok = ok and ok2
-            notes += n2
-        for c in chunks:
-            a, ok2, n2 = self._cache_chunk(c.count, c.tokens, c.context)
-            attn += a * L
-            ok = ok and ok2
-            notes += n2
-        ar = 0.0
-        if self.tp > 1:
-            a, ok2, n2 = self._cache_allreduce(mi)
-            ar, ok = a * 2 * L, ok and ok2
-            notes += n2
-        other = self._other_s(m, samples)
-        eager = self._eager_kernels(m, chunks, b)
-        if eager:  # launch gaps on every kernel
-            other += eager * self.engine.eager_kernel_s
+        ops = self.operations(b, ctx, chunks, pos)
+        parts = priced_parts(ops)
+        gemm, attn, ar, other = parts["gemm"], parts["attention"], parts["comm"], parts["other"]
         gpu = gemm + attn + ar + other
+        ok, notes = self._measured(self._padded(b, chunks, pos)[0], b, ctx, chunks, pos)
+        L = self.shape.layers
         kernels = L * (4 + (1 if b > 0 else 0) + len(chunks) + OTHER_KERNELS_PER_LAYER
                        + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
-        seqs = b + sum(c.count for c in chunks)
-        host = self.engine.host_s(seqs)
+        host = self.engine.host_s(b + sum(c.count for c in chunks))
         total = max(gpu, host) if self.engine.overlap else gpu + host
         if self._foreign:
             notes.insert(0, self.tables_note)
-        ops = self.operations(b, ctx, chunks, pos) if bound else ()
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
-                        gpu_s=gpu, total_s=total,
-                        sol_s=light_s(ops, self.peaks) if bound else math.nan,
-                        tokens=tokens, measured=ok, notes=tuple(dict.fromkeys(notes)),
-                        floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
+                        gpu_s=gpu, total_s=total, sol_s=light_s(ops, self.peaks) if bound else math.nan,
+                        tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
+                        floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops if bound else ())
+
+    def _padded(self, b: float, chunks: tuple[Chunk, ...], pos: int) -> tuple[float, float]:
+        """The rows (tokens, sampled rows) the step's kernels run: a decode step replays the CUDA graph
+        of the smallest captured batch that holds its sequences (one above every captured size runs
+        eagerly, as it is), whose padded rows run every kernel but attention (no cache to read)."""
+        if not chunks and pos == 1:
+            padded = self.engine.graph_batch(b)
+            return padded, padded
+        return (b * pos + sum(c.tokens * c.count for c in chunks),
+                b * pos + sum(c.count for c in chunks if c.samples))
+
+    def _measured(self, m: float, b: float, ctx: float, chunks: tuple[Chunk, ...],
+                  pos: int) -> tuple[bool, list[str]]:
+        """Whether every lookup of the step lies inside a measured table, and the notes of those that
+        do not (the GEMMs, the LM head, decode attention, each chunk, the all-reduce, in that order)."""
+        mi = max(1, round(m))
+        _, ok, gnotes = self._cache_gemm(mi)
+        notes: list[str] = list(gnotes)
+        samples = m if not chunks and pos == 1 else b * pos + sum(c.count for c in chunks if c.samples)
+        _, ok2, n2 = self._cache_head(max(1, round(samples)))
+        ok, notes = ok and ok2, notes + list(n2)
+        if b > 0:
+            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
+            _, ok2, n2 = self._cache_decode(max(1, math.ceil(b)), cb)
+            ok, notes = ok and ok2, notes + list(n2)
+        for c in chunks:
+            _, ok2, n2 = self._cache_chunk(c.count, c.tokens, c.context)
+            ok, notes = ok and ok2, notes + list(n2)
+        if self.tp > 1:
+            _, ok2, n2 = self._cache_allreduce(mi)
+            ok, notes = ok and ok2, notes + list(n2)
+        return ok, notes
 
     @property
     def peaks(self) -> Peaks:
@@ -493,17 +488,17 @@ class StepModel:
 
     def operations(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                    positions: int = 1) -> tuple[Op, ...]:
-        """The step's operations (:mod:`servesim.hardware.ops`), each at the price :meth:`step` adds
-        up and with the bytes and FLOPs of its speed of light: the four weight GEMMs of a layer
-        (weights at the dtype's bytes, BF16 activations in and out), decode attention (each
-        sequence's cache read once, ``4 H/tp d`` FLOPs per query-key pair), each prefill chunk
-        (its cache and its own keys read, its causal pairs), the LM head, the two all-reduces of
-        a layer (a ring's ``2 (tp - 1) / tp`` of ``m h`` activations on the wire) and the
-        memory-bound kernels (norms, RoPE, activation, sampling; launch gaps of an eager step)."""
+        """The step's operations (:mod:`servesim.hardware.ops`), each at its engine price (what
+        :meth:`step` sums) and with the bytes and FLOPs of its speed of light: the four weight GEMMs
+        of a layer (weights at the dtype's bytes, BF16 activations in and out), decode attention (each
+        sequence's cache read once, ``4 H/tp d`` FLOPs per query-key pair), each prefill chunk (its
+        cache and its own keys read, its causal pairs), the LM head, the two all-reduces of a layer (a
+        ring's ``2 (tp - 1) / tp`` of ``m h`` activations on the wire) and the memory-bound kernels
+        (norms, RoPE, activation, sampling; launch gaps of an eager step).  A decode step's kernels
+        but attention run its CUDA graph's padded rows (:meth:`_padded`)."""
         s = self.shape
         b, ctx, pos = decode, context, positions
-        m = b * pos + sum(c.tokens * c.count for c in chunks)
-        samples = b * pos + sum(c.count for c in chunks if c.samples)
+        m, samples = self._padded(b, chunks, pos)
         L = s.layers
         mi = max(1, round(m))
         wb = bytes_per_value(self.dtype)
@@ -511,7 +506,7 @@ class StepModel:
         ops: list[Op] = []
         names = ("qkv proj", "o proj", "gate/up proj", "down proj", "fc")  # fc: an EAGLE head's
         for (n, k), name in zip(self._gemms, names, strict=False):
-            sec, lk = self._gemm_s(mi, n, k)
+            sec, lk = self._cache_gemm_one(mi, n, k)
             ops.append(Op(name, "gemm", L, sec, nbytes=n * k * wb + m * (n + k) * ACTIVATION_BYTES,
                           flops=2.0 * m * n * k, dtype=peak, measured=lk.measured and not self._foreign))
         kv_layer = self.kv_bytes_per_token_per_gpu / L
