@@ -71,7 +71,6 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,6 +95,7 @@ from servesim.hardware.stepmodel import (
     between_batches,
     bucket_context,
     column_blocks,
+    copied,
     pricing_tables,
     prompt_in_chunks,
 )
@@ -521,9 +521,7 @@ class MoEStepModel:
     def with_drafter(self, drafter_bytes: tuple[float, float]) -> MoEStepModel:
         """A copy whose KV cache makes room for a drafter's (weight bytes per GPU, KV bytes per token
         per GPU); its pricing is this model's."""
-        run = copy.copy(self)
-        run.drafter_bytes = drafter_bytes
-        return run
+        return copied(self, drafter_bytes=drafter_bytes)
 
     def for_requests(self, tokens: int) -> MoEStepModel:
         """The step model for requests of ``tokens`` tokens (prompt + output): a copy whose windowed
@@ -531,9 +529,7 @@ class MoEStepModel:
         A copy, never this model changed, so a step model shared between questions (the pricer
         factory keeps one per deployment) answers each the same whatever was asked before."""
         check_int("tokens", tokens, lo=1)
-        run = copy.copy(self)
-        run.kv_context = tokens
-        return run
+        return copied(self, kv_context=tokens)
 
     @property
     def kv_bytes_per_token_per_gpu(self) -> float:

@@ -85,7 +85,7 @@ import copy
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
@@ -150,6 +150,9 @@ class Chunk:
     context: int = 0
     count: int = 1  # identical chunks in the step
     samples: bool = True  # the chunk ends its prompt and so yields a first token
+
+
+_M = TypeVar("_M")
 
 
 @dataclass(frozen=True)
@@ -259,9 +262,7 @@ class StepModel:
     def with_drafter(self, drafter_bytes: tuple[float, float]) -> StepModel:
         """A copy whose KV cache makes room for a drafter's (weight bytes per GPU, KV bytes per token
         per GPU); its pricing is this model's."""
-        run = copy.copy(self)
-        run.drafter_bytes = drafter_bytes
-        return run
+        return copied(self, drafter_bytes=drafter_bytes)
 
     def for_requests(self, tokens: int) -> StepModel:
         """The step model for requests of ``tokens`` tokens: this one (every layer of a dense model
@@ -566,6 +567,16 @@ class StepModel:
     def prefill_step(self, prompt: int, sequences: int = 1) -> StepTime:
         """Prefill ``sequences`` whole prompts of ``prompt`` tokens in one step (no decode)."""
         return self.step(0.0, 0.0, (Chunk(prompt, 0, sequences),))
+
+
+def copied(model: _M, **attrs: object) -> _M:
+    """A shallow copy of a step model with ``attrs`` set (its prices and their caches are the
+    original's): how a pricer makes room for a drafter or sizes the KV of a request length without
+    changing a model the pricer factory shares."""
+    run = copy.copy(model)
+    for name, value in attrs.items():
+        setattr(run, name, value)
+    return run
 
 
 def sequences_held(sm: Any, memory_bytes: float, tokens: float) -> int:
