@@ -45,7 +45,7 @@ from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.names import canonical_gpu, check_tp, dense_shape, resolve_gpu, valid_tps
 from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
-from servesim.hardware.stepmodel import StepModel
+from servesim.hardware.pricer import Pricer
 from servesim.plan.capacity import (
     LoadPoint,
     colocated_at_load,
@@ -293,9 +293,7 @@ class _Models:
                     check_tp(self.shape, tp)
                 dep = Deployment(q.model, self.gname, tp, dtype=dtype, kv_dtype=q.kv_dtype, engine=q.engine,
                                  max_num_batched_tokens=chunk, dp=dp, ep=ep, ep_comm=q.ep_comm)
-                sm, _, _ = build_step_model(dep, self.catalog)
-                if self.moe:
-                    sm.kv_context = q.isl + q.osl
+                sm = build_step_model(dep, self.catalog)[0].for_requests(q.isl + q.osl)
                 fits = sm.kv_capacity_tokens(self.mem) >= q.isl + q.osl
                 self.built[key] = sm if fits else None
                 if not fits:
@@ -322,9 +320,9 @@ class _Space:
     models: _Models
 
 
-def _label(sm: Any, dtype: str) -> str:
+def _label(sm: Pricer, dtype: str) -> str:
     """The dtype a row shows: the one the step model resolved where ``auto`` was searched."""
-    return str(getattr(sm, "dtype", dtype)) if dtype == "auto" else dtype
+    return sm.dtype if dtype == "auto" else dtype
 
 
 def _colocated_rows(s: _Space) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Any]]]:
@@ -457,11 +455,11 @@ def _fits_none(pars: list[Par], unfit: dict[int, str], node: int, budget: int) -
             f"{unfit.get(big, 'it does not fit')}{hint}")
 
 
-def _disagg_point(psm: Any, pw: int, dsm: Any, mem: float, dw: int, q: PlanQuestion, rate: float,
+def _disagg_point(psm: Pricer, pw: int, dsm: Pricer, mem: float, dw: int, q: PlanQuestion, rate: float,
                   spec: Any, xfer: float) -> LoadPoint:
     """The closed form of a split at ``rate``: the dense one, or for an MoE model its two pools (M/D/c
     prefill, decode fixed point) joined by the latent's transfer time ``xfer``."""
-    if isinstance(psm, StepModel) and isinstance(dsm, StepModel):
+    if not psm.is_moe and not dsm.is_moe:
         return disaggregated_at_load(psm, pw, dsm, mem, dw, q.link_bytes_per_s, rate, q.isl, q.osl,
                                      q.slo_ttft_s, spec=spec)
     from servesim.plan.capacity import wait_quantile
@@ -605,7 +603,7 @@ def _distinct(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _prefill_counts(psm: StepModel, ptp: int, q: PlanQuestion, xfer: float) -> range:
+def _prefill_counts(psm: Pricer, ptp: int, q: PlanQuestion, xfer: float) -> range:
     """Prefill worker counts to try: every count within the budget; for a target rate, the fewest that
     sustain it (a pool's capacity grows with its workers: bisection) and the next three (more prefill
     workers only shorten TTFT, and the ranking takes the fewest GPUs first)."""
@@ -622,7 +620,7 @@ def _prefill_counts(psm: StepModel, ptp: int, q: PlanQuestion, xfer: float) -> r
     return range(hi, min(hi + 4, top + 1))
 
 
-def _prefill_capacity(psm: StepModel, workers: int, q: PlanQuestion, xfer: float) -> float:
+def _prefill_capacity(psm: Pricer, workers: int, q: PlanQuestion, xfer: float) -> float:
     """The largest rate at which a prefill pool of ``workers`` meets the TTFT attainment target."""
 
     def pt(r: float) -> LoadPoint:
