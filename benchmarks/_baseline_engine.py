@@ -11,12 +11,13 @@ import random
 from collections import deque
 from typing import Any
 
+from _baseline_schedulers import EngineState, Request, Scheduler, StepPlan, make_scheduler
+
 from servesim._checks import ParameterError
 from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.sim.batching import Benchmark, BenchResult
 from servesim.sim.client import arrival_times
-from servesim.sim.schedulers import EngineState, Request, Scheduler, StepPlan, make_scheduler
 
 __all__ = ["run_benchmark"]
 

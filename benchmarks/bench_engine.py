@@ -2,8 +2,9 @@
 
 Simulates 5,000 Poisson requests on one colocated replica and on a disaggregated
 deployment at light, moderate and heavy load, eight seeds each, with the engine loop as
-it runs now (numba-compiled, :mod:`servesim.sim._engine_loop`) and with the Python loop
-it replaced (frozen in ``benchmarks/_baseline_engine.py``), each on step models of its
+it runs now (:mod:`servesim.sim.loop`, compiled by :mod:`servesim.sim._engine_loop`) and with
+the Python loop of before the compiled one (frozen in ``benchmarks/_baseline_engine.py``, with its
+policies in ``_baseline_schedulers.py``), each on step models of its
 own (shared by its cases in order, as one process simulating them one after the other
 would), so that both start with their step prices uncached.  For each it prints simulated
 requests per second of wall time: the first run (its step prices still uncached) and
@@ -71,9 +72,8 @@ def main() -> int:
 
     # The compiled loop's first call: numba compiles it (or loads it from its disk cache).
     t0 = time.perf_counter()
-    _engine_loop.compile_kernels()
+    fresh = _engine_loop.compile_kernels()
     jit = time.perf_counter() - t0
-    fresh = sum(_engine_loop._core.stats.cache_misses.values())
     how = "compiled by numba now" if fresh else "loaded from its cache"
     print(f"compiled loop, first call: {jit:.2f} s ({how}; not in the figures below)")
 

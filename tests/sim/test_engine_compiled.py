@@ -1,12 +1,16 @@
-"""The compiled engine loop (servesim.sim._engine_loop) gives the Python loop's results, bit for bit.
+"""The engine loop compiled (servesim.sim._engine_loop) gives the Python loop's results, bit for bit.
 
+The loop, the books and the policies are one text (servesim.sim.loop, servesim.sim.schedulers),
+run in Python or compiled by numba; what differs is the representation (lists or arrays) and the
+few functions that have a compiled twin (CPython's random generator, the price and gap tables).
 Every case runs ``run_benchmark`` twice, ``loop="python"`` (the reference) and
 ``loop="compiled"``, and compares the two :class:`BenchResult` reprs, which spell every
 float to the last bit and every type: the three engines' policies, closed loops and
 Poisson rates, given lengths, prefilled decode workers, speculation, preemption under
 KV pressure, chunked prefill, data-parallel MoE step models, warm-up, kept request
-times, and the errors the loop raises.  The compiled loop's growable books (finish heap,
-gap map, price table) are started tiny in one case so that each grows many times.
+times, SGLang's receive interval, TensorRT-LLM's attention-DP balance and batch waiting, and
+the errors the loop raises.  The growable books (finish heap, gap map, price table) are started
+tiny in one case so that each grows many times.
 """
 
 from __future__ import annotations
@@ -204,23 +208,43 @@ def test_unmeasured_steps_give_the_same_notes_in_the_same_order(gpu):
 # --------------------------------------------------------------------------- books that grow
 
 
+def _table(sm: Any) -> dict[str, Any]:
+    """The compiled price table's fields, for the step model's steps at one position."""
+    from servesim.sim import _engine_loop, loop
+
+    return _engine_loop.dump(loop.Prices, sm._engine_price_tables[((1, None), True)].table)
+
+
 def test_the_growing_books(monkeypatch):
     """A finish heap, a gap map and a price table that start with room for almost nothing grow
     as they fill, many times over, and the run still matches."""
-    from servesim.sim import _engine_loop  # imported only here: the module's other cases ask for it
+    from servesim.sim import _engine_loop, batching, loop
+    from servesim.sim.schedulers import base
 
-    monkeypatch.setattr(_engine_loop, "HEAP_START", 1)
-    monkeypatch.setattr(_engine_loop, "GAPS_START", 2)
+    monkeypatch.setattr(base, "HEAP_START", 0)
+    monkeypatch.setattr(loop, "GAPS_START", 2)
+    monkeypatch.setattr(batching, "_PriceTable", _SmallTable)
     sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1,
                    engine=engine_profile("vllm", gpu="h100-sxm", memory_gib=80))
-    sm._engine_price_tables = {(1, None): _engine_loop.PriceTable(2)}  # type: ignore[attr-defined]
     memory = _tiny_memory(sm, 6000)
     bench = Benchmark(700, 300, concurrency=48, num_prompts=150, seed=13, client=RANGE)
     ref, got = _both(sm, bench, memory)
     _same(ref, got)
     assert ref.preemptions > 20
-    table = sm._engine_price_tables[(1, None)]  # type: ignore[attr-defined]
-    assert table.entries > 100 and table.dt.shape[0] >= table.entries
+    table = _table(sm)
+    assert table["entries"] > 100 and table["dt"].shape[0] >= table["entries"] > 2
+    assert _engine_loop.dump(loop.Prices, _SmallTable(True).table)["dt"].shape[0] == 2
+
+
+class _SmallTable:
+    """A price table with room for two entries at first."""
+
+    def __init__(self, compiled: bool) -> None:
+        from servesim.sim import _engine_loop, loop
+
+        self.table = _engine_loop.struct_of(loop.Prices(2)) if compiled else loop.Prices(2)
+        self.notes: list[tuple[str, ...]] = []
+        self.runs = 0
 
 
 def test_a_second_run_on_the_same_step_model_reads_the_prices_it_left():
@@ -228,10 +252,10 @@ def test_a_second_run_on_the_same_step_model_reads_the_prices_it_left():
                    engine=engine_profile("sglang", gpu="h100-sxm", memory_gib=80))
     bench = Benchmark(1024, 64, rate_per_s=12.0, num_prompts=60, seed=14)
     first = run_benchmark(sm, bench, H100, loop="compiled")
-    entries = sm._engine_price_tables[(1, None)].entries  # type: ignore[attr-defined]
+    entries = _table(sm)["entries"]
     again = run_benchmark(sm, bench, H100, loop="compiled")
     assert repr(again) == repr(first) == repr(run_benchmark(sm, bench, H100, loop="python"))
-    assert sm._engine_price_tables[(1, None)].entries == entries  # type: ignore[attr-defined]
+    assert _table(sm)["entries"] == entries > 0
 
 
 # --------------------------------------------------------------------------- policies and errors
@@ -309,3 +333,29 @@ def test_trtllm_whole_prompts_under_each_attention_dp_ranks_budget(budget):
         assert ref.decode_batch <= 4.0  # one sequence a rank at most
     else:
         assert ref.decode_batch > 8.0
+
+
+# --------------------------------------------------------------------------- options compiled as well
+
+
+@pytest.mark.parametrize(("engine", "options"), [
+    ("sglang", {"scheduler_recv_interval": 30}),
+    ("trtllm", {"batch_wait_timeout_iters": 3, "batch_wait_max_tokens_ratio": 0.5,
+                "new_requests_per_iteration": 0}),
+])
+def test_options_the_old_compiled_loop_left_to_python(engine, options):
+    """SGLang's receive interval and TensorRT-LLM's batch waiting run compiled too: one text."""
+    sm = _model(engine, None, **options)
+    bench = Benchmark(512, 96, rate_per_s=30.0, num_prompts=80, seed=3, client=RANGE)
+    ref, got = _both(sm, bench)
+    _same(ref, got)
+    assert ref.completed == 80
+
+
+def test_trtllm_attention_dp_balance_compiled():
+    eng = engine_profile("trtllm", gpu="h200", memory_gib=139.8, dp=4, tp=4,
+                         scheduler={"attention_dp_balance": True, "attention_dp_timeout_iters": 5,
+                                    "attention_dp_batching_wait_iters": 2})
+    sm = StepModel(dense_shape("llama-3-8b"), "h200", 4, engine=eng)
+    bench = Benchmark(1024, 96, rate_per_s=30.0, num_prompts=80, seed=3, client=RANGE)
+    _same(*_both(sm, bench, 139.8 * 2**30))

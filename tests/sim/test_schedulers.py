@@ -19,7 +19,7 @@ from servesim.hardware.names import dense_shape, resolve_gpu
 from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, run_benchmark
 from servesim.sim.client import Client
-from servesim.sim.schedulers import SCHEDULERS, EngineState, StepPlan, make_scheduler
+from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, StepPlan, make_scheduler
 
 H100 = resolve_gpu("h100-sxm").memory_bytes
 
@@ -44,10 +44,11 @@ def _recorded(sm: StepModel, bench: Benchmark, memory: float = H100):  # type: i
     seen = []
     inner = policy.schedule
 
-    def schedule(s: EngineState) -> StepPlan:
-        plan = inner(s)
-        seen.append((plan, len(s.decoding), [(q, r.prompt_left, r.context) for r, q in plan.chunks]))
-        return plan
+    def schedule(s: EngineState) -> None:
+        decoding = s.decoding_n
+        inner(s)
+        plan = s.plan()
+        seen.append((plan, decoding, [(q, s.prompt_left[r], s.context[r]) for r, q in plan.chunks]))
 
     policy.schedule = schedule  # type: ignore[method-assign]
     return run_benchmark(sm, bench, memory, scheduler=policy), seen
@@ -139,20 +140,19 @@ def test_varied_lengths_break_the_lock_step_of_closed_loop_clients():
 def test_running_sums_equal_the_sums_over_the_sequences():
     """EngineState keeps the decoding sequences' remaining output as running sums (SGLang's
     reservation reads them every step): they must equal the sums computed one by one."""
-    from servesim.sim.schedulers import Request
-
-    s = EngineState(10**6, 100, 8192, 1, 1.0, lambda r: float(r.osl - r.generated))
+    s = EngineState(10**6, 100, 8192, 1, 1.0, 6)
     s.long_output = 300
-    reqs = [Request(0.0, 0, context=100 + i, generated=1.0, index=i, osl=50 + 100 * i) for i in range(6)]
-    for i, r in enumerate(reqs):
-        s.join(r)
+    for i in range(6):
+        s.context[i], s.generated[i], s.osl[i] = 100 + i, 1.0, 50 + 100 * i
+        s.join(i)
         s.G += 3 + i
     s.leave(2)
     s.G += 5
     s.leave(4)
-    live = list(s.decoding.values())
-    assert s.remaining_output() == pytest.approx(sum(r.osl - s.generated_of(r) for r in live))
-    assert s.long_count == sum(r.osl > 300 for r in live)
+    live = [r for r in range(6) if s.decoding[r]]
+    assert live == [0, 1, 3, 5]
+    assert s.remaining_output() == pytest.approx(sum(s.osl[r] - s.generated_of(r) for r in live))
+    assert s.long_count == sum(s.osl[r] > 300 for r in live)
 
 
 def test_sglang_receive_interval_makes_a_request_wait_for_the_next_poll():
@@ -186,18 +186,23 @@ def test_sglang_receive_interval_is_checked():
 
 
 def _adp_state(ranks: int, decoding: int, waiting: int) -> EngineState:
-    from servesim.sim.schedulers.base import Request
-
-    s = EngineState(10**6, 1000, 8192, 1, 1.0, lambda r: 100.0)
+    s = EngineState(10**6, 1000, 8192, 1, 1.0, decoding + waiting)
     s.ranks = ranks
     for i in range(decoding):
-        r = Request(0.0, 0, context=100, index=i, osl=200)
-        s.admit(r)
-        s.chunking.remove(r)
-        s.join(r)
+        s.context[i], s.osl[i] = 100, 200
+        s.admit(i)
+        s.chunk_done(i)
+        s.join(i)
     for j in range(waiting):
-        s.waiting.append(Request(0.0, 512, index=decoding + j, osl=64))
+        s.add_request(decoding + j, 0.0, 512, 64)
     return s
+
+
+def _plan(policy: Scheduler, s: EngineState) -> StepPlan:
+    """The step ``policy`` plans on the books ``s``."""
+    s.plan_n = 0
+    policy.schedule(s)
+    return s.plan()
 
 
 @pytest.mark.parametrize(("waiting", "decoding", "held"), [
@@ -212,7 +217,7 @@ def test_trtllm_attention_dp_balance_holds_contexts(waiting, decoding, held):
                                     "attention_dp_batching_wait_iters": 2})
     policy = make_scheduler("trtllm", eng)
     s = _adp_state(4, decoding, waiting)
-    plans = [policy.schedule(s) for _ in range(held + 1)]
+    plans = [_plan(policy, s) for _ in range(held + 1)]
     assert [bool(p.chunks) for p in plans] == [False] * held + [True]
     assert all(p.decode for p in plans)  # the generation requests go on meanwhile
     assert policy.quiet_steps(_adp_state(4, 4, 1)) == 1.0  # the balance decides every iteration
@@ -220,10 +225,10 @@ def test_trtllm_attention_dp_balance_holds_contexts(waiting, decoding, held):
 
 def test_trtllm_attention_dp_balance_is_off_by_default_and_without_dp():
     policy = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, dp=4))
-    assert policy.schedule(_adp_state(4, 4, 1)).chunks  # TensorRT-LLM's default: no balance
+    assert _plan(policy, _adp_state(4, 4, 1)).chunks  # TensorRT-LLM's default: no balance
     one = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
                                                   scheduler={"attention_dp_balance": True}))
-    assert one.schedule(_adp_state(1, 4, 1)).chunks and not one.reference_only()  # one rank: no balance
+    assert _plan(one, _adp_state(1, 4, 1)).chunks and not one.balancing  # one rank: no balance
 
 
 @pytest.mark.parametrize(("waiting", "held"), [
@@ -238,11 +243,11 @@ def test_trtllm_batch_waiting_holds_contexts_for_tokens(waiting, held):
                                     "new_requests_per_iteration": 0})
     policy = make_scheduler("trtllm", eng)
     s = _adp_state(1, 4, waiting)
-    plans = [policy.schedule(s) for _ in range(held + 1)]
+    plans = [_plan(policy, s) for _ in range(held + 1)]
     assert [bool(p.chunks) for p in plans] == [False] * held + [True]
     assert len(plans[-1].chunks) == waiting  # then every context that fits goes at once
     idle = _adp_state(1, 0, 1)  # no generation requests: no waiting
-    assert make_scheduler("trtllm", eng).schedule(idle).chunks
+    assert _plan(make_scheduler("trtllm", eng), idle).chunks
 
 
 def test_trtllm_hands_the_executor_one_new_request_an_iteration():
@@ -256,15 +261,15 @@ def test_trtllm_hands_the_executor_one_new_request_an_iteration():
     s = _adp_state(1, 4, 6)
 
     def admitted(p, state):  # requests the step took off the waiting queue
-        before = len(state.waiting)
-        p.schedule(state)
-        return before - len(state.waiting)
+        before = state.waiting_n
+        _plan(p, state)
+        return before - state.waiting_n
 
     assert [admitted(policy, s) for _ in range(7)] == [1, 1, 1, 1, 1, 1, 0]
     for sched in ({"new_requests_per_iteration": 0}, {"new_requests_per_iteration": 6}):
         free = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80,
                                                        scheduler=sched))
-        assert len(free.schedule(_adp_state(1, 4, 6)).chunks) == 6
+        assert len(_plan(free, _adp_state(1, 4, 6)).chunks) == 6
     adp = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, tp=8, dp=8))
     assert adp.new_per_step == 0
     # batch waiting (3 iterations, half the budget) gathers what was handed over: 3 at its timeout

@@ -40,12 +40,9 @@ result to the last bit (``loop``, :data:`LOOPS`).  Nothing here prints.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
-import random
 import sys
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -54,11 +51,10 @@ from typing import Any
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
+from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
-from servesim.sim.schedulers import EngineState, Request, Scheduler, StepPlan, make_scheduler
-from servesim.sim.schedulers.sglang import SglangScheduler
-from servesim.sim.schedulers.trtllm import TrtllmScheduler
-from servesim.sim.schedulers.vllm import VllmScheduler
+from servesim.sim.schedulers import EngineState, Scheduler, make_scheduler
+from servesim.sim.schedulers.base import list_column
 
 __all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "run_benchmark"]
 
@@ -233,7 +229,7 @@ def _kernels_cached() -> bool:
     where = [here] + ([Path(os.environ["NUMBA_CACHE_DIR"])] if os.environ.get("NUMBA_CACHE_DIR") else [])
     for d in where:
         try:
-            if any(d.rglob("_engine_loop._core*.nbi")):
+            if any(d.rglob("loop.core_*.nbi")):
                 return True
         except OSError:  # pragma: no cover - an unreadable cache folder: not cached
             continue
@@ -299,12 +295,6 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
 
     pos = 1 + (spec.k if spec else 0)
     per_step = spec.tokens_per_step if spec else 1.0
-    accept = random.Random(bench.seed + 1)  # per-sequence acceptance draws (speculation only)
-    s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step,
-                    lambda r: _steps_to_finish(r, spec, per_step, accept))
-    s.ranks = eng.dp_ranks
-    s.chunk_cap = eng.chunk_tokens or eng.max_num_batched_tokens
-    policy.prepare(s)
 
     # The client: send times (all 0 when every request goes at once) gated by its slots.
     if arrival_times is not None:
@@ -315,6 +305,30 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     else:
         sends = _arrivals(bench) if bench.rate_per_s is not None else [0.0] * n_total
         slots = bench.concurrency
+
+    _simulated += n_total
+    if loop == "auto":
+        loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
+                              or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached())
+                              or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
+    compiled = loop == "compiled" and _compiles(policy, bench, sends, lengths, spec)
+    column: Callable[[Any, int], Any] = list_column
+    if compiled:
+        from servesim.sim import _engine_loop
+
+        column = _engine_loop.column
+    s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, n_total,
+                    spec.k if spec else -1, spec.alpha if spec else 0.0, bench.seed + 1, column)
+    s.ranks = eng.dp_ranks
+    s.chunk_cap = eng.chunk_tokens or eng.max_num_batched_tokens
+    policy.prepare(s)
+    isls = [isl] * n_total if lengths is None else [p for p, _ in lengths]
+    osls = [osl] * n_total if lengths is None else [o for _, o in lengths]
+    L = _loop.LoopState(s, sends, slots, isls, osls, warmup=bench.warmup, max_steps=max_steps,
+                        prefilled=prefilled, keep=keep_requests, overhead_s=eng.request_overhead_s,
+                        spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
+                        prefilled_watermark=_PREFILLED_WATERMARK, recv_every=policy.recv_interval(),
+                        clock_start_s=float(cold_start_s), column=column)
 
     # Step prices are shared by every run on the same step model (a plan's confirmation runs one
     # deployment at many rates): keyed on what the price depends on, bounded in size.
@@ -336,42 +350,17 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             prices[key] = hit
         return hit
 
-    _simulated += n_total
-    if loop == "auto":
-        loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
-                              or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached())
-                              or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
-    if loop == "python" or not _compiles(policy, bench, sends, lengths, spec) or policy.reference_only():
-        out = _python_loop(s, policy, bench, sends, slots, lengths, spec, price_of, max_steps, prefilled,
-                           keep_requests, eng.request_overhead_s, float(cold_start_s))
-    else:
-        from servesim.sim import _engine_loop as compiled
-
-        inputs = compiled.LoopInputs(
-            kind=compiled.KINDS[policy.name], prefilled=prefilled, capacity=capacity, slots=s.slots,
-            budget=s.budget, chunk_cap=s.chunk_cap, ranks=s.ranks, positions=pos, per_step=per_step,
-            long_output=s.long_output, warmup=bench.warmup, max_steps=max_steps, sends=sends,
-            concurrency=slots, isl=isl, osl=osl, lengths=lengths, spec_k=spec.k if spec else -1,
-            alpha=spec.alpha if spec else 0.0, spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
-            rng_state=accept.getstate()[1] if spec else (), overhead_s=eng.request_overhead_s,
-            clock_start_s=float(cold_start_s),
-            prefilled_watermark=_PREFILLED_WATERMARK, keep_requests=keep_requests)
-        table = compiled.table_for(model, kv_key, _PRICE_CACHE_MAX)
-        status, out = compiled.run(inputs, policy, table, price_of, _Outcome)
-        if status == compiled.TOO_MANY_STEPS:
-            raise _too_many_steps(n_total, max_steps)
-        if status == compiled.NOTHING_FITS:
-            raise _nothing_fits(bench.concurrency)
+    out = _run(s, L, policy, _price_table(model, kv_key, compiled), price_of, compiled, bench.concurrency)
     return _result(out, capacity, policy)
 
 
 def _compiles(policy: Scheduler, bench: Benchmark, sends: list[float], lengths: list[tuple[int, int]] | None,
               spec: Speculation | None) -> bool:
-    """Whether the compiled loop reproduces this run: a shipped policy with none of its methods
-    replaced on the instance, and inputs of the plain Python types (a numpy scalar or an int
-    where the loop expects a float would carry its type into the reference loop's results)."""
-    if type(policy) not in (VllmScheduler, SglangScheduler, TrtllmScheduler) or any(
-            m in vars(policy) for m in _POLICY_HOOKS):
+    """Whether the compiled loop reproduces this run: a policy with none of its methods replaced on
+    the instance (the compiled loop compiles its class's), and inputs of the plain Python types (a
+    numpy scalar or an int where the loop expects a float would carry its type into the Python
+    loop's results)."""
+    if any(m in vars(policy) for m in _POLICY_HOOKS):
         return False
     if type(bench.isl) is not int or type(bench.osl) is not int or type(bench.warmup) is not int:
         return False
@@ -389,27 +378,6 @@ def _too_many_steps(n_total: int, max_steps: int) -> ParameterError:
 
 def _nothing_fits(concurrency: int | None) -> ParameterError:
     return ParameterError("concurrency", concurrency, "small enough that one request fits in the KV cache")
-
-
-def _steps_to_finish(r: Request, spec: Speculation | None, per_step: float, accept: random.Random) -> float:
-    """Decode steps this sequence needs: with speculation, its own accepted prefixes, drawn.
-
-    Each step accepts the first j drafts with probability alpha^j (1 - alpha) (all k with
-    alpha^k) and emits them plus one token of the target's: the i.i.d. model of the
-    lab's section 2.1, drawn per sequence so that finishing times spread as they do in an
-    engine.  The batch's context still grows by E[n] per step (the mean over sequences).
-    """
-    left = r.osl - r.generated
-    if spec is None or left <= 0:
-        return max(0.0, left) / per_step
-    steps = 0
-    while left > 0:
-        j = 0
-        while j < spec.k and accept.random() < spec.alpha:
-            j += 1
-        left -= j + 1
-        steps += 1
-    return float(steps)
 
 
 @dataclass
@@ -437,190 +405,100 @@ class _Outcome:
     kept: list[tuple[int, float, float, float]]
 
 
-def _python_loop(s: EngineState, policy: Scheduler, bench: Benchmark, sends: list[float],
-                 concurrency: int | None, lengths: list[tuple[int, int]] | None, spec: Speculation | None,
-                 price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]],
-                                    tuple[float, bool, tuple[str, ...]]],
-                 max_steps: int, prefilled: bool, keep_requests: bool, overhead_s: float,
-                 clock_start_s: float = 0.0) -> _Outcome:
-    """The reference loop (see the module docstring); the compiled loop follows it step for step."""
-    isl, osl, n_total = bench.isl, bench.osl, bench.prompts
-    capacity, per_step = s.capacity, s.per_step
+class _PriceTable:
+    """The step prices one mode of the loop keeps for a step model at one ``kv_key``: the table
+    (:class:`servesim.sim.loop.Prices`, compiled or not), each entry's notes, the runs so far."""
 
-    def isl_of(i: int) -> int:
-        return isl if lengths is None else lengths[i][0]
+    def __init__(self, compiled: bool) -> None:
+        table = _loop.Prices()
+        if compiled:
+            from servesim.sim import _engine_loop
 
-    def osl_of(i: int) -> int:
-        return osl if lengths is None else lengths[i][1]
+            table = _engine_loop.struct_of(table)
+        self.table: Any = table
+        self.notes: list[tuple[str, ...]] = []
+        self.runs = 0
 
-    pending: deque[float] = deque(sends)
-    slots_free: deque[float] | None = None if concurrency is None else deque([0.0] * concurrency)
-    sent = 0
-    recv_every = policy.recv_interval()
-    inbox: deque[Request] = deque()  # sent, not yet taken by a scheduler that polls every recv_every steps
-    recv_count = recv_every  # an idle scheduler polls at once
 
-    def send(now: float) -> None:
-        """Every request due by ``now`` with a free client slot enters the queue (with a receive
-        interval, the scheduler's socket until its next poll)."""
-        nonlocal sent
-        while pending and pending[0] <= now and (slots_free is None or slots_free):
-            at = pending.popleft()
-            if slots_free is not None:
-                at = max(at, slots_free.popleft())
-            (inbox if recv_every > 1 else s.waiting).append(Request(at, isl_of(sent), index=sent,
-                                                                    osl=osl_of(sent)))
-            sent += 1
+def _price_table(model: Any, kv_key: tuple[object, ...], compiled: bool) -> _PriceTable:
+    """The price table that travels with ``model`` for steps at ``kv_key`` (created on first use,
+    started afresh when it holds :data:`_PRICE_CACHE_MAX` entries)."""
+    tables = getattr(model, "_engine_price_tables", None)
+    if tables is None:
+        tables = {}
+        model._engine_price_tables = tables
+    table: _PriceTable | None = tables.get((kv_key, compiled))
+    if table is None or len(table.notes) >= _PRICE_CACHE_MAX:
+        table = tables[(kv_key, compiled)] = _PriceTable(compiled)
+    return table
 
-    def receive() -> None:
-        """The scheduler polls when its counter has reached the interval (and starts it again,
-        whether or not a request came), or at once when it is idle."""
-        nonlocal recv_count
-        if recv_count >= recv_every or not (s.decoding or s.chunking or s.waiting):
-            s.waiting.extend(inbox)
-            inbox.clear()
-            recv_count = 0
 
-    def next_send() -> float:
-        """When the next request can enter the queue without a finish (inf: only after one)."""
-        if not pending or (slots_free is not None and not slots_free):
-            return math.inf
-        return pending[0]
+_Price = tuple[float, bool, tuple[str, ...]]
+"""A step's time (seconds), whether it was measured, and its notes."""
 
-    t = clock_start_s  # the engine's first step waits for this (a cold start); requests are sent from 0
-    ttfts: list[float] = []
-    tpots: list[float] = []
-    itl_sum = itl_n = 0.0
-    batch_time = busy_time = 0.0
-    steps = done = 0
-    last_finish = 0.0
-    start = math.inf  # send time of the first measured request
-    measured_done = out_tokens = in_tokens = 0
-    measured = True
+
+def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTable,
+         price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]], _Price],
+         compiled: bool, concurrency: int | None) -> _Outcome:
+    """Run the loop (:mod:`servesim.sim.loop`), in Python or compiled, pricing the steps its table
+    lacks; what it leaves for the result."""
+    table.runs += 1
+    L.run = table.runs
+    core: Any = _loop.core
+    books: tuple[Any, ...] = (s, L, policy)
+    key: Any = L.key
+    if compiled:
+        from servesim.sim import _engine_loop
+
+        core = _engine_loop.core_for(type(policy))
+        books = tuple(_engine_loop.struct_of(x) for x in books)
+    dt, ok = 0.0, -1
+    while True:
+        status = core(*books, table.table, dt, ok)
+        if status & 7 != _loop.NEED_PRICE:
+            break
+        klen = status >> 3
+        words = [int(w) for w in key[:klen]]
+        chunks = tuple((words[j], words[j + 1], bool(words[j + 2])) for j in range(3, klen, 3))
+        dt, measured, why = price_of(words[0], words[1], chunks)
+        ok = int(measured)
+        table.notes.append(why)
+    if status == _loop.TOO_MANY_STEPS:
+        raise _too_many_steps(L.requests, L.max_steps)
+    if status == _loop.NOTHING_FITS:
+        raise _nothing_fits(concurrency)
+    if compiled:
+        for name, value in _engine_loop.dump(type(policy), books[2]).items():
+            setattr(policy, name, value)
+        fields = _engine_loop.dump(_loop.LoopState, books[1])
+        gn = fields["gaps_n"]
+        fields["gaps"] = dict(zip(fields["gap_keys"][:gn].tolist(), fields["gap_tokens"][:gn].tolist(),
+                                  strict=True))
+        fields["preemptions"] = _engine_loop.dump(EngineState, books[0])["preemptions"]
+        ttft_stats = _engine_loop.stats(fields["ttft"], fields["n_ttft"])
+        tpot_stats = _engine_loop.stats(fields["tpot"], fields["n_tpot"])
+        for name in ("ttft", "noted", "kept_i", "kept_f"):
+            fields[name] = fields[name].tolist()
+    else:
+        fields = dict(vars(L))
+        fields["preemptions"] = s.preemptions
+        ttft_stats = _mean_pct_std(fields["ttft"][: fields["n_ttft"]])
+        tpot_stats = _mean_pct_std(fields["tpot"][: fields["n_tpot"]])
     notes: dict[str, None] = {}
-    gaps: dict[float, float] = {}  # gap between a sequence's tokens (a step's time) -> tokens with it
-    kept: list[tuple[int, float, float, float]] = []
-
-    def price(b: int, ctx: float, chunks: tuple[tuple[int, int, bool], ...] = ()) -> float:
-        """The step's time; ``chunks`` are (tokens, cached context, samples).  Contexts are rounded
-        to 7 significant bits (within 1.6%) so that recurring steps are priced once."""
-        nonlocal measured
-        dt, ok, why = price_of(b, _q(ctx), tuple((q, _q(c), x) for q, c, x in chunks))
-        if not ok:
-            measured = False
-            for n in why:
-                notes[n] = None
-        if spec is not None and b > 0:
-            dt += spec.k * spec.draft_step_s
-        return dt
-
-    def first_token(r: Request, overhead: float) -> None:
-        nonlocal start
-        if r.first < 0:
-            r.first = t
-            r.generated = 1.0
-            if r.index >= bench.warmup:
-                ttfts.append(t - r.arrival + overhead)
-                start = min(start, r.arrival)
-
-    while done < n_total:
-        if steps >= max_steps:
-            raise _too_many_steps(n_total, max_steps)
-        send(t)
-        if recv_every > 1:
-            receive()
-        if not s.decoding and not s.chunking and not s.waiting:
-            nxt = next_send()
-            if nxt < math.inf:
-                t = max(t, nxt)
-                continue
-            break  # pragma: no cover - nothing left (cannot happen while done < n_total)
-        if prefilled:
-            plan = _admit_prefilled(s, first_token)
-        else:
-            plan = policy.schedule(s)
-        b = len(s.decoding) if plan.decode else 0
-        if b == 0 and not plan.chunks:
-            nxt = next_send()
-            if nxt < math.inf and nxt > t:
-                t = nxt
-                continue
-            raise _nothing_fits(bench.concurrency)  # pragma: no cover
-        ctx = s.mean_context() if b else 0.0
-        # Pure decode: advance to the next finish (or send, or KV limit, or policy decision) in one move.
-        n = 1
-        if b and not plan.chunks and not s.chunking and not plan.preempted:
-            while s.finish_heap and s.finish_heap[0][1] not in s.decoding:
-                heapq.heappop(s.finish_heap)  # a preempted sequence's stale entry
-            n = max(1, math.ceil(s.finish_heap[0][0] - s.G - 1e-9))
-            need = s.decode_tokens()
-            if s.used + need * n > capacity:
-                n = max(1, int((capacity - s.used) // max(1, need)))
-            quiet = policy.quiet_steps(s)
-            if quiet < n:
-                n = max(1, int(quiet))
-            if recv_every > 1:  # the stretch ends at the next poll
-                n = min(n, max(1, recv_every - recv_count))
-        if n > 1:
-            dt1 = price(b, ctx + (n - 1) * per_step / 2, ())
-            nxt = next_send()
-            if nxt < math.inf:
-                n = max(1, min(n, math.ceil((nxt - t) / dt1)))
-            dt = dt1 * n
-        else:
-            dt = price(b, ctx, tuple((q, r.context, q == r.prompt_left) for r, q in plan.chunks))
-        t += dt
-        steps += n
-        if recv_every > 1:  # the weight of the batch just run: 1 a decode step, 1,000 a prefill
-            recv_count += 1000 if plan.chunks else n
-        busy_time += dt
-        batch_time += len(s.decoding) * dt  # the running sequences, stepping or stalled by a prefill
-        itl_sum += b * dt
-        itl_n += b * n
-        if not plan.decode:  # a prefill-only step stalls the decoding sequences: their next gap grows
-            itl_sum += len(s.decoding) * dt
-        if b:
-            gaps[dt / n] = gaps.get(dt / n, 0.0) + b * n
-        finished: list[Request] = []
-        if b:
-            s.G += n
-            s.used += b * per_step * n
-            while s.finish_heap and s.finish_heap[0][0] <= s.G + 1e-9:
-                _, rid = heapq.heappop(s.finish_heap)
-                if rid in s.decoding:
-                    finished.append(s.leave(rid))
-        for r, q in plan.chunks:
-            r.prompt_left -= q
-            r.context += q
-            s.used += q
-            if r.prompt_left == 0:
-                s.chunking.remove(r)
-                first_token(r, overhead_s)
-                if r.generated >= r.osl:
-                    finished.append(r)
-                else:
-                    s.join(r)
-        policy.after_step(s, plan, n)
-        for r in finished:
-            s.used -= r.context
-            s.promised -= r.final
-            done += 1
-            last_finish = t
-            if keep_requests:
-                kept.append((r.index, r.arrival, r.first, t))
-            if slots_free is not None:
-                slots_free.append(t)
-            if r.index >= bench.warmup:
-                measured_done += 1
-                out_tokens += r.osl
-                in_tokens += isl_of(r.index)
-                if r.osl > 1:
-                    tpots.append((t - r.first) / (r.osl - 1))
-    return _Outcome(ttfts=ttfts, ttft_stats=_mean_pct_std(ttfts), tpot_stats=_mean_pct_std(tpots),
-                    itl_sum=itl_sum, itl_n=itl_n, batch_time=batch_time,
-                    busy_time=busy_time, steps=steps, last_finish=last_finish, start=start,
-                    measured_done=measured_done, out_tokens=out_tokens, in_tokens=in_tokens,
-                    measured=measured, notes=notes, preemptions=s.preemptions,
+    for e in fields["noted"][: fields["n_noted"]]:
+        for why in table.notes[e]:
+            notes[why] = None
+    ttfts = fields["ttft"][: fields["n_ttft"]]
+    kf = fields["kept_f"]
+    k = fields["n_kept"]
+    kept = list(zip(fields["kept_i"][:k], kf[0:3 * k:3], kf[1:3 * k:3], kf[2:3 * k:3], strict=True))
+    gaps = fields["gaps"]
+    return _Outcome(ttfts=ttfts, ttft_stats=ttft_stats, tpot_stats=tpot_stats,
+                    itl_sum=fields["itl_sum"], itl_n=fields["itl_n"], batch_time=fields["batch_time"],
+                    busy_time=fields["busy_time"], steps=fields["steps"], last_finish=fields["last_finish"],
+                    start=fields["start"], measured_done=fields["measured_done"],
+                    out_tokens=fields["out_tokens"], in_tokens=fields["in_tokens"],
+                    measured=fields["measured"], notes=notes, preemptions=fields["preemptions"],
                     median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99), kept=kept)
 
 
@@ -674,26 +552,3 @@ def _arrivals(bench: Benchmark) -> list[float]:
 
 _PREFILLED_WATERMARK = 0.01
 """Share of the KV cache a decode worker keeps free when it admits an arrived cache."""
-
-
-def _admit_prefilled(s: EngineState, first_token: Any) -> StepPlan:
-    """A decode worker: a waiting request's KV cache arrives whole (no compute, only room); it joins
-    the decode batch when its prompt and output fit beyond the running sequences' next step and
-    a 1% watermark.  Its first token is the prefill worker's, counted when it joins."""
-    preempted = s.make_room_for_decode()
-    need = s.decode_tokens()
-    headroom = s.decode_tokens() + _PREFILLED_WATERMARK * s.capacity
-    while not preempted and s.waiting and s.running < s.slots:
-        r = s.waiting[0]
-        if r.prompt_left + r.osl > s.capacity - s.used - need - headroom:
-            break
-        s.waiting.popleft()
-        s.order += 1
-        r.admitted = s.order
-        r.context += r.prompt_left
-        s.used += r.prompt_left
-        r.prompt_left = 0
-        first_token(r, 0.0)
-        s.join(r)
-        need += s.pos
-    return StepPlan(True, [], preempted)

@@ -3,179 +3,441 @@
 :class:`EngineState` keeps the books of one replica during a benchmark: requests
 waiting, prompts being prefilled (``chunking``), sequences decoding, KV tokens
 held and promised.  A scheduler policy (one module per engine beside this one)
-reads it and returns a :class:`StepPlan`: whether the decoding sequences take a
-step, which prefill chunks run beside them, and whether it preempted.  The loop
-(:func:`servesim.sim.batching.run_benchmark`) prices the plan and advances time.
+reads them and writes the step's plan into them (:meth:`EngineState.plan_chunk`,
+:meth:`EngineState.plan_step`): whether the decoding sequences take a step, which
+prefill chunks run beside them, and whether it preempted.  The loop
+(:mod:`servesim.sim.loop`) prices the plan and advances time.
 
 Decoding sequences advance together: ``G`` counts decode steps, each adding
 ``per_step`` tokens (``E[n]`` with speculation) to every decoding sequence.  One
 that joined at ``G = g0`` with ``c`` cached tokens holds ``c + (G - g0) per_step``
-tokens and finishes at ``G = g0 + steps``: no per-sequence work per step.  Every
-key is a request's send order (``index``), never an object's identity, so runs
-are reproducible byte for byte.
+tokens and finishes at ``G = g0 + steps``: no per-sequence work per step.
 
-Standard library only; nothing here prints.
+**Written once, run two ways.**  A request is its send order ``r``, an index into the
+books' columns (``prompt_left[r]``, ``context[r]``, ...); the queues are rings and
+linked lists over those indices.  The books, and every policy, are written in the
+part of Python that numba compiles: run as they are (columns as lists, the
+reference, standard library only), or compiled by :mod:`servesim.sim._engine_loop`,
+which turns each class's annotated fields into a numba structure and its methods into
+compiled methods of it (columns as arrays) without a second copy of any of them.  A
+field is an annotation of ``int``, ``float``, ``bool``, :data:`Ints` or :data:`Floats`;
+the few pieces that cannot be one text for both (CPython's random generator, which
+numba cannot call, and the map of gaps between tokens) are the functions in
+:data:`TWINS`, each with its compiled implementation beside the compile step.  Every
+key is a request's send order, never an object's identity, so runs are reproducible
+byte for byte.  Nothing here prints.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
+import math
+import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from servesim.hardware.engines import EngineProfile
 
-__all__ = ["EngineState", "Request", "Scheduler", "StepPlan"]
+__all__ = ["EngineState", "Floats", "Ints", "Scheduler", "StepPlan"]
+
+Ints = list[int]
+"""A column of integers (a list when run as Python, an int64 array when compiled)."""
+Floats = list[float]
+"""A column of floats (a list when run as Python, a float64 array when compiled)."""
 
 
-@dataclass(eq=False)
-class Request:
-    """One request in the engine (token counts; times in seconds)."""
-
-    arrival: float  # when the client sent it
-    prompt_left: int  # prompt tokens not yet prefilled
-    context: int = 0  # tokens in the KV cache
-    generated: float = 0.0
-    first: float = -1.0  # time of its first token (-1: none yet)
-    admitted: int = 0  # admission order, for preemption (newest first)
-    index: int = 0  # send order
-    osl: int = 1  # output tokens it will generate
-    final: float = 0.0  # tokens it will hold when done (what a reserving engine sets aside)
+def list_column(value: Any, n: int) -> list[Any]:
+    """A column of ``n`` values, as the books run in Python."""
+    return [value] * n
 
 
-@dataclass
+def draw(s: EngineState) -> float:
+    """The acceptance generator's next ``random.random()`` (compiled: CPython's Mersenne Twister
+    from the same state, :func:`servesim.sim._engine_loop._mt_random`)."""
+    rng: random.Random = s.rng
+    return rng.random()
+
+
+def grown(column: list[Any]) -> list[Any]:
+    """``column`` with twice the room (its second half is garbage, to be overwritten)."""
+    return column + column
+
+
+TWINS: tuple[str, ...] = ("draw", "grown")
+"""Functions here whose compiled implementation differs in text (same result, bit for bit)."""
+
+HEAP_START = 2
+"""The finish heap starts with room for this many entries per request (it grows when preemptions
+leave many stale entries in it)."""
+
+
 class StepPlan:
-    """One step as a policy decides it."""
+    """One step as a policy planned it, read from the books (for tests and tools; the loop reads
+    the books)."""
 
-    decode: bool = True  # the decoding sequences take a step
-    chunks: list[tuple[Request, int]] = field(default_factory=list)  # (request, prompt tokens)
-    preempted: bool = False
+    def __init__(self, s: EngineState) -> None:
+        self.decode = bool(s.plan_decode)
+        self.chunks = [(s.plan_r[c], s.plan_q[c]) for c in range(s.plan_n)]  # (request, tokens)
+        self.preempted = bool(s.plan_preempted)
 
 
 class EngineState:
     """The books of one replica (see the module docstring)."""
 
+    # the engine
+    capacity: int  # KV tokens the cache holds
+    slots: int  # most running sequences
+    budget: int  # the engine's per-step token budget (all DP ranks together)
+    chunk_cap: int  # most tokens of one request's chunk (one DP rank's budget)
+    ranks: int  # attention data-parallel ranks: each may carry one chunked prompt
+    pos: int  # tokens each decoding sequence runs per step (k + 1 with speculation)
+    per_step: float  # tokens each decoding sequence keeps per step on average
+    spec_k: int  # drafts per step (-1: no speculation)
+    alpha: float  # each draft's acceptance probability
+    long_output: float  # outputs longer than this are counted (set by a policy that clips them)
+    # one entry per request, by send order
+    arrival: Floats  # when the client sent it
+    prompt_left: Ints  # prompt tokens not yet prefilled
+    context: Ints  # tokens in the KV cache
+    generated: Floats  # output tokens written
+    first: Floats  # time of its first token (-1: none yet)
+    admitted: Ints  # admission order, for preemption (newest first)
+    osl: Ints  # output tokens it will generate
+    final: Floats  # tokens it will hold when done (what a reserving engine sets aside)
+    decoding: Ints  # 1 while it decodes
+    prev: Ints  # the decoding sequences as a list in the order they began decoding
+    next: Ints
+    g0: Floats  # G when it joined the decoding sequences
+    offset: Floats  # its context less G per_step, both at join
+    # the queues
+    waiting: Ints  # a ring of request indices: the queue
+    waiting_head: int
+    waiting_n: int
+    chunking: Ints  # admitted, prompt not finished (admission order)
+    chunking_n: int
+    decoding_head: int
+    decoding_tail: int
+    decoding_n: int
+    heap_g: Floats  # the finish heap: (G at which it finishes, index), heapq's order
+    heap_i: Ints
+    heap_n: int
+    # the books
+    G: float
+    ctx_offset: float  # sum over decoding of (context - G per_step), both at join
+    used: float  # KV tokens held
+    promised: float  # final tokens of every running request
+    order: int
+    preemptions: int
+    # Running sums over the decoding sequences, for reservations in O(1): their output lengths,
+    # their generated tokens less G per_step at join, and how many have an output longer than
+    # ``long_output``.
+    osl_sum: float
+    gen_offset: float
+    long_count: int
+    # the acceptance generator (compiled: CPython's Mersenne Twister words and position)
+    mt: Ints
+    mt_i: int
+    # the step's plan
+    plan_r: Ints
+    plan_q: Ints
+    plan_n: int
+    plan_decode: bool
+    plan_preempted: bool
+
     def __init__(self, capacity: int, slots: int, budget: int, positions: int, per_step: float,
-                 steps_to_finish: Callable[[Request], float]) -> None:
-        self.capacity = capacity  # KV tokens the cache holds
-        self.slots = slots  # most running sequences
-        self.budget = budget  # the engine's per-step token budget (all DP ranks together)
-        self.chunk_cap = budget  # most tokens of one request's chunk (one DP rank's budget)
-        self.ranks = 1  # attention data-parallel ranks: each may carry one chunked prompt
-        self.pos = positions  # tokens each decoding sequence runs per step (k + 1 with speculation)
-        self.per_step = per_step  # tokens each decoding sequence keeps per step on average
-        self._steps_to_finish = steps_to_finish
-        self.waiting: deque[Request] = deque()
-        self.chunking: list[Request] = []  # admitted, prompt not finished (admission order)
-        self.decoding: dict[int, Request] = {}  # index -> request, in the order they began decoding
-        self.joined: dict[int, tuple[float, float]] = {}  # index -> (G at join, context - G per_step)
-        self.finish_heap: list[tuple[float, int]] = []  # (G at which it finishes, index)
-        self.G = 0.0
-        self.ctx_offset = 0.0  # sum over decoding of (context - G per_step), both at join
-        self.used = 0.0  # KV tokens held
-        self.promised = 0.0  # final tokens of every running request
-        self.order = 0
-        self.preemptions = 0
-        # Running sums over the decoding sequences, for reservations in O(1): their output
-        # lengths, their generated tokens less G per_step at join, and how many have an output
-        # longer than ``long_output`` (set by a policy that clips long outputs).
-        self.long_output = float("inf")
-        self.osl_sum = 0.0
-        self.gen_offset = 0.0
-        self.long_count = 0
+                 requests: int, spec_k: int = -1, alpha: float = 0.0, seed: int = 0,
+                 column: Callable[[Any, int], Any] = list_column) -> None:
+        """The books of a run of ``requests`` requests; ``column(value, n)`` makes each column (a
+        list; compiled, an array)."""
+        n = max(1, requests)
+        self.capacity, self.slots, self.budget, self.chunk_cap = capacity, slots, budget, budget
+        self.ranks, self.pos, self.per_step = 1, positions, per_step
+        self.spec_k, self.alpha, self.long_output = spec_k, alpha, math.inf
+        self.arrival, self.generated, self.first = column(0.0, n), column(0.0, n), column(-1.0, n)
+        self.final, self.g0, self.offset = column(0.0, n), column(0.0, n), column(0.0, n)
+        self.prompt_left, self.context, self.admitted = column(0, n), column(0, n), column(0, n)
+        self.osl, self.decoding = column(1, n), column(0, n)
+        self.prev, self.next = column(-1, n), column(-1, n)
+        self.waiting, self.chunking = column(0, n), column(0, n)
+        self.waiting_head = self.waiting_n = self.chunking_n = self.decoding_n = 0
+        self.decoding_head = self.decoding_tail = -1
+        room = HEAP_START * n + 16
+        self.heap_g, self.heap_i, self.heap_n = column(0.0, room), column(0, room), 0
+        self.G = self.ctx_offset = self.used = self.promised = 0.0
+        self.order = self.preemptions = self.long_count = 0
+        self.osl_sum = self.gen_offset = 0.0
+        self.rng = random.Random(seed)  # per-sequence acceptance draws (speculation only)
+        state = self.rng.getstate()[1]
+        self.mt, self.mt_i = column(0, 624), int(state[624])
+        self.mt[:] = state[:624]
+        self.plan_r, self.plan_q = column(0, n), column(0, n)
+        self.plan_n = 0
+        self.plan_decode = self.plan_preempted = False
 
     # ------------------------------------------------------------------ counts
 
-    @property
     def running(self) -> int:
-        return len(self.decoding) + len(self.chunking)
+        return self.decoding_n + self.chunking_n
 
     def decode_tokens(self) -> int:
         """KV tokens the decoding sequences add in their next step."""
-        return len(self.decoding) * self.pos
+        return self.decoding_n * self.pos
 
     def mean_context(self) -> float:
-        b = len(self.decoding)
+        b = self.decoding_n
         return self.ctx_offset / b + self.G * self.per_step if b else 0.0
 
     def remaining_output(self) -> float:
         """Output tokens the decoding sequences have still to write, in all."""
-        return self.osl_sum - (self.gen_offset + len(self.decoding) * self.G * self.per_step)
+        return self.osl_sum - (self.gen_offset + self.decoding_n * self.G * self.per_step)
 
-    def generated_of(self, r: Request) -> float:
+    def generated_of(self, r: int) -> float:
         """Output tokens ``r`` holds now (decoding or not)."""
-        j = self.joined.get(r.index)
-        return r.generated if j is None else r.generated + (self.G - j[0]) * self.per_step
+        if self.decoding[r]:
+            return self.generated[r] + (self.G - self.g0[r]) * self.per_step
+        return self.generated[r]
+
+    def final_of(self, r: int) -> float:
+        """Tokens ``r`` will hold when done: its cache, its prompt left and its output left."""
+        return self.context[r] + self.prompt_left[r] + (self.osl[r] - self.generated[r])
+
+    # ------------------------------------------------------------------ the queue
+
+    def waiting_at(self, j: int) -> int:
+        """The ``j``-th request in the queue (0: the first)."""
+        k = self.waiting_head + j
+        n = len(self.waiting)
+        return self.waiting[k - n if k >= n else k]
+
+    def pop_waiting(self) -> int:
+        """The first request in the queue leaves it."""
+        r = self.waiting[self.waiting_head]
+        h = self.waiting_head + 1
+        self.waiting_head = 0 if h == len(self.waiting) else h
+        self.waiting_n -= 1
+        return r
+
+    def push_waiting(self, r: int) -> None:
+        """``r`` joins the end of the queue."""
+        k = self.waiting_head + self.waiting_n
+        n = len(self.waiting)
+        self.waiting[k - n if k >= n else k] = r
+        self.waiting_n += 1
+
+    def push_waiting_front(self, r: int) -> None:
+        """``r`` waits first in line."""
+        h = self.waiting_head - 1
+        if h < 0:
+            h += len(self.waiting)
+        self.waiting[h] = r
+        self.waiting_head = h
+        self.waiting_n += 1
 
     # ------------------------------------------------------------------ moves
 
-    def admit(self, r: Request) -> None:
+    def admit(self, r: int) -> None:
         """``r`` leaves the queue and starts its prompt (its final size is promised)."""
         self.order += 1
-        r.admitted = self.order
-        r.final = r.context + r.prompt_left + (r.osl - r.generated)
-        self.promised += r.final
-        self.chunking.append(r)
+        self.admitted[r] = self.order
+        final = self.final_of(r)
+        self.final[r] = final
+        self.promised += final
+        self.chunking[self.chunking_n] = r
+        self.chunking_n += 1
 
-    def join(self, r: Request) -> None:
+    def chunk_done(self, r: int) -> None:
+        """``r``'s prompt is no longer being chunked (``list.remove``)."""
+        n = self.chunking_n
+        j = 0
+        while self.chunking[j] != r:
+            j += 1
+        for m in range(j, n - 1):
+            self.chunking[m] = self.chunking[m + 1]
+        self.chunking_n = n - 1
+
+    def steps_to_finish(self, r: int) -> float:
+        """Decode steps sequence ``r`` needs: with speculation, its own accepted prefixes, drawn.
+
+        Each step accepts the first j drafts with probability alpha^j (1 - alpha) (all k with
+        alpha^k) and emits them plus one token of the target's: the i.i.d. model of the
+        lab's section 2.1, drawn per sequence so that finishing times spread as they do in an
+        engine.  The batch's context still grows by E[n] per step (the mean over sequences).
+        """
+        left = self.osl[r] - self.generated[r]
+        k = self.spec_k
+        if k < 0 or left <= 0:
+            return (left if left > 0.0 else 0.0) / self.per_step
+        steps = 0
+        while left > 0:
+            j = 0
+            while j < k and draw(self) < self.alpha:
+                j += 1
+            left -= j + 1
+            steps += 1
+        return float(steps)
+
+    def join(self, r: int) -> None:
         """``r`` starts (or resumes) decoding."""
-        self.decoding[r.index] = r
-        off = r.context - self.G * self.per_step
-        self.joined[r.index] = (self.G, off)
+        tail = self.decoding_tail
+        self.decoding[r] = 1
+        self.prev[r] = tail
+        self.next[r] = -1
+        if tail >= 0:
+            self.next[tail] = r
+        else:
+            self.decoding_head = r
+        self.decoding_tail = r
+        self.decoding_n += 1
+        off = self.context[r] - self.G * self.per_step
+        self.g0[r] = self.G
+        self.offset[r] = off
         self.ctx_offset += off
-        self.osl_sum += r.osl
-        self.gen_offset += r.generated - self.G * self.per_step
-        self.long_count += r.osl > self.long_output
-        heapq.heappush(self.finish_heap, (self.G + self._steps_to_finish(r), r.index))
+        self.osl_sum += self.osl[r]
+        self.gen_offset += self.generated[r] - self.G * self.per_step
+        if self.osl[r] > self.long_output:
+            self.long_count += 1
+        self.heap_push(self.G + self.steps_to_finish(r), r)
 
-    def leave(self, index: int) -> Request:
-        """The decoding sequence ``index`` stops decoding; its tokens are brought up to date."""
-        r = self.decoding.pop(index)
-        g0, off = self.joined.pop(index)
+    def leave(self, r: int) -> None:
+        """The decoding sequence ``r`` stops decoding; its tokens are brought up to date."""
+        p = self.prev[r]
+        nx = self.next[r]
+        if p >= 0:
+            self.next[p] = nx
+        else:
+            self.decoding_head = nx
+        if nx >= 0:
+            self.prev[nx] = p
+        else:
+            self.decoding_tail = p
+        self.decoding[r] = 0
+        self.decoding_n -= 1
+        g0 = self.g0[r]
+        off = self.offset[r]
         self.ctx_offset -= off
-        self.osl_sum -= r.osl
-        self.gen_offset -= r.generated - g0 * self.per_step
-        self.long_count -= r.osl > self.long_output
-        r.context = round(off + self.G * self.per_step)
-        r.generated += (self.G - g0) * self.per_step
-        return r
+        self.osl_sum -= self.osl[r]
+        self.gen_offset -= self.generated[r] - g0 * self.per_step
+        if self.osl[r] > self.long_output:
+            self.long_count -= 1
+        self.context[r] = round(off + self.G * self.per_step)  # half to even, compiled or not
+        self.generated[r] += (self.G - g0) * self.per_step
 
-    def newest_running(self) -> Request:
+    def newest_running(self) -> int:
         """The running request admitted last (decoding or still prefilling): the first to go."""
-        last = self.decoding[next(reversed(self.decoding))] if self.decoding else None
-        if self.chunking and (last is None or self.chunking[-1].admitted > last.admitted):
-            return self.chunking[-1]
-        assert last is not None
+        last = self.decoding_tail
+        if self.chunking_n > 0:
+            c = self.chunking[self.chunking_n - 1]
+            if last < 0 or self.admitted[c] > self.admitted[last]:
+                return c
         return last
 
     def make_room_for_decode(self) -> bool:
         """Preempt the newest running requests until the decoding sequences' next tokens fit in the
         cache; whether any was preempted."""
         preempted = False
-        while self.decoding and self.used + self.decode_tokens() > self.capacity:
+        while self.decoding_n > 0 and self.used + self.decode_tokens() > self.capacity:
             self.preempt(self.newest_running())
             preempted = True
         return preempted
 
-    def preempt(self, victim: Request) -> None:
-        """Recompute preemption: ``victim`` gives its KV back and waits, first in line, to be
-        prefilled again over its prompt and the tokens it had generated."""
-        if victim.index in self.decoding:
-            self.leave(victim.index)
+    def preempt(self, r: int) -> None:
+        """Recompute preemption: ``r`` gives its KV back and waits, first in line, to be prefilled
+        again over its prompt and the tokens it had generated."""
+        if self.decoding[r]:
+            self.leave(r)
         else:
-            self.chunking.remove(victim)
-        self.used -= victim.context
-        self.promised -= victim.final
+            self.chunk_done(r)
+        self.used -= self.context[r]
+        self.promised -= self.final[r]
         self.preemptions += 1
-        self.waiting.appendleft(Request(victim.arrival, victim.context + victim.prompt_left, 0,
-                                        victim.generated, victim.first, index=victim.index, osl=victim.osl))
+        self.prompt_left[r] = self.context[r] + self.prompt_left[r]
+        self.context[r] = 0
+        self.admitted[r] = 0
+        self.final[r] = 0.0
+        self.push_waiting_front(r)
+
+    # ------------------------------------------------------------------ the finish heap
+
+    def heap_push(self, g: float, r: int) -> None:
+        """Push ``(g, r)`` onto the finish heap (``heapq.heappush``'s order on tuples)."""
+        if self.heap_n == len(self.heap_g):
+            self.heap_g = grown(self.heap_g)
+            self.heap_i = grown(self.heap_i)
+        pos = self.heap_n
+        self.heap_n = pos + 1
+        hg, hi = self.heap_g, self.heap_i
+        while pos > 0:
+            parent = (pos - 1) >> 1
+            pg = hg[parent]
+            pi = hi[parent]
+            if g < pg or (g == pg and r < pi):
+                hg[pos] = pg
+                hi[pos] = pi
+                pos = parent
+            else:
+                break
+        hg[pos] = g
+        hi[pos] = r
+
+    def heap_pop(self) -> None:
+        """Remove the smallest ``(g, r)`` of the finish heap."""
+        n = self.heap_n - 1
+        self.heap_n = n
+        if n == 0:
+            return
+        hg, hi = self.heap_g, self.heap_i
+        lg = hg[n]
+        li = hi[n]
+        pos = 0
+        while True:
+            child = 2 * pos + 1
+            if child >= n:
+                break
+            right = child + 1
+            if right < n and (hg[right] < hg[child] or (hg[right] == hg[child] and hi[right] < hi[child])):
+                child = right
+            cg = hg[child]
+            if cg < lg or (cg == lg and hi[child] < li):
+                hg[pos] = cg
+                hi[pos] = hi[child]
+                pos = child
+            else:
+                break
+        hg[pos] = lg
+        hi[pos] = li
+
+    # ------------------------------------------------------------------ the plan
+
+    def plan_chunk(self, r: int, q: int) -> None:
+        """The step runs ``q`` prompt tokens of ``r``."""
+        self.plan_r[self.plan_n] = r
+        self.plan_q[self.plan_n] = q
+        self.plan_n += 1
+
+    def plan_step(self, decode: bool, preempted: bool) -> None:
+        """The step's other choices: whether the decoding sequences step, whether it preempted."""
+        self.plan_decode = decode
+        self.plan_preempted = preempted
+
+    # ------------------------------------------------------------------ Python only
+
+    def add_request(self, r: int, arrival: float, prompt: int, osl: int) -> None:
+        """Request ``r`` arrives in the queue (for tools and tests; the loop's client does this)."""
+        self.arrival[r], self.prompt_left[r], self.osl[r] = arrival, prompt, osl
+        self.push_waiting(r)
+
+    def plan(self) -> StepPlan:
+        """The plan the policy last wrote."""
+        return StepPlan(self)
 
 
 class Scheduler:
     """A policy: reads the books, plans the next step.  One subclass per engine, each in its own
-    module, its docstring citing the engine source it follows."""
+    module, its docstring citing the engine source it follows.
+
+    Its methods :meth:`schedule`, :meth:`after_step` and :meth:`quiet_steps` are written in the
+    part of Python numba compiles (see the module docstring); so are the fields it annotates,
+    which the loop may read and change (carried back to the object after a compiled run).  The
+    other methods run in Python, before the loop."""
 
     name: ClassVar[str] = ""
 
@@ -186,27 +448,23 @@ class Scheduler:
     def prepare(self, s: EngineState) -> None:
         """Set up the books before the first step (default: nothing)."""
 
-    def schedule(self, s: EngineState) -> StepPlan:  # pragma: no cover - every policy overrides it
+    def schedule(self, s: EngineState) -> None:  # pragma: no cover - every policy overrides it
+        """Plan the next step into the books (:meth:`EngineState.plan_chunk`, ``plan_step``)."""
         raise NotImplementedError
 
-    def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
-        """Bookkeeping after ``steps`` steps of ``plan`` ran (default: none)."""
+    def after_step(self, s: EngineState, steps: int) -> None:
+        """Bookkeeping after ``steps`` steps of the plan in the books ran (default: none)."""
 
-    def reference_only(self) -> bool:
-        """Whether this policy's options need the reference (Python) loop: the compiled loop does
-        not model them."""
-        return self.recv_interval() > 1
+    def quiet_steps(self, s: EngineState) -> float:
+        """Pure decode steps that may run in one move before the policy must decide again
+        (default: until a sequence finishes or a request arrives)."""
+        return math.inf
 
     def recv_interval(self) -> int:
         """Decode steps between the scheduler's polls for new requests (1: every step).  The loop
         keeps requests sent between polls aside until the next one (:mod:`servesim.sim.schedulers.sglang`
         says how SGLang counts)."""
         return 1
-
-    def quiet_steps(self, s: EngineState) -> float:
-        """Pure decode steps that may run in one move before the policy must decide again
-        (default: until a sequence finishes or a request arrives)."""
-        return float("inf")
 
     def describe(self) -> dict[str, Any]:
         """The policy's name, token budget, sequence limit and options, for the output."""

@@ -37,10 +37,12 @@ Defaults (``server_args.py``, ``_handle_gpu_memory_settings``): chunked prefill 
 
 from __future__ import annotations
 
-from typing import ClassVar
+import math
+from typing import Any, ClassVar
 
 from servesim._checks import check_int
-from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
+from servesim.hardware.engines import EngineProfile
+from servesim.sim.schedulers.base import EngineState, Scheduler
 
 __all__ = ["SglangScheduler"]
 
@@ -53,11 +55,18 @@ once, so that the decaying ``new_token_ratio`` is re-read (0.016 of it per stret
 
 
 class SglangScheduler(Scheduler):
-    """SGLang (see the module docstring)."""
+    """SGLang (see the module docstring: ``python/sglang/srt/managers/scheduler.py``,
+    ``Scheduler.get_next_batch_to_run``, and ``schedule_policy.py``, ``PrefillAdder``)."""
 
     name: ClassVar[str] = "sglang"
+    ratio: float  # new_token_ratio
+    max_prefill_tokens: int
+    mixed: bool  # --enable-mixed-chunk
+    clip: float  # CLIP_MAX_NEW_TOKENS
+    min_ratio: float
+    decay: float
 
-    def __init__(self, profile, options=None):  # type: ignore[no-untyped-def]
+    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
         super().__init__(profile, options)
         o = self.options
         o.setdefault("max_prefill_tokens", 16384)
@@ -69,6 +78,11 @@ class SglangScheduler(Scheduler):
         o.setdefault("scheduler_recv_interval", 1)
         check_int("scheduler_recv_interval", o["scheduler_recv_interval"], lo=1, hi=10_000)
         self.ratio = float(o["init_new_token_ratio"])
+        self.max_prefill_tokens = int(o["max_prefill_tokens"])
+        self.mixed = bool(o["enable_mixed_chunk"])
+        self.clip = float(o["clip_max_new_tokens"])
+        self.min_ratio = float(o["min_new_token_ratio"])
+        self.decay = float(o["new_token_ratio_decay"])
 
     def recv_interval(self) -> int:
         """``--scheduler-recv-interval`` (``managers/scheduler_recv_skipper.py``): before each
@@ -80,69 +94,85 @@ class SglangScheduler(Scheduler):
     def prepare(self, s: EngineState) -> None:
         s.long_output = float(self.options["clip_max_new_tokens"])  # the outputs the clip shortens
 
-    def _reserved(self, s: EngineState) -> float:
+    def reserved(self, s: EngineState) -> float:
         """KV the running requests are expected to still write: ratio x clipped remaining output."""
-        clip = self.options["clip_max_new_tokens"]
+        clip = self.clip
         if s.long_count == 0:  # no output longer than the clip: the running sums are exact
             total = s.remaining_output()
         else:
-            total = sum(min(r.osl - s.generated_of(r), clip) for r in s.decoding.values())
-        for r in s.chunking:
-            total += min(r.osl - r.generated, clip)
-        return self.ratio * max(0.0, total)
+            total = 0.0
+            r = s.decoding_head
+            while r >= 0:
+                x = s.osl[r] - s.generated_of(r)
+                total += x if x <= clip else clip
+                r = s.next[r]
+        for c in range(s.chunking_n):
+            r = s.chunking[c]
+            x = s.osl[r] - s.generated[r]
+            total += x if x <= clip else clip
+        return self.ratio * (total if total > 0.0 else 0.0)
 
-    def schedule(self, s: EngineState) -> StepPlan:
-        o = self.options
+    def schedule(self, s: EngineState) -> None:
         chunk_left = s.budget
-        input_left = int(o["max_prefill_tokens"])
-        chunks = []
+        input_left = self.max_prefill_tokens
         cut = 0  # chunked requests (one per DP rank) whose prompt goes on past this step
-        for r in s.chunking:  # the chunked request continues first
-            q = min(r.prompt_left, chunk_left, input_left, s.chunk_cap)
+        for c in range(s.chunking_n):  # the chunked request continues first
+            r = s.chunking[c]
+            q = min(s.prompt_left[r], chunk_left, input_left, s.chunk_cap)
             if q <= 0 or q > s.capacity - s.used:
                 break
-            chunks.append((r, q))
+            s.plan_chunk(r, q)
             chunk_left -= q
             input_left -= q
-            cut += q < r.prompt_left
-        if s.waiting and cut < s.ranks:
-            rem = s.capacity - s.used - self._reserved(s)
-            clip = o["clip_max_new_tokens"]
-            while s.waiting and chunk_left > 0 and s.running < s.slots:
-                r = s.waiting[0]
-                total = r.prompt_left + min(r.osl - r.generated, clip)
+            if q < s.prompt_left[r]:
+                cut += 1
+        if s.waiting_n > 0 and cut < s.ranks:
+            rem = s.capacity - s.used - self.reserved(s)
+            clip = self.clip
+            while s.waiting_n > 0 and chunk_left > 0 and s.running() < s.slots:
+                r = s.waiting_at(0)
+                x = s.osl[r] - s.generated[r]
+                total = s.prompt_left[r] + (x if x <= clip else clip)
                 if total >= rem:  # NO_TOKEN: the cache cannot promise it room
                     break
-                if r.prompt_left > input_left and chunks:  # OTHER: the batch is full
+                if s.prompt_left[r] > input_left and s.plan_n > 0:  # OTHER: the batch is full
                     break
-                q = min(r.prompt_left, chunk_left, s.chunk_cap)
-                s.waiting.popleft()
+                q = min(s.prompt_left[r], chunk_left, s.chunk_cap)
+                s.pop_waiting()
                 s.admit(r)
-                chunks.append((r, q))
+                s.plan_chunk(r, q)
                 chunk_left -= q
                 input_left -= q
                 rem -= total
-                if q < r.prompt_left:  # cut at the chunk size: the one chunked request of a rank
+                if q < s.prompt_left[r]:  # cut at the chunk size: the one chunked request of a rank
                     cut += 1
                     if cut >= s.ranks:
                         break
-        if chunks:
-            return StepPlan(bool(o["enable_mixed_chunk"]), chunks, False)
+        if s.plan_n > 0:
+            s.plan_step(self.mixed, False)
+            return
         preempted = s.make_room_for_decode()
         if preempted:
             # retract_decode: the ratio becomes what the survivors have decoded plus 20 steps each,
             # over what they may write in all.
-            left = list(s.decoding.values())
-            total = sum(r.osl for r in left)
-            decoded = sum(s.generated_of(r) for r in left)
-            self.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(left)) / total) if total else 1.0
-        return StepPlan(True, [], preempted)
+            total_osl = 0
+            decoded = 0.0
+            r = s.decoding_head
+            while r >= 0:
+                total_osl += s.osl[r]
+                decoded += s.generated_of(r)
+                r = s.next[r]
+            if total_osl:
+                x = (decoded + RETRACT_DECODE_STEPS * s.decoding_n) / total_osl
+                self.ratio = x if x < 1.0 else 1.0
+            else:
+                self.ratio = 1.0
+        s.plan_step(True, preempted)
 
-    def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
-        if plan.decode and not plan.chunks and not plan.preempted:
-            o = self.options
-            self.ratio = max(float(o["min_new_token_ratio"]),
-                             self.ratio - steps * float(o["new_token_ratio_decay"]))
+    def after_step(self, s: EngineState, steps: int) -> None:
+        if s.plan_decode and s.plan_n == 0 and not s.plan_preempted:
+            x = self.ratio - steps * self.decay
+            self.ratio = x if x > self.min_ratio else self.min_ratio
 
     def quiet_steps(self, s: EngineState) -> float:
-        return QUIET_STEPS_WAITING if s.waiting else float("inf")
+        return QUIET_STEPS_WAITING if s.waiting_n > 0 else math.inf

@@ -47,20 +47,35 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
 
 from __future__ import annotations
 
-from typing import ClassVar
+import math
+from typing import Any, ClassVar
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
+from servesim.hardware.engines import EngineProfile
+from servesim.sim.schedulers.base import EngineState, Scheduler
 
 __all__ = ["TrtllmScheduler"]
 
 
 class TrtllmScheduler(Scheduler):
-    """TensorRT-LLM (see the module docstring)."""
+    """TensorRT-LLM (see the module docstring: ``tensorrt_llm/_torch/pyexecutor/scheduler.py``, the
+    capacity and micro-batch schedulers, and ``pyexecutor/py_executor.py``)."""
 
     name: ClassVar[str] = "trtllm"
+    chunked: bool  # --enable-chunked-prefill
+    balancing: bool  # attention_dp_config enable_balance, with attention DP
+    timeout_iters: int  # its timeout_iters
+    batching_wait_iters: int  # its batching_wait_iters
+    batch_waiting: bool  # batch_wait_timeout_iters or batch_wait_max_tokens_ratio, without attention DP
+    batch_wait_iters: int
+    batch_wait_tokens: float  # ratio x max_num_tokens
+    new_per_step: int  # waiting requests handed to the scheduler each iteration (item 5); 0: all
+    waited: int  # iterations context requests have waited for every rank to hold one
+    batched: int  # iterations they have waited, every rank holding one, to batch more
+    batch_waited: int  # iterations contexts have waited for enough tokens (batch waiting)
+    visible: int  # waiting requests the executor has been handed (item 5)
 
-    def __init__(self, profile, options=None):  # type: ignore[no-untyped-def]
+    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
         super().__init__(profile, options)
         o = self.options
         o.setdefault("enable_chunked_prefill", False)
@@ -75,68 +90,54 @@ class TrtllmScheduler(Scheduler):
         check_real("batch_wait_max_tokens_ratio", o["batch_wait_max_tokens_ratio"], lo=0.0, hi=1.0)
         check_int("attention_dp_timeout_iters", o["attention_dp_timeout_iters"], lo=0, hi=100_000)
         check_int("attention_dp_batching_wait_iters", o["attention_dp_batching_wait_iters"], lo=0, hi=100_000)
-        self._waited = 0  # iterations context requests have waited for every rank to hold one
-        self._batched = 0  # iterations they have waited, every rank holding one, to batch more
-        self._batch_waited = 0  # iterations contexts have waited for enough tokens (batch waiting)
-        self._visible = 0  # waiting requests the executor has been handed (item 5)
+        self.chunked = bool(o["enable_chunked_prefill"])
+        self.balancing = bool(o["attention_dp_balance"]) and profile.dp_ranks > 1
+        self.timeout_iters = int(o["attention_dp_timeout_iters"])
+        self.batching_wait_iters = int(o["attention_dp_batching_wait_iters"])
+        self.batch_waiting = profile.dp_ranks == 1 and (int(o["batch_wait_timeout_iters"]) > 0
+                                                        or float(o["batch_wait_max_tokens_ratio"]) > 0)
+        self.batch_wait_iters = int(o["batch_wait_timeout_iters"])
+        self.batch_wait_tokens = float(o["batch_wait_max_tokens_ratio"]) * profile.max_num_batched_tokens
+        # Waiting requests handed to the scheduler (made visible to it) each iteration; 0: all at
+        # once.  A step admits only visible requests, so this caps new arrivals a step without
+        # capping requests that became visible earlier; attention DP lifts the limit.
+        self.new_per_step = int(o["new_requests_per_iteration"]) if profile.dp_ranks == 1 else 0
+        self.waited = self.batched = self.batch_waited = self.visible = 0
 
-    @property
-    def balancing(self) -> bool:
-        return bool(self.options["attention_dp_balance"]) and self.profile.dp_ranks > 1
-
-    @property
-    def batch_waiting(self) -> bool:
-        o = self.options
-        return self.profile.dp_ranks == 1 and (int(o["batch_wait_timeout_iters"]) > 0
-                                               or float(o["batch_wait_max_tokens_ratio"]) > 0)
-
-    def reference_only(self) -> bool:
-        return self.balancing or self.batch_waiting or super().reference_only()
-
-    def _wait_for_tokens(self, tokens: int) -> bool:
+    def wait_for_tokens(self, tokens: int) -> bool:
         """Whether batch waiting keeps this iteration's context requests (``tokens`` with the
         generation tokens) waiting for more."""
-        o = self.options
-        if (self._batch_waited >= int(o["batch_wait_timeout_iters"])
-                or tokens >= float(o["batch_wait_max_tokens_ratio"]) * self.profile.max_num_batched_tokens):
-            self._batch_waited = 0
+        if self.batch_waited >= self.batch_wait_iters or tokens >= self.batch_wait_tokens:
+            self.batch_waited = 0
             return False
-        self._batch_waited += 1
+        self.batch_waited += 1
         return True
 
-    def _hold_contexts(self, s: EngineState) -> bool:
+    def hold_contexts(self, s: EngineState) -> bool:
         """Whether the attention-DP balance keeps this iteration's new context requests waiting."""
-        every_ctx = len(s.waiting) >= s.ranks
-        every_gen = len(s.decoding) >= s.ranks
+        every_ctx = s.waiting_n >= s.ranks
+        every_gen = s.decoding_n >= s.ranks
         if every_ctx:
-            self._waited = 0
-            if every_gen and self._batched < int(self.options["attention_dp_batching_wait_iters"]):
-                self._batched += 1
+            self.waited = 0
+            if every_gen and self.batched < self.batching_wait_iters:
+                self.batched += 1
                 return True
-            self._batched = 0
+            self.batched = 0
             return False
-        self._waited += 1
-        if self._waited >= int(self.options["attention_dp_timeout_iters"]) or not every_gen:
-            self._waited = 0
+        self.waited += 1
+        if self.waited >= self.timeout_iters or not every_gen:
+            self.waited = 0
             return False
         return True
 
-    @property
-    def new_per_step(self) -> int:
-        """Waiting requests handed to the scheduler (made visible to it) each iteration; 0: all at once.
-
-        A step admits only visible requests, so this caps new arrivals a step without capping
-        requests that became visible earlier; attention DP lifts the limit."""
-        return int(self.options["new_requests_per_iteration"]) if self.profile.dp_ranks == 1 else 0
-
-    def after_step(self, s: EngineState, plan: StepPlan, steps: int) -> None:
+    def after_step(self, s: EngineState, steps: int) -> None:
         # a stretch of pure decode steps hands the executor one request a step as well
         if self.new_per_step and steps > 1:
-            self._visible = min(len(s.waiting), self._visible + (steps - 1) * self.new_per_step)
+            self.visible = min(s.waiting_n, self.visible + (steps - 1) * self.new_per_step)
 
     def quiet_steps(self, s: EngineState) -> float:
         # the balance and the batch waiting decide each iteration
-        return 1.0 if (self.balancing or self.batch_waiting) and s.waiting else float("inf")
+        return 1.0 if (self.balancing or self.batch_waiting) and s.waiting_n > 0 else math.inf
 
     def check_prompt(self, tokens: int) -> None:
         """A whole prompt must fit in one step's budget (one rank's, with attention DP) unless prefill
@@ -147,45 +148,51 @@ class TrtllmScheduler(Scheduler):
                                  f"at least the longest prompt ({tokens} tokens) for TensorRT-LLM without "
                                  "--enable-chunked-prefill")
 
-    def schedule(self, s: EngineState) -> StepPlan:
-        chunked = bool(self.options["enable_chunked_prefill"])
+    def schedule(self, s: EngineState) -> None:
+        chunked = self.chunked
         left = s.budget - s.decode_tokens()
-        chunks = []
-        for r in s.chunking:
+        for c in range(s.chunking_n):
             if left <= 0:
                 break
-            q = min(r.prompt_left, left, s.chunk_cap)
-            if not chunked and q < r.prompt_left:
+            r = s.chunking[c]
+            q = min(s.prompt_left[r], left, s.chunk_cap)
+            if not chunked and q < s.prompt_left[r]:
                 break
-            chunks.append((r, q))
+            s.plan_chunk(r, q)
             left -= q
-        hold = self.balancing and bool(s.waiting) and self._hold_contexts(s)
-        take: list[int] = []  # prompt tokens of the queue's first requests that the step could take
-        promised, running = s.promised, s.running
+        hold = self.balancing and s.waiting_n > 0 and self.hold_contexts(s)
+        # The queue's first requests that the step could take: their tokens go into the plan after
+        # the chunks, and they are taken below unless batch waiting keeps them.
+        take = 0
+        tokens = 0
+        promised, running = s.promised, s.running()
         cap = self.new_per_step
         if cap:
-            self._visible = min(len(s.waiting), self._visible + cap)
-        for r in s.waiting:
-            if hold or left <= 0 or running >= s.slots or (cap and len(take) >= self._visible):
+            self.visible = min(s.waiting_n, self.visible + cap)
+        while take < s.waiting_n:
+            if hold or left <= 0 or running >= s.slots or (cap and take >= self.visible):
                 break
-            final = r.context + r.prompt_left + (r.osl - r.generated)
+            r = s.waiting_at(take)
+            final = s.final_of(r)
             if promised + final > s.capacity:
                 break
-            if not chunked and (r.prompt_left > left or r.prompt_left * s.ranks + s.decode_tokens()
+            if not chunked and (s.prompt_left[r] > left or s.prompt_left[r] * s.ranks + s.decode_tokens()
                                 > s.chunk_cap * s.ranks):
                 break  # a whole prompt fits neither the step nor one rank's budget beside its decodes
-            q = min(r.prompt_left, left, s.chunk_cap)
-            take.append(q)
+            q = min(s.prompt_left[r], left, s.chunk_cap)
+            s.plan_q[s.plan_n + take] = q
+            take += 1
+            tokens += q
             promised += final
             running += 1
             left -= q
-        if take and s.decoding and self.batch_waiting and self._wait_for_tokens(
-                sum(take) + s.decode_tokens()):
-            take = []
+        if take and s.decoding_n > 0 and self.batch_waiting and self.wait_for_tokens(
+                tokens + s.decode_tokens()):
+            take = 0
         if cap:
-            self._visible -= len(take)
-        for q in take:
-            r = s.waiting.popleft()
+            self.visible -= take
+        for _ in range(take):
+            r = s.pop_waiting()
             s.admit(r)
-            chunks.append((r, q))
-        return StepPlan(True, chunks, False)
+            s.plan_chunk(r, s.plan_q[s.plan_n])
+        s.plan_step(True, False)

@@ -24,9 +24,10 @@ only when its whole prompt and output fit beside everything promised.  Defaults
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
+from servesim.hardware.engines import EngineProfile
+from servesim.sim.schedulers.base import EngineState, Scheduler
 
 __all__ = ["VllmScheduler"]
 
@@ -35,37 +36,40 @@ WATERMARK = 0.01
 
 
 class VllmScheduler(Scheduler):
-    """vLLM V1 (see the module docstring)."""
+    """vLLM V1 (see the module docstring: ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``)."""
 
     name: ClassVar[str] = "vllm"
+    reserve: bool  # admit only what fits whole (not vLLM's behaviour; kept for comparisons)
 
-    def schedule(self, s: EngineState) -> StepPlan:
-        reserve = bool(self.options.get("reserve", False))
+    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
+        super().__init__(profile, options)
+        self.reserve = bool(self.options.get("reserve", False))
+
+    def schedule(self, s: EngineState) -> None:
         preempted = s.make_room_for_decode()
         need = s.decode_tokens()
         left = s.budget - need
-        chunks = []
-        for r in s.chunking:
+        for c in range(s.chunking_n):
             if left <= 0:
                 break
-            q = min(r.prompt_left, left, s.chunk_cap)
+            r = s.chunking[c]
+            q = min(s.prompt_left[r], left, s.chunk_cap)
             if q > s.capacity - s.used - need:  # the chunk's blocks must all be free
                 break
-            chunks.append((r, q))
+            s.plan_chunk(r, q)
             left -= q
             need += q
         headroom = s.decode_tokens() + WATERMARK * s.capacity
-        while not preempted and s.waiting and left > 0 and s.running < s.slots:
-            r = s.waiting[0]
-            final = r.context + r.prompt_left + (r.osl - r.generated)
-            if reserve and s.capacity - s.promised - WATERMARK * s.capacity < final:
+        while not preempted and s.waiting_n > 0 and left > 0 and s.running() < s.slots:
+            r = s.waiting_at(0)
+            if self.reserve and s.capacity - s.promised - WATERMARK * s.capacity < s.final_of(r):
                 break
-            q = min(r.prompt_left, left, s.chunk_cap)
+            q = min(s.prompt_left[r], left, s.chunk_cap)
             if q > int(s.capacity - s.used - need - headroom):
                 break
-            s.waiting.popleft()
+            s.pop_waiting()
             s.admit(r)
-            chunks.append((r, q))
+            s.plan_chunk(r, q)
             left -= q
             need += q
-        return StepPlan(True, chunks, preempted)
+        s.plan_step(True, preempted)
