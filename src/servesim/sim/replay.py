@@ -45,7 +45,7 @@ from servesim.sim.cluster import (
     pick_best_split,
     replay_trace,
 )
-from servesim.sim.report import sim_row
+from servesim.sim.report import node_row, sim_row
 from servesim.sim.stats import DEFAULT_SEED
 
 __all__ = ["TraceLike", "trace_replay_summary"]
@@ -113,16 +113,6 @@ def _assumptions(settings: SimSettings) -> dict[str, Any]:
     }
 
 
-def _node_row(node: NodeSpec, source: str) -> dict[str, Any]:
-    return {
-        "source": source,
-        "model": node.kv.name,
-        "prefill_tokens_per_s": node.prefill_tokens_per_s,
-        "decode_tokens_per_s": node.decode_tokens_per_s,
-        "tpot_base_ms": node.tpot_base_s * 1e3,
-    }
-
-
 def _fleet_row(fleet: Fleet, nodes: int, cf: ServingResult, s: ServingSim) -> dict[str, Any]:
     """One fleet's closed form beside its replay."""
     return {
@@ -187,7 +177,7 @@ def trace_replay_summary(
         "nodes": nodes,
         "beta": beta,
         "link": {"name": link.name, "GBps": link.GBps},
-        "node": _node_row(node, node_source),
+        "node": node_row(node, node_source, kv_bytes=False),
         "workload": workload_row(wl, attainment_target),
         "rows": rows,
         "best": {

@@ -311,15 +311,18 @@ def _assumptions(settings: SimSettings, node: NodeSpec, arrival_cv: float, promp
     }
 
 
-def _node_row(node: NodeSpec, source: str) -> dict[str, Any]:
-    return {
+def node_row(node: NodeSpec, source: str, *, kv_bytes: bool = True) -> dict[str, Any]:
+    """The node a simulation ran on, as its JSON shows it (the KV bytes per token where asked)."""
+    row: dict[str, Any] = {
         "source": source,
         "model": node.kv.name,
         "prefill_tokens_per_s": node.prefill_tokens_per_s,
         "decode_tokens_per_s": node.decode_tokens_per_s,
         "tpot_base_ms": node.tpot_base_s * 1e3,
-        "kv_bytes_per_token": node.kv.bytes_per_token,
     }
+    if kv_bytes:
+        row["kv_bytes_per_token"] = node.kv.bytes_per_token
+    return row
 
 
 def _side_by_side(cmp: FleetComparison, cf_co: ServingResult, cf_de: ServingResult, rate_per_s: float,
@@ -404,7 +407,7 @@ def serving_summary(
         "assumptions": _assumptions(settings, node, arrival_cv, prompt_cv, warmup_fraction),
         "nodes": nodes,
         "beta": beta,
-        "node": _node_row(node, source),
+        "node": node_row(node, source),
         "link": {"name": ln.name, "GBps": ln.GBps},
         "workload": workload_row(wl, attainment_target),
         "requests": cmp.colocated.requests + cmp.disaggregated.requests,
