@@ -319,7 +319,7 @@ def test_named_hostile_cases(capsys, tmp_path):
         else:  # a points file: the bad rows err alone, naming their line and what was wrong
             rows = json.loads(out) if rc == 0 else []
             ok = (len(rows) == 3 and "error" not in rows[0] and text in rows[1].get("error", "")
-                  and "line 3" in rows[1]["error"] and "acceptance_length" in rows[2].get("error", ""))
+                  and ":3:" in rows[1]["error"] and "acceptance_length" in rows[2].get("error", ""))
         if not ok or "Traceback" in err:
             wrong.append((argv[:8], kind, text, rc, err.strip()[-200:]))
     assert not wrong, wrong

@@ -206,7 +206,7 @@ def test_points_one_bad_row_among_three(capsys, tmp_path):
     rows = _points(capsys, path)
     assert len(rows) == 3
     assert set(rows[1]) == {"error"}
-    assert str(path) in rows[1]["error"] and "line 3" in rows[1]["error"] and "tp=3" in rows[1]["error"]
+    assert str(path) in rows[1]["error"] and ":3:3: column 'tp' = 3 is invalid" in rows[1]["error"]
     for r in (rows[0], rows[2]):
         _check_keys(r)
     assert (rows[0]["model"], rows[0]["tp"], rows[0]["dtype"]) == ("llama-3-8b", 1, "bf16")
@@ -245,7 +245,7 @@ def test_points_take_the_client_and_engine_flags_as_columns(capsys, tmp_path):
         "random_range_ratio,num_prompts,num_warmups,request_rate,burstiness,chunked_prefill_size,mean_tpot_ms\n"
         "llama-3-8b,h100-sxm,1,bf16,256,16,2,sglang,inferencemax,0.5,20,4,inf,,4096,10\n"
         "llama-3-8b,h100-sxm,1,bf16,256,16,2,vllm,vllm,,20,,,,4096,\n"
-        "llama-3-8b,h100-sxm,1,bf16,256,16,2,vllm,vllm,1.5,20,,,,,\n")
+        "llama-3-8b,h100-sxm,1,bf16,256,16,2,vllm,vllm,1.0,20,,,,,\n")
     rows = _points(capsys, path)
     a = rows[0]
     assert a["engine"] == "sglang" and a["client"] == "inferencemax" and a["random_range_ratio"] == 0.5
@@ -253,7 +253,7 @@ def test_points_take_the_client_and_engine_flags_as_columns(capsys, tmp_path):
     assert a["scheduler"]["token_budget"] == 4096
     assert a["comparison"][0]["metric"] == "mean_tpot_ms" and a["comparison"][0]["measured"] == 10
     # Only that row errs: an SGLang flag on a vLLM row, a range ratio vLLM refuses.
-    assert "--chunked-prefill-size" in rows[1]["error"] and "line 3" in rows[1]["error"]
+    assert ":3:15: column 'chunked_prefill_size' = 4096" in rows[1]["error"]
     assert "random_range_ratio" in rows[2]["error"] and "[0, 1)" in rows[2]["error"]
 
 
@@ -261,7 +261,7 @@ def test_points_bad_cell_is_an_error_row(capsys, tmp_path):
     path = tmp_path / "sweep.csv"
     path.write_text("model,gpu,tp,dtype,isl,osl,concurrency\nllama-3-8b,h100-sxm,1,bf16,many,16,2\n")
     rows = _points(capsys, path)
-    assert len(rows) == 1 and "line 2" in rows[0]["error"] and "isl" in rows[0]["error"]
+    assert len(rows) == 1 and ":2:" in rows[0]["error"] and "isl" in rows[0]["error"]
 
 
 @pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])

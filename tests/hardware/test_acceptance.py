@@ -126,7 +126,7 @@ def test_the_cli_takes_traffic_as_a_flag_and_a_points_column(tmp_path):
 
     rows = json.loads(res.stdout)
     assert rows[0]["speculation"]["acceptance"].startswith("preset: eagle3 code")
-    assert "traffic" in rows[1]["error"] and "line 3" in rows[1]["error"]
+    assert "traffic" in rows[1]["error"] and ":3:" in rows[1]["error"]
 
 
 def test_the_labs_specdec_defaults_are_unchanged():

@@ -21,14 +21,14 @@ def test_points_parse_numbers_and_keep_going_past_a_bad_row(tmp_path):
     good, bad_int, empty = read_points(path)
     assert good["tp"] == 1 and good["isl"] == 1024 and good["concurrency"] == 16 and good["rate"] is None
     assert good["line"] == 2 and good["engine"] is None
-    assert bad_int == {"error": f"{path}: line 3: field 'tp' = 'two' is not a valid int"}
-    assert empty == {"error": f"{path}: line 4: field 'gpu' is empty"}
+    assert bad_int == {"error": f"{path}:3:3: column 'tp' = 'two' is invalid: must be an integer"}
+    assert empty == {"error": f"{path}:4:2: column 'gpu' is empty"}
 
 
 def test_points_without_a_required_column_are_refused(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("model,gpu,tp,dtype,isl,concurrency\nx,y,1,bf16,10,1\n")
-    with pytest.raises(InputError, match=r"line 1: missing column\(s\) osl"):
+    with pytest.raises(InputError, match=r":1: missing column\(s\) osl"):
         read_points(path)
 
 

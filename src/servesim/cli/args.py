@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 __all__ = [
-    "FORMATS", "Output", "Parser", "Subcommands", "add_format", "add_pool_arguments", "choice", "integer",
+    "FORMATS", "Output", "Parser", "Subcommands", "add_format", "add_pool_arguments", "bounded", "choice",
+    "integer",
     "link", "number", "output_dir", "output_file", "plot_path", "wants",
 ]
 
@@ -122,6 +123,17 @@ def integer(lo: int, why: str = "", *, hi: int | None = None) -> Callable[[str],
     return parse
 
 
+def bounded(name: str) -> Callable[[str], Any]:
+    """An argparse type of the flag of ``name`` with its range in :data:`servesim._checks.BOUNDS` (the
+    range the points columns, ``--compare`` fields and the API keywords of that name have too)."""
+    from servesim._checks import BOUNDS
+
+    b = BOUNDS[name]
+    if b.kind == "int":
+        return integer(int(b.lo if b.lo is not None else -(2**63)), hi=None if b.hi is None else int(b.hi))
+    return number(b.lo, b.hi, lo_open=b.lo_open, hi_open=b.hi_open)
+
+
 class LinkName(str):
     """A link name not among the shipped ones: resolved after parsing, against ``--catalog`` files."""
 
@@ -220,11 +232,11 @@ def _writable(text: str, *, file: bool) -> Path:
 
 def add_pool_arguments(p: Any) -> None:
     """The shape flags of a disaggregated deployment (predict and simulate share them)."""
-    p.add_argument("--prefill-tp", type=integer(1, hi=64), default=None,
+    p.add_argument("--prefill-tp", type=bounded("prefill_tp"), default=None,
                    help="disagg: TP of a prefill worker, 1-64 (default --tp)")
-    p.add_argument("--prefill-workers", type=integer(1, hi=4096), default=1,
+    p.add_argument("--prefill-workers", type=bounded("prefill_workers"), default=1,
                    help="disagg: prefill workers, 1-4,096 (default 1)")
-    p.add_argument("--decode-tp", type=integer(1, hi=64), default=None,
+    p.add_argument("--decode-tp", type=bounded("decode_tp"), default=None,
                    help="disagg: TP of a decode worker, 1-64 (default --tp)")
-    p.add_argument("--decode-workers", type=integer(1, hi=4096), default=1,
+    p.add_argument("--decode-workers", type=bounded("decode_workers"), default=1,
                    help="disagg: decode workers, 1-4,096 (default 1)")

@@ -11,17 +11,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from servesim._checks import InputError, ParameterError
+from servesim._checks import BOUNDS, InputError, ParameterError
 from servesim.cli.args import (
     ALL_DTYPES,
     Output,
     add_format,
     add_pool_arguments,
+    bounded,
     choice,
     dtype_choice,
     integer,
     link,
-    number,
 )
 
 __all__ = ["register"]
@@ -60,7 +60,8 @@ def _rate(text: str) -> float | None:
     """--request-rate: a positive rate or inf (None: every request at once)."""
     if text.strip().lower() == "inf":
         return None
-    return number(1e-6, 1e6)(text)  # below one request in ~12 days a run's clock loses its milliseconds
+    rate: float = bounded("rate")(text)  # below one request in ~12 days a run's clock loses its milliseconds
+    return rate
 
 
 def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dict[str, Any]:
@@ -130,7 +131,7 @@ def _deployment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="catalog name, Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) "
                    "or path to a config.json")
     p.add_argument("--gpu", help="h100-sxm, h200, b200, a100-80gb (also h100_sxm, ...)")
-    p.add_argument("--tp", type=integer(1, hi=64), default=None,
+    p.add_argument("--tp", type=bounded("tp"), default=None,
                    help="tensor-parallel GPUs in the replica, 1-64, dividing the heads (default 1)")
     p.add_argument("--dtype", type=dtype_choice(ALL_DTYPES, "dtype"),
                    default=None,
@@ -139,11 +140,11 @@ def _deployment_arguments(p: argparse.ArgumentParser) -> None:
                    "checkpoint's own MXFP4, gpt-oss; else NVFP4, Blackwell only), int4 (weight-only, MoE "
                    "experts), auto (default: a MoE checkpoint's own, else bf16); any case, nvfp4 and "
                    "w4a16 accepted")
-    p.add_argument("--dp", type=integer(1, hi=256), default=None,
+    p.add_argument("--dp", type=bounded("dp"), default=None,
                    help="MoE models: attention data-parallel ranks, 1-256 (SGLang --enable-dp-attention "
                    "--dp, vLLM --data-parallel-size, TensorRT-LLM enable_attention_dp); the replica spans "
                    "tp x dp GPUs (default 1)")
-    p.add_argument("--ep", type=integer(1, hi=256), default=None,
+    p.add_argument("--ep", type=bounded("ep"), default=None,
                    help="MoE models: expert-parallel ranks, 1-256, dividing the experts and tp x dp; the MoE "
                    "layers' tensor parallel is tp x dp / ep (default 1)")
     p.add_argument("--kv-dtype", type=dtype_choice(KV_DTYPES, "kv-dtype"), default=None,
@@ -152,28 +153,28 @@ def _deployment_arguments(p: argparse.ArgumentParser) -> None:
 
 def _client_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark client: lengths, load, prompts, warm-ups and the tool whose meanings they take."""
-    p.add_argument("--isl", "--random-input-len", dest="isl", type=integer(1, hi=1_000_000), default=None,
+    p.add_argument("--isl", "--random-input-len", dest="isl", type=bounded("isl"), default=None,
                    help="prompt tokens per request (nominal: see --random-range-ratio), 1-1,000,000; cost "
                    "grows with it")
-    p.add_argument("--osl", "--random-output-len", dest="osl", type=integer(1, hi=1_000_000), default=None,
+    p.add_argument("--osl", "--random-output-len", dest="osl", type=bounded("osl"), default=None,
                    help="output tokens per request (nominal), 1-1,000,000; cost grows with it")
-    p.add_argument("--concurrency", "--max-concurrency", dest="concurrency", type=integer(1, hi=100_000),
+    p.add_argument("--concurrency", "--max-concurrency", dest="concurrency", type=bounded("concurrency"),
                    default=None, help="client slots: at most this many requests in flight (vllm bench serve "
                    "--max-concurrency), 1-100,000")
     p.add_argument("--rate", "--request-rate", dest="rate", type=_rate, default=None,
                    help="requests sent per second, [1e-6, 1e6], or inf (default: every request at once, "
                    "gated by --max-concurrency)")
-    p.add_argument("--burstiness", type=number(0.0, 1000.0, lo_open=True), default=None,
+    p.add_argument("--burstiness", type=bounded("burstiness"), default=None,
                    help="gamma shape of the gaps between sends at --request-rate, (0, 1000]: 1 is Poisson "
                    "(default), below 1 burstier")
-    p.add_argument("--num-prompts", type=integer(1, hi=1_000_000), default=None,
+    p.add_argument("--num-prompts", type=bounded("num_prompts"), default=None,
                    help="measured requests, 1-1,000,000; cost grows with it "
                    "(default 10 x concurrency: InferenceMAX's; at least 50 for the other clients; 500 at "
                    "a rate)")
-    p.add_argument("--num-warmups", type=integer(0, hi=1_000_000), default=None,
+    p.add_argument("--num-warmups", type=bounded("num_warmups"), default=None,
                    help="warm-up requests sent first and not measured, 0 up to --num-prompts (default: the "
                    "client's, 2 x concurrency for inferencemax, else 0); they end before the measured run")
-    p.add_argument("--random-range-ratio", type=number(0.0, 1.0), default=None,
+    p.add_argument("--random-range-ratio", type=bounded("random_range_ratio"), default=None,
                    help="spread of the drawn lengths as the client reads it: vllm [L(1-r), L(1+r)], r in "
                    "[0, 1); sglang [max(1, rL), L] and inferencemax [rL, L], r in [0, 1] (default: vllm 0, "
                    "sglang 0, inferencemax 0.8)")
@@ -198,44 +199,44 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", type=choice(ENGINES, "engine"), default=None,
                    help="vllm (default), sglang or trtllm: each engine's scheduler, budgets and host overlap")
     eng = p.add_argument_group("engine flags (each applies to one engine; defaults from its source)")
-    eng.add_argument("--max-num-batched-tokens", type=integer(1, hi=1_000_000), default=None,
+    eng.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), default=None,
                      help="vllm: per-step token budget, 1-1,000,000 (default 8192 on H100/H200/B200, 2048 "
                      "on smaller GPUs and the A100)")
-    eng.add_argument("--max-num-seqs", type=integer(1, hi=100_000), default=None,
+    eng.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), default=None,
                      help="vllm: most running sequences, 1-100,000 (default 1024; 256 on smaller GPUs)")
     eng.add_argument("--no-async-scheduling", action="store_true", default=None,
                      help="vllm: host work between steps instead of beside them (default: async on)")
-    eng.add_argument("--gpu-memory-utilization", type=number(0.0, 1.0, lo_open=True), default=None,
+    eng.add_argument("--gpu-memory-utilization", type=bounded("gpu_memory_utilization"), default=None,
                      help="vllm: share of each GPU's memory for weights, activations and KV cache, in (0, 1] "
                      "(default 0.9); more leaves more KV cache, no cost")
-    eng.add_argument("--chunked-prefill-size", type=integer(1, hi=1_000_000), default=None,
+    eng.add_argument("--chunked-prefill-size", type=bounded("chunked_prefill_size"), default=None,
                      help="sglang: most prompt tokens in a prefill step, 1-1,000,000 (default 8192 on "
                      "80-160 GB "
                      "GPUs, 16384 above, 4096 below)")
-    eng.add_argument("--max-running-requests", type=integer(1, hi=100_000), default=None,
+    eng.add_argument("--max-running-requests", type=bounded("max_running_requests"), default=None,
                      help="sglang: most running requests, 1-100,000 (default 1024)")
-    eng.add_argument("--max-prefill-tokens", type=integer(1, hi=1_000_000), default=None,
+    eng.add_argument("--max-prefill-tokens", type=bounded("max_prefill_tokens"), default=None,
                      help="sglang: most tokens of one prefill batch, 1-1,000,000 (default 16384)")
     eng.add_argument("--enable-mixed-chunk", action="store_true", default=None,
                      help="sglang: decodes ride along in prefill steps (default off: prefill stalls them)")
-    eng.add_argument("--scheduler-recv-interval", type=integer(1, hi=10_000), default=None,
+    eng.add_argument("--scheduler-recv-interval", type=bounded("scheduler_recv_interval"), default=None,
                      help="sglang: decode steps between the scheduler's polls for new requests, 1-10,000 "
                      "(default 1: every step; a request waits up to this many steps for the next poll)")
     eng.add_argument("--disable-overlap-schedule", action="store_true", default=None,
                      help="sglang: host work between steps instead of beside them (default: overlap on)")
-    eng.add_argument("--mem-fraction-static", type=number(0.0, 1.0, lo_open=True), default=None,
+    eng.add_argument("--mem-fraction-static", type=bounded("mem_fraction_static"), default=None,
                      help="sglang: share of each GPU's memory for weights and KV cache, in (0, 1] (default: "
                      "SGLang's own by GPU memory and parallelism, 0.88 for these GPUs); no cost")
-    eng.add_argument("--max-num-tokens", type=integer(1, hi=1_000_000), default=None,
+    eng.add_argument("--max-num-tokens", type=bounded("max_num_tokens"), default=None,
                      help="trtllm: per-step token budget, 1-1,000,000 (default 8192); whole prompts must fit "
                      "unless --enable-chunked-prefill")
-    eng.add_argument("--max-batch-size", type=integer(1, hi=100_000), default=None,
+    eng.add_argument("--max-batch-size", type=bounded("max_batch_size"), default=None,
                      help="trtllm: most running requests, 1-100,000 (default 2048)")
     eng.add_argument("--enable-chunked-prefill", action="store_true", default=None,
                      help="trtllm: cut prompts to the step budget (default off: whole prompts)")
     eng.add_argument("--disable-overlap-scheduler", action="store_true", default=None,
                      help="trtllm: host work between steps instead of beside them (default: overlap on)")
-    eng.add_argument("--free-gpu-memory-fraction", type=number(0.0, 1.0, lo_open=True), default=None,
+    eng.add_argument("--free-gpu-memory-fraction", type=bounded("free_gpu_memory_fraction"), default=None,
                      help="trtllm: kv_cache_config.free_gpu_memory_fraction, the KV cache's share of the "
                      "memory the weights leave, in (0, 1] (default 0.9); no cost")
 
@@ -247,14 +248,14 @@ def _speculation_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", type=choice(["none", *SPEC_METHODS], "spec"), default="none",
                    help=f"speculative decoding method: none (default), {', '.join(SPEC_METHODS)} (mtp: a "
                    "model's own MTP module, DeepSeek-V3 family; draft: --draft MODEL)")
-    p.add_argument("--k", type=integer(1, hi=16), default=None,
+    p.add_argument("--k", type=bounded("k"), default=None,
                    help="draft tokens per step with --spec, 1-16 (default: a published preset's own k; the "
                    "best at the batch with the lab's alpha)")
-    p.add_argument("--acceptance-length", type=number(1.0, 17.0), default=None,
+    p.add_argument("--acceptance-length", type=bounded("acceptance_length"), default=None,
                    help="measured mean acceptance length with --spec and --k: tokens per verify step, the "
                    "bonus token included, as vLLM's spec-decode metrics and SGLang's accept length print it, "
                    "in [1, k + 1]")
-    p.add_argument("--alpha", type=number(0.0, 1.0, lo_open=True, hi_open=True), default=None,
+    p.add_argument("--alpha", type=bounded("alpha"), default=None,
                    help="per-token acceptance probability with --spec, in (0, 1) (default: the published "
                    "preset for --traffic, else the lab's; servesim fit-alpha estimates it from engine "
                    "telemetry)")
@@ -269,14 +270,14 @@ def _speculation_arguments(p: argparse.ArgumentParser) -> None:
                    help="draft model with --spec draft (a catalog name, Hugging Face id or config.json); it "
                    "must share the target's vocabulary; with --spec eagle or eagle3, the head's config.json "
                    "(its draft_vocab_size, width and heads)")
-    for flag, lo, hi, what in (("num-steps", 1, 16, "draft passes (tree depth)"),
-                               ("eagle-topk", 1, 16, "branches kept per pass"),
-                               ("num-draft-tokens", 2, 257,
-                                "tokens verified per sequence, the root included")):
-        p.add_argument(f"--speculative-{flag}", dest=f"speculative_{flag.replace('-', '_')}",
-                       type=integer(lo, hi=hi), default=None,
-                       help=f"SGLang's EAGLE tree with --spec eagle/eagle3/mtp: {what}, {lo}-{hi}; give all "
-                       "three (SGLang's flag names; cost grows with their product)")
+    for flag, what in (("num-steps", "draft passes (tree depth)"), ("eagle-topk", "branches kept per pass"),
+                       ("num-draft-tokens", "tokens verified per sequence, the root included, at most "
+                        "num-steps x eagle-topk + 1")):
+        dest = f"speculative_{flag.replace('-', '_')}"
+        b = BOUNDS[dest]
+        p.add_argument(f"--speculative-{flag}", dest=dest, type=bounded(dest), default=None,
+                       help=f"SGLang's EAGLE tree with --spec eagle/eagle3/mtp: {what}, {b.lo:g}-{b.hi:g}; "
+                       "give all three (SGLang's flag names; cost grows with their product)")
 
 
 def _input_arguments(p: argparse.ArgumentParser) -> None:
@@ -302,10 +303,10 @@ def _disagg_arguments(p: argparse.ArgumentParser) -> None:
                    "deployment's)")
     add_pool_arguments(p)
     for pool in ("prefill", "decode"):
-        p.add_argument(f"--{pool}-dp", type=integer(1, hi=256), default=None,
+        p.add_argument(f"--{pool}-dp", type=bounded(f"{pool}_dp"), default=None,
                        help=f"disagg, MoE models: attention data-parallel ranks of a {pool} worker, 1-256 "
                        "(default --dp)")
-        p.add_argument(f"--{pool}-ep", type=integer(1, hi=256), default=None,
+        p.add_argument(f"--{pool}-ep", type=bounded(f"{pool}_ep"), default=None,
                        help=f"disagg, MoE models: expert-parallel ranks of a {pool} worker, 1-256, dividing "
                        f"the experts and its tp x dp (default --ep)")
     from servesim.cli.common import add_ep_comm_argument
@@ -479,13 +480,82 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
             results.append(row)
             continue
         try:
-            results.append(_one(args, row, catalog))
+            results.append(_one(args, _with_flags(args, row), catalog))
         except (ParameterError, InputError) as exc:
-            msg = str(exc)
-            where = f"{args.points}: line {row['line']}"
-            results.append({"error": msg if msg.startswith(str(args.points)) else f"{where}: {msg}"})
+            results.append({"error": _row_error(args, row, exc)})
     bar.close()
     return Output(results, points_text(results), [_flat(r) for r in results])
+
+
+_ROW_FLAGS: dict[str, Any] = {
+    # a points column that a flag also sets -> the flag's default (a flag at its default was not given)
+    **dict.fromkeys(("model", "gpu", "tp", "dp", "ep", "dtype", "kv_dtype", "engine", "isl", "osl",
+                     "concurrency", "rate", "num_prompts", "num_warmups", "client", "random_range_ratio",
+                     "burstiness", "warm_server", "k", "acceptance_length", "alpha", "draft", "traffic",
+                     "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                     "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
+                     *_ALL_ENGINE_FLAGS)),
+    "spec": "none", "mode": "agg", "prefill_workers": 1, "decode_workers": 1,
+}
+"""The columns of a points row a flag also sets, each with the flag's default."""
+
+
+def _flag_name(name: str) -> str:
+    b = BOUNDS.get(name)
+    return b.flag if b is not None and b.flag else "--" + name.replace("_", "-")
+
+
+def _same(name: str, a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        from servesim.hardware.precision import normalize_dtype
+
+        if name in ("dtype", "kv_dtype"):
+            return normalize_dtype(a) == normalize_dtype(b)
+        return a.strip().lower().replace("_", "-") == b.strip().lower().replace("_", "-")
+    return bool(a == b)
+
+
+def _with_flags(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every flag given beside ``--points`` applied: a flag fills the row's empty cell; a
+    cell that says otherwise makes the row an error naming both (never silently one or the other)."""
+    out = dict(row)
+    for name, default in _ROW_FLAGS.items():
+        flag = getattr(args, name, None)
+        if flag is None or flag == default:
+            continue
+        if out.get(name) is None:
+            out[name] = flag
+        elif not _same(name, out[name], flag):
+            col, header = row["columns"].get(name, (0, name))
+            raise InputError(f"{args.points}:{row['line']}:{col}: column {header!r} = {out[name]!r} and "
+                             f"{_flag_name(name)} {flag} disagree: a flag given with --points applies to "
+                             "every row (leave the column empty, or drop the flag)")
+    return out
+
+
+_INTERNAL = {"memory_fraction": "memory_fraction", "max_num_seqs": "seqs", "max_num_batched_tokens": "budget"}
+"""Deployment fields that each engine sets by a flag of its own (ENGINE_FLAGS' targets)."""
+
+
+def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) -> str:
+    """The message of a row that could not be predicted, ``FILE:LINE:COLUMN: column 'NAME' = ...`` where
+    the value that failed is a cell of the file (an engine's field under the engine's own column
+    name), else ``FILE:LINE: ...``."""
+    where = f"{args.points}:{row['line']}"
+    msg = str(exc)
+    if msg.startswith(str(args.points)):
+        return msg
+    if isinstance(exc, ParameterError):
+        name = exc.name
+        name = next((dest for dest, (_, flag) in _ALL_ENGINE_FLAGS.items() if flag == name), name)
+        if name in _INTERNAL:
+            engine = row.get("engine") or args.engine or "vllm"
+            name = next((dest for dest, (target, _) in ENGINE_FLAGS.get(engine, {}).items()
+                         if target == _INTERNAL[name] and dest in row["columns"]), name)
+        if name in row["columns"] and row.get(name) is not None:
+            col, header = row["columns"][name]
+            return f"{where}:{col}: column {header!r} = {exc.value!r} is invalid: must be {exc.valid}"
+    return f"{where}: {msg}"
 
 
 # ----------------------------------------------------------------------------- compare
@@ -516,7 +586,15 @@ def _compare(args: argparse.Namespace, catalog: Any) -> Output:
            else res.random_range_ratio,
            "num_warmups": args.num_warmups if args.num_warmups is not None else res.num_warmups}
     lengths = res.lengths if res.lengths is not None and len(res.lengths) == row["num_prompts"] else None
-    pred = _one(args, row, catalog, lengths=lengths)
+    try:
+        pred = _one(args, row, catalog, lengths=lengths)
+    except (ParameterError, InputError) as exc:
+        # the numbers may be the file's (isl and osl its mean lengths): say so, naming the file
+        read = [f"{k}={row[k]!r} from {src}" for k, src, flag in (
+            ("isl", "its input_lens/total_input_tokens", args.isl), ("osl", "its output_lens/"
+             "total_output_tokens", args.osl), ("concurrency", "its max_concurrency", args.concurrency),
+            ("num_prompts", "its completed", args.num_prompts)) if flag is None and row.get(k) is not None]
+        raise InputError(f"{res.path}: predicting its run ({', '.join(read)}): {exc}") from None
     rows = compare_to_measured(pred, res.metrics)
     data = {"prediction": pred, "comparison": rows, "result_file": res.path}
     return Output(data, compare_text(data), rows)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servesim._checks import InputError
+from servesim._checks import BOUNDS, InputError, check_bound
+from servesim._textfile import shown
 
 __all__ = [
     "LABEL_COLUMNS",
@@ -86,6 +87,7 @@ _KINDS = {"tp": "int", "dp": "int", "ep": "int", "isl": "int", "osl": "int", "co
 _ALIASES = {"random_input_len": "isl", "random_output_len": "osl", "max_concurrency": "concurrency",
             "request_rate": "rate"}
 _REQUIRED = ("model", "gpu", "isl", "osl")
+_TOKENS_MAX = 10_000_000  # a request's tokens in a saved result (the mean is then checked as --isl's)
 _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -95,90 +97,150 @@ def _read(path: Path, what: str) -> str:
     return read_text(path, what=what, max_bytes=MAX_BENCH_FILE_BYTES)
 
 
-def _cell(path: Path, line: int, name: str, raw: str, kind: str) -> Any:
+_KIND_WORDS = {"int": "an integer", "float": "a number", "rate": "a number or inf"}
+
+
+def _cell(where: str, name: str, raw: str, kind: str) -> Any:
+    """The value of one cell (None where empty), its range checked as the flag's
+    (:data:`servesim._checks.BOUNDS`); ``where`` is ``FILE:LINE:COLUMN``."""
     raw = raw.strip()
     if raw == "":
         return None
-    if kind == "rate" and raw.lower() == "inf":
+    if kind == "rate" and raw.lower() in ("inf", "infinity", "+inf"):
         return None  # all at once
     if kind == "mode":
         if raw not in ("agg", "disagg"):
-            raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not agg or disagg")
+            raise InputError(f"{where}: column {name!r} = {raw!r} is invalid: must be agg or disagg")
         return raw
     if kind == "bool":
         if raw.lower() not in _TRUE:
-            raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not true or false")
+            raise InputError(f"{where}: column {name!r} = {raw!r} is invalid: must be true or false")
         return _TRUE[raw.lower()]
+    if kind == "str":
+        return raw
     try:
         if kind == "int":
             if len(raw) > 12:
                 raise ValueError
-            return int(raw)
-        if kind in ("float", "rate"):
-            x = float(raw)
-            if not math.isfinite(x):
+            value: Any = int(raw)
+        else:
+            value = float(raw)
+            if not math.isfinite(value):
                 raise ValueError
-            return x
     except ValueError:
-        raise InputError(f"{path}: line {line}: field {name!r} = {raw!r} is not a valid {kind}") from None
-    return raw
+        raise InputError(f"{where}: column {name!r} = {raw!r} is invalid: must be {_KIND_WORDS[kind]}"
+                         ) from None
+    bound = _ALIASES.get(name, name)
+    if bound in BOUNDS:
+        check_bound(bound, value, where, f"column {name!r}")
+    return value
+
+
+def _records(path: Path, text: str) -> list[tuple[int, int, list[str]]]:
+    """Each CSV record with the lines it starts and ends on.  A record of more than one line has a
+    quote that was not closed on the line it opened (no points cell holds a line break): it comes
+    back as that one line, and reading goes on at the next line, so one stray quote does not take
+    the rows after it."""
+    lines = text.splitlines(keepends=True)
+    out: list[tuple[int, int, list[str]]] = []
+    first = 0  # index of the line the reader starts at
+    while first < len(lines):
+        reader = csv.reader(io.StringIO("".join(lines[first:]), newline=""))
+        last = 0
+        try:
+            for fields in reader:
+                start, end = first + last + 1, first + reader.line_num
+                out.append((start, end, fields))
+                last = reader.line_num
+                if len(out) > MAX_POINTS + 1:
+                    raise InputError(f"{path}: more than {MAX_POINTS:,} rows (about 10 ms each): split the "
+                                     "file")
+                if end > start:
+                    break
+            else:
+                return out
+        except csv.Error as exc:
+            raise InputError(f"{path}:{first + reader.line_num}: not a CSV row: {exc}") from None
+        first = out[-1][0]  # read on from the line after the one whose quote ran over
+    return out
 
 
 def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
-    """The rows of a points CSV, in order, as ``{column: value}`` (ints and floats parsed, an empty
-    cell None); a row with a bad or missing required field is ``{"error": "FILE: line N: ..."}``.
-    A missing column, more than :data:`MAX_POINTS` rows or a malformed CSV raises InputError."""
+    """The rows of a points CSV, in order, as ``{column: value}`` (ints and floats parsed and their
+    ranges checked as the flags' are, an empty cell None), with ``line`` (its line) and ``columns``
+    (each column's 1-based position); a row with a bad or missing required field is
+    ``{"error": "FILE:LINE:COLUMN: ..."}``.  A missing column, more than :data:`MAX_POINTS` rows or
+    a malformed CSV raises InputError."""
     text = _read(path, what)
-    reader = csv.DictReader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        raws = []
-        for raw in reader:
-            raws.append(raw)
-            if len(raws) > MAX_POINTS:
-                raise InputError(f"{path}: more than {MAX_POINTS:,} rows (about 10 ms each): split the file")
-    except csv.Error as exc:
-        raise InputError(f"{path}: line {reader.line_num}: not a CSV row: {exc}") from None
+    records = _records(path, text)
+    while records and not any(f.strip() for f in records[0][2]):
+        records.pop(0)  # blank lines before the header
+    if not records:
+        raise InputError(f"{path}: no header: a points file starts with its column names "
+                         f"({','.join(_REQUIRED)}, ...)")
+    head_line, _, head = records[0]
+    header = [h.strip() for h in head]
     known = (*POINT_COLUMNS, *OPTIONAL_COLUMNS, *LABEL_COLUMNS, *MEASURED_COLUMNS)
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
-        raise InputError(f"{path}: line 1: column(s) {', '.join(twice)} given more than once (which one is "
-                         "meant?)")
+        raise InputError(f"{path}:{head_line}: column(s) {', '.join(twice)} given more than once (which one "
+                         "is meant?)")
     unknown = [h for h in header if h not in known]
     if unknown:
-        raise InputError(f"{path}: line 1: unknown column(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        raise InputError(f"{path}:{head_line}: unknown column(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(known)}")
     missing = [c for c in _REQUIRED if c not in header and
                not any(_ALIASES.get(h) == c for h in header)]
     if missing:
-        raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)}; needs "
+        raise InputError(f"{path}:{head_line}: missing column(s) {', '.join(missing)}; needs "
                          f"{','.join(_REQUIRED)} (usually also tp, dtype, concurrency; optional "
                          f"{', '.join(OPTIONAL_COLUMNS)})")
+    columns = {h: (i + 1, h) for i, h in enumerate(header)}
     rows: list[dict[str, Any]] = []
-    for line, raw in enumerate(raws, start=2):
-        clean = {(k or "").strip(): (v if isinstance(v, str) else "") for k, v in raw.items()}
+    for line, end, fields in records[1:]:
+        if not any(f.strip() for f in fields):
+            continue  # a blank line
         try:
-            row: dict[str, Any] = {k: _cell(path, line, k, clean.get(k, ""), _KINDS.get(k, "str"))
-                                   for k in (*POINT_COLUMNS, *OPTIONAL_COLUMNS, *MEASURED_COLUMNS)}
-            for alias, name in _ALIASES.items():
-                if row[alias] is not None:
-                    if row[name] is not None and row[name] != row[alias]:
-                        raise InputError(f"{path}: line {line}: {alias} = {row[alias]} and {name} = "
-                                         f"{row[name]} disagree (they are one flag)")
-                    row[name] = row[alias]
-                del row[alias]
-            empty = next((k for k in _REQUIRED if row[k] is None), None)
-            if empty is not None:
-                raise InputError(f"{path}: line {line}: field {empty!r} is empty")
+            rows.append(_row(path, line, end, fields, header, columns))
         except InputError as exc:
             rows.append({"error": str(exc)})
-            continue
-        row["measured"] = {k: row.pop(k) for k in MEASURED_COLUMNS if row.get(k) is not None}
-        for k in MEASURED_COLUMNS:
-            row.pop(k, None)
-        row["labels"] = {k: clean[k].strip() for k in LABEL_COLUMNS if clean.get(k, "").strip()}
-        row["line"] = line
-        rows.append(row)
     return rows
+
+
+def _row(path: Path, line: int, end: int, fields: list[str], header: list[str],
+         columns: dict[str, tuple[int, str]]) -> dict[str, Any]:
+    """One record of a points file as a row (see :func:`read_points`)."""
+    if end > line:  # a quote opened on this line runs over the next ones
+        col = next((i + 1 for i, f in enumerate(fields) if "\n" in f or "\r" in f), len(fields))
+        name = header[col - 1] if col <= len(header) else "?"
+        raise InputError(f"{path}:{line}:{col}: a quote opened in column {name!r} is not closed on its line "
+                         "(a points cell holds no line break; the next lines are read as rows of their own)")
+    if any(f.strip() for f in fields[len(header):]):
+        raise InputError(f"{path}:{line}:{len(header) + 1}: {len(fields)} fields where the header has "
+                         f"{len(header)} columns")
+    clean = dict(zip(header, [*fields, *[""] * len(header)][:len(header)], strict=True))
+    row: dict[str, Any] = {}
+    for k in (*POINT_COLUMNS, *OPTIONAL_COLUMNS, *MEASURED_COLUMNS):
+        where = f"{path}:{line}:{columns.get(k, (0, k))[0]}"
+        row[k] = _cell(where, k, clean.get(k, ""), _KINDS.get(k, "str"))
+    for alias, name in _ALIASES.items():
+        if row[alias] is not None:
+            if row[name] is not None and row[name] != row[alias]:
+                raise InputError(f"{path}:{line}:{columns[alias][0]}: column {alias!r} = {row[alias]} and "
+                                 f"column {name!r} = {row[name]} disagree (they are one flag)")
+            row[name] = row[alias]
+            columns = {**columns, name: columns[alias]}
+        del row[alias]
+    empty = next((k for k in _REQUIRED if row[k] is None), None)
+    if empty is not None:
+        raise InputError(f"{path}:{line}:{columns.get(empty, (0, empty))[0]}: column {empty!r} is empty")
+    row["measured"] = {k: row.pop(k) for k in MEASURED_COLUMNS if row.get(k) is not None}
+    for k in MEASURED_COLUMNS:
+        row.pop(k, None)
+    row["labels"] = {k: clean[k].strip() for k in LABEL_COLUMNS if clean.get(k, "").strip()}
+    row["line"] = line
+    row["columns"] = columns  # each column's position and name in the file, by the name it sets
+    return row
 
 
 @dataclass(frozen=True)
@@ -201,15 +263,75 @@ class BenchResult:
     lengths: list[tuple[int, int]] | None = None  # each request's (prompt, output) tokens, if recorded
 
 
-def _mean_len(res: dict[str, Any], lens: str, total: str, completed: float | None) -> int | None:
-    """Mean of the per-request ``lens`` list, else ``total`` / completed; at least 1."""
-    v = res.get(lens)
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return max(1, round(sum(v) / len(v)))
-    t = res.get(total)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and completed:
-        return max(1, round(t / completed))
-    return None
+def _lens(path: Path, res: dict[str, Any], name: str, lo: int) -> list[int] | None:
+    """The per-request list ``name`` (``input_lens``, ``output_lens``) where the file has one: integers
+    of at least ``lo``; anything else is refused, naming the field and the first bad entry."""
+    v = res.get(name)
+    if v is None:
+        return None
+    if not isinstance(v, list):
+        raise InputError(f"{path}: field {name!r} is invalid: must be a list of token counts, one a request")
+    for i, x in enumerate(v):
+        if isinstance(x, bool) or not isinstance(x, int) or not lo <= x <= _TOKENS_MAX:
+            raise InputError(f"{path}: field {name!r}[{i}] = {shown(x)} is invalid: must be an integer in "
+                             f"[{lo}, {_TOKENS_MAX:,}] (a request's tokens)")
+    return v
+
+
+def _mean_len(path: Path, res: dict[str, Any], lens: str, total: str, completed: int | None,
+              metrics: dict[str, float]) -> int | None:
+    """Mean of the per-request ``lens`` list, else ``total`` / completed; a mean outside ``--isl``'s
+    range (a file of no tokens, or of a 10M-token request) is refused, naming the fields."""
+    v = _lens(path, res, lens, 1 if lens == "input_lens" else 0)
+    bound = BOUNDS["isl" if lens == "input_lens" else "osl"]
+    if v:
+        mean, what = sum(v) / len(v), f"the mean of {lens!r} ({len(v):,} requests)"
+    elif total in metrics and completed:
+        mean = metrics[total] / completed
+        what = f"{total!r} / 'completed' = {metrics[total]:,.0f} / {completed:,}"
+    else:
+        return None
+    n = round(mean)
+    if bound.lo is not None and bound.hi is not None and not bound.lo <= n <= bound.hi:
+        raise InputError(f"{path}: {what} = {mean:g} tokens a request is invalid: must be in "
+                         f"[{bound.lo:g}, {bound.hi:,.0f}] ({bound.flag}'s range)")
+    return n
+
+
+def _count(path: Path, res: dict[str, Any], name: str, lo: int) -> int | None:
+    """An integer count field (``completed``, ``num_prompts``, ``num_warmups``) where the file has one."""
+    v = res.get(name)
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 1_000_000:
+        raise InputError(f"{path}: field {name!r} = {shown(v)} is invalid: must be an integer in "
+                         f"[{lo}, 1,000,000]")
+    return v
+
+
+def _client_fields(path: Path, res: dict[str, Any]) -> dict[str, Any]:
+    """What the file says about the client's flags, each checked as the flag is
+    (:data:`servesim._checks.BOUNDS`): ``max_concurrency`` null (no cap) or 1-100,000, ``request_rate``
+    ``"inf"`` (all at once) or a rate, ``burstiness``, ``random_range_ratio``, ``num_warmups``."""
+    out: dict[str, Any] = {}
+    for field_, name in (("max_concurrency", "concurrency"), ("request_rate", "rate"),
+                         ("burstiness", "burstiness"), ("random_range_ratio", "random_range_ratio")):
+        v = res.get(field_)
+        if v is None or (field_ == "max_concurrency" and v == "None"):
+            out[name] = None
+            continue
+        if field_ == "request_rate" and (v == "inf" or (isinstance(v, float) and v == math.inf)):
+            out[name] = None  # vLLM's "inf": every request at once
+            continue
+        if isinstance(v, str):
+            raise InputError(f"{path}: field {field_!r} = {shown(v)} is invalid: must be "
+                             f"{'inf or ' if field_ == 'request_rate' else ''}{BOUNDS[name].valid}"
+                             f"{' or null' if field_ == 'max_concurrency' else ''}")
+        out[name] = check_bound(name, v, str(path), f"field {field_!r}")
+    out["num_warmups"] = _count(path, res, "num_warmups", 0)
+    return out
 
 
 _RESULT_RANGES: dict[str, tuple[float, float]] = {
@@ -251,21 +373,27 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
             raise InputError(f"{path}: field {k!r} = {x:g} is invalid: must be in [{lo:g}, {hi:g}] "
                              f"({'a time in ms' if k.endswith('_ms') else 'a count or a rate'})")
         metrics[k] = x
-    completed = metrics.get("completed") or metrics.get("num_prompts")
-    rate = metrics.get("request_rate")
+    client = _client_fields(path, res)
+    completed, prompts = _count(path, res, "completed", 1), _count(path, res, "num_prompts", 1)
+    if "completed" in res and completed is None:
+        raise InputError(f"{path}: field 'completed' is null: no request finished")
+    if completed is not None and prompts is not None and completed > prompts:
+        raise InputError(f"{path}: field 'completed' = {completed} is invalid: must be at most 'num_prompts' "
+                         f"= {prompts} (the requests sent)")
+    done = completed if completed is not None else prompts
     model = res.get("model_id")
     return BenchResult(
         path=str(path),
         model=model if isinstance(model, str) else None,
-        isl=_mean_len(res, "input_lens", "total_input_tokens", completed),
-        osl=_mean_len(res, "output_lens", "total_output_tokens", completed),
-        concurrency=int(metrics.get("max_concurrency") or 0) or None,
-        request_rate=rate if rate is not None and rate > 0 else None,
-        completed=int(completed) if completed else None,
+        isl=_mean_len(path, res, "input_lens", "total_input_tokens", done, metrics),
+        osl=_mean_len(path, res, "output_lens", "total_output_tokens", done, metrics),
+        concurrency=client["concurrency"],
+        request_rate=client["rate"],
+        completed=done,
         metrics=metrics,
-        burstiness=metrics.get("burstiness"),
-        random_range_ratio=metrics.get("random_range_ratio"),
-        num_warmups=int(metrics["num_warmups"]) if "num_warmups" in metrics else None,
+        burstiness=client["burstiness"],
+        random_range_ratio=client["random_range_ratio"],
+        num_warmups=client["num_warmups"],
         lengths=_lengths(res),
     )
 

@@ -109,7 +109,8 @@ def disagg_text(d: dict[str, Any]) -> str:
     else:
         load = (f"{d['isl']} prompt + {d['osl']} output tokens, "
                 + (f"{d['concurrency']} concurrent clients" if d.get("concurrency") is not None
-                   else f"{d['request_rate']:g} req/s"))
+                   else f"{d['request_rate']:g} req/s" if isinstance(d.get("request_rate"), (int, float))
+                   else "every request at once"))
     lines = [f"PREDICT (disaggregated)  {d['model']} on {d['gpu']}: prefill {_pool(p)} -> decode {_pool(q)} "
              f"({d['gpus']} GPUs, {q['dtype']}, {d['kv_dtype']} KV), {d['engine']}, "
              f"link {d['link_GBps']:g} GB/s",
@@ -212,7 +213,10 @@ def points_text(rows: list[dict[str, Any]]) -> str:
         if "error" in r:
             out.append(f"{i:>4} error: {r['error']}")
             continue
-        conc = r["concurrency"] if r["concurrency"] is not None else f"@{r['request_rate']:g}"
+        conc = r.get("concurrency")
+        if conc is None:
+            rate = r.get("request_rate")
+            conc = f"@{rate:g}" if isinstance(rate, (int, float)) else "all"
         tp = r["tp"] if r.get("mode") != "disagg" else "PD"
         dtype = r["dtype"] if r.get("mode") != "disagg" else r["decode"]["dtype"]
         out.append(f"{i:>4} {r['model'][:28]:<28} {r['gpu'][:9]:<9} {tp:>2} {dtype:<9} "
@@ -223,10 +227,15 @@ def points_text(rows: list[dict[str, Any]]) -> str:
 
 def compare_text(d: dict[str, Any]) -> str:
     p = d["prediction"]
-    out = [f"COMPARE  {d['result_file']}: {p['model']} on {p['tp']} x {p['gpu']} ({p['dtype']}), "
-           f"{p['isl']}/{p['osl']} tokens, "
-           + (f"concurrency {p['concurrency']}" if p.get("concurrency") is not None
-              else f"{p['request_rate']:g} req/s"),
+    if p.get("mode") == "disagg":
+        shape = (f"{p['gpu']}, prefill {_pool(p['prefill'])} -> decode {_pool(p['decode'])} "
+                 f"({p['decode']['dtype']})")
+    else:
+        shape = f"{p.get('gpus', p['tp'])} x {p['gpu']}{_split(p)} ({p['dtype']})"
+    rate = p.get("request_rate")
+    load = (f"concurrency {p['concurrency']}" if p.get("concurrency") is not None
+            else f"{rate:g} req/s" if isinstance(rate, (int, float)) else "every request at once")
+    out = [f"COMPARE  {d['result_file']}: {p['model']} on {shape}, {p['isl']}/{p['osl']} tokens, {load}",
            f"  {'metric':<20} {'predicted':>12} {'measured':>12} {'error':>8}"]
     for r in d["comparison"]:
         err = "n/a" if r["relative_error"] is None else f"{100 * r['relative_error']:+.1f}%"
