@@ -1,0 +1,1005 @@
+"""The commands that start what a prediction assumed, and the command that measures it.
+
+For one :class:`~servesim.hardware.pricer.Deployment` (a replica, or each pool of a disaggregated
+deployment), :func:`engine_command` writes the engine's launch as a short shell script: ``vllm
+serve``, ``python -m sglang.launch_server`` or ``trtllm-serve`` with its ``--extra_llm_api_options``
+YAML written by a here-document, carrying every setting the prediction priced:
+
+* parallelism: tensor parallel, attention data parallel and expert parallel (vLLM
+  ``--tensor-parallel-size``/``--data-parallel-size``/``--enable-expert-parallel``; SGLang
+  ``--tp-size`` (the whole replica) with ``--dp-size``/``--enable-dp-attention``/``--ep-size``;
+  TensorRT-LLM ``--tp_size`` with ``enable_attention_dp`` and ``--ep_size``), and the experts'
+  exchange where attention DP meets expert parallel (vLLM ``--all2all-backend``, SGLang
+  ``--moe-a2a-backend``/``--deepep-mode``, TensorRT-LLM ``TRTLLM_FORCE_ALLTOALL_METHOD``);
+* the step token budget, the running limit and the memory share, at the values the engine profile
+  used (:func:`servesim.hardware.engines.engine_profile`: the user's flag, else the engine's default
+  for this GPU, as the engine itself computes it), so the command does not depend on a default that
+  moves between releases;
+* the CUDA-graph limit and piecewise prefill graphs where the deployment sets them, the overlap
+  scheduler where it is set (or, for vLLM, where the engine's default and the run's would differ),
+  the KV-cache dtype, the speculative method with its draft length, and the scheduler options
+  (SGLang ``--enable-mixed-chunk``, ``--max-prefill-tokens``, ``--scheduler-recv-interval``;
+  TensorRT-LLM ``--enable_chunked_prefill``);
+* the checkpoint: the model's own Hugging Face id for its own weights; for FP8 weights of a BF16
+  checkpoint, vLLM's and SGLang's online ``--quantization fp8`` (per-tensor, what servesim prices
+  for a dense FP8 model); where no engine flag makes the weights (TensorRT-LLM, FP4 or INT4 of a
+  BF16 checkpoint, an EAGLE head servesim has no id for) a ``${CHECKPOINT:?...}`` line that stops
+  the script and says what to supply.
+
+What no engine flag carries (servesim's model name, the GPU, the acceptance, the pools' worker
+counts, the link) is written on the script's first line, ``# servesim predict ...``, so that
+:mod:`servesim.plan.launch_parse` reads the scripts back into the same deployment.
+
+:func:`benchmark_command` writes the client run as predicted: ``vllm bench serve``, ``python -m
+sglang.bench_serving`` or InferenceMAX's vLLM ``benchmark_serving.py`` with the same lengths, range
+ratio, prompts, warm-ups, rate or concurrency and seed.  A disaggregated deployment also gets a
+Dynamo ``DynamoGraphDeployment`` manifest and (vLLM) an llm-d values file (:func:`deploy_disaggregated`).
+
+Every emitted flag is one of the engine's own (``data/engine_flags.toml``, extracted from the
+engines' sources with their provenance; :func:`unknown_flags` checks a script against them).
+
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from servesim._catalogfile import read_toml
+from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
+
+__all__ = [
+    "ENGINE_PROGRAMS",
+    "Launch",
+    "benchmark_command",
+    "deploy_colocated",
+    "deploy_disaggregated",
+    "engine_command",
+    "engine_flags",
+    "flag_profile",
+    "row_deploy",
+    "unknown_flags",
+]
+
+_DATA = Path(__file__).parent / "data" / "engine_flags.toml"
+
+ENGINE_PROGRAMS: dict[str, str] = {
+    "vllm": "vllm serve",
+    "sglang": "python -m sglang.launch_server",
+    "trtllm": "trtllm-serve",
+}
+"""Each engine's server command."""
+
+CLIENT_PROGRAMS: dict[str, str] = {
+    "vllm": "vllm bench serve",
+    "sglang": "python -m sglang.bench_serving",
+    "inferencemax": "python3 benchmarks/benchmark_serving.py",
+}
+"""Each benchmark client's command (InferenceMAX runs vLLM's ``benchmark_serving.py``)."""
+
+PORTS: dict[str, int] = {"vllm": 8000, "sglang": 30000, "trtllm": 8000}
+"""Each server's default port (vLLM and trtllm-serve 8000, SGLang 30000)."""
+
+TRTLLM_YAML = "extra_llm_api_options.yaml"
+"""The name of TensorRT-LLM's LLM-API options file in a launch script."""
+
+# vLLM --all2all-backend, SGLang --moe-a2a-backend/--deepep-mode and TensorRT-LLM's
+# TRTLLM_FORCE_ALLTOALL_METHOD for each exchange (engines.toml ep_comm; hardware.engines.EP_COMMS)
+VLLM_ALL2ALL = {
+    "allgather": "allgather_reducescatter",
+    "deepep": "deepep_low_latency",
+    "deepep_normal": "deepep_high_throughput",
+}
+SGLANG_A2A = {
+    "allgather": ("none", None),
+    "deepep": ("deepep", "low_latency"),
+    "deepep_normal": ("deepep", "normal"),
+}
+TRTLLM_ALLTOALL = {"deepep": "DeepEPLowLatency", "deepep_normal": "DeepEP"}
+
+# speculative methods: vLLM speculative_config "method", SGLang --speculative-algorithm, TensorRT-LLM
+# speculative_config decoding_type (None: the engine runs no such method)
+VLLM_SPEC = {
+    "eagle3": "eagle3",
+    "eagle": "eagle",
+    "mtp": "deepseek_mtp",
+    "medusa": "medusa",
+    "ngram": "ngram",
+    "draft": "draft_model",
+    "small-draft": "draft_model",
+}
+SGLANG_SPEC = {
+    "eagle3": "EAGLE3",
+    "eagle": "EAGLE",
+    "mtp": "EAGLE",
+    "ngram": "NGRAM",
+    "draft": "STANDALONE",
+    "small-draft": "STANDALONE",
+}
+TRTLLM_SPEC = {
+    "eagle3": "Eagle",
+    "eagle": "Eagle",
+    "mtp": "MTP",
+    "ngram": "NGram",
+    "draft": "DraftTarget",
+    "small-draft": "DraftTarget",
+    "medusa": "Medusa",
+}
+HEADS = {
+    "eagle3": "an EAGLE-3 head",
+    "eagle": "an EAGLE head",
+    "medusa": "Medusa heads",
+    "draft": "a draft model",
+    "small-draft": "a draft model",
+}
+"""What a method's drafter is, where the engine needs its weights."""
+
+
+@cache
+def engine_flags() -> dict[str, Any]:
+    """The engines' and clients' flag lists with their provenance (``data/engine_flags.toml``)."""
+    return read_toml(_DATA)
+
+
+def _known(program: str) -> tuple[set[str], set[str]]:
+    """(flags, negatable flags) of ``program``'s own list: an engine or a client of the data file."""
+    data = engine_flags()
+    if not program.startswith("client."):
+        table = data[program]
+        if program == "sglang":
+            flags = {"--" + f.replace("_", "-") for f in table["fields"]} | set(table["aliases"])
+        else:
+            flags = set(table["flags"])
+        return flags, set(table.get("negatable", ()))
+    table = data["client"][program.split(".", 1)[1]]
+    if isinstance(table["flags"], str):  # another client's list
+        table = data["client"][table["flags"].split(".", 1)[1]]
+    return set(table["flags"]), set()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What starts and measures one deployment: each pool's script (``""`` for a colocated replica),
+    the benchmark command, the files they need or come with, and notes on what the commands cannot
+    say."""
+
+    engine_commands: dict[str, str]
+    benchmark_command: str
+    files: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"engine_command": ...}`` (colocated) or ``{"engine_commands": {"prefill", "decode"}}``,
+        with ``benchmark_command``, ``files`` and ``notes``."""
+        out: dict[str, Any] = (
+            {"engine_command": self.engine_commands[""]}
+            if "" in self.engine_commands
+            else {"engine_commands": dict(self.engine_commands)}
+        )
+        out.update(
+            {
+                "benchmark_command": self.benchmark_command,
+                "files": dict(self.files),
+                "notes": list(self.notes),
+            }
+        )
+        return out
+
+
+# ------------------------------------------------------------------------------ the deployment
+
+
+def flag_profile(dep: Deployment, catalog: Any = None) -> Any:
+    """The engine profile at the level of the engine's flags: one server of ``dep`` as its flags
+    are read, before attention-DP ranks share them out (``dp=1`` with the whole replica's GPUs as
+    its parallelism), so that its budget, running limit and memory share are the values to pass."""
+    from servesim.hardware.engines import engine_profile
+    from servesim.hardware.names import canonical_gpu, resolve_gpu
+
+    gpu = resolve_gpu(dep.gpu, catalog)
+    return engine_profile(
+        dep.engine,
+        gpu=canonical_gpu(dep.gpu, catalog),
+        memory_gib=gpu.memory_bytes / 2**30,
+        max_num_batched_tokens=dep.max_num_batched_tokens,
+        max_num_seqs=dep.max_num_seqs,
+        scheduler=dict(dep.scheduler),
+        overlap=dep.overlap,
+        tp=dep.tp * dep.dp,
+        dp=1,
+        memory_fraction=dep.memory_fraction,
+        cuda_graph_max_tokens=dep.cuda_graph_max_tokens,
+        speculating=dep.speculating,
+        piecewise_cuda_graphs=dep.piecewise_cuda_graphs,
+    )
+
+
+def _checkpoint(dep: Deployment, catalog: Any = None) -> tuple[str, str, str]:
+    """(the checkpoint's id or path, its dtype as servesim names it, a note): the model's own
+    Hugging Face id (a catalog name's first ``hf_ids``; a config.json's folder)."""
+    from servesim.hardware.names import _catalog, canonical_model
+
+    model = dep.model
+    path = Path(model).expanduser()
+    if model.endswith(".json") or path.exists():
+        folder = path.parent if path.suffix == ".json" else path
+        return str(folder), "", f"checkpoint: the folder of {model} (its weights must sit beside the config)"
+    if "/" in model:
+        return model, "", ""
+    try:
+        name = canonical_model(model, catalog)
+        ids = _catalog(catalog).model_extras.get(name, {}).get("hf_ids", ())
+    except Exception:  # an architecture-only name (MoE catalog): the name is its id
+        ids = ()
+    return (
+        (str(ids[0]), "", f"checkpoint: {ids[0]} (the first Hugging Face id of servesim's {model})")
+        if ids
+        else (model, "", "")
+    )
+
+
+def _own_dtype(dep: Deployment) -> str:
+    """The weights' format of the model's own checkpoint (``bf16`` for a dense model)."""
+    arch = model_architecture(dep.model)
+    return str(arch.checkpoint_dtype) if arch is not None else "bf16"
+
+
+def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str]:
+    """How the engine gets the weights ``dep.dtype`` names: (``--quantization`` value or None, a
+    ``CHECKPOINT`` the user must supply (its description) or None, a note)."""
+    dtype = dep.dtype
+    if dtype in ("auto", "bf16"):
+        return None, None, ""
+    arch = model_architecture(dep.model)
+    own = _own_dtype(dep)
+    resolved = moe_dtype(dtype, arch, dep.gpu) if arch is not None else dtype
+    if resolved == own or (dtype == "fp8" and own in ("fp8", "fp8_block")):
+        flag = {"fp8": "fp8", "fp8_block": "fp8", "mxfp4": "mxfp4", "fp4": "modelopt_fp4"}.get(resolved)
+        return (flag if engine != "trtllm" else None), None, ""
+    if dtype == "fp8" and engine != "trtllm":
+        return (
+            "fp8",
+            None,
+            (
+                f"--quantization fp8 quantizes the {own} checkpoint's weights to FP8 at load "
+                "(per tensor, what servesim prices); a published FP8 checkpoint of the model "
+                "(ModelOpt, llm-compressor) loads faster and may differ in quality: pass its id "
+                "instead"
+            ),
+        )
+    what = {"fp8": "an FP8", "fp4": "an NVFP4", "int4": "an INT4 (weight-only)"}.get(dtype, f"a {dtype}")
+    why = (
+        "trtllm-serve quantizes no weights itself"
+        if engine == "trtllm"
+        else f"{engine} does not quantize a {own} checkpoint to {dtype} at load"
+    )
+    return (
+        None,
+        f"{what} checkpoint of {dep.model}",
+        f"{why}: servesim names no {dtype} checkpoint of "
+        f"{dep.model}; set CHECKPOINT to one (e.g. a ModelOpt release) before running the script",
+    )
+
+
+@dataclass
+class _Script:
+    """A launch script being written: its comment, variables, environment and arguments."""
+
+    servesim: list[str]
+    checks: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    program: str = ""
+    positional: str = ""
+    args: list[tuple[str, str | None]] = field(default_factory=list)
+    yaml: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def flag(self, name: str, value: object = None) -> None:
+        self.args.append(
+            (name, None if value is None else value if isinstance(value, _Raw) else _text(value))
+        )
+
+    def text(self) -> str:
+        lines = ["# servesim predict " + " ".join(shlex.quote(a) for a in self.servesim)]
+        lines += self.checks
+        if self.yaml:
+            lines += [f"cat > {TRTLLM_YAML} <<EOF", _yaml(self.yaml).rstrip("\n"), "EOF"]
+        head = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        first = " ".join(p for p in (head, self.program, self.positional) if p)
+        parts = [first] + [f"  {n}" + ("" if v is None else f" {_quote(v)}") for n, v in self.args]
+        lines.append(" \\\n".join(parts))
+        return "\n".join(lines) + "\n"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+class _Raw(str):
+    """An argument already quoted for the shell (a JSON value in quotes, a ``"$VARIABLE"``)."""
+
+
+def _quote(value: str) -> str:
+    return str(value) if isinstance(value, _Raw) else shlex.quote(value)
+
+
+def _yaml(data: dict[str, Any], indent: int = 0) -> str:
+    """``data`` as block YAML (str, int, float, bool and nested dicts: what the options file holds)."""
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.append(" " * indent + f"{key}:\n" + _yaml(value, indent + 2))
+        else:
+            text = _text(value) if not isinstance(value, str) else json.dumps(value)
+            out.append(" " * indent + f"{key}: {text}\n")
+    return "".join(out)
+
+
+def engine_command(
+    dep: Deployment,
+    *,
+    spec: str | None = None,
+    k: int | None = None,
+    tree: tuple[int, int, int] | None = None,
+    draft: str | None = None,
+    servesim: tuple[str, ...] = (),
+    pool: str = "",
+    catalog: Any = None,
+) -> tuple[str, list[str]]:
+    """The launch script of ``dep`` (one server; ``pool`` "prefill" or "decode" for a disaggregated
+    deployment's worker) running speculation ``spec`` at draft length ``k`` (or SGLang's ``tree``)
+    with drafter ``draft``, and its notes.  ``servesim`` adds flags to the first line's ``servesim
+    predict`` (what no engine flag carries)."""
+    from servesim.hardware.names import canonical_gpu
+
+    eng = flag_profile(dep, catalog)
+    ckpt, _, ckpt_note = _checkpoint(dep, catalog)
+    quant, supply, weights_note = _weights(dep, dep.engine)
+    s = _Script(servesim=["--model", dep.model, "--gpu", canonical_gpu(dep.gpu, catalog), *servesim])
+    s.program = ENGINE_PROGRAMS[dep.engine]
+    if supply is not None:
+        s.checks.append(f': "${{CHECKPOINT:?set CHECKPOINT to {supply}}}"')
+        s.servesim += ["--dtype", dep.dtype]
+        ckpt = _Raw('"$CHECKPOINT"')
+    elif dep.engine == "trtllm" and dep.dtype not in ("auto", "bf16"):
+        s.servesim += ["--dtype", dep.dtype]  # its checkpoint carries the format: no flag says it
+    s.notes += [n for n in (ckpt_note, weights_note) if n]
+    head = _drafter(s, spec, draft, dep)
+    {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[dep.engine](
+        s, dep, eng, ckpt, quant, spec, k, tree, head, pool
+    )
+    bad = unknown_flags(s.text())
+    if bad:  # pragma: no cover - the test of every emitted flag keeps this empty
+        raise AssertionError(f"{dep.engine} has no flag {', '.join(bad)} (data/engine_flags.toml)")
+    return s.text(), s.notes
+
+
+def _drafter(s: _Script, spec: str | None, draft: str | None, dep: Deployment) -> str | None:
+    """The drafter's weights an engine loads for ``spec`` (a quoted ``$DRAFT_MODEL`` the user sets
+    where servesim has no id), or None for a method without separate weights."""
+    if spec in (None, "none") or spec not in HEADS:
+        return None
+    if draft is not None and not draft.endswith(".json"):
+        s.servesim += ["--draft", draft]
+        return draft
+    if draft is not None:
+        s.servesim += ["--draft", draft]
+    s.checks.append(f': "${{DRAFT_MODEL:?set DRAFT_MODEL to {HEADS[spec]} trained for {dep.model}}}"')
+    s.notes.append(
+        f"speculation {spec}: servesim prices {HEADS[spec]} of the shape it derives for "
+        f"{dep.model} but names no checkpoint; set DRAFT_MODEL to one"
+    )
+    return _Raw('"$DRAFT_MODEL"')
+
+
+def _overlap(dep: Deployment, eng: Any, spec: str | None) -> bool | None:
+    """The overlap (async) scheduler the run priced: the deployment's own setting, else the engine's
+    default with the method's rule (engines.toml spec_overlap_methods); None where unset."""
+    if dep.overlap is not None:
+        return dep.overlap
+    if spec in (None, "none"):
+        return bool(eng.overlap)
+    return bool(eng.overlaps_speculation(spec))
+
+
+def _vllm(
+    s: _Script,
+    dep: Deployment,
+    eng: Any,
+    ckpt: str,
+    quant: str | None,
+    spec: str | None,
+    k: int | None,
+    tree: Any,
+    head: str | None,
+    pool: str,
+) -> None:
+    """vLLM (vllm/engine/arg_utils.py EngineArgs.add_cli_args)."""
+    s.positional = ckpt
+    s.flag("--tensor-parallel-size", dep.tp)
+    if dep.dp > 1:
+        s.flag("--data-parallel-size", dep.dp)
+    if dep.ep > 1:
+        s.flag("--enable-expert-parallel")
+        if dep.ep != dep.tp * dep.dp:
+            s.notes.append(
+                f"vLLM's expert parallel spans all tp x dp = {dep.tp * dep.dp} ranks, not ep {dep.ep}"
+            )
+        if dep.dp > 1:
+            s.flag("--all2all-backend", VLLM_ALL2ALL[dep.ep_comm or eng.ep_comm])
+    s.flag("--dtype", "auto" if dep.dtype != "bf16" else "bfloat16")
+    if quant is not None:
+        s.flag("--quantization", quant)
+    s.flag("--kv-cache-dtype", "fp8" if dep.kv_dtype == "fp8" else "auto")
+    s.flag("--max-num-batched-tokens", eng.max_num_batched_tokens)
+    s.flag("--max-num-seqs", eng.max_num_seqs)
+    s.flag("--gpu-memory-utilization", eng.memory_fraction)
+    if dep.cuda_graph_max_tokens is not None:
+        s.flag("--max-cudagraph-capture-size", dep.cuda_graph_max_tokens)
+    overlap = _overlap(dep, eng, spec)
+    s.flag("--async-scheduling" if overlap else "--no-async-scheduling")
+    if dep.moe_activations == "mxfp8":
+        s.env["VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8"] = "1"
+    for option in ("moe_backend", "gemm_backend"):
+        if getattr(dep, option) is not None:
+            s.notes.append(f"{option} {getattr(dep, option)}: no vLLM flag; the prediction priced it")
+    if spec not in (None, "none"):
+        method = VLLM_SPEC.get(str(spec))
+        config: dict[str, Any] = {"method": method, "num_speculative_tokens": k}
+        if head is not None:
+            config["model"] = "$DRAFT_MODEL" if isinstance(head, _Raw) else head
+        if spec == "ngram":
+            config["prompt_lookup_max"] = 4
+        body = json.dumps(config, separators=(",", ":"))
+        s.flag("--speculative-config", _Raw('"' + body.replace('"', '\\"') + '"'))
+        if tree is not None:
+            s.notes.append("vLLM drafts chains, not SGLang's trees: the tree's draft length is given as k")
+    if pool:
+        s.flag(
+            "--kv-transfer-config",
+            _Raw(
+                shlex.quote(
+                    json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
+                )
+            ),
+        )
+
+
+def _sglang(
+    s: _Script,
+    dep: Deployment,
+    eng: Any,
+    ckpt: str,
+    quant: str | None,
+    spec: str | None,
+    k: int | None,
+    tree: Any,
+    head: str | None,
+    pool: str,
+) -> None:
+    """SGLang (python/sglang/srt/server_args.py ServerArgs)."""
+    s.flag("--model-path", ckpt)
+    s.flag("--tp-size", dep.tp * dep.dp)  # SGLang's tp_size is the whole replica's GPUs
+    if dep.dp > 1:
+        s.flag("--dp-size", dep.dp)
+        s.flag("--enable-dp-attention")
+    if dep.ep > 1:
+        s.flag("--ep-size", dep.ep)
+        if dep.dp > 1:
+            backend, mode = SGLANG_A2A[dep.ep_comm or eng.ep_comm]
+            s.flag("--moe-a2a-backend", backend)
+            if mode is not None:
+                s.flag("--deepep-mode", mode)
+    s.flag("--dtype", "auto" if dep.dtype != "bf16" else "bfloat16")
+    if quant is not None:
+        s.flag("--quantization", quant)
+    s.flag("--kv-cache-dtype", "fp8_e4m3" if dep.kv_dtype == "fp8" else "auto")
+    s.flag("--chunked-prefill-size", eng.max_num_batched_tokens)
+    s.flag("--max-running-requests", eng.max_num_seqs)
+    s.flag("--mem-fraction-static", eng.memory_fraction)
+    options = dict(dep.scheduler)
+    if "max_prefill_tokens" in options:
+        s.flag("--max-prefill-tokens", int(options["max_prefill_tokens"]))
+    if options.get("enable_mixed_chunk"):
+        s.flag("--enable-mixed-chunk")
+    if "scheduler_recv_interval" in options:
+        s.flag("--scheduler-recv-interval", int(options["scheduler_recv_interval"]))
+    if dep.cuda_graph_max_tokens is not None:
+        s.flag("--cuda-graph-max-bs-decode", dep.cuda_graph_max_tokens)
+    if dep.piecewise_cuda_graphs:
+        s.flag("--cuda-graph-backend-prefill", "tc_piecewise")
+    if dep.overlap is False:
+        s.flag("--disable-overlap-schedule")
+    elif dep.overlap is True:
+        s.notes.append("overlap scheduler on: SGLang's default (no flag turns it on)")
+    if dep.gemm_backend == "flashinfer":
+        s.env["SGLANG_ENABLE_FLASHINFER_GEMM"] = "true"
+    for option in ("moe_backend", "moe_activations"):
+        if getattr(dep, option) is not None:
+            s.notes.append(f"{option} {getattr(dep, option)}: no SGLang flag; the prediction priced it")
+    if spec not in (None, "none"):
+        s.flag("--speculative-algorithm", SGLANG_SPEC.get(str(spec), str(spec).upper()))
+        if head is not None:
+            s.flag("--speculative-draft-model-path", head)
+        steps, topk, tokens = tree if tree is not None else (k, 1, (k or 0) + 1)
+        s.flag("--speculative-num-steps", steps)
+        s.flag("--speculative-eagle-topk", topk)
+        s.flag("--speculative-num-draft-tokens", tokens)
+    if pool:
+        s.flag("--disaggregation-mode", pool)
+        s.flag("--disaggregation-transfer-backend", "nixl")
+
+
+def _trtllm(
+    s: _Script,
+    dep: Deployment,
+    eng: Any,
+    ckpt: str,
+    quant: str | None,
+    spec: str | None,
+    k: int | None,
+    tree: Any,
+    head: str | None,
+    pool: str,
+) -> None:
+    """TensorRT-LLM (tensorrt_llm/commands/serve.py serve; tensorrt_llm/llmapi/llm_args.py TorchLlmArgs)."""
+    s.positional = ckpt
+    s.flag("--tp_size", dep.tp * dep.dp)  # attention DP runs every rank as its own attention replica
+    if dep.ep > 1:
+        s.flag("--ep_size", dep.ep)
+    s.flag("--max_num_tokens", eng.max_num_batched_tokens)
+    s.flag("--max_batch_size", eng.max_num_seqs)
+    s.flag("--kv_cache_free_gpu_memory_fraction", eng.memory_fraction)
+    if dict(dep.scheduler).get("enable_chunked_prefill"):
+        s.flag("--enable_chunked_prefill")
+    y: dict[str, Any] = {"dtype": "bfloat16" if dep.dtype == "bf16" else "auto"}
+    if dep.dp > 1:
+        y["enable_attention_dp"] = True
+        if dep.tp > 1:
+            s.notes.append(
+                f"TensorRT-LLM's attention DP runs one attention rank a GPU: tp {dep.tp} x dp "
+                f"{dep.dp} is launched as {dep.tp * dep.dp} attention-DP ranks"
+            )
+    y["kv_cache_config"] = {
+        "dtype": "fp8" if dep.kv_dtype == "fp8" else "auto",
+        "free_gpu_memory_fraction": eng.memory_fraction,
+    }
+    if dep.cuda_graph_max_tokens is not None:
+        y["cuda_graph_config"] = {"max_batch_size": dep.cuda_graph_max_tokens, "enable_padding": True}
+    if dep.overlap is not None:
+        y["disable_overlap_scheduler"] = not dep.overlap
+    if dep.moe_backend is not None:
+        y["moe_config"] = {"backend": dep.moe_backend.upper()}
+    if dep.piecewise_cuda_graphs:
+        y["torch_compile_config"] = {"enable_piecewise_cuda_graph": True}
+    comm = dep.ep_comm
+    if comm in TRTLLM_ALLTOALL and dep.dp > 1:
+        s.env["TRTLLM_FORCE_ALLTOALL_METHOD"] = TRTLLM_ALLTOALL[comm]
+    for option in ("moe_activations", "gemm_backend"):
+        if getattr(dep, option) is not None:
+            s.notes.append(
+                f"{option} {getattr(dep, option)}: no TensorRT-LLM option; the prediction priced it"
+            )
+    if spec not in (None, "none"):
+        sc: dict[str, Any] = {"decoding_type": TRTLLM_SPEC.get(str(spec), str(spec)), "max_draft_len": k}
+        if spec == "mtp":
+            sc["num_nextn_predict_layers"] = k
+        if head is not None:
+            sc["speculative_model_dir"] = "${DRAFT_MODEL}" if isinstance(head, _Raw) else head
+        y["speculative_config"] = sc
+    if pool:
+        s.notes.append(
+            f"{pool} worker: Dynamo's TensorRT-LLM recipes add cache_transceiver_config "
+            "(the KV transfer backend) to this file"
+        )
+    s.yaml = y
+    s.flag("--extra_llm_api_options", TRTLLM_YAML)
+
+
+# ------------------------------------------------------------------------------ the benchmark
+
+
+def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1) -> str:
+    """The client's command that measures ``bench`` against ``dep``'s server (one of ``replicas``
+    replicas: the rate is that replica's share), as the prediction ran it."""
+    client = bench.client
+    name = client.name
+    served = _checkpoint(dep)[0]
+    supply = _weights(dep, dep.engine)[1]
+    model = '"$CHECKPOINT"' if supply is not None else shlex.quote(served)
+    extra = ["--warmup-prompts", str(bench.warmup)] if bench.warmup else []
+    if name == "inferencemax" and client.warm_server:
+        extra.append("--warm-server")
+    lines = [
+        f"# servesim predict --client {name} " + " ".join(extra)
+        if extra
+        else f"# servesim predict --client {name}"
+    ]
+    if replicas > 1:
+        lines.append(f"# one of {replicas} replicas: its share of the load")
+    rate = "inf" if bench.rate_per_s is None else repr(float(bench.rate_per_s))
+    ratio = client.ratio
+    args: list[tuple[str, str]] = []
+    if name == "sglang":
+        args += [
+            ("--backend", "sglang" if dep.engine == "sglang" else "vllm"),
+            ("--port", str(PORTS[dep.engine])),
+        ]
+    else:
+        args += [("--backend", "vllm"), ("--port", str(PORTS[dep.engine]))]
+    args += [
+        ("--model", model),
+        ("--dataset-name", "random"),
+        ("--random-input-len", str(bench.isl)),
+        ("--random-output-len", str(bench.osl)),
+        ("--random-range-ratio", repr(float(ratio))),
+        ("--num-prompts", str(bench.prompts)),
+        ("--request-rate", rate),
+    ]
+    if bench.concurrency is not None:
+        args.append(("--max-concurrency", str(bench.concurrency)))
+    if name == "sglang":
+        args += [("--warmup-requests", str(bench.warmups)), ("--seed", str(bench.seed))]
+    else:
+        if client.burstiness != 1.0:
+            args.append(("--burstiness", repr(float(client.burstiness))))
+        args += [
+            ("--num-warmups", str(bench.warmups)),
+            ("--seed", str(bench.seed)),
+            ("--ignore-eos", ""),
+            ("--percentile-metrics", "ttft,tpot,itl,e2el"),
+            ("--save-result", ""),
+        ]
+    parts = [CLIENT_PROGRAMS[name]] + [f"  {n}" + (f" {v}" if v else "") for n, v in args]
+    lines.append(" \\\n".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ whole deployments
+
+
+def _speculation(
+    spec: str | None,
+    tree: tuple[int, int, int] | None,
+    alpha: float | None,
+    acceptance_length: float | None,
+    traffic: str | None,
+) -> list[str]:
+    """The servesim flags of a speculative run's method, SGLang tree and acceptance (no engine flag
+    holds the acceptance; the tree's flags say that a tree, not a chain, was asked for)."""
+    if spec in (None, "none"):
+        return []
+    out = ["--spec", str(spec)]
+    if tree is not None:
+        out += [
+            "--speculative-num-steps",
+            str(tree[0]),
+            "--speculative-eagle-topk",
+            str(tree[1]),
+            "--speculative-num-draft-tokens",
+            str(tree[2]),
+        ]
+    for flag, value in (
+        ("--acceptance-length", acceptance_length),
+        ("--alpha", alpha),
+        ("--traffic", traffic),
+    ):
+        if value is not None:
+            out += [flag, repr(value) if isinstance(value, float) else str(value)]
+    return out
+
+
+def deploy_colocated(
+    dep: Deployment,
+    bench: Any,
+    *,
+    spec: str | None = None,
+    k: int | None = None,
+    tree: tuple[int, int, int] | None = None,
+    draft: str | None = None,
+    alpha: float | None = None,
+    acceptance_length: float | None = None,
+    traffic: str | None = None,
+    replicas: int = 1,
+    catalog: Any = None,
+) -> Launch:
+    """The launch and benchmark of one colocated replica (of ``replicas``) as predicted; ``k`` is the
+    draft length the prediction ran."""
+    sv = _speculation(spec, tree, alpha, acceptance_length, traffic)
+    if replicas > 1:
+        sv += ["--replicas", str(replicas)]
+    cmd, notes = engine_command(
+        dep, spec=spec, k=k, tree=tree, draft=draft, servesim=tuple(sv), catalog=catalog
+    )
+    files = {"launch.sh": cmd, "benchmark.sh": benchmark_command(bench, dep, replicas=replicas)}
+    if TRTLLM_YAML in cmd:
+        files[TRTLLM_YAML] = _heredoc(cmd)
+    notes = [*notes, *_spec_notes(spec)]
+    if replicas > 1:
+        notes.append(
+            f"{replicas} replicas, each started by launch.sh on its own GPUs behind a load balancer; "
+            "benchmark.sh measures one at its share of the rate"
+        )
+    return Launch({"": cmd}, files["benchmark.sh"], files, tuple(notes))
+
+
+def _spec_notes(spec: str | None) -> list[str]:
+    if spec in (None, "none"):
+        return []
+    return [
+        "the acceptance on the first line (servesim's --acceptance-length/--traffic) is what the "
+        "prediction assumed; the engine measures its own (vLLM's spec-decode metrics, SGLang's accept "
+        "length)"
+    ]
+
+
+def _heredoc(cmd: str) -> str:
+    """The here-document's body of a launch script (TensorRT-LLM's options file)."""
+    lines = cmd.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("cat > "))
+    end = lines.index("EOF", start + 1)
+    return "\n".join(lines[start + 1 : end]) + "\n"
+
+
+def _link_text(link_bytes_per_s: float) -> str:
+    from servesim.model.kvcache import LINKS
+
+    for name, ln in LINKS.items():
+        if ln.bytes_per_s == link_bytes_per_s:
+            return name
+    return repr(link_bytes_per_s / 1e9)
+
+
+def deploy_disaggregated(
+    prefill: Deployment,
+    prefill_workers: int,
+    decode: Deployment,
+    decode_workers: int,
+    link_bytes_per_s: float,
+    bench: Any,
+    *,
+    spec: str | None = None,
+    k: int | None = None,
+    tree: tuple[int, int, int] | None = None,
+    draft: str | None = None,
+    alpha: float | None = None,
+    acceptance_length: float | None = None,
+    traffic: str | None = None,
+    catalog: Any = None,
+) -> Launch:
+    """Each pool's worker launch, the benchmark of the whole deployment through its front end, a
+    Dynamo ``DynamoGraphDeployment`` and (vLLM) an llm-d values file."""
+    common = (
+        "--mode",
+        "disagg",
+        "--prefill-workers",
+        str(prefill_workers),
+        "--decode-workers",
+        str(decode_workers),
+        "--link",
+        _link_text(link_bytes_per_s),
+    )
+    sv = tuple(_speculation(spec, tree, alpha, acceptance_length, traffic))
+    pcmd, pnotes = engine_command(prefill, servesim=common, pool="prefill", catalog=catalog)
+    dcmd, dnotes = engine_command(
+        decode, spec=spec, k=k, tree=tree, draft=draft, servesim=common + sv, pool="decode", catalog=catalog
+    )
+    bcmd = benchmark_command(bench, decode)
+    files = {
+        "prefill.sh": pcmd,
+        "decode.sh": dcmd,
+        "benchmark.sh": bcmd,
+        "dynamo.yaml": _dynamo(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd),
+    }
+    notes = [
+        *dict.fromkeys([*pnotes, *dnotes]),
+        *_spec_notes(spec),
+        f"{prefill_workers} prefill and {decode_workers} decode workers, KV moved over "
+        f"{_link_text(link_bytes_per_s)} ({link_bytes_per_s / 1e9:g} GB/s) as predicted; benchmark.sh "
+        "measures the whole deployment through its front end (Dynamo's or llm-d's)",
+    ]
+    if prefill.dtype != decode.dtype:
+        notes.append(f"the pools differ in weights: prefill {prefill.dtype}, decode {decode.dtype}")
+    if decode.engine == "vllm":
+        files["llm-d-values.yaml"] = _llmd(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd)
+    else:
+        notes.append(f"llm-d serves vLLM only: no llm-d values file for a {decode.engine} deployment")
+    return Launch({"prefill": pcmd, "decode": dcmd}, bcmd, files, tuple(notes))
+
+
+def _args_of(cmd: str) -> tuple[str, list[str], dict[str, str]]:
+    """(the checkpoint, the engine's arguments, its environment) of one launch script."""
+    from servesim.plan.launch_parse import split_script
+
+    script = split_script(cmd)
+    return script.positional or "", script.args, script.env
+
+
+def _dynamo(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
+    """A ``DynamoGraphDeployment`` (nvidia.com/v1alpha1) with a front end and the two pools: each
+    worker runs Dynamo's engine module (``python3 -m dynamo.vllm|sglang|trtllm``) with the pool's
+    flags.  The image and the model cache are the user's to fill in."""
+    engine = decode.engine
+    module = {"vllm": "dynamo.vllm", "sglang": "dynamo.sglang", "trtllm": "dynamo.trtllm"}[engine]
+    services: dict[str, Any] = {
+        "Frontend": {
+            "componentType": "frontend",
+            "replicas": 1,
+            "extraPodSpec": {
+                "mainContainer": {"image": "${DYNAMO_IMAGE}", "command": ["python3", "-m", "dynamo.frontend"]}
+            },
+        }
+    }
+    for pool, dep, workers, cmd in (("prefill", prefill, wp, pcmd), ("decode", decode, wd, dcmd)):
+        ckpt, args, env = _args_of(cmd)
+        if engine == "vllm":
+            args = ["--model", ckpt, *args] + (["--is-prefill-worker"] if pool == "prefill" else [])
+        elif engine == "trtllm":
+            args = ["--model-path", ckpt, *args, "--disaggregation-mode", pool]
+        container: dict[str, Any] = {
+            "image": "${DYNAMO_IMAGE}",
+            "command": ["python3", "-m", module],
+            "args": args,
+        }
+        if env:
+            container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+        services[f"{engine.capitalize()}{pool.capitalize()}Worker"] = {
+            "componentType": "worker",
+            "subComponentType": pool,
+            "replicas": workers,
+            "resources": {"limits": {"gpu": str(dep.tp * dep.dp)}},
+            "extraPodSpec": {"mainContainer": container},
+        }
+    doc = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "servesim-disagg"},
+        "spec": {"services": services},
+    }
+    return "# servesim: a Dynamo DynamoGraphDeployment of the predicted pools; set the image\n" + _yaml_any(
+        doc
+    )
+
+
+def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
+    """An llm-d ``modelservice`` values file (vLLM) with the two pools' replicas, GPUs and flags."""
+    ckpt, _, _ = _args_of(dcmd)
+    doc: dict[str, Any] = {
+        "modelArtifacts": {"uri": f"hf://{ckpt}", "name": ckpt},
+        "routing": {"servicePort": 8000},
+    }
+    for pool, dep, workers, cmd in (("prefill", prefill, wp, pcmd), ("decode", decode, wd, dcmd)):
+        _, args, env = _args_of(cmd)
+        container: dict[str, Any] = {
+            "name": "vllm",
+            "modelCommand": "vllmServe",
+            "args": args,
+            "resources": {"limits": {"nvidia.com/gpu": str(dep.tp * dep.dp)}},
+        }
+        if env:
+            container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+        doc[pool] = {"create": True, "replicas": workers, "containers": [container]}
+    return "# servesim: llm-d modelservice values of the predicted pools (vLLM)\n" + _yaml_any(doc)
+
+
+def _yaml_any(data: Any, indent: int = 0) -> str:
+    """``data`` (dicts, lists, scalars) as block YAML, strings quoted as JSON."""
+    pad = " " * indent
+    if isinstance(data, dict):
+        out = []
+        for key, value in data.items():
+            if isinstance(value, (dict, list)) and value:
+                out.append(f"{pad}{key}:\n" + _yaml_any(value, indent + 2))
+            else:
+                out.append(f"{pad}{key}: {_scalar(value)}\n")
+        return "".join(out)
+    out = []
+    for item in data:
+        if isinstance(item, dict):
+            body = _yaml_any(item, indent + 2)
+            out.append(f"{pad}- " + body[indent + 2 :])
+        else:
+            out.append(f"{pad}- {_scalar(item)}\n")
+    return "".join(out)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return "{}" if isinstance(value, dict) else "[]"
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        return _text(value)
+    return json.dumps(str(value))
+
+
+# ------------------------------------------------------------------------------ plan rows
+
+
+def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> dict[str, Any]:
+    """The launch and benchmark of a confirmed capacity-plan row (:mod:`servesim.plan.confirm`):
+    the deployments :func:`~servesim.plan.confirm.row_deployments` builds, the benchmark its
+    confirmation ran at the row's rate (a colocated row's replica at its share), its speculation."""
+    from servesim.plan.confirm import row_deployments
+    from servesim.sim.batching import Benchmark
+
+    pre, dec = row_deployments(row, q, gpu)
+    spec = None if row["speculation"] == "none" else row["speculation"]
+    k = getattr(q, "k", None) or (row.get("speculative_k") or None)
+    acc = (
+        {}
+        if spec is None
+        else {
+            "acceptance_length": getattr(q, "acceptance_length", None),
+            "traffic": getattr(q, "traffic", None),
+        }
+    )
+    rate = float(row["max_rate_rps"])
+    if row["architecture"] == "colocated":
+        n = int(row["prefill"]["workers"])
+        bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n)
+        return deploy_colocated(dec, bench, spec=spec, k=k, replicas=n, catalog=catalog, **acc).as_dict()
+    bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate)
+    return deploy_disaggregated(
+        pre,
+        int(row["prefill"]["workers"]),
+        dec,
+        int(row["decode"]["workers"]),
+        q.link_bytes_per_s,
+        bench,
+        spec=spec,
+        k=k,
+        catalog=catalog,
+        **acc,
+    ).as_dict()
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def unknown_flags(script: str) -> list[str]:
+    """The flags (and LLM-API keys) of a launch or benchmark script that its program's own list
+    (``data/engine_flags.toml``) lacks, in order; empty when every one is the engine's."""
+    from servesim.plan.launch_parse import split_script
+
+    s = split_script(script)
+    if not s.program:
+        return []
+    known, negatable = _known(s.program)
+    bad = []
+    for tok in s.tokens:
+        if not tok.startswith("-"):
+            continue
+        flag = tok.split("=", 1)[0]
+        if flag in known or (flag.startswith("--no-") and "--" + flag[5:] in negatable):
+            continue
+        bad.append(flag)
+    if s.program == "trtllm":
+        table = engine_flags()["trtllm"]["llm_api"]
+        keys = set(table["keys"])
+        bad += [f"{k} (LLM-API option)" for k in _yaml_keys(s.files.get(TRTLLM_YAML, "")) if k not in keys]
+    env_known = set(engine_flags().get(s.program, {}).get("env", ()))
+    bad += [f"{k} (environment)" for k in s.env if k not in env_known]
+    return bad
+
+
+def _yaml_keys(text: str) -> list[str]:
+    """The dotted keys of a two-level block YAML as :func:`_yaml` writes it."""
+    out, parent = [], ""
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key = line.strip().split(":", 1)[0]
+        if line.startswith("  "):
+            out.append(f"{parent}.{key}")
+        else:
+            parent = key
+            out.append(key)
+    return out
