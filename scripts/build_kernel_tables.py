@@ -1,7 +1,7 @@
 """Build servesim's compact kernel tables from aiconfigurator's measured kernel timings of three engines.
 
 Reads the parquet tables that ai-dynamo/aiconfigurator (Apache-2.0) measured with vLLM, SGLang and
-TensorRT-LLM on four GPUs and writes one table per (GPU, engine), plus ``NOTICE.md`` and the
+TensorRT-LLM on seven GPUs and writes one table per (GPU, engine), plus ``NOTICE.md`` and the
 license, for :mod:`servesim.hardware.kernels`, which reads them with the standard library only.
 pyarrow is needed by this script alone, never by the installed package.
 
@@ -14,11 +14,23 @@ fails if a shipped file differs (or a stale table is left in the folder).
 
 Engines, versions and files (one per GPU and engine; the vLLM file keeps its old name):
 
-| engine (``engine_name``) | A100 | H100, H200, B200 | file |
+| engine (``engine_name``) | A100 | H100, H200, B200, B300, GB200, GB300 | file |
 |---|---|---|---|
 | vLLM (``vllm``) | 0.14.0 | 0.24.0 | ``<gpu>.json.gz`` |
-| SGLang (``sglang``) | 0.5.10 | 0.5.14 | ``<gpu>_sglang.json.gz`` |
+| SGLang (``sglang``) | 0.5.10 | 0.5.14 (B300: MoE file only, see below) | ``<gpu>_sglang.json.gz`` |
 | TensorRT-LLM (``trtllm``) | 1.0.0 (not shipped, see below) | 1.3.0rc20 | ``<gpu>_trtllm.json.gz`` |
+
+The rack-scale and Blackwell Ultra folders (``gb200``: GB200 NVL72; ``gb300``: GB300 NVL72;
+``b300_sxm``: HGX B300) are read exactly as the B200's: same kernel sources per engine (the
+Blackwell defaults below), same NCCL 2.29.2 table (2 and 4 GPUs on GB200 / GB300, one tray;
+2, 4 and 8 on the B300), same DeepEP tables (one node: the 4 GPUs of a tray on GB200 / GB300).
+Two exceptions: (1) ``b300_sxm/``'s SGLang GEMM and attention parquet files name the device
+'NVIDIA GB300' and are byte-identical to ``gb300/``'s, so a GB300 measured them: no
+``b300_sxm_sglang.json.gz`` is built (MEASURED_ELSEWHERE; servesim prices SGLang's dense kernels
+on the B300 with vLLM 0.24.0's B300 tables and says so); its MoE / MLA file is built (those rows
+name the B300).  (2) ``gb200/`` alone holds TensorRT-LLM's MNNVL all-to-all
+(``comm_trtllm_1.3.0rc10_trtllm_alltoall_perf``; its rows say version 1.2.0rc6), kept in
+``gb200_trtllm_moe.json.gz`` (``mnnvl``, below).
 
 The engine's parquet files are the ones named ``<kind>_<engine>_<version>_...``; every row of
 one table must name the same device and version (asserted).  The NCCL table and ``system.yaml``
@@ -106,8 +118,8 @@ What is kept (per GPU and engine; NOTICE.md repeats this text):
   23 points of head_dim 192 at batch 128; every other table stays at or under 1.0 x.)
 
 Size: everything shipped (the dense tables, the ``_moe`` files below, NOTICE.md and the license)
-is about 3.8 MB of the 8 MB budget, so every grid is kept in full (no shapes dropped, no axis
-thinned).
+is about 7.3 MB of the 8 MB budget (3.8 MB before the B300, GB200 and GB300 were added), so every
+grid is kept in full (no shapes dropped, no axis thinned).
 
 Changes made to the measured numbers:
 
@@ -296,6 +308,20 @@ decode attention alone).  Each holds:
   ms is 283-289 GB/s to the other ranks as FP8, 550-561 GB/s of the 450 as BF16; the B200, with
   the same collector and the same time, reaches 31% of its NVLink); combine BF16.  Envelope along
   tokens only.
+* MNNVL all-to-all (GB200 only: ``comm_trtllm_*_trtllm_alltoall_perf``): TensorRT-LLM's wide-EP
+  dispatch and combine through the NVLink domain's shared memory (``communication_factory.py``
+  picks NVLinkOneSided first, then NVLinkTwoSided, before NCCL-EP and DeepEP), per kernel
+  (``NVLinkOneSided`` -> ``one_sided``: NVFP4 dispatch and combine, EP 2-32; ``NVLinkTwoSided`` ->
+  ``two_sided``: prepare, dispatch, combine (and NVFP4's low-precision combine) of BF16, FP8 and
+  NVFP4 activations, EP 2-64), by moe_dtype, grid EP x tokens per rank (1..65536), DeepSeek-V3's
+  shape (7168, top-8, 256 experts) with balanced routing, the only ones measured.  Tokens are each
+  rank's own: the bytes one rank sends (``mnnvl_bytes``) over the latency reach 62-85% of NVLink
+  at the largest sizes (``efficiency.mnnvl``); as a total over the EP group they would be 2-3%.
+  Envelope along tokens.  ``bus`` per key = the median over EP of those bytes / NVLink / latency
+  at the largest tokens, ``floor_ms`` the median latency at 1 token.
+* MoE token gaps: SGLang 0.5.14 on GB200 did not time 2 tokens of one shape (fp8_block
+  5120,8192,1,128 at TP8 EP8, power_law_1.01); such an interior gap takes the next measured
+  count's time (its envelope) and is listed under ``moe.filled_from_next_count``.
 * NCCL ``all_gather``, ``reduce_scatter`` and ``alltoall`` of ``half`` (``comm_nccl_*_nccl_perf``),
   grid num_gpus (2, 4, 8) x bytes; the int8 rows are not kept.  ``message_size`` is converted
   from ELEMENTS to BYTES (x 2), as for all-reduce: aiconfigurator's ``collector/collect_nccl.py``
@@ -357,7 +383,8 @@ UPSTREAM_FOLDER = ("aic-core/src/aiconfigurator_core/systems/data/<gpu>/ and "
                    "aic-core/src/aiconfigurator_core/systems/<gpu>.yaml")
 LICENSE_FILE = "LICENSE-aiconfigurator-Apache-2.0.txt"
 
-GPUS = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
+GPUS = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
+BLACKWELL = ("b200_sxm", "b300_sxm", "gb200", "gb300")  # the same engine defaults on every Blackwell GPU
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_LABEL = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 FORMAT = 1
@@ -401,14 +428,14 @@ QUERY_DTYPES = ("bfloat16", "fp8")  # preference order of attn_dtype per KV dtyp
 # The attention kernel a default deployment of each engine runs on each GPU (module docstring).
 DECODE_SOURCE = {
     "vllm": {"a100_sxm": "vllm_flash_attn", "h100_sxm": "vllm_flash_attn_fa3",
-             "h200_sxm": "vllm_flash_attn_fa3", "b200_sxm": "vllm_flashinfer_trtllmdecode"},
+             "h200_sxm": "vllm_flash_attn_fa3", **dict.fromkeys(BLACKWELL, "vllm_flashinfer_trtllmdecode")},
     "sglang": {"a100_sxm": "flash_attention", "h100_sxm": "fa3", "h200_sxm": "fa3",
-               "b200_sxm": "trtllm_mha"},
+               **dict.fromkeys(BLACKWELL, "trtllm_mha")},
     "trtllm": dict.fromkeys(GPUS, "torch_flow"),
 }
 PREFILL_SOURCE = {
     "vllm": {"a100_sxm": "vllm_flash_attn", "h100_sxm": "vllm_flash_attn_fa3",
-             "h200_sxm": "vllm_flash_attn_fa3", "b200_sxm": "vllm_flashinfer_trtllmprefill"},
+             "h200_sxm": "vllm_flash_attn_fa3", **dict.fromkeys(BLACKWELL, "vllm_flashinfer_trtllmprefill")},
     "sglang": DECODE_SOURCE["sglang"],
     "trtllm": DECODE_SOURCE["trtllm"],
 }
@@ -419,6 +446,15 @@ ALLREDUCE = {
     "trtllm": (None, "TRTLLM"),
 }
 ALLREDUCE_ELEMENT_BYTES = 2  # bf16 (engines) and half (NCCL): message_size counts elements
+# Dense tables not built because their GEMM and attention rows were measured on another GPU (the
+# parquet files are byte-identical to that GPU's): servesim prices the engine there with the GPU's
+# vLLM tables, as for a table not built for implausibility (module docstring, "Not built")
+MEASURED_ELSEWHERE = {
+    ("b300_sxm", "sglang"): ("SGLang 0.5.14's GEMM and attention tables in b300_sxm/ name the device "
+                             "'NVIDIA GB300' and are byte-identical to gb300/'s (its all-reduce, MoE and "
+                             "MLA tables name 'NVIDIA B300 SXM6 AC'): a GB300 (2.5 PFLOP/s BF16) measured "
+                             "them, not a B300 (2.25), so they are not shipped as the B300's"),
+}
 
 
 def log(msg: str) -> None:
@@ -797,7 +833,7 @@ FINALIZE_FLOOR_MS = 0.003  # one small CUDA-graphed kernel
 # TensorRT-LLM's TRTLLM backend runs block-FP8 MoE on TRTLLM-gen kernels too, which its own B200 table
 # did not time (only DeepGEMM): the same kernels as FlashInfer ships them, timed by SGLang on the same
 # GPU, without expert parallelism (its EP rows are handed ready-made routing: not the same layer)
-BORROW_TRTLLM_GEN = {"b200_sxm": ("sglang", "sglang_flashinfer_trtllm_moe")}
+BORROW_TRTLLM_GEN = dict.fromkeys(BLACKWELL, ("sglang", "sglang_flashinfer_trtllm_moe"))
 MOE_DROPPED_SOURCES = {
     "moe_torch_flow_nongated": "non-gated (ReLU^2, Nemotron-H) MoE rows of TensorRT-LLM: the key has no "
                                "activation field and every model servesim prices is gated (SwiGLU)",
@@ -932,6 +968,7 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
     tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
     dtypes: dict[str, Any] = {}
     eff: dict[str, Any] = {}
+    filled: dict[str, int] = {}
     for name in [d for d in MOE_ORDER if d in pts]:
         sources = sorted(set(src[name].values()))
         shapes: dict[str, list[float | None]] = {}
@@ -939,14 +976,21 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             med = {(t,): statistics.median(v) for t, v in pts[name][key].items()}  # repeats: median
             shapes[key] = finish(dense(med, [tokens]), [len(tokens)], stats, f"moe {name}")
             have = [j for j, v in enumerate(shapes[key]) if v is not None]
-            if have[0] != 0 or len(have) != have[-1] + 1:  # only the largest token counts may be missing
+            if have[0] != 0:  # the smallest token count must be measured
                 raise SystemExit(f"{label}: {name} {key} has gaps in num_tokens")
+            grid = shapes[key]
+            for j in range(have[-1] - 1, 0, -1):  # an interior gap: its envelope, the next count's time
+                if grid[j] is None:
+                    grid[j] = grid[j + 1]
+                    filled[f"{name} {key} tokens {tokens[j]}"] = 1
         dtypes[name] = {"kernel_sources": sources,
                         "source_of": {key: sources.index(src[name][key]) for key in shapes},
                         "shapes": shapes}
         eff[name] = moe_fit(name, shapes, tokens, system)
     table = {"distribution": MOE_DISTRIBUTION, "tokens": tokens, "dtypes": dtypes,
              "dropped_rows": dict(sorted(dropped.items()))}
+    if filled:  # only where a gap was found, so that the tables built before stay byte-identical
+        table["filled_from_next_count"] = sorted(filled)
     return table, eff, moe_evidence(kept_rows, hbm, label)
 
 
@@ -1282,6 +1326,65 @@ def build_nccl(rows: list[dict[str, Any]], system: dict[str, float | str],
     return out, eff
 
 
+MNNVL_GLOB = "comm_trtllm_*_trtllm_alltoall_perf.parquet"
+MNNVL_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "fp4"}
+MNNVL_OPS = {"alltoall_prepare": "prepare", "alltoall_dispatch": "dispatch", "alltoall_combine": "combine",
+             "alltoall_combine_low_precision": "combine_low_precision"}
+MNNVL_SOURCES = {"NVLinkOneSided": "one_sided", "NVLinkTwoSided": "two_sided"}
+
+
+def mnnvl_bytes(op: str, dtype: str, tokens: float, hidden: int, topk: int) -> float:
+    """Bytes one rank sends (dispatch: every top-k copy of its tokens, in the MoE's activation dtype
+    with NVFP4's one FP8 scale per 16 values) or receives back (combine: BF16 per copy; the
+    low-precision combine NVFP4); ``prepare`` moves routing metadata only (8 bytes a pair)."""
+    per = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}[dtype]
+    if op == "prepare":
+        return tokens * topk * 8.0
+    if op == "dispatch":
+        return tokens * topk * hidden * per
+    return tokens * topk * hidden * (0.5625 if op == "combine_low_precision" else 2.0)
+
+
+def build_mnnvl(rows: list[dict[str, Any]], system: dict[str, float | str],
+                stats: dict[str, list[float]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """TensorRT-LLM's MNNVL all-to-all (its wide-EP path on an NVLink domain): per kernel (one- or
+    two-sided), op and dtype, a grid EP size x tokens per rank (the tables' bandwidth: the
+    bytes of mnnvl_bytes over the latency reach 60-75% of NVLink at the largest sizes only if
+    ``num_tokens`` is each rank's own, so it is), balanced routing (the only one measured)."""
+    shapes = {(r["hidden_size"], r["topk"], r["num_experts"]) for r in rows}
+    dists = {r["distribution"] for r in rows}
+    if len(shapes) != 1 or dists != {"balanced"}:
+        raise SystemExit(f"MNNVL all-to-all: expected one shape, balanced routing; got {shapes}, {dists}")
+    hidden, topk, experts = shapes.pop()
+    nvl = float(system["intra_node_bw"])
+    pts: dict[str, dict[tuple[int, int], float]] = defaultdict(dict)
+    for r in rows:
+        key = f"{MNNVL_SOURCES[r['kernel_source']]},{MNNVL_OPS[r['op_name']]},{MNNVL_DTYPES[r['moe_dtype']]}"
+        p = (int(r["moe_ep_size"]), int(r["num_tokens"]))
+        if p in pts[key]:
+            raise SystemExit(f"MNNVL all-to-all: two rows for {key} {p}")
+        pts[key][p] = float(r["latency"])
+    tokens = sorted({int(r["num_tokens"]) for r in rows})
+    out: dict[str, Any] = {"shape": [hidden, topk, experts], "tokens": tokens, "distribution": "balanced",
+                           "version": ", ".join(sorted({f"TensorRT-LLM {r['version']}" for r in rows})),
+                           "grids": {}}
+    eff: dict[str, Any] = {}
+    for key, d in sorted(pts.items()):
+        eps = sorted({p[0] for p in d})
+        grid = finish(dense(d, [eps, tokens]), [len(eps), len(tokens)], stats, f"mnnvl {key}", pad_axes=[1])
+        out["grids"][key] = {"ep": eps, "ms": grid}
+        _, op, dtype = key.split(",")
+        bus, floor = [], []
+        for i in range(len(eps)):
+            row = grid[i * len(tokens):(i + 1) * len(tokens)]
+            have = [(t, v) for t, v in zip(tokens, row, strict=True) if v is not None]
+            t, v = have[-1]
+            bus.append(mnnvl_bytes(op, dtype, t, hidden, topk) / nvl / (v * 1e-3))
+            floor.append(have[0][1])
+        eff[key] = {"bus": r4(median(bus)), "floor_ms": r4(median(floor))}
+    return out, eff
+
+
 def optional_file(folder: Path, pattern: str) -> Path | None:
     found = sorted(folder.glob(pattern))
     if len(found) > 1:
@@ -1354,6 +1457,9 @@ def build_moe_table(folder: Path, gpu: str, engine: str,
         doc["deepep"], efficiency["deepep"] = build_deepep(ll_rows, normal_rows, system, stats)
         doc["deepep"]["measured_with"] = ", ".join(sorted({f"SGLang {r['version']} (DeepEP)"
                                                            for r in ll_rows + normal_rows}))
+    mnnvl_path = optional_file(folder, MNNVL_GLOB) if engine == "trtllm" else None
+    if mnnvl_path:
+        doc["mnnvl"], efficiency["mnnvl"] = build_mnnvl(read_rows(mnnvl_path), system, stats)
     nccl, nccl_eff = build_nccl(nccl_rows, system, stats)
     doc["nccl_collectives"] = nccl
     efficiency.update(nccl_eff)
@@ -1492,7 +1598,8 @@ Apache License 2.0 (full text: `{LICENSE_FILE}` in this folder).
   `comm_<engine>_<version>_custom_allreduce_perf`, the NCCL table `comm_nccl_<version>_nccl_perf`,
   and the system description `<gpu>.yaml`; for the `_moe` files `moe_<engine>_<version>_moe_perf`,
   `mla_<engine>_<version>_{{context,generation}}_mla_perf`, `mla_bmm_<engine>_<version>_mla_bmm_perf`,
-  `comm_sglang_0.5.12_wideep_deepep_{{ll,normal}}_perf` (H100, H200, B200) and the same NCCL table.
+  `comm_sglang_0.5.12_wideep_deepep_{{ll,normal}}_perf` (all but the A100), TensorRT-LLM's MNNVL all-to-all
+  `comm_trtllm_1.3.0rc10_trtllm_alltoall_perf` (GB200 only) and the same NCCL table.
 - Copyright: NVIDIA CORPORATION & AFFILIATES (SPDX headers of the source YAML files).
 
 The files here are **modified** versions of the source: reduced to the rows below, reshaped into
@@ -1583,15 +1690,19 @@ def build(source: Path) -> tuple[dict[str, bytes], dict[str, dict[str, Any]], st
             if line:
                 moe_ev.append(line)
         for engine in ENGINES:
-            doc, ev = build_table(source / gpu, gpu, engine, stats)
             file = table_file(gpu, engine)
-            evidence.append(ev)
-            why = implausible_decode(doc)
-            if why is not None:
-                skipped[file] = f"{doc['engine']} on {gpu}: {why}"
+            elsewhere = MEASURED_ELSEWHERE.get((gpu, engine))
+            if elsewhere is not None:
+                skipped[file] = f"{ENGINE_LABEL[engine]} on {gpu}: {elsewhere}"
             else:
-                docs[file] = doc
-                blobs[file] = encode(doc)
+                doc, ev = build_table(source / gpu, gpu, engine, stats)
+                evidence.append(ev)
+                why = implausible_decode(doc)
+                if why is not None:
+                    skipped[file] = f"{doc['engine']} on {gpu}: {why}"
+                else:
+                    docs[file] = doc
+                    blobs[file] = encode(doc)
             if optional_file(source / gpu, f"moe_{engine}_*_moe_perf.parquet") is not None:
                 mdoc, lines = build_moe_table(source / gpu, gpu, engine, stats)
                 moe_ev.extend(lines)

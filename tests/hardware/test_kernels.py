@@ -501,7 +501,10 @@ ENGINE_ALLREDUCE_POINTS = [
 
 # The tables each engine ships: every GPU except TensorRT-LLM 1.0.0 on the A100 (not shipped: its
 # decode attention reads the KV cache faster than the A100's HBM allows, see NOTICE.md).
-SHIPPED = {(g, e) for g in GPU_TABLES for e in ENGINE_TABLES} - {("a100_sxm", "trtllm")}
+# Nor SGLang's dense tables on the B300: its b300_sxm/ GEMM and attention files were measured on a GB300.
+SHIPPED = ({(g, e) for g in GPU_TABLES for e in ENGINE_TABLES}
+           - {("a100_sxm", "trtllm"), ("b300_sxm", "sglang")})
+NVL72 = ("gb200", "gb300")  # all-reduce measured on one tray of 4 GPUs
 VERSIONS = {"vllm": ("vLLM 0.14.0", "vLLM 0.24.0"), "sglang": ("SGLang 0.5.10", "SGLang 0.5.14"),
             "trtllm": ("TensorRT-LLM 1.0.0", "TensorRT-LLM 1.3.0rc20")}
 
@@ -527,7 +530,7 @@ def test_every_engine_table_loads() -> None:
             assert t.engine.startswith(engine_label(engine) + " ")
             assert t.hbm_bytes_per_s == vllm.hbm_bytes_per_s and t.kv_dtypes == vllm.kv_dtypes
             assert t.gemm_dtypes[0] == "bf16" and set(t.gemm_dtypes) <= set(t.flops_per_s)
-            assert t.allreduce_gpus() == (2, 4, 8)
+            assert t.allreduce_gpus() == ((2, 4) if name in NVL72 else (2, 4, 8))
             assert 0.3 < t.memory_efficiency < 1.0
     assert tables_for("h100") is _t("h100") is tables_for("h100", "vllm")  # the default is vLLM's
     assert tables_for("h100", "TensorRT-LLM") is tables_for("h100", "trtllm")
@@ -603,10 +606,14 @@ def test_engine_allreduce_points_read_back_in_bytes(name: str, engine: str, gpus
 def test_engine_allreduce_hands_large_messages_to_nccl() -> None:
     # Above their size limits all engines run NCCL: at 512 MiB (2^28 elements) each table is the
     # NCCL half table within 10% (this is the evidence that message_size counts elements in all).
+    # Except vLLM on GB200: 2.6-2.7x NCCL from 32 MiB up on two GPUs, 1.14x on four, as measured.
     for t in _all_tables():
         nc = t._doc["nccl_allreduce"]
         ns = len(nc["bytes"])
         for i, n in enumerate(nc["gpus"]):
+            if (t.name, t.engine_name) == ("gb200", "vllm"):
+                assert 1.0 < t.allreduce(n, 2**29).ms / nc["ms"][i * ns + nc["bytes"].index(2**29)] < 3.0
+                continue
             ref = nc["ms"][i * ns + nc["bytes"].index(2**29)]
             assert 0.9 < t.allreduce(n, 2**29).ms / ref < 1.1, (t, n)
 

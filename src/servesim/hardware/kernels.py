@@ -5,7 +5,9 @@ The tables (``data/kernels/<gpu>.json.gz`` for vLLM, ``<gpu>_sglang.json.gz`` fo
 :data:`ENGINE_TABLES`) are derived from per-kernel timings that NVIDIA's aiconfigurator project
 measured with each engine (Apache-2.0; origin, license, the kernels kept per engine and every
 change made: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` rebuilds them).
-Versions: vLLM 0.24.0, SGLang 0.5.14 and TensorRT-LLM 1.3.0rc20 on the H100, H200 and B200;
+Versions: vLLM 0.24.0, SGLang 0.5.14 and TensorRT-LLM 1.3.0rc20 on the H100, H200, B200, B300
+(HGX), GB200 and GB300 (NVL72; SGLang's dense tables are not shipped for the B300: its folder's
+were measured on a GB300, so SGLang is priced there with vLLM's, with a note);
 vLLM 0.14.0 and SGLang 0.5.10 on the A100 (TensorRT-LLM 1.0.0 was measured there too but is not
 shipped: its decode attention reads the KV cache up to 1.7x faster than the A100's HBM allows,
 NOTICE.md).  :func:`tables_for` returns one engine's tables (vLLM's by default) or None,
@@ -106,7 +108,7 @@ __all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "Kern
            "borrowed_tables", "engine_label", "engine_tables", "engines_for", "nearest_measured",
            "table_name", "tables_for"]
 
-GPU_TABLES: tuple[str, ...] = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm")
+GPU_TABLES: tuple[str, ...] = ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300")
 """GPUs with measured kernel tables (vLLM's; see :func:`engines_for` for the other engines)."""
 
 MEASURED_PEAKS: Mapping[str, tuple[float, float, tuple[str, ...]]] = {
@@ -116,10 +118,14 @@ MEASURED_PEAKS: Mapping[str, tuple[float, float, tuple[str, ...]]] = {
     "h100_sxm": (3.35e12, 989e12, ("bf16", "fp8")),
     "h200_sxm": (4.8e12, 989e12, ("bf16", "fp8")),
     "b200_sxm": (7.7e12, 2250e12, ("bf16", "fp8", "fp4")),
+    "b300_sxm": (7.75e12, 2250e12, ("bf16", "fp8", "fp4")),
+    "gb200": (8e12, 2500e12, ("bf16", "fp8", "fp4")),
+    "gb300": (8e12, 2500e12, ("bf16", "fp8", "fp4")),
 }
 """The peaks :func:`nearest_measured` compares a GPU without tables to (no table is read to choose)."""
 
-_TABLE_FAMILY = {"a100_sxm": "ampere", "h100_sxm": "hopper", "h200_sxm": "hopper", "b200_sxm": "blackwell"}
+_TABLE_FAMILY = {"a100_sxm": "ampere", "h100_sxm": "hopper", "h200_sxm": "hopper", "b200_sxm": "blackwell",
+                 "b300_sxm": "blackwell", "gb200": "blackwell", "gb300": "blackwell"}
 _FAMILY_NAMES = (  # a GPU name (any case, after an optional vendor prefix) -> its family
     (re.compile(r"(?:nvidia[-_ ]?)?g?h\d{2,3}"), "hopper"),
     (re.compile(r"(?:nvidia[-_ ]?)?g?b\d{3}"), "blackwell"),
@@ -140,6 +146,8 @@ _ALIASES: dict[str, str] = {
     "h200": "h200_sxm", "h200-sxm": "h200_sxm", "h200_sxm": "h200_sxm",
     "a100-80gb": "a100_sxm", "a100-sxm": "a100_sxm", "a100_sxm": "a100_sxm",
     "b200": "b200_sxm", "b200-sxm": "b200_sxm", "b200_sxm": "b200_sxm",
+    "b300": "b300_sxm", "b300-sxm": "b300_sxm", "b300_sxm": "b300_sxm",
+    "gb200": "gb200", "gb300": "gb300",
 }
 
 KV_DTYPES_KNOWN: tuple[str, ...] = ("bf16", "fp8")
