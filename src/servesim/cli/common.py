@@ -17,7 +17,9 @@ __all__ = [
     "WorkloadName",
     "add_disagg_arguments",
     "add_ep_comm_argument",
+    "check_gpu_dtypes",
     "ep_comm_of",
+    "gpu_list",
     "preset_label",
     "resolve_link_name",
     "resolve_node",
@@ -45,6 +47,39 @@ def ep_comm_of(args: argparse.Namespace) -> str | None:
     (the harness's recipe or the engine's default decides)."""
     value = getattr(args, "ep_comm", None)
     return None if value is None else str(value).replace("-", "_")
+
+
+def gpu_list(text: str) -> list[str]:
+    """``--gpu A,B,...`` of ``plan --gpus``: each GPU once, none empty (each is searched, so the cost
+    grows with the list)."""
+    gpus = [g.strip() for g in str(text).split(",")]
+    if not all(gpus):
+        raise InputError(f"--gpu {text!r}: an empty GPU name in the list; give catalog GPUs separated by "
+                         "commas, e.g. --gpu h100-sxm,h200")
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise InputError(f"--gpu {text!r}: {', '.join(twice)} given more than once (each GPU of the list is "
+                         "searched once)")
+    return gpus
+
+
+def check_gpu_dtypes(model: str, gpus: Sequence[str], dtype: str | None, kv_dtype: str,
+                     catalog: Any = None) -> None:
+    """Refuse ``--dtype`` and ``--kv-dtype`` on a GPU that does not run them, with predict's message
+    (:func:`servesim.hardware.precision.check_dtype` for a dense model, the MoE checkpoint's format
+    for a mixture-of-experts one), instead of a plan of no deployments."""
+    from servesim.hardware.names import canonical_gpu
+    from servesim.hardware.precision import check_dtype, check_kv_dtype
+    from servesim.hardware.pricer import model_architecture, moe_dtype
+
+    arch = model_architecture(model)
+    for g in gpus:
+        if dtype is not None:
+            if arch is None:
+                check_dtype(dtype, g, catalog)
+            else:
+                moe_dtype(dtype, arch, canonical_gpu(g, catalog))
+        check_kv_dtype(kv_dtype, g, catalog)
 
 
 def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> None:

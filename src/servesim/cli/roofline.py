@@ -17,6 +17,11 @@ __all__ = ["register"]
 
 Row = dict[str, Any]
 
+_REFUSED = ("dtype", "kv_dtype", "ep")
+"""Inputs whose refusal by the measured-kernel step model refuses the command (predict refuses them the
+same way: an FP4 model on Hopper, an expert split that does not divide the GPUs or the experts); other
+reasons leave the measured view out, with the reason, and the pure roofline stands."""
+
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``roofline``."""
@@ -57,13 +62,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--draft-overhead-us", type=number(0.0, 1e6, scale=1e-6), default=0.0, metavar="US",
                    dest="draft_overhead_s",
                    help="host time per draft step in microseconds, >= 0 (default 0: not modelled)")
-    p.add_argument("--memory-efficiency", type=number(0.0, 1.0, lo_open=True), default=eff.memory,
-                   help=f"fraction of peak HBM bandwidth reached, in (0, 1] (default {eff.memory:g})")
-    p.add_argument("--compute-efficiency", type=number(0.0, 1.0, lo_open=True), default=eff.compute,
-                   help=f"fraction of dense BF16 peak reached, in (0, 1] (default {eff.compute:g})")
-    p.add_argument("--interconnect-efficiency", type=number(0.0, 1.0, lo_open=True),
+    # below 1% of a peak no kernel runs (and 1e-320 of it divides to inf)
+    p.add_argument("--memory-efficiency", type=number(0.01, 1.0), default=eff.memory,
+                   help=f"fraction of peak HBM bandwidth reached, in [0.01, 1] (default {eff.memory:g})")
+    p.add_argument("--compute-efficiency", type=number(0.01, 1.0), default=eff.compute,
+                   help=f"fraction of dense BF16 peak reached, in [0.01, 1] (default {eff.compute:g})")
+    p.add_argument("--interconnect-efficiency", type=number(0.01, 1.0),
                    default=eff.interconnect,
-                   help=f"fraction of GPU-to-GPU bandwidth reached, in (0, 1] (default {eff.interconnect:g})")
+                   help=f"fraction of GPU-to-GPU bandwidth reached, in [0.01, 1] (default "
+                   f"{eff.interconnect:g})")
     p.add_argument("--memory-fraction", type=number(0.0, 1.0, lo_open=True), default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of HBM for weights and KV, in (0, 1] (default {DEFAULT_MEMORY_FRACTION:g})")
     p.add_argument("--dtype", type=dtype_choice(WEIGHT_DTYPES, "dtype"), default="bf16",
@@ -101,10 +108,18 @@ def _run(args: argparse.Namespace) -> Output:
             draft = resolve_model(draft_name, cat)
         except ParameterError as exc:
             raise ParameterError("--draft", draft_name, exc.valid) from None
+    from servesim._checks import ParameterError
+    from servesim.hardware.precision import check_kv_dtype
+
+    check_kv_dtype(args.kv_dtype, args.gpu, cat)  # refused as predict refuses it, MoE models included
     try:
         sm: Any = measured_step_model(model, gpu, args.gpu, args.tp, engine=args.engine, dtype=args.dtype,
                                       kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep,
                                       ep_comm=ep_comm_of(args))
+    except ParameterError as exc:
+        if exc.name in _REFUSED:  # what predict refuses is refused here too, with its message
+            raise
+        sm = exc
     except ValueError as exc:
         sm = exc
     # The pure roofline of [1], [2] and [5] prices the replica's GPUs: with attention data parallel it splits

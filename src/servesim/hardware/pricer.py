@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
 from servesim.hardware.architectures import LINEAR_PARTS, Architecture, find_architecture
 from servesim.hardware.engines import ENGINES, EP_COMMS, EngineProfile, engine_profile
@@ -38,7 +38,7 @@ from servesim.hardware.names import (
     valid_tps,
 )
 from servesim.hardware.ops import Peaks
-from servesim.hardware.precision import normalize_dtype
+from servesim.hardware.precision import check_kv_dtype, normalize_dtype
 from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
 
 __all__ = ["BLOCK_FP8_FAMILIES", "Deployment", "Drafter", "Pricer", "build_step_model",
@@ -149,9 +149,12 @@ class Deployment:
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))  # FP8, nvfp4, w4a16 ... as typed
         object.__setattr__(self, "kv_dtype", normalize_dtype(self.kv_dtype))
-        check_int("tp", self.tp, lo=1, hi=64)
-        check_int("dp", self.dp, lo=1, hi=256)
-        check_int("ep", self.ep, lo=1, hi=256)
+        for name in ("tp", "dp", "ep"):  # the flags' ranges (_checks.BOUNDS), as every way in has them
+            check_bound(name, getattr(self, name))
+        # (the token budget is left to the engine profile: a plan sizes it past --isl for whole prompts)
+        for name, value in (("max_num_seqs", self.max_num_seqs), *self.scheduler):
+            if value is not None and name in BOUNDS and not isinstance(value, bool):
+                check_bound(name, value)
         if self.memory_fraction is not None:
             check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
         if self.cuda_graph_max_tokens is not None:
@@ -293,6 +296,7 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
                          piecewise_cuda_graphs=dep.piecewise_cuda_graphs)
     if arch is not None:
         par = Parallelism(dep.tp, dep.dp, dep.ep)
+        check_kv_dtype(dep.kv_dtype, gname, catalog)  # as the dense StepModel checks it
         msm = MoEStepModel(arch, gname, par,
                            dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
                            catalog=catalog, moe_activations=dep.moe_activations,
