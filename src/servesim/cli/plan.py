@@ -50,7 +50,8 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="plan for this rate (req/s) on the smallest fleet that meets the target")
     p.add_argument("--top", type=integer(1, hi=10_000), default=10,
                    help="how many ranked deployments to show, 1-10,000 (default 10); with --model, the "
-                   "first 100 of them are confirmed by the engine model (about 0.3 s each)")
+                   "first 100 of them at most are confirmed by the engine model (about 0.3 s each: "
+                   "--top 100 or more costs about 30 s; a progress bar shows after 1 s)")
     p.add_argument("--jobs", type=integer(1, hi=256), default=1,
                    help="local processes for the sweeps, 1-256 (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -69,7 +70,9 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=integer(1, hi=4096), default=None,
                    help="GPU budget, 1-4,096: rank deployments by goodput per GPU at their largest "
                    "sustainable rate (needs --model and --gpu; the measured-kernel model at load); with "
-                   "--target-rate, the fewest GPUs for that rate (up to this many, default 256)")
+                   "--target-rate, the fewest GPUs for that rate (up to this many, default 256); cost "
+                   "grows with it and with each GPU of a --gpu list (8 GPUs: a few seconds, 64: about "
+                   "20 s, 4,096: minutes; a progress bar shows after 1 s)")
     p.add_argument("--no-hazards", action="store_true",
                    help="with --gpus: leave out deployments that combine speculation with prefix caching "
                    "or with prefill/decode disaggregation (known correctness and stability hazards)")
@@ -168,7 +171,7 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Any, di
 def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
     from servesim._checks import InputError
-    from servesim.cli.common import ep_comm_of, workload_of
+    from servesim.cli.common import check_gpu_dtypes, ep_comm_of, gpu_list, workload_of
     from servesim.hardware.catalog import load_catalog
     from servesim.model.kvcache import LINKS
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
@@ -189,7 +192,7 @@ def _capacity(args: argparse.Namespace) -> Output:
                                  slo_tpot_s=wl.slo_tpot_s)
     link = LINKS["rdma"] if args.link is None else args.link
     q = PlanQuestion(
-        model=args.model, gpu=args.gpu.split(",")[0].strip(), gpus=args.gpus or 256,
+        model=args.model, gpu=gpu_list(args.gpu)[0], gpus=args.gpus or 256,
         target_rate_per_s=args.target_rate,
         isl=args.isl or wl.prompt_tokens, osl=args.osl or wl.output_tokens,
         slo_ttft_s=args.slo_ttft_s or wl.slo_ttft_s, slo_tpot_s=args.slo_tpot_s or wl.slo_tpot_s,
@@ -200,7 +203,8 @@ def _capacity(args: argparse.Namespace) -> Output:
         traffic=args.traffic, ep_comm=ep_comm_of(args),
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
-    gpus = [g.strip() for g in args.gpu.split(",") if g.strip()]
+    gpus = gpu_list(args.gpu)
+    check_gpu_dtypes(args.model, gpus, args.dtype, args.kv_dtype, cat)  # as predict refuses them
     from servesim.cli.progress import Progress
 
     bar = Progress(min(args.top, 100), "confirming by the engine model", enabled=not args.quiet)
