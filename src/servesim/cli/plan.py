@@ -84,6 +84,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                    help="save goodput vs arrival rate for colocated and the best split")
     add_format(p)
+    from servesim.cli.deploy import add_emit_argument  # launch scripts (issue 50)
+
+    add_emit_argument(p)
     p.set_defaults(run=run_plan)
 
     r = sub.add_parser("report", help="write a self-contained HTML report and the same as Markdown")
@@ -212,6 +215,9 @@ def _capacity(args: argparse.Namespace) -> Output:
                                                                                          bar.advance)
     bar.close()
     data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
+    from servesim.cli.deploy import emit, plan_deploy  # each row's launch and benchmark (issue 50)
+
+    sets = plan_deploy(args, data, q, cat)
     if getattr(args, "plot", None) is not None:
         from servesim.render import plots
         from servesim.render.capacity import plot_pareto
@@ -219,8 +225,8 @@ def _capacity(args: argparse.Namespace) -> Output:
         fig, axes = plots.figure(1, width_in=8.0)
         plot_pareto(axes[0], data)
         plots.save(fig, args.plot)
-    return Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
-                                                             for r in data["ranked"]])
+    return emit(args, Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
+                                                                       for r in data["ranked"]]), sets)
 
 
 def _capacity_report(args: argparse.Namespace) -> Output:

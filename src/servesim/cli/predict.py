@@ -117,6 +117,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     _speculation_arguments(p)
     _input_arguments(p)
     _disagg_arguments(p)
+    from servesim.cli.deploy import add_command_arguments, add_emit_argument  # launch scripts (issue 50)
+
+    add_command_arguments(p)
+    add_emit_argument(p)
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models); may be repeated")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (--points)")
@@ -361,8 +365,12 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
                                  dtype=row.get("dtype") or "auto", kv_dtype=row.get("kv_dtype"),
                                  engine=engine, dp=dp, ep=row.get("ep") or args.ep or 1,
                                  spec=spec["spec"], **settings, **_ep_comm(args))
-        out = predict(dep, bench, catalog=catalog, lengths=lengths,
-                      **harness_speculation(bench, model=row["model"], engine=engine, dp=dp, **spec))
+        spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=dp, **spec)
+        out = predict(dep, bench, catalog=catalog, lengths=lengths, **spec_kw)
+        if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
+            from servesim.cli.deploy import predict_deploy
+
+            predict_deploy(out, bench, {"": dep}, spec_kw)
     if row.get("labels"):
         out = {**row["labels"], **out}
     if row.get("measured"):
@@ -407,10 +415,14 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                          pool=pool, workers=workers[pool], peer_workers=workers[peer],
                                          spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
-    return predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
-                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
-                                 **harness_speculation(bench, model=row["model"], engine=engine,
-                                                       dp=pools["decode"].dp, **spec))
+    spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=pools["decode"].dp, **spec)
+    out = predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
+                                ln.bytes_per_s, bench, catalog=catalog, lengths=lengths, **spec_kw)
+    if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
+        from servesim.cli.deploy import predict_deploy
+
+        predict_deploy(out, bench, pools, spec_kw, (workers["prefill"], workers["decode"]), ln.bytes_per_s)
+    return out
 
 
 def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
@@ -445,6 +457,19 @@ def _run(args: argparse.Namespace) -> Output:
         return _points(args, catalog)
     if args.compare is not None:
         return _compare(args, catalog)
+    from servesim.cli.deploy import emit, predict_from_commands, wants_deploy
+
+    data = predict_from_commands(args, catalog)  # --engine-command ... --bench-command ...
+    if data is None:
+        data = _flagged(args, catalog, wants_deploy(args))
+    from servesim.render.predict import disagg_text, predict_text
+
+    out = Output(data, (disagg_text if data["mode"] == "disagg" else predict_text)(data), [_flat(data)])
+    return emit(args, out, [("", data["deploy"])] if "deploy" in data else [])
+
+
+def _flagged(args: argparse.Namespace, catalog: Any, deploy: bool) -> dict[str, Any]:
+    """The prediction of the flags (no --points, --compare or commands)."""
     _require(args, "model", "gpu", "isl", "osl")
     if args.concurrency is None and args.rate is None and args.num_prompts is None:
         raise InputError("--max-concurrency (--concurrency), --request-rate (--rate) or --num-prompts is "
@@ -452,11 +477,8 @@ def _run(args: argparse.Namespace) -> Output:
     row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
            "kv_dtype": args.kv_dtype,
            "engine": args.engine, "isl": args.isl, "osl": args.osl, "concurrency": args.concurrency,
-           "rate": args.rate, "num_prompts": args.num_prompts}
-    data = _one(args, row, catalog)  # the mode is --mode's
-    from servesim.render.predict import disagg_text, predict_text
-
-    return Output(data, (disagg_text if data["mode"] == "disagg" else predict_text)(data), [_flat(data)])
+           "rate": args.rate, "num_prompts": args.num_prompts, "deploy": deploy}
+    return _one(args, row, catalog)  # the mode is --mode's
 
 
 def _flat(d: dict[str, Any]) -> dict[str, Any]:

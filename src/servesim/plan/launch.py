@@ -626,6 +626,11 @@ def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1) -> str:
     ]
     if replicas > 1:
         lines.append(f"# one of {replicas} replicas: its share of the load")
+    if bench.warmup:
+        lines.append(
+            f"# servesim leaves the first {bench.warmup} requests out of its figures (a warm-up the "
+            "client does not know): compare the rest of the saved per-request times"
+        )
     rate = "inf" if bench.rate_per_s is None else repr(float(bench.rate_per_s))
     ratio = client.ratio
     args: list[tuple[str, str]] = []
@@ -658,6 +663,7 @@ def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1) -> str:
             ("--ignore-eos", ""),
             ("--percentile-metrics", "ttft,tpot,itl,e2el"),
             ("--save-result", ""),
+            *([("--save-detailed", "")] if bench.warmup else []),
         ]
     parts = [CLIENT_PROGRAMS[name]] + [f"  {n}" + (f" {v}" if v else "") for n, v in args]
     lines.append(" \\\n".join(parts))
@@ -925,8 +931,9 @@ def _scalar(value: Any) -> str:
 
 def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> dict[str, Any]:
     """The launch and benchmark of a confirmed capacity-plan row (:mod:`servesim.plan.confirm`):
-    the deployments :func:`~servesim.plan.confirm.row_deployments` builds, the benchmark its
-    confirmation ran at the row's rate (a colocated row's replica at its share), its speculation."""
+    the deployments :func:`~servesim.plan.confirm.row_deployments` builds, and the benchmark its
+    confirmation ran at the row's (planned) rate, a colocated row's replica at its share, with the
+    steady-state run's prompts and warm-up where the row records them (``steady_state``)."""
     from servesim.plan.confirm import row_deployments
     from servesim.sim.batching import Benchmark
 
@@ -941,12 +948,17 @@ def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> di
             "traffic": getattr(q, "traffic", None),
         }
     )
-    rate = float(row["max_rate_rps"])
+    rate = float(row.get("planned_rate_rps") or row["max_rate_rps"])
+    steady = row.get("steady_state") or {}
+    run: dict[str, Any] = {
+        "num_prompts": steady.get("prompts"),
+        "warmup": int(steady.get("warmup_prompts") or 0),
+    }
     if row["architecture"] == "colocated":
         n = int(row["prefill"]["workers"])
-        bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n)
+        bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n, **run)
         return deploy_colocated(dec, bench, spec=spec, k=k, replicas=n, catalog=catalog, **acc).as_dict()
-    bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate)
+    bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, **run)
     return deploy_disaggregated(
         pre,
         int(row["prefill"]["workers"]),

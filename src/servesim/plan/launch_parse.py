@@ -27,7 +27,7 @@ from typing import Any
 from servesim._checks import InputError
 from servesim.hardware.pricer import Deployment
 
-__all__ = ["ParsedLaunch", "Script", "parse_benchmark", "parse_launch", "split_script"]
+__all__ = ["ParsedLaunch", "Script", "canonical", "parse_benchmark", "parse_launch", "split_script"]
 
 _PROGRAMS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("vllm", "bench", "serve"), "client.vllm"),
@@ -213,7 +213,7 @@ def parse_launch(text: str, *, gpu: str | None = None, model: str | None = None)
     if sv.get("--dtype"):
         fields["dtype"] = sv["--dtype"]
     spec_args = _speculation(s, o, sv)
-    dep = _canonical(Deployment(**fields), spec_args.get("spec"))
+    dep = canonical(Deployment(**fields), spec_args.get("spec"))
     extra = {
         k[2:].replace("-", "_"): v
         for k, v in sv.items()
@@ -414,13 +414,16 @@ def _speculation(s: Script, o: dict[str, str | None], sv: dict[str, str | None])
     return out
 
 
-def _canonical(dep: Deployment, spec: str | None) -> Deployment:
+def canonical(dep: Deployment, spec: str | None = None) -> Deployment:
     """``dep`` with each setting that equals the engine's default for it read as the default
-    (None): the budget, the running limit, the memory share, the overlap scheduler and the
-    experts' exchange."""
+    (None): the budget, the running limit, the memory share, the overlap scheduler (for a run of
+    speculation ``spec``) and the experts' exchange.  Two deployments with the same canonical form
+    price alike; a launch script read back gives the canonical form of the one written out."""
     from servesim.plan.launch import _overlap, flag_profile
 
-    base = flag_profile(replace(dep, max_num_batched_tokens=None, max_num_seqs=None, memory_fraction=None))
+    base = flag_profile(
+        replace(dep, max_num_batched_tokens=None, max_num_seqs=None, memory_fraction=None, overlap=None)
+    )
     if dep.max_num_batched_tokens == base.max_num_batched_tokens:
         dep = replace(dep, max_num_batched_tokens=None)
     if dep.max_num_seqs == base.max_num_seqs:
