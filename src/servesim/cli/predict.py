@@ -123,7 +123,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_emit_argument(p)
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models); may be repeated")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (--points)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar (one shows on a terminal for work over a second)")
     add_format(p)
     p.set_defaults(run=_run)
 
@@ -164,7 +165,8 @@ def _client_arguments(p: argparse.ArgumentParser) -> None:
                    help="output tokens per request (nominal), 1-1,000,000; cost grows with it")
     p.add_argument("--concurrency", "--max-concurrency", dest="concurrency", type=bounded("concurrency"),
                    default=None, help="client slots: at most this many requests in flight (vllm bench serve "
-                   "--max-concurrency), 1-100,000")
+                   "--max-concurrency), 1-100,000; with the default --num-prompts (10 per slot) cost grows "
+                   "with it (100,000: seconds to a minute; a progress bar shows after 1 s)")
     p.add_argument("--rate", "--request-rate", dest="rate", type=_rate, default=None,
                    help="requests sent per second, [1e-6, 1e6], or inf (default: every request at once, "
                    "gated by --max-concurrency)")
@@ -172,9 +174,9 @@ def _client_arguments(p: argparse.ArgumentParser) -> None:
                    help="gamma shape of the gaps between sends at --request-rate, (0, 1000]: 1 is Poisson "
                    "(default), below 1 burstier")
     p.add_argument("--num-prompts", type=bounded("num_prompts"), default=None,
-                   help="measured requests, 1-1,000,000; cost grows with it "
-                   "(default 10 x concurrency: InferenceMAX's; at least 50 for the other clients; 500 at "
-                   "a rate)")
+                   help="measured requests, 1-1,000,000; cost grows linearly with it (1,000,000: seconds "
+                   "to a minute; a progress bar shows after 1 s) (default 10 x concurrency: InferenceMAX's; "
+                   "at least 50 for the other clients; 500 at a rate)")
     p.add_argument("--num-warmups", type=bounded("num_warmups"), default=None,
                    help="warm-up requests sent first and not measured, 0 up to --num-prompts (default: the "
                    "client's, 2 x concurrency for inferencemax, else 0); they end before the measured run")
@@ -345,8 +347,18 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
 
 
 def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
-         lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
-    """Predict one row (flags or a points line): the row's own values first, the flags' after."""
+         lengths: list[tuple[int, int]] | None = None, *, progress: bool = True) -> dict[str, Any]:
+    """Predict one row (flags or a points line): the row's own values first, the flags' after; on a
+    terminal, a run of more than a second shows that it is running (``progress``, unless --quiet)."""
+    from servesim.cli.progress import working
+
+    with working("predicting", enabled=progress and not args.quiet):
+        return _row_prediction(args, row, catalog, lengths)
+
+
+def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
+                    lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """:func:`_one` without the progress."""
     from servesim.plan.predict import compare_to_measured, harness_deployment, harness_speculation, predict
 
     engine = row.get("engine") or args.engine or "vllm"
@@ -494,7 +506,7 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
     from servesim.render.predict import points_text
 
     rows = read_points(args.points)
-    bar = Progress(len(rows), "predicting", enabled=not args.quiet)
+    bar = Progress(len(rows), "predicting", enabled=not args.quiet, ticking=True)
     results: list[dict[str, Any]] = []
     for row in rows:
         bar.advance()
@@ -502,7 +514,7 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
             results.append(row)
             continue
         try:
-            results.append(_one(args, _with_flags(args, row), catalog))
+            results.append(_one(args, _with_flags(args, row), catalog, progress=False))
         except (ParameterError, InputError) as exc:
             results.append({"error": _row_error(args, row, exc)})
     bar.close()
