@@ -88,6 +88,12 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
     files = {
         f"{prefix}{name}": text.encode("utf-8") for prefix, d in sets for name, text in d["files"].items()
     }
+    in_way = [name for name in files if (Path(args.emit) / name).is_dir()]
+    if in_way:  # a folder where a file goes would stop the renames half way: refuse before writing any
+        raise InputError(
+            f"--emit {args.emit}: {in_way[0]} there is a folder; remove it or emit into another "
+            "folder (nothing was written)"
+        )
     written = write_set(args.emit, files)
     line = f"wrote {len(written)} files into {args.emit}: " + ", ".join(sorted(written)) + "\n"
     return Output(out.data, out.text + line, out.csv_rows)

@@ -366,6 +366,8 @@ def engine_command(
     quant, supply, weights_note = _weights(dep, dep.engine)
     s = _Script(servesim=["--model", dep.model, "--gpu", canonical_gpu(dep.gpu, catalog), *servesim])
     s.program = ENGINE_PROGRAMS[dep.engine]
+    if spec not in (None, "none") and "--spec" not in s.servesim:  # engines' names are not one to one
+        s.servesim += ["--spec", str(spec)]
     if supply is not None:
         s.checks.append(f': "${{CHECKPOINT:?set CHECKPOINT to {supply}}}"')
         s.servesim += ["--dtype", dep.dtype]
@@ -824,7 +826,7 @@ def deploy_disaggregated(
 
 def _args_of(cmd: str) -> tuple[str, list[str], dict[str, str]]:
     """(the checkpoint, the engine's arguments, its environment) of one launch script."""
-    from servesim.plan.launch_parse import split_script
+    from servesim.plan.launch_script import split_script
 
     script = split_script(cmd)
     return script.positional or "", script.args, script.env
@@ -979,7 +981,7 @@ def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> di
 def unknown_flags(script: str) -> list[str]:
     """The flags (and LLM-API keys) of a launch or benchmark script that its program's own list
     (``data/engine_flags.toml``) lacks, in order; empty when every one is the engine's."""
-    from servesim.plan.launch_parse import split_script
+    from servesim.plan.launch_script import split_script
 
     s = split_script(script)
     if not s.program:
