@@ -501,6 +501,7 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _points(args: argparse.Namespace, catalog: Any) -> Output:
+    from servesim.cli.deploy import emit, wants_deploy
     from servesim.cli.progress import Progress
     from servesim.inputs.bench import read_points
     from servesim.render.predict import points_text
@@ -508,17 +509,22 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
     rows = read_points(args.points)
     bar = Progress(len(rows), "predicting", enabled=not args.quiet, ticking=True)
     results: list[dict[str, Any]] = []
+    sets: list[tuple[str, dict[str, Any]]] = []  # each row's launch and benchmark files, for --emit
+    deploy = wants_deploy(args)  # each row carries its commands as a prediction by flags does
     for row in rows:
         bar.advance()
         if "error" in row:
             results.append(row)
             continue
         try:
-            results.append(_one(args, _with_flags(args, row), catalog, progress=False))
+            results.append(_one(args, {**_with_flags(args, row), "deploy": deploy}, catalog, progress=False))
         except (ParameterError, InputError) as exc:
             results.append({"error": _row_error(args, row, exc)})
+            continue
+        if "deploy" in results[-1]:
+            sets.append((f"line{row['line']}-", results[-1]["deploy"]))
     bar.close()
-    return Output(results, points_text(results), [_flat(r) for r in results])
+    return emit(args, Output(results, points_text(results), [_flat(r) for r in results]), sets)
 
 
 _ROW_FLAGS: dict[str, Any] = {
@@ -612,7 +618,10 @@ def _compare(args: argparse.Namespace, catalog: Any) -> Output:
     model = args.model or res.model
     if model is None:
         raise InputError(f"{res.path}: no model_id; give --model")
+    from servesim.cli.deploy import emit, wants_deploy
+
     row = {"model": model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype, "kv_dtype": args.kv_dtype,
+           "deploy": wants_deploy(args),
            "engine": args.engine, "isl": isl, "osl": osl, "concurrency": conc, "rate": rate,
            "num_prompts": args.num_prompts or res.completed,
            "burstiness": args.burstiness or res.burstiness,
@@ -631,4 +640,5 @@ def _compare(args: argparse.Namespace, catalog: Any) -> Output:
         raise InputError(f"{res.path}: predicting its run ({', '.join(read)}): {exc}") from None
     rows = compare_to_measured(pred, res.metrics)
     data = {"prediction": pred, "comparison": rows, "result_file": res.path}
-    return Output(data, compare_text(data), rows)
+    return emit(args, Output(data, compare_text(data), rows),
+                [("", pred["deploy"])] if "deploy" in pred else [])
