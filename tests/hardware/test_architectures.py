@@ -60,6 +60,13 @@ EXPECTED = {  # hf id -> (family, attention, checkpoint dtype, quantization scop
     "mistralai/Mixtral-8x22B-v0.1": ("mixtral", "gqa", "bf16", "all_linear"),
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": ("llama4", "gqa", "bf16", "all_linear"),
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": ("llama4", "gqa", "bf16", "all_linear"),
+    # the 2026 attention kinds (tests/hardware/test_linear_attention.py, test_sparse_attention.py)
+    "Qwen/Qwen3.5-397B-A17B": ("qwen3_5_moe", "gqa", "bf16", "all_linear"),
+    "Qwen/Qwen3.5-122B-A10B": ("qwen3_5_moe", "gqa", "bf16", "all_linear"),
+    "Qwen/Qwen3.5-35B-A3B": ("qwen3_5_moe", "gqa", "bf16", "all_linear"),
+    "deepseek-ai/DeepSeek-V3.2": ("deepseek_v3", "mla", "fp8_block", "all_linear"),
+    "nvidia/DeepSeek-V3.2-NVFP4": ("deepseek_v3", "mla", "fp4", "partial"),
+    "nvidia/GLM-5-NVFP4": ("deepseek_v3", "mla", "fp4", "partial"),
 }
 
 
@@ -341,7 +348,7 @@ def test_aliases_resolve(alias: str) -> None:
 
 
 def test_unknown_names_are_none() -> None:
-    for name in ("", "deepseek-v2", "meta-llama/Llama-3.1-8B", "gpt-oss", "deepseek-ai/DeepSeek-V3.2"):
+    for name in ("", "deepseek-v2", "meta-llama/Llama-3.1-8B", "gpt-oss", "deepseek-ai/DeepSeek-V2.5"):
         assert find_architecture(name) is None, name
     with pytest.raises(ParameterError, match="name"):
         find_architecture(3)  # type: ignore[arg-type]

@@ -121,7 +121,8 @@ __all__ = [
     "shipped_ids",
 ]
 
-MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax_m2", "mixtral", "llama4")
+MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax_m2", "mixtral", "llama4",
+                                 "qwen3_5_moe")
 """The model families :func:`read_architecture` reads."""
 
 CHECKPOINT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
@@ -129,12 +130,12 @@ CHECKPOINT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4"
 
 LINEAR_PARTS: tuple[str, ...] = (
     "q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj",
-    "experts", "shared_experts", "dense_mlp",
+    "experts", "shared_experts", "dense_mlp", "in_proj_qkvz", "in_proj_ba", "out_proj", "indexer",
 )
 """Linear layers a checkpoint may quantize (the keys of :meth:`Architecture.breakdown` that may
 take a dtype other than bf16)."""
 
-_BF16_PARTS: tuple[str, ...] = ("embed", "lm_head", "norms", "biases", "router")
+_BF16_PARTS: tuple[str, ...] = ("embed", "lm_head", "norms", "biases", "router", "conv1d")
 _ATTENTION_KINDS = ("mla", "gqa")
 _QK_NORMS = ("", "per_head", "per_layer")
 _MAX_DIM = 1 << 24
@@ -200,6 +201,20 @@ class Architecture:
     quantized_parts: tuple[str, ...] | None = None
     source: str = ""
     context_length: int = 0  # max_position_embeddings: the longest request it serves (0 = unknown)
+    # hybrid linear attention (Qwen3.5): layer_linear[i] True = a gated-delta-net layer, no KV cache
+    layer_linear: tuple[bool, ...] = ()
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    ssm_state_bytes: int = 0  # bytes of one recurrent-state value (mamba_ssm_dtype)
+    attn_output_gate: bool = False  # full-attention q_proj also outputs a sigmoid gate of H d
+    shared_expert_gate: bool = False  # a sigmoid gate (h -> 1) on the shared expert's output
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the lightning indexer's heads, width and top-k
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
 
     def __post_init__(self) -> None:
         if self.family not in MOE_FAMILIES:
@@ -232,6 +247,7 @@ class Architecture:
             check_int("dense_intermediate", self.dense_intermediate, lo=1, hi=_MAX_DIM)
         if self.shared_experts:
             check_int("shared_intermediate", self.shared_intermediate, lo=1, hi=_MAX_DIM)
+        self._check_attention_kinds()
         if self.qk_norm not in _QK_NORMS:
             raise ParameterError("qk_norm", self.qk_norm, "'', 'per_head' or 'per_layer'")
         if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
@@ -244,7 +260,70 @@ class Architecture:
             raise ParameterError("quantized_parts", self.quantized_parts,
                                  f"linear parts of this model: a subset of {', '.join(present)}")
 
+    def _check_attention_kinds(self) -> None:
+        for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                     "linear_conv_kernel", "ssm_state_bytes", "index_heads", "index_head_dim", "index_topk"):
+            check_int(name, getattr(self, name), lo=0, hi=_MAX_DIM)
+        if self.layer_linear:
+            kinds = self.layer_linear
+            if len(kinds) != self.layers or not all(isinstance(v, bool) for v in kinds):
+                raise ParameterError("layer_linear", self.layer_linear,
+                                     f"{self.layers} booleans, one per layer")
+            if any(self.layer_linear):
+                for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim",
+                             "linear_value_head_dim", "linear_conv_kernel", "ssm_state_bytes"):
+                    check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+                if self.linear_value_heads % self.linear_key_heads:
+                    raise ParameterError("linear_value_heads", self.linear_value_heads,
+                                         f"a multiple of linear_key_heads ({self.linear_key_heads})")
+        if self.index_heads or self.index_head_dim or self.index_topk:
+            if self.attention != "mla":
+                raise ParameterError("index_heads", self.index_heads,
+                                     "0: sparse attention is read for MLA only")
+            for name in ("index_heads", "index_head_dim", "index_topk"):
+                check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+
     # ----------------------------------------------------------------- counts
+
+    @property
+    def linear_layers(self) -> int:
+        """Gated-delta-net (linear attention) layers: no KV cache, a fixed recurrent state each."""
+        return sum(self.layer_linear)
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers of softmax attention (full, windowed or sparse): the ones that keep a KV cache."""
+        return self.layers - self.linear_layers
+
+    @property
+    def sparse(self) -> bool:
+        """DeepSeek Sparse Attention: an indexer picks ``index_topk`` cached tokens per query."""
+        return self.index_topk > 0
+
+    def _linear_attention_linear(self) -> dict[str, int]:
+        """One gated-delta-net layer's projections (Qwen3.5 ``linear_attn``): ``in_proj_qkv`` (q and k
+        of ``Hk dk`` each, v of ``Hv dv``) with ``in_proj_z`` (the output gate, ``Hv dv``) as
+        ``in_proj_qkvz``, ``in_proj_b`` and ``in_proj_a`` (one value per value head each) as
+        ``in_proj_ba``, and ``out_proj`` ``Hv dv -> h``."""
+        h = self.hidden
+        k = self.linear_key_heads * self.linear_key_head_dim
+        v = self.linear_value_heads * self.linear_value_head_dim
+        return {"in_proj_qkvz": h * (2 * k + 2 * v), "in_proj_ba": h * 2 * self.linear_value_heads,
+                "out_proj": v * h}
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Channels of a gated-delta-net layer's causal convolution: q, k and v (``2 Hk dk + Hv dv``)."""
+        return (2 * self.linear_key_heads * self.linear_key_head_dim
+                + self.linear_value_heads * self.linear_value_head_dim)
+
+    def _indexer_linear(self) -> int:
+        """One DSA layer's lightning-indexer projections: ``wq_b`` (``q_lora -> H_I d_I``), ``wk``
+        (``h -> d_I``) and ``weights_proj`` (``h -> H_I``)."""
+        if not self.sparse:
+            return 0
+        return (self.q_lora_rank * self.index_heads * self.index_head_dim + self.hidden * self.index_head_dim
+                + self.hidden * self.index_heads)
 
     @property
     def moe_layers(self) -> int:
@@ -270,11 +349,13 @@ class Architecture:
                 out["q_proj"] = h * H * qk
             return out
         q, kv = H * self.head_dim, self.kv_heads * self.head_dim
-        return {"q_proj": h * q, "k_proj": h * kv, "v_proj": h * kv, "o_proj": q * h}
+        gate = 2 if self.attn_output_gate else 1  # q_proj's second half is the output gate
+        return {"q_proj": h * q * gate, "k_proj": h * kv, "v_proj": h * kv, "o_proj": q * h}
 
     def _attention_norms(self) -> int:
         if self.attention == "mla":
-            return self.q_lora_rank + self.kv_lora_rank  # q_a_layernorm, kv_a_layernorm
+            # q_a_layernorm, kv_a_layernorm; DSA's indexer k_norm is a LayerNorm (weight and bias)
+            return self.q_lora_rank + self.kv_lora_rank + 2 * self.index_head_dim
         if self.qk_norm == "per_head":
             return 2 * self.head_dim
         if self.qk_norm == "per_layer":
@@ -289,7 +370,11 @@ class Architecture:
     def _linear_counts(self) -> dict[str, int]:
         counts = dict.fromkeys(LINEAR_PARTS, 0)
         for part, n in self._attention_linear().items():
-            counts[part] = n * self.layers
+            counts[part] = n * self.attention_layers
+        if self.linear_layers:
+            for part, n in self._linear_attention_linear().items():
+                counts[part] = n * self.linear_layers
+        counts["indexer"] = self._indexer_linear() * self.layers
         g = 3 * self.hidden  # gated MLP: gate, up, down
         counts["experts"] = self.moe_layers * self.experts * g * self.moe_intermediate
         counts["shared_experts"] = self.moe_layers * self.shared_experts * g * self.shared_intermediate
@@ -303,10 +388,17 @@ class Architecture:
         out = self._linear_counts()
         out["embed"] = self.vocab * h
         out["lm_head"] = 0 if self.tied_embeddings else self.vocab * h
-        out["norms"] = self.layers * (2 * h + self._attention_norms()) + h
+        # a gated-delta-net layer normalizes each value head's output (RMSNormGated of d_v)
+        out["norms"] = (self.layers * 2 * h + self.attention_layers * self._attention_norms()
+                        + self.linear_layers * self.linear_value_head_dim + h)
         expert_bias = E * (2 * self.moe_intermediate + h) if self.expert_bias else 0
-        out["biases"] = self.layers * self._attention_biases() + self.moe_layers * expert_bias
-        out["router"] = self.moe_layers * (h * E + (E if self.router_bias else 0))
+        # a gated-delta-net layer's dt_bias and A_log: one value per value head each
+        out["biases"] = (self.attention_layers * self._attention_biases() + self.moe_layers * expert_bias
+                         + self.linear_layers * 2 * self.linear_value_heads)
+        out["router"] = self.moe_layers * (h * E + (E if self.router_bias else 0)
+                                           + (h if self.shared_expert_gate else 0))
+        # the depthwise causal convolution over q, k and v (no bias)
+        out["conv1d"] = self.linear_layers * self.linear_conv_dim * self.linear_conv_kernel
         return out
 
     @property
@@ -346,7 +438,8 @@ class Architecture:
         if not self.mtp_layers:
             return 0.0
         h, E = self.hidden, self.experts
-        layer = (sum(self._attention_linear().values()) + 2 * h + self._attention_norms()
+        layer = (sum(self._attention_linear().values()) + self._indexer_linear() + 2 * h
+                 + self._attention_norms()
                  + self._attention_biases()
                  + E * 3 * h * self.moe_intermediate + self.shared_experts * 3 * h * self.shared_intermediate
                  + h * E + (E if self.router_bias else 0))
@@ -368,9 +461,40 @@ class Architecture:
         else:
             per_layer = 2.0 * self.kv_heads * self.head_dim
         held = 0.0
-        for w in self.layer_windows:
+        for i, w in enumerate(self.layer_windows):
+            if self.layer_linear and self.layer_linear[i]:
+                continue  # a gated-delta-net layer keeps a fixed state, not a KV cache
             held += 1.0 if (w == 0 or n is None or n <= w) else w / n
-        return per_layer * held * b
+        return per_layer * held * b + self.indexer_bytes_per_token
+
+    @property
+    def indexer_bytes_per_token(self) -> float:
+        """DSA's indexer cache of one token over all layers: its key of ``index_head_dim`` values in
+        FP8 and one FP32 scale per 128 of them, whatever the KV dtype (vLLM
+        ``model_executor/models/deepseek_v2.py`` ``DeepseekV32IndexerCache``: ``head_dim + head_dim //
+        quant_block_size * 4`` bytes, block 128; SGLang's ``NSATokenToKVPool`` index_k buffer the
+        same).  0 for dense attention."""
+        if not self.sparse:
+            return 0.0
+        return float(self.layers * (self.index_head_dim + self.index_head_dim // 128 * 4))
+
+    def state_bytes_per_request(self, tp: int = 1, ssm_state_bytes: int | None = None) -> float:
+        """The fixed recurrent state one request holds on each of ``tp`` tensor-parallel GPUs, over all
+        gated-delta-net layers: the causal convolution's last ``K - 1`` inputs of its ``conv_dim / tp``
+        channels in BF16 and the ``Hv / tp`` heads' ``d_v x d_k`` state in ``mamba_ssm_dtype`` (vLLM
+        ``layers/mamba/mamba_utils.py`` ``MambaStateShapeCalculator.gated_delta_net_state_shape`` and
+        ``MambaStateDtypeCalculator.gated_delta_net_state_dtype``; Qwen3.5's config asks float32).
+        ``ssm_state_bytes`` overrides the state's bytes per value (an engine that keeps it in the
+        model's dtype).  It does not grow with the request's length."""
+        t = check_int("tp", tp, lo=1)
+        s = self.ssm_state_bytes if ssm_state_bytes is None else check_int("ssm_state_bytes", ssm_state_bytes,
+                                                                         lo=1, hi=8)
+        if not self.linear_layers:
+            return 0.0
+        conv = self.linear_conv_dim / t * (self.linear_conv_kernel - 1) * 2.0
+        ssm = (self.linear_value_heads / t * self.linear_value_head_dim * self.linear_key_head_dim
+               * s)
+        return float(self.linear_layers * (conv + ssm))
 
     def model_spec(self, name: str | None = None) -> Any:
         """The roofline's :class:`~servesim.hardware.roofline.ModelSpec` of this shape (named ``name``,
@@ -512,13 +636,42 @@ _ARCH_FAMILY: Mapping[str, str] = {
     "MixtralForCausalLM": "mixtral",
     "Llama4ForConditionalGeneration": "llama4",
     "Llama4ForCausalLM": "llama4",
+    "DeepseekV32ForCausalLM": "deepseek_v3",
+    "GlmMoeDsaForCausalLM": "deepseek_v3",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
+    "Qwen3_5MoeForCausalLM": "qwen3_5_moe",
 }
 _TYPE_FAMILY: Mapping[str, str] = {
     "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "kimi_k25": "deepseek_v3",
     "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss", "minimax_m2": "minimax_m2", "mixtral": "mixtral",
-    "llama4": "llama4", "llama4_text": "llama4",
+    "llama4": "llama4", "llama4_text": "llama4", "deepseek_v32": "deepseek_v3", "glm_moe_dsa": "deepseek_v3",
+    "qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe",
 }
-_NESTED = ("KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration", "kimi_k25", "llama4")
+_NESTED = ("KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration", "kimi_k25", "llama4",
+           "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe")
+
+# Architectures read but refused, each with the one line that says why.
+_REFUSED: Mapping[str, str] = {
+    "deepseek_v4": (
+        "DeepSeek-V4 is not priced: its layers mix compressed sparse attention (compress_ratios 4) and "
+        "heavily compressed attention (128) behind a sliding window, with manifold hyper-connections "
+        "(hc_mult 4), a grouped low-rank output projection (o_groups, o_lora_rank) and hash-routed MoE "
+        "layers; the dsv4_* tables time only the attention modules, of SGLang and vLLM, and not the "
+        "hyper-connection mixing, so no step of it can be priced from measured kernels"),
+    "qwen3_5": (
+        "Qwen3.5's dense models (Qwen3_5ForConditionalGeneration, e.g. Qwen3.5-27B) are read for their "
+        "parameters only (servesim.hardware.architectures.read_hybrid_dense) and not priced yet: the "
+        "dense step model has no gated-delta-net layers; the mixture-of-experts Qwen3.5 models are priced"),
+}
+_REFUSED_IDS: Mapping[str, str] = {
+    **{k: "deepseek_v4" for k in ("deepseek-ai/deepseek-v4-flash", "deepseek-ai/deepseek-v4-pro",
+                                  "deepseek-v4-flash", "deepseek-v4-pro")},
+    **{k: "qwen3_5" for k in ("qwen/qwen3.5-27b", "qwen3.5-27b")},
+}
+"""Names :func:`find_architecture` refuses with the architecture's one line (their configs are not
+shipped)."""
+_REFUSED_ARCHS: Mapping[str, str] = {"DeepseekV4ForCausalLM": "deepseek_v4", "Qwen3_5ForCausalLM": "qwen3_5",
+                                     "Qwen3_5ForConditionalGeneration": "qwen3_5"}
 
 # Module names (layer i) of each linear part, as the checkpoints name their tensors, to match
 # the quantization configs' exclusion lists against.
@@ -532,6 +685,15 @@ _MODULES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "experts": tuple(f"mlp.experts.0.{p}" for p in _DS_MLP),
         "shared_experts": tuple(f"mlp.shared_experts.{p}" for p in _DS_MLP),
         "dense_mlp": tuple(f"mlp.{p}" for p in _DS_MLP),
+        "indexer": tuple(f"self_attn.indexer.{p}" for p in ("wq_b", "wk", "weights_proj")),
+    },
+    "qwen3_5_moe": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "experts": tuple(f"mlp.experts.0.{p}" for p in _DS_MLP),
+        "shared_experts": tuple(f"mlp.shared_expert.{p}" for p in _DS_MLP),
+        "in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"),
+        "in_proj_ba": ("linear_attn.in_proj_b", "linear_attn.in_proj_a"),
+        "out_proj": ("linear_attn.out_proj",),
     },
     "qwen3_moe": {
         **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
@@ -560,6 +722,7 @@ _MODULES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
 }
 _PREFIX: Mapping[str, str] = {
     "llama4": "language_model.model.layers", "kimi_k25": "language_model.model.layers",
+    "qwen3_5_moe": "model.language_model.layers",
 }
 
 
@@ -567,6 +730,10 @@ def _family(where: str, top: _Fields) -> tuple[str, _Fields]:
     """(family, the fields of the text model) of a config."""
     archs = top.list_("architectures", str, "class names")
     model_type = top.str_("model_type")
+    refused = next((_REFUSED_ARCHS[a] for a in archs if a in _REFUSED_ARCHS), None)
+    refused = refused or (model_type if model_type in _REFUSED else None)
+    if refused is not None:
+        raise InputError(f"{where}: {_REFUSED[refused]}")
     family = next((_ARCH_FAMILY[a] for a in archs if a in _ARCH_FAMILY), None)
     if family is None:
         family = _TYPE_FAMILY.get(model_type)
@@ -661,6 +828,10 @@ def _deepseek(f: _Fields, layers: int) -> dict[str, Any]:
         "router_bias": f.str_("topk_method") == "noaux_tc",  # e_score_correction_bias
         "mtp_layers": f.int_("num_nextn_predict_layers", "MTP modules", default=0, lo=0),
     }
+    if f.has("index_topk"):  # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5)
+        out |= {"index_topk": f.int_("index_topk", "tokens the indexer keeps per query"),
+                "index_heads": f.int_("index_n_heads", "indexer heads"),
+                "index_head_dim": f.int_("index_head_dim", "indexer head width")}
     shared = f.int_("n_shared_experts", "shared experts", default=0, lo=0)
     out |= {"shared_experts": shared, "shared_intermediate": out["moe_intermediate"] if shared else 0}
     return out
@@ -744,9 +915,53 @@ def _llama4(f: _Fields, layers: int) -> dict[str, Any]:
     }
 
 
+_SSM_DTYPE_BYTES: Mapping[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _linear_attention(f: _Fields, layers: int) -> dict[str, Any]:
+    """The hybrid layout of Qwen3.5 (and Qwen3-Next): ``layer_types`` of ``linear_attention`` (gated
+    delta net) and ``full_attention``, else every ``full_attention_interval``-th layer full; the
+    gated-delta-net heads, widths, convolution and recurrent-state dtype."""
+    if f.has("layer_types"):
+        types = f.list_("layer_types", str, "attention kinds", length=layers)
+        if any(t not in ("linear_attention", "full_attention") for t in types):
+            raise f.bad("layer_types", types, "a list of 'linear_attention' and 'full_attention'")
+        linear = tuple(t == "linear_attention" for t in types)
+    else:
+        every = f.int_("full_attention_interval", "full-attention layer period")
+        linear = tuple((i + 1) % every != 0 for i in range(layers))
+    ssm = f.str_("mamba_ssm_dtype", "float32")
+    if ssm not in _SSM_DTYPE_BYTES:
+        raise f.bad("mamba_ssm_dtype", ssm, f"one of {', '.join(_SSM_DTYPE_BYTES)}")
+    return {"layer_linear": linear,
+            "linear_key_heads": f.int_("linear_num_key_heads", "gated-delta-net key heads"),
+            "linear_value_heads": f.int_("linear_num_value_heads", "gated-delta-net value heads"),
+            "linear_key_head_dim": f.int_("linear_key_head_dim", "gated-delta-net key width"),
+            "linear_value_head_dim": f.int_("linear_value_head_dim", "gated-delta-net value width"),
+            "linear_conv_kernel": f.int_("linear_conv_kernel_dim", "causal convolution width"),
+            "ssm_state_bytes": _SSM_DTYPE_BYTES[ssm]}
+
+
+def _qwen3_5_moe(f: _Fields, layers: int) -> dict[str, Any]:
+    """Qwen3.5 MoE: Qwen3-MoE's GQA with per-head Q/K norms and an output gate in ``q_proj``
+    (``attn_output_gate``) on the full-attention layers, gated delta nets on the others; every layer
+    MoE with one gated shared expert of ``shared_expert_intermediate_size``."""
+    out = _common_gqa(f) | _moe(f, "num_experts", "moe_intermediate_size") | {"qk_norm": "per_head"}
+    dense = set(f.list_("mlp_only_layers", int, "layer indices"))
+    if dense:
+        raise f.bad("mlp_only_layers", sorted(dense), "empty (every Qwen3.5 MoE layer is MoE)")
+    shared = f.int_("shared_expert_intermediate_size", "shared expert width", default=0, lo=0)
+    return out | _linear_attention(f, layers) | {
+        "layer_moe": (True,) * layers, "layer_windows": (0,) * layers,
+        "shared_experts": 1 if shared else 0, "shared_intermediate": shared,
+        "shared_expert_gate": bool(shared),
+        "attn_output_gate": f.bool_("attn_output_gate", False),
+        "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
+
+
 _READERS: Mapping[str, Callable[[_Fields, int], dict[str, Any]]] = {
     "deepseek_v3": _deepseek, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
-    "minimax_m2": _minimax_m2, "mixtral": _mixtral, "llama4": _llama4,
+    "minimax_m2": _minimax_m2, "mixtral": _mixtral, "llama4": _llama4, "qwen3_5_moe": _qwen3_5_moe,
 }
 
 
@@ -1054,6 +1269,9 @@ def find_architecture(name: str) -> Architecture | None:
         return None
     if text.lower().endswith(".json") or text.startswith(_PATH_PREFIXES):
         return read_architecture(text)
+    refused = _REFUSED_IDS.get(text.lower()) or _REFUSED_IDS.get(text.lower().rpartition("/")[2])
+    if refused is not None:
+        raise ParameterError("model", text, f"a model servesim prices: {_REFUSED[refused]}")
     found = _index().get(text.lower())
     if found is not None:
         hf_id, base = found

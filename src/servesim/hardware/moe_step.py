@@ -486,7 +486,7 @@ class MoEStepModel:
             size = n * (w if part in self._quantized else 2.0)
             if part == "experts":
                 total += size / p.gpus
-            elif part in ("norms", "router", "biases"):
+            elif part in ("norms", "router", "biases", "indexer"):  # DSA's indexer: ReplicatedLinear
                 total += size
             else:
                 total += size / p.tp
@@ -539,9 +539,12 @@ class MoEStepModel:
         b = 2.0 if self.kv_dtype == "bf16" else 1.0
         per = float(a.kv_bytes_per_token(b, self.kv_context) if any(a.layer_windows) and self.kv_context
                     else a.kv_bytes_per_token(b))
+        # a gated-delta-net layer's fixed state per request, spread over the request's tokens
+        from servesim.hardware.linear_attention import state_bytes_per_token
+        state = state_bytes_per_token(a, self.par.tp, self.kv_context, self.engine.name)
         if a.attention == "mla":
-            return per
-        return per * max(1, int(a.kv_heads) // self.par.tp) / float(a.kv_heads)
+            return per + state
+        return per * max(1, int(a.kv_heads) // self.par.tp) / float(a.kv_heads) + state
 
     drafter_bytes: tuple[float, float] = (0.0, 0.0)
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
@@ -806,6 +809,9 @@ class MoEStepModel:
         """The attention projections (each in its checkpoint format), MLA's absorbed matmuls and the
         attention of each window, per layer, on the busiest DP rank's tokens."""
         a, p, L, m = self.arch, self.par, self.arch.layers, x.m
+        if a.linear_layers:  # gated delta nets beside full attention (Qwen3.5): hardware/linear_attention.py
+            from servesim.hardware.linear_attention import hybrid_attention_ops
+            return hybrid_attention_ops(self, x)
         ops: list[Op] = []
         for (n, k), name, proj in zip(self._proj_shapes(), self._proj_names(), self._proj_parts(),
                                       strict=True):
@@ -820,6 +826,9 @@ class MoEStepModel:
             acts = m * heads * (a.qk_nope_head_dim + 2 * a.kv_lora_rank + a.v_head_dim) * ACTIVATION_BYTES
             ops.append(Op("mla absorbed bmm", "mla_bmm", L, self._mla_bmm(m), nbytes=w_bmm * 2.0 + acts,
                           flops=2.0 * m * w_bmm))
+        if a.sparse:  # DeepSeek Sparse Attention: the indexer, then MLA over the top-k (sparse_attention.py)
+            from servesim.hardware.sparse_attention import dsa_attention_ops
+            return ops + dsa_attention_ops(self, x)
         windows: dict[int, int] = {}
         for w in a.layer_windows:
             windows[w] = windows.get(w, 0) + 1
