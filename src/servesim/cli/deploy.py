@@ -95,7 +95,9 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
             "folder (nothing was written)"
         )
     written = write_set(args.emit, files)
-    line = f"wrote {len(written)} files into {args.emit}: " + ", ".join(sorted(written)) + "\n"
+    names = sorted(written)
+    shown = ", ".join(names) if len(names) <= 6 else f"{names[0]}, ..., {names[-1]}"
+    line = f"wrote {len(names)} files into {args.emit}: {shown}\n"
     return Output(out.data, out.text + line, out.csv_rows)
 
 

@@ -52,6 +52,7 @@ from typing import Any
 
 from servesim._catalogfile import read_toml
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
+from servesim.plan.launch_script import split_script
 
 __all__ = [
     "ENGINE_PROGRAMS",
@@ -186,9 +187,27 @@ class Launch:
                 "benchmark_command": self.benchmark_command,
                 "files": dict(self.files),
                 "notes": list(self.notes),
+                "flags_checked_against": _sources(
+                    [
+                        split_script(c).program
+                        for c in (*self.engine_commands.values(), self.benchmark_command)
+                    ]
+                ),
             }
         )
         return out
+
+
+def _sources(programs: list[str]) -> dict[str, str]:
+    """Where each program's flag list comes from (repository, file, commit; data/engine_flags.toml)."""
+    data = engine_flags()
+    out = {}
+    for prog in dict.fromkeys(programs):
+        t = data["client"][prog.split(".", 1)[1]] if prog.startswith("client.") else data[prog]
+        if t.get("repo", "").startswith("InferenceMAX"):
+            t = {**data["client"]["vllm"], "program": t["program"]}
+        out[str(t["program"])] = f"{t['repo']} {t['path']} at {t['commit']} ({t['version']}; {t['license']})"
+    return out
 
 
 # ------------------------------------------------------------------------------ the deployment
@@ -826,8 +845,6 @@ def deploy_disaggregated(
 
 def _args_of(cmd: str) -> tuple[str, list[str], dict[str, str]]:
     """(the checkpoint, the engine's arguments, its environment) of one launch script."""
-    from servesim.plan.launch_script import split_script
-
     script = split_script(cmd)
     return script.positional or "", script.args, script.env
 
@@ -981,8 +998,6 @@ def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> di
 def unknown_flags(script: str) -> list[str]:
     """The flags (and LLM-API keys) of a launch or benchmark script that its program's own list
     (``data/engine_flags.toml``) lacks, in order; empty when every one is the engine's."""
-    from servesim.plan.launch_script import split_script
-
     s = split_script(script)
     if not s.program:
         return []
