@@ -506,6 +506,9 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
     from servesim.inputs.bench import read_points
     from servesim.render.predict import points_text
 
+    if args.compare is not None:
+        raise InputError(f"--points {args.points} and --compare {args.compare}: give one (a file of "
+                         "deployments to predict, or a saved result to predict again and compare)")
     rows = read_points(args.points)
     bar = Progress(len(rows), "predicting", enabled=not args.quiet, ticking=True)
     results: list[dict[str, Any]] = []
