@@ -379,7 +379,7 @@ def test_a_plan_row_measures_one_replica_at_its_share() -> None:
         "2048",
         "fp8",
     )
-    assert parse_launch(d["engine_command"]).extra["replicas"] == "4"
+    assert "# one of 4 replicas" in d["engine_command"] and parse_launch(d["engine_command"]).extra == {}
 
 
 # ------------------------------------------------------------------------------ the command line
@@ -461,3 +461,15 @@ def test_emit_writes_every_file_or_none(tmp_path: Path, capsys: pytest.CaptureFi
     code, _, err = _cli([*flags, "--emit", str(tmp_path / "again")], capsys)
     assert code == 2 and "nothing was written" in err
     assert os.listdir(tmp_path / "again") == ["benchmark.sh"]
+
+
+def test_a_method_the_engine_lacks_is_said_and_kept_on_the_first_line() -> None:
+    for engine, why in (("sglang", "SGLang has no such --speculative-algorithm"),
+                        ("trtllm", "PyTorch backend runs no Medusa")):
+        dep = Deployment(LLAMA8, "h100-sxm", engine=engine)
+        cmd, notes = engine_command(dep, spec="medusa", k=4)
+        assert any(why in n for n in notes) and "speculative" not in cmd.split("\n", 1)[1]
+        p = parse_launch(cmd)
+        assert (p.speculation["spec"], p.speculation["k"]) == ("medusa", 4)
+    cmd, _ = engine_command(Deployment(LLAMA8, "h100-sxm"), spec="medusa", k=4)  # vLLM runs Medusa
+    assert '\\"method\\":\\"medusa\\"' in cmd

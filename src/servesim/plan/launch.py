@@ -547,8 +547,16 @@ def _sglang(
     for option in ("moe_backend", "moe_activations"):
         if getattr(dep, option) is not None:
             s.notes.append(f"{option} {getattr(dep, option)}: no SGLang flag; the prediction priced it")
-    if spec not in (None, "none"):
-        s.flag("--speculative-algorithm", SGLANG_SPEC.get(str(spec), str(spec).upper()))
+    if spec not in (None, "none") and spec not in SGLANG_SPEC:
+        _no_method(
+            s,
+            spec,
+            k,
+            "SGLang has no such --speculative-algorithm (server_args.py: EAGLE, EAGLE3, "
+            "NEXTN, STANDALONE, NGRAM, ...)",
+        )
+    elif spec not in (None, "none"):
+        s.flag("--speculative-algorithm", SGLANG_SPEC[str(spec)])
         if head is not None:
             s.flag("--speculative-draft-model-path", head)
         steps, topk, tokens = tree if tree is not None else (k, 1, (k or 0) + 1)
@@ -558,6 +566,14 @@ def _sglang(
     if pool:
         s.flag("--disaggregation-mode", pool)
         s.flag("--disaggregation-transfer-backend", "nixl")
+
+
+def _no_method(s: _Script, spec: str | None, k: int | None, why: str) -> None:
+    """The engine cannot run the method: no speculation flag, the draft length on the first line,
+    a note."""
+    s.notes.append(f"speculation {spec}: {why}; the command starts the engine without it")
+    if k is not None:
+        s.servesim += ["--k", str(k)]
 
 
 def _trtllm(
@@ -610,8 +626,16 @@ def _trtllm(
             s.notes.append(
                 f"{option} {getattr(dep, option)}: no TensorRT-LLM option; the prediction priced it"
             )
-    if spec not in (None, "none"):
-        sc: dict[str, Any] = {"decoding_type": TRTLLM_SPEC.get(str(spec), str(spec)), "max_draft_len": k}
+    if spec == "medusa":
+        _no_method(
+            s,
+            spec,
+            k,
+            "TensorRT-LLM's PyTorch backend runs no Medusa (llm_args.py "
+            "MedusaDecodingConfig.supports_backend)",
+        )
+    elif spec not in (None, "none"):
+        sc: dict[str, Any] = {"decoding_type": TRTLLM_SPEC[str(spec)], "max_draft_len": k}
         if spec == "mtp":
             sc["num_nextn_predict_layers"] = k
         if head is not None:
@@ -742,11 +766,12 @@ def deploy_colocated(
     """The launch and benchmark of one colocated replica (of ``replicas``) as predicted; ``k`` is the
     draft length the prediction ran."""
     sv = _speculation(spec, tree, alpha, acceptance_length, traffic)
-    if replicas > 1:
-        sv += ["--replicas", str(replicas)]
     cmd, notes = engine_command(
         dep, spec=spec, k=k, tree=tree, draft=draft, servesim=tuple(sv), catalog=catalog
     )
+    if replicas > 1:  # a comment under the first line: servesim predicts one replica
+        first, rest = cmd.split("\n", 1)
+        cmd = f"{first}\n# one of {replicas} replicas, each on its own GPUs behind a load balancer\n{rest}"
     files = {"launch.sh": cmd, "benchmark.sh": benchmark_command(bench, dep, replicas=replicas)}
     if TRTLLM_YAML in cmd:
         files[TRTLLM_YAML] = _heredoc(cmd)

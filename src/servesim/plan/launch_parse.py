@@ -35,7 +35,7 @@ __all__ = ["ParsedLaunch", "Script", "canonical", "parse_benchmark", "parse_laun
 class ParsedLaunch:
     """A launch script read back: the deployment, the speculation's keyword arguments of
     :func:`servesim.plan.predict.predict`, and what the first line said of the deployment around
-    it (``mode``, ``prefill_workers``, ``decode_workers``, ``link``, ``replicas``)."""
+    it (``mode``, ``prefill_workers``, ``decode_workers``, ``link``)."""
 
     deployment: Deployment
     speculation: dict[str, Any]
@@ -74,7 +74,7 @@ def parse_launch(text: str, *, gpu: str | None = None, model: str | None = None)
     extra = {
         k[2:].replace("-", "_"): v
         for k, v in sv.items()
-        if k in ("--mode", "--prefill-workers", "--decode-workers", "--link", "--replicas") and v is not None
+        if k in ("--mode", "--prefill-workers", "--decode-workers", "--link") and v is not None
     }
     return ParsedLaunch(dep, spec_args, extra)
 
@@ -260,6 +260,7 @@ def _speculation(s: Script, o: dict[str, str | None], sv: dict[str, str | None])
     out: dict[str, Any] = {"spec": spec}
     if spec in (None, "none"):
         return out
+    k = sv.get("--k") or k  # where the engine runs no such method, the first line keeps its k
     out.update({"k": None if k is None else int(k), "tree": tree, "draft": sv.get("--draft")})
     for flag, name, kind in (
         ("--acceptance-length", "acceptance_length", float),
