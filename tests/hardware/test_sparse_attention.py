@@ -10,6 +10,7 @@ from servesim.hardware.architectures import Architecture, find_architecture
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.sparse_attention import DSA_FLOOR_S, DSA_MULTIPLE, dsa_table, indexer_work
+from servesim.hardware.stepmodel import Chunk
 
 
 def _arch(name: str) -> Architecture:
@@ -145,3 +146,25 @@ def test_dsa_steps_within_their_bound() -> None:
             st = sm.step(b, 8192)
             assert st.sol_s <= st.total_s and st.total_s >= prev
             prev = st.total_s
+
+
+def test_sparse_prefill_never_above_dense_and_monotone() -> None:
+    a = _arch("deepseek-ai/DeepSeek-V3.2")
+    dense = dataclasses.replace(a, index_heads=0, index_head_dim=0, index_topk=0,
+                                quantized_parts=tuple(p for p in a.quantized_parts or () if p != "indexer"))
+    sparse_sm, dense_sm = _model(a, "h200", "vllm"), _model(dense, "h200", "vllm")
+
+    def mla(sm: MoEStepModel, tokens: int, context: int = 0) -> float:
+        ops = sm.step(0, 0, (Chunk(tokens, context, 1),)).ops
+        return sum(o.priced_s for o in ops if o.name in ("attention", "sparse mla (top 2048)"))
+
+    prev = 0.0
+    for tokens in (512, 2048, 4096, 16384, 32768):
+        s = mla(sparse_sm, tokens)
+        assert s <= mla(dense_sm, tokens) * (1 + 1e-12) and s >= prev
+        prev = s
+        st = sparse_sm.step(0, 0, (Chunk(tokens, 0, 1),))
+        assert st.sol_s <= st.total_s
+    # up to the top-k the sparse kernel attends to every key, as dense MLA does
+    assert mla(sparse_sm, 2048) == mla(dense_sm, 2048)
+    assert mla(sparse_sm, 4096, 4096) <= mla(dense_sm, 4096, 4096)
