@@ -150,7 +150,8 @@ def sparse_chunk_s(model: Any, ch: Any) -> tuple[float, bool]:
 
     k = model.arch.index_topk
     if ch.context + ch.tokens <= k:
-        return model._attention(0.0, 0.0, (ch,), 0)
+        t, good = model._attention(0.0, 0.0, (ch,), 0)
+        return float(t), bool(good)
     dense = max(0, k - ch.context)
     total, ok = 0.0, True
     if dense:
