@@ -473,3 +473,25 @@ def test_a_method_the_engine_lacks_is_said_and_kept_on_the_first_line() -> None:
         assert (p.speculation["spec"], p.speculation["k"]) == ("medusa", 4)
     cmd, _ = engine_command(Deployment(LLAMA8, "h100-sxm"), spec="medusa", k=4)  # vLLM runs Medusa
     assert '\\"method\\":\\"medusa\\"' in cmd
+
+
+def test_plan_rows_carry_deploy_and_a_dtype_change_is_said() -> None:
+    from servesim.cli.deploy import plan_deploy
+
+    q = SimpleNamespace(model=LLAMA70, isl=2000, osl=300, kv_dtype="bf16", engine="sglang", ep_comm=None,
+                        link_bytes_per_s=50e9, k=None, acceptance_length=None, traffic=None, dtypes=(),
+                        gpu="h100-sxm")
+    pre, dec = {"tp": 2, "dtype": "fp8", "workers": 2}, {"tp": 4, "dtype": "bf16", "workers": 1}
+    row = {"architecture": "disaggregated", "speculation": "none", "max_rate_rps": 10.45,
+           "max_num_batched_tokens": 8192, "prefill": pre, "decode": dec}
+    data = {"ranked": [row]}
+    sets = plan_deploy(SimpleNamespace(format="json", emit=None), data, q, None)
+    d = row["deploy"]
+    assert sets == [("row01-", d)] and set(d["engine_commands"]) == {"prefill", "decode"}
+    assert any("the plan chose fp8 weights where the checkpoint's own are bf16" in n for n in d["notes"])
+    assert parse_benchmark(d["benchmark_command"]).rate_per_s == 10.45  # the whole deployment's rate
+    asked = row_deploy(row, SimpleNamespace(**{**vars(q), "dtypes": ("fp8",)}), "h100-sxm")
+    assert not any("the plan chose" in n for n in asked["notes"])
+    plain = {"ranked": [{k: v for k, v in row.items() if k != "deploy"}]}
+    assert plan_deploy(SimpleNamespace(format="table", emit=None), plain, q, None) == []
+    assert "deploy" not in plain["ranked"][0]  # the table and CSV outputs stay as they were

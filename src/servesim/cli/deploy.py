@@ -115,7 +115,7 @@ def plan_deploy(
     sets = []
     for i, row in enumerate(data.get("ranked", []), 1):
         gpu = str(row.get("gpu") or q.gpu)
-        d = row_deploy(row, replace(q, gpu=gpu), gpu, catalog)
+        d = row_deploy(row, q if gpu == q.gpu else replace(q, gpu=gpu), gpu, catalog)
         if getattr(args, "format", "table") == "json":
             row["deploy"] = d
         sets.append((f"row{i:02d}-", d))

@@ -1001,20 +1001,32 @@ def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> di
     if row["architecture"] == "colocated":
         n = int(row["prefill"]["workers"])
         bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n, **run)
-        return deploy_colocated(dec, bench, spec=spec, k=k, replicas=n, catalog=catalog, **acc).as_dict()
-    bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, **run)
-    return deploy_disaggregated(
-        pre,
-        int(row["prefill"]["workers"]),
-        dec,
-        int(row["decode"]["workers"]),
-        q.link_bytes_per_s,
-        bench,
-        spec=spec,
-        k=k,
-        catalog=catalog,
-        **acc,
-    ).as_dict()
+        out = deploy_colocated(dec, bench, spec=spec, k=k, replicas=n, catalog=catalog, **acc).as_dict()
+    else:
+        bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, **run)
+        w = (int(row["prefill"]["workers"]), int(row["decode"]["workers"]))
+        launch = deploy_disaggregated(
+            pre, w[0], dec, w[1], q.link_bytes_per_s, bench, spec=spec, k=k, catalog=catalog, **acc
+        )
+        out = launch.as_dict()
+    out["notes"] += _dtype_change(q, pre, dec)
+    return out
+
+
+def _dtype_change(q: Any, *deps: Deployment) -> list[str]:
+    """Where the plan chose weights other than the checkpoint's own without being asked (no
+    ``--dtype``), a note that says so and what it may cost."""
+    if getattr(q, "dtypes", ()):
+        return []
+    own = _own_dtype(deps[0])
+    chosen = sorted({d.dtype for d in deps} - {"auto", own, "bf16" if own == "bf16" else own})
+    if not chosen:
+        return []
+    return [
+        f"the plan chose {' and '.join(chosen)} weights where the checkpoint's own are {own}: quantized "
+        "weights change the model's outputs, so check the quality on your own tasks before serving "
+        f"(plan --dtype {own} keeps the checkpoint's weights)"
+    ]
 
 
 # ------------------------------------------------------------------------------ checks
