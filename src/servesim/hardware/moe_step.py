@@ -99,6 +99,7 @@ from servesim.hardware.stepmodel import (
     pricing_tables,
     prompt_in_chunks,
 )
+from servesim.hardware.topology import links_note
 
 __all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
 
@@ -515,8 +516,19 @@ class MoEStepModel:
         """What this step model prices from another engine's table than its own (a prefill's MLA
         attention), on a backend the user chose, or scales by a fitted factor (the experts of a
         step that prefills), to print beside the figures."""
-        notes = (self.mla_prefill_note, self.moe_backend_note, self.gemm_backend_note, self.moe_prefill_note)
+        notes = (self.mla_prefill_note, self.moe_backend_note, self.gemm_backend_note, self.moe_prefill_note,
+                 self.links_note)
         return tuple(n for n in notes if n)
+
+    @property
+    def links_note(self) -> str:
+        """Which links the replica's groups cross where one leaves a tray (servesim.hardware.topology)."""
+        p = self.par
+        groups = {f"TP{p.tp} all-reduce": p.tp}
+        if p.dp > 1:
+            what = "all-to-all" if p.ep > 1 and self.ep_comm != "allgather" else "gather + scatter"
+            groups[f"{'EP' if p.ep > 1 else 'DP'}{p.gpus} {what}"] = p.gpus
+        return links_note(self.tables.topology, groups)
 
     def with_drafter(self, drafter_bytes: tuple[float, float]) -> MoEStepModel:
         """A copy whose KV cache makes room for a drafter's (weight bytes per GPU, KV bytes per token
