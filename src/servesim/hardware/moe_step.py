@@ -583,9 +583,11 @@ class MoEStepModel:
         if self._moe_tables is not None:
             tries = [(self.moe_kernel_dtype, self._a8_tables, ""), (self.dtype, self._moe_tables, "")]
             if self.dtype == "fp8" and "fp8" not in self._moe_tables.moe_dtypes:
-                # per-tensor FP8 experts where the engine timed only block FP8 (SGLang's Hopper tables):
-                # the same one-byte weights through the same grouped GEMMs (SGLang's Triton fused_moe
-                # takes use_fp8_w8a8 with or without a block_shape), their per-block scales aside
+                # per-tensor FP8 experts where the engine's table times only block FP8 (SGLang's Hopper
+                # tables; vLLM's Hopper tables, whose per-tensor rows timed the static-scale FlashInfer
+                # kernel a dynamic-scale FP8 deployment does not run: build_kernel_tables.py MOE_NOT_RUN):
+                # the same one-byte weights through the same grouped GEMMs (SGLang's and vLLM's Triton
+                # fused_moe take use_fp8_w8a8 with or without a block_shape), their per-block scales aside
                 tries.append(("fp8_block", self._moe_tables,
                               "per-tensor FP8 experts priced by the engine's block-FP8 kernel table"))
             for d, tab, why in tries:
@@ -813,6 +815,12 @@ class MoEStepModel:
             if padded != b:
                 m = samples = padded
                 m_all = m * dp
+        elif not chunks and m < self.engine.graph_batch(b):
+            # A verify step (positions > 1) runs no fewer rows than the plain decode step of the same
+            # sequences: with attention DP every rank, an idle one too, runs at least one row (the
+            # padding above), where b x positions of a rank's share below one sequence would not
+            m = samples = self.engine.graph_batch(b)
+            m_all = m * dp
         graph = (self.engine.graph_size(m, b, bool(rank_chunks)) <= self.engine.cuda_graph_max_tokens
                  and not (chunks and self.engine.cuda_graph_decode_only))
         return _Batch(decode, context, chunks, positions, rank_chunks, b, m, m_all, samples, tokens, graph)
