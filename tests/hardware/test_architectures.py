@@ -64,6 +64,7 @@ EXPECTED = {  # hf id -> (family, attention, checkpoint dtype, quantization scop
     "Qwen/Qwen3.5-397B-A17B": ("qwen3_5_moe", "gqa", "bf16", "all_linear"),
     "Qwen/Qwen3.5-122B-A10B": ("qwen3_5_moe", "gqa", "bf16", "all_linear"),
     "Qwen/Qwen3.5-35B-A3B": ("qwen3_5_moe", "gqa", "bf16", "all_linear"),
+    "Qwen/Qwen3.5-27B": ("qwen3_5", "gqa", "bf16", "all_linear"),
     "deepseek-ai/DeepSeek-V3.2": ("deepseek_v3", "mla", "fp8_block", "all_linear"),
     "nvidia/DeepSeek-V3.2-NVFP4": ("deepseek_v3", "mla", "fp4", "partial"),
     "nvidia/GLM-5-NVFP4": ("deepseek_v3", "mla", "fp4", "partial"),
@@ -88,10 +89,14 @@ def test_every_shipped_config_parses(hf_id: str) -> None:
     assert arch.family in MOE_FAMILIES and arch.checkpoint_dtype in CHECKPOINT_DTYPES
     assert arch.hf_id == hf_id and arch.source.endswith("_config.json")
     assert len(arch.layer_moe) == len(arch.layer_windows) == arch.layers
-    assert arch.experts > 1 and 1 <= arch.experts_per_token < arch.experts
     assert arch.params == sum(arch.breakdown().values())
+    assert set(arch.quantized_parts or ()) <= set(LINEAR_PARTS)
+    if not arch.moe_layers:  # Qwen3.5's dense hybrids: no experts, every parameter active
+        assert arch.experts == arch.experts_per_token == 0 and arch.active_params == arch.params
+        return
+    assert arch.experts > 1 and 1 <= arch.experts_per_token < arch.experts
     assert arch.input_embedding_params < arch.active_matmul_params < arch.active_params < arch.params
-    assert set(arch.quantized_parts or ()) <= set(LINEAR_PARTS) and "experts" in (arch.quantized_parts or ())
+    assert "experts" in (arch.quantized_parts or ())
     assert arch.weight_bytes("bf16") == pytest.approx(2 * arch.params)
     assert arch.kv_bytes_per_token(2.0) > 0
     assert find_architecture(hf_id.lower()) == arch == find_architecture(hf_id.upper())

@@ -89,6 +89,7 @@ PUBLISHED = [
     ("Qwen/Qwen3.5-122B-A10B", "active_params", 10e9, 0.5e9, "name: A10B"),
     ("Qwen/Qwen3.5-35B-A3B", "params+vision", 35e9, 0.5e9, "name: 35B"),
     ("Qwen/Qwen3.5-35B-A3B", "active_params", 3e9, 0.5e9, "name: A3B"),
+    ("Qwen/Qwen3.5-27B", "params+vision", 27e9, 0.5e9, "name: 27B (dense)"),
 ]
 
 
@@ -134,18 +135,12 @@ def test_refused_architectures_say_why_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="DeepSeek-V4 is not priced") as exc:
         read_architecture(v4)
     assert "\n" not in str(exc.value) and "hyper-connections" in str(exc.value)
-    dense = tmp_path / "q" / "config.json"
-    dense.parent.mkdir()
-    dense.write_text(json.dumps({"architectures": ["Qwen3_5ForConditionalGeneration"],
-                                 "model_type": "qwen3_5"}))
-    with pytest.raises(InputError, match="dense models"):
-        read_architecture(dense)
     args = ["predict", "--model", str(v4), "--gpu", "h200", "--tp", "8", "--isl", "1024", "--osl", "1024",
             "--concurrency", "32"]
     r = subprocess.run([sys.executable, "-m", "servesim", *args], capture_output=True, text=True, timeout=60,
                        check=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "DeepSeek-V4 is not priced" in r.stderr
-    for name in ("deepseek-ai/DeepSeek-V4-Pro", "Qwen/Qwen3.5-27B"):
+    for name in ("deepseek-ai/DeepSeek-V4-Pro", "deepseek-ai/DeepSeek-V4-Flash"):
         with pytest.raises(ParameterError, match="not priced"):
             find_architecture(name)
 
@@ -243,3 +238,17 @@ def test_decode_attention_grows_less_with_context_than_full_attention() -> None:
     gdn = [next(op.priced_s for op in hybrid.step(32, c).ops if op.name == "gated delta net")
            for c in (1024, 32768)]
     assert gdn[0] == gdn[1]
+
+
+def test_the_dense_hybrid_is_priced_with_its_mlp_in_every_layer() -> None:
+    a = _arch("Qwen/Qwen3.5-27B")
+    assert a.family == "qwen3_5" and a.experts == 0 and a.linear_layers == 48 and a.attention_layers == 16
+    assert a.breakdown()["dense_mlp"] == 64 * 3 * 5120 * 17408
+    assert a.params == a.active_params  # dense: every weight active
+    sm = MoEStepModel(a, "h200", Parallelism(2, 1, 1), engine=engine_profile("vllm", gpu="h200"))
+    ops = {op.name: op for op in sm.step(32, 2048).ops}
+    assert ops["dense mlp"].count == 64
+    assert ops["gated delta net"].count == 48 and ops["attention"].count == 16
+    assert not any(op.kind == "moe" for op in ops.values()) and "router" not in ops
+    # two all-reduces a layer (after attention, after the MLP), as a dense model
+    assert ops["all-reduce"].count == 128

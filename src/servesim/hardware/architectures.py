@@ -43,6 +43,23 @@ input embedding (``V h``) and the LM head (``V h``, unless tied).
   default, ``no_rope_layers`` (every 4th layer is a NoPE layer with full attention, the
   other three RoPE layers attend within chunks of ``attention_chunk_size`` = 8192 tokens).
 
+* ``qwen3_5_moe`` (Qwen3.5-397B-A17B, -122B-A10B, -35B-A3B; ``text_config``) and ``qwen3_5`` (the dense
+  Qwen3.5-27B, no experts): ``layer_types`` of ``linear_attention`` (a gated delta net, ``layer_linear``)
+  and ``full_attention`` (every ``full_attention_interval``-th).  Full-attention layers: Qwen3's GQA
+  with per-head Q/K norms, ``q_proj`` doubled by its output gate (``attn_output_gate``: ``2 h H d``).
+  Gated-delta-net layers: ``in_proj_qkvz`` ``h (2 Hk dk + 2 Hv dv)``, ``in_proj_ba`` ``h 2 Hv``,
+  ``out_proj`` ``Hv dv h``, the causal convolution ``conv1d`` ``(2 Hk dk + Hv dv) K``, ``dt_bias`` and
+  ``A_log`` (``Hv`` each), a gated RMSNorm of ``dv``.  MoE layers: ``E 3 h I + h E``, one shared expert
+  of ``shared_expert_intermediate_size`` and its gate (``h``).  Reads ``linear_num_key_heads`` (Hk),
+  ``linear_num_value_heads`` (Hv), ``linear_key_head_dim``, ``linear_value_head_dim``,
+  ``linear_conv_kernel_dim`` (K), ``mamba_ssm_dtype``, ``mtp_num_hidden_layers``.  The vision tower
+  is not modelled (0.46e9 parameters in each).
+* DeepSeek Sparse Attention (``DeepseekV32ForCausalLM``, ``GlmMoeDsaForCausalLM``; family
+  ``deepseek_v3``): MLA plus the lightning indexer's ``wq_b`` ``r_q H_I d_I``, ``wk`` ``h d_I`` and
+  ``weights_proj`` ``h H_I`` (part ``indexer``) and its LayerNorm ``2 d_I``.  Reads ``index_n_heads``
+  (H_I), ``index_head_dim`` (d_I), ``index_topk``.  DeepSeek-V4 (``DeepseekV4ForCausalLM``) is refused
+  in one line naming why.
+
 **Parameters.**  :attr:`Architecture.params` is the sum of :meth:`Architecture.breakdown`
 (MTP modules excluded: :attr:`Architecture.mtp_params`; vision towers are not modelled).
 :attr:`Architecture.active_params` is what one token uses: the routed experts scaled by
@@ -69,6 +86,10 @@ window ``w`` (sliding, or Llama-4's chunk) holds at most ``w`` tokens, so over a
 of ``L`` tokens it costs ``min(L, w) / L`` of a full layer per token.  A chunked layer
 really holds ``L mod w`` tokens (the current chunk), at most ``w``: the bound is what an
 engine must reserve (vLLM's chunked-local-attention spec reserves a chunk).
+
+A gated-delta-net layer holds no KV: each request keeps a fixed state instead
+(:meth:`Architecture.state_bytes_per_request`); a DSA layer adds its indexer's FP8 key, ``d_I + 4``
+bytes (:attr:`Architecture.indexer_bytes_per_token`), whatever the KV dtype.
 
 **Checkpoint dtype** (``checkpoint_dtype``) from ``quantization_config`` (in
 ``text_config`` or the top level) or ``hf_quant_config.json``: ``fp8`` with a
@@ -122,8 +143,9 @@ __all__ = [
 ]
 
 MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax_m2", "mixtral", "llama4",
-                                 "qwen3_5_moe")
-"""The model families :func:`read_architecture` reads."""
+                                 "qwen3_5_moe", "qwen3_5")
+"""The model families :func:`read_architecture` reads (``qwen3_5``: Qwen3.5's dense hybrid models, no
+experts: every layer a dense MLP beside a gated delta net or full attention)."""
 
 CHECKPOINT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
 """Weight dtypes a checkpoint is stored in, or :meth:`Architecture.weight_bytes` prices."""
@@ -221,10 +243,12 @@ class Architecture:
             raise ParameterError("family", self.family, f"one of {', '.join(MOE_FAMILIES)}")
         if self.attention not in _ATTENTION_KINDS:
             raise ParameterError("attention", self.attention, "'mla' or 'gqa'")
-        for name in ("layers", "hidden", "vocab", "heads", "kv_heads", "head_dim", "experts",
-                     "moe_intermediate"):
+        for name in ("layers", "hidden", "vocab", "heads", "kv_heads", "head_dim"):
             check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
-        check_int("experts_per_token", self.experts_per_token, lo=1, hi=self.experts)
+        moe = any(self.layer_moe) if isinstance(self.layer_moe, tuple) else True
+        for name in ("experts", "moe_intermediate"):  # 0 only for a model without MoE layers
+            check_int(name, getattr(self, name), lo=1 if moe else 0, hi=_MAX_DIM)
+        check_int("experts_per_token", self.experts_per_token, lo=1 if moe else 0, hi=self.experts)
         for name in ("dense_intermediate", "shared_experts", "shared_intermediate", "q_lora_rank",
                      "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                      "sliding_window", "attention_chunk", "mtp_layers", "context_length"):
@@ -419,6 +443,8 @@ class Architecture:
         routed = parts["experts"]
         if self.expert_bias:
             routed += self.moe_layers * self.experts * (2 * self.moe_intermediate + self.hidden)
+        if not self.experts:
+            return float(sum(parts.values()))
         return float(sum(parts.values())) - routed * (1.0 - self.experts_per_token / self.experts)
 
     @property
@@ -442,6 +468,7 @@ class Architecture:
                  + self._attention_norms()
                  + self._attention_biases()
                  + E * 3 * h * self.moe_intermediate + self.shared_experts * 3 * h * self.shared_intermediate
+                 + (0 if self.moe_layers else 3 * h * self.dense_intermediate)
                  + h * E + (E if self.router_bias else 0))
         return float(self.mtp_layers * (layer + 2 * h * h + 3 * h))
 
@@ -640,15 +667,18 @@ _ARCH_FAMILY: Mapping[str, str] = {
     "GlmMoeDsaForCausalLM": "deepseek_v3",
     "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
     "Qwen3_5MoeForCausalLM": "qwen3_5_moe",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5",
+    "Qwen3_5ForCausalLM": "qwen3_5",
 }
 _TYPE_FAMILY: Mapping[str, str] = {
     "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "kimi_k25": "deepseek_v3",
     "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss", "minimax_m2": "minimax_m2", "mixtral": "mixtral",
     "llama4": "llama4", "llama4_text": "llama4", "deepseek_v32": "deepseek_v3", "glm_moe_dsa": "deepseek_v3",
-    "qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe",
+    "qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_5": "qwen3_5",
+    "qwen3_5_text": "qwen3_5",
 }
 _NESTED = ("KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration", "kimi_k25", "llama4",
-           "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe")
+           "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", "Qwen3_5ForConditionalGeneration", "qwen3_5")
 
 # Architectures read but refused, each with the one line that says why.
 _REFUSED: Mapping[str, str] = {
@@ -658,20 +688,14 @@ _REFUSED: Mapping[str, str] = {
         "(hc_mult 4), a grouped low-rank output projection (o_groups, o_lora_rank) and hash-routed MoE "
         "layers; the dsv4_* tables time only the attention modules, of SGLang and vLLM, and not the "
         "hyper-connection mixing, so no step of it can be priced from measured kernels"),
-    "qwen3_5": (
-        "Qwen3.5's dense models (Qwen3_5ForConditionalGeneration, e.g. Qwen3.5-27B) are read for their "
-        "parameters only (servesim.hardware.architectures.read_hybrid_dense) and not priced yet: the "
-        "dense step model has no gated-delta-net layers; the mixture-of-experts Qwen3.5 models are priced"),
 }
 _REFUSED_IDS: Mapping[str, str] = {
     **{k: "deepseek_v4" for k in ("deepseek-ai/deepseek-v4-flash", "deepseek-ai/deepseek-v4-pro",
                                   "deepseek-v4-flash", "deepseek-v4-pro")},
-    **{k: "qwen3_5" for k in ("qwen/qwen3.5-27b", "qwen3.5-27b")},
 }
 """Names :func:`find_architecture` refuses with the architecture's one line (their configs are not
 shipped)."""
-_REFUSED_ARCHS: Mapping[str, str] = {"DeepseekV4ForCausalLM": "deepseek_v4", "Qwen3_5ForCausalLM": "qwen3_5",
-                                     "Qwen3_5ForConditionalGeneration": "qwen3_5"}
+_REFUSED_ARCHS: Mapping[str, str] = {"DeepseekV4ForCausalLM": "deepseek_v4"}
 
 # Module names (layer i) of each linear part, as the checkpoints name their tensors, to match
 # the quantization configs' exclusion lists against.
@@ -691,6 +715,13 @@ _MODULES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
         "experts": tuple(f"mlp.experts.0.{p}" for p in _DS_MLP),
         "shared_experts": tuple(f"mlp.shared_expert.{p}" for p in _DS_MLP),
+        "in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"),
+        "in_proj_ba": ("linear_attn.in_proj_b", "linear_attn.in_proj_a"),
+        "out_proj": ("linear_attn.out_proj",),
+    },
+    "qwen3_5": {
+        **{p: (f"self_attn.{p}",) for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+        "dense_mlp": tuple(f"mlp.{p}" for p in _DS_MLP),
         "in_proj_qkvz": ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z"),
         "in_proj_ba": ("linear_attn.in_proj_b", "linear_attn.in_proj_a"),
         "out_proj": ("linear_attn.out_proj",),
@@ -722,7 +753,7 @@ _MODULES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
 }
 _PREFIX: Mapping[str, str] = {
     "llama4": "language_model.model.layers", "kimi_k25": "language_model.model.layers",
-    "qwen3_5_moe": "model.language_model.layers",
+    "qwen3_5_moe": "model.language_model.layers", "qwen3_5": "model.language_model.layers",
 }
 
 
@@ -959,9 +990,21 @@ def _qwen3_5_moe(f: _Fields, layers: int) -> dict[str, Any]:
         "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
 
 
+def _qwen3_5(f: _Fields, layers: int) -> dict[str, Any]:
+    """Qwen3.5's dense models (Qwen3.5-27B): the hybrid attention of :func:`_qwen3_5_moe` and a gated
+    MLP of ``intermediate_size`` in every layer; no experts."""
+    out = _common_gqa(f) | {"qk_norm": "per_head"}
+    return out | _linear_attention(f, layers) | {
+        "layer_moe": (False,) * layers, "layer_windows": (0,) * layers, "experts": 0, "experts_per_token": 0,
+        "moe_intermediate": 0, "dense_intermediate": f.int_("intermediate_size", "the MLP width"),
+        "attn_output_gate": f.bool_("attn_output_gate", False),
+        "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
+
+
 _READERS: Mapping[str, Callable[[_Fields, int], dict[str, Any]]] = {
     "deepseek_v3": _deepseek, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
     "minimax_m2": _minimax_m2, "mixtral": _mixtral, "llama4": _llama4, "qwen3_5_moe": _qwen3_5_moe,
+    "qwen3_5": _qwen3_5,
 }
 
 
@@ -1156,7 +1199,7 @@ def read_architecture(path: str | Path) -> Architecture:
         quant = _quantization(where, top, text, _quant_sibling(p))
         if quant is not None:
             parts = _quantized_parts(family, top.str_("model_type"), arch, quant)
-            if "experts" not in parts:
+            if "experts" not in parts and arch.experts:
                 raise InputError(f"{where}: the quantization config leaves the routed experts unquantized: "
                                  "only checkpoints that quantize them are read")
             arch = dataclasses.replace(arch, checkpoint_dtype=quant.dtype, quantized_parts=parts)
