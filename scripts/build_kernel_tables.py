@@ -254,6 +254,22 @@ decode attention alone).  Each holds:
     cells crashed), a model servesim does not price; the ``balanced`` and ``power_law_1.2`` rows.
     Repeats of a point (SGLang 0.5.10 on the A100 measured the Kimi-K2 shape twice) -> their
     median.
+  - vLLM's per-tensor ``fp8`` rows on Hopper are DROPPED (MOE_NOT_RUN).  They time
+    ``vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts``: FlashInfer's CUTLASS MoE, which
+    takes per-tensor FP8 only with static activation scales (vLLM
+    ``fused_moe/experts/flashinfer_cutlass_moe.py`` ``FlashInferExperts._supports_quant_scheme``:
+    ``(kFp8StaticTensorSym, kFp8StaticTensorSym)``), i.e. a ModelOpt FP8 checkpoint.  servesim's
+    ``fp8`` experts are an FP8 deployment with dynamic activation scales (``--dtype fp8`` of a BF16
+    checkpoint is vLLM's online ``--quantization fp8``; the ``-FP8-dynamic`` releases): for those
+    ``fused_moe/oracle/fp8.py`` ``select_fp8_moe_backend`` finds no FlashInfer or DeepGEMM kernel
+    on SM 90 and runs Triton's ``fused_moe`` (``use_fp8_w8a8`` without a block shape), the kernel
+    of vLLM's own Hopper ``fp8_block`` rows without EP, which servesim then prices them with (the
+    fallback of per-tensor FP8 to the engine's block-FP8 table, as for SGLang).  The rows are also
+    not plausible as an FP8 kernel: a median 2.2x (H100) and 2.5x (H200) the time of vLLM's BF16
+    Triton rows at the same shape and tokens (2.1-3.1x in every tokens range) while reading half
+    the weight bytes, 2.9-3.1x the same FlashInfer CUTLASS kernel's block-FP8 rows (EP > 1), a
+    fitted 18% (H100) and 13% (H200) of HBM against BF16's 80% and 74%.  The B200's rows
+    (FlashInfer TRTLLM-gen, and CUTLASS for one shape) take 0.64x BF16's and are kept.
   - Routing distribution.  aiconfigurator measured balanced routing and power laws of alpha
     1.01 and 1.2, where the busiest EP rank's experts are moved onto the measured rank.
     ``power_law_1.01`` is kept because it is aiconfigurator's default (its models set
@@ -843,6 +859,10 @@ MOE_DROPPED_SOURCES = {
     "vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu": "the same Kimi-K3 approximation "
                                                                              "in vLLM's Hopper tables",
 }
+# kernels an engine's deployment of that dtype does not run on that GPU (module docstring: vLLM's per-tensor
+# FP8 on Hopper), dropped by (engine, GPU)
+MOE_NOT_RUN = dict.fromkeys((("vllm", "h100_sxm"), ("vllm", "h200_sxm")),
+                            "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts")
 # (hidden, inter, topk, experts) of non-gated (ReLU^2) MoE models: TensorRT-LLM's moe_torch_flow_nongated rows
 # (Nemotron-3 / Nemotron-H shapes); vLLM and SGLang measured the same shapes without saying so
 NONGATED_SHAPES = frozenset({(1024, 2688, 22, 512), (2048, 5120, 22, 512), (2688, 1856, 6, 128),
@@ -1405,6 +1425,8 @@ def build_moe_table(folder: Path, gpu: str, engine: str,
     moe_rows = read_rows(moe_path)
     other = [r for r in moe_rows if r["version"] != version]  # B200 vLLM: 972 preview-build (Kimi-K3) rows
     moe_rows = [r for r in moe_rows if r["version"] == version]
+    not_run = [r for r in moe_rows if r["kernel_source"] == MOE_NOT_RUN.get((engine, gpu))]
+    moe_rows = [r for r in moe_rows if r["kernel_source"] != MOE_NOT_RUN.get((engine, gpu))]
     ctx_path = optional_file(folder, f"mla_{engine}_*_context_mla_perf.parquet")
     gen_path = optional_file(folder, f"mla_{engine}_*_generation_mla_perf.parquet")
     bmm_path = optional_file(folder, f"mla_bmm_{engine}_*_mla_bmm_perf.parquet")
@@ -1430,6 +1452,9 @@ def build_moe_table(folder: Path, gpu: str, engine: str,
     for v in sorted({r["version"] for r in other}):
         why = f"version {v} (not the table's {version})"
         moe["dropped_rows"][why] = sum(r["version"] == v for r in other)
+    if not_run:
+        why = f"kernel_source {MOE_NOT_RUN[(engine, gpu)]} (not what the dtype runs)"
+        moe["dropped_rows"][why] = len(not_run)
     efficiency: dict[str, Any] = {"moe": moe_eff}
     doc: dict[str, Any] = {
         "format": MOE_FORMAT,

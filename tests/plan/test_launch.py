@@ -495,3 +495,15 @@ def test_plan_rows_carry_deploy_and_a_dtype_change_is_said() -> None:
     plain = {"ranked": [{k: v for k, v in row.items() if k != "deploy"}]}
     assert plan_deploy(SimpleNamespace(format="table", emit=None), plain, q, None) == []
     assert "deploy" not in plain["ranked"][0]  # the table and CSV outputs stay as they were
+
+
+def test_a_publishers_release_is_named_where_servesim_knows_one() -> None:
+    qwen = "Qwen/Qwen3-235B-A22B"
+    block = engine_command(Deployment(qwen, "h200", tp=4, dtype="fp8"))[0]
+    assert split_script(block).positional == f"{qwen}-FP8"  # Qwen's block-FP8 release, as priced
+    # at MoE TP8 the 1536-wide experts do not split into 128-row blocks: per-tensor FP8, made at load
+    tensor = engine_command(Deployment(qwen, "h200", tp=8, dtype="fp8"))[0]
+    assert split_script(tensor).positional == qwen and _opts(tensor)["--quantization"] == "fp8"
+    fp4 = engine_command(Deployment(qwen, "b200", tp=4, dtype="fp4", engine="trtllm"))[0]
+    assert split_script(fp4).positional == "nvidia/Qwen3-235B-A22B-NVFP4"
+    assert parse_launch(fp4).deployment.dtype == "fp4"

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from servesim.cli.main import main
+from tests.plan.steady import check_rows
 
 PLAN = ["plan", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "8", "--isl", "2000", "--osl", "300",
         "--slo-ttft-ms", "800", "--slo-tpot-ms", "50", "--format", "json"]
@@ -29,35 +30,14 @@ def plan_json() -> dict:
     return json.loads(buf.getvalue())
 
 
-def _predict(capsys: pytest.CaptureFixture[str], r: dict) -> dict:
-    p, d = r["prefill"], r["decode"]
-    base = ["predict", "--model", "llama-3-70b", "--gpu", r["gpu"], "--isl", "2000", "--osl", "300",
-            "--max-num-batched-tokens", str(r["max_num_batched_tokens"]), "--format", "json"]
-    if r["architecture"] == "colocated":  # one replica at its share of the rate
-        return _json(capsys, *base, "--tp", str(d["tp"]), "--dtype", d["dtype"], "--rate",
-                     repr(r["max_rate_rps"] / d["workers"]))
-    if p["dtype"] != d["dtype"]:
-        pytest.skip("predict --mode disagg takes one --dtype for both pools")
-    return _json(capsys, *base, "--mode", "disagg", "--dtype", d["dtype"], "--prefill-tp", str(p["tp"]),
-                 "--prefill-workers", str(p["workers"]), "--decode-tp", str(d["tp"]),
-                 "--decode-workers", str(d["workers"]), "--rate", repr(r["max_rate_rps"]))
-
-
-def test_every_printed_row_is_predict_at_its_rate_and_meets_the_slos(capsys, plan_json):
-    plan = plan_json
-    rows = plan["ranked"]
-    assert rows and plan["confirmed"] == len(rows)
-    checked = 0
-    for r in rows:
-        assert r["mean_tpot_ms"] <= 50 and r["ttft_attainment"] >= 0.9
-        if r["architecture"] != "colocated" and r["prefill"]["dtype"] != r["decode"]["dtype"]:
-            continue
-        got = _predict(capsys, r)
-        assert got["stable"]
-        assert got["mean_tpot_ms"] == pytest.approx(r["mean_tpot_ms"], rel=0.05)
-        assert got["mean_ttft_ms"] == pytest.approx(r["mean_ttft_ms"], rel=0.05)
-        checked += 1
-    assert checked >= 5
+def test_every_printed_row_holds_its_rate_at_steady_state(plan_json):
+    """Colocated and disaggregated rows (mixed dtypes too) of the issue's plan: ``predict`` with 4,000
+    prompts at each row's rate meets the SLOs and agrees with the row within 5% (500-prompt runs
+    promised 14.39 req/s for row 1, where 4,000 prompts give TPOT 55.6 ms against the SLO's 50)."""
+    rows = plan_json["ranked"]
+    assert rows and plan_json["confirmed"] == len(rows)
+    assert {r["architecture"] for r in rows} == {"colocated", "disaggregated"}
+    assert check_rows(rows, 0.8, 50, 0.9, model="llama-3-70b", isl=2000, osl=300) == len(rows)
     # Ranked by goodput per GPU, best first.
     per_gpu = [r["output_throughput_per_gpu"] for r in rows]
     assert per_gpu == sorted(per_gpu, reverse=True)
@@ -74,9 +54,22 @@ def test_the_front_is_not_dominated_and_rows_alike_show_their_budget(capsys, pla
     assert len(set(ln.split()[2:7].__str__() for ln in lines)) == len(lines)  # no two rows look alike
 
 
-def test_rate_with_a_capacity_plan_is_refused(capsys):
-    assert main([*PLAN, "--rate", "5"]) == 2
-    assert "--target-rate" in capsys.readouterr().err
+def test_a_moe_plan_and_a_speculative_plan_hold_their_rates_at_steady_state(capsys):
+    """The MoE (Qwen3-235B, TP/DP/EP on 8 H200s, SGLang) and speculative (Llama-3-8B with EAGLE-3 at a
+    measured acceptance) kinds of plan: every printed row, re-run by predict with 4,000 prompts."""
+    moe = _json(capsys, "plan", "--model", "Qwen/Qwen3-235B-A22B-Instruct-2507", "--gpu", "h200", "--gpus",
+                "8", "--isl", "1024", "--osl", "512", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+                "--engine", "sglang", "--top", "2", "--format", "json")
+    assert check_rows(moe["ranked"], 2.0, 50, 0.9, model="Qwen/Qwen3-235B-A22B-Instruct-2507", isl=1024,
+                      osl=512, engine="sglang") >= 1
+    assert "sglang #8726" in moe["hazards"]["spec+prefix-cache"]  # an SGLang plan cites SGLang's reports
+    spec = _json(capsys, "plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "2", "--isl",
+                 "256", "--osl", "1024", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "12", "--spec", "eagle3",
+                 "--k", "3", "--acceptance-length", "2.5", "--top", "3", "--format", "json")
+    rows = [r for r in spec["ranked"] if r["speculation"] == "eagle3"]
+    assert rows
+    assert check_rows(rows, 1.0, 12, 0.9, model="llama-3-8b", isl=256, osl=1024,
+                      spec={"spec": "eagle3", "k": 3, "acceptance_length": 2.5}) == len(rows)
 
 
 def test_a_moe_model_is_planned_over_tp_dp_and_ep_and_confirmed(capsys):
@@ -164,7 +157,8 @@ def test_a_model_one_node_cannot_hold_is_planned_on_two_nodes_as_predict_prices_
     got = _json(capsys, "predict", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h100-sxm", "--engine",
                 "sglang", "--isl", "1024", "--osl", "1024", "--tp", str(d["tp"]), "--dp", str(d.get("dp", 1)),
                 "--ep", str(d.get("ep", 1)), "--chunked-prefill-size", str(r["max_num_batched_tokens"]),
-                "--rate", repr(r["max_rate_rps"]), "--format", "json")
+                "--rate", repr(r["max_rate_rps"]), "--num-prompts", str(r["steady_state"]["prompts"]),
+                "--warmup-prompts", str(r["steady_state"]["warmup_prompts"]), "--format", "json")
     assert got["mean_tpot_ms"] == pytest.approx(r["mean_tpot_ms"], rel=1e-9)
     assert got["mean_ttft_ms"] == pytest.approx(r["mean_ttft_ms"], rel=1e-9)
 
@@ -214,7 +208,9 @@ def test_a_plan_with_deepep_is_what_predict_with_deepep_says(capsys):
     got = _json(capsys, "predict", "--model", r1, "--gpu", "h200", "--engine", "sglang", "--isl", "1024",
                 "--osl", "1024", "--tp", str(d["tp"]), "--dp", "8", "--ep", str(d["ep"]),
                 "--chunked-prefill-size", str(deepep["max_num_batched_tokens"]), "--ep-comm", "deepep-normal",
-                "--rate", repr(deepep["max_rate_rps"]), "--format", "json")
+                "--rate", repr(deepep["max_rate_rps"]), "--num-prompts",
+                str(deepep["steady_state"]["prompts"]), "--warmup-prompts",
+                str(deepep["steady_state"]["warmup_prompts"]), "--format", "json")
     assert got["mean_tpot_ms"] == pytest.approx(deepep["mean_tpot_ms"], rel=1e-9)
     assert got["mean_ttft_ms"] == pytest.approx(deepep["mean_ttft_ms"], rel=1e-9)
     assert (deepep["max_rate_rps"], deepep["mean_tpot_ms"]) != (default["max_rate_rps"],

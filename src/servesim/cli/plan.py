@@ -48,6 +48,9 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    help="replay the trace this many times faster (default 1)")
     p.add_argument("--target-rate", type=number(1e-6, 1e6), default=None,
                    help="plan for this rate (req/s) on the smallest fleet that meets the target")
+    p.add_argument("--headroom", type=number(0.0, 1.0, lo_open=True), default=None, metavar="FRACTION",
+                   help="with --gpus: plan each deployment at this share of its sustainable rate, in (0, 1] "
+                   "(e.g. 0.8: 80%%; default none: at the rate itself)")
     p.add_argument("--top", type=integer(1, hi=10_000), default=10,
                    help="how many ranked deployments to show, 1-10,000 (default 10); with --model, the "
                    "first 100 of them at most are confirmed by the engine model (about 0.3 s each: "
@@ -177,13 +180,9 @@ def _capacity(args: argparse.Namespace) -> Output:
     from servesim.cli.common import check_gpu_dtypes, ep_comm_of, gpu_list, workload_of
     from servesim.hardware.catalog import load_catalog
     from servesim.model.kvcache import LINKS
-    from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus
+    from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus, screen_steps
     from servesim.render.capacity import capacity_text
 
-    if getattr(args, "rate", None) is not None:
-        raise InputError(f"--rate {args.rate:g}: a capacity plan finds each deployment's largest rate "
-                         "itself; "
-                         "give --target-rate R for the fewest GPUs that sustain R req/s")
     if args.model is None or args.gpu is None:
         raise InputError("--gpus plans on measured kernels: give --model and --gpu too, e.g. "
                          "--model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16")
@@ -204,13 +203,16 @@ def _capacity(args: argparse.Namespace) -> Output:
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
         confirm_top=min(args.top, 100), k=args.k, acceptance_length=args.acceptance_length,
         traffic=args.traffic, ep_comm=ep_comm_of(args),
+        headroom=getattr(args, "headroom", None), rate_per_s=getattr(args, "rate", None),
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = gpu_list(args.gpu)
     check_gpu_dtypes(args.model, gpus, args.dtype, args.kv_dtype, cat)  # as predict refuses them
     from servesim.cli.progress import Progress
 
-    bar = Progress(min(args.top, 100), "confirming by the engine model", enabled=not args.quiet)
+    steps = sum(screen_steps(replace(q, gpu=g), cat) for g in gpus)  # the screen's, then one a row
+    bar = Progress(steps + min(args.top, 100), "screening, then confirming by the engine model",
+                   enabled=not args.quiet)
     data = capacity_plan(q, cat, bar.advance) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat,
                                                                                          bar.advance)
     bar.close()

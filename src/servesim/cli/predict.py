@@ -427,6 +427,14 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                          pool=pool, workers=workers[pool], peer_workers=workers[peer],
                                          spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
+    if args.link is None:  # workers of both pools in one NVL72 rack: the KV rides NVLink (hardware.topology)
+        from servesim.hardware.names import canonical_gpu
+        from servesim.hardware.topology import kv_link
+
+        gpus = sum(pools[p].tp * pools[p].dp * workers[p] for p in pools)
+        rack = kv_link(canonical_gpu(row["gpu"], catalog), gpus)
+        if rack is not None:
+            ln = type(ln)("nvlink", rack[0], rack[1])
     spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=pools["decode"].dp, **spec)
     out = predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths, **spec_kw)

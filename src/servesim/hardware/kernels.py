@@ -102,6 +102,7 @@ from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
+from servesim.hardware.topology import Topology, topology_for
 
 __all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup",
            "ScaledTables",
@@ -394,6 +395,9 @@ class GPUSystem:
     nvlink_bytes_per_s: float
     internode_bytes_per_s: float
     gpus_per_node: int
+    topology: Topology
+    domain_gpus: int
+    scaleout_bytes_per_s: float
 
     def _read_system(self, doc: dict[str, Any]) -> None:
         sysd = doc["system"]
@@ -407,6 +411,9 @@ class GPUSystem:
         self.nvlink_bytes_per_s = float(sysd["nvlink_bytes_per_s"])
         self.internode_bytes_per_s = float(sysd["internode_bytes_per_s"])
         self.gpus_per_node = int(sysd["gpus_per_node"])
+        self.topology = topology_for(self.name, self.gpus_per_node, self.internode_bytes_per_s)
+        self.domain_gpus = self.topology.domain_gpus  # one NVLink domain (72 on an NVL72 rack)
+        self.scaleout_bytes_per_s = self.topology.scale_out_bytes_per_s  # between domains, a GPU
 
 
 class KernelTables(GPUSystem):
@@ -620,21 +627,30 @@ class KernelTables(GPUSystem):
             return grid.estimate((size,), lambda p: self.allreduce_roofline_ms(n, p[0]),
                                  f"all-reduce over {n} GPUs",
                                  f"at fitted {_pct(e['bus'])} of NVLink bus bandwidth")
-        if n <= self.gpus_per_node:
+        if n <= self.domain_gpus:
             m = min(have, key=lambda c: (abs(math.log(n / c)), -c))
             base = self.allreduce(m, size)
             r = self.allreduce_roofline_ms(n, size, fit_gpus=m) / self.allreduce_roofline_ms(m, size)
             note = f"all-reduce over {n} GPUs not measured: {m} GPUs scaled by the ring traffic x{r:.3g}"
-            return Lookup(base.ms * r, False, "; ".join(x for x in (note, base.note) if x))
-        node = self.gpus_per_node
+            ms = base.ms * r
+            if n > max(have):  # more ranks than measured, one NVLink domain: NCCL's latency for them
+                floor = nccl_domain_us(n, 2) * 1e-3
+                if floor > ms:
+                    ms = floor
+                    note += (f", at least NCCL's latency for {n} ranks in one NVLink domain "
+                             f"({floor * 1e3:.1f} us, data/nccl_latency.toml)")
+            return Lookup(ms, False, "; ".join(x for x in (note, base.note) if x))
+        node = self.domain_gpus
         base = self.allreduce(node, size)
         nodes = n / node
-        inter = 2 * (nodes - 1) / nodes * (size / node) / self.internode_bytes_per_s * 1e3
+        inter = 2 * (nodes - 1) / nodes * (size / node) / self.scaleout_bytes_per_s * 1e3
         floor = nccl_multinode_allreduce_us(n, max(1, math.ceil(nodes))) * 1e-3
-        note = (f"all-reduce over {n} GPUs spans {math.ceil(nodes)} nodes of {node}, not measured: the "
+        word = self.topology.domain_word
+        link = "inter-node ring" if word == "nodes" else f"{self.topology.scale_out} ring between racks"
+        note = (f"all-reduce over {n} GPUs spans {math.ceil(nodes)} {word} of {node}, not measured: the "
                 f"{node}-GPU time, at "
                 f"least NCCL's own multi-node latency ({floor * 1e3:.1f} us, data/nccl_latency.toml), plus "
-                f"the inter-node ring at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU "
+                f"the {link} at the full {self.scaleout_bytes_per_s / 1e9:g} GB/s per GPU "
                 "(optimistic)")
         return Lookup(max(base.ms, floor) + inter, False, "; ".join(x for x in (note, base.note) if x))
 
@@ -656,6 +672,15 @@ def nccl_multinode_allreduce_us(gpus: int, nodes: int) -> float:
     ppn = gpus / nodes
     return c["tree_ll_base_us"] + 2 * ((ppn - 1) * c["tree_ll_nvlink_us"] * c["multinode_intra_factor"]
                                        + math.floor(math.log2(nodes)) * c["tree_ll_net_us"])
+
+
+def nccl_domain_us(gpus: int, passes: int = 1) -> float:
+    """NCCL's own latency model of a collective over ``gpus`` ranks in one NVLink domain (one node to
+    NCCL: an NVL72 rack is one MNNVL clique), microseconds: ``base + passes x (gpus - 1) x nvlink``
+    (``data/nccl_latency.toml``; ``passes`` 2 for an all-reduce's reduce and broadcast, 1 for an
+    all-gather, reduce-scatter or all-to-all).  72 ranks, all-reduce: 4.4 + 2 x 71 x 0.52 = 78.2 us."""
+    c = _nccl_latency()
+    return c["tree_ll_base_us"] + passes * (gpus - 1) * c["tree_ll_nvlink_us"]
 
 
 def _positive(name: str, value: object) -> float:
@@ -740,6 +765,12 @@ class ScaledTables(KernelTables):
         super().__init__(source._doc)
         self.source = source
         self.name = str(gpu)
+        # an HGX node of 8 (an NVL72 rack is its own entry of data/topology.toml, never borrowed)
+        hgx = source.topology.kind == "hgx"
+        self.topology = topology_for(self.name, source.domain_gpus if hgx else 8,
+                                     source.scaleout_bytes_per_s)
+        self.domain_gpus = self.topology.domain_gpus
+        self.scaleout_bytes_per_s = self.topology.scale_out_bytes_per_s
         self.device = f"{gpu} (no measured tables: {source.device}'s scaled by the roofline)"
         self.hbm_bytes_per_s = check_real("hbm_bytes_per_s", hbm_bytes_per_s, lo=0.0, lo_open=True)
         self.nvlink_bytes_per_s = check_real("interconnect_bytes_per_s", interconnect_bytes_per_s, lo=0.0,

@@ -88,6 +88,7 @@ from servesim.hardware.kernels import (
     _engine,
     _Grid,
     engine_label,
+    nccl_domain_us,
     table_name,
 )
 
@@ -511,11 +512,11 @@ class MoETables(GPUSystem):
                 miss *= max(0.0, (experts - per_rank - j) / (experts - j))
             per = hidden * (1 + 1 / 32) if kind == "dispatch" else 2 * hidden
             nbytes = tokens * ep * (1.0 - miss) * per
-        gpn = self.gpus_per_node
+        gpn = self.domain_gpus
         outside = max(0.0, (ep - gpn) / ep)
         t = nbytes * (1 - outside) / (f.bus * self.nvlink_bytes_per_s)
         if outside:
-            t = max(t, nbytes * outside / (f.bus * self.internode_bytes_per_s))
+            t = max(t, nbytes * outside / (f.bus * self.scaleout_bytes_per_s))
         return max(f.floor_ms, 1e3 * t)
 
     def deepep(self, kind: str, mode: str, tokens: float, hidden: int, topk: int, experts: int, ep: int, *,
@@ -559,15 +560,15 @@ class MoETables(GPUSystem):
         f = self.efficiency["deepep"][f"{mode}_{kind}"]
         lk = (Lookup(v, True) if v is not None else
               grid.estimate(point, roof, f"deepep {mode} {kind}", f"at fitted {_pct(f.bus)} of NVLink"))
-        if mode == "ll" and n > self.gpus_per_node:
+        if mode == "ll" and n > self.domain_gpus:
             return self._deepep_rdma(kind, t, h, k, n, lk)
         if got == q and n == m:
             return lk
         scale = self.deepep_roofline_ms(kind, mode, t, h, k, e, n) / roof(point)
         note = (f"deepep {mode} {kind} hidden/topk/experts {h}/{k}/{e} over {n} ranks not measured: "
                 f"{'/'.join(str(x) for x in got)} over {m} scaled by the roofline ratio x{scale:.3g}")
-        if n > self.gpus_per_node:
-            note += (f" (inter-node share at the full {self.internode_bytes_per_s / 1e9:g} GB/s per GPU: "
+        if n > self.domain_gpus:
+            note += (f" (inter-node share at the full {self.scaleout_bytes_per_s / 1e9:g} GB/s per GPU: "
                      "optimistic)")
         return Lookup(lk.ms * scale, False, "; ".join(x for x in (note, lk.note) if x))
 
@@ -594,12 +595,14 @@ class MoETables(GPUSystem):
             return hd + hd / 128 * 4 + 16 if kind == "dispatch" else 2.0 * hd
 
         ratio = tokens * topk * per(hidden) / (pub["tokens"] * pub["topk"] * per(pub["hidden"]))
-        ms = us * 1e-3 * ratio * pub["nic_bytes_per_s"] / self.internode_bytes_per_s
-        gpn = self.gpus_per_node
-        note = (f"deepep ll {kind} over {ep} ranks spans {math.ceil(ep / gpn)} nodes of {gpn}, not measured: "
+        ms = us * 1e-3 * ratio * pub["nic_bytes_per_s"] / self.scaleout_bytes_per_s
+        gpn = self.domain_gpus
+        word = self.topology.domain_word
+        note = (f"deepep ll {kind} over {ep} ranks spans {math.ceil(ep / gpn)} {word} of {gpn}, not measured:"
+                " "
                 f"DeepEP's published pure-RDMA latency "
                 f"({us:.0f} us at 128 tokens, hidden 7168, top-8, 400 Gb/s) scaled by bytes and this GPU's "
-                f"{self.internode_bytes_per_s / 1e9:g} GB/s")
+                f"{self.scaleout_bytes_per_s / 1e9:g} GB/s")
         return Lookup(max(ms, intra.ms), False, note)
 
     def _nccl(self, op: str, gpus: int, nbytes: float) -> Lookup:
@@ -626,22 +629,28 @@ class MoETables(GPUSystem):
             f = self.efficiency[op][str(n)]
             return grid.estimate((size,), lambda p: roof(n, p[0]), f"nccl {op} over {n} GPUs",
                                  f"at fitted {_pct(f.bus)} of NVLink bus bandwidth")
-        if n <= self.gpus_per_node:
+        if n <= self.domain_gpus:
             m = min(have, key=lambda c: (abs(math.log(n / c)), -c))
             base = self._nccl(op, m, size)
             r = roof(n, size, fit_gpus=m) / roof(m, size)
             note = f"nccl {op} over {n} GPUs not measured: {m} GPUs scaled by the traffic x{r:.3g}"
-            return Lookup(base.ms * r, False, "; ".join(x for x in (note, base.note) if x))
-        node = self.gpus_per_node
+            ms = base.ms * r
+            floor = nccl_domain_us(n) * 1e-3 if n > max(have) else 0.0  # one NVLink domain, more ranks
+            if floor > ms:
+                ms = floor
+                note += f", at least NCCL's latency for {n} ranks in one NVLink domain ({floor * 1e3:.1f} us)"
+            return Lookup(ms, False, "; ".join(x for x in (note, base.note) if x))
+        node = self.domain_gpus
         base = self._nccl(op, node, size)
         nodes = n / node
         if op == "alltoall":  # each GPU sends the other nodes' share of its buffer over its own NIC
-            inter = (n - node) / n * size / self.internode_bytes_per_s * 1e3
+            inter = (n - node) / n * size / self.scaleout_bytes_per_s * 1e3
         else:  # a node takes in the other nodes' share of the gathered (or reduced) buffer over its NICs
-            inter = (nodes - 1) / nodes * (size / node) / self.internode_bytes_per_s * 1e3
-        note = (f"nccl {op} over {n} GPUs spans {math.ceil(n / node)} nodes of {node}, not measured: the "
+            inter = (nodes - 1) / nodes * (size / node) / self.scaleout_bytes_per_s * 1e3
+        word = self.topology.domain_word
+        note = (f"nccl {op} over {n} GPUs spans {math.ceil(n / node)} {word} of {node}, not measured: the "
                 f"{node}-GPU time plus "
-                f"the inter-node share of the traffic at the full {self.internode_bytes_per_s / 1e9:g} GB/s "
+                f"the inter-node share of the traffic at the full {self.scaleout_bytes_per_s / 1e9:g} GB/s "
                 "per GPU (optimistic)")
         return Lookup(base.ms + inter, False, "; ".join(x for x in (note, base.note) if x))
 

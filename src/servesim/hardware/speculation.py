@@ -498,12 +498,20 @@ def verify_s(sm: Pricer, method: str, batch: float, context: float, positions: i
     (:meth:`servesim.hardware.engines.EngineProfile.overlaps_speculation`) the host's work hides
     behind the GPU as in a plain step, ``max(gpu, host)``; where speculation turns it off (vLLM
     for draft-model, n-gram and Medusa drafting, SGLang's default speculative worker) the step
-    is ``gpu + host``, while the plain decode it is compared with keeps the overlap."""
+    is ``gpu + host``, while the plain decode it is compared with keeps the overlap.
+
+    Never less than the plain decode step of the same sequences (``total_s``), a physical bound:
+    verifying reads the same weights and caches as a plain step and more tokens, while a measured
+    table need not be monotone in its rows (cuBLAS runs a one-row GEMM as a GEMV that can be slower
+    than a few rows: :mod:`servesim.hardware.stepmodel`), which alone would make the verify cost
+    ``c`` negative and a speedup exceed the tokens a step accepts."""
     step = sm.decode_step(batch, context, positions=positions)
     engine = getattr(sm, "engine", None)
     if engine is None or engine.overlaps_speculation(method):  # (overlap off: total_s is gpu + host)
-        return float(step.total_s)
-    return float(step.gpu_s + step.host_s)
+        verify = float(step.total_s)
+    else:
+        verify = float(step.gpu_s + step.host_s)
+    return max(verify, float(sm.decode_step(batch, context).total_s)) if positions > 1 else verify
 
 
 def _pass(dm: Drafter, batch: float, context: float, positions: int) -> float:

@@ -100,6 +100,7 @@ from servesim.hardware.precision import (
     kv_bytes_per_token,
     weight_bytes,
 )
+from servesim.hardware.topology import links_note
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -250,8 +251,12 @@ class StepModel:
     """A dense model (the :class:`~servesim.hardware.pricer.Pricer` seam: the lab's closed forms
     price dense models only)."""
 
-    pricing_notes: tuple[str, ...] = ()
-    """What the step model prices from another engine's table or a fitted factor: nothing here."""
+    @property
+    def pricing_notes(self) -> tuple[str, ...]:
+        """What the step model prices from another engine's table or a fitted factor: nothing here;
+        which links its TP group crosses where it leaves a tray (servesim.hardware.topology)."""
+        note = links_note(self.tables.topology, {f"TP{self.tp} all-reduce": self.tp})
+        return (note,) if note else ()
 
     has_mtp = False  # no multi-token-prediction module (DeepSeek-V3 family MoE models have one)
 

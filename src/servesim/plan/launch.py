@@ -268,41 +268,90 @@ def _own_dtype(dep: Deployment) -> str:
     return str(arch.checkpoint_dtype) if arch is not None else "bf16"
 
 
-def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str]:
-    """How the engine gets the weights ``dep.dtype`` names: (``--quantization`` value or None, a
-    ``CHECKPOINT`` the user must supply (its description) or None, a note)."""
+def _releases() -> set[str]:
+    """Checkpoint ids servesim knows to be published: its shipped configs' and its aliases'."""
+    from servesim.hardware.architectures import _ALIASES
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "model_configs"
+    shipped = {p.name[: -len("_config.json")].replace("--", "/", 1) for p in folder.glob("*_config.json")}
+    return shipped | set(_ALIASES)
+
+
+def _release(dep: Deployment, resolved: str) -> str | None:
+    """The publisher's own release of ``dep.model`` in the weights ``resolved`` names, where servesim
+    knows one (Qwen's ``-FP8`` block-FP8 releases, NVIDIA's ``nvidia/...-NVFP4``)."""
+    base = dep.model.rsplit("/", 1)[-1]
+    candidates = {"fp8_block": [f"{dep.model}-FP8"], "fp4": [f"nvidia/{base}-NVFP4"]}.get(resolved, [])
+    known = _releases()
+    return next((c for c in candidates if c in known), None)
+
+
+def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str | None, str]:
+    """How the engine gets the weights ``dep.dtype`` names: (``--quantization`` value or None, the
+    checkpoint to load in place of the model's own or None, a ``CHECKPOINT`` the user must supply
+    (its description) or None, a note)."""
+    from servesim.hardware.moe_step import Parallelism
+    from servesim.hardware.names import canonical_gpu
+
     dtype = dep.dtype
     if dtype in ("auto", "bf16"):
-        return None, None, ""
+        return None, None, None, ""
     arch = model_architecture(dep.model)
     own = _own_dtype(dep)
-    resolved = moe_dtype(dtype, arch, dep.gpu) if arch is not None else dtype
+    par = Parallelism(dep.tp, dep.dp, dep.ep)  # as the pricer resolves it (block FP8 where it splits)
+    resolved = moe_dtype(dtype, arch, canonical_gpu(dep.gpu), par) if arch is not None else dtype
+    flag = {"fp8": "fp8", "fp8_block": "fp8", "mxfp4": "mxfp4", "fp4": "modelopt_fp4"}.get(resolved)
+    quant = flag if engine != "trtllm" else None
     if resolved == own or (dtype == "fp8" and own in ("fp8", "fp8_block")):
-        flag = {"fp8": "fp8", "fp8_block": "fp8", "mxfp4": "mxfp4", "fp4": "modelopt_fp4"}.get(resolved)
-        return (flag if engine != "trtllm" else None), None, ""
-    if dtype == "fp8" and engine != "trtllm":
+        return quant, None, None, ""
+    release = _release(dep, resolved)
+    if release is not None:
+        return (
+            quant,
+            release,
+            None,
+            (
+                f"checkpoint: {release}, the publisher's {resolved} release of {dep.model} (the weights "
+                "servesim priced); its quality differs from the original's: check it on your own tasks"
+            ),
+        )
+    if dtype == "fp8" and engine != "trtllm" and resolved == "fp8":
         return (
             "fp8",
             None,
+            None,
             (
-                f"--quantization fp8 quantizes the {own} checkpoint's weights to FP8 at load "
-                "(per tensor, what servesim prices); a published FP8 checkpoint of the model "
-                "(ModelOpt, llm-compressor) loads faster and may differ in quality: pass its id "
-                "instead"
+                f"--quantization fp8 quantizes the {own} checkpoint's weights to FP8 at load (per tensor, "
+                "what servesim prices); a published FP8 checkpoint of the model (ModelOpt, llm-compressor) "
+                "loads faster and may differ in quality: pass its id instead"
             ),
         )
     what = {"fp8": "an FP8", "fp4": "an NVFP4", "int4": "an INT4 (weight-only)"}.get(dtype, f"a {dtype}")
+    if resolved == "fp8_block":
+        what = "a block-FP8 (128 x 128)"
     why = (
         "trtllm-serve quantizes no weights itself"
         if engine == "trtllm"
-        else f"{engine} does not quantize a {own} checkpoint to {dtype} at load"
+        else f"{engine} does not make {resolved} weights of a {own} checkpoint at load"
     )
     return (
         None,
+        None,
         f"{what} checkpoint of {dep.model}",
-        f"{why}: servesim names no {dtype} checkpoint of "
-        f"{dep.model}; set CHECKPOINT to one (e.g. a ModelOpt release) before running the script",
+        (
+            f"{why}: servesim names no {resolved} checkpoint of {dep.model}; set CHECKPOINT to one (e.g. a "
+            "ModelOpt release) before running the script"
+        ),
     )
+
+
+def _served(dep: Deployment, catalog: Any = None) -> tuple[str, str]:
+    """(the checkpoint the engine loads, shell-quoted or ``"$CHECKPOINT"``; its note)."""
+    ckpt, _, note = _checkpoint(dep, catalog)
+    _, release, supply, _ = _weights(dep, dep.engine)
+    if supply is not None:
+        return _Raw('"$CHECKPOINT"'), note
+    return (release or ckpt), ("" if release else note)
 
 
 @dataclass
@@ -381,8 +430,8 @@ def engine_command(
     from servesim.hardware.names import canonical_gpu
 
     eng = flag_profile(dep, catalog)
-    ckpt, _, ckpt_note = _checkpoint(dep, catalog)
-    quant, supply, weights_note = _weights(dep, dep.engine)
+    ckpt, ckpt_note = _served(dep, catalog)
+    quant, _, supply, weights_note = _weights(dep, dep.engine)
     s = _Script(servesim=["--model", dep.model, "--gpu", canonical_gpu(dep.gpu, catalog), *servesim])
     s.program = ENGINE_PROGRAMS[dep.engine]
     if spec not in (None, "none") and "--spec" not in s.servesim:  # engines' names are not one to one
@@ -658,9 +707,8 @@ def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1) -> str:
     replicas: the rate is that replica's share), as the prediction ran it."""
     client = bench.client
     name = client.name
-    served = _checkpoint(dep)[0]
-    supply = _weights(dep, dep.engine)[1]
-    model = '"$CHECKPOINT"' if supply is not None else shlex.quote(served)
+    served = _served(dep)[0]
+    model = served if isinstance(served, _Raw) else shlex.quote(served)
     extra = ["--warmup-prompts", str(bench.warmup)] if bench.warmup else []
     if name == "inferencemax" and client.warm_server:
         extra.append("--warm-server")

@@ -354,14 +354,15 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
             catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
             acceptance_length: float | None = None, draft: str | None = None,
             slo_ttft_s: float | None = None, traffic: str | None = None,
-            tree: tuple[int, int, int] | None = None) -> dict[str, Any]:
+            tree: tuple[int, int, int] | None = None, keep_requests: bool = False) -> dict[str, Any]:
     """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON).
 
     ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
     benchmark's client draws them.  ``spec`` (a method of
     :data:`servesim.hardware.speculation.METHODS`) with ``k`` and the measured ``acceptance_length``
     (or ``alpha``; else the published preset for the ``traffic`` kind, chat by default) and ``draft``
-    (a draft model) adds speculative decoding."""
+    (a draft model) adds speculative decoding.  ``keep_requests`` adds ``requests``: each request's
+    (index, sent, first token, last token) in seconds (the steady-state window of plan/confirm.py)."""
     sm, shape, memory = build_step_model(dep, catalog)
     isl_mean, osl_mean = bench.mean_lengths()
     sm = sm.for_requests(max(1, round(isl_mean + osl_mean)))  # windowed layers hold at most their window
@@ -389,7 +390,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
     cold_s, _, fresh = fresh_server_waits(sm, bench)
     res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
-                                     lengths=lengths, cold_start_s=cold_s)
+                                     lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
@@ -420,6 +421,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     }
     if not stable:
         out["unstable_reason"] = why
+    if keep_requests:
+        out["requests"] = res.requests
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
 
 
@@ -539,7 +542,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                           k: int | None = None, alpha: float | None = None,
                           acceptance_length: float | None = None, draft: str | None = None,
                           slo_ttft_s: float | None = None, traffic: str | None = None,
-                          tree: tuple[int, int, int] | None = None) -> dict[str, Any]:
+                          tree: tuple[int, int, int] | None = None, keep_requests: bool = False
+                          ) -> dict[str, Any]:
     """A disaggregated deployment under ``bench``: the engine loop of every worker of each pool
     (:func:`servesim.sim.disaggregation.run_disaggregated`), each pool with its own shape
     (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
@@ -608,6 +612,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
             speculation is None:  # the closed form's speculation is the lab's presets only
         out["closed_form"] = _disaggregated_closed_form(psm, prefill_workers, dsm, dmem, decode_workers,
                                                         link_bytes_per_s, bench, bench.rate_per_s)
+    if keep_requests:  # as predict's
+        out["requests"] = res.requests
     return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
 
 

@@ -24,13 +24,16 @@ workers), so one replica is solved and scaled; the prefill pool (M/D/c) is
 solved per worker count.  A disaggregated split's capacity is the smaller of
 its pools'.
 
-**Known hazards** travel with the plan: speculative decoding with prefix caching
-(on by default in vLLM V1) is a correctness hazard, not a tuning question (vLLM
-issue #43559: about 20% accuracy loss from MTP plus prefix caching together,
-neither alone; vLLM #53670: EAGLE/MTP prefix-cache last-block drops corrupting a
-response), and speculation under prefill/decode disaggregation has crashed
-engines (SGLang #36140).  Deployments that combine them carry the caveat;
+**Known hazards** travel with the plan, each engine's own reports
+(:data:`HAZARDS`): speculative decoding with prefix caching (on by default in
+vLLM V1 and SGLang) is a correctness hazard, not a tuning question, and
+speculation under prefill/decode disaggregation has crashed engines or run without
+its draft's cache.  Deployments that combine them carry the caveat;
 ``hazards=False`` leaves them out.
+
+**Headroom**: with ``headroom`` F a row is planned at F x its sustainable rate
+(the engine model's figures there); ``rate_per_s``, the customer's own rate, is
+shown beside each row's capacity as the share of it that rate uses.
 
 Nothing here prints.
 """
@@ -55,17 +58,45 @@ from servesim.plan.capacity import (
     prefill_at_load,
 )
 
-__all__ = ["HAZARDS", "PlanQuestion", "capacity_plan", "capacity_plan_gpus"]
+__all__ = ["HAZARDS", "PlanQuestion", "capacity_plan", "capacity_plan_gpus", "hazards_for", "screen_steps"]
 
-HAZARDS: dict[str, str] = {
-    "spec+prefix-cache": ("speculative decoding with prefix caching (vLLM V1's default) is a correctness "
-                          "hazard: vLLM #43559 (~20% accuracy loss, MTP + prefix caching), vLLM #53670 "
-                          "(EAGLE/MTP prefix-cache last-block drops corrupt a response); disable one or test "
-                          "accuracy"),
-    "spec+disagg": ("speculative decoding under prefill/decode disaggregation has crashed engines "
-                    "(SGLang #36140: DFLASH spec decoding, decode side gets spec_info=None)"),
+HAZARDS: dict[str, dict[str, str]] = {
+    "vllm": {
+        "spec+prefix-cache": ("speculative decoding with prefix caching (vLLM V1's default) is a correctness "
+                              "hazard: vLLM #43559 (~20% accuracy loss, MTP + prefix caching), vLLM #53670 "
+                              "(EAGLE/MTP prefix-cache last-block drops corrupt a response); disable one "
+                              "(--no-enable-prefix-caching) or test accuracy"),
+        "spec+disagg": ("speculative decoding under prefill/decode disaggregation: vLLM #54926 (MTP over "
+                        "NixlConnector: the draft's KV is not transferred, the decode side redrafts the "
+                        "prompt), vLLM #48221 (draft layers break the NIXL handshake), vLLM #46694 (MTP "
+                        "lookahead slots during async KV load, fixed)"),
+    },
+    "sglang": {
+        "spec+prefix-cache": ("speculative decoding with the radix cache (SGLang's default prefix cache): "
+                              "sglang #8726 (the draft's top-k indices wrong for repeated prompts; "
+                              "--disable-radix-cache fixed it), sglang #32459 (EAGLE collapses radix reuse "
+                              "on multi-turn traffic, 97% -> 40-53% hits); test accuracy and prefix reuse"),
+        "spec+disagg": ("speculative decoding under prefill/decode disaggregation has crashed SGLang "
+                        "(sglang #36140: DFLASH spec decoding, decode side gets spec_info=None; #30222: "
+                        "NIXL transfer length mismatch from the draft's KV, fixed)"),
+    },
+    "trtllm": {
+        "spec+prefix-cache": ("speculative decoding with KV cache reuse: no TensorRT-LLM report is known "
+                              "to us; vLLM (#43559, #53670) and SGLang (#8726) lost accuracy with the "
+                              "combination, so test accuracy"),
+        "spec+disagg": ("speculative decoding under prefill/decode disaggregation: no TensorRT-LLM report "
+                        "is known to us; vLLM (#54926) and SGLang (#36140) have crashed or run without "
+                        "the draft's cache, so test it"),
+    },
 }
-"""Caveats attached to deployments that combine speculation with KV reuse or with P/D splitting."""
+"""Caveats attached to deployments that combine speculation with KV reuse or with P/D splitting, by
+engine (each engine's own issue reports; an engine without one says so and names the others')."""
+
+
+def hazards_for(engine: str) -> dict[str, str]:
+    """The hazard texts of ``engine`` (:data:`HAZARDS`; TensorRT-LLM's for an engine not listed)."""
+    return HAZARDS.get(engine, HAZARDS["trtllm"])
+
 
 TPS: tuple[int, ...] = (1, 2, 4, 8)
 """Tensor-parallel sizes searched (one node)."""
@@ -103,6 +134,8 @@ class PlanQuestion:
     confirm: bool = True  # confirm the printed rows by the engine model (servesim.plan.confirm)
     confirm_top: int = 10  # how many of the closed form's best rows are confirmed (and printed)
     ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
+    headroom: float | None = None  # plan each row at this share of its sustainable rate (None: at it)
+    rate_per_s: float | None = None  # the customer's own rate, shown beside each row's capacity
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, lo=1, hi=4096)
@@ -114,6 +147,10 @@ class PlanQuestion:
         check_real("link_bytes_per_s", self.link_bytes_per_s, lo=0.0, lo_open=True)
         if self.target_rate_per_s is not None:
             check_real("target_rate", self.target_rate_per_s, lo=0.0, hi=1e6, lo_open=True)
+        if self.headroom is not None:
+            check_real("headroom", self.headroom, lo=0.0, hi=1.0, lo_open=True)
+        if self.rate_per_s is not None:
+            check_real("rate", self.rate_per_s, lo=0.0, hi=1e6, lo_open=True)
         if self.traffic is not None:
             from servesim.hardware.acceptance import TRAFFIC_KINDS
 
@@ -132,10 +169,11 @@ def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
 
 def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) -> dict[str, Any]:
     """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out.
-    ``progress()`` is called as each confirmed row is done."""
+    ``progress()`` is called :func:`screen_steps` times while the screen runs, then as each confirmed
+    row is done."""
     from dataclasses import replace
 
-    out = _screen(replace(q, confirm=False), catalog)
+    out = _screen(replace(q, confirm=False), catalog, progress)
     if q.confirm:
         tried = min(len(out["ranked"]), max(1, q.confirm_top))
         out["ranked"], out["pareto"], off = _confirmed(out["ranked"], q, out["gpu"], catalog, progress)
@@ -146,9 +184,11 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) ->
 def _confirmed_note(q: PlanQuestion, n: int, off: int = 0, tried: int | None = None) -> dict[str, Any]:
     """``n`` rows confirmed, ``off`` speculative ones left out for not paying, of ``tried`` run through
     the engine model (the rest sustain no rate that meets the SLOs there)."""
-    return {"confirmed": n, "speculation_off": off, "engine_tried": n + off if tried is None else tried,
-            "step_model": ("closed form at load screens every deployment; the engine model (predict --rate) "
-                           f"confirms the best {q.confirm_top}: the rows and the front are its figures")}
+    tried = n + off if tried is None else tried
+    return {"confirmed": n, "speculation_off": off, "engine_tried": tried,
+            "step_model": ("closed form at load screens every deployment; the engine model (predict --rate, "
+                           f"at steady state) runs the best {tried} and {n} hold a rate that meets the SLOs: "
+                           "the rows and the front are its figures")}
 
 
 Par = tuple[int, int, int]
@@ -188,8 +228,17 @@ def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
     return tables.gpus_per_node if tables is not None else max(TPS)
 
 
-def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
-    """Every deployment priced by the closed form at load, ranked (the plan before confirmation)."""
+def screen_steps(q: PlanQuestion, catalog: Any = None) -> int:
+    """How many times the screen of ``q`` calls ``progress`` (once per split priced colocated, once
+    per prefill split and dtype priced disaggregated)."""
+    shape, moe, pars = _shapes(q, catalog)
+    _, _, dtypes = _checked_gpu(q, shape, moe, pars, catalog)
+    return len(pars) * (1 + len(dtypes))
+
+
+def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None) -> dict[str, Any]:
+    """Every deployment priced by the closed form at load, ranked (the plan before confirmation);
+    ``progress()`` is called :func:`screen_steps` times."""
     if q.acceptance_length is not None and (q.spec is None or q.k is None):
         raise ParameterError("acceptance_length", q.acceptance_length, "given with --spec METHOD and --k K "
                              "(the draft length it was measured at)")
@@ -200,7 +249,8 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
     choice = _spec_choice(q, shape)
     price, price_source = _price(gname, catalog)
     models = _Models(q, shape, moe, gname, mem, catalog)
-    space = _Space(q, pars, dtypes, chunks, [None] + ([q.spec] if q.spec else []), choice, mem, price, models)
+    space = _Space(q, pars, dtypes, chunks, [None] + ([q.spec] if q.spec else []), choice, mem, price, models,
+                   progress or (lambda: None))
     rows, curves = _colocated_rows(space)
     # (an engine that runs prompts whole takes the largest budget searched: the prompt must fit it)
     default_chunk = (base_engine.max_num_batched_tokens if base_engine.chunks_prompts or q.chunks
@@ -221,9 +271,9 @@ def _screen(q: PlanQuestion, catalog: Any = None) -> dict[str, Any]:
         "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
         "fits_none": (None if any(m is not None for m in models.built.values()) else
                       _fits_none(pars, models.unfit, _node_gpus(q, catalog) if moe else 0, q.gpus)),
-        "target_rate_rps": q.target_rate_per_s,
+        "target_rate_rps": q.target_rate_per_s, "customer_rate_rps": q.rate_per_s, "headroom": q.headroom,
         "step_model": "measured-kernel step model at load (servesim.plan.capacity)",
-        "hazards": HAZARDS if q.hazards else {},
+        "hazards": hazards_for(q.engine) if q.hazards else {},
     }
 
 
@@ -318,6 +368,7 @@ class _Space:
     mem: float  # one GPU's memory, bytes
     price: float | None
     models: _Models
+    tick: Any  # called once per colocated split and per disaggregated prefill split and dtype
 
 
 def _label(sm: Pricer, dtype: str) -> str:
@@ -357,6 +408,7 @@ def _colocated_rows(s: _Space) -> tuple[list[dict[str, Any]], list[tuple[dict[st
                     row = _row("colocated", pool, pool, n * g, n * rate1, pt, q, spec, chunk, s.price)
                     rows.append(row)
                     curves.append((row, lambda r, f=one, n=n: f(r / n)))
+        s.tick()
     return rows, curves
 
 
@@ -395,6 +447,7 @@ def _disaggregated_rows(s: _Space, chunk: int) -> list[dict[str, Any]]:
     for pdtype in s.dtypes:
         for ppar in s.pars:
             psm = s.models(ppar, pdtype, chunk)
+            s.tick()
             if psm is None:
                 continue
             pg = ppar[0] * ppar[1]
@@ -480,7 +533,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
     """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
     from dataclasses import replace
 
-    plans = [_screen(replace(q, gpu=g, confirm=False), catalog) for g in gpus]
+    plans = [_screen(replace(q, gpu=g, confirm=False), catalog, progress) for g in gpus]
     out = dict(plans[0])
     rows = [r for p in plans for r in p["ranked"]]
     _sort_rows(rows, q)
@@ -559,9 +612,10 @@ def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Any
     c = confirm_row(row, q, gname, catalog)
     if c is None or c["max_rate_rps"] <= 0:
         return None, []
-    if q.target_rate_per_s is not None and c["max_rate_rps"] < q.target_rate_per_s * (1 - 1e-9):
-        return None, []  # the engine model does not sustain the target with these GPUs
-    pts = [{"gpu": gname, **_brief(c), "rate_rps": c["max_rate_rps"],
+    if q.target_rate_per_s is not None and c["planned_rate_rps"] < q.target_rate_per_s * (1 - 1e-9):
+        return None, []  # the engine model does not sustain the target with these GPUs (and headroom)
+    c["customer_load"] = q.rate_per_s / c["max_rate_rps"] if q.rate_per_s is not None else None
+    pts = [{"gpu": gname, **_brief(c), "rate_rps": c["planned_rate_rps"],
             "output_throughput_per_gpu": c["output_throughput_per_gpu"],
             "tokens_per_s_per_user": c["tokens_per_s_per_user"] or 0.0}]
     for frac in (0.5, 0.25, 0.125):
@@ -672,6 +726,7 @@ def _row(arch: str, pre: tuple[Par, int, str, str], dec: tuple[Par, int, str, st
         "dollars_per_million_output_tokens": (price * gpus / (out_tps * 3600) * 1e6
                                               if price is not None and out_tps > 0 else None),
         "hazards": hazards,
+        "customer_load": q.rate_per_s / rate if q.rate_per_s is not None and rate > 0 else None,
     }
 
 

@@ -54,6 +54,11 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     if d.get("target_rate_rps"):
         how = (", ranked by GPUs; req/s is each one's capacity" + (", TTFT and TPOT there" if confirmed else
                                                                   ", TTFT and TPOT at the target"))
+    elif d["ranked"] and d["ranked"][0].get("headroom"):
+        how = (f", each planned at {100 * d['ranked'][0]['headroom']:g}% of the largest rate it holds at "
+               "steady state (cap)")
+    elif confirmed:
+        how = ", each at the largest rate it holds at steady state"
     else:
         how = ", each at the largest rate it sustains"
     failed = d.get("engine_tried", 0) - d.get("confirmed", 0) - d.get("speculation_off", 0)
@@ -72,16 +77,11 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     shown = d["ranked"][:top]
     labels = [_shape(r, several, None) for r in shown]
     budget = len(set(labels)) < len(labels)  # rows alike but for the step budget: show it
-    rows = []
-    for i, r in enumerate(shown, start=1):
-        rows.append([str(i), r["architecture"][:5], _shape(r, several, budget), str(r["gpus"]),
-                     _n(r["max_rate_rps"], 2),
-                     _n(r["output_throughput_per_gpu"]), _n(r["tokens_per_s_per_user"], 1),
-                     _n(r["mean_ttft_ms"]), _n(r["mean_tpot_ms"], 1),
-                     "-" if r["speculation"] == "none" else f"{r['speculation']} k={r['speculative_k']}",
-                     _n(r["dollars_per_million_output_tokens"], 2) + ("!" if r["hazards"] else "")])
-    out.append(table(["#", "arch", "pools", "GPUs", "req/s", "tok/s/GPU", "tok/s/user", "TTFT", "TPOT",
-                      "spec", "$/Mtok"], rows, keep=(0, 1, 2, 4, -2, -1)))  # the deployment, its rate, marks
+    headers, rows, keep = _ranked_table(shown, several, budget)
+    if d.get("customer_rate_rps") is not None:
+        out.append(f"  load: your {d['customer_rate_rps']:g} req/s as a share of each deployment's capacity "
+                   "(over 100%: it does not hold your rate)")
+    out.append(table(headers, rows, keep=keep))
     if not d["ranked"]:
         out.append(f"  {d['fits_none']}" if d.get("fits_none") else
                    "  no deployment meets both SLOs at any rate")
@@ -90,7 +90,7 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
         out.append(f"  speculation off: {n} speculative deployment{'s' if n > 1 else ''} confirmed no faster "
                    "than the same without speculation at the load it sustains, left out")
     if any(r["hazards"] for r in d["ranked"][:top]):
-        out.append("  ! known hazards (plan --no-hazards leaves these out):")
+        out.append("  ! known hazards, on the rows ranked 1!, 2!, ... (plan --no-hazards leaves these out):")
         out += [f"    {k}: {v}" for k, v in d["hazards"].items()]
     out += ["", "PARETO FRONT  output tok/s per GPU against tok/s per user (each deployment at 1, 1/2, 1/4, "
             "1/8 of its capacity)"]
@@ -100,6 +100,32 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
     out.append(table(["tok/s/GPU", "tok/s/user", "req/s", "arch", "pools", "spec"], rows))
     out.append(f"  model: {d['step_model']}")
     return "\n".join(out) + "\n"
+
+
+def _ranked_table(shown: list[dict[str, Any]], several: bool, budget: bool
+                  ) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
+    """The ranked table's headers, cells and the columns it keeps at any width: the rank (``!``: a
+    known hazard), the deployment (the pools say colocated ``4 x TP2`` or disaggregated ``2xTP2 ->
+    1xTP4``), its rate, the capacity and your rate's share of it where asked, throughput, TTFT, TPOT
+    and speculation; tok/s/user (1 / TPOT), $/Mtok, the capacity beside a planned rate and the GPU count
+    are left out first on a narrow terminal, so that the table fits 100 columns and 80."""
+    planned = any(r.get("headroom") for r in shown)
+    load = any(r.get("customer_load") is not None for r in shown)
+    headers = ["#", "pools", "GPUs", "req/s", *(["cap"] if planned else []), *(["load"] if load else []),
+               "tok/s/GPU", "TTFT", "TPOT", "spec", "$/Mtok", "tok/s/user"]
+    rows = []
+    for i, r in enumerate(shown, start=1):
+        rows.append([f"{i}!" if r["hazards"] else str(i), _shape(r, several, budget), str(r["gpus"]),
+                     _n(r.get("planned_rate_rps", r["max_rate_rps"]), 2),
+                     *([_n(r["max_rate_rps"], 2)] if planned else []),
+                     *([_n(100 * r["customer_load"]) + "%" if r.get("customer_load") is not None else "-"]
+                       if load else []),
+                     _n(r["output_throughput_per_gpu"]), _n(r["mean_ttft_ms"]), _n(r["mean_tpot_ms"], 1),
+                     "-" if r["speculation"] == "none" else f"{r['speculation']} k{r['speculative_k']}",
+                     _n(r["dollars_per_million_output_tokens"], 2), _n(r["tokens_per_s_per_user"], 1)])
+    # all but tok/s/user, $/Mtok, the capacity beside a planned rate (the load says it too) and the GPUs
+    keep = tuple(i for i, h in enumerate(headers) if h not in ("GPUs", "cap", "$/Mtok", "tok/s/user"))
+    return headers, rows, keep
 
 
 def plot_pareto(ax: Any, d: dict[str, Any]) -> None:

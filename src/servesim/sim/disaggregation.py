@@ -108,6 +108,8 @@ class DisaggResult:
     ttfts_s: tuple[float, ...] = field(default=())  # every measured request's TTFT, by index
     prefill_scheduler: dict[str, Any] = field(default_factory=dict)
     decode_scheduler: dict[str, Any] = field(default_factory=dict)
+    requests: tuple[tuple[int, float, float, float], ...] = ()
+    """(index, sent, first token, last token) of every request, by index (as ``BenchResult.requests``)."""
 
 
 def _closed_loop_sends(base: list[float], stay: list[float], slots: int | None) -> list[float]:
@@ -280,4 +282,5 @@ def _result(run: _Run, measured: list[int], lengths: list[tuple[int, int]], unlo
         measured=all(r.measured for r in (*pre_res, *dec_res)), notes=notes, ttfts_s=tuple(ttfts),
         prefill_scheduler=pre_res[0].scheduler if pre_res else {},
         decode_scheduler=dec_res[0].scheduler if dec_res else {},
+        requests=tuple((i, sends[i], dec[i][0], dec[i][1]) for i in range(len(sends))),
     )
