@@ -380,6 +380,9 @@ def test_a_plan_row_measures_one_replica_at_its_share() -> None:
         "fp8",
     )
     assert "# one of 4 replicas" in d["engine_command"] and parse_launch(d["engine_command"]).extra == {}
+    from servesim.plan.confirm import row_deployments
+
+    assert parse_launch(d["engine_command"]).deployment == canonical(row_deployments(row, q, "h100-sxm")[1])
 
 
 # ------------------------------------------------------------------------------ the command line
