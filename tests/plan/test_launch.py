@@ -510,3 +510,15 @@ def test_a_publishers_release_is_named_where_servesim_knows_one() -> None:
     fp4 = engine_command(Deployment(qwen, "b200", tp=4, dtype="fp4", engine="trtllm"))[0]
     assert split_script(fp4).positional == "nvidia/Qwen3-235B-A22B-NVFP4"
     assert parse_launch(fp4).deployment.dtype == "fp4"
+
+
+def test_a_hand_written_command_takes_the_tools_defaults() -> None:
+    p = parse_launch("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64", gpu="h100-sxm")
+    assert p.deployment == Deployment(LLAMA8, "h100-sxm", dtype="auto", max_num_seqs=64)  # checkpoint = model
+    b = parse_benchmark("vllm bench serve --max-concurrency 8")
+    assert (b.isl, b.osl, b.prompts, b.seed, b.rate_per_s) == (1024, 128, 1000, 0, None)
+    assert parse_benchmark("python -m sglang.bench_serving --dataset-name random").seed == 1
+    with pytest.raises(Exception, match="servesim predicts the random dataset"):
+        parse_benchmark("python -m sglang.bench_serving --random-input-len 100")  # ShareGPT by default
+    with pytest.raises(Exception, match="give --gpu"):
+        parse_launch("vllm serve meta-llama/Llama-3.1-8B-Instruct")

@@ -56,15 +56,17 @@ def parse_launch(text: str, *, gpu: str | None = None, model: str | None = None)
             "command found in it"
         )
     sv = _servesim(s.servesim)
-    model = sv.get("--model") or model
+    o = s.options()
+    # servesim's model: the first line's, the flag's, else the checkpoint the command loads
+    loaded = s.positional or o.get("--model") or o.get("--model-path")
+    model = sv.get("--model") or model or (loaded if loaded and not loaded.startswith("$") else None)
     gpu = sv.get("--gpu") or gpu
     if not model or not gpu:
         missing = "--model" if not model else "--gpu"
         raise InputError(
-            f"--engine-command: it does not say the {missing[2:]} (its first line "
-            f"'# servesim predict {missing} ...' is missing); give {missing}"
+            f"--engine-command: it does not say the {missing[2:]} (no '# servesim predict {missing} ...' "
+            f"first line{'' if missing == '--gpu' else ' and no checkpoint id'}); give {missing}"
         )
-    o = s.options()
     fields: dict[str, Any] = {"model": model, "gpu": gpu, "engine": s.program}
     fields.update({"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[s.program](s, o))
     if sv.get("--dtype"):
@@ -313,13 +315,18 @@ def parse_benchmark(text: str) -> Any:
     name = s.program.split(".", 1)[1]
     o = s.options()
     sv = _servesim(s.servesim)
-    isl = _bint(o, "--random-input-len") or _bint(o, "--input-len")
-    osl = _bint(o, "--random-output-len") or _bint(o, "--output-len")
-    if isl is None or osl is None:
+    # what the tool does with a flag left out: vllm/benchmarks/datasets.py add_dataset_parser (random
+    # dataset, 1,000 prompts, seed 0, 1,024 / 128 tokens); sglang's bench_serving (ShareGPT by default,
+    # 1,000 prompts, seed 1, the same lengths); InferenceMAX's benchmark_serving.py (ShareGPT)
+    dataset = o.get("--dataset-name") or ("random" if name == "vllm" else "sharegpt")
+    if dataset != "random":
         raise InputError(
-            "--bench-command: it gives no --random-input-len and --random-output-len (servesim "
-            "predicts the random dataset)"
+            f"--bench-command: dataset {dataset}{'' if '--dataset-name' in o else ' (the default)'}: "
+            "servesim predicts the random dataset (--dataset-name random with --random-input-len and "
+            "--random-output-len)"
         )
+    isl = _bint(o, "--random-input-len") or _bint(o, "--input-len") or 1024
+    osl = _bint(o, "--random-output-len") or _bint(o, "--output-len") or 128
     rate_text = o.get("--request-rate")
     rate = None if rate_text in (None, "inf") else float(str(rate_text))
     conc = _bint(o, "--max-concurrency")
@@ -338,14 +345,14 @@ def parse_benchmark(text: str) -> Any:
         client = replace(client, random_range_ratio=None)
     if client.warmups(conc) == default.warmups(conc):
         client = replace(client, num_warmups=None)
-    prompts = _bint(o, "--num-prompts")
+    prompts = _bint(o, "--num-prompts") or 1000
     bench = Benchmark(
         isl=isl,
         osl=osl,
         concurrency=conc,
         rate_per_s=rate,
         num_prompts=prompts,
-        seed=_bint(o, "--seed") or 0,
+        seed=_bint(o, "--seed") or 0 if "--seed" in o else (1 if name == "sglang" else 0),
         warmup=int(sv.get("--warmup-prompts") or 0),
         client=client,
     )
