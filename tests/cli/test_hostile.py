@@ -302,6 +302,16 @@ def test_message_the_draft_tree_flag_states_its_real_range(capsys):
     assert "--speculative-num-draft-tokens" in err and "[2, 65]" in err
 
 
+def test_message_a_refusal_names_the_flag_that_set_the_value(capsys):
+    """``warmup=5 is invalid`` named a field no flag is called (the flag is --warmup-prompts)."""
+    err = _refused(capsys, "predict", *LLAMA, "--isl", "64", "--osl", "8", "--num-prompts", "3",
+                   "--warmup-prompts", "5")
+    assert "error: --warmup-prompts: warmup=5 is invalid" in err
+    err = _refused(capsys, "predict", "--model", "openai/gpt-oss-120b", "--gpu", "h200", "--tp", "2",
+                   "--mode", "disagg", "--prefill-ep", "3", *SMALL)
+    assert "error: --prefill-ep: prefill_ep=3 is invalid" in err
+
+
 def test_message_an_engine_field_is_named_by_the_rows_column(tmp_path):
     """Points-row errors named internal fields (memory_fraction, max_num_seqs) instead of the column."""
     from servesim.cli.predict import _row_error

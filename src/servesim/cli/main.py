@@ -156,7 +156,8 @@ def _main(argv: Sequence[str] | None) -> int:
         resolve_link_name(args)
         out: Output = args.run(args)
     except (ParameterError, CatalogError, InputError) as exc:
-        print(f"servesim {args.command}: error: {exc}", file=sys.stderr)
+        flag = _flag_of(parser, args, exc) if isinstance(exc, ParameterError) else None
+        print(f"servesim {args.command}: error: {flag + ': ' if flag else ''}{exc}", file=sys.stderr)
         return 2
     except OutputError as exc:  # the work ran; a result could not be written (disk full, size limit)
         print(f"servesim {args.command}: error: {exc}", file=sys.stderr)
@@ -195,6 +196,42 @@ def _main(argv: Sequence[str] | None) -> int:
         _silence_stdout()
         return 1
     return status
+
+
+_DESTS: dict[str, tuple[str, ...]] = {
+    # a parameter object's field -> the flags (by dest) that set it, where the names differ
+    "warmup": ("warmup_prompts",),
+    "memory_fraction": ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"),
+    "max_num_seqs": ("max_num_seqs", "max_running_requests", "max_batch_size"),
+    "max_num_batched_tokens": ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens"),
+    "rate_per_s": ("rate",),
+}
+
+
+def _flag_of(parser: Any, args: argparse.Namespace, exc: ParameterError) -> str | None:
+    """The flag of the command that set the parameter a ParameterError names (``prefill_ep`` ->
+    ``--prefill-ep``, ``warmup`` -> ``--warmup-prompts``, an engine's memory share -> the engine's own
+    flag as given), so that the message says what to change; None where no flag of the command sets it
+    (or the message already names one)."""
+    name = str(exc.name)
+    if name.startswith("-"):
+        return None
+    sub = parser
+    for action in parser._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and args.command in choices:
+            sub = choices[args.command]
+    by_dest = {a.dest: a for a in sub._actions if a.option_strings}
+    aliases = _DESTS.get(name, ())
+    for dest in (name, *aliases):
+        action = by_dest.get(dest)
+        if action is None:
+            continue
+        if dest != name and getattr(args, dest, None) is None:
+            continue  # another engine's flag, or one not given: not where the value came from
+        opts = action.option_strings
+        return next((o for o in opts if o.lstrip("-").replace("-", "_") == dest), max(opts, key=len))
+    return None
 
 
 def _fit_terminal() -> None:
