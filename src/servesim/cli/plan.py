@@ -212,7 +212,7 @@ def _capacity(args: argparse.Namespace) -> Output:
 
     steps = sum(screen_steps(replace(q, gpu=g), cat) for g in gpus)  # the screen's, then one a row
     bar = Progress(steps + min(args.top, 100), "screening, then confirming by the engine model",
-                   enabled=not args.quiet)
+                   enabled=not args.quiet, ticking=True)  # on a terminal within 1 s, steps or none
     data = capacity_plan(q, cat, bar.advance) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat,
                                                                                          bar.advance)
     bar.close()

@@ -56,8 +56,9 @@ __all__ = ["BISECT_STEPS", "CONVERGED", "LONGEST_PROMPTS", "STEADY_PROMPTS", "ST
            "WARMUP_PROMPTS",
            "Steady", "confirm_row", "operating_point", "row_deployments", "steady_window"]
 
-BISECT_STEPS = 3
-"""Bisections of the short runs' bracket (its width x 1/8: the starting rate to about 3%)."""
+BISECT_STEPS = 2
+"""Bisections of the short runs' bracket (its width x 1/4: the starting rate to about 6%; the steady
+trials narrow it)."""
 
 STEADY_PROMPTS = 4000
 """Requests of a steady-state trial (doubled while its window has not converged)."""

@@ -214,7 +214,22 @@ def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
         if g > q.gpus:
             continue
         pars += [(g, 1, 1)] + ([(g, 1, g), (1, g, g)] if g > 1 else [])
+    for g in _rack_dep_sizes(q, catalog, arch.experts):  # DEP16-72 inside an NVL72 domain (issue 49)
+        if g <= q.gpus and (1, g, g) not in pars:
+            pars.append((1, g, g))
     return arch, True, pars
+
+
+def _rack_dep_sizes(q: PlanQuestion, catalog: Any, experts: int) -> tuple[int, ...]:
+    """Wide-EP sizes inside the GPU's NVLink domain (``servesim.hardware.topology.rack_dep_sizes``)."""
+    from servesim.hardware.kernels import tables_for
+    from servesim.hardware.topology import rack_dep_sizes
+
+    try:
+        tables = tables_for(canonical_gpu(q.gpu, catalog), q.engine)
+    except ParameterError:
+        tables = None
+    return rack_dep_sizes(tables.topology, experts) if tables is not None else ()
 
 
 def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
@@ -573,6 +588,7 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
 
     jobs = max(1, min(2, os.cpu_count() or 1, q.confirm_top))
     tasks = [(r, q, r.get("gpu") or gname, catalog) for r in rows[:max(1, q.confirm_top)]]
+    _compiled_loop(len(tasks))
     done = map_tasks(_confirm_task, tasks, jobs=jobs, progress=progress)
     out: list[dict[str, Any]] = []
     pts: list[dict[str, Any]] = []
@@ -585,6 +601,24 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
     out, pts = _speculation_off(out, pts)
     _sort_rows(out, q)
     return out, _front(pts), n - len(out)
+
+
+_REQUESTS_PER_ROW = 30_000
+"""About how many requests the engine model simulates to confirm one row (short runs, three or four
+steady-state trials of 4,000, the front's three operating points; a disaggregated row's pools each)."""
+
+
+def _compiled_loop(rows: int) -> None:
+    """Load the compiled engine loop (:mod:`servesim.sim._engine_loop`) before the rows are confirmed,
+    so that every run takes it (``run_benchmark``'s ``loop="auto"`` does once it is loaded) and the
+    worker processes fork with it, where the confirmation simulates past
+    :data:`servesim.sim.batching.AUTO_COMPILE_REQUESTS` and numba's disk cache holds its kernels (about
+    a second to load; without the cache, compiling costs more than the Python loop saves, and the
+    Python loop runs).  The same results to the last bit either way."""
+    from servesim.sim import batching
+
+    if rows * _REQUESTS_PER_ROW >= batching.AUTO_COMPILE_REQUESTS and batching._kernels_cached():
+        import servesim.sim._engine_loop  # noqa: F401
 
 
 def _twin(r: dict[str, Any]) -> tuple[Any, ...]:
