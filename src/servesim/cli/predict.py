@@ -461,6 +461,11 @@ def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
                                  "--speculative-num-steps, --speculative-eagle-topk, "
                                  "--speculative-num-draft-tokens)")
         out["tree"] = tuple(int(v) for v in tree if v is not None)
+    if out["spec"] in (None, "none"):  # as predict refuses --alpha and --acceptance-length without it
+        for name in ("k", "traffic"):
+            if out[name] is not None:
+                raise ParameterError(name, out[name], "given with a speculative method (--spec METHOD; spec "
+                                     "is none)")
     return out
 
 
