@@ -269,12 +269,28 @@ def test_wrong_answer_flags_given_with_points_apply_to_every_row_or_refuse_it(ca
     ({"total_input_tokens": 0}, "'total_input_tokens' / 'completed' = 0 / 8 = 0 tokens"),
     ({"completed": 0}, "field 'completed' = 0 is invalid"),
     ({"completed": 9}, "field 'completed' = 9 is invalid: must be at most 'num_prompts' = 8"),
+    ({"input_lens": [64] * 8, "output_lens": [8] * 7},
+     "fields 'input_lens' (8 requests) and 'output_lens' (7)"),
 ])
 def test_wrong_answer_compare_refuses_an_impossible_file_naming_it(capsys, tmp_path, fields, named):
     """--compare repaired these silently (isl 1, osl 1, 160 requests, burstiness 1.0, no cap)."""
     path = _result(tmp_path, **fields)
     err = _refused(capsys, "predict", "--compare", str(path), "--gpu", "h100-sxm")
     assert f"error: {path}: {named}" in err
+
+
+def test_wrong_answer_a_draft_length_without_a_method_is_refused_as_alpha_is(capsys, tmp_path):
+    """``--k 3`` (or a k column) without --spec was ignored, where --alpha without it is refused."""
+    for flag, value in (("--k", "3"), ("--traffic", "code")):
+        err = _refused(capsys, "predict", *LLAMA, *SMALL, flag, value)
+        shown = value if flag == "--k" else repr(value)
+        assert f"{flag}: {flag[2:]}={shown} is invalid: must be given with a speculative method" in err
+    path = _points(tmp_path, "model,gpu,isl,osl,concurrency,num_prompts,spec,k\n"
+                   "llama-3-8b,h100-sxm,64,8,2,4,none,3\nllama-3-8b,h100-sxm,64,8,2,4,,3\n")
+    rc, out, _ = _run(capsys, "predict", "--points", str(path), "--format", "json")
+    assert rc == 0
+    assert [r["error"].split(" is invalid")[0] for r in json.loads(out)] == [
+        f"{path}:2:8: column 'k' = 3", f"{path}:3:8: column 'k' = 3"]
 
 
 # --------------------------------------------------------------------------- message

@@ -284,6 +284,8 @@ def _mean_len(path: Path, res: dict[str, Any], lens: str, total: str, completed:
     range (a file of no tokens, or of a 10M-token request) is refused, naming the fields."""
     v = _lens(path, res, lens, 1 if lens == "input_lens" else 0)
     bound = BOUNDS["isl" if lens == "input_lens" else "osl"]
+    if lens == "output_lens" and v and any(v) and res.get("failed"):
+        v = [x for x in v if x > 0]  # vLLM records 0 output tokens for each failed request
     if v:
         mean, what = sum(v) / len(v), f"the mean of {lens!r} ({len(v):,} requests)"
     elif total in metrics and completed:
@@ -373,6 +375,10 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
             raise InputError(f"{path}: field {k!r} = {x:g} is invalid: must be in [{lo:g}, {hi:g}] "
                              f"({'a time in ms' if k.endswith('_ms') else 'a count or a rate'})")
         metrics[k] = x
+    ins, outs = res.get("input_lens"), res.get("output_lens")
+    if isinstance(ins, list) and isinstance(outs, list) and len(ins) != len(outs):
+        raise InputError(f"{path}: fields 'input_lens' ({len(ins):,} requests) and 'output_lens' "
+                         f"({len(outs):,}) differ in length: one entry a request in each")
     client = _client_fields(path, res)
     completed, prompts = _count(path, res, "completed", 1), _count(path, res, "num_prompts", 1)
     if "completed" in res and completed is None:
