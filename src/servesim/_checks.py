@@ -101,7 +101,10 @@ class Bound:
     def valid(self) -> str:
         """``an integer in [1, 64]``, ``a number in (0, 1]``: what the messages say."""
         if self.kind == "int":
-            return f"an integer {_describe(self.lo, self.hi, False, False)}"
+            lo, hi = (None if x is None else int(x) for x in (self.lo, self.hi))
+            if lo is not None and hi is not None:
+                return f"an integer in [{lo}, {hi}]"
+            return f"an integer {_describe(lo, hi, False, False)}"
         return f"a number {_describe(self.lo, self.hi, self.lo_open, self.hi_open)}"
 
 
