@@ -100,6 +100,7 @@ from servesim.hardware.stepmodel import (
     prompt_in_chunks,
 )
 from servesim.hardware.topology import links_note
+from servesim.hardware.wide_ep import mnnvl_alltoall, mnnvl_table
 
 __all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
 
@@ -343,6 +344,11 @@ class MoEStepModel:
         self._choose_mla_prefill_tables()
         self._choose_moe_kernel(moe_activations)
         self.ep_comm = ep_comm or self.engine.ep_comm  # EP_COMMS: how the DP ranks reach the experts
+        # TensorRT-LLM's MNNVL all-to-all where its table covers the GPU's NVLink domain (wide_ep.py)
+        self._mnnvl = (ep_comm is None and self._moe_tables is not None and par.ep > 1 and par.dp > 1
+                       and par.moe_tp == 1 and mnnvl_table(self._moe_tables) is not None)
+        if self._mnnvl:
+            self.ep_comm = "mnnvl"
         self._choose_moe_backend(moe_backend)
         # engines.toml moe_prefill_scale (fitted): what a prefill step's experts cost over the table
         self._moe_prefill_scale = self.engine.moe_prefill_factor(arch.family, self.dtype)
@@ -927,7 +933,13 @@ class MoEStepModel:
         if p.tp > 1:  # after attention on every layer, after dense MLPs
             ops.append(Op("all-reduce", "allreduce", a.layers + n_dense, ar1,
                           wire_bytes=ring_bytes(p.tp, act), measured=ar1_ok, note=ar1_note))
-        if p.dp > 1 and (p.ep == 1 or self.ep_comm == "allgather"):
+        if self._mnnvl and self._moe_tables is not None:  # TensorRT-LLM on an NVL72 rack (wide_ep.py)
+            sent = x.m_all * a.experts_per_token / p.ep * h * ACTIVATION_BYTES
+            lk = mnnvl_alltoall(self._moe_tables, self.dtype, x.m_all / p.ep, h, a.experts_per_token, p.ep)
+            assert lk is not None
+            ops.append(Op("ep dispatch + combine", "alltoall", n_moe, lk.ms * 1e-3, wire_bytes=2 * sent,
+                          measured=lk.measured, note=lk.note))
+        elif p.dp > 1 and (p.ep == 1 or self.ep_comm == "allgather"):
             g, g_ok, g_note, wire = self._dp_gather(x.m_all, bool(x.chunks))
             ops.append(Op("dp gather + scatter", "allgather", n_moe, g, wire_bytes=wire, measured=g_ok,
                           note=g_note))

@@ -31,7 +31,8 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["KINDS", "NVLINK_KV_EFFICIENCY", "Topology", "kv_link", "links_note", "topology_for"]
+__all__ = ["KINDS", "NVLINK_KV_EFFICIENCY", "RACK_DEP_SIZES", "Topology", "kv_link", "links_note",
+           "rack_dep_sizes", "topology_for"]
 
 KINDS: tuple[str, ...] = ("hgx", "nvl72")
 """The topologies servesim places groups on."""
@@ -155,3 +156,17 @@ def kv_link(gpu: str, gpus: int) -> tuple[float, str] | None:
     return rate, (f"links: KV transfer between the pools inside one NVL72 rack ({gpus} of "
                   f"{t.topology.domain_gpus} GPUs): NVLink at {rate / 1e9:.0f} GB/s a GPU "
                   f"({NVLINK_KV_EFFICIENCY:g} x {t.nvlink_bytes_per_s / 1e9:g})")
+
+
+RACK_DEP_SIZES: tuple[int, ...] = (16, 24, 32, 48, 64, 72)
+"""Attention-DP x expert-parallel sizes a planner tries inside an NVL72 domain beyond one node's
+(DEP16-DEP72: TensorRT-LLM's and SGLang's GB200 wide-EP decode recipes run DEP16, DEP32 and DEP64;
+NVIDIA's DeepSeek-R1 GB200 disaggregated recipes in Dynamo use 32-72 GPU decode workers)."""
+
+
+def rack_dep_sizes(topology: Topology, experts: int) -> tuple[int, ...]:
+    """The DEP sizes of :data:`RACK_DEP_SIZES` that fit one NVLink domain of ``topology`` and divide the
+    model's ``experts`` (each rank holds the same number); none on an HGX node."""
+    if topology.kind != "nvl72":
+        return ()
+    return tuple(g for g in RACK_DEP_SIZES if g <= topology.domain_gpus and experts % g == 0)
