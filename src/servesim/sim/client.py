@@ -71,7 +71,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_bound
 
 __all__ = ["CLIENTS", "Client", "arrival_times", "draw_lengths"]
 
@@ -112,8 +112,8 @@ class Client:
                                      f"{self.name} client "
                                      "(vllm: [0, 1); sglang and inferencemax: [0, 1])")
         if self.num_warmups is not None:
-            check_int("num_warmups", self.num_warmups, lo=0, hi=1_000_000)
-        check_real("burstiness", self.burstiness, lo=0.0, hi=1e3, lo_open=True)
+            check_bound("num_warmups", self.num_warmups)  # the flag's range (_checks.BOUNDS)
+        check_bound("burstiness", self.burstiness)
         if not isinstance(self.warm_server, bool):
             raise ParameterError("warm_server", self.warm_server, "true or false")
 
