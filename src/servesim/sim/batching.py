@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_bound, check_int, check_real
 from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.sim import loop as _loop
@@ -82,12 +82,13 @@ class Benchmark:
     def __post_init__(self) -> None:
         check_int("isl", self.isl, lo=1, hi=10_000_000)
         check_int("osl", self.osl, lo=1, hi=10_000_000)
+        # the flags' ranges (_checks.BOUNDS); below 1e-6 req/s, float clocks lose the step times
         if self.concurrency is not None:
-            check_int("concurrency", self.concurrency, lo=1, hi=100_000)
+            check_bound("concurrency", self.concurrency)
         if self.rate_per_s is not None:
-            check_real("rate", self.rate_per_s, lo=1e-6, hi=1e6)  # below, float clocks lose the step times
+            check_bound("rate", self.rate_per_s)
         if self.num_prompts is not None:
-            check_int("num_prompts", self.num_prompts, lo=1, hi=1_000_000)
+            check_bound("num_prompts", self.num_prompts)
         check_int("warmup", self.warmup, lo=0, hi=self.prompts - 1)
         if not isinstance(self.client, Client):
             raise ParameterError("client", self.client, "a servesim.sim.client.Client")
