@@ -162,3 +162,33 @@ def test_the_header_and_the_footer_count_the_same_rows():
     out = capacity_text({**d, **note})
     assert "of the best 10 run through the engine model, 7 confirmed" in out
     assert "runs the best 10 and 7 hold" in out
+
+
+def test_the_screen_reports_progress_before_any_row_is_confirmed():
+    """``plan`` was silent for seconds before its first progress step (the screen had none): the screen
+    now steps once per split priced colocated and once per prefill split and dtype priced
+    disaggregated; Llama-3-8B on 2 H100s searches TP1 and TP2 in bf16 and fp8: 2 x (1 + 2) = 6."""
+    from servesim.plan.search import PlanQuestion, capacity_plan, screen_steps
+
+    q = PlanQuestion("llama-3-8b", "h100-sxm", 2, 256, 128, 1.0, 0.03, confirm=False)
+    steps: list[int] = []
+    capacity_plan(q, progress=lambda: steps.append(1))
+    assert screen_steps(q) == 6 == len(steps)
+
+
+def test_the_plan_bar_draws_itself_within_a_second_steps_or_none(monkeypatch):
+    import servesim.cli.progress as progress
+    from servesim.cli.main import main
+
+    made: list[dict] = []
+    real = progress.Progress
+
+    def spy(*a, **kw):  # the bar the capacity plan makes
+        made.append(kw)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(progress, "Progress", spy)
+    assert main(["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "1", "--isl", "256",
+                 "--osl", "128", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "30", "--top", "1", "--format",
+                 "json"]) == 0
+    assert made and made[0]["ticking"] is True and made[0].get("delay_s", 1.0) <= 1.0
