@@ -522,3 +522,15 @@ def test_a_hand_written_command_takes_the_tools_defaults() -> None:
         parse_benchmark("python -m sglang.bench_serving --random-input-len 100")  # ShareGPT by default
     with pytest.raises(Exception, match="give --gpu"):
         parse_launch("vllm serve meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_dynamo_tensorrt_llm_workers_get_llm_api_files_of_known_keys() -> None:
+    r1 = DEPLOYMENTS[8]
+    launch = deploy_disaggregated(r1, 2, r1, 1, 50e9, BENCHES[1], spec="mtp", k=3)
+    assert '"/config/dynamo-decode-llm-api.yaml"' in launch.files["dynamo.yaml"]
+    for pool in ("prefill", "decode"):
+        body = launch.files[f"dynamo-{pool}-llm-api.yaml"]
+        serve = f"trtllm-serve {R1} --extra_llm_api_options {TRTLLM_YAML}"
+        script = f"cat > {TRTLLM_YAML} <<EOF\n{body}EOF\n{serve}\n"
+        assert unknown_flags(script) == []
+        assert "tensor_parallel_size: 8" in body and "enable_attention_dp: true" in body

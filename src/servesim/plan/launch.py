@@ -894,11 +894,13 @@ def deploy_disaggregated(
         decode, spec=spec, k=k, tree=tree, draft=draft, servesim=common + sv, pool="decode", catalog=catalog
     )
     bcmd = benchmark_command(bench, decode)
+    dynamo, dynamo_files = _dynamo(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd)
     files = {
         "prefill.sh": pcmd,
         "decode.sh": dcmd,
         "benchmark.sh": bcmd,
-        "dynamo.yaml": _dynamo(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd),
+        "dynamo.yaml": dynamo,
+        **dynamo_files,
     }
     notes = [
         *dict.fromkeys([*pnotes, *dnotes]),
@@ -922,35 +924,80 @@ def _args_of(cmd: str) -> tuple[str, list[str], dict[str, str]]:
     return script.positional or "", script.args, script.env
 
 
-def _dynamo(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
-    """A ``DynamoGraphDeployment`` (nvidia.com/v1alpha1) with a front end and the two pools: each
-    worker runs Dynamo's engine module (``python3 -m dynamo.vllm|sglang|trtllm``) with the pool's
-    flags.  The image and the model cache are the user's to fill in."""
+DYNAMO_EXAMPLE = (
+    "ai-dynamo/dynamo components/backends/vllm/deploy/disagg.yaml at 416ff06e7feabbebb220e56a2e5dfed656ec4bbd"
+)
+"""The manifest :func:`_dynamo` follows (services Frontend, VllmDecodeWorker, VllmPrefillWorker with
+dynamoNamespace, componentType/subComponentType, resources.limits.gpu, extraPodSpec.mainContainer with
+command ``python3 -m dynamo.vllm`` and list args; runtime images 0.6.1)."""
+
+_RUNTIME = {"vllm": "vllm-runtime", "sglang": "sglang-runtime", "trtllm": "tensorrtllm-runtime"}
+
+
+def _trtllm_options(cmd: str) -> dict[str, Any]:
+    """A trtllm-serve script's settings as LLM-API options (what ``dynamo.trtllm --extra-engine-args``
+    reads): its YAML with the command line's flags as the keys they set (serve.py get_llm_args)."""
+    from servesim.plan.launch_parse import _yaml as read_yaml
+
+    script = split_script(cmd)
+    o = script.options()
+    y = read_yaml(script.files.get(TRTLLM_YAML, ""))
+    keys = {
+        "--tp_size": "tensor_parallel_size",
+        "--ep_size": "moe_expert_parallel_size",
+        "--max_batch_size": "max_batch_size",
+        "--max_num_tokens": "max_num_tokens",
+    }
+    out: dict[str, Any] = {key: int(str(o[flag])) for flag, key in keys.items() if o.get(flag) is not None}
+    if "--enable_chunked_prefill" in o:
+        out["enable_chunked_prefill"] = True
+    return {**out, **y}
+
+
+def _dynamo(
+    prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str
+) -> tuple[str, dict[str, str]]:
+    """A ``DynamoGraphDeployment`` (nvidia.com/v1alpha1, as :data:`DYNAMO_EXAMPLE`) with a front end and
+    the two pools, each worker running Dynamo's engine module with the pool's settings (vLLM and SGLang:
+    the engine's own flags; TensorRT-LLM: an LLM-API options file per pool, returned beside it), and
+    those files."""
     engine = decode.engine
-    module = {"vllm": "dynamo.vllm", "sglang": "dynamo.sglang", "trtllm": "dynamo.trtllm"}[engine]
+    ns = "servesim-disagg"
+    image = f"nvcr.io/nvidia/ai-dynamo/{_RUNTIME[engine]}:0.6.1"
     services: dict[str, Any] = {
         "Frontend": {
+            "dynamoNamespace": ns,
             "componentType": "frontend",
             "replicas": 1,
-            "extraPodSpec": {
-                "mainContainer": {"image": "${DYNAMO_IMAGE}", "command": ["python3", "-m", "dynamo.frontend"]}
-            },
+            "extraPodSpec": {"mainContainer": {"image": image}},
         }
     }
+    files: dict[str, str] = {}
     for pool, dep, workers, cmd in (("prefill", prefill, wp, pcmd), ("decode", decode, wd, dcmd)):
         ckpt, args, env = _args_of(cmd)
         if engine == "vllm":
             args = ["--model", ckpt, *args] + (["--is-prefill-worker"] if pool == "prefill" else [])
         elif engine == "trtllm":
-            args = ["--model-path", ckpt, *args, "--disaggregation-mode", pool]
+            name = f"dynamo-{pool}-llm-api.yaml"
+            files[name] = _yaml(_trtllm_options(cmd))
+            args = [
+                "--model-path",
+                ckpt,
+                "--extra-engine-args",
+                f"/config/{name}",
+                "--disaggregation-mode",
+                pool,
+            ]
         container: dict[str, Any] = {
-            "image": "${DYNAMO_IMAGE}",
-            "command": ["python3", "-m", module],
+            "image": image,
+            "command": ["python3", "-m", f"dynamo.{engine}"],
             "args": args,
         }
         if env:
             container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
         services[f"{engine.capitalize()}{pool.capitalize()}Worker"] = {
+            "dynamoNamespace": ns,
+            "envFromSecret": "hf-token-secret",
             "componentType": "worker",
             "subComponentType": pool,
             "replicas": workers,
@@ -960,12 +1007,16 @@ def _dynamo(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int
     doc = {
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "DynamoGraphDeployment",
-        "metadata": {"name": "servesim-disagg"},
+        "metadata": {"name": ns},
         "spec": {"services": services},
     }
-    return "# servesim: a Dynamo DynamoGraphDeployment of the predicted pools; set the image\n" + _yaml_any(
-        doc
+    head = (
+        f"# servesim: the predicted pools as a Dynamo DynamoGraphDeployment (after {DYNAMO_EXAMPLE});\n"
+        "# the image is that example's release: use your Dynamo release's, and check its workers' flags\n"
     )
+    if files:
+        head += "# mount " + " and ".join(sorted(files)) + " at /config in the workers (a ConfigMap)\n"
+    return head + _yaml_any(doc), files
 
 
 def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
