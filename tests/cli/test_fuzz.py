@@ -299,8 +299,9 @@ def _named_cases(tmp: Path) -> list[tuple[list[str], str, str]]:
         (["validate", "--serving-requests=1"], "refuse", "--serving-requests"),
         (["fit-alpha", "--target=nope"], "refuse", "--target"),
         (["specdec", "--plot", "/proc/x.png"], "refuse", "--plot"),
-        (["plan", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "8", "--rate", "5", "--isl", "512",
-          "--osl", "64"], "refuse", "--target-rate"),
+        # a capacity plan shows the customer's own rate beside each row's capacity (issue 50)
+        (["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "1", "--rate", "5", "--isl", "512",
+          "--osl", "64", "--top", "1"], "ok", "load: your 5 req/s"),
     ]
 
 
