@@ -52,7 +52,7 @@ from typing import Any
 
 from servesim._catalogfile import read_toml
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
-from servesim.plan.launch_script import split_script
+from servesim.plan.launch_script import read_yaml, split_script
 
 __all__ = [
     "ENGINE_PROGRAMS",
@@ -937,8 +937,6 @@ _RUNTIME = {"vllm": "vllm-runtime", "sglang": "sglang-runtime", "trtllm": "tenso
 def _trtllm_options(cmd: str) -> dict[str, Any]:
     """A trtllm-serve script's settings as LLM-API options (what ``dynamo.trtllm --extra-engine-args``
     reads): its YAML with the command line's flags as the keys they set (serve.py get_llm_args)."""
-    from servesim.plan.launch_parse import _yaml as read_yaml
-
     script = split_script(cmd)
     o = script.options()
     y = read_yaml(script.files.get(TRTLLM_YAML, ""))

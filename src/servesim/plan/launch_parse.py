@@ -24,7 +24,7 @@ from typing import Any
 
 from servesim._checks import InputError
 from servesim.hardware.pricer import Deployment
-from servesim.plan.launch_script import Script, _pairs, split_script
+from servesim.plan.launch_script import Script, _pairs, read_yaml, split_script
 
 __all__ = ["ParsedLaunch", "Script", "canonical", "parse_benchmark", "parse_launch", "split_script"]
 
@@ -171,37 +171,10 @@ def _sglang(s: Script, o: dict[str, str | None]) -> dict[str, Any]:
     return out
 
 
-def _yaml(text: str) -> dict[str, Any]:
-    """The two-level block YAML :mod:`servesim.plan.launch` writes (values as JSON scalars)."""
-    out: dict[str, Any] = {}
-    parent: dict[str, Any] | None = None
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key, _, value = line.strip().partition(":")
-        value = value.strip()
-        if not line.startswith(" "):
-            if value:
-                out[key] = _scalar(value)
-                parent = None
-            else:
-                parent = out.setdefault(key, {})
-        elif parent is not None:
-            parent[key] = _scalar(value)
-    return out
-
-
-def _scalar(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def _trtllm(s: Script, o: dict[str, str | None]) -> dict[str, Any]:
     from servesim.plan.launch import TRTLLM_ALLTOALL, TRTLLM_YAML
 
-    y = _yaml(s.files.get(str(o.get("--extra_llm_api_options") or TRTLLM_YAML), ""))
+    y = read_yaml(s.files.get(str(o.get("--extra_llm_api_options") or TRTLLM_YAML), ""))
     world = _int(o, "--tp_size", 1) or 1
     adp = bool(y.get("enable_attention_dp"))
     kv = y.get("kv_cache_config", {})
@@ -253,7 +226,7 @@ def _speculation(s: Script, o: dict[str, str | None], sv: dict[str, str | None])
     if all(sv.get(n) is not None for n in names):  # a tree was asked for (the first line says so)
         tree, k = tuple(int(str(sv[n])) for n in names), None
     elif s.program == "trtllm":
-        sc = _yaml(s.files.get(str(o.get("--extra_llm_api_options") or TRTLLM_YAML), "")).get(
+        sc = read_yaml(s.files.get(str(o.get("--extra_llm_api_options") or TRTLLM_YAML), "")).get(
             "speculative_config"
         )
         if isinstance(sc, dict):

@@ -7,13 +7,15 @@ nothing here knows an engine's flags.  Nothing here prints.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from servesim._checks import InputError
 
-__all__ = ["Script", "split_script"]
+__all__ = ["Script", "read_yaml", "split_script"]
 
 _PROGRAMS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("vllm", "bench", "serve"), "client.vllm"),
@@ -155,3 +157,30 @@ def _substitute(text: str, variables: dict[str, str]) -> str:
         return variables.get(name, m.group(0))
 
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", one, text)
+
+
+def read_yaml(text: str) -> dict[str, Any]:
+    """The two-level block YAML :mod:`servesim.plan.launch` writes (values as JSON scalars)."""
+    out: dict[str, Any] = {}
+    parent: dict[str, Any] | None = None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.strip().partition(":")
+        value = value.strip()
+        if not line.startswith(" "):
+            if value:
+                out[key] = _scalar(value)
+                parent = None
+            else:
+                parent = out.setdefault(key, {})
+        elif parent is not None:
+            parent[key] = _scalar(value)
+    return out
+
+
+def _scalar(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
