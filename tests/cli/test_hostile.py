@@ -353,14 +353,23 @@ def test_message_points_and_compare_together_are_refused(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(("command", "flags"), [
-    ("plan", ["--gpus", "--top"]), ("predict", ["--num-prompts", "--max-concurrency"])])
+    ("plan", ["--gpus", "--top", "--gpu"]), ("predict", ["--num-prompts", "--concurrency"])])
 def test_hang_the_flags_that_multiply_the_work_state_their_cost(capsys, command, flags):
     rc, out, _ = _run(capsys, command, "--help")
     assert rc == 0
-    text = " ".join(out.split())
+    entries: dict[str, str] = {}  # each option's help entry, by its first option string
+    name = ""
+    for line in out.splitlines():
+        if line.startswith("  -"):
+            name = line.split()[0].rstrip(",")
+            entries[name] = line
+        elif name and line.startswith(" " * 8):
+            entries[name] += " " + line.strip()
+        else:
+            name = ""
     for flag in flags:
-        after = text.split(f"{flag} ", 1)[1].split("  --", 1)[0]
-        assert "cost" in after and "progress bar shows after 1 s" in after, (flag, after)
+        text = " ".join(entries[flag].split())
+        assert "cost" in text and "progress bar shows after 1 s" in text, (flag, text)
 
 
 class _Tty(io.StringIO):
@@ -403,3 +412,24 @@ def test_paired_flags_and_a_one_row_points_file_give_identical_bytes(capsys, tmp
     assert rc == 0
     (row,) = json.loads(by_points)
     assert json.dumps(row, indent=2) == json.dumps(json.loads(by_flags), indent=2)
+
+
+@pytest.mark.parametrize(("model", "gpu", "dtype", "kv_dtype"), [
+    ("llama-3-8b", "h200", "fp4", "bf16"), ("llama-3-8b", "mi300x", "fp4", "bf16"),
+    ("openai/gpt-oss-120b", "a100-80gb", "bf16", "fp8"), ("llama-3-8b", "a100-80gb", "fp8", "bf16"),
+    ("openai/gpt-oss-120b", "h200", "fp4", "bf16"), ("llama-3-8b", "l40s", "fp8", "fp8")])
+def test_paired_a_refusal_in_one_command_is_a_refusal_in_every_command(capsys, model, gpu, dtype, kv_dtype):
+    """The same model, GPU and dtypes are refused (with one message) or taken by predict, roofline and
+    disagg alike; where refused, by plan --gpus and simulate --model too."""
+    base = ["--model", model, "--gpu", gpu, "--tp", "8" if "gpt" in model else "1", "--dtype", dtype,
+            "--kv-dtype", kv_dtype]
+    outcomes = {}
+    for argv in (["predict", *base, "--isl", "64", "--osl", "8", "--concurrency", "1", "--num-prompts", "2"],
+                 ["roofline", *base, "--batch", "1"], ["disagg", *base, "--nodes", "2"]):
+        rc, _, err = _run(capsys, *argv)
+        outcomes[argv[0]] = (rc, err.split("error: ", 1)[-1])
+    assert len(set(outcomes.values())) == 1, outcomes
+    if outcomes["predict"][0] == 2:
+        for argv in (["plan", *base[:4], *base[6:], "--gpus", "8", "--isl", "64", "--osl", "8"],
+                     ["simulate", *base, "--isl", "64", "--osl", "8", "--rate", "1", "--requests", "100"]):
+            assert _refused(capsys, *argv).split("error: ", 1)[-1] == outcomes["predict"][1], argv

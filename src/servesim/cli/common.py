@@ -109,7 +109,9 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
     g = p.add_argument_group("the node (default: the lab's reference node in workloads.toml)")
     g.add_argument("--model", default=None, help="derive the node from measured kernels: catalog model, "
                    "Hugging Face id or config.json, e.g. llama-3-70b (needs --gpu)")
-    g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm)")
+    g.add_argument("--gpu", default=None, help="GPU for --model, e.g. h100-sxm (or h100_sxm); plan --gpus "
+                   "takes a list, h100-sxm,h200, each GPU searched in turn: cost grows with the list (three "
+                   "GPUs about three times one; a progress bar shows after 1 s)")
     g.add_argument("--tp", type=integer(1, hi=64), default=1,
                    help="tensor-parallel GPUs per node for --model, 1-64, dividing the heads (default 1, as "
                    "in every command)")
