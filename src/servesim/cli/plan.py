@@ -161,7 +161,7 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Any, di
                 if args.simulate else None)
     stages = plan_stages(req) + (min(args.simulate_top, 2 * req.nodes) if args.simulate else 0)
     bar = Progress(stages + extra_stages, "planning" if not extra_stages else "report",
-                   enabled=not args.quiet)
+                   enabled=not args.quiet, ticking=True)
     try:
         p = plan(req, jobs=args.jobs, ray_address=args.ray, progress=bar.advance)
         data = plan_summary(p, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
