@@ -1017,25 +1017,45 @@ def _dynamo(
     return head + _yaml_any(doc), files
 
 
+LLMD_EXAMPLE = (
+    "llm-d-incubation/llm-d-modelservice examples/values-pd.yaml at 91b5bb0c32f1abc977fcc77b717866ec040cced3"
+)
+"""The values file :func:`_llmd` follows (modelArtifacts, routing with the P/D inference scheduler,
+prefill and decode pods of vLLM containers started by ``modelCommand: vllmServe``)."""
+
+
 def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
-    """An llm-d ``modelservice`` values file (vLLM) with the two pools' replicas, GPUs and flags."""
+    """An llm-d ``modelservice`` Helm values file (vLLM; as :data:`LLMD_EXAMPLE`) with the two pools'
+    replicas, GPUs and flags.  llm-d starts both pools on ``modelArtifacts.name``."""
     ckpt, _, _ = _args_of(dcmd)
     doc: dict[str, Any] = {
-        "modelArtifacts": {"uri": f"hf://{ckpt}", "name": ckpt},
-        "routing": {"servicePort": 8000},
+        "multinode": False,
+        "modelArtifacts": {"name": ckpt, "uri": f"hf://{ckpt}"},
+        "routing": {
+            "servicePort": 8000,
+            "inferencePool": {"create": True},
+            "httpRoute": {"create": True},
+            "epp": {"create": True, "pluginsConfigFile": "default-pd-config.yaml"},
+        },
     }
-    for pool, dep, workers, cmd in (("prefill", prefill, wp, pcmd), ("decode", decode, wd, dcmd)):
+    for pool, dep, workers, cmd in (("decode", decode, wd, dcmd), ("prefill", prefill, wp, pcmd)):
         _, args, env = _args_of(cmd)
+        gpus = str(dep.tp * dep.dp)
         container: dict[str, Any] = {
             "name": "vllm",
+            "image": "vllm/vllm-openai:latest",
             "modelCommand": "vllmServe",
             "args": args,
-            "resources": {"limits": {"nvidia.com/gpu": str(dep.tp * dep.dp)}},
         }
         if env:
             container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
+        container["mountModelVolume"] = True
         doc[pool] = {"create": True, "replicas": workers, "containers": [container]}
-    return "# servesim: llm-d modelservice values of the predicted pools (vLLM)\n" + _yaml_any(doc)
+    head = f"# servesim: the predicted pools as llm-d modelservice values (after {LLMD_EXAMPLE})\n"
+    if _args_of(pcmd)[0] != ckpt:
+        head += f"# llm-d starts both pools on {ckpt}: the prefill pool's {_args_of(pcmd)[0]} is not used\n"
+    return head + _yaml_any(doc)
 
 
 def _yaml_any(data: Any, indent: int = 0) -> str:
