@@ -220,7 +220,16 @@ def _register_validate(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> Output:
-    """simulate: engine mode, trace replay, the G/G/c queue or (--preset) the serving simulation."""
+    """simulate: engine mode, trace replay, the G/G/c queue or (--preset) the serving simulation; on a
+    terminal, a run of more than a second shows that it is running."""
+    from servesim.cli.progress import working
+
+    with working("simulating"):
+        return _simulated(args)
+
+
+def _simulated(args: argparse.Namespace) -> Output:
+    """:func:`_simulate` without the progress."""
     if args.trace is not None and args.model is not None:
         return _engine_trace(args)
     if args.trace is not None:
