@@ -229,7 +229,7 @@ def _flag_of(parser: Any, args: argparse.Namespace, exc: ParameterError) -> str 
             continue
         if dest != name and getattr(args, dest, None) is None:
             continue  # another engine's flag, or one not given: not where the value came from
-        opts = action.option_strings
+        opts: list[str] = list(action.option_strings)
         return next((o for o in opts if o.lstrip("-").replace("-", "_") == dest), max(opts, key=len))
     return None
 
