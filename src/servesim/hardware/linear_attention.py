@@ -173,16 +173,19 @@ class GDNTable:
 
 
 @cache
-def gdn_table(gpu: str, engine: str) -> GDNTable | None:
-    """The gated-delta-net table of ``engine`` on ``gpu``: its own, else another engine's on the same
-    GPU (vLLM's, then SGLang's, then TensorRT-LLM's), else None."""
+def gdn_table(gpu: str, engine: str, heads: tuple[int, int] | None = None) -> GDNTable | None:
+    """The gated-delta-net table of ``engine`` on ``gpu`` (that times ``heads``, key x value heads of
+    one GPU, when given): its own, else another engine's on the same GPU (vLLM's, then SGLang's, then
+    TensorRT-LLM's: TensorRT-LLM 1.3.0rc20 timed only one GPU's 16 key heads), else None."""
     folder = table_folder(gpu)
     if folder is None:
         return None
     per = attention_kind_tables()["gpus"][folder]
     for e in dict.fromkeys((engine, "vllm", "sglang", "trtllm")):
         if "gdn" in per.get(e, {}):
-            return GDNTable(folder, e, per[e])
+            table = GDNTable(folder, e, per[e])
+            if heads is None or table.has(*heads):
+                return table
     return None
 
 
@@ -261,7 +264,7 @@ def gdn_op(model: Any, x: Any, count: int) -> Op:
     a, tp = model.arch, model.par.tp
     hk, hv = a.linear_key_heads // tp, a.linear_value_heads // tp
     rows = x.b * x.positions
-    table = gdn_table(model.gpu, model.engine.name)
+    table = gdn_table(model.gpu, model.engine.name, (hk, hv))
     engine = table.engine if table is not None else model.engine.name
     nbytes, flops = gdn_work(a, tp, rows, x.rank_chunks, state_bytes(a, engine))
     if table is not None and table.has(hk, hv):
