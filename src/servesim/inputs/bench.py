@@ -3,8 +3,11 @@
 
 Both are read through :func:`servesim._textfile.read_text` (bounded, decoded; a bad byte is named
 by line), and every problem is one :class:`InputError` line naming the file, the line and the
-field.  A bad row of a points file does not stop the others: it comes back as ``{"error": ...}``.
-Standard library only.
+field.  A bad row of a points file does not stop the others: it comes back as ``{"error":
+"FILE:LINE:COLUMN: ..."}``.  Every number is checked against the range the flag of the same name
+has (:data:`servesim._checks.BOUNDS`), and a result file that cannot be taken as written (no cap
+written as 0, more requests completed than sent, a request of negative length) is refused, never
+repaired.  Standard library only.
 """
 
 from __future__ import annotations
