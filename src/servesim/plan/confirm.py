@@ -123,11 +123,13 @@ class Steady:
                 "run_ttft_slo_attainment": self.run_attainment}
 
 
-def _occupancy(spans: list[tuple[float, float]], t0: float, t1: float) -> float:
-    """Time-mean number of the ``spans`` (start, end) open over [t0, t1]."""
+def _occupancy(starts: Any, ends: Any, t0: float, t1: float) -> float:
+    """Time-mean number of the spans [``starts``, ``ends``) (numpy arrays) open over [t0, t1]."""
+    import numpy as np
+
     if t1 <= t0:
         return 0.0
-    return sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in spans) / (t1 - t0)
+    return float(np.clip(np.minimum(ends, t1) - np.maximum(starts, t0), 0.0, None).sum()) / (t1 - t0)
 
 
 def steady_window(requests: list[tuple[int, float, float, float]], outputs: list[int], warmup: int,
@@ -136,31 +138,34 @@ def steady_window(requests: list[tuple[int, float, float, float]], outputs: list
     in seconds, ``outputs`` each request's output tokens by index, the first ``warmup`` (by send
     order) the warm-up; ``ttft_offset_s`` is what the engine adds to ``first - sent`` (its
     per-request overhead); ``decode_workers`` divides the decode batch (a disaggregated pool's)."""
-    reqs = sorted(requests)
-    n = len(reqs)
+    import numpy as np
+
+    n = len(requests)
     if not 0 <= warmup < n - 1:
         raise ParameterError("warmup", warmup, f"in [0, {n - 2}]: fewer than the run's {n} requests")
+    table = np.array(sorted(requests), dtype=float)  # by index: send order
+    sent, first, last = table[:, 1], table[:, 2], table[:, 3]
+    out = np.asarray(outputs, dtype=float)[table[:, 0].astype(int)]
+    ttft = first - sent + ttft_offset_s
+    gaps = out > 1
+    tpot = np.where(gaps, (last - first) / np.maximum(out - 1, 1), 0.0)
     mid = (warmup + n) // 2
 
     def means(a: int, b: int) -> tuple[float, float]:
-        ttft = sum(r[2] - r[1] for r in reqs[a:b]) / (b - a) + ttft_offset_s
-        tp = [(r[3] - r[2]) / (outputs[r[0]] - 1) for r in reqs[a:b] if outputs[r[0]] > 1]
-        return ttft, (sum(tp) / len(tp) if tp else 0.0)
+        g = gaps[a:b]
+        return float(ttft[a:b].mean()), (float(tpot[a:b][g].mean()) if g.any() else 0.0)
 
-    decoding = [(r[2], r[3]) for r in reqs]
-    waiting = [(r[1], r[2]) for r in reqs]
-    t0, tm, t1 = reqs[warmup][1], reqs[mid][1], reqs[-1][1]
+    t0, tm, t1 = float(sent[warmup]), float(sent[mid]), float(sent[-1])
+    done = (last >= t0) & (last < t1)
     (h_ttft, h_tpot), (w_ttft, w_tpot) = means(warmup, mid), means(warmup, n)
-    done = sum(outputs[r[0]] for r in reqs if t0 <= r[3] < t1)
-    all_tpot = [(r[3] - r[2]) / (outputs[r[0]] - 1) for r in reqs if outputs[r[0]] > 1]
-    met = sum(1 for r in reqs if r[2] - r[1] + ttft_offset_s <= slo_ttft_s)
     return Steady(
         prompts=n, warmup=warmup, ttft_s=(h_ttft, w_ttft), tpot_s=(h_tpot, w_tpot),
-        decode_batch=(_occupancy(decoding, t0, tm) / decode_workers,
-                      _occupancy(decoding, t0, t1) / decode_workers),
-        queue=(_occupancy(waiting, t0, tm), _occupancy(waiting, tm, t1)),
-        output_tokens_per_s=done / (t1 - t0) if t1 > t0 else 0.0,
-        run_tpot_s=sum(all_tpot) / len(all_tpot) if all_tpot else 0.0, run_attainment=met / n)
+        decode_batch=(_occupancy(first, last, t0, tm) / decode_workers,
+                      _occupancy(first, last, t0, t1) / decode_workers),
+        queue=(_occupancy(sent, first, t0, tm), _occupancy(sent, first, tm, t1)),
+        output_tokens_per_s=float(out[done].sum()) / (t1 - t0) if t1 > t0 else 0.0,
+        run_tpot_s=float(tpot[gaps].mean()) if gaps.any() else 0.0,
+        run_attainment=float((ttft <= slo_ttft_s).mean()))
 
 
 def row_deployments(row: dict[str, Any], q: Any, gpu: str) -> tuple[Any, Any]:

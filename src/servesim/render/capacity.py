@@ -166,15 +166,18 @@ def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
         r = d["ranked"][0]
         b.append(Block("h2", "Recommendation"))
         hz = ("; known hazards: " + ", ".join(r["hazards"])) if r["hazards"] else ""
-        b.append(Block("p", f"{r['architecture']} {_shape(r)} on {r['gpus']} GPUs: "
-                       f"{r['max_rate_rps']:.2f} req/s, "
+        planned = (f"{r['planned_rate_rps']:.2f} req/s ({100 * r['headroom']:g}% of the "
+                   f"{r['max_rate_rps']:.2f} it holds at steady state)" if r.get("headroom")
+                   else f"{r['max_rate_rps']:.2f} req/s")
+        b.append(Block("p", f"{r['architecture']} {_shape(r)} on {r['gpus']} GPUs: {planned}, "
                        f"{r['output_throughput_per_gpu']:,.0f} output tok/s per GPU, "
                        f"{(r['tokens_per_s_per_user'] or 0):.1f} tok/s per user, "
                        f"${_n(r['dollars_per_million_output_tokens'], 2)} per million output tokens{hz}."))
     b.append(Block("h2", "Ranked deployments"))
     b.append(Block("table", headers=("#", "architecture", "pools", "GPUs", "req/s", "tok/s/GPU", "tok/s/user",
                                       "TTFT ms", "TPOT ms", "speculation", "$/M tokens", "hazards"),
-                   rows=tuple((str(i), r["architecture"], _shape(r), str(r["gpus"]), _n(r["max_rate_rps"], 2),
+                   rows=tuple((str(i), r["architecture"], _shape(r), str(r["gpus"]),
+                               _n(r.get("planned_rate_rps", r["max_rate_rps"]), 2),
                                _n(r["output_throughput_per_gpu"]), _n(r["tokens_per_s_per_user"], 1),
                                _n(r["mean_ttft_ms"]), _n(r["mean_tpot_ms"], 1),
                                r["speculation"] if r["speculation"] == "none"
