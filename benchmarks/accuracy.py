@@ -44,6 +44,7 @@ from typing import Any
 HERE = Path(__file__).parent
 DATA = HERE / "data" / "published_measurements.csv"
 SPEC_DATA = HERE / "data" / "published_speculative.csv"
+INTERVALS = "prediction_errors.json"
 
 
 def _num(x: str) -> float | None:
@@ -144,6 +145,20 @@ def scheduler_of(row: dict[str, str]) -> tuple[tuple[str, float | bool], ...]:
     return ()
 
 
+def campaign(row: dict[str, str]) -> str:
+    """The row's source campaign: its id without the running number (``trt014-007`` -> ``trt014``)."""
+    return row["id"].rsplit("-", 1)[0]
+
+
+def in_flight(row: dict[str, str], pred: dict[str, Any]) -> float:
+    """Requests in flight: the client's concurrency, or rate x the predicted mean latency."""
+    conc = _num(row["concurrency"])
+    if conc:
+        return conc
+    rate = _num(row["request_rate"]) or 0.0
+    return rate * (pred["ttft"] + (float(row["osl"]) - 1) * pred["tpot"]) / 1e3
+
+
 def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
     """One row's prediction.  A row measured with InferenceMAX's harness (``client=inferencemax``) is
     predicted as ``servesim predict --client inferencemax`` predicts it (the harness's server recipe
@@ -208,16 +223,17 @@ def evaluate(rows: list[dict[str, str]], host: tuple[float, float] | None = None
             skipped.append(f"{r['id']}: {exc}")
             continue
         m_tpot = _num(r["mean_tpot_ms"]) or _num(r["mean_itl_ms"])
-        e_ttft = _err(p["ttft"], _num(r["mean_ttft_ms"]))
+        ttft_pm = (p["ttft"], _num(r["mean_ttft_ms"]))
         e_tpot = _err(p["tpot"], m_tpot)
         note = r.get("note", "")
-        if e_ttft is None and (m := _MEDIAN["ttft"].search(note)):  # only a median published
-            e_ttft = _err(p["median_ttft"], float(m.group(1)))
+        if ttft_pm[1] is None and (m := _MEDIAN["ttft"].search(note)):  # only a median published
+            ttft_pm = (p["median_ttft"], float(m.group(1)))
         if e_tpot is None and (m := _MEDIAN["itl"].search(note)):
             e_tpot = _err(p["median_itl"], float(m.group(1)))
         out.append({
-            "row": r, "pred": p, "e_ttft": e_ttft, "e_tpot": e_tpot,
+            "row": r, "pred": p, "e_ttft": _err(*ttft_pm), "e_tpot": e_tpot, "ttft_pm": ttft_pm,
             "e_tput": _err(p["tput"], _num(r["output_throughput"])),
+            "source": campaign(r), "in_flight": in_flight(r, p),
         })
     return out, skipped
 
@@ -397,15 +413,189 @@ def speculative_section(results: list[dict[str, Any]], skipped: list[str], quiet
     return lines
 
 
+# --------------------------------------------------------------------------- out of sample
+
+NEVER_FITTED: dict[str, str] = {"trtllm": "nim18", "sglang": "dch33", "vllm": "gpsoss"}
+"""One source per engine that no constant is fitted to (NIM 1.8's TensorRT-LLM runs, DataCrunch's
+SGLang runs on H200, GPUStack's gpt-oss runs on vLLM): their errors are out of sample whatever the fit."""
+
+OVERHEAD_GROUPS: dict[str, str] = {"vllm": "vllm", "trtllm": "trtllm", "sglang": "sglang"}
+"""Engines sharing one ``request_overhead_us`` (engines.toml): each its own."""
+
+OVERHEAD_GRID_MS: tuple[float, ...] = tuple(float(x) for x in range(0, 151))
+
+
+def shipped_overhead_ms(engine: str) -> float:
+    from servesim.hardware.engines import engine_profile
+
+    return engine_profile(engine).request_overhead_s * 1e3
+
+
+def fit_overhead(items: list[dict[str, Any]]) -> float:
+    """The request overhead (ms, on :data:`OVERHEAD_GRID_MS`) that minimises the median |error| of
+    TTFT over ``items`` (each holding ``t0``, the TTFT predicted without it, and the measured ``m``);
+    ties go to the smaller."""
+    if not items:
+        return 0.0
+    best, best_err = 0.0, math.inf
+    for o in OVERHEAD_GRID_MS:
+        err = statistics.median(abs(x["t0"] + o - x["m"]) / x["m"] for x in items)
+        if err < best_err - 1e-12:
+            best, best_err = o, err
+    return best
+
+
+def leave_one_source_out(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Refit each engine group's request overhead with each source left out and give that source's
+    rows the TTFT error of the constant fitted without them (``e_ttft`` becomes out of sample; the
+    in-sample error stays as ``e_ttft_in``).  Returns the overhead fitted on every source (what
+    engines.toml should ship)."""
+    items: dict[str, list[dict[str, Any]]] = {}
+    for x in results:
+        pred, m = x["ttft_pm"]
+        if m is None or not m or pred != pred:
+            continue
+        x["t0"], x["m"] = pred - shipped_overhead_ms(x["row"]["engine"]), m
+        items.setdefault(OVERHEAD_GROUPS.get(x["row"]["engine"], x["row"]["engine"]), []).append(x)
+    full: dict[str, float] = {}
+    never = set(NEVER_FITTED.values())
+    for group, xs in items.items():
+        fit_on = [x for x in xs if x["source"] not in never]
+        full[group] = fit_overhead(fit_on)
+        for src in sorted({x["source"] for x in xs}):
+            o = full[group] if src in never else fit_overhead([x for x in fit_on if x["source"] != src])
+            for x in xs:
+                if x["source"] == src:
+                    x["e_ttft_in"] = x["e_ttft"]
+                    x["overhead_oos_ms"] = o
+                    x["e_ttft"] = (x["t0"] + o - x["m"]) / x["m"]
+    return full
+
+
+def band_of(x: dict[str, Any]) -> str:
+    from servesim.plan.interval import load_band
+
+    return load_band(x["in_flight"])
+
+
+def kind_of(x: dict[str, Any]) -> str:
+    return "dense" if family_of(x["row"]["model"]) == "dense" else "moe"
+
+
+def _stats(errs: list[float]) -> str:
+    from servesim.plan.interval import quantile
+
+    a = [abs(e) for e in errs]
+    return (f"n={len(errs):<4} median |e| {100 * statistics.median(a):5.1f}%  "
+            f"p90 {100 * quantile(a, 0.9):6.1f}%  signed median {100 * statistics.median(errs):+6.1f}%")
+
+
+def breakdown(results: list[dict[str, Any]]) -> list[str]:
+    """Out-of-sample errors per engine, client, model kind and family, and load band."""
+    lines = []
+    for key, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "output tok/s")):
+        lines.append(f"{name}:")
+        for label, by in (("engine", lambda x: x["row"]["engine"]),
+                          ("client", lambda x: x["pred"]["client"]),
+                          ("family", lambda x: family_of(x["row"]["model"])),
+                          ("load", band_of)):
+            groups: dict[str, list[float]] = {}
+            for x in results:
+                if x[key] is not None:
+                    groups.setdefault(str(by(x)), []).append(x[key])
+            for g, errs in sorted(groups.items()):
+                lines.append(f"  {label:<7} {g:<13} {_stats(errs)}")
+    return lines
+
+
+ERROR_KEYS = {"ttft": "e_ttft", "tpot": "e_tpot", "tput": "e_tput"}
+
+
+def error_cells(results: list[dict[str, Any]]) -> dict[str, dict[str, list[list[float]]]]:
+    """Signed errors per metric and cell (``engine|kind|band`` and its coarser cells) as ``(error,
+    weight)`` pairs, each source's errors in a cell weighing 1 in all: the table
+    :mod:`servesim.plan.interval` reads."""
+    raw: dict[str, dict[str, list[tuple[float, str]]]] = {m: {} for m in ERROR_KEYS}
+    for x in results:
+        e, k, b = x["row"]["engine"], kind_of(x), band_of(x)
+        for metric, key in ERROR_KEYS.items():
+            if x[key] is None:
+                continue
+            for cell in (f"{e}|{k}|{b}", f"{e}|{k}|*", f"{e}|*|*", "*|*|*"):
+                raw[metric].setdefault(cell, []).append((round(x[key], 4), x["source"]))
+    out: dict[str, dict[str, list[list[float]]]] = {m: {} for m in ERROR_KEYS}
+    for metric, cells in raw.items():
+        for cell, xs in cells.items():
+            per = {s: sum(1 for _, t in xs if t == s) for _, s in xs}
+            out[metric][cell] = sorted([v, round(1.0 / per[s], 6)] for v, s in xs)
+    return out
+
+
+def coverage(results: list[dict[str, Any]], level: float = 0.8) -> list[str]:
+    """How often an interval built without a source holds that source's measured values, and the
+    intervals' median half-width (relative to the prediction)."""
+    from servesim.plan.interval import _cell, interval
+
+    lines = [f"{100 * level:.0f}% prediction intervals, each source's built from the other sources' "
+             "out-of-sample errors:"]
+    for metric, key in ERROR_KEYS.items():
+        held = n = 0
+        widths: list[float] = []
+        per_engine: dict[str, list[int]] = {}
+        for src in sorted({x["source"] for x in results}):
+            cells = error_cells([x for x in results if x["source"] != src])[metric]
+            for x in results:
+                if x["source"] != src or x[key] is None:
+                    continue
+                xs, _ = _cell(cells, x["row"]["engine"], kind_of(x), band_of(x))
+                if not xs:
+                    continue
+                p = 1.0 + x[key]  # the prediction over the measurement: the interval of m / p
+                lo, hi = interval(1.0, xs, level)
+                ok = lo <= 1.0 / p <= hi
+                held += ok
+                n += 1
+                widths.append((hi - lo) / 2)
+                per_engine.setdefault(x["row"]["engine"], []).append(int(ok))
+        if n:
+            eng = ", ".join(f"{e} {100 * sum(v) / len(v):.0f}% of {len(v)}"
+                            for e, v in sorted(per_engine.items()))
+            lines.append(f"  {metric.upper():<5} holds {held} of {n} ({100 * held / n:.0f}%; {eng}); "
+                         f"median half-width {100 * statistics.median(widths):.0f}%")
+    return lines
+
+
+def write_intervals(results: list[dict[str, Any]], path: Path) -> None:
+    """The out-of-sample errors as :mod:`servesim.plan.interval`'s table (written whole or not at all)."""
+    import json
+    import os
+    import tempfile
+
+    doc = {"source": "benchmarks/accuracy.py --write-intervals: signed relative errors (predicted - "
+                     "measured) / measured of the published runs in "
+                     "benchmarks/data/published_measurements.csv, TTFT with each source left out of "
+                     "the request overhead's fit",
+           "errors": error_cells(results)}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=None, sort_keys=True, separators=(",", ":"))
+        f.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--spec-data", type=Path, default=SPEC_DATA, help="published speculative runs")
     ap.add_argument("--fit", action="store_true", help="scan the host-time constants")
     ap.add_argument("--quiet", action="store_true", help="summary only")
+    ap.add_argument("--write-intervals", action="store_true",
+                    help="write the out-of-sample errors to src/servesim/plan/data/prediction_errors.json")
     args = ap.parse_args(argv)
     rows = load_rows(args.data)
     results, skipped = evaluate(rows)
+    full = leave_one_source_out(results)
     if not args.quiet:
         print(f"{'id':<14} {'model':<34} {'gpu':<9} {'tp':>2} {'dt':<4} {'eng':<6} {'isl/osl':>10} "
               f"{'conc':>5}"
@@ -424,9 +614,26 @@ def main(argv: list[str] | None = None) -> int:
                   f"{pm(p['ttft'], r['mean_ttft_ms']):>17}"
                   f" {pm(p['tpot'], m_tpot, 2):>15} {pm(p['tput'], r['output_throughput'], 0):>15}")
     print()
+    print("Errors are out of sample: each source's TTFT is predicted with the request overhead fitted "
+          "without it\n(sources never fitted: "
+          + ", ".join(f"{e} {s}" for e, s in sorted(NEVER_FITTED.items()))
+          + "); host_per_seq_us is the shipped value, fitted on these rows (--fit: its scan).")
     for key, name in (("e_ttft", "TTFT"), ("e_tpot", "TPOT"), ("e_tput", "output tok/s")):
         n, med, worst = summary(results, key)
         print(f"{name:<13} n={n:<4} median |error| {100 * med:5.1f}%   worst {100 * worst:6.1f}%")
+    ins = [abs(x["e_ttft_in"]) for x in results if x.get("e_ttft_in") is not None]
+    if ins:
+        print(f"TTFT in sample (the shipped overhead, fitted on every source): median |error| "
+              f"{100 * statistics.median(ins):5.1f}%")
+    print("request overhead fitted on every source (what engines.toml ships): " + ", ".join(
+        f"{g} {o:g} ms (ships {shipped_overhead_ms(g.split('+')[0]):g})" for g, o in sorted(full.items())))
+    print("\nout of sample, per engine, client, family and load band (requests in flight: "
+          "light < 16, medium 16-64, heavy > 64):")
+    print("\n".join(breakdown(results)))
+    print()
+    print("\n".join(coverage(results)))
+    if args.write_intervals:
+        write_intervals(results, HERE.parent / "src" / "servesim" / "plan" / "data" / INTERVALS)
     print("\nper model family and engine (median |error|, worst):")
     fams: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for x in results:

@@ -159,8 +159,10 @@ def test_sglang_receive_interval_makes_a_request_wait_for_the_next_poll():
     # SGLang's --scheduler-recv-interval R (managers/scheduler_recv_skipper.py): a prefill step
     # counts 1,000, a decode step 1, and the scheduler polls when the count reaches R.  Request 0
     # runs alone; request 1 is sent 1.5 decode steps after request 0's first token, i.e. just after
-    # the poll that followed request 0's prefill.  At R = 1 it is taken at the next step; at R = 30
-    # it waits for the poll 30 decode steps after that one: 28-30 steps later.
+    # the poll that followed request 0's prefill.  At R = 1 it is taken at the step after next (the
+    # overlap scheduler planned the next one before it came: tests/sim/test_late_admission.py); at
+    # R = 30 it waits for the poll 30 decode steps after that one, which plans at once: 27-29 steps
+    # later.
     lengths = [(512, 400), (512, 8)]
     bench = Benchmark(512, 400, num_prompts=2, seed=1, client=Client("vllm"))
 
@@ -176,7 +178,7 @@ def test_sglang_receive_interval_makes_a_request_wait_for_the_next_poll():
     one = {r[0]: r for r in run(1, sent).requests}
     thirty = {r[0]: r for r in run(30, sent).requests}
     extra = (thirty[1][2] - one[1][2]) / step
-    assert 27.5 <= extra <= 30.5, extra
+    assert 26.5 <= extra <= 29.5, extra
     assert thirty[0][2] == one[0][2]  # request 0 is not delayed: an idle scheduler polls at once
 
 

@@ -8,6 +8,7 @@ a CSV of deployments, ``--compare`` a saved ``vllm bench serve`` result.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,18 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
 
 
 
+def _level(text: str) -> float:
+    """``--interval-level``: a number in (0, 1)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not 0.0 < x < 1.0:
+        raise argparse.ArgumentTypeError(f"interval_level={text!r} is invalid: must be a level in (0, 1), "
+                                         "e.g. 0.8")
+    return x
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``predict``: the deployment, the benchmark client, the engine and its flags, speculation,
     the run's inputs, and disaggregated pools."""
@@ -123,6 +136,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_emit_argument(p)
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models); may be repeated")
+    p.add_argument("--interval-level", type=_level, default=0.8, metavar="L",
+                   help="level of the prediction interval given with every figure (default 0.8: 80%%), "
+                        "from the out-of-sample errors of published runs (servesim/plan/interval.py)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bar (one shows on a terminal for work over a second)")
     add_format(p)
@@ -378,7 +394,8 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
                                  engine=engine, dp=dp, ep=row.get("ep") or args.ep or 1,
                                  spec=spec["spec"], **settings, **_ep_comm(args))
         spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=dp, **spec)
-        out = predict(dep, bench, catalog=catalog, lengths=lengths, **spec_kw)
+        out = predict(dep, bench, catalog=catalog, lengths=lengths, interval_level=args.interval_level,
+                      **spec_kw)
         if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
             from servesim.cli.deploy import predict_deploy
 
@@ -437,7 +454,8 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
             ln = type(ln)("nvlink", rack[0], rack[1])
     spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=pools["decode"].dp, **spec)
     out = predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
-                                ln.bytes_per_s, bench, catalog=catalog, lengths=lengths, **spec_kw)
+                                ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
+                                interval_level=args.interval_level, **spec_kw)
     if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
         from servesim.cli.deploy import predict_deploy
 
@@ -522,7 +540,9 @@ def _points(args: argparse.Namespace, catalog: Any) -> Output:
     if args.compare is not None:
         raise InputError(f"--points {args.points} and --compare {args.compare}: give one (a file of "
                          "deployments to predict, or a saved result to predict again and compare)")
-    rows = read_points(args.points)
+    # a required column a flag gives may be left out: the flag fills every row
+    rows = read_points(args.points, given=frozenset(n for n in ("model", "gpu", "isl", "osl")
+                                                    if getattr(args, n, None) is not None))
     bar = Progress(len(rows), "predicting", enabled=not args.quiet, ticking=True)
     results: list[dict[str, Any]] = []
     sets: list[tuple[str, dict[str, Any]]] = []  # each row's launch and benchmark files, for --emit

@@ -26,6 +26,7 @@ from servesim.hardware.engines import EngineProfile, pool_scheduler
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
+from servesim.plan.interval import prediction_interval
 from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
@@ -354,7 +355,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
             catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
             acceptance_length: float | None = None, draft: str | None = None,
             slo_ttft_s: float | None = None, traffic: str | None = None,
-            tree: tuple[int, int, int] | None = None, keep_requests: bool = False) -> dict[str, Any]:
+            tree: tuple[int, int, int] | None = None, keep_requests: bool = False,
+            interval_level: float = 0.8) -> dict[str, Any]:
     """Predict one benchmark run on one replica (keys as ``vllm bench serve``'s result JSON).
 
     ``lengths`` gives each request's (prompt, output) tokens (a saved result's own), else the
@@ -362,7 +364,9 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     :data:`servesim.hardware.speculation.METHODS`) with ``k`` and the measured ``acceptance_length``
     (or ``alpha``; else the published preset for the ``traffic`` kind, chat by default) and ``draft``
     (a draft model) adds speculative decoding.  ``keep_requests`` adds ``requests``: each request's
-    (index, sent, first token, last token) in seconds (the steady-state window of plan/confirm.py)."""
+    (index, sent, first token, last token) in seconds (the steady-state window of plan/confirm.py).
+    ``prediction_interval`` gives each figure's range at ``interval_level``
+    (:mod:`servesim.plan.interval`)."""
     sm, shape, memory = build_step_model(dep, catalog)
     isl_mean, osl_mean = bench.mean_lengths()
     sm = sm.for_requests(max(1, round(isl_mean + osl_mean)))  # windowed layers hold at most their window
@@ -423,7 +427,8 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
         out["unstable_reason"] = why
     if keep_requests:
         out["requests"] = res.requests
-    return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
+    return _finish(out, res, stable, spec, spec_info, slo_ttft_s,
+                   (interval_level, sm.is_moe, not (res.measured and batch1.measured)))
 
 
 def _refuse_without_spec(**given: object) -> None:
@@ -542,8 +547,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                           k: int | None = None, alpha: float | None = None,
                           acceptance_length: float | None = None, draft: str | None = None,
                           slo_ttft_s: float | None = None, traffic: str | None = None,
-                          tree: tuple[int, int, int] | None = None, keep_requests: bool = False
-                          ) -> dict[str, Any]:
+                          tree: tuple[int, int, int] | None = None, keep_requests: bool = False,
+                          interval_level: float = 0.8) -> dict[str, Any]:
     """A disaggregated deployment under ``bench``: the engine loop of every worker of each pool
     (:func:`servesim.sim.disaggregation.run_disaggregated`), each pool with its own shape
     (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
@@ -614,7 +619,8 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                                                         link_bytes_per_s, bench, bench.rate_per_s)
     if keep_requests:  # as predict's
         out["requests"] = res.requests
-    return _finish(out, res, stable, spec, spec_info, slo_ttft_s)
+    return _finish(out, res, stable, spec, spec_info, slo_ttft_s,
+                   (interval_level, psm.is_moe or dsm.is_moe, not res.measured))
 
 
 def _disaggregated_closed_form(psm: Pricer, wp: int, dsm: Pricer, dmem: float, wd: int,
@@ -682,16 +688,31 @@ _TIMES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_
 
 
 def _finish(out: dict[str, Any], res: Any, stable: bool, spec: str | None, spec_info: dict[str, Any] | None,
-            slo_ttft_s: float | None) -> dict[str, Any]:
+            slo_ttft_s: float | None, interval: tuple[float, bool, bool]) -> dict[str, Any]:
     """What a colocated and a disaggregated prediction end with alike: the speculation's setting, the
-    TTFT SLO attainment where one is given, and no latencies for an unstable run."""
+    TTFT SLO attainment where one is given, no latencies for an unstable run, and the prediction
+    interval (``interval``: its level, whether the model is a mixture of experts (or MLA), whether a
+    price fell back to a roofline)."""
     if spec_info is not None:
         out["speculation"] = {"preset": spec, **spec_info}
     if slo_ttft_s is not None:
         out["ttft_slo_attainment"] = _attainment(res.ttfts_s, slo_ttft_s) if stable else 0.0
     if not stable:  # the finite run's times mean nothing
         out.update(dict.fromkeys(_TIMES))
+    level, moe, fallback = interval
+    out["prediction_interval"] = prediction_interval(out, level=level, engine=str(out["engine"]), moe=moe,
+                                                     in_flight=_in_flight(out), fallback=fallback)
     return out
+
+
+def _in_flight(out: dict[str, Any]) -> float:
+    """Requests in flight in a prediction: its concurrency, else rate x mean latency (Little's law)."""
+    if out.get("concurrency"):
+        return float(out["concurrency"])
+    rate, ttft, tpot = out.get("request_rate"), out.get("mean_ttft_ms"), out.get("mean_tpot_ms")
+    if not isinstance(rate, float | int) or ttft is None or tpot is None:
+        return math.inf
+    return float(rate) * (float(ttft) + max(0, int(out["osl"]) - 1) * float(tpot)) / 1e3
 
 
 def _attainment(ttfts: tuple[float, ...], slo_s: float) -> float:

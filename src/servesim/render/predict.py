@@ -129,6 +129,7 @@ def disagg_text(d: dict[str, Any]) -> str:
             f"{_completed(d)}",
             f"  decode batch {_f(d['decode_batch'])} per decode worker{_running_cap(q)}; prefill pool "
             f"{100 * d['prefill_utilization']:.0f}% busy",
+            *_interval(d),
         ]
         cf = d.get("closed_form")
         if cf and cf.get("stable"):
@@ -137,6 +138,20 @@ def disagg_text(d: dict[str, Any]) -> str:
     lines.append(f"  model: {d['step_model']}")
     lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
     return "\n".join(lines) + "\n"
+
+
+def _interval(d: dict[str, Any]) -> list[str]:
+    """One line: the prediction interval of TTFT, TPOT and output throughput (plan/interval.py)."""
+    pi = d.get("prediction_interval") or {}
+    shown = (("mean_ttft_ms", "TTFT", 1, " ms"), ("mean_tpot_ms", "TPOT", 2, " ms"),
+             ("output_throughput", "output", 0, " tok/s"))
+    parts = [f"{name} {_f(pi[key][0], nd)}-{_f(pi[key][1], nd)}{unit}" for key, name, nd, unit in shown
+             if pi.get(key)]
+    if not parts:
+        return []
+    wide = ", widened: a roofline price" if "widened" in pi.get("basis", "") else ""
+    return [f"  {100 * pi['level']:g}% interval (out-of-sample errors of published runs{wide}): "
+            + ", ".join(parts)]
 
 
 def _f(x: Any, nd: int = 1) -> str:
@@ -164,6 +179,7 @@ def predict_text(d: dict[str, Any]) -> str:
         f"  TPOT   mean {_f(d['mean_tpot_ms'], 2)} ms   ITL mean {_f(d['mean_itl_ms'], 2)} ms",
         f"  output {_f(d['output_throughput'])} tok/s ({_f(d['output_throughput_per_gpu'])} per GPU), "
         f"{_completed(d)}",
+        *_interval(d),
         f"  decode batch {_f(d['decode_batch'])} (time mean); the KV cache holds {d['kv_capacity_tokens']:,} "
         f"tokens: at most {d['kv_max_requests']} requests of {d['isl'] + d['osl']} tokens",
     ]

@@ -329,7 +329,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                         prefilled=prefilled, keep=keep_requests, overhead_s=eng.request_overhead_s,
                         spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
                         prefilled_watermark=_PREFILLED_WATERMARK, recv_every=policy.recv_interval(),
-                        clock_start_s=float(cold_start_s), column=column)
+                        clock_start_s=float(cold_start_s), late=eng.overlap, column=column)
 
     # Step prices are shared by every run on the same step model (a plan's confirmation runs one
     # deployment at many rates): keyed on what the price depends on, bounded in size.

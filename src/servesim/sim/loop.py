@@ -97,6 +97,8 @@ class LoopState:
     spec_add_s: float  # the draft steps' time, added to a step with decoding sequences
     prefilled_watermark: float
     recv_every: int  # the scheduler's receive interval
+    late: bool  # an overlap (async) scheduler: a request sent while a step runs enters the step after next
+    step_start: float  # when the step just run started (the late scheduler's horizon; see plan)
     run: int  # this run's number on the price table
     # the client
     sends: Floats  # send times, in send order
@@ -148,7 +150,8 @@ class LoopState:
     def __init__(self, s: EngineState, sends: list[float], concurrency: int | None, isl: list[int],
                  osl: list[int], *, warmup: int, max_steps: int, prefilled: bool, keep: bool,
                  overhead_s: float, spec_add_s: float, prefilled_watermark: float, recv_every: int,
-                 clock_start_s: float, column: Callable[[Any, int], Any] = list_column) -> None:
+                 clock_start_s: float, late: bool = False,
+                 column: Callable[[Any, int], Any] = list_column) -> None:
         n = len(sends)
         m = max(1, n)
         self.requests, self.warmup, self.max_steps = n, warmup, max_steps
@@ -163,6 +166,7 @@ class LoopState:
         self.sent = self.inbox = 0
         self.recv_count = recv_every  # an idle scheduler polls at once
         self.t = clock_start_s  # the engine's first step waits for this (a cold start)
+        self.late, self.step_start = late, clock_start_s
         self.phase = self.klen = self.b = self.n = 0
         self.key, self.finished = column(0, 3 + 3 * m), column(0, m)
         self.ttft, self.tpot = column(0.0, m), column(0.0, m)
@@ -209,7 +213,7 @@ def send(s: EngineState, L: LoopState, now: float) -> None:
     """Every request due by ``now`` with a free client slot enters the queue (with a receive
     interval, the scheduler's socket until its next poll)."""
     while L.send_head < L.requests and L.sends[L.send_head] <= now and (
-            not L.has_slots or L.slots_head < L.slots_tail):
+            not L.has_slots or (L.slots_head < L.slots_tail and L.slots_free[L.slots_head] <= now)):
         at = L.sends[L.send_head]
         L.send_head += 1
         if L.has_slots:
@@ -288,13 +292,20 @@ def plan(s: EngineState, L: LoopState, p: Scheduler) -> int:
         if L.steps >= L.max_steps:
             return TOO_MANY_STEPS
         now = L.t
-        send(s, L, now)
+        # An overlap scheduler planned this step while the last one ran (vLLM V1's batch queue,
+        # SGLang's event_loop_overlap, TensorRT-LLM's _executor_loop_overlap): it sees what was
+        # sent by the last step's start, and what came later waits a step more.
+        send(s, L, L.step_start if L.late else now)
         if L.recv_every > 1:
             receive(s, L)
+        if L.late and L.step_start < now and s.decoding_n == 0 and s.chunking_n == 0 and s.waiting_n == 0:
+            L.step_start = now  # nothing ran behind the last step: the scheduler looks again at once
+            continue
         if s.decoding_n == 0 and s.chunking_n == 0 and s.waiting_n == 0:
             nxt = next_send(L)
             if nxt < _INF:
                 L.t = now if now >= nxt else nxt
+                L.step_start = L.t  # an idle engine plans its next step when a request comes
                 continue
             return DONE  # nothing left (cannot happen while requests remain)
         s.plan_n = 0
@@ -305,9 +316,13 @@ def plan(s: EngineState, L: LoopState, p: Scheduler) -> int:
         nch = s.plan_n
         b = s.decoding_n if s.plan_decode else 0
         if b == 0 and nch == 0:
+            if L.late and L.step_start < now:  # nothing fits: look again at what came meanwhile
+                L.step_start = now
+                continue
             nxt = next_send(L)
             if nxt < _INF and nxt > now:
                 L.t = nxt
+                L.step_start = nxt
                 continue
             return NOTHING_FITS
         ctx = s.mean_context() if b else 0.0
@@ -354,12 +369,13 @@ def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float) -> None:
     if s.spec_k >= 0 and b > 0:
         dt += L.spec_add_s
     now = L.t
+    dt1 = dt
     if n > 1:
-        dt1 = dt
         nxt = next_send(L)
         if nxt < _INF:
             n = max(1, min(n, math.ceil((nxt - now) / dt1)))
         dt = dt1 * n
+    L.step_start = now + (dt - dt1)  # the start of the stretch's last step
     now += dt
     L.t = now
     L.steps += n
