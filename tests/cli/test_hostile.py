@@ -258,6 +258,17 @@ def test_wrong_answer_flags_given_with_points_apply_to_every_row_or_refuse_it(ca
                                "--points applies to every row (leave the column empty, or drop the flag)"}
 
 
+def test_wrong_answer_a_flag_fills_a_required_column_the_file_leaves_out(capsys, tmp_path):
+    path = _points(tmp_path, "gpu,concurrency,num_prompts\nh100-sxm,2,4\nh200,,4\n")
+    rc, out, _ = _run(capsys, "predict", "--points", str(path), "--model", "llama-3-8b", "--isl", "64",
+                      "--osl", "8", "--format", "json")
+    assert rc == 0
+    assert [(r["model"], r["gpu"], r["isl"], r["osl"], r["concurrency"]) for r in json.loads(out)] == [
+        ("llama-3-8b", "h100-sxm", 64, 8, 2), ("llama-3-8b", "h200", 64, 8, None)]
+    err = _refused(capsys, "predict", "--points", str(path), "--model", "llama-3-8b", "--isl", "64")
+    assert f"{path}:1: missing column(s) osl (or the flag, which fills every row: --osl)" in err
+
+
 @pytest.mark.parametrize(("fields", "named"), [
     ({"max_concurrency": 0}, "field 'max_concurrency' = 0 is invalid"),
     ({"max_concurrency": 0.5}, "field 'max_concurrency' = 0.5 is invalid"),

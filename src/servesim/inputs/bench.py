@@ -168,12 +168,14 @@ def _records(path: Path, text: str) -> list[tuple[int, int, list[str]]]:
     return out
 
 
-def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
+def read_points(path: Path, what: str = "--points",
+                given: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The rows of a points CSV, in order, as ``{column: value}`` (ints and floats parsed and their
     ranges checked as the flags' are, an empty cell None), with ``line`` (its line) and ``columns``
     (each column's 1-based position); a row with a bad or missing required field is
     ``{"error": "FILE:LINE:COLUMN: ..."}``.  A missing column, more than :data:`MAX_POINTS` rows or
-    a malformed CSV raises InputError."""
+    a malformed CSV raises InputError.  ``given``: required columns a flag fills in every row (they
+    may be left out, or empty)."""
     text = _read(path, what)
     records = _records(path, text)
     while records and not any(f.strip() for f in records[0][2]):
@@ -192,10 +194,11 @@ def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
     if unknown:
         raise InputError(f"{path}:{head_line}: unknown column(s) {', '.join(unknown)}; known: "
                          f"{', '.join(known)}")
-    missing = [c for c in _REQUIRED if c not in header and
+    missing = [c for c in _REQUIRED if c not in header and c not in given and
                not any(_ALIASES.get(h) == c for h in header)]
     if missing:
-        raise InputError(f"{path}:{head_line}: missing column(s) {', '.join(missing)}; needs "
+        raise InputError(f"{path}:{head_line}: missing column(s) {', '.join(missing)} (or the flag, which "
+                         f"fills every row: {', '.join('--' + m for m in missing)}); needs "
                          f"{','.join(_REQUIRED)} (usually also tp, dtype, concurrency; optional "
                          f"{', '.join(OPTIONAL_COLUMNS)})")
     columns = {h: (i + 1, h) for i, h in enumerate(header)}
@@ -204,14 +207,14 @@ def read_points(path: Path, what: str = "--points") -> list[dict[str, Any]]:
         if not any(f.strip() for f in fields):
             continue  # a blank line
         try:
-            rows.append(_row(path, line, end, fields, header, columns))
+            rows.append(_row(path, line, end, fields, header, columns, given))
         except InputError as exc:
             rows.append({"error": str(exc)})
     return rows
 
 
 def _row(path: Path, line: int, end: int, fields: list[str], header: list[str],
-         columns: dict[str, tuple[int, str]]) -> dict[str, Any]:
+         columns: dict[str, tuple[int, str]], given: frozenset[str] = frozenset()) -> dict[str, Any]:
     """One record of a points file as a row (see :func:`read_points`)."""
     if end > line:  # a quote opened on this line runs over the next ones
         col = next((i + 1 for i, f in enumerate(fields) if "\n" in f or "\r" in f), len(fields))
@@ -234,7 +237,7 @@ def _row(path: Path, line: int, end: int, fields: list[str], header: list[str],
             row[name] = row[alias]
             columns = {**columns, name: columns[alias]}
         del row[alias]
-    empty = next((k for k in _REQUIRED if row[k] is None), None)
+    empty = next((k for k in _REQUIRED if row[k] is None and k not in given), None)
     if empty is not None:
         raise InputError(f"{path}:{line}:{columns.get(empty, (0, empty))[0]}: column {empty!r} is empty")
     row["measured"] = {k: row.pop(k) for k in MEASURED_COLUMNS if row.get(k) is not None}
