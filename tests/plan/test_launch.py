@@ -534,3 +534,21 @@ def test_dynamo_tensorrt_llm_workers_get_llm_api_files_of_known_keys() -> None:
         script = f"cat > {TRTLLM_YAML} <<EOF\n{body}EOF\n{serve}\n"
         assert unknown_flags(script) == []
         assert "tensor_parallel_size: 8" in body and "enable_attention_dp: true" in body
+
+
+def test_a_read_back_disaggregated_launch_predicts_the_same() -> None:
+    from servesim.cli.args import link
+    from servesim.plan.predict import predict_disaggregated
+
+    pre = Deployment(LLAMA8, "h100-sxm", dtype="fp8")
+    dec = Deployment(LLAMA8, "h100-sxm", max_num_seqs=32, engine="vllm")
+    bench = Benchmark(isl=512, osl=32, rate_per_s=4.0, num_prompts=40)
+    launch = deploy_disaggregated(pre, 2, dec, 1, 12.5e9, bench)
+    p, d = (parse_launch(launch.engine_commands[k]) for k in ("prefill", "decode"))
+    b = parse_benchmark(launch.benchmark_command)
+    ln = link(d.extra["link"])
+    a = predict_disaggregated(pre, 2, dec, 1, 12.5e9, bench)
+    c = predict_disaggregated(p.deployment, int(d.extra["prefill_workers"]), d.deployment,
+                              int(d.extra["decode_workers"]), ln.bytes_per_s, b, **d.speculation)
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput", "decode_batch", "mean_kv_transfer_ms"):
+        assert a[key] == c[key], key
