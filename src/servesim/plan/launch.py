@@ -154,6 +154,7 @@ def _known(program: str) -> tuple[set[str], set[str]]:
         table = data[program]
         if program == "sglang":
             flags = {"--" + f.replace("_", "-") for f in table["fields"]} | set(table["aliases"])
+            flags |= set(table.get("manual", ()))
         else:
             flags = set(table["flags"])
         return flags, set(table.get("negatable", ()))
@@ -584,7 +585,7 @@ def _sglang(
     if "scheduler_recv_interval" in options:
         s.flag("--scheduler-recv-interval", int(options["scheduler_recv_interval"]))
     if dep.cuda_graph_max_tokens is not None:
-        s.flag("--cuda-graph-max-bs-decode", dep.cuda_graph_max_tokens)
+        s.flag("--cuda-graph-max-bs", dep.cuda_graph_max_tokens)  # 0.5's own; an alias later
     if dep.piecewise_cuda_graphs:
         s.flag("--cuda-graph-backend-prefill", "tc_piecewise")
     if dep.overlap is False:

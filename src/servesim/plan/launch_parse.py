@@ -150,7 +150,7 @@ def _sglang(s: Script, o: dict[str, str | None]) -> dict[str, Any]:
         "max_num_batched_tokens": _int(o, "--chunked-prefill-size"),
         "max_num_seqs": _int(o, "--max-running-requests"),
         "memory_fraction": _float(o, "--mem-fraction-static"),
-        "cuda_graph_max_tokens": _int(o, "--cuda-graph-max-bs-decode"),
+        "cuda_graph_max_tokens": _int(o, "--cuda-graph-max-bs", _int(o, "--cuda-graph-max-bs-decode")),
         "piecewise_cuda_graphs": o.get("--cuda-graph-backend-prefill") == "tc_piecewise",
     }
     options: dict[str, float | bool] = {}
