@@ -71,3 +71,19 @@ def test_an_unstable_prediction_has_no_interval_and_a_bad_level_is_refused() -> 
     for bad in (0.0, 1.0, -0.5, 2):
         with pytest.raises(ParameterError, match="interval_level"):
             prediction_interval({}, level=bad, engine="vllm", moe=False, in_flight=1, fallback=False)
+
+
+def test_tensorrt_llm_takes_the_kv_dtype_a_modelopt_checkpoint_states() -> None:
+    # nvidia/DeepSeek-V3.1-NVFP4's hf_quant_config.json says kv_cache_quant_algo FP8; TensorRT-LLM's
+    # KvCacheConfig.dtype "auto" follows the checkpoint, vLLM's and SGLang's "auto" take the model's.
+    from servesim.plan.predict import harness_deployment
+    from servesim.sim.batching import Benchmark
+
+    bench = Benchmark(4000, 1000, concurrency=8)
+    model = "nvidia/DeepSeek-V3.1-NVFP4"
+    assert harness_deployment(bench, model=model, gpu="b200", tp=8, engine="trtllm").kv_dtype == "fp8"
+    assert harness_deployment(bench, model=model, gpu="b200", tp=8, engine="vllm").kv_dtype == "bf16"
+    assert harness_deployment(bench, model=model, gpu="b200", tp=8, engine="trtllm",
+                              kv_dtype="bf16").kv_dtype == "bf16"  # a KV dtype given wins
+    assert harness_deployment(bench, model="deepseek-ai/DeepSeek-R1", gpu="h200", tp=8,
+                              engine="trtllm").kv_dtype == "bf16"  # no KV dtype in its config

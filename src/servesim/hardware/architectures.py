@@ -221,6 +221,7 @@ class Architecture:
     mtp_layers: int = 0
     checkpoint_dtype: str = "bf16"
     quantized_parts: tuple[str, ...] | None = None
+    checkpoint_kv_dtype: str = ""  # the KV dtype its quantization config states (fp8), else ""
     source: str = ""
     context_length: int = 0  # max_position_embeddings: the longest request it serves (0 = unknown)
     # hybrid linear attention (Qwen3.5): layer_linear[i] True = a gated-delta-net layer, no KV cache
@@ -1042,6 +1043,7 @@ class _Quant:
     dtype: str
     excluded: Callable[[str], bool] | None = None
     targeted: Callable[[str], bool] | None = None
+    kv_dtype: str = ""  # the KV-cache dtype the checkpoint states (ModelOpt kv_cache_quant_algo); "": none
 
 
 def _cfg_quant(where: str, q: _Fields) -> _Quant:
@@ -1110,7 +1112,9 @@ def _modelopt(where: str, q: _Fields, algo_key: str, exclude_keys: tuple[str, ..
     patterns: list[str] = []
     for key in exclude_keys:
         patterns += q.list_(key, str, "module names")
-    return _Quant(dtypes[algo], _matcher(where, q.name(exclude_keys[0]), patterns))
+    kv = str(q.data.get("kv_cache_quant_algo") or "").upper()  # ModelOpt: "FP8" or absent
+    return _Quant(dtypes[algo], _matcher(where, q.name(exclude_keys[0]), patterns),
+                  kv_dtype="fp8" if kv == "FP8" else "")
 
 
 def _quantization(where: str, top: _Fields, text: _Fields, quant_file: Path | None) -> _Quant | None:
@@ -1202,7 +1206,8 @@ def read_architecture(path: str | Path) -> Architecture:
             if "experts" not in parts and arch.experts:
                 raise InputError(f"{where}: the quantization config leaves the routed experts unquantized: "
                                  "only checkpoints that quantize them are read")
-            arch = dataclasses.replace(arch, checkpoint_dtype=quant.dtype, quantized_parts=parts)
+            arch = dataclasses.replace(arch, checkpoint_dtype=quant.dtype, quantized_parts=parts,
+                                       checkpoint_kv_dtype=quant.kv_dtype)
     except ParameterError as exc:
         raise InputError(f"{where}: {exc}") from None
     return arch

@@ -264,6 +264,12 @@ def _raw() -> dict[str, Any]:
     return read_toml(_DATA)
 
 
+def kv_follows_checkpoint(name: str) -> bool:
+    """Whether engine ``name``'s default KV dtype ("auto") is the one the checkpoint's quantization
+    config states (engines.toml ``kv_dtype_auto = "checkpoint"``), rather than the model's dtype."""
+    return str(_raw()["engine"].get(name, {}).get("kv_dtype_auto", "model")) == "checkpoint"
+
+
 def pool_scheduler(name: str) -> tuple[tuple[str, float | bool], ...]:
     """Scheduler options a disaggregated pool's worker runs with unless the deployment sets them
     (engines.toml ``pool_scheduler``): the serving runtime that feeds a pool (NVIDIA Dynamo) replaces

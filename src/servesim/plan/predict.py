@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.engines import EngineProfile, pool_scheduler
+from servesim.hardware.engines import EngineProfile, kv_follows_checkpoint, pool_scheduler
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
@@ -128,6 +128,9 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
     if fields.get("overlap") is None and "overlap" in recipe:
         fields["overlap"] = recipe["overlap"]
     options = {**dict(recipe.get("scheduler") or {}), **dict(scheduler)}  # the given ones win
+    if not kv_dtype and not recipe.get("kv_dtype") and kv_follows_checkpoint(engine):
+        arch = model_architecture(model)  # e.g. TensorRT-LLM on a ModelOpt NVFP4 release: an FP8 cache
+        kv_dtype = arch.checkpoint_kv_dtype if arch is not None else None
     return Deployment(model=model, gpu=gpu, engine=engine,
                       kv_dtype=kv_dtype or str(recipe.get("kv_dtype") or "bf16"),
                       max_num_batched_tokens=(max_num_batched_tokens if max_num_batched_tokens is not None
