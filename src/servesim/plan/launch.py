@@ -239,28 +239,29 @@ def flag_profile(dep: Deployment, catalog: Any = None) -> Any:
     )
 
 
-def _checkpoint(dep: Deployment, catalog: Any = None) -> tuple[str, str, str]:
-    """(the checkpoint's id or path, its dtype as servesim names it, a note): the model's own
-    Hugging Face id (a catalog name's first ``hf_ids``; a config.json's folder)."""
+def _checkpoint(dep: Deployment, catalog: Any = None) -> tuple[str, str]:
+    """(the checkpoint's id or path, a note): the model's own Hugging Face id (a catalog name's first
+    ``hf_ids``; a config.json's folder)."""
+    from servesim._checks import InputError, ParameterError
     from servesim.hardware.names import _catalog, canonical_model
 
     model = dep.model
     path = Path(model).expanduser()
     if model.endswith(".json") or path.exists():
         folder = path.parent if path.suffix == ".json" else path
-        return str(folder), "", f"checkpoint: the folder of {model} (its weights must sit beside the config)"
+        return str(folder), f"checkpoint: the folder of {model} (its weights must sit beside the config)"
     if "/" in model:
-        return model, "", ""
+        return model, ""
     try:
-        name = canonical_model(model, catalog)
-        ids = _catalog(catalog).model_extras.get(name, {}).get("hf_ids", ())
-    except Exception:  # an architecture-only name (MoE catalog): the name is its id
+        ids = _catalog(catalog).model_extras.get(canonical_model(model, catalog), {}).get("hf_ids", ())
+    except (InputError, ParameterError):  # an architecture's own name (the MoE catalog): its id
         ids = ()
-    return (
-        (str(ids[0]), "", f"checkpoint: {ids[0]} (the first Hugging Face id of servesim's {model})")
-        if ids
-        else (model, "", "")
-    )
+    arch = model_architecture(model) if not ids else None
+    if arch is not None and arch.hf_id and arch.hf_id != model:  # the MoE catalog's own name
+        return str(arch.hf_id), f"checkpoint: {arch.hf_id} (the Hugging Face id of servesim's {model})"
+    if not ids:
+        return model, ""
+    return str(ids[0]), f"checkpoint: {ids[0]} (the first Hugging Face id of servesim's {model})"
 
 
 def _own_dtype(dep: Deployment) -> str:
@@ -348,7 +349,7 @@ def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str 
 
 def _served(dep: Deployment, catalog: Any = None) -> tuple[str, str]:
     """(the checkpoint the engine loads, shell-quoted or ``"$CHECKPOINT"``; its note)."""
-    ckpt, _, note = _checkpoint(dep, catalog)
+    ckpt, note = _checkpoint(dep, catalog)
     _, release, supply, _ = _weights(dep, dep.engine)
     if supply is not None:
         return _Raw('"$CHECKPOINT"'), note
