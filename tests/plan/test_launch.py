@@ -204,7 +204,8 @@ def test_the_checkpoint_is_named_or_asked_for() -> None:
     assert "--quantization" not in _opts(bf16) and not any("checkpoint" in n for n in notes)
     r1, _ = engine_command(DEPLOYMENTS[7])  # DeepSeek-R1's own checkpoint is block FP8: named as is
     assert split_script(r1).positional == R1 and "CHECKPOINT" not in r1
-    for name, hf_id in (("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"), ("llama-3-70b", "meta-llama/Meta-Llama-3-70B")):
+    names = (("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"), ("llama-3-70b", "meta-llama/Meta-Llama-3-70B"))
+    for name, hf_id in names:
         cmd = engine_command(Deployment(name, "h200", tp=8))[0]  # a catalog name launches its checkpoint
         assert split_script(cmd).positional == hf_id and parse_launch(cmd).deployment.model == name
 
