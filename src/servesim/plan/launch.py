@@ -270,13 +270,14 @@ def _own_dtype(dep: Deployment) -> str:
     return str(arch.checkpoint_dtype) if arch is not None else "bf16"
 
 
-def _releases() -> set[str]:
+@cache
+def _releases() -> frozenset[str]:
     """Checkpoint ids servesim knows to be published: its shipped configs' and its aliases'."""
     from servesim.hardware.architectures import _ALIASES
 
     folder = Path(__file__).resolve().parents[1] / "data" / "model_configs"
     shipped = {p.name[: -len("_config.json")].replace("--", "/", 1) for p in folder.glob("*_config.json")}
-    return shipped | set(_ALIASES)
+    return frozenset(shipped | set(_ALIASES))
 
 
 def _release(dep: Deployment, resolved: str) -> str | None:

@@ -11,6 +11,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from servesim._checks import InputError
@@ -103,8 +104,10 @@ def _logical_lines(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
+@lru_cache(maxsize=512)  # a command is read several times (flag checks, manifests): its text is its key
 def split_script(text: str) -> Script:
-    """The parts of a script as :mod:`servesim.plan.launch` writes it (or as a user types one line)."""
+    """The parts of a script as :mod:`servesim.plan.launch` writes it (or as a user types one line);
+    shared between calls with the same text: read it, do not change it."""
     s = Script()
     variables: dict[str, str] = {}
     for line, body in _logical_lines(text):
