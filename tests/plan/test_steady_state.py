@@ -192,3 +192,15 @@ def test_the_plan_bar_draws_itself_within_a_second_steps_or_none(monkeypatch):
                  "--osl", "128", "--slo-ttft-ms", "1000", "--slo-tpot-ms", "30", "--top", "1", "--format",
                  "json"]) == 0
     assert made and made[0]["ticking"] is True and made[0].get("delay_s", 1.0) <= 1.0
+
+
+def test_headroom_is_refused_outside_a_capacity_plan_and_outside_0_1(capsys):
+    from servesim.cli.main import main
+
+    assert main(["plan", "--preset", "rag", "--headroom", "0.8"]) == 2
+    assert "--headroom 0.8: applies with --model M --gpu G --gpus N" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "1", "--headroom", "1.2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--headroom" in err and "1.2" in err and "Traceback" not in err

@@ -258,12 +258,22 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _headroom_needs_gpus(args: argparse.Namespace) -> None:
+    """``--headroom`` plans a capacity plan's rows below their sustainable rates: refused elsewhere."""
+    if args.headroom is not None:
+        from servesim._checks import InputError
+
+        raise InputError(f"--headroom {args.headroom:g}: applies with --model M --gpu G --gpus N (a capacity "
+                         "plan, whose rows it plans at that share of their sustainable rates)")
+
+
 def run_plan(args: argparse.Namespace) -> Output:
     from servesim import render
 
     fewest = args.target_rate is not None and args.model is not None and args.isl is not None
     if args.gpus is not None or fewest:
         return _capacity(args)
+    _headroom_needs_gpus(args)
     lab_node = args.model is None or args.calibration is not None
     for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length),
                         ("--traffic", args.traffic)):
@@ -322,6 +332,7 @@ def run_report(args: argparse.Namespace) -> Output:
     if args.gpus is not None or (args.target_rate is not None and args.model is not None
                                  and args.isl is not None):
         return _capacity_report(args)
+    _headroom_needs_gpus(args)
     p, plan_data, bar = _plan_data(args, extra_stages=5)  # mixes, specdec, biases, TTFT, files
     try:
         return _report_rest(args, p, plan_data, bar)
