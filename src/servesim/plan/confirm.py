@@ -114,11 +114,13 @@ class Steady:
         return second > (1 + CONVERGED) * first + 1.0
 
     def as_dict(self) -> dict[str, Any]:
+        """The window's figures by name (times in ms; ``_half``: over the window's first half)."""
         return {"prompts": self.prompts, "warmup_prompts": self.warmup, "converged": self.converged,
                 "queue_growing": self.growing,
-                "mean_ttft_ms": [x * 1e3 for x in self.ttft_s],
-                "mean_tpot_ms": [x * 1e3 for x in self.tpot_s],
-                "decode_batch": list(self.decode_batch), "waiting_requests": list(self.queue),
+                "mean_ttft_ms_half": self.ttft_s[0] * 1e3, "mean_ttft_ms": self.ttft_s[1] * 1e3,
+                "mean_tpot_ms_half": self.tpot_s[0] * 1e3, "mean_tpot_ms": self.tpot_s[1] * 1e3,
+                "decode_batch_half": self.decode_batch[0], "decode_batch": self.decode_batch[1],
+                "waiting_first_half": self.queue[0], "waiting_second_half": self.queue[1],
                 "output_throughput": self.output_tokens_per_s, "run_mean_tpot_ms": self.run_tpot_s * 1e3,
                 "run_ttft_slo_attainment": self.run_attainment}
 
