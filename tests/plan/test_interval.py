@@ -87,3 +87,19 @@ def test_tensorrt_llm_takes_the_kv_dtype_a_modelopt_checkpoint_states() -> None:
                               kv_dtype="bf16").kv_dtype == "bf16"  # a KV dtype given wins
     assert harness_deployment(bench, model="deepseek-ai/DeepSeek-R1", gpu="h200", tp=8,
                               engine="trtllm").kv_dtype == "bf16"  # no KV dtype in its config
+
+
+def test_compare_gives_a_verdict_against_the_interval() -> None:
+    from servesim.plan.predict import compare_to_measured
+
+    pred = {"mean_ttft_ms": 100.0, "mean_tpot_ms": 10.0, "output_throughput": 500.0, "median_ttft_ms": 90.0,
+            "prediction_interval": {"level": 0.8, "mean_ttft_ms": [80.0, 150.0], "mean_tpot_ms": [9.0, 12.0],
+                                    "output_throughput": [400.0, 600.0]}}
+    measured = {"mean_ttft_ms": 120.0, "mean_tpot_ms": 6.0, "output_throughput": 900.0,
+                "median_ttft_ms": 95.0}
+    rows = {r["metric"]: r for r in compare_to_measured(pred, measured)}
+    assert rows["mean_ttft_ms"]["verdict"] == "inside"
+    assert rows["mean_tpot_ms"]["verdict"] == "outside by 33% (below)"  # (9 - 6) / 9
+    assert rows["output_throughput"]["verdict"] == "outside by 50% (above)"  # (900 - 600) / 600
+    assert "verdict" not in rows["median_ttft_ms"]  # no interval for the median
+    assert rows["mean_tpot_ms"]["relative_error"] == pytest.approx((10 - 6) / 6)

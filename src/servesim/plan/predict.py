@@ -729,12 +729,24 @@ def _ms(x: float) -> float | None:
 
 def compare_to_measured(prediction: dict[str, Any], measured: dict[str, float]) -> list[dict[str, Any]]:
     """Predicted beside measured for each of :data:`COMPARED_KEYS` present in both, with the
-    relative error (predicted - measured) / measured (None when the measurement is 0)."""
+    relative error (predicted - measured) / measured (None when the measurement is 0) and, where the
+    prediction has an interval for the metric (``prediction_interval``), the interval and a verdict:
+    ``inside``, or ``outside by N%`` (how far the measurement lies beyond the nearer bound, relative
+    to that bound)."""
+    pi = prediction.get("prediction_interval") or {}
     rows = []
     for key in COMPARED_KEYS:
         m, p = measured.get(key), prediction.get(key)
         if m is None or p is None:
             continue
-        rows.append({"metric": key, "predicted": p, "measured": m,
-                     "relative_error": (p - m) / m if m else None})
+        row: dict[str, Any] = {"metric": key, "predicted": p, "measured": m,
+                               "relative_error": (p - m) / m if m else None}
+        bounds = pi.get(key)
+        if bounds:
+            lo, hi = bounds
+            row["interval"] = bounds
+            row["verdict"] = ("inside" if lo <= m <= hi else
+                              f"outside by {100 * (lo - m) / lo:.0f}% (below)" if m < lo else
+                              f"outside by {100 * (m - hi) / hi:.0f}% (above)")
+        rows.append(row)
     return rows

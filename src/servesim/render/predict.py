@@ -251,11 +251,17 @@ def compare_text(d: dict[str, Any]) -> str:
     rate = p.get("request_rate")
     load = (f"concurrency {p['concurrency']}" if p.get("concurrency") is not None
             else f"{rate:g} req/s" if isinstance(rate, (int, float)) else "every request at once")
+    pi = p.get("prediction_interval") or {}
+    level = f"{100 * pi['level']:g}% interval" if pi else "interval"
     out = [f"COMPARE  {d['result_file']}: {p['model']} on {shape}, {p['isl']}/{p['osl']} tokens, {load}",
-           f"  {'metric':<20} {'predicted':>12} {'measured':>12} {'error':>8}"]
+           f"  assumed: engine {p.get('engine', '?')}, client {p.get('client', '?')}",
+           f"  {'metric':<20} {'predicted':>12} {'measured':>12} {'error':>8}  {level}: verdict"]
     for r in d["comparison"]:
         err = "n/a" if r["relative_error"] is None else f"{100 * r['relative_error']:+.1f}%"
-        out.append(f"  {r['metric']:<20} {_f(r['predicted'], 2):>12} {_f(r['measured'], 2):>12} {err:>8}")
+        verdict = (f"  {_f(r['interval'][0], 2)}-{_f(r['interval'][1], 2)}: {r['verdict']}"
+                   if r.get("verdict") else "")
+        out.append(f"  {r['metric']:<20} {_f(r['predicted'], 2):>12} {_f(r['measured'], 2):>12} {err:>8}"
+                   + verdict)
     if not d["comparison"]:
         out.append("  (the result file has none of the predicted metrics)")
     return "\n".join(out) + "\n"
