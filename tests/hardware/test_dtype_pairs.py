@@ -204,3 +204,24 @@ def test_mtp_verify_cost_is_never_negative_with_attention_dp(gpu: str, tp: int, 
             _, info = spm.speculation_for(sm, "mtp", batch, 2048, k=k)
             assert info["c"] >= 0.0
             assert info["speedup_at_batch"] < info["acceptance_length"]
+
+
+def test_an_unmeasured_moe_shape_takes_the_shape_ratio_another_dtype_measured() -> None:
+    """vLLM's H200 table has no block-FP8 Qwen3-235B-A22B layer at MoE TP8 (an expert width of 192, no
+    whole number of 128-wide blocks): it is the TP4 block-FP8 time times BF16's TP8 / TP4 ratio at the
+    same tokens, from the stored rows (the roofline ratio is 1 at the launch floor)."""
+    from servesim.hardware.moe_kernels import moe_tables
+
+    tab, _ = moe_tables("h200", "vllm")
+    assert tab is not None
+    m = _read("h200_sxm_moe.json.gz")["moe"]
+    block, bf16 = m["dtypes"]["fp8_block"]["shapes"], m["dtypes"]["bf16"]["shapes"]
+    tp4, tp8 = "4096,1536,8,128,4,1", "4096,1536,8,128,8,1"
+    for i, tokens in enumerate(m["tokens"][:8]):
+        want = block[tp4][i] * bf16[tp8][i] / bf16[tp4][i]
+        lk = tab.moe("fp8_block", tokens, 4096, 1536, 8, 128, 8, 1)
+        assert not lk.measured and "bf16" in lk.note
+        assert lk.ms >= want * (1 - 1e-9)  # kept monotone: the running maximum over fewer tokens
+        if i == 0:
+            assert lk.ms == pytest.approx(want, rel=1e-12)
+        assert lk.ms < tab.moe("bf16", tokens, 4096, 1536, 8, 128, 8, 1).ms

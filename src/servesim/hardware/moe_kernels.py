@@ -59,9 +59,12 @@ every change: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` reb
 Interpolation, the monotone envelope and the anchored roofline outside the grid are those of
 :mod:`servesim.hardware.kernels`.  A shape that was not measured uses the nearest measured one
 of the same dtype (in log scale: hidden, inter / moe_tp, experts / moe_ep and topk first, tp and
-ep next) times the ratio of the two shapes' fitted rooflines at the query; ``measured`` is then
-False.  The MoE roofline: ``max(floor, bytes / (memory share x HBM), FLOPs / (compute share x
-peak))``, bytes = the local experts touched, ``E_local (1 - (1 - topk / E)^tokens)``, times
+ep next) times the two shapes' ratio at each measured token count: the ratio another dtype of the
+same table measured for both shapes (BF16 first) where one did, else the ratio of their fitted
+rooflines (which the launch floor flattens: a block-FP8 layer at an expert width no block-FP8
+checkpoint loads once took its nearest shape's time, a larger slice, 1.15 x BF16's at one token);
+``measured`` is then False.  The MoE roofline: ``max(floor, bytes / (memory share x HBM), FLOPs /
+(compute share x peak))``, bytes = the local experts touched, ``E_local (1 - (1 - topk / E)^tokens)``, times
 their weights (3 x hidden x inter / tp at 2, 1, 0.5625 (NVFP4), 0.53125 (MXFP4), 0.515625 (int4
 groups of 128) bytes per value) plus 2-byte activations in and out of each GEMM; FLOPs = 2 x
 tokens x topk / ep x 3 x hidden x inter / tp, at the dtype's tensor-core peak (bf16's for the
@@ -324,28 +327,49 @@ class MoETables(GPUSystem):
                                  f"moe {dtype} {'/'.join(str(x) for x in key)}", how)
         shape = "/".join(str(x) for x in got)
         derived = self._derived_moe_grid(dtype, key, got, grid)
+        twin = self._twin(dtype, key, got)
         v = derived.interp((t,))
+        how_scaled = (f"the two shapes' ratio in the measured {twin} kernel" if twin
+                      else "the roofline ratio")
         note = (f"moe {dtype} hidden/inter/topk/experts/tp/ep {'/'.join(str(x) for x in key)} not measured "
-                f"on {self.name} ({self.engine}): nearest measured {shape} scaled by the roofline ratio at "
+                f"on {self.name} ({self.engine}): nearest measured {shape} scaled by {how_scaled} at "
                 "each measured token count (kept monotone)")
         if v is not None:
             return Lookup(v, False, note)
         lk = derived.estimate((t,), lambda p: self.moe_roofline_ms(dtype, p[0], *key), f"moe {dtype}", how)
         return Lookup(lk.ms, False, f"{note}; {lk.note}")
 
+    def _twin(self, dtype: str, key: tuple[int, ...], got: tuple[int, ...]) -> str:
+        """Another dtype of this table that measured both the shape ``key`` and its nearest measured
+        shape ``got`` of ``dtype`` (BF16 first), or ``""``."""
+        for d in ("bf16", *(x for x in self.moe_dtypes if x != "bf16")):
+            if d != dtype and key in self._shape_keys[d] and got in self._shape_keys[d]:
+                return d
+        return ""
+
     def _derived_moe_grid(self, dtype: str, key: tuple[int, ...], got: tuple[int, ...], grid: _Grid) -> _Grid:
         """The grid of an unmeasured shape: the nearest measured shape's value at each measured
-        token count times the two shapes' roofline ratio there, each the least monotone value
-        (the running maximum over fewer tokens), so that lookups never fall with more tokens."""
+        token count times the two shapes' ratio there, each the least monotone value (the running
+        maximum over fewer tokens), so that lookups never fall with more tokens.  The ratio is the
+        one another dtype of the same engine measured for the two shapes (:meth:`_twin`: e.g. block
+        FP8 experts at an expert width over MoE TP that no block-FP8 checkpoint loads, 192 for
+        Qwen3-235B-A22B on TP8, from BF16's rows at TP8 and TP4), where it measured both at that token
+        count, else the two shapes' roofline ratio (which saturates at the launch floor, where it
+        says the shapes cost the same)."""
         derived = self._grids.get(("moe-derived", dtype, key))
         if derived is None:
+            twin = self._twin(dtype, key, got)
+            rows = self._doc["moe"]["dtypes"][twin]["shapes"] if twin else {}
+            near = rows.get(",".join(str(x) for x in key), [None] * len(self._tokens))
+            far = rows.get(",".join(str(x) for x in got), [None] * len(self._tokens))
             values: list[float | None] = []
             top = 0.0
-            for x, v in zip(self._tokens, grid.values, strict=True):
+            for x, v, a, b in zip(self._tokens, grid.values, near, far, strict=True):
                 if v is None:
                     values.append(None)
                     continue
-                ratio = self.moe_roofline_ms(dtype, x, *key) / self.moe_roofline_ms(dtype, x, *got)
+                ratio = (a / b if a and b else
+                         self.moe_roofline_ms(dtype, x, *key) / self.moe_roofline_ms(dtype, x, *got))
                 top = max(top, v * ratio)
                 values.append(top)
             derived = self._grids[("moe-derived", dtype, key)] = _Grid(("tokens",), (self._tokens,), values)
