@@ -35,8 +35,8 @@ __all__ = ["COMPARED_KEYS", "compare_to_measured", "harness_deployment", "harnes
 
 COMPARED_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "output_throughput", "request_throughput",
-    "total_token_throughput",
+    "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
+    "output_throughput", "request_throughput", "total_token_throughput",
 )
 """Metrics that ``vllm bench serve`` reports and ``predict`` predicts."""
 
@@ -680,13 +680,16 @@ def _result_keys(res: Any, gpus: int) -> dict[str, Any]:
         "mean_tpot_ms": _ms(res.mean_tpot_s), "median_tpot_ms": _ms(res.median_tpot_s),
         "std_tpot_ms": _ms(res.std_tpot_s), "p99_tpot_ms": _ms(res.p99_tpot_s),
         "mean_itl_ms": _ms(res.mean_itl_s), "median_itl_ms": _ms(res.median_itl_s),
-        "p99_itl_ms": _ms(res.p99_itl_s),
+        "std_itl_ms": _ms(res.std_itl_s), "p99_itl_ms": _ms(res.p99_itl_s),
+        "mean_e2el_ms": _ms(res.mean_e2el_s), "median_e2el_ms": _ms(res.median_e2el_s),
+        "std_e2el_ms": _ms(res.std_e2el_s), "p99_e2el_ms": _ms(res.p99_e2el_s),
         "output_throughput_per_gpu": res.output_throughput / gpus,
     }
 
 
 _TIMES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
-          "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms")
+          "p99_tpot_ms", "std_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "std_itl_ms",
+          "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms", "std_e2el_ms")
 """The latencies a run reports: none of them means anything when the queue grows without bound."""
 
 

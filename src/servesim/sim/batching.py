@@ -148,6 +148,11 @@ class BenchResult:
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     scheduler: dict[str, Any] = field(default_factory=dict)
+    std_itl_s: float = math.nan
+    mean_e2el_s: float = math.nan  # end-to-end latency: sent to last token
+    median_e2el_s: float = math.nan
+    p99_e2el_s: float = math.nan
+    std_e2el_s: float = math.nan
     ttfts_s: tuple[float, ...] = ()  # every measured request's TTFT, in send order of their first tokens
     requests: tuple[tuple[int, float, float, float], ...] = ()
     """With ``keep_requests``: (index, sent, first token, last token) of every request, in finishing
@@ -189,6 +194,15 @@ def _weighted_pct(weights: dict[float, float], q: float) -> float:
         if acc >= total * q / 100.0:
             return v
     return max(weights)  # pragma: no cover - rounding at q = 100
+
+
+def _weighted_std(weights: dict[float, float]) -> float:
+    """Population standard deviation of values held with the given weights (NaN: none)."""
+    total = sum(weights.values())
+    if total <= 0:
+        return math.nan
+    m = sum(v * w for v, w in weights.items()) / total
+    return math.sqrt(sum(w * (v - m) ** 2 for v, w in weights.items()) / total)
 
 
 def _std(xs: list[float]) -> float:
@@ -388,6 +402,7 @@ class _Outcome:
     ttfts: list[float]
     ttft_stats: tuple[float, float, float, float]  # mean, median, p99, std (see _mean_pct_std)
     tpot_stats: tuple[float, float, float, float]
+    e2el_stats: tuple[float, float, float, float]
     itl_sum: float
     itl_n: float
     batch_time: float
@@ -403,6 +418,7 @@ class _Outcome:
     preemptions: int
     median_itl_s: float
     p99_itl_s: float
+    std_itl_s: float
     kept: list[tuple[int, float, float, float]]
 
 
@@ -478,6 +494,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         fields["preemptions"] = _engine_loop.dump(EngineState, books[0])["preemptions"]
         ttft_stats = _engine_loop.stats(fields["ttft"], fields["n_ttft"])
         tpot_stats = _engine_loop.stats(fields["tpot"], fields["n_tpot"])
+        e2el_stats = _engine_loop.stats(fields["e2el"], fields["n_e2el"])
         for name in ("ttft", "noted", "kept_i", "kept_f"):
             fields[name] = fields[name].tolist()
     else:
@@ -485,6 +502,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         fields["preemptions"] = s.preemptions
         ttft_stats = _mean_pct_std(fields["ttft"][: fields["n_ttft"]])
         tpot_stats = _mean_pct_std(fields["tpot"][: fields["n_tpot"]])
+        e2el_stats = _mean_pct_std(fields["e2el"][: fields["n_e2el"]])
     notes: dict[str, None] = {}
     for e in fields["noted"][: fields["n_noted"]]:
         for why in table.notes[e]:
@@ -494,13 +512,14 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
     k = fields["n_kept"]
     kept = list(zip(fields["kept_i"][:k], kf[0:3 * k:3], kf[1:3 * k:3], kf[2:3 * k:3], strict=True))
     gaps = fields["gaps"]
-    return _Outcome(ttfts=ttfts, ttft_stats=ttft_stats, tpot_stats=tpot_stats,
+    return _Outcome(ttfts=ttfts, ttft_stats=ttft_stats, tpot_stats=tpot_stats, e2el_stats=e2el_stats,
                     itl_sum=fields["itl_sum"], itl_n=fields["itl_n"], batch_time=fields["batch_time"],
                     busy_time=fields["busy_time"], steps=fields["steps"], last_finish=fields["last_finish"],
                     start=fields["start"], measured_done=fields["measured_done"],
                     out_tokens=fields["out_tokens"], in_tokens=fields["in_tokens"],
                     measured=fields["measured"], notes=notes, preemptions=fields["preemptions"],
-                    median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99), kept=kept)
+                    median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
+                    std_itl_s=_weighted_std(gaps), kept=kept)
 
 
 def _mean_pct_std(xs: list[float]) -> tuple[float, float, float, float]:
@@ -516,6 +535,7 @@ def _result(o: _Outcome, capacity: int, policy: Scheduler) -> BenchResult:
     duration = o.last_finish - o.start
     ttft_mean, ttft_median, ttft_p99, ttft_std = o.ttft_stats
     tpot_mean, tpot_median, tpot_p99, tpot_std = o.tpot_stats
+    e2el_mean, e2el_median, e2el_p99, e2el_std = o.e2el_stats
     return BenchResult(
         mean_ttft_s=ttft_mean, median_ttft_s=ttft_median, p99_ttft_s=ttft_p99,
         mean_tpot_s=tpot_mean, median_tpot_s=tpot_median, p99_tpot_s=tpot_p99,
@@ -524,7 +544,8 @@ def _result(o: _Outcome, capacity: int, policy: Scheduler) -> BenchResult:
         duration_s=duration, decode_batch=o.batch_time / o.busy_time if o.busy_time else 0.0,
         completed=o.measured_done, preemptions=o.preemptions, steps=o.steps, kv_capacity_tokens=capacity,
         measured=o.measured, notes=tuple(o.notes), std_ttft_s=ttft_std, std_tpot_s=tpot_std,
-        median_itl_s=o.median_itl_s, p99_itl_s=o.p99_itl_s,
+        median_itl_s=o.median_itl_s, p99_itl_s=o.p99_itl_s, std_itl_s=o.std_itl_s,
+        mean_e2el_s=e2el_mean, median_e2el_s=e2el_median, p99_e2el_s=e2el_p99, std_e2el_s=e2el_std,
         total_input_tokens=o.in_tokens, total_output_tokens=o.out_tokens, scheduler=policy.describe(),
         ttfts_s=tuple(o.ttfts), requests=tuple(o.kept),
     )

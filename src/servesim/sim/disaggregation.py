@@ -106,6 +106,11 @@ class DisaggResult:
     measured: bool
     notes: tuple[str, ...] = field(default=())
     ttfts_s: tuple[float, ...] = field(default=())  # every measured request's TTFT, by index
+    std_itl_s: float = math.nan  # the decode workers' median spread (no worker sees another's gaps)
+    mean_e2el_s: float = math.nan  # end-to-end latency: sent to last token
+    median_e2el_s: float = math.nan
+    p99_e2el_s: float = math.nan
+    std_e2el_s: float = math.nan
     prefill_scheduler: dict[str, Any] = field(default_factory=dict)
     decode_scheduler: dict[str, Any] = field(default_factory=dict)
     requests: tuple[tuple[int, float, float, float], ...] = ()
@@ -263,6 +268,8 @@ def _result(run: _Run, measured: list[int], lengths: list[tuple[int, int]], unlo
     notes = tuple(dict.fromkeys(x for r in (*pre_res, *dec_res) for x in r.notes))
     itl_med = [r.median_itl_s for r in dec_res if not math.isnan(r.median_itl_s)]
     itl_p99 = [r.p99_itl_s for r in dec_res if not math.isnan(r.p99_itl_s)]
+    itl_std = [r.std_itl_s for r in dec_res if not math.isnan(r.std_itl_s)]
+    e2els = [dec[i][1] - sends[i] + overhead for i in measured]
     return DisaggResult(
         mean_ttft_s=sum(ttfts) / len(ttfts), median_ttft_s=_pct(ttfts, 50), p99_ttft_s=_pct(ttfts, 99),
         std_ttft_s=_std(ttfts),
@@ -280,6 +287,9 @@ def _result(run: _Run, measured: list[int], lengths: list[tuple[int, int]], unlo
         prefill_busy=min(1.0, sum(unloaded) / (prefill_workers * duration)),
         preemptions=sum(r.preemptions for r in (*pre_res, *dec_res)), rounds=rounds,
         measured=all(r.measured for r in (*pre_res, *dec_res)), notes=notes, ttfts_s=tuple(ttfts),
+        std_itl_s=_pct(itl_std, 50) if itl_std else math.nan,
+        mean_e2el_s=sum(e2els) / len(e2els), median_e2el_s=_pct(e2els, 50), p99_e2el_s=_pct(e2els, 99),
+        std_e2el_s=_std(e2els),
         prefill_scheduler=pre_res[0].scheduler if pre_res else {},
         decode_scheduler=dec_res[0].scheduler if dec_res else {},
         requests=tuple((i, sends[i], dec[i][0], dec[i][1]) for i in range(len(sends))),

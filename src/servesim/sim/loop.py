@@ -125,6 +125,8 @@ class LoopState:
     n_ttft: int
     tpot: Floats
     n_tpot: int
+    e2el: Floats  # each measured request's end-to-end latency (sent to last token, with the overhead)
+    n_e2el: int
     itl_sum: float
     itl_n: float
     batch_time: float
@@ -169,8 +171,8 @@ class LoopState:
         self.late, self.step_start = late, clock_start_s
         self.phase = self.klen = self.b = self.n = 0
         self.key, self.finished = column(0, 3 + 3 * m), column(0, m)
-        self.ttft, self.tpot = column(0.0, m), column(0.0, m)
-        self.n_ttft = self.n_tpot = 0
+        self.ttft, self.tpot, self.e2el = column(0.0, m), column(0.0, m), column(0.0, m)
+        self.n_ttft = self.n_tpot = self.n_e2el = 0
         self.itl_sum = self.itl_n = self.batch_time = self.busy_time = 0.0
         self.steps = self.done = 0
         self.last_finish, self.start = 0.0, math.inf
@@ -435,6 +437,8 @@ def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float) -> None:
             L.measured_done += 1
             L.out_tokens += s.osl[r]
             L.in_tokens += L.isl[r]
+            L.e2el[L.n_e2el] = now - s.arrival[r] + L.overhead_s
+            L.n_e2el += 1
             if s.osl[r] > 1:
                 L.tpot[L.n_tpot] = (now - s.first[r]) / (s.osl[r] - 1)
                 L.n_tpot += 1
