@@ -193,6 +193,17 @@ def _capacity(args: argparse.Namespace) -> Output:
         wl = workload_from_trace(load_trace(args.trace, rate_scale=args.rate_scale), slo_ttft_s=wl.slo_ttft_s,
                                  slo_tpot_s=wl.slo_tpot_s)
     link = LINKS["rdma"] if args.link is None else args.link
+    if args.link is None:  # every pool inside one NVL72 rack: the KV rides NVLink (hardware.topology)
+        from servesim._checks import ParameterError
+        from servesim.hardware.names import canonical_gpu
+        from servesim.hardware.topology import kv_link
+
+        try:
+            rack = kv_link(canonical_gpu(gpu_list(args.gpu)[0]), args.gpus or 256)
+        except ParameterError:  # a --catalog GPU: no measured topology
+            rack = None
+        if rack is not None:
+            link = type(link)("nvlink", rack[0], rack[1])
     q = PlanQuestion(
         model=args.model, gpu=gpu_list(args.gpu)[0], gpus=args.gpus or 256,
         target_rate_per_s=args.target_rate,
