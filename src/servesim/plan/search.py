@@ -173,7 +173,7 @@ def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) ->
     row is done."""
     from dataclasses import replace
 
-    out = _screen(replace(q, confirm=False), catalog, progress)
+    out = _screen(replace(q, confirm=False), catalog, progress, front=not q.confirm)
     if q.confirm:
         tried = min(len(out["ranked"]), max(1, q.confirm_top))
         out["ranked"], out["pareto"], off = _confirmed(out["ranked"], q, out["gpu"], catalog, progress)
@@ -251,9 +251,10 @@ def screen_steps(q: PlanQuestion, catalog: Any = None) -> int:
     return len(pars) * (1 + len(dtypes))
 
 
-def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None) -> dict[str, Any]:
+def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None, front: bool = True) -> dict[str, Any]:
     """Every deployment priced by the closed form at load, ranked (the plan before confirmation);
-    ``progress()`` is called :func:`screen_steps` times."""
+    ``progress()`` is called :func:`screen_steps` times.  ``front=False`` leaves the closed form's
+    Pareto front out (a confirmed plan's front is the engine model's)."""
     if q.acceptance_length is not None and (q.spec is None or q.k is None):
         raise ParameterError("acceptance_length", q.acceptance_length, "given with --spec METHOD and --k K "
                              "(the draft length it was measured at)")
@@ -276,7 +277,7 @@ def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None) -> dict[
                       for r in rows if r["max_rate_rps"] > 0])
     _sort_rows(rows, q)
     screened = len(rows)
-    pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)]
+    pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)] if front else []
     return {
         "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
         "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
@@ -548,7 +549,7 @@ def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
     """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
     from dataclasses import replace
 
-    plans = [_screen(replace(q, gpu=g, confirm=False), catalog, progress) for g in gpus]
+    plans = [_screen(replace(q, gpu=g, confirm=False), catalog, progress, front=not q.confirm) for g in gpus]
     out = dict(plans[0])
     rows = [r for p in plans for r in p["ranked"]]
     _sort_rows(rows, q)
