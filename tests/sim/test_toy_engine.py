@@ -92,3 +92,21 @@ def test_a_toy_engine_by_name_and_its_option(toy):
     for loop in ("python", "compiled"):
         with pytest.raises(Exception, match="concurrency"):
             run_benchmark(toy, bench, H100, scheduler=small, loop=loop)
+
+
+def test_loop_auto_looks_for_this_policys_own_cached_core(tmp_path: Any, monkeypatch: Any) -> None:
+    # loop="auto" takes the compiled loop when numba's cache holds it: it must look for the core of
+    # this policy class compiled from the current sources, not for any cached core.
+    from servesim.sim import batching
+    from servesim.sim.schedulers.base import core_tag
+
+    class Uncompiled(ToyScheduler):
+        """Never compiled: a class of this test alone."""
+
+    tag = core_tag(Uncompiled)
+    assert tag.startswith("Uncompiled_") and tag != core_tag(ToyScheduler)
+    assert batching._kernels_cached(Uncompiled) is False
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    (tmp_path / f"loop.core_{tag}-1.py311.nbi").write_bytes(b"")
+    batching._CACHED_CORES.pop(Uncompiled, None)
+    assert batching._kernels_cached(Uncompiled) is True

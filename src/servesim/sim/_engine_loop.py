@@ -28,7 +28,6 @@ well under a second (:func:`compile_kernels` does either up front).  Nothing her
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 import sys
@@ -176,21 +175,10 @@ def _dump_py(st: Any) -> Any:
     return _unpack(st)
 
 
-_SOURCES: dict[str, str] = {}
-
-
 def _digest(*modules: str) -> str:
-    """A digest of the modules' source: part of every cached kernel's name."""
-    h = hashlib.sha256()
-    for m in modules:
-        src = _SOURCES.get(m)
-        if src is None:
-            try:
-                src = _SOURCES[m] = inspect.getsource(sys.modules[m])
-            except (OSError, TypeError):  # pragma: no cover - no source (e.g. frozen): name alone
-                src = _SOURCES[m] = m
-        h.update(src.encode())
-    return h.hexdigest()[:12]
+    """A digest of the modules' source files: part of every cached kernel's name
+    (:func:`servesim.sim.schedulers.base.source_digest`)."""
+    return _base.source_digest(*modules)
 
 
 def _compiled_copy(fn: Callable[..., Any], tag: str, **options: Any) -> Any:
@@ -463,9 +451,7 @@ def core_for(policy: type[Scheduler]) -> Any:
         for cls in (EngineState, _loop.LoopState, _loop.Prices, policy):
             struct_type(cls)
             _builders(cls)
-        mods = sorted({c.__module__ for c in policy.__mro__ if c is not object}
-                      | {_loop.__name__, _base.__name__, __name__})
-        got = _CORES[policy] = _compiled_copy(_loop.core, f"{policy.__name__}_{_digest(*mods)}", _nrt=True)
+        got = _CORES[policy] = _compiled_copy(_loop.core, _base.core_tag(policy), _nrt=True)
     return got
 
 

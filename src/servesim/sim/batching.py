@@ -45,7 +45,6 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from servesim._checks import ParameterError, check_bound, check_int, check_real
@@ -54,7 +53,7 @@ from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.schedulers import EngineState, Scheduler, make_scheduler
-from servesim.sim.schedulers.base import list_column
+from servesim.sim.schedulers.base import core_tag, list_column
 
 __all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "run_benchmark"]
 
@@ -232,23 +231,38 @@ takes for about 6 x 10^5 requests: ``loop="auto"`` compiles (and caches them) on
 requests in the process, so a first ``plan`` or ``predict`` on a fresh install is not slowed by it."""
 
 
-@lru_cache(maxsize=1)
-def _kernels_cached() -> bool:
+_CACHED_CORES: dict[type, bool] = {}
+
+
+def _kernels_cached(policy: type[Scheduler] | None = None) -> bool:
     """Whether numba's on-disk cache beside :mod:`servesim.sim._engine_loop` (or in
-    ``NUMBA_CACHE_DIR``) holds the loop's core (its index file; numba checks it is current).  Looked
-    up once a process: past that, ``run_benchmark`` would search the folder on every run."""
+    ``NUMBA_CACHE_DIR``) holds the loop's core compiled for the class ``policy`` (None: for every
+    shipped policy) from the current sources (its index file, named by
+    :func:`servesim.sim.schedulers.base.core_tag`).  Looked up once a process per class: past that,
+    ``run_benchmark`` would search the folder on every run."""
     import os
     from pathlib import Path
 
+    if policy is None:
+        from servesim.sim.schedulers import SCHEDULERS
+
+        return all(_kernels_cached(cls) for cls in SCHEDULERS.values())
+    got = _CACHED_CORES.get(policy)
+    if got is not None:
+        return got
     here = Path(__file__).with_name("__pycache__")
     where = [here] + ([Path(os.environ["NUMBA_CACHE_DIR"])] if os.environ.get("NUMBA_CACHE_DIR") else [])
+    pattern = f"loop.core_{core_tag(policy)}-*.nbi"
+    found = False
     for d in where:
         try:
-            if any(d.rglob("loop.core_*.nbi")):
-                return True
+            if any(d.rglob(pattern)):
+                found = True
+                break
         except OSError:  # pragma: no cover - an unreadable cache folder: not cached
             continue
-    return False
+    _CACHED_CORES[policy] = found
+    return found
 
 
 _POLICY_HOOKS = ("schedule", "after_step", "quiet_steps", "prepare")
@@ -324,7 +338,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     _simulated += n_total
     if loop == "auto":
         loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
-                              or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached())
+                              or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached(type(policy)))
                               or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
     compiled = loop == "compiled" and _compiles(policy, bench, sends, lengths, spec)
     column: Callable[[Any, int], Any] = list_column

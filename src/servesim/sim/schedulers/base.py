@@ -470,3 +470,34 @@ class Scheduler:
         """The policy's name, token budget, sequence limit and options, for the output."""
         return {"scheduler": self.name, "token_budget": self.profile.max_num_batched_tokens,
                 "max_running": self.profile.max_num_seqs, "overlap": self.profile.overlap, **self.options}
+
+
+def source_digest(*modules: str) -> str:
+    """A digest of the named modules' source files (found without importing them), in the order
+    given: part of the name of every compiled kernel cached on disk, so that a changed source never
+    loads a stale kernel, and so that :func:`servesim.sim.batching.run_benchmark` can tell whether
+    the kernels it would run are cached without importing numba."""
+    import hashlib
+    import importlib.util
+
+    h = hashlib.sha256()
+    for m in modules:
+        spec = importlib.util.find_spec(m)
+        origin = spec.origin if spec is not None else None
+        try:
+            if origin:
+                with open(origin, "rb") as f:
+                    h.update(f.read())
+            else:
+                h.update(m.encode())
+        except OSError:  # pragma: no cover - no source file (frozen): the name alone
+            h.update(m.encode())
+    return h.hexdigest()[:12]
+
+
+def core_tag(policy: type) -> str:
+    """The name under which the engine loop compiled for ``policy`` is cached: its class name and a
+    digest of every module compiled into it (the policy's classes, the loop, the books, the compiler)."""
+    mods = sorted({c.__module__ for c in policy.__mro__ if c is not object}
+                  | {"servesim.sim.loop", __name__, "servesim.sim._engine_loop"})
+    return f"{policy.__name__}_{source_digest(*mods)}"
