@@ -110,7 +110,8 @@ def test_nccl_collectives_inside_the_rack(op):
 
 
 def test_kv_transfer_inside_one_rack_rides_nvlink():
-    rate, note = kv_link("gb200", 36)
+    gb, hgx = tables_for("gb200"), tables_for("b200")
+    rate, note = kv_link(gb.topology, gb.nvlink_bytes_per_s, 36)
     assert rate == pytest.approx(0.89 * 900e9) and "NVLink" in note
-    assert kv_link("gb200", 144) is None  # two racks: the scale-out network
-    assert kv_link("b200", 8) is None  # an HGX deployment's pools sit in different chassis
+    assert kv_link(gb.topology, gb.nvlink_bytes_per_s, 144) is None  # two racks: the scale-out network
+    assert kv_link(hgx.topology, hgx.nvlink_bytes_per_s, 8) is None  # HGX pools sit in different chassis

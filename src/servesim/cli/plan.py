@@ -195,13 +195,15 @@ def _capacity(args: argparse.Namespace) -> Output:
     link = LINKS["rdma"] if args.link is None else args.link
     if args.link is None:  # every pool inside one NVL72 rack: the KV rides NVLink (hardware.topology)
         from servesim._checks import ParameterError
+        from servesim.hardware.kernels import tables_for
         from servesim.hardware.names import canonical_gpu
         from servesim.hardware.topology import kv_link
 
         try:
-            rack = kv_link(canonical_gpu(gpu_list(args.gpu)[0]), args.gpus or 256)
+            t = tables_for(canonical_gpu(gpu_list(args.gpu)[0]))
         except ParameterError:  # a --catalog GPU: no measured topology
-            rack = None
+            t = None
+        rack = kv_link(t.topology, t.nvlink_bytes_per_s, args.gpus or 256) if t is not None else None
         if rack is not None:
             link = type(link)("nvlink", rack[0], rack[1])
     q = PlanQuestion(

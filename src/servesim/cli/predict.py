@@ -445,11 +445,13 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                          spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
     if args.link is None:  # workers of both pools in one NVL72 rack: the KV rides NVLink (hardware.topology)
+        from servesim.hardware.kernels import tables_for
         from servesim.hardware.names import canonical_gpu
         from servesim.hardware.topology import kv_link
 
         gpus = sum(pools[p].tp * pools[p].dp * workers[p] for p in pools)
-        rack = kv_link(canonical_gpu(row["gpu"], catalog), gpus)
+        t = tables_for(canonical_gpu(row["gpu"], catalog))
+        rack = kv_link(t.topology, t.nvlink_bytes_per_s, gpus) if t is not None else None
         if rack is not None:
             ln = type(ln)("nvlink", rack[0], rack[1])
     spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=pools["decode"].dp, **spec)

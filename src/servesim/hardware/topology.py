@@ -141,21 +141,18 @@ NVLINK_KV_EFFICIENCY = 0.89
 ``efficiency`` (400 of 450 GB/s, data/catalog/links.toml)."""
 
 
-def kv_link(gpu: str, gpus: int) -> tuple[float, str] | None:
-    """The prefill-to-decode KV link of a disaggregated deployment of ``gpus`` GPUs in all on ``gpu``
-    when it rides NVLink: on a multi-node NVLink domain (NVL72) whose one rack holds every worker of
-    both pools, the transfer goes GPU to GPU through NVSwitch at :data:`NVLINK_KV_EFFICIENCY` x the
-    GPU's NVLink rate (its kernel tables'); (bytes/s, note).  None elsewhere (an HGX node's pools
-    sit in different chassis: the RDMA default)."""
-    from servesim.hardware.kernels import tables_for
-
-    t = tables_for(gpu)
-    if t is None or not t.topology.mnnvl or not t.topology.within(check_int("gpus", gpus, lo=1)):
+def kv_link(topology: Topology, nvlink_bytes_per_s: float, gpus: int) -> tuple[float, str] | None:
+    """The prefill-to-decode KV link of a disaggregated deployment of ``gpus`` GPUs in all when it
+    rides NVLink: on a multi-node NVLink domain (NVL72) whose one rack holds every worker of both
+    pools, the transfer goes GPU to GPU through NVSwitch at :data:`NVLINK_KV_EFFICIENCY` x the GPU's
+    NVLink rate ``nvlink_bytes_per_s`` (its kernel tables'); (bytes/s, note).  None elsewhere (an HGX
+    node's pools sit in different chassis: the RDMA default)."""
+    if not topology.mnnvl or not topology.within(check_int("gpus", gpus, lo=1)):
         return None
-    rate = NVLINK_KV_EFFICIENCY * t.nvlink_bytes_per_s
+    rate = NVLINK_KV_EFFICIENCY * check_real("nvlink_bytes_per_s", nvlink_bytes_per_s, lo=0.0, lo_open=True)
     return rate, (f"links: KV transfer between the pools inside one NVL72 rack ({gpus} of "
-                  f"{t.topology.domain_gpus} GPUs): NVLink at {rate / 1e9:.0f} GB/s a GPU "
-                  f"({NVLINK_KV_EFFICIENCY:g} x {t.nvlink_bytes_per_s / 1e9:g})")
+                  f"{topology.domain_gpus} GPUs): NVLink at {rate / 1e9:.0f} GB/s a GPU "
+                  f"({NVLINK_KV_EFFICIENCY:g} x {nvlink_bytes_per_s / 1e9:g})")
 
 
 RACK_DEP_SIZES: tuple[int, ...] = (16, 24, 32, 48, 64, 72)
