@@ -110,3 +110,14 @@ def test_loop_auto_looks_for_this_policys_own_cached_core(tmp_path: Any, monkeyp
     (tmp_path / f"loop.core_{tag}-1.py311.nbi").write_bytes(b"")
     batching._CACHED_CORES.pop(Uncompiled, None)
     assert batching._kernels_cached(Uncompiled) is True
+
+
+def test_every_engine_of_the_data_file_names_its_policy_class() -> None:
+    # An engine is its engines.toml entry and the policy class its ``policy`` names ("module:Class").
+    from servesim.hardware.engines import ENGINES, policy_of
+
+    assert ENGINES == ("vllm", "sglang", "trtllm")
+    for name in ENGINES:
+        module, _, cls = policy_of(name).partition(":")
+        assert SCHEDULERS[name].__module__ == module and SCHEDULERS[name].__name__ == cls
+        assert SCHEDULERS[name].name == name

@@ -56,12 +56,24 @@ from typing import Any
 from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["ENGINES", "EngineProfile", "engine_profile"]
-
-ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
-"""Engines with a shipped profile."""
+__all__ = ["EngineProfile", "engine_profile", "policy_of"]  # and ENGINES (module __getattr__)
 
 _DATA = Path(__file__).parent / "data" / "engines.toml"
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``ENGINES``: the engines with a shipped profile, in engines.toml's order (read on first use)."""
+    if name == "ENGINES":
+        return tuple(_raw()["engine"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def policy_of(name: str) -> str:
+    """The scheduler policy of engine ``name`` as ``"module:Class"`` (engines.toml ``policy``)."""
+    entry = _raw()["engine"].get(name)
+    if entry is None or "policy" not in entry:
+        raise ParameterError("engine", name, f"one of {', '.join(_raw()['engine'])}")
+    return str(entry["policy"])
 
 
 EP_COMMS = ("allgather", "deepep", "deepep_normal")
@@ -319,7 +331,7 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
         check_int("cuda_graph_max_tokens", cuda_graph_max_tokens, lo=0, hi=65536)
     raw = _raw()["engine"]
     if name not in raw:
-        raise ParameterError("engine", name, f"one of {', '.join(ENGINES)}")
+        raise ParameterError("engine", name, f"one of {', '.join(_raw()['engine'])}")
     e = raw[name]
     large = memory_gib >= float(e["large_memory_gib"]) and gpu not in e["small_gpus"]
     tokens = int(e["max_num_batched_tokens_large" if large else "max_num_batched_tokens_small"])

@@ -3,28 +3,32 @@
 Each policy reads the replica's books (:class:`~servesim.sim.schedulers.base.EngineState`)
 and plans the next step; :func:`servesim.sim.batching.run_benchmark` prices and runs it, in
 Python or compiled from the same text (:mod:`servesim.sim._engine_loop`).  Adding an engine is
-one new module and one line in :data:`SCHEDULERS`.
+one new module and its entry in ``hardware/data/engines.toml`` (``policy = "module:Class"``), from
+which :data:`SCHEDULERS` is built.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from servesim._checks import ParameterError
-from servesim.hardware.engines import EngineProfile
+from servesim.hardware.engines import ENGINES, EngineProfile, policy_of
 from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
-from servesim.sim.schedulers.sglang import SglangScheduler
-from servesim.sim.schedulers.trtllm import TrtllmScheduler
-from servesim.sim.schedulers.vllm import VllmScheduler
 
 __all__ = ["SCHEDULERS", "EngineState", "Scheduler", "StepPlan", "make_scheduler"]
 
-SCHEDULERS: dict[str, type[Scheduler]] = {
-    "vllm": VllmScheduler,
-    "sglang": SglangScheduler,
-    "trtllm": TrtllmScheduler,
-}
-"""Policy of each engine, by the engine's name."""
+def _policy(spec: str) -> type[Scheduler]:
+    """The class ``"module:Class"`` names."""
+    module, _, name = spec.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, Scheduler)):
+        raise TypeError(f"{spec} is not a scheduler policy (a subclass of Scheduler)")
+    return cls
+
+
+SCHEDULERS: dict[str, type[Scheduler]] = {name: _policy(policy_of(name)) for name in ENGINES}
+"""Policy of each engine, by the engine's name (engines.toml ``policy``; a test may add its own)."""
 
 
 def make_scheduler(name: str, profile: EngineProfile, options: dict[str, Any] | None = None) -> Scheduler:
