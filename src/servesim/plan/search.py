@@ -589,7 +589,7 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
 
     jobs = max(1, min(2, os.cpu_count() or 1, q.confirm_top))
     tasks = [(r, q, r.get("gpu") or gname, catalog) for r in rows[:max(1, q.confirm_top)]]
-    _compiled_loop(len(tasks))
+    _compiled_loop(len(tasks), q.engine)
     done = map_tasks(_confirm_task, tasks, jobs=jobs, progress=progress)
     out: list[dict[str, Any]] = []
     pts: list[dict[str, Any]] = []
@@ -609,16 +609,20 @@ _REQUESTS_PER_ROW = 30_000
 steady-state trials of 4,000, the front's three operating points; a disaggregated row's pools each)."""
 
 
-def _compiled_loop(rows: int) -> None:
+def _compiled_loop(rows: int, engine: str) -> None:
     """Load the compiled engine loop (:mod:`servesim.sim._engine_loop`) before the rows are confirmed,
     so that every run takes it (``run_benchmark``'s ``loop="auto"`` does once it is loaded) and the
     worker processes fork with it, where the confirmation simulates past
     :data:`servesim.sim.batching.AUTO_COMPILE_REQUESTS` and numba's disk cache holds its kernels (about
-    a second to load; without the cache, compiling costs more than the Python loop saves, and the
-    Python loop runs).  The same results to the last bit either way."""
+    a second to load; without the cache of ``engine``'s policy compiled from the current sources,
+    compiling costs more than the Python loop saves, and the Python loop runs).  The same results to
+    the last bit either way."""
     from servesim.sim import batching
+    from servesim.sim.schedulers import SCHEDULERS
 
-    if rows * _REQUESTS_PER_ROW >= batching.AUTO_COMPILE_REQUESTS and batching._kernels_cached():
+    policy = SCHEDULERS.get(engine)
+    if rows * _REQUESTS_PER_ROW >= batching.AUTO_COMPILE_REQUESTS and policy is not None \
+            and batching._kernels_cached(policy):
         import servesim.sim._engine_loop  # noqa: F401
 
 
