@@ -556,3 +556,16 @@ def test_a_read_back_disaggregated_launch_predicts_the_same() -> None:
                               int(d.extra["decode_workers"]), ln.bytes_per_s, b, **d.speculation)
     for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput", "decode_batch", "mean_kv_transfer_ms"):
         assert a[key] == c[key], key
+
+
+def test_a_gpu_of_the_users_catalog_launches_and_reads_back(tmp_path: Path) -> None:
+    from servesim.hardware.catalog import load_catalog
+
+    cat_file = tmp_path / "cat.toml"
+    cat_file.write_text("[gpu.my-h200]\nhbm_TBps = 4.8\nbf16_TFLOPS = 989.4\nmemory_GiB = 140.4\n"
+                        "interconnect_GBps = 450\nfp8_TFLOPS = 1978.9\n")
+    cat = load_catalog(str(cat_file))
+    dep = Deployment(LLAMA8, "my-h200", dtype="fp8")
+    launch = deploy_colocated(dep, BENCHES[0], catalog=cat)
+    p = parse_launch(launch.engine_commands[""], catalog=cat)
+    assert p.deployment == canonical(dep, catalog=cat) and "--gpu my-h200" in launch.engine_commands[""]

@@ -129,6 +129,7 @@ def predict_deploy(
     spec: dict[str, Any],
     workers: tuple[int, int] = (1, 1),
     link_bytes_per_s: float = 0.0,
+    catalog: Any = None,
 ) -> None:
     """``out["deploy"]``: the launch of the deployment ``pools`` (``""`` colocated, else ``prefill`` and
     ``decode``) and the benchmark ``bench`` as predicted, speculation ``spec`` at the draft length
@@ -142,10 +143,18 @@ def predict_deploy(
     }
     k = (out.get("speculation") or {}).get("k") or out.get("speculative_k") or spec.get("k")
     if "" in pools:
-        out["deploy"] = deploy_colocated(pools[""], bench, k=k, **kw).as_dict()
+        out["deploy"] = deploy_colocated(pools[""], bench, k=k, catalog=catalog, **kw).as_dict()
     else:
         out["deploy"] = deploy_disaggregated(
-            pools["prefill"], workers[0], pools["decode"], workers[1], link_bytes_per_s, bench, k=k, **kw
+            pools["prefill"],
+            workers[0],
+            pools["decode"],
+            workers[1],
+            link_bytes_per_s,
+            bench,
+            k=k,
+            catalog=catalog,
+            **kw,
         ).as_dict()
 
 
@@ -170,11 +179,11 @@ def predict_from_commands(args: argparse.Namespace, catalog: Any) -> dict[str, A
             "(or give --engine-command for a colocated replica)"
         )
     bench = parse_benchmark(_text(given["bench"]))
-    hint = {"gpu": args.gpu, "model": args.model}
+    hint = {"gpu": args.gpu, "model": args.model, "catalog": catalog}
     if given["engine"] is not None:
         p = parse_launch(_text(given["engine"]), **hint)
         out = predict(p.deployment, bench, catalog=catalog, **p.speculation)
-        predict_deploy(out, bench, {"": p.deployment}, p.speculation)
+        predict_deploy(out, bench, {"": p.deployment}, p.speculation, catalog=catalog)
         return out
     pre = parse_launch(_text(str(given["prefill"])), **hint)
     dec = parse_launch(_text(str(given["decode"])), **hint)
@@ -193,5 +202,6 @@ def predict_from_commands(args: argparse.Namespace, catalog: Any) -> dict[str, A
         dec.speculation,
         (wp, wd),
         ln.bytes_per_s,
+        catalog,
     )
     return out

@@ -399,7 +399,7 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
             from servesim.cli.deploy import predict_deploy
 
-            predict_deploy(out, bench, {"": dep}, spec_kw)
+            predict_deploy(out, bench, {"": dep}, spec_kw, catalog=catalog)
     if row.get("labels"):
         out = {**row["labels"], **out}
     if row.get("measured"):
@@ -461,7 +461,8 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
     if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
         from servesim.cli.deploy import predict_deploy
 
-        predict_deploy(out, bench, pools, spec_kw, (workers["prefill"], workers["decode"]), ln.bytes_per_s)
+        predict_deploy(out, bench, pools, spec_kw, (workers["prefill"], workers["decode"]), ln.bytes_per_s,
+                       catalog)
     return out
 
 

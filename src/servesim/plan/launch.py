@@ -289,7 +289,9 @@ def _release(dep: Deployment, resolved: str) -> str | None:
     return next((c for c in candidates if c in known), None)
 
 
-def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str | None, str]:
+def _weights(
+    dep: Deployment, engine: str, catalog: Any = None
+) -> tuple[str | None, str | None, str | None, str]:
     """How the engine gets the weights ``dep.dtype`` names: (``--quantization`` value or None, the
     checkpoint to load in place of the model's own or None, a ``CHECKPOINT`` the user must supply
     (its description) or None, a note)."""
@@ -302,7 +304,7 @@ def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str 
     arch = model_architecture(dep.model)
     own = _own_dtype(dep)
     par = Parallelism(dep.tp, dep.dp, dep.ep)  # as the pricer resolves it (block FP8 where it splits)
-    resolved = moe_dtype(dtype, arch, canonical_gpu(dep.gpu), par) if arch is not None else dtype
+    resolved = moe_dtype(dtype, arch, canonical_gpu(dep.gpu, catalog), par) if arch is not None else dtype
     flag = {"fp8": "fp8", "fp8_block": "fp8", "mxfp4": "mxfp4", "fp4": "modelopt_fp4"}.get(resolved)
     quant = flag if engine != "trtllm" else None
     if resolved == own or (dtype == "fp8" and own in ("fp8", "fp8_block")):
@@ -351,7 +353,7 @@ def _weights(dep: Deployment, engine: str) -> tuple[str | None, str | None, str 
 def _served(dep: Deployment, catalog: Any = None) -> tuple[str, str]:
     """(the checkpoint the engine loads, shell-quoted or ``"$CHECKPOINT"``; its note)."""
     ckpt, note = _checkpoint(dep, catalog)
-    _, release, supply, _ = _weights(dep, dep.engine)
+    _, release, supply, _ = _weights(dep, dep.engine, catalog)
     if supply is not None:
         return _Raw('"$CHECKPOINT"'), note
     return (release or ckpt), ("" if release else note)
@@ -434,7 +436,7 @@ def engine_command(
 
     eng = flag_profile(dep, catalog)
     ckpt, ckpt_note = _served(dep, catalog)
-    quant, _, supply, weights_note = _weights(dep, dep.engine)
+    quant, _, supply, weights_note = _weights(dep, dep.engine, catalog)
     s = _Script(servesim=["--model", dep.model, "--gpu", canonical_gpu(dep.gpu, catalog), *servesim])
     s.program = ENGINE_PROGRAMS[dep.engine]
     if spec not in (None, "none") and "--spec" not in s.servesim:  # engines' names are not one to one
@@ -705,12 +707,12 @@ def _trtllm(
 # ------------------------------------------------------------------------------ the benchmark
 
 
-def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1) -> str:
+def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1, catalog: Any = None) -> str:
     """The client's command that measures ``bench`` against ``dep``'s server (one of ``replicas``
     replicas: the rate is that replica's share), as the prediction ran it."""
     client = bench.client
     name = client.name
-    served = _served(dep)[0]
+    served = _served(dep, catalog)[0]
     model = served if isinstance(served, _Raw) else shlex.quote(served)
     extra = ["--warmup-prompts", str(bench.warmup)] if bench.warmup else []
     if name == "inferencemax" and client.warm_server:
@@ -823,7 +825,10 @@ def deploy_colocated(
     if replicas > 1:  # a comment under the first line: servesim predicts one replica
         first, rest = cmd.split("\n", 1)
         cmd = f"{first}\n# one of {replicas} replicas, each on its own GPUs behind a load balancer\n{rest}"
-    files = {"launch.sh": cmd, "benchmark.sh": benchmark_command(bench, dep, replicas=replicas)}
+    files = {
+        "launch.sh": cmd,
+        "benchmark.sh": benchmark_command(bench, dep, replicas=replicas, catalog=catalog),
+    }
     if TRTLLM_YAML in cmd:
         files[TRTLLM_YAML] = _heredoc(cmd)
     notes = [*notes, *_spec_notes(spec)]
@@ -896,7 +901,7 @@ def deploy_disaggregated(
     dcmd, dnotes = engine_command(
         decode, spec=spec, k=k, tree=tree, draft=draft, servesim=common + sv, pool="decode", catalog=catalog
     )
-    bcmd = benchmark_command(bench, decode)
+    bcmd = benchmark_command(bench, decode, catalog=catalog)
     dynamo, dynamo_files = _dynamo(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd)
     files = {
         "prefill.sh": pcmd,

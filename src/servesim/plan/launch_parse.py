@@ -46,7 +46,9 @@ def _servesim(args: list[str]) -> dict[str, str | None]:
     return _pairs(args)
 
 
-def parse_launch(text: str, *, gpu: str | None = None, model: str | None = None) -> ParsedLaunch:
+def parse_launch(
+    text: str, *, gpu: str | None = None, model: str | None = None, catalog: Any = None
+) -> ParsedLaunch:
     """The deployment a launch script starts (see the module docstring); ``gpu`` and ``model`` stand in
     where its first line does not name them."""
     s = split_script(text)
@@ -72,7 +74,7 @@ def parse_launch(text: str, *, gpu: str | None = None, model: str | None = None)
     if sv.get("--dtype"):
         fields["dtype"] = sv["--dtype"]
     spec_args = _speculation(s, o, sv)
-    dep = canonical(Deployment(**fields), spec_args.get("spec"))
+    dep = canonical(Deployment(**fields), spec_args.get("spec"), catalog)
     extra = {
         k[2:].replace("-", "_"): v
         for k, v in sv.items()
@@ -247,7 +249,7 @@ def _speculation(s: Script, o: dict[str, str | None], sv: dict[str, str | None])
     return out
 
 
-def canonical(dep: Deployment, spec: str | None = None) -> Deployment:
+def canonical(dep: Deployment, spec: str | None = None, catalog: Any = None) -> Deployment:
     """``dep`` with each setting that equals the engine's default for it read as the default
     (None): the budget, the running limit, the memory share, the overlap scheduler (for a run of
     speculation ``spec``) and the experts' exchange.  Two deployments with the same canonical form
@@ -255,13 +257,14 @@ def canonical(dep: Deployment, spec: str | None = None) -> Deployment:
     from servesim.plan.launch import _overlap, flag_profile
 
     base = flag_profile(
-        replace(dep, max_num_batched_tokens=None, max_num_seqs=None, memory_fraction=None, overlap=None)
+        replace(dep, max_num_batched_tokens=None, max_num_seqs=None, memory_fraction=None, overlap=None),
+        catalog,
     )
     if dep.max_num_batched_tokens == base.max_num_batched_tokens:
         dep = replace(dep, max_num_batched_tokens=None)
     if dep.max_num_seqs == base.max_num_seqs:
         dep = replace(dep, max_num_seqs=None)
-    mem = flag_profile(replace(dep, memory_fraction=None)).memory_fraction
+    mem = flag_profile(replace(dep, memory_fraction=None), catalog).memory_fraction
     if dep.memory_fraction == mem:
         dep = replace(dep, memory_fraction=None)
     if dep.overlap is not None and dep.overlap == _overlap(replace(dep, overlap=None), base, spec):
