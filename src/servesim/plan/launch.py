@@ -21,10 +21,12 @@ YAML written by a here-document, carrying every setting the prediction priced:
   (SGLang ``--enable-mixed-chunk``, ``--max-prefill-tokens``, ``--scheduler-recv-interval``;
   TensorRT-LLM ``--enable_chunked_prefill``);
 * the checkpoint: the model's own Hugging Face id for its own weights; for FP8 weights of a BF16
-  checkpoint, vLLM's and SGLang's online ``--quantization fp8`` (per-tensor, what servesim prices
-  for a dense FP8 model); where no engine flag makes the weights (TensorRT-LLM, FP4 or INT4 of a
-  BF16 checkpoint, an EAGLE head servesim has no id for) a ``${CHECKPOINT:?...}`` line that stops
-  the script and says what to supply.
+  checkpoint, the publisher's own release where servesim knows one (Qwen's ``-FP8`` block-FP8,
+  NVIDIA's ``-NVFP4``), else vLLM's and SGLang's online ``--quantization fp8`` (per-tensor, what
+  servesim prices for a dense FP8 model); where no engine flag makes the weights (TensorRT-LLM, FP4
+  or INT4 of a BF16 checkpoint) a ``${CHECKPOINT:?...}`` line stops the script and says what to
+  supply, as ``${DRAFT_MODEL:?...}`` does for an EAGLE head or draft model servesim has no id for.
+  Quantized weights the plan chose change the outputs: the notes say so.
 
 What no engine flag carries (servesim's model name, the GPU, the acceptance, the pools' worker
 counts, the link) is written on the script's first line, ``# servesim predict ...``, so that
