@@ -159,3 +159,37 @@ def test_a_gpu_with_less_bandwidth_and_compute_is_never_faster_on_the_same_table
                 assert slow.prefill_attention(1, 4096, *args).ms >= t.prefill_attention(1, 4096, *args).ms
         for n in (2, 4, 8):
             assert slow.allreduce(n, 2**22).ms >= t.allreduce(n, 2**22).ms
+
+
+# --------------------------------------------------------------------------- (3) EPLB's redundant slots
+
+
+def test_eplb_slots_make_ep72_possible_and_cost_weights():
+    """DeepSeek-R1's 256 experts do not divide by 72; with 32 redundant slots 288 do (4 a GPU).  Each
+    slot is a whole expert copy: 3 x 7168 x 2048 FP8 bytes a layer over 58 MoE layers, so the
+    weights per GPU grow by slots / ep of that; the experts' time never falls as slots are added
+    (balancing is not credited), and a count that leaves ranks unequal is refused by name."""
+    from servesim._checks import ParameterError
+
+    arch = model_architecture("deepseek-ai/DeepSeek-R1")
+    eng = engine_profile("trtllm", gpu="gb200")
+    with pytest.raises(ParameterError, match="ep"):
+        MoEStepModel(arch, "gb200", Parallelism(1, 72, 72), engine=eng)
+    with pytest.raises(ParameterError, match="eplb_slots"):
+        MoEStepModel(arch, "gb200", Parallelism(1, 72, 72), engine=eng, eplb_slots=30)
+    with pytest.raises(ParameterError, match="eplb_slots"):
+        MoEStepModel(arch, "gb200", Parallelism(8, 1, 1), engine=eng, eplb_slots=8)  # no EP
+    sm72 = MoEStepModel(arch, "gb200", Parallelism(1, 72, 72), engine=eng, eplb_slots=32)
+    assert "4 experts a GPU over EP72" in " ".join(sm72.pricing_notes)
+    expert = 3 * 7168 * 2048 * 1.0 * 58  # one expert's FP8 weights over the MoE layers
+    base = MoEStepModel(arch, "gb200", Parallelism(1, 64, 64), engine=eng)
+    prev = 0.0
+    for slots in (0, 64, 128):
+        sm = MoEStepModel(arch, "gb200", Parallelism(1, 64, 64), engine=eng, eplb_slots=slots)
+        extra = sm.weight_bytes_per_gpu - base.weight_bytes_per_gpu
+        # 58 MoE layers, plus the multi-token-prediction layer's experts held beside them (59: +1.7%)
+        # and the block-FP8 scales: within 3%
+        assert extra == pytest.approx(slots / 64 * expert, rel=0.03)
+        moe = _op(sm.decode_step(2048, 2048), "moe layer (shared experts on a second stream)").priced_s
+        assert moe >= prev
+        prev = moe

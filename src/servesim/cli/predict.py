@@ -334,6 +334,11 @@ def _disagg_arguments(p: argparse.ArgumentParser) -> None:
     from servesim.cli.common import add_ep_comm_argument
 
     add_ep_comm_argument(p)
+    p.add_argument("--eplb-slots", type=int, default=None,
+                   help="MoE models with --ep: EPLB's redundant expert slots over the EP ranks (SGLang "
+                   "--ep-num-redundant-experts, vLLM --num-redundant-experts, TensorRT-LLM "
+                   "load_balancer num_slots less the experts), so that experts + slots divide by --ep; "
+                   "each GPU holds and reads its share of them (default 0)")
     p.add_argument("--link", type=link, default=None,
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
 
@@ -414,7 +419,9 @@ def _ep_comm(args: argparse.Namespace) -> dict[str, Any]:
     from servesim.cli.common import ep_comm_of
 
     value = ep_comm_of(args)
-    return {} if value is None else {"ep_comm": value}
+    slots = getattr(args, "eplb_slots", None)
+    out: dict[str, Any] = {} if value is None else {"ep_comm": value}
+    return out if slots is None else {**out, "eplb_slots": slots}
 
 
 def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,

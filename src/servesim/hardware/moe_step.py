@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -310,6 +310,30 @@ class _Batch:
     graph: bool
 
 
+def _eplb(arch: Any, par: Parallelism, slots: int) -> tuple[Any, str]:
+    """The architecture as an EPLB deployment places it, and the note: ``slots`` redundant expert
+    slots (SGLang ``--ep-num-redundant-experts``, vLLM ``--num-redundant-experts`` of its EPLB config,
+    TensorRT-LLM ``moe_config.load_balancer.num_slots`` less the experts) give each of the ``ep`` ranks
+    ``(experts + slots) / ep`` expert copies, which the MoE tables' shape lookup and the weights per
+    GPU then count; the router still scores the model's experts.  Load balance is not credited: the
+    tables' power-law routing (the hottest rank) stays, so the slots cost memory and reads and buy the
+    EP sizes that do not divide the experts (DeepSeek-R1's 256 + 32 = 288 over EP72, 4 a rank)."""
+    n = check_int("eplb_slots", slots, lo=0, hi=4096)
+    if n == 0:
+        return arch, ""
+    if par.ep == 1:
+        raise ParameterError("eplb_slots", slots, "0 without expert parallelism (ep 1): EPLB places "
+                             "redundant experts over EP ranks")
+    total = arch.experts + n
+    if total % par.ep:
+        raise ParameterError("eplb_slots", slots, f"a count that with the {arch.experts} routed experts "
+                             f"makes a multiple of ep={par.ep} (each rank the same number of slots)")
+    note = (f"EPLB: {n} redundant expert slots, {total // par.ep} experts a GPU over EP{par.ep} "
+            f"({arch.experts} routed); the routing imbalance stays the tables' power law (balancing not "
+            "credited)")
+    return replace(arch, experts=total), note
+
+
 class MoEStepModel:
     """Prices steps of one replica of an MoE or MLA model (see the module docstring).
 
@@ -322,8 +346,10 @@ class MoEStepModel:
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
                  tables: KernelTables | None = None, catalog: Any = None,
                  moe_activations: str | None = None, moe_backend: str | None = None,
-                 gemm_backend: str | None = None, ep_comm: str | None = None) -> None:
+                 gemm_backend: str | None = None, ep_comm: str | None = None, eplb_slots: int = 0) -> None:
         _check_options(moe_activations, moe_backend, gemm_backend, ep_comm)
+        self.routed_experts = arch.experts  # the router's logits (EPLB's redundant slots add none)
+        arch, self.eplb_note = _eplb(arch, par, eplb_slots)
         self.arch = arch
         self.shape = arch
         self.gpu = gpu
@@ -523,7 +549,7 @@ class MoEStepModel:
         attention), on a backend the user chose, or scales by a fitted factor (the experts of a
         step that prefills), to print beside the figures."""
         notes = (self.mla_prefill_note, self.moe_backend_note, self.gemm_backend_note, self.moe_prefill_note,
-                 self.links_note)
+                 self.eplb_note, self.links_note)
         return tuple(n for n in notes if n)
 
     @property
@@ -600,8 +626,14 @@ class MoEStepModel:
                 if d is None or tab is None:
                     continue
                 try:
-                    lk: Lookup = tab.moe(d, max(1.0, m_all), a.hidden, a.moe_intermediate,
-                                         a.experts_per_token, a.experts, p.moe_tp, p.ep)
+                    shape = (max(1.0, m_all), a.hidden, a.moe_intermediate, a.experts_per_token)
+                    lk: Lookup = tab.moe(d, *shape, self.routed_experts, p.moe_tp, p.ep)
+                    if a.experts != self.routed_experts:  # EPLB's slots: more expert copies a rank (_eplb)
+                        r = (tab.moe_roofline_ms(d, *shape, a.experts, p.moe_tp, p.ep)
+                             / tab.moe_roofline_ms(d, *shape, self.routed_experts, p.moe_tp, p.ep))
+                        how = (f"EPLB slots: the routed experts' time x{max(1.0, r):.3g} (roofline of "
+                               f"{a.experts} over {self.routed_experts} experts)")
+                        lk = Lookup(lk.ms * max(1.0, r), False, "; ".join(x for x in (how, lk.note) if x))
                     return lk.ms * 1e-3, lk.measured and not why, "; ".join(x for x in (why, lk.note) if x)
                 except ParameterError:
                     continue
@@ -886,8 +918,8 @@ class MoEStepModel:
                     nbytes=e_local_w + pairs * (h + inter_local) * ACTIVATION_BYTES * 2,
                     flops=2.0 * pairs * 3 * h * inter_local, dtype=_PEAK[self.moe_kernel_dtype or self.dtype])
         inter = a.shared_experts * a.shared_intermediate
-        router_t, _, _ = self._gemm(m, a.experts, h, "bf16")
-        router = self._gemm_op("router", n_moe, router_t, m, a.experts, h, 2.0, "bf16", True, "")
+        router_t, _, _ = self._gemm(m, self.routed_experts, h, "bf16")
+        router = self._gemm_op("router", n_moe, router_t, m, self.routed_experts, h, 2.0, "bf16", True, "")
         shared = self._mlp_op("shared experts", n_moe, m, inter) if inter else None
         ops: list[Op] = []
         if shared is not None and x.graph and self.engine.shared_experts_overlap == a.attention:

@@ -143,6 +143,7 @@ class Deployment:
     moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
     gemm_backend: str | None = None  # SGLang's block-FP8 linear-layer backend (GEMM_BACKENDS); None: default
     ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
+    eplb_slots: int = 0  # EPLB's redundant expert slots over the EP ranks (MoEStepModel); 0: none
     piecewise_cuda_graphs: bool = False  # prefill steps in piecewise CUDA graphs (engine_profile)
     speculating: bool = False  # the step model of a speculative run (engine_profile's ``speculating``)
 
@@ -162,6 +163,7 @@ class Deployment:
         if self.moe_activations not in (None, "mxfp8"):
             raise ParameterError("moe_activations", self.moe_activations,
                                  "None (the engine's default) or mxfp8")
+        check_int("eplb_slots", self.eplb_slots, lo=0, hi=4096)
         if self.ep_comm is not None and self.ep_comm not in EP_COMMS:
             raise ParameterError("ep_comm", self.ep_comm,
                                  f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
@@ -288,6 +290,9 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         raise ParameterError("dp" if dep.dp > 1 else "ep", dep.dp if dep.dp > 1 else dep.ep,
                              f"1 for a dense model ({dep.model}): attention data parallel and expert "
                              "parallel apply to mixture-of-experts models")
+    if arch is None and dep.eplb_slots:
+        raise ParameterError("eplb_slots", dep.eplb_slots, f"0 for a dense model ({dep.model}): EPLB places "
+                             "redundant experts of mixture-of-experts models")
     eng = engine_profile(dep.engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30,
                          max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
                          scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp,
@@ -300,7 +305,8 @@ def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, f
         msm = MoEStepModel(arch, gname, par,
                            dtype=moe_dtype(dep.dtype, arch, gname, par), kv_dtype=dep.kv_dtype, engine=eng,
                            catalog=catalog, moe_activations=dep.moe_activations,
-                           moe_backend=dep.moe_backend, gemm_backend=dep.gemm_backend, ep_comm=dep.ep_comm)
+                           moe_backend=dep.moe_backend, gemm_backend=dep.gemm_backend, ep_comm=dep.ep_comm,
+                           eplb_slots=dep.eplb_slots)
         if msm.kv_capacity_tokens(gpu.memory_bytes) <= 0:
             per = msm.weight_bytes_per_gpu / 2**30
             # the most weights a GPU can hold and keep KV room: the engine's share of HBM less its reserve
