@@ -52,7 +52,7 @@ from servesim.hardware.speculation import Speculation
 from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
-from servesim.sim.schedulers import EngineState, Scheduler, make_scheduler
+from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
 from servesim.sim.schedulers.base import core_tag, list_column
 
 __all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "run_benchmark"]
@@ -301,7 +301,8 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     eng = model.engine
     if scheduler is None or isinstance(scheduler, str):
         name = scheduler or eng.name
-        policy = make_scheduler(name, eng, {"reserve": True} if reserve and name == "vllm" else None)
+        policy = make_scheduler(name, eng, {"reserve": True} if reserve and SCHEDULERS[name].takes_reserve
+                                else None)
     else:
         policy = scheduler
     capacity = model.kv_capacity_tokens(memory_bytes)

@@ -43,8 +43,7 @@ def simulate_colocated(sm: StepModel, memory_bytes: float, replicas: int, rate_p
     for i in range(n):
         mine = arr[i::n]
         bench = Benchmark(isl, osl, rate_per_s=rate / n, num_prompts=len(mine), seed=seed)
-        per.append(run_benchmark(sm, bench, memory_bytes, arrival_times=mine,
-                                 reserve=sm.engine.name != "vllm"))
+        per.append(run_benchmark(sm, bench, memory_bytes, arrival_times=mine))
     wall = time.perf_counter() - t0
     return _merge(per, osl, wall, {"mode": "agg", "replicas": n})
 
@@ -131,7 +130,7 @@ def replay_colocated(sm: StepModel, memory_bytes: float, replicas: int, arrival_
         first_isl, first_osl = mine[0][1]
         bench = Benchmark(first_isl, first_osl, rate_per_s=1.0, num_prompts=len(mine), seed=seed)
         per.append(run_benchmark(sm, bench, memory_bytes, arrival_times=[a for a, _ in mine],
-                                 lengths=[ln for _, ln in mine], reserve=sm.engine.name != "vllm"))
+                                 lengths=[ln for _, ln in mine]))
     wall = time.perf_counter() - t0
     out_tokens = sum(o for _, (_, o) in keep)
     merged = _merge(per, 1, wall, {"mode": "agg", "replicas": n, "dropped": dropped})

@@ -93,7 +93,7 @@ class LoopState:
     max_steps: int
     prefilled: bool  # a decode worker: requests arrive with their prompt's KV cache
     keep: bool  # keep each request's times
-    overhead_s: float  # the engine's per-request overhead, added to TTFT
+    overhead_s: float  # the engine's per-request overhead: the client sees every token this much later
     spec_add_s: float  # the draft steps' time, added to a step with decoding sequences
     prefilled_watermark: float
     recv_every: int  # the scheduler's receive interval
@@ -243,10 +243,14 @@ def receive(s: EngineState, L: LoopState) -> None:
 
 
 def next_send(L: LoopState) -> float:
-    """When the next request can enter the queue without a finish (inf: only after one)."""
+    """When the next request can enter the queue without a finish (inf: only after one): its send
+    time, or in a closed loop when its client is free, if later."""
     if L.send_head >= L.requests or (L.has_slots and L.slots_head >= L.slots_tail):
         return _INF
-    return L.sends[L.send_head]
+    at = L.sends[L.send_head]
+    if L.has_slots and L.slots_free[L.slots_head] > at:
+        at = L.slots_free[L.slots_head]
+    return at
 
 
 def first_token(s: EngineState, L: LoopState, r: int, overhead: float) -> None:
@@ -430,8 +434,8 @@ def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float) -> None:
             L.kept_f[3 * k + 1] = s.first[r]
             L.kept_f[3 * k + 2] = now
             L.n_kept = k + 1
-        if L.has_slots:
-            L.slots_free[L.slots_tail] = now
+        if L.has_slots:  # the client has its last token the engine's overhead later (as its first)
+            L.slots_free[L.slots_tail] = now + L.overhead_s
             L.slots_tail += 1
         if r >= L.warmup:
             L.measured_done += 1

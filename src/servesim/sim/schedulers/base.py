@@ -440,6 +440,7 @@ class Scheduler:
     other methods run in Python, before the loop."""
 
     name: ClassVar[str] = ""
+    takes_reserve: ClassVar[bool] = False  # has a "reserve" option (admit only what fits whole)
 
     def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
         self.profile = profile

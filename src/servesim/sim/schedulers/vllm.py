@@ -39,6 +39,7 @@ class VllmScheduler(Scheduler):
     """vLLM V1 (see the module docstring: ``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``)."""
 
     name: ClassVar[str] = "vllm"
+    takes_reserve: ClassVar[bool] = True  # run_benchmark(reserve=True) sets the option below
     reserve: bool  # admit only what fits whole (not vLLM's behaviour; kept for comparisons)
 
     def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
