@@ -252,3 +252,18 @@ def test_the_dense_hybrid_is_priced_with_its_mlp_in_every_layer() -> None:
     assert not any(op.kind == "moe" for op in ops.values()) and "router" not in ops
     # two all-reduces a layer (after attention, after the MLP), as a dense model
     assert ops["all-reduce"].count == 128
+
+
+@pytest.mark.parametrize("hf_id", ["Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-27B"])
+def test_the_mtp_module_is_one_full_attention_layer(hf_id: str) -> None:
+    from servesim.hardware.speculation import draft_model_for
+
+    a = _arch(hf_id)
+    sm = MoEStepModel(a, "b200", Parallelism(8, 1, 1), engine=engine_profile("vllm", gpu="b200"))
+    drafter = draft_model_for(sm, "mtp")
+    one = drafter.arch
+    assert one.layers == 1 and one.linear_layers == 0 and one.moe_layers == (1 if a.experts else 0)
+    names = {op.name for op in drafter.step(32, 2048).ops}
+    assert "attention" in names and "gated delta net" not in names
+    # one layer of the target's kind costs less than the target's whole step
+    assert drafter.step(32, 2048).total_s < sm.step(32, 2048).total_s

@@ -121,10 +121,14 @@ def _mtp_module(sm: MoEStepModel, method: str) -> MoEStepModel:
     if not arch.mtp_layers:
         raise ParameterError("spec", method, f"a method {arch.name} has: it has no MTP module "
                              "(num_nextn_predict_layers is 0); use ngram or a draft model")
+    # Qwen3.5's MTP layer is a full-attention layer (vLLM models/qwen3_next_mtp.py builds it with
+    # layer_type "full_attention"), MoE where the target is, dense in the dense Qwen3.5-27B
+    moe = bool(arch.experts)
+    gdn = ("in_proj_qkvz", "in_proj_ba", "out_proj")
     parts = None if arch.quantized_parts is None else tuple(
-        p for p in arch.quantized_parts if p != "dense_mlp")
-    one = replace(arch, layers=1, layer_windows=arch.layer_windows[-1:], layer_moe=(True,),
-                  quantized_parts=parts)
+        p for p in arch.quantized_parts if (p != "dense_mlp" or not moe) and p not in gdn)
+    one = replace(arch, layers=1, layer_windows=arch.layer_windows[-1:], layer_moe=(moe,),
+                  layer_linear=(False,) if arch.layer_linear else (), quantized_parts=parts)
     return MoEStepModel(one, sm.gpu, sm.par, dtype=sm.dtype, kv_dtype=sm.kv_dtype, engine=sm.engine,
                         tables=sm.tables)
 
