@@ -529,7 +529,9 @@ class Architecture:
         else :attr:`name`): its parameters, active parameters and experts, MLA's latent written as
         one KV head of ``(kv_lora_rank + qk_rope_head_dim) / 2`` values each for K and V (the
         catalog's DeepSeek-V3 entry does the same), the checkpoint's mean bytes per parameter.
-        Sliding windows are not a ModelSpec field: its KV counts every layer in full."""
+        Sliding windows are not a ModelSpec field: its KV counts every layer in full (a gated-delta-net
+        layer too, which holds none: the step model's KV is the one to read for Qwen3.5); a model
+        without experts is one of a single expert."""
         from servesim.hardware.roofline import ModelSpec
 
         mla = self.attention == "mla"
@@ -541,7 +543,7 @@ class Architecture:
             vocab_size=self.vocab, params=params, active_params=min(self.active_params, params),
             attention="mla" if mla else ("mha" if self.kv_heads == self.heads else "gqa"),
             weight_bytes_per_param=self.checkpoint_bytes / params, tied_embeddings=self.tied_embeddings,
-            experts=self.experts, experts_per_token=self.experts_per_token,
+            experts=max(1, self.experts), experts_per_token=max(1, self.experts_per_token),
             kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
             qk_nope_head_dim=self.qk_nope_head_dim, v_head_dim=self.v_head_dim,
             description=f"{self.family} read from {self.source or 'its config.json'}")

@@ -217,6 +217,19 @@ def _pass_figures(step1: PassTime, pre: PassTime, context_tokens: int) -> Row:
     }
 
 
+def _hybrid(name: str) -> Any:
+    """The architecture of a dense model with gated-delta-net layers (Qwen3.5-27B: the MoE step model
+    prices it, with no experts), else None."""
+    from servesim._checks import InputError
+    from servesim.hardware.architectures import find_architecture
+
+    try:
+        arch = find_architecture(name)
+    except InputError:  # a dense config.json: the dense reader's
+        return None
+    return arch if arch is not None and arch.linear_layers else None
+
+
 def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
                         kv_dtype: str, catalog: Any = None, dp: int = 1, ep: int = 1,
                         ep_comm: str | None = None) -> Any:
@@ -232,7 +245,7 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
     gname = canonical_gpu(gpu_name, catalog)
     eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp * dp, dp=dp)
     arch = find_architecture(model.name) if getattr(model, "experts", 1) > 1 or \
-        getattr(model, "attention", "") == "mla" else None
+        getattr(model, "attention", "") == "mla" else _hybrid(model.name)
     if arch is None and (dp > 1 or ep > 1):
         raise ParameterError("dp", dp, f"1 with ep 1: --dp and --ep apply to mixture-of-experts models, not "
                              f"{model.name}")
