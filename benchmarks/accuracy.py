@@ -472,6 +472,18 @@ def leave_one_source_out(results: list[dict[str, Any]]) -> dict[str, float]:
     return full
 
 
+def overhead_effect(results: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per engine group, the median |error| of TTFT out of sample with the fitted overhead and with
+    none (a constant is kept only where the first is the smaller)."""
+    out: dict[str, tuple[float, float]] = {}
+    for group in sorted({OVERHEAD_GROUPS.get(x["row"]["engine"], x["row"]["engine"]) for x in results}):
+        xs = [x for x in results if "t0" in x and OVERHEAD_GROUPS.get(x["row"]["engine"]) == group]
+        if xs:
+            out[group] = (statistics.median(abs(x["e_ttft"]) for x in xs),
+                          statistics.median(abs(x["t0"] - x["m"]) / x["m"] for x in xs))
+    return out
+
+
 def band_of(x: dict[str, Any]) -> str:
     from servesim.plan.interval import load_band
 
@@ -627,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * statistics.median(ins):5.1f}%")
     print("request overhead fitted on every source (what engines.toml ships): " + ", ".join(
         f"{g} {o:g} ms (ships {shipped_overhead_ms(g.split('+')[0]):g})" for g, o in sorted(full.items())))
+    print("out-of-sample TTFT median |error| per engine, the overhead fitted leave-one-source-out / none: "
+          + ", ".join(f"{g} {100 * a:.1f}% / {100 * b:.1f}%"
+                      for g, (a, b) in sorted(overhead_effect(results).items())))
     print("\nout of sample, per engine, client, family and load band (requests in flight: "
           "light < 16, medium 16-64, heavy > 64):")
     print("\n".join(breakdown(results)))
