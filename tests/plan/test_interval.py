@@ -103,3 +103,20 @@ def test_compare_gives_a_verdict_against_the_interval() -> None:
     assert rows["output_throughput"]["verdict"] == "outside by 50% (above)"  # (900 - 600) / 600
     assert "verdict" not in rows["median_ttft_ms"]  # no interval for the median
     assert rows["mean_tpot_ms"]["relative_error"] == pytest.approx((10 - 6) / 6)
+
+
+def test_plan_rows_whose_intervals_reach_the_best_are_marked_indistinguishable() -> None:
+    from types import SimpleNamespace
+
+    from servesim.plan.search import _mark_indistinguishable
+    from servesim.render.capacity import _ranks
+
+    def row(lo: float, hi: float) -> dict[str, object]:
+        return {"prediction_interval": {"output_throughput_per_gpu": [lo, hi]}}
+
+    rows = [row(400, 600), row(390, 580), row(300, 399), row(100, 400)]
+    _mark_indistinguishable(rows, SimpleNamespace(target_rate_per_s=None))  # type: ignore[arg-type]
+    assert [r["indistinguishable_from_best"] for r in rows] == [True, True, False, True]
+    _mark_indistinguishable(rows, SimpleNamespace(target_rate_per_s=5.0))  # type: ignore[arg-type]
+    assert not any(r["indistinguishable_from_best"] for r in rows)  # ranked by GPUs: none
+    assert _ranks([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"

@@ -360,11 +360,23 @@ def confirm_row(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> d
         "closed_form": {"max_rate_rps": row["max_rate_rps"], "mean_ttft_ms": row["mean_ttft_ms"],
                         "mean_tpot_ms": row["mean_tpot_ms"]},
         "short_run": {"max_rate_rps": r1, "mean_tpot_ms": at(r1)["mean_tpot_ms"] if r1 else None},
+        "prediction_interval": _row_interval(d, out_tps / row["gpus"]),
         "steady_state": s.as_dict(),
         "confirmed_by": (f"engine model at steady state (predict --rate {planned / n:.6g} --num-prompts "
                          f"{s.prompts} --warmup-prompts {s.warmup}" + (" per replica)" if n > 1 else ")")),
         "engine_trials": len(short) + len(steady),
     }
+
+
+def _row_interval(d: dict[str, Any], per_gpu: float) -> dict[str, Any]:
+    """The planned-rate run's prediction interval (:mod:`servesim.plan.interval`), with its output
+    throughput's interval carried over to the row's tokens/s per GPU (the same relative range)."""
+    pi = dict(d.get("prediction_interval") or {})
+    tput = pi.get("output_throughput")
+    if tput and d.get("output_throughput"):
+        pi["output_throughput_per_gpu"] = [per_gpu * tput[0] / d["output_throughput"],
+                                           per_gpu * tput[1] / d["output_throughput"]]
+    return pi
 
 
 def operating_point(row: dict[str, Any], q: Any, gpu: str, rate: float,

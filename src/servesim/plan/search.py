@@ -601,7 +601,25 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
     n = len(out)
     out, pts = _speculation_off(out, pts)
     _sort_rows(out, q)
+    _mark_indistinguishable(out, q)
     return out, _front(pts), n - len(out)
+
+
+def _mark_indistinguishable(rows: list[dict[str, Any]], q: PlanQuestion) -> None:
+    """Mark the confirmed rows the model cannot tell from the best on the figure that ranks them
+    (tokens/s per GPU): a row whose prediction interval of it reaches the best row's interval
+    (``indistinguishable_from_best``; the best row is one of them).  Ranking by GPUs (a target
+    rate) marks none."""
+    for r in rows:
+        r["indistinguishable_from_best"] = False
+    if not rows or q.target_rate_per_s is not None:
+        return
+    best = (rows[0].get("prediction_interval") or {}).get("output_throughput_per_gpu")
+    if not best:
+        return
+    for r in rows:
+        mine = (r.get("prediction_interval") or {}).get("output_throughput_per_gpu")
+        r["indistinguishable_from_best"] = mine is not None and mine[1] >= best[0] and mine[0] <= best[1]
 
 
 _REQUESTS_PER_ROW = 30_000

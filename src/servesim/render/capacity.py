@@ -36,6 +36,20 @@ def _shape(r: dict[str, Any], with_gpu: bool = False, budget: bool | None = Fals
     return f"{p['workers']}x{split(p)} {p['dtype']} -> {d['workers']}x{split(d)} {d['dtype']}{tail}"
 
 
+def _ranks(xs: list[int]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    parts: list[str] = []
+    start = prev = xs[0]
+    for x in [*xs[1:], None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ", ".join(parts)
+
+
 def _n(x: Any, nd: int = 0) -> str:
     return "-" if x is None else f"{x:,.{nd}f}"
 
@@ -82,6 +96,12 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
         out.append(f"  load: your {d['customer_rate_rps']:g} req/s as a share of each deployment's capacity "
                    "(over 100%: it does not hold your rate)")
     out.append(table(headers, rows, keep=keep))
+    same = [i + 1 for i, r in enumerate(shown) if r.get("indistinguishable_from_best")]
+    if len(same) > 1:
+        level = shown[0].get("prediction_interval", {}).get("level", 0.8)
+        out.append(f"  rows {_ranks(same)} are indistinguishable from row 1 on tok/s/GPU: their "
+                   f"{100 * level:g}% prediction intervals overlap (the order among them is the point "
+                   "figures' only)")
     if not d["ranked"]:
         out.append(f"  {d['fits_none']}" if d.get("fits_none") else
                    "  no deployment meets both SLOs at any rate")
