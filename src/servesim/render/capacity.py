@@ -119,7 +119,29 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
              "-" if p["speculation"] == "none" else p["speculation"]] for p in d["pareto"]]
     out.append(table(["tok/s/GPU", "tok/s/user", "req/s", "arch", "pools", "spec"], rows))
     out.append(f"  model: {d['step_model']}")
-    return "\n".join(out) + "\n"
+    return _wrapped("\n".join(out)) + "\n"
+
+
+def _wrapped(text: str) -> str:
+    """On a terminal (:data:`servesim.render.text.WIDTH` set), each line longer than the terminal
+    wrapped at its words, the continuation indented two more spaces (the tables already fit); else
+    ``text`` as it is (files and pipes stay byte-stable)."""
+    import textwrap
+
+    from servesim.render import text as texts
+
+    width = texts.WIDTH
+    if width is None:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        lead = line[:len(line) - len(line.lstrip())]
+        lines += textwrap.wrap(line.strip(), width=width, initial_indent=lead, subsequent_indent=lead + "  ",
+                               break_on_hyphens=False) or [line]
+    return "\n".join(lines)
 
 
 def _ranked_table(shown: list[dict[str, Any]], several: bool, budget: bool
