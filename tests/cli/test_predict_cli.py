@@ -567,8 +567,10 @@ def test_a_fresh_server_pays_the_engines_fitted_cold_start_once(capsys):
     cold = _json(capsys, *base, "--gpu", "h200", "--client", "inferencemax")
     assert cold["cold_start_s"] == 1.0
     assert any(n.startswith("cold start: inferencemax measures a fresh server") for n in cold["notes"])
-    # 4 of the 40 requests wait 1 s more: the mean rises by 0.1 s over the median's steady state
-    assert cold["mean_ttft_ms"] - cold["median_ttft_ms"] > 100.0
+    # 4 of the 40 requests (the first wave, the top 10%) wait the 1 s more: the p99 is one of them,
+    # a second above the median (less the steady state's spread, under a decode step and a prefill)
+    assert cold["p99_ttft_ms"] - cold["median_ttft_ms"] > 850.0
+    assert cold["mean_ttft_ms"] > cold["median_ttft_ms"]
     assert _json(capsys, *base, "--gpu", "h200", "--client", "vllm")["cold_start_s"] == 0.0
     assert _json(capsys, *base, "--gpu", "b200", "--client", "inferencemax")["cold_start_s"] == 0.0
     rc = main(["predict", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "h200", "--mode", "disagg",
@@ -596,7 +598,9 @@ def test_a_warm_server_pays_no_cold_start_as_a_flag_and_as_a_points_column(capsy
     assert not any(n.startswith("cold start") for n in warm["notes"])
     # 4 of 40 requests waited 1 s: the mean falls by 100 ms, the median and TPOT do not move
     assert cold["mean_ttft_ms"] - warm["mean_ttft_ms"] == pytest.approx(100.0, abs=1e-6)
-    assert cold["median_ttft_ms"] == pytest.approx(warm["median_ttft_ms"], abs=1e-9)
+    # only the first wave moves (to the top of the distribution): the median moves by at most the gap
+    # between the middle values of a closed loop's two TTFTs (a prefill alone, or behind another's)
+    assert cold["median_ttft_ms"] == pytest.approx(warm["median_ttft_ms"], rel=0.05)
     assert cold["mean_tpot_ms"] == pytest.approx(warm["mean_tpot_ms"], abs=1e-9)
     pts = tmp_path / "p.csv"
     pts.write_text("model,gpu,tp,dtype,isl,osl,concurrency,num_prompts,engine,client,warm_server\n"
