@@ -74,7 +74,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
@@ -549,12 +549,13 @@ class MoEStepModel:
         attention), on a backend the user chose, or scales by a fitted factor (the experts of a
         step that prefills), to print beside the figures."""
         notes = (self.mla_prefill_note, self.moe_backend_note, self.gemm_backend_note, self.moe_prefill_note,
-                 self.eplb_note, self.links_note)
+                 self.eplb_note)
         return tuple(n for n in notes if n)
 
-    @property
+    @cached_property
     def links_note(self) -> str:
-        """Which links the replica's groups cross where one leaves a tray (servesim.hardware.topology)."""
+        """Which links the replica's groups cross where one leaves a tray (servesim.hardware.topology):
+        the last note of every step."""
         p = self.par
         groups = {f"TP{p.tp} all-reduce": p.tp}
         if p.dp > 1:
@@ -1055,6 +1056,7 @@ class MoEStepModel:
         seqs = (x.decode + sum(c.count for c in x.chunks)) / self.par.dp
         host = self.engine.host_s(seqs)
         total = max(gpu, host) if self.engine.overlap else gpu + host
+        notes.append(self.links_note)
         if self._foreign:
             notes.insert(0, self.tables_note)
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=comm, other_s=other, host_s=host,

@@ -84,7 +84,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
@@ -251,12 +251,14 @@ class StepModel:
     """A dense model (the :class:`~servesim.hardware.pricer.Pricer` seam: the lab's closed forms
     price dense models only)."""
 
-    @property
-    def pricing_notes(self) -> tuple[str, ...]:
-        """What the step model prices from another engine's table or a fitted factor: nothing here;
-        which links its TP group crosses where it leaves a tray (servesim.hardware.topology)."""
-        note = links_note(self.tables.topology, {f"TP{self.tp} all-reduce": self.tp})
-        return (note,) if note else ()
+    pricing_notes: tuple[str, ...] = ()
+    """What the step model prices from another engine's table or a fitted factor: nothing here."""
+
+    @cached_property
+    def links_note(self) -> str:
+        """Which links the TP group crosses where it leaves a tray (servesim.hardware.topology): the last
+        note of every step."""
+        return links_note(self.tables.topology, {f"TP{self.tp} all-reduce": self.tp})
 
     has_mtp = False  # no multi-token-prediction module (DeepSeek-V3 family MoE models have one)
 
@@ -448,6 +450,8 @@ class StepModel:
                        + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
         host = self.engine.host_s(b + sum(c.count for c in chunks))
         total = max(gpu, host) if self.engine.overlap else gpu + host
+        if self.links_note:
+            notes.append(self.links_note)
         if self._foreign:
             notes.insert(0, self.tables_note)
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
