@@ -50,7 +50,7 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from servesim._catalogfile import read_toml
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
@@ -452,7 +452,7 @@ def engine_command(
     s.notes += [n for n in (ckpt_note, weights_note) if n]
     head = _drafter(s, spec, draft, dep)
     {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[dep.engine](
-        s, dep, eng, ckpt, quant, spec, k, tree, head, pool
+        s, _Launch(dep, eng, ckpt, quant, spec, k, tree, head, pool)
     )
     bad = unknown_flags(s.text())
     if bad:  # pragma: no cover - the test of every emitted flag keeps this empty
@@ -488,19 +488,40 @@ def _overlap(dep: Deployment, eng: Any, spec: str | None) -> bool | None:
     return bool(eng.overlaps_speculation(spec))
 
 
-def _vllm(
-    s: _Script,
-    dep: Deployment,
-    eng: Any,
-    ckpt: str,
-    quant: str | None,
-    spec: str | None,
-    k: int | None,
-    tree: Any,
-    head: str | None,
-    pool: str,
-) -> None:
+@dataclass(frozen=True)
+class _Launch:
+    """What an engine's launch writer reads: the deployment, its engine profile, the checkpoint and
+    quantization flag, speculation ``spec`` at draft length ``k`` (or SGLang's ``tree``) with drafter
+    ``head``, and the disaggregated ``pool`` ("" for a colocated server)."""
+
+    dep: Deployment
+    eng: Any
+    ckpt: str
+    quant: str | None
+    spec: str | None
+    k: int | None
+    tree: Any
+    head: str | None
+    pool: str
+
+
+def _weights_and_budgets(s: _Script, a: _Launch, kv_fp8: str, budgets: tuple[str, str, str]) -> None:
+    """The flags vLLM and SGLang share under their own names: the weights' dtype and quantization,
+    the KV cache's dtype (``kv_fp8`` the engine's name of FP8), and ``budgets``, the flags of the
+    step's token budget, the most running sequences and the memory share."""
+    s.flag("--dtype", "auto" if a.dep.dtype != "bf16" else "bfloat16")
+    if a.quant is not None:
+        s.flag("--quantization", a.quant)
+    s.flag("--kv-cache-dtype", kv_fp8 if a.dep.kv_dtype == "fp8" else "auto")
+    values = (a.eng.max_num_batched_tokens, a.eng.max_num_seqs, a.eng.memory_fraction)
+    for flag, value in zip(budgets, values, strict=True):
+        s.flag(flag, value)
+
+
+def _vllm(s: _Script, a: _Launch) -> None:
     """vLLM (vllm/engine/arg_utils.py EngineArgs.add_cli_args)."""
+    dep, eng, ckpt = a.dep, a.eng, a.ckpt
+    spec, k, tree, head, pool = a.spec, a.k, a.tree, a.head, a.pool
     s.positional = ckpt
     s.flag("--tensor-parallel-size", dep.tp)
     if dep.dp > 1:
@@ -513,13 +534,9 @@ def _vllm(
             )
         if dep.dp > 1:
             s.flag("--all2all-backend", VLLM_ALL2ALL[dep.ep_comm or eng.ep_comm])
-    s.flag("--dtype", "auto" if dep.dtype != "bf16" else "bfloat16")
-    if quant is not None:
-        s.flag("--quantization", quant)
-    s.flag("--kv-cache-dtype", "fp8" if dep.kv_dtype == "fp8" else "auto")
-    s.flag("--max-num-batched-tokens", eng.max_num_batched_tokens)
-    s.flag("--max-num-seqs", eng.max_num_seqs)
-    s.flag("--gpu-memory-utilization", eng.memory_fraction)
+    _weights_and_budgets(
+        s, a, "fp8", ("--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization")
+    )
     if dep.cuda_graph_max_tokens is not None:
         s.flag("--max-cudagraph-capture-size", dep.cuda_graph_max_tokens)
     overlap = _overlap(dep, eng, spec)
@@ -551,19 +568,10 @@ def _vllm(
         )
 
 
-def _sglang(
-    s: _Script,
-    dep: Deployment,
-    eng: Any,
-    ckpt: str,
-    quant: str | None,
-    spec: str | None,
-    k: int | None,
-    tree: Any,
-    head: str | None,
-    pool: str,
-) -> None:
+def _sglang(s: _Script, a: _Launch) -> None:
     """SGLang (python/sglang/srt/server_args.py ServerArgs)."""
+    dep, eng, ckpt = a.dep, a.eng, a.ckpt
+    spec, k, tree, head, pool = a.spec, a.k, a.tree, a.head, a.pool
     s.flag("--model-path", ckpt)
     s.flag("--tp-size", dep.tp * dep.dp)  # SGLang's tp_size is the whole replica's GPUs
     if dep.dp > 1:
@@ -576,13 +584,9 @@ def _sglang(
             s.flag("--moe-a2a-backend", backend)
             if mode is not None:
                 s.flag("--deepep-mode", mode)
-    s.flag("--dtype", "auto" if dep.dtype != "bf16" else "bfloat16")
-    if quant is not None:
-        s.flag("--quantization", quant)
-    s.flag("--kv-cache-dtype", "fp8_e4m3" if dep.kv_dtype == "fp8" else "auto")
-    s.flag("--chunked-prefill-size", eng.max_num_batched_tokens)
-    s.flag("--max-running-requests", eng.max_num_seqs)
-    s.flag("--mem-fraction-static", eng.memory_fraction)
+    _weights_and_budgets(
+        s, a, "fp8_e4m3", ("--chunked-prefill-size", "--max-running-requests", "--mem-fraction-static")
+    )
     options = dict(dep.scheduler)
     if "max_prefill_tokens" in options:
         s.flag("--max-prefill-tokens", int(options["max_prefill_tokens"]))
@@ -632,19 +636,10 @@ def _no_method(s: _Script, spec: str | None, k: int | None, why: str) -> None:
         s.servesim += ["--k", str(k)]
 
 
-def _trtllm(
-    s: _Script,
-    dep: Deployment,
-    eng: Any,
-    ckpt: str,
-    quant: str | None,
-    spec: str | None,
-    k: int | None,
-    tree: Any,
-    head: str | None,
-    pool: str,
-) -> None:
+def _trtllm(s: _Script, a: _Launch) -> None:
     """TensorRT-LLM (tensorrt_llm/commands/serve.py serve; tensorrt_llm/llmapi/llm_args.py TorchLlmArgs)."""
+    dep, eng, ckpt = a.dep, a.eng, a.ckpt
+    spec, k, head, pool = a.spec, a.k, a.head, a.pool
     s.positional = ckpt
     s.flag("--tp_size", dep.tp * dep.dp)  # attention DP runs every rank as its own attention replica
     if dep.ep > 1:
@@ -773,15 +768,24 @@ def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1, catalog
 # ------------------------------------------------------------------------------ whole deployments
 
 
-def _speculation(
-    spec: str | None,
-    tree: tuple[int, int, int] | None,
-    alpha: float | None,
-    acceptance_length: float | None,
-    traffic: str | None,
-) -> list[str]:
+class _SpecOptions(TypedDict, total=False):
+    """Speculation as the prediction ran it (each absent key None): the method ``spec`` at draft
+    length ``k`` (or SGLang's ``tree``), the drafter ``draft``, and the acceptance the prediction
+    assumed (``alpha``, ``acceptance_length`` or the ``traffic`` preset)."""
+
+    spec: str | None
+    k: int | None
+    tree: tuple[int, int, int] | None
+    draft: str | None
+    alpha: float | None
+    acceptance_length: float | None
+    traffic: str | None
+
+
+def _speculation(sp: _SpecOptions) -> list[str]:
     """The servesim flags of a speculative run's method, SGLang tree and acceptance (no engine flag
     holds the acceptance; the tree's flags say that a tree, not a chain, was asked for)."""
+    spec, tree = sp.get("spec"), sp.get("tree")
     if spec in (None, "none"):
         return []
     out = ["--spec", str(spec)]
@@ -795,9 +799,9 @@ def _speculation(
             str(tree[2]),
         ]
     for flag, value in (
-        ("--acceptance-length", acceptance_length),
-        ("--alpha", alpha),
-        ("--traffic", traffic),
+        ("--acceptance-length", sp.get("acceptance_length")),
+        ("--alpha", sp.get("alpha")),
+        ("--traffic", sp.get("traffic")),
     ):
         if value is not None:
             out += [flag, repr(value) if isinstance(value, float) else str(value)]
@@ -808,21 +812,16 @@ def deploy_colocated(
     dep: Deployment,
     bench: Any,
     *,
-    spec: str | None = None,
-    k: int | None = None,
-    tree: tuple[int, int, int] | None = None,
-    draft: str | None = None,
-    alpha: float | None = None,
-    acceptance_length: float | None = None,
-    traffic: str | None = None,
     replicas: int = 1,
     catalog: Any = None,
+    **sp: Unpack[_SpecOptions],
 ) -> Launch:
-    """The launch and benchmark of one colocated replica (of ``replicas``) as predicted; ``k`` is the
-    draft length the prediction ran."""
-    sv = _speculation(spec, tree, alpha, acceptance_length, traffic)
+    """The launch and benchmark of one colocated replica (of ``replicas``) as predicted, with
+    speculation ``sp`` (:class:`_SpecOptions`; ``k`` is the draft length the prediction ran)."""
+    spec = sp.get("spec")
     cmd, notes = engine_command(
-        dep, spec=spec, k=k, tree=tree, draft=draft, servesim=tuple(sv), catalog=catalog
+        dep, spec=spec, k=sp.get("k"), tree=sp.get("tree"), draft=sp.get("draft"),
+        servesim=tuple(_speculation(sp)), catalog=catalog,
     )
     if replicas > 1:  # a comment under the first line: servesim predicts one replica
         first, rest = cmd.split("\n", 1)
@@ -877,17 +876,13 @@ def deploy_disaggregated(
     link_bytes_per_s: float,
     bench: Any,
     *,
-    spec: str | None = None,
-    k: int | None = None,
-    tree: tuple[int, int, int] | None = None,
-    draft: str | None = None,
-    alpha: float | None = None,
-    acceptance_length: float | None = None,
-    traffic: str | None = None,
     catalog: Any = None,
+    **sp: Unpack[_SpecOptions],
 ) -> Launch:
-    """Each pool's worker launch, the benchmark of the whole deployment through its front end, a
-    Dynamo ``DynamoGraphDeployment`` and (vLLM) an llm-d values file."""
+    """Each pool's worker launch (the decode pool's with speculation ``sp``, :class:`_SpecOptions`),
+    the benchmark of the whole deployment through its front end, a Dynamo
+    ``DynamoGraphDeployment`` and (vLLM) an llm-d values file."""
+    spec = sp.get("spec")
     common = (
         "--mode",
         "disagg",
@@ -898,10 +893,11 @@ def deploy_disaggregated(
         "--link",
         _link_text(link_bytes_per_s),
     )
-    sv = tuple(_speculation(spec, tree, alpha, acceptance_length, traffic))
+    sv = tuple(_speculation(sp))
     pcmd, pnotes = engine_command(prefill, servesim=common, pool="prefill", catalog=catalog)
     dcmd, dnotes = engine_command(
-        decode, spec=spec, k=k, tree=tree, draft=draft, servesim=common + sv, pool="decode", catalog=catalog
+        decode, spec=spec, k=sp.get("k"), tree=sp.get("tree"), draft=sp.get("draft"),
+        servesim=common + sv, pool="decode", catalog=catalog,
     )
     bcmd = benchmark_command(bench, decode, catalog=catalog)
     dynamo, dynamo_files = _dynamo(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd)
