@@ -363,7 +363,9 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     # Step prices are shared by every run on the same step model (a plan's confirmation runs one
     # deployment at many rates): keyed on what the price depends on, bounded in size.
     prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
-    kv_key = (pos, getattr(model, "kv_context", None))
+    # a copy of a step model with another engine profile (its host time, say) shares the original's
+    # caches: the profile is part of every key
+    kv_key = (pos, getattr(model, "kv_context", None), eng)
 
     def price_of(b: int, qctx: int,
                  chunks: tuple[tuple[int, int, bool], ...]) -> tuple[float, bool, tuple[str, ...]]:
