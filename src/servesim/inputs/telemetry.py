@@ -101,7 +101,7 @@ from servesim.model.speculative import (
     DEFAULT_C,
     DEFAULT_D,
     DEFAULT_K_MAX,
-    expected_tokens,
+    alpha_at_tokens,
     optimal_k,
     speedup,
 )
@@ -627,14 +627,7 @@ def alpha_from_length(mean_length: float, k: int) -> float:
         return 0.0
     if length == kk + 1.0:
         return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if expected_tokens(kk, mid) < length:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    return alpha_at_tokens(kk, length)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ __all__ = [
     "SPECDEC_PRESETS",
     "SpecDecPreset",
     "SpecDecResult",
+    "alpha_at_tokens",
     "break_even_alpha",
     "cycle_time",
     "evaluate",
@@ -168,6 +169,12 @@ def break_even_alpha(k: int, d: float, c: float, u: float = 0.0) -> float:
     target = cycle_time(k, d, c, u)
     if _expected_tokens(k, 1.0) <= target:
         return 1.0
+    return alpha_at_tokens(k, target)
+
+
+def alpha_at_tokens(k: int, target: float) -> float:
+    """The alpha in [0, 1] with ``E[n] = sum_{i=0}^{k} alpha^i`` equal to ``target``, by 100 steps of
+    bisection (E[n] rises in alpha from 1 to k + 1); a target outside (1, k + 1) gives an end."""
     lo, hi = 0.0, 1.0
     for _ in range(100):
         mid = 0.5 * (lo + hi)

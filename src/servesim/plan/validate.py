@@ -137,6 +137,22 @@ def _num(x: float) -> float | None:
     return None if (math.isinf(x) or math.isnan(x)) else x
 
 
+def _row_head(group: str, case: str, quantity: str, closed: float, est: Estimate) -> Row:
+    """An agreement row's names, both numbers, the simulation's 95% interval and its z score."""
+    se = est.se
+    z = (est.mean - closed) / se if se and not math.isnan(se) else math.nan
+    return {
+        "group": group,
+        "case": case,
+        "quantity": quantity,
+        "closed_form": closed,
+        "simulated": est.mean,
+        "ci95_low": _num(est.low),
+        "ci95_high": _num(est.high),
+        "z": _num(z),
+    }
+
+
 def _exact_row(
     group: str, case: str, quantity: str, closed: float, est: Estimate, floor: float = 1e-12
 ) -> Row:
@@ -146,19 +162,10 @@ def _exact_row(
     from n requests in which the rare event never occurred, any true value
     below 3 / n (the "rule of three" 95% bound) is consistent.
     """
-    se = est.se
-    z = (est.mean - closed) / se if se and not math.isnan(se) else math.nan
     tol = f"{Z_TOLERANCE:g} SE" if floor <= 1e-12 else f"{Z_TOLERANCE:g} SE + {floor:.2g}"
     return {
         "_exact": (est, floor),
-        "group": group,
-        "case": case,
-        "quantity": quantity,
-        "closed_form": closed,
-        "simulated": est.mean,
-        "ci95_low": _num(est.low),
-        "ci95_high": _num(est.high),
-        "z": _num(z),
+        **_row_head(group, case, quantity, closed, est),
         "tolerance": tol,
         "pass": est.agrees_with(closed, Z_TOLERANCE, floor=floor),
     }
@@ -166,17 +173,8 @@ def _exact_row(
 
 def _relative_row(group: str, case: str, quantity: str, closed: float, est: Estimate, tol: float) -> Row:
     rel = (closed - est.mean) / est.mean if est.mean != 0 else math.inf
-    se = est.se
-    z = (est.mean - closed) / se if se and not math.isnan(se) else math.nan
     return {
-        "group": group,
-        "case": case,
-        "quantity": quantity,
-        "closed_form": closed,
-        "simulated": est.mean,
-        "ci95_low": _num(est.low),
-        "ci95_high": _num(est.high),
-        "z": _num(z),
+        **_row_head(group, case, quantity, closed, est),
         "tolerance": f"{tol:.0%} relative",
         "pass": abs(rel) <= tol,
     }

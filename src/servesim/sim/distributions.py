@@ -102,7 +102,23 @@ class Deterministic:
 
 
 @dataclass(frozen=True)
-class Gamma:
+class _MeanCV:
+    """A distribution given by its mean and coefficient of variation cv: variance ``(mean cv)^2``."""
+
+    mean: float
+    cv: float
+
+    def __post_init__(self) -> None:
+        check_real("mean", self.mean, lo=0.0, lo_open=True)
+        check_real("cv", self.cv, lo=0.0, lo_open=True)
+
+    @property
+    def variance(self) -> float:
+        return (self.mean * self.cv) ** 2
+
+
+@dataclass(frozen=True)
+class Gamma(_MeanCV):
     """Gamma with the given mean and coefficient of variation cv.
 
     Shape ``1 / cv^2`` and scale ``mean cv^2`` give mean ``shape * scale =
@@ -110,41 +126,19 @@ class Gamma:
     exponential; cv > 1 is burstier than Poisson when used for interarrivals.
     """
 
-    mean: float
-    cv: float
-
-    def __post_init__(self) -> None:
-        check_real("mean", self.mean, lo=0.0, lo_open=True)
-        check_real("cv", self.cv, lo=0.0, lo_open=True)
-
-    @property
-    def variance(self) -> float:
-        return (self.mean * self.cv) ** 2
-
     def sample(self, rng: np.random.Generator, n: int) -> F64:
         shape = 1.0 / self.cv**2
         return rng.gamma(shape, self.mean / shape, n)
 
 
 @dataclass(frozen=True)
-class Lognormal:
+class Lognormal(_MeanCV):
     """Lognormal with the given mean and coefficient of variation cv.
 
     If ln X ~ N(mu, sigma^2) then E X = exp(mu + sigma^2 / 2) and
     c^2 = exp(sigma^2) - 1, so ``sigma^2 = ln(1 + cv^2)`` and
     ``mu = ln(mean) - sigma^2 / 2``.  A common fit for prompt lengths.
     """
-
-    mean: float
-    cv: float
-
-    def __post_init__(self) -> None:
-        check_real("mean", self.mean, lo=0.0, lo_open=True)
-        check_real("cv", self.cv, lo=0.0, lo_open=True)
-
-    @property
-    def variance(self) -> float:
-        return (self.mean * self.cv) ** 2
 
     def sample(self, rng: np.random.Generator, n: int) -> F64:
         sigma2 = math.log1p(self.cv**2)
