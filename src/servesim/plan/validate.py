@@ -468,39 +468,14 @@ def _serving_figures(
     base: ServingSim,
     relaxed: ServingSim,
 ) -> list[Row]:
+    figures = (
+        ("ttft_mean_ms", cf_ttft_s, base.ttft_s.mean, relaxed.ttft_s.mean, 1e3),
+        ("ttft_p99_ms", cf_ttft_p99_s, base.ttft_s.p99, relaxed.ttft_s.p99, 1e3),
+        ("goodput_rps", cf_good, base.goodput_rps, relaxed.goodput_rps, 1.0),
+    )
     return [
-        _bias_row(
-            assumption,
-            relaxation,
-            case,
-            baseline,
-            "ttft_mean_ms",
-            cf_ttft_s,
-            base.ttft_s.mean,
-            relaxed.ttft_s.mean,
-            1e3,
-        ),
-        _bias_row(
-            assumption,
-            relaxation,
-            case,
-            baseline,
-            "ttft_p99_ms",
-            cf_ttft_p99_s,
-            base.ttft_s.p99,
-            relaxed.ttft_s.p99,
-            1e3,
-        ),
-        _bias_row(
-            assumption,
-            relaxation,
-            case,
-            baseline,
-            "goodput_rps",
-            cf_good,
-            base.goodput_rps,
-            relaxed.goodput_rps,
-        ),
+        _bias_row(assumption, relaxation, case, baseline, figure, closed, b, r, scale)
+        for figure, closed, b, r, scale in figures
     ]
 
 
