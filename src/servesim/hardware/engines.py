@@ -335,33 +335,57 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
     e = raw[name]
     large = memory_gib >= float(e["large_memory_gib"]) and gpu not in e["small_gpus"]
     tokens = int(e["max_num_batched_tokens_large" if large else "max_num_batched_tokens_small"])
-    options: dict[str, float | bool] = dict(e.get("scheduler", {}))
-    for key, value in (scheduler or {}).items():
-        if key not in options:
-            raise ParameterError(key, value,
-                                 f"an option of {name}'s scheduler: {', '.join(options) or 'none'}")
-        options[key] = value
+    options = _scheduler_options(name, e, scheduler)
     seqs = int(e["max_num_seqs_large" if large else "max_num_seqs_small"])
     fraction, reserved = float(e["memory_fraction"]), float(e["reserved_GiB"]) * 2.0**30
     # the flag replaces the default (in SGLang it also sizes the reserve, as its server does)
     graph = int(e["cuda_graph_max_tokens"] if cuda_graph_max_tokens is None else cuda_graph_max_tokens)
     if "memory" in e:  # SGLang's _handle_gpu_memory_settings
-        m = e["memory"]
-        cls = next(c for c in m["classes"] if memory_gib < float(c[0]))
-        tokens = int(cls[1])
-        if cuda_graph_max_tokens is None:
-            graph = int(cls[2] if tp < 4 else cls[3])
-        chunk = tokens if max_num_batched_tokens is None else max_num_batched_tokens
-        mib = float(m["reserved_base_MiB"]) + 1.5 * max(chunk, 2048) + 2 * graph + tp / 8 * 1024
-        if memory_gib > 60:
-            mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
-        fraction, reserved = round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
+        tokens, graph, fraction, reserved = _memory_class(
+            e["memory"], memory_gib, tp, max_num_batched_tokens, cuda_graph_max_tokens, graph
+        )
     if memory_fraction is not None:  # the flag replaces the computed fraction (and SGLang's reserve in it)
         fraction = float(memory_fraction)
         if "memory" in e:
             reserved = 0.0
     tokens = tokens if max_num_batched_tokens is None else max_num_batched_tokens
     seqs = seqs if max_num_seqs is None else max_num_seqs
+    chunk, tokens, seqs = _dp_budgets(e, dp, tokens, seqs, options)
+    return EngineProfile(
+        name=name,
+        max_num_batched_tokens=tokens,
+        max_num_seqs=seqs,
+        overlap=bool(e["overlap"]) if overlap is None else bool(overlap),
+        cuda_graph_max_tokens=graph,
+        memory_fraction=fraction,
+        reserved_bytes=reserved,
+        scheduler=tuple(sorted(options.items())),
+        dp_ranks=dp,
+        chunk_tokens=chunk,
+        **_table_fields(name, e, gpu, speculating=speculating, piecewise_cuda_graphs=piecewise_cuda_graphs),
+    )
+
+
+def _scheduler_options(
+    name: str, e: dict[str, Any], scheduler: dict[str, float | bool] | None
+) -> dict[str, float | bool]:
+    """Engine ``name``'s scheduler options (its table ``e``'s) with ``scheduler``'s overrides; an
+    option the engine lacks is a :class:`ParameterError`."""
+    options: dict[str, float | bool] = dict(e.get("scheduler", {}))
+    for key, value in (scheduler or {}).items():
+        if key not in options:
+            raise ParameterError(key, value,
+                                 f"an option of {name}'s scheduler: {', '.join(options) or 'none'}")
+        options[key] = value
+    return options
+
+
+def _dp_budgets(
+    e: dict[str, Any], dp: int, tokens: int, seqs: int, options: dict[str, float | bool]
+) -> tuple[int, int, int]:
+    """(one request's chunk, the group's token budget, its running limit) of ``dp`` attention-DP
+    ranks (chunk 0 without DP): the flags are the group's (``dp_budget = "group"``) or each rank's;
+    ``options``' prefill batch becomes one a rank (updated in place)."""
     chunk = 0
     if dp > 1:
         if e["dp_budget"] == "group":
@@ -370,27 +394,44 @@ def engine_profile(name: str, *, gpu: str = "", memory_gib: float = 80.0,
             chunk, tokens, seqs = tokens, tokens * dp, seqs * dp
         if "max_prefill_tokens" in options:  # one prefill batch per rank
             options["max_prefill_tokens"] = int(options["max_prefill_tokens"]) * dp
-    return EngineProfile(
-        name=name,
-        max_num_batched_tokens=tokens,
-        max_num_seqs=seqs,
+    return chunk, tokens, seqs
+
+
+def _memory_class(
+    m: dict[str, Any], memory_gib: float, tp: int, max_num_batched_tokens: int | None,
+    cuda_graph_max_tokens: int | None, graph: int,
+) -> tuple[int, int, float, float]:
+    """SGLang's sizing by GPU memory (server_args.py ``_handle_gpu_memory_settings``, engines.toml
+    ``[engine.sglang.memory]``): the chunk, the CUDA-graph batch (``graph`` where the flag gave one),
+    the static memory fraction after the reserve the chunk and the graph need, and no further
+    reserve."""
+    cls = next(c for c in m["classes"] if memory_gib < float(c[0]))
+    tokens = int(cls[1])
+    if cuda_graph_max_tokens is None:
+        graph = int(cls[2] if tp < 4 else cls[3])
+    chunk = tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    mib = float(m["reserved_base_MiB"]) + 1.5 * max(chunk, 2048) + 2 * graph + tp / 8 * 1024
+    if memory_gib > 60:
+        mib = max(mib, float(m["reserved_min_GiB_above_60"]) * 1024)
+    return tokens, graph, round((memory_gib * 1024 - mib) / (memory_gib * 1024), 3), 0.0
+
+
+def _table_fields(
+    name: str, e: dict[str, Any], gpu: str, *, speculating: bool, piecewise_cuda_graphs: bool
+) -> dict[str, Any]:
+    """The profile's fields read from engine ``name``'s table ``e`` alone, for ``gpu`` (see
+    :func:`engine_profile` for ``speculating`` and ``piecewise_cuda_graphs``)."""
+    return dict(
         host_step_s=float(e["spec_host_step_us" if speculating and "spec_host_step_us" in e
                             else "host_step_us"]) * 1e-6,
         host_per_seq_s=float(e["host_per_seq_us"]) * 1e-6,
-        overlap=bool(e["overlap"]) if overlap is None else bool(overlap),
-        cuda_graph_max_tokens=graph,
         eager_kernel_s=float(e["eager_kernel_us"]) * 1e-6,
-        memory_fraction=fraction,
-        reserved_bytes=reserved,
         fraction_of_free=bool(e.get("fraction_of_free", False)),
         request_overhead_s=float(e.get("request_overhead_us", 0.0)) * 1e-6,
         description=str(e.get("label", name)),
         cuda_graph_decode_only=bool(e.get("cuda_graph_decode_only", False)),
         cuda_graph_counts_sequences=bool(e.get("cuda_graph_counts_sequences", False)),
-        scheduler=tuple(sorted(options.items())),
         version=str(e.get("version", "")),
-        dp_ranks=dp,
-        chunk_tokens=chunk,
         spec_overlap_methods=(tuple(str(m) for m in e["spec_overlap_methods"])
                               if "spec_overlap_methods" in e else None),
         profile_nontorch_bytes=(float(e["profile_nontorch_GiB"]) * 2.0**30
