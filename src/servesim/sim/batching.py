@@ -307,34 +307,11 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
         policy = scheduler
     capacity = model.kv_capacity_tokens(memory_bytes)
     isl, osl, n_total = bench.isl, bench.osl, bench.prompts
-    if lengths is None and not prefilled:
-        lengths = bench.lengths()
-    if lengths is not None and len(lengths) != n_total:
-        raise ParameterError("lengths", len(lengths), f"one (prompt, output) pair per prompt ({n_total})")
-    if lengths:
-        longest = max(p + o for p, o in lengths)
-        if longest > capacity:
-            raise ParameterError("lengths", longest, f"at most {capacity} tokens per request (prompt + "
-                                 "output): what the KV cache of this replica holds")
-    if capacity < isl + 1:
-        raise ParameterError("isl", isl, f"at most {max(0, capacity - 1)}: the KV cache of this replica "
-                             f"holds {capacity} tokens after the weights")
-    check = getattr(policy, "check_prompt", None)
-    if check is not None and not prefilled:
-        check(max(p for p, _ in lengths) if lengths else isl)
+    lengths = _checked_lengths(bench, lengths, prefilled, capacity, policy)
 
     pos = 1 + (spec.k if spec else 0)
     per_step = spec.tokens_per_step if spec else 1.0
-
-    # The client: send times (all 0 when every request goes at once) gated by its slots.
-    if arrival_times is not None:
-        if len(arrival_times) != n_total:
-            raise ParameterError("arrival_times", len(arrival_times), f"one per prompt ({n_total})")
-        sends = list(arrival_times)
-        slots = None
-    else:
-        sends = _arrivals(bench) if bench.rate_per_s is not None else [0.0] * n_total
-        slots = bench.concurrency
+    sends, slots = _client_sends(bench, arrival_times)
 
     _simulated += n_total
     if loop == "auto":
@@ -360,12 +337,57 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
                         prefilled_watermark=_PREFILLED_WATERMARK, recv_every=policy.recv_interval(),
                         clock_start_s=float(cold_start_s), late=eng.overlap, column=column)
 
-    # Step prices are shared by every run on the same step model (a plan's confirmation runs one
-    # deployment at many rates): keyed on what the price depends on, bounded in size.
-    prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
     # a copy of a step model with another engine profile (its host time, say) shares the original's
     # caches: the profile is part of every key
     kv_key = (pos, getattr(model, "kv_context", None), eng)
+    out = _run(s, L, policy, _price_table(model, kv_key, compiled), _step_pricer(model, kv_key, pos),
+               compiled, bench.concurrency)
+    return _result(out, capacity, policy)
+
+
+def _checked_lengths(bench: Benchmark, lengths: list[tuple[int, int]] | None, prefilled: bool,
+                     capacity: int, policy: Scheduler) -> list[tuple[int, int]] | None:
+    """Each request's (prompt, output) tokens: ``lengths`` as given, else the client's draws (none
+    for a prefilled decode worker), checked against the prompts' count, the KV cache's ``capacity``
+    and the policy's own limit on a prompt."""
+    isl, n_total = bench.isl, bench.prompts
+    if lengths is None and not prefilled:
+        lengths = bench.lengths()
+    if lengths is not None and len(lengths) != n_total:
+        raise ParameterError("lengths", len(lengths), f"one (prompt, output) pair per prompt ({n_total})")
+    if lengths:
+        longest = max(p + o for p, o in lengths)
+        if longest > capacity:
+            raise ParameterError("lengths", longest, f"at most {capacity} tokens per request (prompt + "
+                                 "output): what the KV cache of this replica holds")
+    if capacity < isl + 1:
+        raise ParameterError("isl", isl, f"at most {max(0, capacity - 1)}: the KV cache of this replica "
+                             f"holds {capacity} tokens after the weights")
+    check = getattr(policy, "check_prompt", None)
+    if check is not None and not prefilled:
+        check(max(p for p, _ in lengths) if lengths else isl)
+    return lengths
+
+
+def _client_sends(bench: Benchmark, arrival_times: list[float] | None) -> tuple[list[float], int | None]:
+    """The client: send times (all 0 when every request goes at once) and its slots (None where
+    ``arrival_times``, one a prompt, replace its own)."""
+    n_total = bench.prompts
+    if arrival_times is not None:
+        if len(arrival_times) != n_total:
+            raise ParameterError("arrival_times", len(arrival_times), f"one per prompt ({n_total})")
+        return list(arrival_times), None
+    sends = _arrivals(bench) if bench.rate_per_s is not None else [0.0] * n_total
+    return sends, bench.concurrency
+
+
+def _step_pricer(model: StepModel, kv_key: tuple[object, ...],
+                 pos: int) -> Callable[[int, int, tuple[tuple[int, int, bool], ...]], _Price]:
+    """The loop's cached pricer of a step. Step prices are shared by every run on the same step model
+    (a plan's confirmation runs one deployment at many rates): keyed on what the price depends on
+    (``kv_key``: the positions a sequence scores, the KV context, the engine profile), bounded in
+    size."""
+    prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
 
     def price_of(b: int, qctx: int,
                  chunks: tuple[tuple[int, int, bool], ...]) -> tuple[float, bool, tuple[str, ...]]:
@@ -382,8 +404,7 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
             prices[key] = hit
         return hit
 
-    out = _run(s, L, policy, _price_table(model, kv_key, compiled), price_of, compiled, bench.concurrency)
-    return _result(out, capacity, policy)
+    return price_of
 
 
 def _compiles(policy: Scheduler, bench: Benchmark, sends: list[float], lengths: list[tuple[int, int]] | None,
