@@ -51,8 +51,13 @@ def _values(text: str) -> list[float]:
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``trace``, ``fit-alpha`` and ``calibrate``."""
-    from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
+    _register_trace(sub)
+    _register_fit_alpha(sub)
+    _register_calibrate(sub)
 
+
+def _register_trace(sub: argparse._SubParsersAction[Any]) -> None:
+    """``trace summarize`` and ``trace fetch``."""
     tp = sub.add_parser("trace", help="request traces: summarize an Azure, Mooncake or BurstGPT trace")
     tsub = tp.add_subparsers(dest="trace_command", metavar="ACTION", parser_class=type(tp))
     tsub.required = True
@@ -89,6 +94,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     tf.add_argument("--format", type=choice(FORMATS, "format"), default="table",
                     help="output format: table (default), json or csv (the download itself is unchanged)")
     tf.set_defaults(run=_trace_fetch)
+
+
+def _register_fit_alpha(sub: argparse._SubParsersAction[Any]) -> None:
+    """``fit-alpha``: the input, the fit's definition, the optimum's costs."""
+    from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 
     fp = sub.add_parser("fit-alpha", help="acceptance alpha from vLLM/SGLang metrics or a published figure")
     fp.add_argument("files", nargs="*", metavar="FILE",
@@ -131,6 +141,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     add_format(fp)
     fp.set_defaults(run=_fit_alpha)
 
+
+def _register_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
+    """``calibrate``: the measured points and what the fit does not identify."""
     cp = sub.add_parser("calibrate", help="fit prefill rate, TPOT_base and beta to measured TTFT/TPOT points")
     cp.add_argument("files", nargs="+", metavar="FILE",
                     help="a CSV (rate_per_s,mean_ttft_ms,mean_tpot_ms,prompt_tokens,output_tokens[,nodes]) "
