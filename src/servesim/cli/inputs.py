@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
 
 from servesim.cli.args import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
@@ -49,6 +50,16 @@ def _values(text: str) -> list[float]:
     return vals
 
 
+def _plot_format_run(
+    p: argparse.ArgumentParser, plot_help: str, run: Callable[[argparse.Namespace], Output]
+) -> None:
+    """The tail every command here shares: ``--plot`` (what it saves: ``plot_help``), ``--format``,
+    and the function that runs it."""
+    p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg", help=plot_help)
+    add_format(p)
+    p.set_defaults(run=run)
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``trace``, ``fit-alpha`` and ``calibrate``."""
     _register_trace(sub)
@@ -71,10 +82,7 @@ def _register_trace(sub: argparse._SubParsersAction[Any]) -> None:
                     help="tokens per hash_ids block (Mooncake: 512, the default)")
     ts.add_argument("--cache-blocks", type=integer(1, hi=100_000_000), default=None,
                     help="prefix-cache capacity in blocks, LRU (default: unbounded)")
-    ts.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
-                    help="save arrival rate over time and length histograms")
-    add_format(ts)
-    ts.set_defaults(run=_trace_summarize)
+    _plot_format_run(ts, "save arrival rate over time and length histograms", _trace_summarize)
     tf = tsub.add_parser("fetch",
                          help="download a full public trace (Azure 2023, Mooncake FAST'25, BurstGPT)")
     tf.add_argument("name", metavar="NAME", nargs="?", default=None, type=choice(_FETCH_NAMES, "trace"),
@@ -136,10 +144,8 @@ def _register_fit_alpha(sub: argparse._SubParsersAction[Any]) -> None:
                     help=f"verify cost per extra position, in target steps, >= 0 (default {DEFAULT_C:g})")
     fp.add_argument("--k-max", type=integer(1, hi=64), default=DEFAULT_K_MAX,
                     help=f"largest k searched for the optimum (default {DEFAULT_K_MAX})")
-    fp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
-                    help="save measured per-position acceptance against the fitted i.i.d. alpha^i")
-    add_format(fp)
-    fp.set_defaults(run=_fit_alpha)
+    _plot_format_run(fp, "save measured per-position acceptance against the fitted i.i.d. alpha^i",
+                     _fit_alpha)
 
 
 def _register_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
@@ -156,10 +162,7 @@ def _register_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
                     help="decode capacity per node, not identified by the fit (default: the default node's)")
     cp.add_argument("--save", type=output_file, default=None, metavar="FILE.toml",
                     help="write the fitted node and beta as TOML")
-    cp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
-                    help="save measured vs fitted TTFT and TPOT against the arrival rate")
-    add_format(cp)
-    cp.set_defaults(run=_calibrate)
+    _plot_format_run(cp, "save measured vs fitted TTFT and TPOT against the arrival rate", _calibrate)
 
 
 # ---------------------------------------------------------------------------
