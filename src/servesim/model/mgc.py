@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.model.queueing import MMc
+from servesim.model.queueing import MMc, exp_tail_quantile_s
 
 __all__ = [
     "METHODS",
@@ -198,10 +198,4 @@ class GGc:
 
     def wait_quantile_s(self, q: float) -> float:
         """Smallest t with P(W_q <= t) >= q under the tail above (0 when q <= 1 - C)."""
-        check_real("q", q, lo=0.0, hi=1.0, hi_open=True)
-        if not self.stable:
-            return math.inf
-        pw = self.p_wait
-        if 1.0 - q >= pw:
-            return 0.0
-        return math.log(pw / (1.0 - q)) * self.mean_wait_s() / pw
+        return exp_tail_quantile_s(self, q, lambda log_ratio: log_ratio * self.mean_wait_s() / self.p_wait)

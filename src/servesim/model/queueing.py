@@ -21,8 +21,10 @@ Standard library only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol
 
 from servesim._checks import check_int, check_real
 
@@ -30,6 +32,7 @@ __all__ = [
     "MMc",
     "erlang_b",
     "erlang_c",
+    "exp_tail_quantile_s",
     "mmc_mean_wait_s",
     "mmc_wait_quantile_s",
     "mmc_wait_tail",
@@ -127,13 +130,27 @@ class MMc:
 
     def wait_quantile_s(self, q: float) -> float:
         """Smallest t with P(W_q <= t) >= q; inverts the tail (0 when q <= 1 - C)."""
-        check_real("q", q, lo=0.0, hi=1.0, hi_open=True)
-        if not self.stable:
-            return math.inf
-        pw = self.p_wait
-        if 1.0 - q >= pw:
-            return 0.0
-        return math.log(pw / (1.0 - q)) / self.drain_rate_per_s
+        return exp_tail_quantile_s(self, q, lambda log_ratio: log_ratio / self.drain_rate_per_s)
+
+
+class _WaitTail(Protocol):
+    @property
+    def stable(self) -> bool: ...
+    @property
+    def p_wait(self) -> float: ...
+
+
+def exp_tail_quantile_s(queue: _WaitTail, q: float, seconds: Callable[[float], float]) -> float:
+    """The q-quantile of a wait whose tail is ``P(W_q > t) = C exp(-t / tau)``, C the ``queue``'s
+    ``p_wait``: 0 when ``q <= 1 - C``, else ``tau ln(C / (1 - q))``, with ``seconds`` turning the
+    logarithm into seconds (each queue's own tau); inf when unstable."""
+    check_real("q", q, lo=0.0, hi=1.0, hi_open=True)
+    if not queue.stable:
+        return math.inf
+    pw = queue.p_wait
+    if 1.0 - q >= pw:
+        return 0.0
+    return seconds(math.log(pw / (1.0 - q)))
 
 
 def mmc_mean_wait_s(servers: int, arrival_rate_per_s: float, service_rate_per_s: float) -> float:
