@@ -34,9 +34,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def _add_specdec(sub: argparse._SubParsersAction[Any]) -> None:
     sp = sub.add_parser("specdec", help="speculative decoding economics: grid, presets, utilization sweep")
     presets = speculative.SPECDEC_PRESETS  # speculative.toml, read here, not for the other commands
-    sp.add_argument("--preset", type=choice(list(presets), "preset"), default=None,
-                    help=f"preset for the utilization sweep: {', '.join(presets)} (default mtp; "
-                    "with --model: eagle3, or mtp for a model with an MTP module)")
+    methods = speculative.SPEC_METHODS  # the one list predict --spec and plan --spec take
+    sp.add_argument("--preset", type=choice(list(methods), "preset"), default=None,
+                    help=f"method: {', '.join(methods)}; the lab's utilization sweep takes "
+                    f"{', '.join(presets)} or draft (default mtp; with --model: eagle3, or mtp for a model "
+                    "with an MTP module; eagle and ngram at their published or given acceptance)")
     sp.add_argument("--util", type=number(0.0, 1.0, hi_open=True), default=0.0,
                     help="compute utilization u in [0, 1) for the grid and your case (default 0)")
     sp.add_argument("--alpha", type=number(0.0, 1.0), default=None,
@@ -71,7 +73,13 @@ def _add_specdec(sub: argparse._SubParsersAction[Any]) -> None:
     g.add_argument("--acceptance-length", type=number(1.0, 65.0), default=None,
                    help="measured mean acceptance length at --k with --model (tokens per verify step, the "
                    "bonus token included; replaces --alpha)")
-    g.add_argument("--draft", default=None, help="draft model for --preset small-draft with --model")
+    g.add_argument("--draft", default=None, help="with --model: the draft model of --preset small-draft or "
+                   "draft, or the EAGLE head of eagle / eagle3 (its config.json or a published head's "
+                   "Hugging Face id)")
+    g.add_argument("--traffic", default=None,  # checked where it is used: the lab imports no hardware
+                   help="with --model and no measured acceptance: the kind of traffic whose published "
+                   "acceptance the preset takes (predict --help lists them; default chat), as predict --spec "
+                   "and plan --spec take it")
     add_format(sp)
     sp.set_defaults(run=_specdec)
 
@@ -100,13 +108,14 @@ def _specdec(args: argparse.Namespace) -> Output:
 
     if args.model is not None or args.gpu is not None:
         return _specdec_model(args)
-    for flag in ("acceptance_length", "draft"):
+    for flag in ("acceptance_length", "draft", "traffic"):
         if getattr(args, flag) is not None:
             from servesim._checks import ParameterError
 
             raise ParameterError(flag, getattr(args, flag), "given with --model and --gpu (the lab's "
                                  "specdec takes --alpha)")
-    args.preset = args.preset or "mtp"
+    lab = speculative.lab_preset(args.preset) if args.preset else None  # eagle, ngram: refused
+    args.preset = lab.name if lab is not None else "mtp"
     data = specdec_summary(u=args.util, d=args.d, c=args.c, preset=args.preset,
                            alpha=args.alpha, k=args.k, k_max=args.k_max)
     if args.plot is not None:
@@ -180,7 +189,8 @@ def _specdec_model(args: argparse.Namespace) -> Output:
     sm, _, memory = build_step_model(Deployment(args.model, args.gpu, args.tp, args.dtype, "bf16",
                                                 args.engine), builtin_catalog())
     data = specdec_on_model(sm, memory, preset=args.preset, context=args.context, alpha=args.alpha,
-                            acceptance_length=args.acceptance_length, k=args.k, draft=args.draft)
+                            acceptance_length=args.acceptance_length, k=args.k, draft=args.draft,
+                            traffic=args.traffic)
     rows = [{"table": "speedup_by_batch", "model": data["model"], "gpu": data["gpu"],
              "preset": data["preset"], **r} for r in data["rows"]]
     return Output(data, specdec_model_text(data), rows)

@@ -18,10 +18,10 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     from servesim.cli.common import add_disagg_arguments
     from servesim.hardware.acceptance import TRAFFIC_KINDS
     from servesim.model.serving import WORKLOAD_PRESETS
-    from servesim.model.speculative import SPECDEC_PRESETS
+    from servesim.model.speculative import SPEC_METHODS
 
     add_disagg_arguments(p, list(WORKLOAD_PRESETS))
-    p.add_argument("--spec", type=choice([*SPECDEC_PRESETS, "none"], "speculative preset"), default=None,
+    p.add_argument("--spec", type=choice([*SPEC_METHODS, "none"], "speculative preset"), default=None,
                    help="speculative preset to consider on each pool, or none (default: mtp for the lab's "
                    "node plan; none with --model, where speculation runs only where asked for, at the "
                    "acceptance, k, draft and verify cost predict --spec prices for that model)")
@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def _request(args: argparse.Namespace) -> tuple[Any, str]:
     from servesim.cli.common import resolve_node, workload_of
     from servesim.model.serving import resolve_scenario
-    from servesim.model.speculative import SPECDEC_PRESETS
+    from servesim.model.speculative import lab_preset
     from servesim.plan.planner import PlanRequest, smallest_fleet
 
     wl = workload_of(args)
@@ -120,7 +120,8 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
         node_from=lambda w: resolve_node(args, w), prompt_tokens=args.isl, output_tokens=args.osl,
     )
     spec = args.spec or ("none" if args.model is not None else "mtp")
-    speculation, k_max = (None if spec == "none" else SPECDEC_PRESETS[spec]), args.k_max
+    on_model = args.model is not None and args.calibration is None  # else the lab's presets
+    speculation, k_max = (None if spec == "none" else lab_preset(spec, on_model=on_model)), args.k_max
     if spec != "none" and args.model is not None and args.calibration is None:
         # a measured-kernel node speculates as predict --spec prices the same model
         from servesim.cli.common import deployment_of
@@ -354,6 +355,7 @@ def run_report(args: argparse.Namespace) -> Output:
 
 
 def _report_rest(args: argparse.Namespace, p: Any, plan_data: dict[str, Any], bar: Any) -> Output:
+    from servesim.model.speculative import lab_preset
     from servesim.plan.summary import disagg_summary, specdec_summary
     from servesim.render.content import report_blocks
     from servesim.render.report import write_report
@@ -370,7 +372,8 @@ def _report_rest(args: argparse.Namespace, p: Any, plan_data: dict[str, Any], ba
             best = plan_one(replace(req, workload=mix), with_sensitivity=False).ranked[0]
             row["with_speculation"] = {"label": best.label, "goodput_rps": best.goodput_rps}
     bar.advance()
-    spec = specdec_summary(preset=args.spec if args.spec not in (None, "none") else "mtp")
+    lab = lab_preset(args.spec, on_model=True) if args.spec not in (None, "none") else None  # eagle: none
+    spec = specdec_summary(preset=lab.name if lab is not None else "mtp")
     bar.advance()
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     biases = _report_biases(args.seed)

@@ -24,11 +24,9 @@ from servesim.cli.args import (
     integer,
     link,
 )
+from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 
 __all__ = ["register"]
-
-SPEC_METHODS: tuple[str, ...] = ("small-draft", "draft", "mtp", "medusa", "eagle", "eagle3", "ngram")
-"""servesim.hardware.speculation.METHODS, named here so that building the parser imports no pricer."""
 
 CLIENTS: tuple[str, ...] = ("vllm", "sglang", "inferencemax")
 """servesim.sim.client.CLIENTS, named here so that building the parser imports no simulator."""

@@ -36,7 +36,7 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,17 +45,20 @@ from servesim.hardware.moe_step import MoEStepModel
 from servesim.hardware.names import dense_shape, resolve_model
 from servesim.hardware.pricer import Drafter, Pricer
 from servesim.hardware.stepmodel import StepModel
+from servesim.model.speculative import SPEC_METHODS
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
            "alpha_for_acceptance_length", "draft_model_for", "drafter_memory", "drafting_s",
+           "largest_paying_batch", "published_heads",
            "sglang_tree_for", "speculation_for", "speedup_curve", "tree_speedup", "turn_off_batch",
            "verify_s", "with_host_overhead"]
 
 K_MAX = 8
 """Largest draft length searched when none is given."""
 
-METHODS: tuple[str, ...] = ("small-draft", "draft", "mtp", "medusa", "eagle", "eagle3", "ngram")
-"""Draft methods ``predict`` prices (the lab's four presets, a named draft model, EAGLE-1/2, n-gram)."""
+METHODS: tuple[str, ...] = SPEC_METHODS
+"""Draft methods ``predict`` prices (the lab's four presets, a named draft model, EAGLE-1/2, n-gram):
+:data:`servesim.model.speculative.SPEC_METHODS`, the one list every command takes."""
 
 NGRAM_HOST_S = 20e-6
 """Host time of one n-gram (prompt-lookup) proposal step (estimate)."""
@@ -167,6 +170,7 @@ class EagleHead(StepModel):
             gemms.append((h, 2 * h))  # EAGLE's fc on [embedding, feature], every pass
         self._gemms = tuple(gemms)
         self.eagle3 = eagle3
+        self.note = ""  # how the head's shape was found, when not from its own config.json
 
     def first_pass_extra_s(self, tokens: float) -> float:
         """EAGLE-3's ``fc`` over the verified tokens' three hidden states (0 for EAGLE-1/2)."""
@@ -215,6 +219,49 @@ def _eagle_config(path: str, target: StepModel) -> dict[str, Any]:
     return data
 
 
+EAGLE_HEADS_FILE = "eagle_heads.toml"
+"""Published EAGLE / EAGLE-3 heads by Hugging Face id (``hardware/data/eagle_heads.toml``)."""
+
+
+def published_heads() -> dict[str, dict[str, Any]]:
+    """The published EAGLE and EAGLE-3 heads servesim knows, by lower-cased Hugging Face id: each
+    with its ``id``, ``method``, ``target``, ``target_hidden`` and ``source`` (the data file)."""
+    from pathlib import Path
+
+    from servesim._catalogfile import read_toml
+
+    data = read_toml(Path(__file__).parent / "data" / EAGLE_HEADS_FILE)
+    return {str(h["id"]).lower(): dict(h) for h in data["head"]}
+
+
+def _published_head(sm: StepModel, method: str, draft: str) -> EagleHead:
+    """A published head given by its Hugging Face id: its shape derived from the target ``sm`` (one
+    decoder layer of the target's width, EAGLE-3's fc and own LM head, :class:`EagleHead`), with a
+    note saying so; refused when the id is not one servesim knows (a typo, or a head whose
+    config.json the user must give), drafts with another method, or was trained for a target of
+    another width."""
+    heads = published_heads()
+    head = heads.get(draft.lower())
+    if head is None:
+        known = ", ".join(sorted(h["id"] for h in heads.values() if h["method"] == method))
+        raise ParameterError("draft", draft, f"the path of an EAGLE head's config.json, or the Hugging Face "
+                             f"id of a published {method} head servesim knows ({known}; "
+                             f"hardware/data/{EAGLE_HEADS_FILE})")
+    if head["method"] != method:
+        raise ParameterError("draft", draft, f"a {method} head: {head['id']} is an {head['method']} head "
+                             f"(use --spec {head['method']})")
+    if int(head["target_hidden"]) != sm.shape.hidden:
+        raise ParameterError("draft", draft, f"a head for {sm.shape.name}: {head['id']} drafts for "
+                             f"{head['target']} (hidden size {head['target_hidden']}), the target's is "
+                             f"{sm.shape.hidden}")
+    dm = EagleHead(sm, eagle3=method == "eagle3")
+    vocab = f", its own LM head over {dm.shape.vocab:,} tokens" if method == "eagle3" else ""
+    dm.note = (f"draft {head['id']} (for {head['target']}): its shape derived from the target, one "
+               f"decoder layer of width {sm.shape.hidden}{vocab}; give its config.json as --draft for "
+               "its own")
+    return dm
+
+
 def draft_model_for(sm: Pricer, method: str, catalog: Any = None, draft: str | None = None) -> Drafter:
     """What drafts for ``method`` on the target step model ``sm`` (see the module docstring): a step
     model whose ``decode_step(b, ctx).gpu_s`` is one draft step."""
@@ -227,7 +274,13 @@ def draft_model_for(sm: Pricer, method: str, catalog: Any = None, draft: str | N
         return _mtp_module(sm, method)
     assert isinstance(sm, StepModel)  # the two pricers the factory builds
     if method in ("eagle", "eagle3"):
-        return EagleHead(sm, eagle3=method == "eagle3", config=_eagle_config(draft, sm) if draft else None)
+        if draft is None:
+            return EagleHead(sm, eagle3=method == "eagle3")
+        from pathlib import Path
+
+        if Path(draft).expanduser().exists():  # the user's own config.json of the head wins
+            return EagleHead(sm, eagle3=method == "eagle3", config=_eagle_config(draft, sm))
+        return _published_head(sm, method, draft)
     if method == "medusa":
         return MedusaHeads(sm)
     if method not in ("small-draft", "draft"):
@@ -397,25 +450,37 @@ def speedup_curve(sm: Pricer, method: str, context: float, batches: list[int], *
 
 def turn_off_batch(sm: Pricer, preset: str, context: float, *, batch_limit: int,
                    catalog: Any = None, draft: Any = None, alpha: float | None = None,
-                   k_max: int = K_MAX, alphas: Mapping[int, float] | None = None) -> int | None:
-    """The largest batch (powers of two, then bisection) at which the best k still pays
-    (``alpha`` or per-k ``alphas`` as :func:`speculation_for` takes them).
+                   k_max: int = K_MAX, alphas: Mapping[int, float] | None = None,
+                   k: int | None = None) -> int | None:
+    """The largest running batch at which speculation still pays (speedup above 1): the one
+    turn-off batch of a (model, GPU, method, k, acceptance, context), whichever command asks
+    (``predict --spec``, ``specdec --model``, ``roofline``).  ``k`` None takes the best k at each
+    batch (``k_max`` the largest), else the engine's fixed ``k``; ``alpha`` or per-k ``alphas`` as
+    :func:`speculation_for` takes them.  Powers of two, then bisection (:func:`largest_paying_batch`).
 
     None: it pays at every batch up to ``batch_limit``; 0: it pays at no batch.
     """
     dm = draft if draft is not None else draft_model_for(sm, preset, catalog)
 
     def pays(b: int) -> bool:
-        return speculation_for(sm, preset, b, context, draft=dm, alpha=alpha,
+        return speculation_for(sm, preset, b, context, draft=dm, alpha=alpha, k=k,
                                k_max=k_max, alphas=alphas)[1]["speedup_at_batch"] > 1.0
 
+    return largest_paying_batch(pays, batch_limit)
+
+
+def largest_paying_batch(pays: Callable[[int], bool], batch_limit: int) -> int | None:
+    """The largest batch ``b <= batch_limit`` with ``pays(b)`` (doubling from 1, then bisection; the
+    speedup falls with the batch as the verify leaves the memory-bound regime): None when it pays
+    at ``batch_limit``, 0 when it pays at no batch."""
+    limit = max(1, int(batch_limit))
     if not pays(1):
         return 0
     lo, hi = 1, 2
-    while hi <= batch_limit and pays(hi):
+    while hi <= limit and pays(hi):
         lo, hi = hi, hi * 2
-    if hi > batch_limit:
-        return None if pays(batch_limit) else _bisect(pays, lo, batch_limit)
+    if hi > limit:
+        return None if pays(limit) else _bisect(pays, lo, limit)
     return _bisect(pays, lo, hi)
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_K_MAX",
     "GATE_EPSILON",
     "SPECDEC_PRESETS",
+    "SPEC_METHODS",
     "SpecDecPreset",
     "SpecDecResult",
     "alpha_at_tokens",
@@ -43,11 +44,18 @@ __all__ = [
     "cycle_time",
     "evaluate",
     "expected_tokens",
+    "lab_preset",
     "optimal_k",
     "speedup",
     "turn_off_utilization",
     "utilization_gate",
 ]
+
+SPEC_METHODS: tuple[str, ...] = ("small-draft", "draft", "mtp", "medusa", "eagle", "eagle3", "ngram")
+"""The speculative methods every command takes (``predict --spec``, ``plan --spec``, ``specdec
+--preset``): the lab's four presets (``draft`` another name of ``small-draft``: a named draft
+model), EAGLE-1/2 and n-gram; those the lab has no alpha for are priced on a real model
+(``--model``) at a published or given acceptance."""
 
 DEFAULT_D = 0.1
 """Default draft-cost ratio t_draft / t_target (seed section 6, experiment 1)."""
@@ -275,6 +283,23 @@ def _load_presets() -> Mapping[str, SpecDecPreset]:
         except (KeyError, ParameterError) as exc:  # pragma: no cover - shipped data
             raise RuntimeError(f"speculative.toml: preset {name!r}: {exc}") from exc
     return out
+
+
+def lab_preset(method: str, *, on_model: bool = False) -> SpecDecPreset | None:
+    """The lab's preset (alpha, d, c) of a method of :data:`SPEC_METHODS` (``draft`` is
+    ``small-draft``'s); None for one the lab has none for (``eagle``, ``ngram``) when it is priced on
+    a real model (``on_model``: its published or given acceptance), else refused naming it."""
+    presets = _load_presets()
+    name = "small-draft" if method == "draft" else method
+    if name in presets:
+        return presets[name]
+    if method not in SPEC_METHODS:
+        raise ParameterError("spec", method, f"one of {', '.join(SPEC_METHODS)}")
+    if on_model:
+        return None
+    raise ParameterError("spec", method, f"one of {', '.join(presets)} or draft on the lab's reference or a "
+                         f"calibrated node: {method} has no lab alpha (give --model M --gpu G: it is priced "
+                         "there at its published or given acceptance)")
 
 
 if TYPE_CHECKING:  # pragma: no cover - the name as the type checker sees it; __getattr__ gives it

@@ -235,6 +235,7 @@ def speculation_setting(sm: Pricer, spec: str, batch: float, context: float, *, 
     from servesim.hardware.speculation import (
         draft_model_for,
         speedup_curve,
+        turn_off_batch,
     )
 
     if spec == "mtp" and not sm.is_moe:
@@ -261,8 +262,14 @@ def speculation_setting(sm: Pricer, spec: str, batch: float, context: float, *, 
         batches.append(batches[-1] * 2)
     curve = speedup_curve(sm, spec, context, batches, k=k, alpha=speculation.alpha, draft=dm)
     off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
-    return speculation, {"method": spec, **({"draft": draft} if draft else {}), "acceptance": source, **info,
+    limit = sm.engine.max_num_seqs
+    turn_off = turn_off_batch(sm, spec, context, batch_limit=limit, draft=dm, alpha=speculation.alpha, k=k)
+    note = str(getattr(dm, "note", ""))  # a published EAGLE head's: its shape derived from the target
+    return speculation, {"method": spec, **({"draft": draft} if draft else {}),
+                         **({"draft_note": note} if note else {}), "acceptance": source, **info,
                          "speedup_by_batch": curve, "stops_paying_at_batch": off,
+                         "turn_off_batch": turn_off, "turn_off_k": k, "turn_off_limit": limit,
+                         "fits_batch": max(1, kv_max),
                          **_drafter_keys(dm, sm, speculation.k)}
 
 
@@ -278,7 +285,7 @@ def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tup
                   k: int | None, alpha: float | None, acceptance_length: float | None, draft: str | None,
                   catalog: Any, kv_max: int, traffic: str | None) -> tuple[Any, dict[str, Any]]:
     """:func:`speculation_setting` for SGLang's EAGLE tree (its three flags in ``tree``)."""
-    from servesim.hardware.speculation import draft_model_for, sglang_tree_for
+    from servesim.hardware.speculation import draft_model_for, largest_paying_batch, sglang_tree_for
 
     if spec not in ("eagle", "eagle3", "mtp"):
         raise ParameterError("speculative_eagle_topk", tree[1], f"given with --spec eagle, eagle3 or mtp "
@@ -314,9 +321,18 @@ def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tup
                              alpha=alpha, acceptance_length=acceptance_length, draft=dm)[1]
         curve.append({"batch": float(b), "k": at["k"], "speedup": at["speedup_at_batch"]})
     off = next((c["batch"] for c in curve if c["speedup"] <= 1.0), None)
+
+    def pays(b: int) -> bool:
+        return bool(sglang_tree_for(sm, spec, float(b), context, steps=steps, topk=topk, draft_tokens=tokens,
+                                    alpha=alpha, acceptance_length=acceptance_length,
+                                    draft=dm)[1]["speedup_at_batch"] > 1.0)
+
+    limit = sm.engine.max_num_seqs
     return speculation, {"method": spec, **({"draft": draft} if draft else {}), **info,
                          "acceptance": source or info["acceptance"], "speedup_by_batch": curve,
-                         "stops_paying_at_batch": off, **_drafter_keys(dm, sm, speculation.k)}
+                         "stops_paying_at_batch": off, "turn_off_batch": largest_paying_batch(pays, limit),
+                         "turn_off_k": speculation.k, "turn_off_limit": limit, "fits_batch": max(1, kv_max),
+                         **_drafter_keys(dm, sm, speculation.k)}
 
 
 def _running_batch(sm: Pricer, memory: float, bench: Benchmark, isl: float, osl: float, kv_max: int,
@@ -338,6 +354,20 @@ def _running_batch(sm: Pricer, memory: float, bench: Benchmark, isl: float, osl:
     if bench.concurrency is not None:
         at_rate = min(at_rate, bench.concurrency / workers)
     return max(1.0, min(float(kv_max), at_rate))
+
+
+SPEC_BATCH_ROUNDS = 3
+"""Runs at most of a speculative prediction: the first prices the drafter and the verify at the batch
+the closed form keeps running (:func:`_running_batch`), each next one at the decode batch the last
+run kept (time mean), until the two agree (:func:`_same_batch`)."""
+
+
+def _same_batch(run_batch: float, priced_batch: float) -> bool:
+    """Whether a run's decode batch is the one its speculation was priced at: within 5% or half a
+    sequence (the speedup curve is flat on that scale: under 1% between batches 16 and 18 of
+    Llama-3.1-8B's EAGLE-3 on an H100)."""
+    b = max(1.0, run_batch)
+    return abs(b - priced_batch) <= max(0.5, 0.05 * priced_batch)
 
 
 def check_context(shape: Any, isl: int, longest: int) -> None:
@@ -384,20 +414,29 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     spec_info: dict[str, Any] | None = None
     speculation = None
     if spec is not None and spec != "none":
-        guess = _running_batch(sm, memory, bench, isl_mean, osl_mean, kv_max)
-        speculation, spec_info = speculation_setting(
-            sm, spec, float(min(guess, max(1, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
-            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
-            traffic=traffic, tree=tree)
+        spec_batch = float(min(_running_batch(sm, memory, bench, isl_mean, osl_mean, kv_max), max(1, kv_max)))
     else:
         _refuse_without_spec(alpha=alpha, acceptance_length=acceptance_length, draft=draft, tree=tree)
     stable, why = _stable_at_rate(sm, memory, bench)
-    run_sm = speculating_step_model(sm, dep, spec, spec_info, catalog)
-    if spec_info is not None:
-        cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
     cold_s, _, fresh = fresh_server_waits(sm, bench)
-    res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
-                                     lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
+    plain_cap, plain_kv_max = cap, kv_max
+    for _ in range(SPEC_BATCH_ROUNDS):
+        if spec is not None and spec != "none":
+            speculation, spec_info = speculation_setting(
+                sm, spec, spec_batch, isl_mean + osl_mean / 2, k=k, alpha=alpha,
+                acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=plain_kv_max,
+                traffic=traffic, tree=tree)
+        run_sm = speculating_step_model(sm, dep, spec, spec_info, catalog)
+        cap, kv_max = plain_cap, plain_kv_max
+        if spec_info is not None:
+            cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
+        res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
+                                         lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
+        if spec_info is None or _same_batch(res.decode_batch, spec_batch):
+            break
+        spec_batch = max(1.0, min(res.decode_batch, float(max(1, plain_kv_max))))
+    if spec_info is not None:  # the batch the run's requests fit, the drafter beside them
+        spec_info["fits_batch"] = max(1, kv_max)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
@@ -569,26 +608,36 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     speculation = None
     spec_info: dict[str, Any] | None = None
     if spec is not None and spec != "none":
-        guess = _running_batch(dsm, dmem, bench, isl_mean, osl_mean, kv_max, decode_workers, prefill=False)
-        speculation, spec_info = speculation_setting(
-            dsm, spec, float(max(1.0, min(guess, kv_max))), isl_mean + osl_mean / 2, k=k, alpha=alpha,
-            acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=kv_max,
-            traffic=traffic, tree=tree)
+        spec_batch = float(max(1.0, min(_running_batch(dsm, dmem, bench, isl_mean, osl_mean, kv_max,
+                                                        decode_workers, prefill=False), kv_max)))
     stable, why, share = True, "", 0.0
     if bench.rate_per_s is not None:
         stable, why, share = _pools_stable(psm, prefill_workers, dsm, dmem, decode_workers,
                                            bench.rate_per_s, isl_mean, osl_mean)
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
-    dsm_run = speculating_step_model(dsm, decode, spec, spec_info, catalog)
-    if spec_info is not None:
-        dcap, kv_max = _room_beside_drafter(
-            dsm_run, dmem, bench.isl + bench.osl,
-            max((p + o for p, o in lengths), default=0) if lengths else bench.isl + bench.osl,
-            spec, draft, spec_info)
     cold_s, connect_s, fresh = fresh_server_waits(psm, bench, disaggregated=True)
-    res = run_disaggregated(Pool(psm, prefill_workers, pmem),
-                            Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer, lengths=lengths,
-                            cold_start_s=cold_s, connect_s=connect_s)
+    plain_cap, plain_kv_max = dcap, kv_max
+    for _ in range(SPEC_BATCH_ROUNDS):  # priced at the decode batch the run keeps, as predict's
+        if spec is not None and spec != "none":
+            speculation, spec_info = speculation_setting(
+                dsm, spec, spec_batch, isl_mean + osl_mean / 2, k=k, alpha=alpha,
+                acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=plain_kv_max,
+                traffic=traffic, tree=tree)
+        dsm_run = speculating_step_model(dsm, decode, spec, spec_info, catalog)
+        dcap, kv_max = plain_cap, plain_kv_max
+        if spec_info is not None:
+            dcap, kv_max = _room_beside_drafter(
+                dsm_run, dmem, bench.isl + bench.osl,
+                max((p + o for p, o in lengths), default=0) if lengths else bench.isl + bench.osl,
+                spec, draft, spec_info)
+        res = run_disaggregated(Pool(psm, prefill_workers, pmem),
+                                Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer,
+                                lengths=lengths, cold_start_s=cold_s, connect_s=connect_s)
+        if spec_info is None or _same_batch(res.decode_batch, spec_batch):
+            break
+        spec_batch = max(1.0, min(res.decode_batch, float(max(1, plain_kv_max))))
+    if spec_info is not None:
+        spec_info["fits_batch"] = max(1, kv_max)
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,

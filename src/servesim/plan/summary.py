@@ -381,16 +381,17 @@ SPECDEC_MODEL_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 """Running batches ``specdec --model`` tabulates (those the KV cache holds)."""
 
 
-def _published_row(method: str, family: str, k: int) -> str:
-    """The published preset ``k`` takes, as predict describes it."""
-    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
+def _published_row(method: str, family: str, k: int, kind: str) -> str:
+    """The published preset ``k`` takes for traffic ``kind``, as predict describes it."""
+    from servesim.hardware.acceptance import preset_for
 
-    return preset_for(method, DEFAULT_TRAFFIC, family, k=k).describe(DEFAULT_TRAFFIC)
+    return preset_for(method, kind, family, k=k).describe(kind)
 
 
 def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, context: int,
                      alpha: float | None = None, acceptance_length: float | None = None,
-                     k: int | None = None, draft: str | None = None) -> dict[str, Any]:
+                     k: int | None = None, draft: str | None = None,
+                     traffic: str | None = None) -> dict[str, Any]:
     """``specdec --model``: the speedup of ``preset`` by running batch on the step model ``sm`` (the
     figures ``predict --spec`` and ``roofline`` print: :func:`servesim.plan.predict.speculation_setting`),
     with d, c and the best k at each batch and the batch above which it stops paying.
@@ -400,7 +401,13 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
     traffic, :func:`servesim.hardware.acceptance.preset_for`), each k at the acceptance measured at
     it or at the nearest k measured, so that the best k at each batch weighs what engines measured
     (DeepSeek-R1's MTP accepts 1.875, 2.58, 2.82, 2.99 and 3.01 tokens a step at k = 1-5, where one
-    i.i.d. alpha would keep growing); else the lab's preset alpha (said in the output)."""
+    i.i.d. alpha would keep growing); else the lab's preset alpha (said in the output).  ``traffic``
+    picks the published acceptance's kind (default chat), as ``predict --spec`` takes it.
+
+    ``turn_off_batch`` is the one :func:`servesim.hardware.speculation.turn_off_batch` of the setting
+    ``predict --spec`` runs for the same acceptance and k (:func:`speculation_setting`: a published
+    preset's own k, or the user's), so both commands name the same batch (``turn_off_k`` the k it
+    holds, None for the best k at each batch); the table's best k by batch is a search beside it."""
     from servesim.hardware.acceptance import DEFAULT_TRAFFIC, published_alphas
     from servesim.hardware.speculation import (
         K_MAX,
@@ -410,7 +417,7 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
         speculation_for,
     )
     from servesim.hardware.stepmodel import sequences_held
-    from servesim.model.speculative import SPECDEC_PRESETS
+    from servesim.model.speculative import lab_preset
     from servesim.plan.predict import speculation_setting
 
     if preset is None:
@@ -421,14 +428,23 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
 
         raise ParameterError("context", context, f"at most {sm.kv_capacity_tokens(memory_bytes):,} tokens: "
                              "what the KV cache of this replica holds")
-    lab = SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
+    found = lab_preset(preset, on_model=True)  # eagle, ngram: none (a published acceptance or refused)
+    lab = found.alpha if found is not None else None
     given = acceptance_length is not None or alpha is not None
     name = sm.model_name
-    measured = None if given else published_alphas(preset, DEFAULT_TRAFFIC, name,
+    kind = DEFAULT_TRAFFIC if traffic is None else traffic
+    # predict --spec's own setting for this acceptance: the turn-off batch both commands print
+    _, setting = speculation_setting(sm, preset, 1.0, float(context), k=k, alpha=alpha,
+                                     acceptance_length=acceptance_length, draft=draft, kv_max=cap,
+                                     traffic=traffic)
+    measured = None if given else published_alphas(preset, kind, name,
                                                      [k] if k is not None else range(1, K_MAX + 1))
-    _, info = speculation_setting(sm, preset, 1.0, float(context), k=k,
-                                  alpha=alpha if given else (measured or {}).get(k or 1, lab),
-                                  acceptance_length=acceptance_length, draft=draft, kv_max=cap)
+    if given:
+        info = setting
+    else:
+        _, info = speculation_setting(sm, preset, 1.0, float(context), k=k,
+                                      alpha=(measured or {}).get(k or 1, lab) if measured or lab else None,
+                                      draft=draft, kv_max=cap, traffic=traffic)
     dm = draft_model_for(sm, preset, None, draft)
 
     def at_batch(b: float) -> dict[str, Any]:
@@ -440,10 +456,10 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
     if measured is not None:
         first = at_batch(1.0)
         info.update(k=first["k"], alpha=first["alpha"])
-        info["acceptance"] = (f"published ({preset}, chat): each k at the acceptance measured at it, or at "
+        info["acceptance"] = (f"published ({preset}, {kind}): each k at the acceptance measured at it, or at "
                               f"the nearest k measured; at batch 1 the best k = {first['k']} takes "
-                              + _published_row(preset, name, first["k"]))
-    elif not given:
+                              + _published_row(preset, name, first["k"], kind))
+    elif not given and lab is not None:
         info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
     # the drafter's weights and KV come out of the target's KV cache (as predict --spec takes them)
     beside = beside_drafter(sm, drafter_memory(dm, sm, int(info.get("k") or k or 1)))
@@ -460,4 +476,6 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
             "context_tokens": context, "preset": preset, "acceptance": info["acceptance"],
             "alpha": info["alpha"], "max_batch": cap, "max_batch_without_draft": cap_plain,
             "draft_weight_bytes_per_gpu": beside.drafter_bytes[0], "rows": rows, "stops_paying_at_batch": off,
+            "turn_off_batch": setting["turn_off_batch"], "turn_off_k": setting["turn_off_k"],
+            "turn_off_alpha": setting["alpha"],
             "priced_by": "the measured-kernel step model (as predict --spec and roofline price it)"}

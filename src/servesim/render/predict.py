@@ -135,6 +135,8 @@ def disagg_text(d: dict[str, Any]) -> str:
         if cf and cf.get("stable"):
             lines.append(f"  closed form at this rate: TTFT {_f(cf['mean_ttft_ms'])} ms, TPOT "
                          f"{_f(cf['mean_tpot_ms'], 2)} ms")
+    if "speculation" in d:  # the decode pool's
+        lines += _speculation_lines(d["speculation"])
     lines.append(f"  model: {d['step_model']}")
     lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
     return "\n".join(lines) + "\n"
@@ -199,26 +201,47 @@ def predict_text(d: dict[str, Any]) -> str:
         f"(speed of light {_f(st['speed_of_light_ms'], 2)} ms); batch 1: {_f(d['batch1_step_ms'], 2)} ms",
     ]
     if "speculation" in d:
-        s = d["speculation"]
-        tr = s.get("tree")
-        shape = (f"SGLang tree of {tr['steps']} steps x top-{tr['topk']}, {tr['draft_tokens']} tokens "
-                 f"verified (as a chain: k={s['k']}, alpha" if tr else f"k={s['k']}, alpha")
-        lines.append(f"  speculation {s['preset']}: {shape} {s['alpha']:.3f}{')' if tr else ''} "
-                     "(acceptance length "
-                     f"{s.get('acceptance_length', 0):.2f}; {s.get('acceptance', 'preset')}), "
-                     f"d {s['d']:.3f}, "
-                     f"c {s['c']:.3f} at batch {s['batch']:g}: {s['speedup_at_batch']:.2f}x per step")
-        curve = s.get("speedup_by_batch") or []
-        if curve:
-            off = s.get("stops_paying_at_batch")
-            pts = ", ".join(f"{c['batch']:g}: {c['speedup']:.2f}x" for c in curve)
-            lines.append(f"    speedup by running batch: {pts}; "
-                         + (f"stops paying at batch {off:g}" if off else "pays at every batch that fits"))
-        if s.get("overlap"):
-            lines.append(f"    overlap scheduler {s['overlap']}")
+        lines += _speculation_lines(d["speculation"])
     lines.append(f"  step model: {d['step_model']}")
     lines += [f"  note: {n}" for n in d.get("notes", [])[:5]]
     return "\n".join(lines) + "\n"
+
+
+def _speculation_lines(s: dict[str, Any]) -> list[str]:
+    """The speculation of a prediction (colocated, or a disaggregated run's decode pool): its setting
+    and figures at the batch it was priced at (the run's decode batch, rounded as that is), the
+    speedup by running batch and the turn-off batch every command shares
+    (:func:`servesim.hardware.speculation.turn_off_batch`)."""
+    tr = s.get("tree")
+    shape = (f"SGLang tree of {tr['steps']} steps x top-{tr['topk']}, {tr['draft_tokens']} tokens "
+             f"verified (as a chain: k={s['k']}, alpha" if tr else f"k={s['k']}, alpha")
+    x = s["speedup_at_batch"]
+    lines = [f"  speculation {s['preset']}: {shape} {s['alpha']:.3f}{')' if tr else ''} (acceptance length "
+             f"{s.get('acceptance_length', 0):.2f}; {s.get('acceptance', 'preset')}), d {s['d']:.3f}, "
+             f"c {s['c']:.3f} at batch {_f(float(s['batch']))}: {x:.2f}x per step"
+             + ("" if x > 1.0 else " (does not pay at this batch)")]
+    if s.get("draft_note"):
+        lines.append(f"    {s['draft_note']}")
+    curve = s.get("speedup_by_batch") or []
+    if curve:
+        pts = ", ".join(f"{c['batch']:g}: {c['speedup']:.2f}x" for c in curve)
+        lines.append(f"    speedup by running batch: {pts}; {_turn_off(s)}")
+    if s.get("overlap"):
+        lines.append(f"    overlap scheduler {s['overlap']}")
+    return lines
+
+
+def _turn_off(s: dict[str, Any]) -> str:
+    """Where speculation stops paying: the largest batch it pays at, against the batch that fits."""
+    if "turn_off_batch" not in s:  # a saved prediction from before the shared turn-off
+        off = s.get("stops_paying_at_batch")
+        return f"stops paying at batch {off:g}" if off else "pays at every batch that fits"
+    t, fits = s["turn_off_batch"], int(s.get("fits_batch") or 1)
+    if t == 0:
+        return "pays at no batch: turn it off"
+    if t is None or t >= fits:
+        return f"pays at every batch that fits (up to {fits:,})"
+    return f"stops paying above batch {t:,}: turn it off there"
 
 
 def points_text(rows: list[dict[str, Any]]) -> str:

@@ -231,15 +231,30 @@ def specdec_model_text(s: dict[str, Any]) -> str:
     rows = [[str(r["batch"]), f"{r['target_step_ms']:.2f}", str(r["k"]), f"{r['acceptance_length']:.2f}",
              f"{r['d']:.4f}", f"{r['c']:.4f}", f"{r['speedup']:.2f}x"] for r in s["rows"]]
     out.append(table(["batch", "step ms", "k", "E[n]", "d", "c", "speedup"], rows, keep=(0, -1)))
-    off = s["stops_paying_at_batch"]
     out.append("")
-    out.append(f"  stops paying at batch {off:,}: turn it off there" if off is not None else
-               f"  pays at every batch the KV cache holds (up to {s['max_batch']:,} sequences)")
+    out.append(_turn_off_line(s))
     if "max_batch_without_draft" in s:
         gb, cap, plain = s["draft_weight_bytes_per_gpu"] / 1e9, s["max_batch"], s["max_batch_without_draft"]
         out.append(f"  the drafter's {gb:.2f} GB/GPU of weights and its KV leave room for {cap:,} sequences "
                    f"({plain:,} without it)")
     return "\n".join(out) + "\n"
+
+
+def _turn_off_line(s: dict[str, Any]) -> str:
+    """Where ``specdec --model``'s setting stops paying: the turn-off batch ``predict --spec`` names for
+    the same acceptance and k (its ``turn_off_batch``); a saved result without it: the table's."""
+    if "turn_off_batch" not in s:
+        off = s["stops_paying_at_batch"]
+        return (f"  stops paying at batch {off:,}: turn it off there" if off is not None else
+                f"  pays at every batch the KV cache holds (up to {s['max_batch']:,} sequences)")
+    t, kk, cap = s["turn_off_batch"], s.get("turn_off_k"), s["max_batch"]
+    at = (f"at k = {kk}, alpha {s['turn_off_alpha']:.3f} (as predict --spec runs it)" if kk else
+          "at the best k at each batch (as predict --spec runs it)")
+    if t == 0:
+        return f"  {at}: pays at no batch: leave it off"
+    if t is None or t >= cap:
+        return f"  {at}: pays at every batch the KV cache holds (up to {cap:,} sequences)"
+    return f"  {at}: stops paying above batch {t:,}: turn it off there"
 
 
 def disagg_text(s: dict[str, Any]) -> str:
@@ -278,6 +293,7 @@ def disagg_text(s: dict[str, Any]) -> str:
             ["mix", "P/O tokens", "co TTFT", "co TPOT", "co good", "split", "dis TTFT",
              "dis TPOT", "dis good", "winner"],
             rows,
+            keep=(0, 4, 8, -1),  # narrow terminals lose latencies and the split, never a goodput
         )
     )
     out.append("  TTFT (mean) and TPOT in ms, goodput in req/s; 'unstable': utilization >= 1, goodput 0;")
