@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 __all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_int",
-           "check_real"]
+           "check_real", "describe_range"]
 
 
 class ParameterError(ValueError):
@@ -51,7 +51,7 @@ def check_real(
 
     ``lo``/``hi`` are inclusive unless ``lo_open``/``hi_open`` is set.
     """
-    valid = _describe(lo, hi, lo_open, hi_open)
+    valid = describe_range(lo, hi, lo_open, hi_open)
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ParameterError(name, value, f"a real number {valid}")
     x = float(value)
@@ -66,7 +66,7 @@ def check_real(
 
 def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None = None) -> int:
     """Return ``value`` as an int after checking it is an integer within [lo, hi]."""
-    valid = _describe(lo, hi, False, False)
+    valid = describe_range(lo, hi, False, False)
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ParameterError(name, value, f"an integer {valid}")
     n = int(value)
@@ -75,7 +75,8 @@ def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None
     return n
 
 
-def _describe(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
+def describe_range(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
+    """The range as messages name it: "in [lo, hi)", ">= lo", "< hi" or "finite"."""
     if lo is not None and hi is not None:
         return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
     if lo is not None:
@@ -104,8 +105,8 @@ class Bound:
             lo, hi = (None if x is None else int(x) for x in (self.lo, self.hi))
             if lo is not None and hi is not None:
                 return f"an integer in [{lo}, {hi}]"
-            return f"an integer {_describe(lo, hi, False, False)}"
-        return f"a number {_describe(self.lo, self.hi, self.lo_open, self.hi_open)}"
+            return f"an integer {describe_range(lo, hi, False, False)}"
+        return f"a number {describe_range(self.lo, self.hi, self.lo_open, self.hi_open)}"
 
 
 _MS = 3.6e9  # a measured time in ms: at most 1,000 hours

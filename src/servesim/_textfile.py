@@ -38,7 +38,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from servesim._checks import InputError
+from servesim._checks import InputError, describe_range
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -470,10 +470,5 @@ def parse_number(
 
 
 def _bounds(lo: float | None, hi: float | None, lo_open: bool) -> str:
-    if lo is not None and hi is not None:
-        return f" in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
-    if lo is not None:
-        return f" {'>' if lo_open else '>='} {lo:g}"
-    if hi is not None:
-        return f" <= {hi:g}"
-    return ""
+    """The range as a message's tail (" in [lo, hi]", the upper end closed), "" with neither end."""
+    return "" if lo is None and hi is None else " " + describe_range(lo, hi, lo_open, False)
