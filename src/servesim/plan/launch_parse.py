@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from servesim._checks import InputError
 from servesim.hardware.pricer import Deployment
@@ -83,24 +83,29 @@ def parse_launch(
     return ParsedLaunch(dep, spec_args, extra)
 
 
-def _int(o: dict[str, str | None], name: str, default: int | None = None) -> int | None:
+_N = TypeVar("_N", int, float)
+
+
+def _number(o: dict[str, str | None], name: str, kind: type[_N], where: str,
+            default: _N | None = None) -> _N | None:
+    """Option ``name`` of a command (``where`` names its flag) as a ``kind``, ``default`` where absent;
+    an InputError that names the option and its value where it is not one."""
     v = o.get(name)
     if v is None:
         return default
     try:
-        return int(v)
+        return kind(v)
     except ValueError:
-        raise InputError(f"--engine-command: {name} {v!r} is not a whole number") from None
+        what = "a whole number" if kind is int else "a number"
+        raise InputError(f"{where}: {name} {v!r} is not {what}") from None
+
+
+def _int(o: dict[str, str | None], name: str, default: int | None = None) -> int | None:
+    return _number(o, name, int, "--engine-command", default)
 
 
 def _float(o: dict[str, str | None], name: str) -> float | None:
-    v = o.get(name)
-    if v is None:
-        return None
-    try:
-        return float(v)
-    except ValueError:
-        raise InputError(f"--engine-command: {name} {v!r} is not a number") from None
+    return _number(o, name, float, "--engine-command")
 
 
 def _dtype(o: dict[str, str | None]) -> str:
@@ -345,10 +350,4 @@ def parse_benchmark(text: str) -> Any:
 
 
 def _bint(o: dict[str, str | None], name: str) -> int | None:
-    v = o.get(name)
-    if v is None:
-        return None
-    try:
-        return int(v)
-    except ValueError:
-        raise InputError(f"--bench-command: {name} {v!r} is not a whole number") from None
+    return _number(o, name, int, "--bench-command")
