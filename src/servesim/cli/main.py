@@ -250,17 +250,9 @@ def _fit_terminal() -> None:
 
 def _wrap(text: str, width: int) -> str:
     """Lines longer than the terminal wrapped at word boundaries, continuations indented."""
-    import textwrap
+    from servesim.render.formats import wrap_long_lines
 
-    out = []
-    for line in text.split("\n"):
-        if len(line) <= width:
-            out.append(line)
-            continue
-        lead = line[: len(line) - len(line.lstrip())]
-        out += textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "  ",
-                             break_long_words=False, break_on_hyphens=False) or [line]
-    return "\n".join(out)
+    return wrap_long_lines(text, width, break_long_words=False)
 
 
 def _failed(data: Any) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from servesim.render.formats import wrap_long_lines
+
 __all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto", "split_label"]
 
 
@@ -126,22 +128,12 @@ def _wrapped(text: str) -> str:
     """On a terminal (:data:`servesim.render.text.WIDTH` set), each line longer than the terminal
     wrapped at its words, the continuation indented two more spaces (the tables already fit); else
     ``text`` as it is (files and pipes stay byte-stable)."""
-    import textwrap
-
     from servesim.render import text as texts
 
     width = texts.WIDTH
     if width is None:
         return text
-    lines = []
-    for line in text.split("\n"):
-        if len(line) <= width:
-            lines.append(line)
-            continue
-        lead = line[:len(line) - len(line.lstrip())]
-        lines += textwrap.wrap(line.strip(), width=width, initial_indent=lead, subsequent_indent=lead + "  ",
-                               break_on_hyphens=False) or [line]
-    return "\n".join(lines)
+    return wrap_long_lines(text, width, break_long_words=True)
 
 
 def _ranked_table(shown: list[dict[str, Any]], several: bool, budget: bool

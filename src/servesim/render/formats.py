@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["flatten", "to_csv", "to_json"]
+__all__ = ["flatten", "to_csv", "to_json", "wrap_long_lines"]
 
 
 def _clean(x: Any) -> Any:
@@ -60,3 +60,20 @@ def _csv_value(v: Any) -> Any:
     if isinstance(v, float):
         return "" if not math.isfinite(v) else repr(v)
     return v
+
+
+def wrap_long_lines(text: str, width: int, *, break_long_words: bool) -> str:
+    """``text`` with each line longer than ``width`` wrapped at its words, the continuation indented
+    two spaces more than the line (a word longer than the width is cut only with
+    ``break_long_words``); shorter lines as they are."""
+    import textwrap
+
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "  ",
+                             break_long_words=break_long_words, break_on_hyphens=False) or [line]
+    return "\n".join(out)
