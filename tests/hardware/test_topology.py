@@ -15,7 +15,8 @@ import pytest
 from servesim._checks import ParameterError
 from servesim.hardware.kernels import nccl_domain_us, tables_for
 from servesim.hardware.moe_kernels import moe_tables
-from servesim.hardware.topology import Topology, kv_link, links_note, topology_for
+from servesim.hardware.topology import Topology, kv_link, kv_path, links_note, rack_dep_sizes, topology_for
+from servesim.hardware.wide_ep import mnnvl_alltoall, mnnvl_table
 
 MIB = 2**20
 
@@ -115,3 +116,39 @@ def test_kv_transfer_inside_one_rack_rides_nvlink():
     assert rate == pytest.approx(0.89 * 900e9) and "NVLink" in note
     assert kv_link(gb.topology, gb.nvlink_bytes_per_s, 144) is None  # two racks: the scale-out network
     assert kv_link(hgx.topology, hgx.nvlink_bytes_per_s, 8) is None  # HGX pools sit in different chassis
+
+
+def test_kv_path_of_a_pair_on_one_tray_in_one_rack_and_across_racks():
+    """Inside one NVL72 rack every pair goes through NVSwitch at 0.89 x 900 GB/s, on one tray or
+    between trays (the note says which); a deployment over two racks moves its KV over InfiniBand at
+    the NIC's 100 GB/s a GPU; an HGX node has no placement of its own (the caller's link)."""
+    gb = tables_for("gb200")
+    tray, rack, two = (kv_path(gb.topology, gb.nvlink_bytes_per_s, n) for n in (4, 40, 104))
+    assert tray is not None and rack is not None and two is not None
+    assert tray.bytes_per_s == rack.bytes_per_s == pytest.approx(0.89 * 900e9)
+    assert (tray.name, tray.within, rack.name, rack.within) == ("nvlink", True, "nvlink", True)
+    assert "(4 of 72 GPUs, one tray)" in tray.note and "(40 of 72 GPUs, 10 trays of 4)" in rack.note
+    assert (two.name, two.within, two.bytes_per_s) == ("infiniband", False, 100e9)
+    assert "104 GPUs span 2 racks of 72" in two.note and "InfiniBand at 100 GB/s" in two.note
+    assert two.bytes_per_s < rack.bytes_per_s  # leaving the rack is never faster
+    assert kv_link(gb.topology, gb.nvlink_bytes_per_s, 104) is None  # kv_link: NVLink only
+    assert kv_path(tables_for("b200").topology, 900e9, 16) is None
+
+
+def test_rack_dep_sizes_across_racks_need_a_budget_of_several_racks():
+    gb = tables_for("gb200").topology
+    assert rack_dep_sizes(gb, 256, 72) == (16, 32, 64)
+    assert rack_dep_sizes(gb, 256, 144) == (16, 32, 64, 128)  # DEP128 over two racks
+    assert rack_dep_sizes(gb, 384, 144) == (16, 24, 32, 48, 64, 96, 128)  # Kimi-K2's 384 experts
+    assert rack_dep_sizes(gb, 256, 288) == (16, 32, 64, 128, 256)
+    assert rack_dep_sizes(tables_for("b200").topology, 256, 144) == ()
+
+
+def test_mnnvl_stops_at_the_nvlink_domain():
+    """TensorRT-LLM's MNNVL workspace is one fabric memory of the NVLink domain: no table, and no
+    all-to-all, for an EP group that leaves it."""
+    mt, _ = moe_tables("gb200", "trtllm")
+    assert mnnvl_table(mt, 64) is not None and mnnvl_table(mt, 72) is not None
+    assert mnnvl_table(mt, 128) is None
+    assert mnnvl_alltoall(mt, "fp8_block", 32, 7168, 8, 64) is not None
+    assert mnnvl_alltoall(mt, "fp8_block", 32, 7168, 8, 128) is None

@@ -370,9 +370,9 @@ class MoEStepModel:
         self._choose_mla_prefill_tables()
         self._choose_moe_kernel(moe_activations)
         self.ep_comm = ep_comm or self.engine.ep_comm  # EP_COMMS: how the DP ranks reach the experts
-        # TensorRT-LLM's MNNVL all-to-all where its table covers the GPU's NVLink domain (wide_ep.py)
+        # TensorRT-LLM's MNNVL all-to-all where its table covers the group's NVLink domain (wide_ep.py)
         self._mnnvl = (ep_comm is None and self._moe_tables is not None and par.ep > 1 and par.dp > 1
-                       and par.moe_tp == 1 and mnnvl_table(self._moe_tables) is not None)
+                       and par.moe_tp == 1 and mnnvl_table(self._moe_tables, par.gpus) is not None)
         if self._mnnvl:
             self.ep_comm = "mnnvl"
         self._choose_moe_backend(moe_backend)

@@ -18,6 +18,11 @@ all-gather / reduce-scatter / all-to-all, DeepEP): within a domain from the meas
 for that many ranks), across domains by the hierarchical bound: the domain's time plus the
 scale-out share of the traffic at the scale-out rate.
 
+:func:`kv_path` places the KV transfer of a disaggregated deployment: inside one NVL72 rack it rides
+NVLink through NVSwitch (a pair on one tray as well), between racks InfiniBand; on HGX nodes the
+caller's link.  :func:`rack_dep_sizes` gives a planner the wide-EP sizes inside one domain and,
+within a budget of several racks, across them.
+
 Standard library only; the file is read once, on first use.
 """
 
@@ -31,8 +36,8 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["KINDS", "NVLINK_KV_EFFICIENCY", "RACK_DEP_SIZES", "Topology", "kv_link", "links_note",
-           "rack_dep_sizes", "topology_for"]
+__all__ = ["CROSS_RACK_DEP_SIZES", "KINDS", "NVLINK_KV_EFFICIENCY", "RACK_DEP_SIZES", "KVPath", "Topology",
+           "kv_link", "kv_path", "links_note", "rack_dep_sizes", "topology_for"]
 
 KINDS: tuple[str, ...] = ("hgx", "nvl72")
 """The topologies servesim places groups on."""
@@ -141,18 +146,59 @@ NVLINK_KV_EFFICIENCY = 0.89
 ``efficiency`` (400 of 450 GB/s, data/catalog/links.toml)."""
 
 
-def kv_link(topology: Topology, nvlink_bytes_per_s: float, gpus: int) -> tuple[float, str] | None:
-    """The prefill-to-decode KV link of a disaggregated deployment of ``gpus`` GPUs in all when it
-    rides NVLink: on a multi-node NVLink domain (NVL72) whose one rack holds every worker of both
-    pools, the transfer goes GPU to GPU through NVSwitch at :data:`NVLINK_KV_EFFICIENCY` x the GPU's
-    NVLink rate ``nvlink_bytes_per_s`` (its kernel tables'); (bytes/s, note).  None elsewhere (an HGX
-    node's pools sit in different chassis: the RDMA default)."""
-    if not topology.mnnvl or not topology.within(check_int("gpus", gpus, lo=1)):
+@dataclass(frozen=True)
+class KVPath:
+    """The link a disaggregated deployment's KV transfer rides, placed on its GPU's topology."""
+
+    name: str
+    """``"nvlink"`` (inside one NVLink domain) or the scale-out network, lower case (``"infiniband"``)."""
+    bytes_per_s: float
+    """The rate one transfer sees."""
+    note: str
+    """The ``links:`` note that says which links it crosses."""
+    within: bool
+    """True when every worker of both pools sits in one NVLink domain."""
+
+
+def kv_path(topology: Topology, nvlink_bytes_per_s: float, gpus: int) -> KVPath | None:
+    """The prefill-to-decode KV link of a disaggregated deployment of ``gpus`` GPUs in all, placed
+    on a multi-node NVLink domain (NVL72; None elsewhere: an HGX node's pools sit in different
+    chassis, the RDMA default of the caller).
+
+    * Every worker of both pools in one rack (``gpus`` <= the domain): GPU to GPU through NVSwitch
+      at :data:`NVLINK_KV_EFFICIENCY` x the GPU's NVLink rate ``nvlink_bytes_per_s`` (its kernel
+      tables').  A pair on one compute tray takes the same path: an NVL72 tray's GPUs reach each
+      other only through the NVSwitch trays (18 NVLinks a GPU, all to the switches), so tray or
+      rack makes no difference to the rate, and the note says which it is.
+    * The deployment spans racks: the pools are placed rack by rack and a pair in different racks
+      moves the KV over the scale-out network, InfiniBand at ``scale_out_bytes_per_s`` a GPU (its
+      line rate, as the ``rdma`` link's 50 GB/s is ConnectX-7's); every transfer is priced there,
+      an upper bound on the time where some pairs share a rack."""
+    n = check_int("gpus", gpus, lo=1)
+    if not topology.mnnvl:
         return None
-    rate = NVLINK_KV_EFFICIENCY * check_real("nvlink_bytes_per_s", nvlink_bytes_per_s, lo=0.0, lo_open=True)
-    return rate, (f"links: KV transfer between the pools inside one NVL72 rack ({gpus} of "
-                  f"{topology.domain_gpus} GPUs): NVLink at {rate / 1e9:.0f} GB/s a GPU "
-                  f"({NVLINK_KV_EFFICIENCY:g} x {nvlink_bytes_per_s / 1e9:g})")
+    if topology.within(n):
+        nvlink = check_real("nvlink_bytes_per_s", nvlink_bytes_per_s, lo=0.0, lo_open=True)
+        rate = NVLINK_KV_EFFICIENCY * nvlink
+        trays = topology.trays(n)
+        where = ("one tray" if trays == 1 else f"{trays} trays of {topology.tray_gpus}")
+        note = (f"links: KV transfer between the pools inside one NVL72 rack ({n} of {topology.domain_gpus} "
+                f"GPUs, {where}): NVLink through NVSwitch at {rate / 1e9:.0f} GB/s a GPU "
+                f"({NVLINK_KV_EFFICIENCY:g} x {nvlink_bytes_per_s / 1e9:g}; between trays as within one)")
+        return KVPath("nvlink", rate, note, True)
+    rate = topology.scale_out_bytes_per_s
+    note = (f"links: KV transfer between pools in different NVL72 racks ({n} GPUs span "
+            f"{topology.domains(n)} racks of {topology.domain_gpus}): {topology.scale_out} at "
+            f"{rate / 1e9:g} GB/s a GPU (line rate; priced for every pair, an upper bound where a "
+            "pair shares a rack)")
+    return KVPath(topology.scale_out.lower(), rate, note, False)
+
+
+def kv_link(topology: Topology, nvlink_bytes_per_s: float, gpus: int) -> tuple[float, str] | None:
+    """:func:`kv_path` where it rides NVLink (every worker of both pools in one NVL72 rack):
+    (bytes/s, note); None elsewhere (another rack or an HGX node: the caller's link)."""
+    path = kv_path(topology, nvlink_bytes_per_s, gpus)
+    return (path.bytes_per_s, path.note) if path is not None and path.within else None
 
 
 RACK_DEP_SIZES: tuple[int, ...] = (16, 24, 32, 48, 64, 72)
@@ -161,9 +207,20 @@ RACK_DEP_SIZES: tuple[int, ...] = (16, 24, 32, 48, 64, 72)
 NVIDIA's DeepSeek-R1 GB200 disaggregated recipes in Dynamo use 32-72 GPU decode workers)."""
 
 
-def rack_dep_sizes(topology: Topology, experts: int) -> tuple[int, ...]:
+CROSS_RACK_DEP_SIZES: tuple[int, ...] = (96, 128, 144, 192, 256, 288)
+"""DEP sizes beyond one NVL72 domain a planner tries where the budget holds them (twice and four
+times the in-domain sizes): their exchange leaves the rack (the hierarchical bound of
+``servesim.hardware.moe_kernels``), which is what a plan across racks weighs them by."""
+
+
+def rack_dep_sizes(topology: Topology, experts: int, budget: int = 0) -> tuple[int, ...]:
     """The DEP sizes of :data:`RACK_DEP_SIZES` that fit one NVLink domain of ``topology`` and divide the
-    model's ``experts`` (each rank holds the same number); none on an HGX node."""
+    model's ``experts`` (each rank holds the same number), then those of
+    :data:`CROSS_RACK_DEP_SIZES` that span domains and fit a ``budget`` of GPUs (none without one);
+    none on an HGX node."""
     if topology.kind != "nvl72":
         return ()
-    return tuple(g for g in RACK_DEP_SIZES if g <= topology.domain_gpus and experts % g == 0)
+    inside = tuple(g for g in RACK_DEP_SIZES if g <= topology.domain_gpus and experts % g == 0)
+    across = tuple(g for g in CROSS_RACK_DEP_SIZES
+                   if topology.domain_gpus < g <= budget and experts % g == 0)
+    return inside + across

@@ -25,7 +25,17 @@ FP8 and NVFP4.  :func:`mnnvl_alltoall` prices a step's exchange from it:
 * another model shape: the measured shape's time times the ratio of the two shapes' fitted
   rooflines (``max(floor, bytes / (bus x NVLink))``) at the same tokens;
 * GB300 (no table of its own; the same NVLink 5 switch trays and 900 GB/s a GPU): GB200's table,
-  with a note.
+  with a note;
+* an EP group that leaves the NVLink domain (DEP128 over two NVL72 racks): no MNNVL.  Both NVLink
+  kernels map every rank's workspace into one fabric memory (``nvlink_one_sided.py``
+  ``NVLinkOneSided.__init__``: ``MnnvlMemory(mapping, ...)``, "symmetric memory to enable
+  peer-to-peer access between GPUs over NVLink"), which exists only inside one NVLink domain, so
+  their constructors raise and ``create_strategy`` falls through to DeepEP (only with
+  ``TRTLLM_CAN_USE_DEEP_EP=1`` and BF16 activations) or to its always-working
+  ``AllGatherReduceScatter``: the step model prices the latter, NCCL's all-gather and
+  reduce-scatter by the hierarchical bound across the racks (``servesim.hardware.moe_kernels``).
+  TensorRT-LLM ``communication_factory.py`` and ``nvlink_one_sided.py`` at commits 673f3412 and
+  439e0799 (NVIDIA/TensorRT-LLM).
 
 Standard library only.
 """
@@ -58,10 +68,13 @@ def mnnvl_bytes(op: str, dtype: str, tokens: float, hidden: int, topk: int) -> f
     return tokens * topk * hidden * (0.5625 if op == "combine_low_precision" else 2.0)
 
 
-def mnnvl_table(mt: MoETables) -> tuple[dict[str, Any], MoETables, str] | None:
+def mnnvl_table(mt: MoETables, gpus: int | None = None) -> tuple[dict[str, Any], MoETables, str] | None:
     """The MNNVL all-to-all table for ``mt``'s GPU and engine: its own (``mnnvl`` in the file), else
     the one measured with the same engine on another GPU of an NVL72 domain (GB300 borrows GB200's),
-    with a note; None where the GPU has no multi-node NVLink domain or no such table exists."""
+    with a note; None where the GPU has no multi-node NVLink domain, no such table exists, or the EP
+    group of ``gpus`` GPUs leaves the domain (module docstring: MNNVL runs inside one rack only)."""
+    if gpus is not None and not mt.topology.within(check_int("gpus", gpus, lo=1)):
+        return None
     if "mnnvl" in mt._doc:
         return mt._doc["mnnvl"], mt, ""
     if not mt.topology.mnnvl:
@@ -110,14 +123,15 @@ def _op(table: dict[str, Any], owner: MoETables, kernel: str, op: str, dtype: st
 def mnnvl_alltoall(mt: MoETables, moe_dtype: str, tokens: float, hidden: int, topk: int,
                    ep: int) -> Lookup | None:
     """One MoE layer's MNNVL dispatch + combine (ms) for ``tokens`` tokens of this rank over ``ep``
-    ranks (module docstring), or None where there is no MNNVL table for ``mt``'s GPU and engine."""
+    ranks (module docstring), or None where there is no MNNVL table for ``mt``'s GPU and engine or
+    the ``ep`` ranks leave one NVLink domain."""
     t = check_real("tokens", tokens, lo=0.0, lo_open=True)
     n = check_int("ep", ep, lo=1)
     check_int("hidden", hidden, lo=1)
     check_int("topk", topk, lo=1)
     if n == 1:
         return Lookup(0.0, True)
-    got = mnnvl_table(mt)
+    got = mnnvl_table(mt, n)
     if got is None:
         return None
     table, owner, borrowed = got

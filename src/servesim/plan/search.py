@@ -41,7 +41,7 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
@@ -136,6 +136,7 @@ class PlanQuestion:
     ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
     headroom: float | None = None  # plan each row at this share of its sustainable rate (None: at it)
     rate_per_s: float | None = None  # the customer's own rate, shown beside each row's capacity
+    kv_placement: bool = True  # each disaggregated row's KV link from where its pools sit (_kv_links)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, lo=1, hi=4096)
@@ -214,22 +215,88 @@ def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
         if g > q.gpus:
             continue
         pars += [(g, 1, 1)] + ([(g, 1, g), (1, g, g)] if g > 1 else [])
-    for g in _rack_dep_sizes(q, catalog, arch.experts):  # DEP16-72 inside an NVL72 domain (issue 49)
+    for g in _rack_dep_sizes(q, catalog, arch.experts):  # DEP16-72 in an NVL72 domain, DEP128+ across
         if g <= q.gpus and (1, g, g) not in pars:
             pars.append((1, g, g))
     return arch, True, pars
 
 
 def _rack_dep_sizes(q: PlanQuestion, catalog: Any, experts: int) -> tuple[int, ...]:
-    """Wide-EP sizes inside the GPU's NVLink domain (``servesim.hardware.topology.rack_dep_sizes``)."""
-    from servesim.hardware.kernels import tables_for
+    """Wide-EP sizes inside the GPU's NVLink domain and, where the budget holds them, across domains
+    (``servesim.hardware.topology.rack_dep_sizes``)."""
     from servesim.hardware.topology import rack_dep_sizes
 
+    tables = _tables(q, catalog)
+    return rack_dep_sizes(tables.topology, experts, q.gpus) if tables is not None else ()
+
+
+def _tables(q: PlanQuestion, catalog: Any) -> Any:
+    """The kernel tables of ``q.gpu`` for its engine (their topology, NVLink rate); None for a GPU
+    without them (a --catalog GPU)."""
+    from servesim.hardware.kernels import tables_for
+
     try:
-        tables = tables_for(canonical_gpu(q.gpu, catalog), q.engine)
+        return tables_for(canonical_gpu(q.gpu, catalog), q.engine)
     except ParameterError:
-        tables = None
-    return rack_dep_sizes(tables.topology, experts) if tables is not None else ()
+        return None
+
+
+KVLink = tuple[float, str]
+"""A disaggregated row's KV link: (bytes/s, the note that says which links it crosses)."""
+
+
+def _kv_links(q: PlanQuestion, catalog: Any) -> Any:
+    """``gpus -> KVLink``: where the GPU's topology places a disaggregated deployment of ``gpus`` GPUs
+    on a multi-node NVLink domain (``servesim.hardware.topology.kv_path``: NVLink inside one NVL72
+    rack, InfiniBand between racks) and ``q.kv_placement`` asks for it; else ``q``'s link for every
+    size (an HGX node, a --link the user gave)."""
+    from servesim.hardware.topology import kv_path
+
+    fixed: KVLink = (q.link_bytes_per_s, f"KV transfer over the P/D link {q.link_name} at "
+                     f"{q.link_bytes_per_s / 1e9:g} GB/s")
+    tables = _tables(q, catalog) if q.kv_placement else None
+    if tables is None or not tables.topology.mnnvl:
+        return lambda gpus: fixed
+    def link(gpus: int) -> KVLink:
+        p = kv_path(tables.topology, tables.nvlink_bytes_per_s, gpus)
+        return (p.bytes_per_s, p.note.removeprefix("links: ")) if p is not None else fixed
+
+    return link
+
+
+def _link_keys(q: PlanQuestion, catalog: Any) -> dict[str, Any]:
+    """The plan's P/D link as its header names it: ``q``'s, or where the rows' KV links follow their
+    placement on an NVL72 rack (_kv_links), NVLink for a budget inside one rack, else both."""
+    out = {"link": q.link_name, "link_GBps": q.link_bytes_per_s / 1e9}
+    tables = _tables(q, catalog) if q.kv_placement else None
+    if tables is None or not tables.topology.mnnvl:
+        return out
+    from servesim.hardware.topology import kv_path
+
+    t = tables.topology
+    inside = kv_path(t, tables.nvlink_bytes_per_s, min(q.gpus, t.domain_gpus))
+    assert inside is not None  # a multi-node NVLink domain
+    if t.within(q.gpus):
+        return {"link": inside.name, "link_GBps": inside.bytes_per_s / 1e9}
+    return {"link": (f"NVLink inside one NVL72 rack ({inside.bytes_per_s / 1e9:.0f} GB/s), {t.scale_out} "
+                     "between racks"), "link_GBps": t.scale_out_bytes_per_s / 1e9}
+
+
+def _row_links(q: PlanQuestion, catalog: Any, row: dict[str, Any], kv: KVLink | None) -> list[str]:
+    """Which links a row's groups cross, in words (``Topology.links``): each pool's worker (a
+    colocated row's replica) and, disaggregated, the KV transfer between the pools."""
+    tables = _tables(q, catalog)
+    if tables is None:
+        return [kv[1]] if kv is not None else []
+    t = tables.topology
+
+    def size(pool: dict[str, Any]) -> int:
+        return int(pool["tp"]) * int(pool.get("dp", 1))
+
+    if row["architecture"] == "colocated":
+        return [t.links(size(row["decode"]), "replica")]
+    out = [t.links(size(row["prefill"]), "prefill worker"), t.links(size(row["decode"]), "decode worker")]
+    return out + ([kv[1]] if kv is not None else [])
 
 
 def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
@@ -266,7 +333,7 @@ def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None, front: b
     price, price_source = _price(gname, catalog)
     models = _Models(q, shape, moe, gname, mem, catalog)
     space = _Space(q, pars, dtypes, chunks, [None] + ([q.spec] if q.spec else []), choice, mem, price, models,
-                   progress or (lambda: None))
+                   progress or (lambda: None), _kv_links(q, catalog))
     rows, curves = _colocated_rows(space)
     # (an engine that runs prompts whole takes the largest budget searched: the prompt must fit it)
     default_chunk = (base_engine.max_num_batched_tokens if base_engine.chunks_prompts or q.chunks
@@ -275,14 +342,16 @@ def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None, front: b
     default_budget = base_engine.max_num_batched_tokens
     rows = _distinct([{"gpu": gname, **r, "budget_is_default": r["max_num_batched_tokens"] == default_budget}
                       for r in rows if r["max_rate_rps"] > 0])
+    for r in rows:  # which links each row's groups cross (servesim.hardware.topology)
+        kv = space.kv(r["gpus"]) if r["architecture"] == "disaggregated" else None
+        r["links"] = _row_links(q, catalog, r, kv)
     _sort_rows(rows, q)
     screened = len(rows)
     pareto = [{"gpu": gname, **p} for p in _pareto(rows, curves, q)] if front else []
     return {
         "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
         "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
-        "engine": q.engine, "kv_dtype": q.kv_dtype, "link": q.link_name,
-        "link_GBps": q.link_bytes_per_s / 1e9,
+        "engine": q.engine, "kv_dtype": q.kv_dtype, **_link_keys(q, catalog),
         "usd_per_gpu_hour": price, "price_source": price_source,
         "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
         "fits_none": (None if any(m is not None for m in models.built.values()) else
@@ -385,6 +454,7 @@ class _Space:
     price: float | None
     models: _Models
     tick: Any  # called once per colocated split and per disaggregated prefill split and dtype
+    kv: Any  # gpus -> KVLink: a disaggregated deployment's KV link by its size (_kv_links)
 
 
 def _label(sm: Pricer, dtype: str) -> str:
@@ -452,11 +522,32 @@ def _decode_capacities(s: _Space, chunk: int) -> dict[tuple[Par, str, str | None
     return dec
 
 
+class _PrefillAt:
+    """A prefill split's KV transfer time (s) of one prompt and its pool's capacity by worker count,
+    each by KV link, computed once."""
+
+    def __init__(self, psm: Pricer, q: PlanQuestion) -> None:
+        self.psm, self.q = psm, q
+        self._xfer: dict[float, float] = {}
+        self._cap: dict[tuple[int, float], float] = {}
+
+    def xfer(self, link: KVLink) -> float:
+        from servesim.plan.predict import kv_transfer_seconds
+
+        if link[0] not in self._xfer:
+            self._xfer[link[0]] = kv_transfer_seconds(self.psm, link[0])(self.q.isl)
+        return self._xfer[link[0]]
+
+    def capacity(self, workers: int, link: KVLink) -> float:
+        key = (workers, link[0])
+        if key not in self._cap:
+            self._cap[key] = _prefill_capacity(self.psm, workers, self.q, self.xfer(link))
+        return self._cap[key]
+
+
 def _disaggregated_rows(s: _Space, chunk: int) -> list[dict[str, Any]]:
     """Disaggregated deployments: decode capacity per worker (linear), prefill capacity per worker
     count; each pool has its own split and dtype (the KV cache crosses in the shared KV dtype)."""
-    from servesim.plan.predict import kv_transfer_seconds
-
     q = s.q
     dec = _decode_capacities(s, chunk)
     rows: list[dict[str, Any]] = []
@@ -467,34 +558,60 @@ def _disaggregated_rows(s: _Space, chunk: int) -> list[dict[str, Any]]:
             if psm is None:
                 continue
             pg = ppar[0] * ppar[1]
-            xfer = kv_transfer_seconds(psm, q.link_bytes_per_s)(q.isl)
-            for pw in _prefill_counts(psm, pg, q, xfer):
+            pre = _PrefillAt(psm, q)
+            for pw in _prefill_counts(psm, pg, q, pre.xfer(s.kv(q.gpus))):
                 left = q.gpus - pw * pg
-                lam_p = _prefill_capacity(psm, pw, q, xfer)
-                if lam_p <= 0:
-                    continue
                 for (dpar, ddtype, spec), (lam1, _) in dec.items():
                     dg = dpar[0] * dpar[1]
                     if lam1 <= 0 or left < dg:
                         continue
                     # The fewest decode workers that keep up with the prefill pool (or with the target
-                    # rate), within the budget.
-                    need = lam_p if q.target_rate_per_s is None else q.target_rate_per_s
-                    if q.target_rate_per_s is not None and lam_p < need:
+                    # rate), within the budget, with the KV link of the deployment's size: sized first
+                    # at the link of the prefill pool and one decode worker, again at the link of the
+                    # size that gives where that leaves the NVLink domain (_kv_links); the row is priced
+                    # at its own size's link.
+                    link = s.kv(pw * pg + dg)
+                    sized = _decode_workers(pre.capacity(pw, link), lam1, left // dg, q)
+                    if sized is not None and s.kv(pw * pg + sized * dg)[0] != link[0]:
+                        link = s.kv(pw * pg + sized * dg)
+                        sized = _decode_workers(pre.capacity(pw, link), lam1, left // dg, q)
+                    if sized is None:
                         continue
-                    dw = min(left // dg, max(1, math.ceil(need / lam1 - 1e-9)))
-                    if q.target_rate_per_s is not None and dw * lam1 < need:
+                    dw = sized
+                    gpus = pw * pg + dw * dg
+                    link = s.kv(gpus)
+                    lam_p = pre.capacity(pw, link)
+                    if lam_p <= 0:
                         continue
                     rate = min(lam_p, dw * lam1)
-                    gpus = pw * pg + dw * dg
                     at = rate if q.target_rate_per_s is None else q.target_rate_per_s
                     dsm = s.models(dpar, ddtype, chunk)
                     assert dsm is not None  # it has a decode capacity, so it fits
-                    pt = _disagg_point(psm, pw, dsm, s.mem, dw, q, at, s.choice if spec else None, xfer)
-                    rows.append(_row("disaggregated", (ppar, pw, _label(psm, pdtype), pdtype),
-                                     (dpar, dw, _label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, chunk,
-                                     s.price))
+                    qq = q if link[0] == q.link_bytes_per_s else replace(q, link_bytes_per_s=link[0])
+                    pt = _disagg_point(psm, pw, dsm, s.mem, dw, qq, at, s.choice if spec else None,
+                                       pre.xfer(link))
+                    row = _row("disaggregated", (ppar, pw, _label(psm, pdtype), pdtype),
+                               (dpar, dw, _label(dsm, ddtype), ddtype), gpus, rate, pt, q, spec, chunk,
+                               s.price)
+                    if link[0] != q.link_bytes_per_s:
+                        row["kv_link_GBps"] = link[0] / 1e9
+                    rows.append(row)
     return rows
+
+
+def _decode_workers(lam_p: float, lam1: float, most: int, q: PlanQuestion) -> int | None:
+    """The fewest decode workers of capacity ``lam1`` each that keep up with a prefill pool of
+    capacity ``lam_p`` (or with the target rate), at most ``most``; None where none do (the prefill
+    pool or the budget falls short of the target) or the prefill pool sustains nothing."""
+    if lam_p <= 0:
+        return None
+    need = lam_p if q.target_rate_per_s is None else q.target_rate_per_s
+    if q.target_rate_per_s is not None and lam_p < need:
+        return None
+    dw = min(most, max(1, math.ceil(need / lam1 - 1e-9)))
+    if q.target_rate_per_s is not None and dw * lam1 < need:
+        return None
+    return dw
 
 
 def _budgets(engine: Any, isl: int) -> tuple[int, ...]:
@@ -666,6 +783,8 @@ def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Any
     """One row confirmed and its operating points (a task of its own: rows confirm in parallel)."""
     from servesim.plan.confirm import confirm_row, operating_point
 
+    if row.get("kv_link_GBps") is not None:  # its own KV link where its size places it (_kv_links)
+        q = replace(q, link_bytes_per_s=row["kv_link_GBps"] * 1e9)
     c = confirm_row(row, q, gname, catalog)
     if c is None or c["max_rate_rps"] <= 0:
         return None, []
