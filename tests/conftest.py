@@ -5,6 +5,11 @@ worker by suffixing their node ids with ``@group`` in each worker.  pytest-xdist
 suffix to ``item._nodeid``, which pytest 9 no longer reads (``Node.nodeid`` is ``str(self._id)``),
 so the groups were spread over the workers and each compiled the engine loop (about 17 s apiece on
 a fresh checkout).  This hook adds the suffix where pytest 9 reads it, exactly as xdist means to.
+
+It also keeps a module's tests that share one of its module-scoped fixtures (a plan or a report made
+once for the module) in one worker: spread over two workers, each made it again (the report's
+fixture took 24-28 s in each worker, tests/render/test_report.py).  Such tests join the group
+``module:<path>`` unless they already belong to a group.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     for item in items:
         names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                  for m in item.iter_markers("xdist_group")}
+        if not names and _uses_a_module_fixture(item):
+            names = {f"module:{item.nodeid.split('::', 1)[0]}"}
         nodeid = item.nodeid
         if not names or nodeid.rfind("@") > nodeid.rfind("]"):  # none, or xdist's own suffix took
             continue
@@ -30,3 +37,16 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
             item._id = coerce_node_id(new)
         except ImportError:  # pragma: no cover - older pytest reads _nodeid, which xdist sets
             item._nodeid = new
+
+
+def _uses_a_module_fixture(item: Any) -> bool:
+    """Whether ``item`` requests a fixture of module scope defined in its own module."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    module = item.nodeid.split("::", 1)[0]
+    for defs in info.name2fixturedefs.values():
+        for d in defs:
+            if d.scope == "module" and str(getattr(d, "baseid", "")).split("::", 1)[0] == module:
+                return True
+    return False

@@ -54,6 +54,7 @@ def test_the_front_is_not_dominated_and_rows_alike_show_their_budget(capsys, pla
     assert len(set(ln.split()[2:7].__str__() for ln in lines)) == len(lines)  # no two rows look alike
 
 
+@pytest.mark.slow
 def test_a_moe_plan_and_a_speculative_plan_hold_their_rates_at_steady_state(capsys):
     """The MoE (Qwen3-235B, TP/DP/EP on 8 H200s, SGLang) and speculative (Llama-3-8B with EAGLE-3 at a
     measured acceptance) kinds of plan: every printed row, re-run by predict with 4,000 prompts."""
@@ -115,6 +116,7 @@ def test_a_speculative_plan_takes_the_measured_acceptance_and_drops_what_does_no
     assert "acceptance_length" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_speculative_plan_without_k_confirms_the_k_its_screen_picked_at_its_measured_acceptance(capsys):
     # DeepSeek-R1's MTP is measured at k = 1-5 (1.875, 2.58, 2.82, 2.99, 3.01 tokens a step): the screen
     # weighs each k at its own, and the engine model confirms the row at the k picked with the same
@@ -187,6 +189,7 @@ def test_several_gpu_types_say_why_only_where_none_holds_the_model():
     assert alone["fits_none"].startswith("h100-sxm: no split of 1, 2, 4, 8 GPUs holds the model")
 
 
+@pytest.mark.slow
 def test_a_plan_with_deepep_is_what_predict_with_deepep_says(capsys):
     """``plan --ep-comm deepep-normal`` prices its attention-DP rows with DeepEP's normal kernels, as
     ``predict --ep-comm deepep-normal`` does: the best colocated DP8 + EP8 row is predict's at its rate,
