@@ -328,6 +328,7 @@ def test_all_figure_has_every_panel():
     _close(fig)
 
 
+@pytest.mark.slow
 def test_all_plot_writes_one_file_with_every_panel(tmp_path: Path):
     path = tmp_path / "everything.png"
     res = run_cli("all", "--plot", str(path))
