@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -198,16 +199,13 @@ CLOSED_FORM = SimSettings(
 class Colocated:
     """Every one of ``nodes`` nodes prefills and decodes; ``beta`` is the interference knob."""
 
+    architecture: ClassVar[str] = "colocated"
     nodes: int
     beta: float = 0.5
 
     def __post_init__(self) -> None:
         check_int("nodes", self.nodes, lo=1)
         check_real("beta", self.beta, lo=0.0)
-
-    @property
-    def architecture(self) -> str:
-        return "colocated"
 
     @property
     def split(self) -> str:
@@ -218,6 +216,7 @@ class Colocated:
 class Disaggregated:
     """``prefill_nodes`` prefill nodes and ``decode_nodes`` decode nodes joined by ``link``."""
 
+    architecture: ClassVar[str] = "disaggregated"
     prefill_nodes: int
     decode_nodes: int
     link: Link
@@ -227,10 +226,6 @@ class Disaggregated:
         check_int("decode_nodes", self.decode_nodes, lo=1)
         if not isinstance(self.link, Link):
             raise ParameterError("link", self.link, "a servesim.model.kvcache.Link")
-
-    @property
-    def architecture(self) -> str:
-        return "disaggregated"
 
     @property
     def split(self) -> str:
