@@ -218,6 +218,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         confirm_top=min(args.top, 100), k=args.k, acceptance_length=args.acceptance_length,
         traffic=args.traffic, ep_comm=ep_comm_of(args),
         headroom=getattr(args, "headroom", None), rate_per_s=getattr(args, "rate", None),
+        kv_placement=args.link is None,  # no --link: each row's KV link from its placement (NVL72)
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = gpu_list(args.gpu)

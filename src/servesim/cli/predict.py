@@ -449,20 +449,23 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, eng
                                          pool=pool, workers=workers[pool], peer_workers=workers[peer],
                                          spec=spec["spec"], **common)
     ln = LINKS["rdma"] if args.link is None else args.link
-    if args.link is None:  # workers of both pools in one NVL72 rack: the KV rides NVLink (hardware.topology)
+    kv_note = ""
+    if args.link is None:  # on an NVL72 rack the KV rides NVLink inside one rack, InfiniBand between racks
         from servesim.hardware.kernels import tables_for
         from servesim.hardware.names import canonical_gpu
-        from servesim.hardware.topology import kv_link
+        from servesim.hardware.topology import kv_path
 
         gpus = sum(pools[p].tp * pools[p].dp * workers[p] for p in pools)
         t = tables_for(canonical_gpu(row["gpu"], catalog))
-        rack = kv_link(t.topology, t.nvlink_bytes_per_s, gpus) if t is not None else None
-        if rack is not None:
-            ln = type(ln)("nvlink", rack[0], rack[1])
+        path = kv_path(t.topology, t.nvlink_bytes_per_s, gpus) if t is not None else None
+        if path is not None:
+            ln, kv_note = type(ln)(path.name, path.bytes_per_s, path.note), path.note
     spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=pools["decode"].dp, **spec)
     out = predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
                                 interval_level=args.interval_level, **spec_kw)
+    if kv_note:  # which links the KV transfer crosses (hardware.topology.kv_path), the placement's own
+        out["notes"] = [kv_note, *out["notes"]]
     if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
         from servesim.cli.deploy import predict_deploy
 

@@ -1,0 +1,58 @@
+"""``predict --mode disagg`` with workers spread over an NVL72 rack's trays and over racks (issue 49,
+item 5): the KV link of the pair comes from the topology (hardware.topology.kv_path) and the note
+says which links it crosses.
+
+Inside one rack every pair, on one tray or between trays, moves its KV through NVSwitch at
+0.89 x 900 GB/s; a deployment over two racks moves it over InfiniBand at 100 GB/s a GPU; a --link
+the user gives is taken as it is.  The transfer of one prompt is checked by hand: DeepSeek-R1's
+latent is 61 layers x (512 + 64) BF16 values a token.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servesim.cli.main import main
+
+R1 = ["--model", "deepseek-ai/DeepSeek-R1", "--gpu", "gb200", "--engine", "trtllm", "--mode", "disagg",
+      "--isl", "256", "--osl", "8", "--concurrency", "2", "--num-prompts", "8", "--format", "json"]
+LATENT_BYTES = 61 * (512 + 64) * 2  # a token's KV, every layer
+
+
+def _predict(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["predict", *R1, *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    return out[0] if isinstance(out, list) else out
+
+
+def _pools(prefill_workers: int, decode_workers: int) -> list[str]:
+    """TP4 prefill workers (one tray each) and DEP32 decode workers (8 trays each)."""
+    return ["--prefill-tp", "4", "--prefill-workers", str(prefill_workers), "--decode-tp", "1",
+            "--decode-dp", "32", "--decode-ep", "32", "--decode-workers", str(decode_workers)]
+
+
+def test_the_kv_link_of_a_pair_follows_its_placement(capsys):
+    trays = _predict(capsys, "--prefill-tp", "4", "--decode-tp", "4")  # 8 GPUs: two trays
+    rack = _predict(capsys, *_pools(2, 1))  # 40 GPUs: one rack
+    racks = _predict(capsys, *_pools(2, 3))  # 104 GPUs: two racks
+    assert (trays["gpus"], rack["gpus"], racks["gpus"]) == (8, 40, 104)
+    nvlink = 0.89 * 900e9
+    assert trays["link_GBps"] == rack["link_GBps"] == pytest.approx(nvlink / 1e9)
+    assert racks["link_GBps"] == pytest.approx(100.0)
+    assert "inside one NVL72 rack (8 of 72 GPUs, 2 trays of 4)" in trays["notes"][0]
+    assert "inside one NVL72 rack (40 of 72 GPUs, 10 trays of 4)" in rack["notes"][0]
+    assert "NVLink" in rack["notes"][0] and "InfiniBand" not in rack["notes"][0]
+    assert "different NVL72 racks (104 GPUs span 2 racks of 72): InfiniBand" in racks["notes"][0]
+    # the same prompts: each transfer is the prompt's latent over the link, by hand
+    for d, rate in ((rack, nvlink), (racks, 100e9)):
+        assert d["mean_kv_transfer_ms"] == pytest.approx(LATENT_BYTES * 256 / rate * 1e3, rel=0.05)
+    assert racks["mean_kv_transfer_ms"] / rack["mean_kv_transfer_ms"] == pytest.approx(nvlink / 100e9,
+                                                                                          rel=1e-6)
+
+
+def test_a_link_the_user_gives_is_taken_as_it_is(capsys):
+    d = _predict(capsys, *_pools(2, 3), "--link", "rdma")
+    assert d["link_GBps"] == pytest.approx(50.0)
+    assert not any("KV transfer between" in n for n in d["notes"])
