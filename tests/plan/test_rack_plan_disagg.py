@@ -56,3 +56,43 @@ def test_a_link_the_user_gives_is_taken_as_it_is(capsys):
     d = _predict(capsys, *_pools(2, 3), "--link", "rdma")
     assert d["link_GBps"] == pytest.approx(50.0)
     assert not any("KV transfer between" in n for n in d["notes"])
+
+
+def _recipe(pool: str, tp: int, dp: int, *, engine: str = "sglang", gpu: str = "gb200", isl: int = 1024,
+            dtype: str = "fp8_block") -> dict:
+    from servesim.sim.client import harness_settings
+
+    return harness_settings("disagg", engine=engine, pool=pool, isl=isl, concurrency=2048, gpu=gpu,
+                            family="deepseek_v3", tp=tp, dp=dp, ep=dp * tp if dp > 1 else 1, dtype=dtype,
+                            workers=1)
+
+
+def test_sglang_rack_recipes_of_deepseek_r1_on_gb200():
+    """Dynamo's srt-slurm recipes for SGLang on GB200 (recipes.toml cites gb200-fp8/1k1k
+    max-tpt.yaml and low-latency.yaml): attention-DP pools exchange with DeepEP, normal kernels
+    in the prefill pool and low-latency ones in the decode pool; tensor-parallel pools with none;
+    FP8 KV in both; nothing for the 8k prompts, NVFP4 weights or another engine, and B200's rules
+    unchanged."""
+    pre, dec = _recipe("prefill", 1, 8), _recipe("decode", 1, 32)
+    assert (pre["ep_comm"], dec["ep_comm"]) == ("deepep_normal", "deepep")
+    assert pre["kv_dtype"] == dec["kv_dtype"] == "fp8"
+    assert pre["max_num_batched_tokens"] > dec["max_num_batched_tokens"] > 8192  # 131072, 36864
+    assert dec["cuda_graph_max_tokens"] == 768 and "cuda_graph_max_tokens" not in pre  # no graphs
+    tp_pre, tp_dec = _recipe("prefill", 4, 1), _recipe("decode", 4, 1)
+    assert "ep_comm" not in tp_pre and "ep_comm" not in tp_dec
+    assert tp_pre["max_num_seqs"] > tp_dec["max_num_seqs"] == tp_dec["cuda_graph_max_tokens"]  # 512, 128
+    assert _recipe("decode", 1, 32, isl=8192) == {} and _recipe("decode", 1, 32, dtype="fp4") == {}
+    assert "ep_comm" not in _recipe("decode", 1, 32, engine="trtllm")
+    assert _recipe("decode", 1, 32, gpu="b200")["memory_fraction"] == 0.85
+
+
+def test_a_prediction_under_the_rack_recipe_runs_deepep_low_latency_in_the_decode_pool(capsys):
+    d = _predict(capsys, "--engine", "sglang", "--client", "inferencemax", "--prefill-tp", "1",
+                 "--prefill-dp", "8", "--prefill-ep", "8", "--decode-tp", "1", "--decode-dp", "32",
+                 "--decode-ep", "32")
+    assert d["gpus"] == 40 and d["kv_dtype"] == "fp8"
+    assert "inside one NVL72 rack (40 of 72 GPUs" in d["notes"][0]
+    notes = " ".join(d["notes"])
+    assert "deepep normal dispatch" in notes and "over 8 ranks" in notes  # the prefill pool's
+    assert "deepep ll dispatch" in notes and "over 32 ranks" in notes  # the decode pool's
+    assert d["decode"]["scheduler"]["max_running"] == 45000  # the recipe's --max-running-requests
