@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from servesim.cli.args import Output, add_format, choice, integer, number, output_dir, plot_path
+from servesim.cli.args import Output, add_format, bounded, choice, integer, number, output_dir, plot_path
 
 __all__ = ["register"]
 
@@ -27,10 +27,10 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    "acceptance, k, draft and verify cost predict --spec prices for that model)")
     p.add_argument("--k-max", type=integer(1, hi=64), default=8,
                    help="largest draft length tried, 1-64 (default 8)")
-    p.add_argument("--k", type=integer(1, hi=16), default=None,
+    p.add_argument("--k", type=bounded("k"), default=None,
                    help="with --model and --spec: the draft length the engine runs, 1-16 (the one "
                    "--acceptance-length was measured at); the node plan tries no k above it")
-    p.add_argument("--acceptance-length", type=number(1.0, 17.0), default=None,
+    p.add_argument("--acceptance-length", type=bounded("acceptance_length"), default=None,
                    help="with --model, --spec and --k: the measured mean acceptance length (tokens per "
                    "verify step, bonus included), in [1, k + 1]; the engine model confirms each speculative "
                    "deployment with it, and one that does not beat the same deployment without speculation "
