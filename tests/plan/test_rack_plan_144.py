@@ -4,10 +4,13 @@ The search adds the decode pools that leave one NVLink domain (DEP128 over two r
 budget holds them; every row says which links its groups cross; a row whose pools fit one rack moves
 its KV over NVLink, one that spans racks over InfiniBand; the best decode pool stays inside one
 NVLink domain; a pool that crosses racks pays the inter-rack links (the hierarchical bound), checked
-by hand.  One screen (no engine-model confirmation, a few seconds), shared by the tests.
+by hand.  The whole screen (no engine-model confirmation, about 10 s, shared) runs under
+``-m slow``; the default run checks the same placement rules on the search's own functions.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -17,7 +20,7 @@ from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.pricer import model_architecture
 from servesim.plan.predict import kv_transfer_seconds
-from servesim.plan.search import PlanQuestion, _shapes, capacity_plan
+from servesim.plan.search import PlanQuestion, _kv_links, _link_keys, _row_links, _shapes, capacity_plan
 
 R1 = "deepseek-ai/DeepSeek-R1"
 RACK = 72  # GPUs in one GB200 NVL72 NVLink domain
@@ -39,6 +42,31 @@ def _step(gpus: int) -> MoEStepModel:
                         engine=engine_profile("trtllm", gpu="gb200"))
 
 
+def test_rows_are_placed_by_their_size():
+    """The search's placement of a row (the rules the whole screen below applies to every row): a
+    deployment that fits one rack moves its KV over NVLink, a larger one over InfiniBand; each row
+    names the links of its workers and of its KV transfer; the plan's header names both links."""
+    q = _q(144)
+    kv = _kv_links(q, None)
+    assert kv(56)[0] == pytest.approx(NVLINK_KV) and "inside one NVL72 rack (56 of 72 GPUs" in kv(56)[1]
+    assert kv(112)[0] == IB and "different NVL72 racks (112 GPUs span 2 racks of 72)" in kv(112)[1]
+    row = {"architecture": "disaggregated", "prefill": {"tp": 4, "workers": 20},
+           "decode": {"tp": 1, "dp": 128, "ep": 128, "workers": 1}, "gpus": 208}
+    pre, dec, link = _row_links(q, None, row, kv(208))
+    assert pre.startswith("prefill worker of 4 GPUs: NVLink only") and "one tray" in pre
+    assert dec.startswith("decode worker of 128 GPUs spans 2 NVL72 racks of 72") and "InfiniBand" in dec
+    assert "InfiniBand" in link
+    colocated = {"architecture": "colocated", "prefill": {"tp": 8, "workers": 9},
+                 "decode": {"tp": 8, "workers": 9}, "gpus": 72}
+    assert _row_links(q, None, colocated, None) == ["replica of 8 GPUs: NVLink only, one NVL72 domain "
+                                                     "(2 trays of 4, through NVSwitch)"]
+    assert _link_keys(q, None)["link_GBps"] == IB / 1e9
+    assert _link_keys(_q(72), None) == {"link": "nvlink", "link_GBps": pytest.approx(NVLINK_KV / 1e9)}
+    fixed = _kv_links(replace(q, kv_placement=False), None)
+    assert fixed(56)[0] == fixed(112)[0] == 50e9  # a --link the user gave: every row on it
+    assert _kv_links(replace(q, gpu="b200"), None)(112)[0] == 50e9  # HGX: the plan's link
+
+
 @pytest.fixture(scope="module")
 def plan144():
     return capacity_plan(_q(144))
@@ -50,6 +78,7 @@ def test_pools_across_racks_are_searched_only_where_the_budget_holds_them():
     assert max(p[1] for p in _shapes(_q(72), None)[2]) == 64
 
 
+@pytest.mark.slow
 def test_every_row_states_its_links_and_the_kv_rides_nvlink_only_inside_one_rack(plan144):
     rows = plan144["ranked"]
     assert rows and any(r["gpus"] > RACK for r in rows) and any(r["gpus"] <= RACK for r in rows)
@@ -71,6 +100,7 @@ def test_every_row_states_its_links_and_the_kv_rides_nvlink_only_inside_one_rack
             assert r["kv_link_GBps"] == pytest.approx(IB / 1e9)
 
 
+@pytest.mark.slow
 def test_the_best_decode_pool_is_priced_inside_one_nvlink_domain(plan144):
     best = plan144["ranked"][0]
     dec = best["decode"]
@@ -90,6 +120,7 @@ def test_the_best_decode_pool_is_priced_inside_one_nvlink_domain(plan144):
     assert priced == pytest.approx(by_hand, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_decode_pool_across_racks_pays_the_inter_rack_bound(plan144):
     """DEP128 on two racks: TensorRT-LLM's MNNVL all-to-all runs inside one NVLink domain only, so it
     gathers and reduce-scatters with NCCL (its AllGatherReduceScatter fallback), priced as the 72-GPU
