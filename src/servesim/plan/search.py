@@ -41,6 +41,7 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -462,6 +463,19 @@ def _label(sm: Pricer, dtype: str) -> str:
     return sm.dtype if dtype == "auto" else dtype
 
 
+def _priced(s: _Space, par: Par, dtype: str, chunk: int) -> Iterator[tuple[Pricer, str | None]]:
+    """The step model of split ``par``, ``dtype`` and ``chunk`` (none where it does not fit) with each
+    speculation searched; ``hazards=False`` leaves speculation out (every engine caches prefixes by
+    default: the spec + prefix-cache hazard applies to every speculative row)."""
+    sm = s.models(par, dtype, chunk)
+    if sm is None:
+        return
+    for spec in s.specs:
+        if spec is not None and not s.q.hazards:
+            continue
+        yield sm, spec
+
+
 def _colocated_rows(s: _Space) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], Any]]]:
     """Colocated deployments: one replica solved, scaled by the replica count; the rows and each
     row's load curve (for the Pareto front)."""
@@ -473,12 +487,7 @@ def _colocated_rows(s: _Space) -> tuple[list[dict[str, Any]], list[tuple[dict[st
         n = q.gpus // g
         for dtype in s.dtypes:
             for chunk in s.chunks:
-                sm = s.models(par, dtype, chunk)
-                if sm is None:
-                    continue
-                for spec in s.specs:
-                    if spec is not None and not q.hazards:
-                        continue  # every engine caches prefixes by default: the hazard applies
+                for sm, spec in _priced(s, par, dtype, chunk):
 
                     def one(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
                         return colocated_at_load(sm, s.mem, 1, r, q.isl, q.osl, q.slo_ttft_s,
@@ -504,12 +513,7 @@ def _decode_capacities(s: _Space, chunk: int) -> dict[tuple[Par, str, str | None
     dec: dict[tuple[Par, str, str | None], tuple[float, LoadPoint]] = {}
     for dtype in s.dtypes:
         for par in s.pars:
-            sm = s.models(par, dtype, chunk)
-            if sm is None:
-                continue
-            for spec in s.specs:
-                if spec is not None and not q.hazards:
-                    continue
+            for sm, spec in _priced(s, par, dtype, chunk):
 
                 def dpoint(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
                     d = decode_at_load(sm, s.mem, r, q.isl, q.osl, prefill=False,
