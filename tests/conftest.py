@@ -17,26 +17,41 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 
+# Cases of a generated parametrization that repeat another test's work, marked slow here (their
+# parameter lists are built from the CLI's own --help examples): id -> the default test that covers it.
+SLOW_CASES = {
+    "tests/cli/test_help_examples.py::test_help_example_runs[servesim report --preset rag --out rag-report]":
+        "tests/render/test_report.py's report_dir runs the same report (and checks its files)",
+    "tests/cli/test_help_examples.py::test_help_example_runs[servesim report --model llama-3-70b --gpu "
+    "h100-sxm --gpus 8 --isl 1024 --osl 512 --out cap]":
+        "tests/render/test_report.py's capacity report (report --model ... --out) runs the same path",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    for item in items:
+        if item.nodeid in SLOW_CASES:
+            item.add_marker(pytest.mark.slow)
+        if not any(True for _ in item.iter_markers("xdist_group")) and _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(f"module:{item.nodeid.split('::', 1)[0]}"))
     # in a worker, xdist has set option.loadgroup from the controller's --dist (and dist to "no")
     if os.environ.get("PYTEST_XDIST_WORKER") is None or not getattr(config.option, "loadgroup", False):
         return
     for item in items:
         names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                  for m in item.iter_markers("xdist_group")}
-        if not names and _uses_a_module_fixture(item):
-            names = {f"module:{item.nodeid.split('::', 1)[0]}"}
         nodeid = item.nodeid
         if not names or nodeid.rfind("@") > nodeid.rfind("]"):  # none, or xdist's own suffix took
             continue
         new = f"{nodeid}@{'_'.join(sorted(names))}"
         try:
             from _pytest.nodes import coerce_node_id  # pytest >= 9
-
-            item._id = coerce_node_id(new)
-        except ImportError:  # pragma: no cover - older pytest reads _nodeid, which xdist sets
-            item._nodeid = new
+        except ImportError:  # pragma: no cover - older pytest reads _nodeid, which xdist sets after us
+            return
+        item._id = coerce_node_id(new)
 
 
 def _uses_a_module_fixture(item: Any) -> bool:
