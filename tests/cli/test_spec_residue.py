@@ -74,8 +74,8 @@ def test_turn_off_batch_is_where_the_speedup_crosses_one() -> None:
 def test_predict_prints_the_batch_it_priced_and_a_speedup_under_one_does_not_pay() -> None:
     d = _predict("--concurrency", "160", "--num-prompts", "320")
     s = d["speculation"]
-    # priced at the run's decode batch (within 5%), not the closed form's first guess
-    assert abs(s["batch"] - d["decode_batch"]) <= max(0.5, 0.05 * s["batch"])
+    # priced at the run's decode batch (within 10%: plan/predict._same_batch), not a first guess
+    assert abs(s["batch"] - d["decode_batch"]) <= max(0.5, 0.1 * s["batch"])
     assert s["batch"] > s["turn_off_batch"] and s["speedup_at_batch"] < 1.0
     shown = predict_text(d)  # what the command prints from the same result
     line = next(x for x in shown.splitlines() if x.startswith("  speculation small-draft"))
@@ -107,7 +107,7 @@ def test_predict_disagg_prints_its_speculation() -> None:
     shown = disagg_text(d)
     line = next(x for x in shown.splitlines() if x.startswith("  speculation eagle3"))
     assert f"k={d['speculative_k']}" in line and f"at batch {d['speculation']['batch']:,.1f}:" in line
-    assert abs(d["speculation"]["batch"] - d["decode_batch"]) <= max(0.5, 0.05 * d["speculation"]["batch"])
+    assert abs(d["speculation"]["batch"] - d["decode_batch"]) <= max(0.5, 0.1 * d["speculation"]["batch"])
     assert "speedup by running batch" in shown
 
 
@@ -175,3 +175,13 @@ def test_disagg_keeps_both_goodputs_at_narrow_widths(width: int, monkeypatch: py
         if len(cells) == len(cols):
             assert float(cells[cols.index("dis good")]) == pytest.approx(row["disaggregated"]["goodput_rps"],
                                                                                  abs=5e-4)
+
+
+def test_predict_at_a_rate_prices_the_batch_the_run_keeps() -> None:
+    # the case: priced at batch 25.85 (the closed form's batch without speculation) where the
+    # run kept 11.0; now the batch of Little's law with speculation, then the run's own
+    d = _json("predict", "--model", "Qwen/Qwen3-32B", "--gpu", "h100-sxm", "--spec", "eagle3",
+              "--isl", "1000", "--osl", "300", "--rate", "2", "--num-prompts", "200")
+    s = d["speculation"]
+    assert abs(s["batch"] - d["decode_batch"]) <= max(0.5, 0.1 * s["batch"])
+    assert f"at batch {s['batch']:,.1f}:" in predict_text(d)
