@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from servesim._checks import ParameterError
 from servesim.model import speculative as sd
 from servesim.model.kvcache import LINKS, Link
 from servesim.model.serving import (
@@ -424,8 +425,6 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
         preset = "mtp" if sm.has_mtp else "eagle3"
     cap = sequences_held(sm, memory_bytes, context)
     if cap < 1:
-        from servesim._checks import ParameterError
-
         raise ParameterError("context", context, f"at most {sm.kv_capacity_tokens(memory_bytes):,} tokens: "
                              "what the KV cache of this replica holds")
     found = lab_preset(preset, on_model=True)  # eagle, ngram: none (a published acceptance or refused)
@@ -454,23 +453,14 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
         return speculation_for(sm, preset, b, float(context), k=k, draft=dm, alphas=measured)[1]
 
     if measured is not None:
-        first = at_batch(1.0)
-        info.update(k=first["k"], alpha=first["alpha"])
-        info["acceptance"] = (f"published ({preset}, {kind}): each k at the acceptance measured at it, or at "
-                              f"the nearest k measured; at batch 1 the best k = {first['k']} takes "
-                              + _published_row(preset, name, first["k"], kind))
+        _published_acceptance(info, at_batch(1.0), preset, name, kind)
     elif not given and lab is not None:
         info["acceptance"] = f"the lab's {preset} preset: alpha {lab:g} (an illustration, not a measurement)"
     # the drafter's weights and KV come out of the target's KV cache (as predict --spec takes them)
     beside = beside_drafter(sm, drafter_memory(dm, sm, int(info.get("k") or k or 1)))
     cap_plain = cap
     cap = sequences_held(beside, memory_bytes, context)
-    rows = []
-    for b in [b for b in SPECDEC_MODEL_BATCHES if b <= cap]:
-        at = at_batch(float(b))
-        rows.append({"batch": b, "target_step_ms": sm.decode_step(b, context).total_s * 1e3, "k": at["k"],
-                     "acceptance_length": at["acceptance_length"], "d": at["d"], "c": at["c"],
-                     "speedup": at["speedup_at_batch"]})
+    rows = [_specdec_row(sm, b, context, at_batch(float(b))) for b in SPECDEC_MODEL_BATCHES if b <= cap]
     off = next((r["batch"] for r in rows if r["speedup"] <= 1.0), None)
     return {"model": name, "gpu": sm.gpu, "tp": sm.tp, "engine": sm.engine.name,
             "context_tokens": context, "preset": preset, "acceptance": info["acceptance"],
@@ -479,3 +469,20 @@ def specdec_on_model(sm: Pricer, memory_bytes: float, *, preset: str | None, con
             "turn_off_batch": setting["turn_off_batch"], "turn_off_k": setting["turn_off_k"],
             "turn_off_alpha": setting["alpha"],
             "priced_by": "the measured-kernel step model (as predict --spec and roofline price it)"}
+
+
+def _published_acceptance(info: dict[str, Any], first: dict[str, Any], preset: str, name: str,
+                          kind: str) -> None:
+    """``info`` (updated in place) at the best k at batch 1 (``first``), each k at its published
+    acceptance, and the line that says so."""
+    info.update(k=first["k"], alpha=first["alpha"])
+    info["acceptance"] = (f"published ({preset}, {kind}): each k at the acceptance measured at it, or at "
+                          f"the nearest k measured; at batch 1 the best k = {first['k']} takes "
+                          + _published_row(preset, name, first["k"], kind))
+
+
+def _specdec_row(sm: Pricer, b: int, context: int, at: dict[str, Any]) -> dict[str, Any]:
+    """One batch's row of ``specdec --model``: the target's step and the best k's figures ``at`` it."""
+    return {"batch": b, "target_step_ms": sm.decode_step(b, context).total_s * 1e3, "k": at["k"],
+            "acceptance_length": at["acceptance_length"], "d": at["d"], "c": at["c"],
+            "speedup": at["speedup_at_batch"]}
