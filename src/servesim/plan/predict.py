@@ -18,8 +18,9 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, kv_follows_checkpoint, pool_scheduler
@@ -410,6 +411,82 @@ def check_context(shape: Any, isl: int, longest: int) -> None:
                          f"{ctx:,} tokens per request (prompt + output; max_position_embeddings)")
 
 
+def _client_keys(bench: Benchmark) -> dict[str, Any]:
+    """The benchmark client's keys of a prediction (as ``vllm bench serve``'s result JSON names them)."""
+    client = bench.client
+    return {
+        "client": client.name, "random_range_ratio": client.ratio, "num_warmups": bench.warmups,
+        "isl": bench.isl, "osl": bench.osl, "concurrency": bench.concurrency,
+        "max_concurrency": bench.concurrency,
+        "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
+        "burstiness": client.burstiness, "num_prompts": bench.prompts,
+    }
+
+
+def _longest_fits(shape: Any, bench: Benchmark, lengths: list[tuple[int, int]] | None, cap: int) -> int:
+    """The longest request (prompt and output tokens), checked against the model's context and the
+    replica's KV cache of ``cap`` tokens."""
+    per_request = bench.isl + bench.osl
+    longest = max((p + o for p, o in lengths), default=per_request) if lengths else per_request
+    check_context(shape, bench.isl, longest)
+    if bench.isl < cap and longest > cap:
+        raise ParameterError("osl", bench.osl, f"at most {max(1, cap - bench.isl)}: a request's prompt and "
+                             f"output must fit in the KV cache of this replica ({cap:,} tokens)")
+    return longest
+
+
+@dataclass(frozen=True)
+class _Rounds:
+    """What the speculation rounds of a run hold fixed: the (decode) step model ``sm`` of ``dep``
+    with ``memory`` bytes, the method ``spec`` at mean context ``context``, the KV cache's tokens and
+    sequences without a drafter (``plain``), a request's nominal and longest tokens, and the
+    speculation keywords ``sk`` (k, alpha, acceptance_length, draft, catalog, traffic, tree)."""
+
+    sm: Pricer
+    dep: Deployment
+    memory: float
+    spec: str | None
+    context: float
+    plain: tuple[int, int]
+    per_request: int
+    longest: int
+    sk: dict[str, Any]
+
+
+class _Ran(Protocol):
+    @property
+    def decode_batch(self) -> float: ...
+
+
+_Run = TypeVar("_Run", bound=_Ran)
+
+
+def _spec_rounds(r: _Rounds, spec_batch: float, run: Callable[[Pricer, Any], _Run]
+                 ) -> tuple[_Run, Any, dict[str, Any] | None, int, int]:
+    """Run at the speculation setting of ``spec_batch`` and again, up to :data:`SPEC_BATCH_ROUNDS`
+    times, at the decode batch the run kept (``run(step model, speculation)`` runs it); the result,
+    the speculation, its setting (None without speculation: one run), and the KV cache's tokens and
+    sequences beside the drafter."""
+    speculation, spec_info = None, None
+    cap, kv_max = r.plain
+    for _ in range(SPEC_BATCH_ROUNDS):
+        if r.spec is not None and r.spec != "none":
+            speculation, spec_info = speculation_setting(r.sm, r.spec, spec_batch, r.context,
+                                                         kv_max=r.plain[1], **r.sk)
+        run_sm = speculating_step_model(r.sm, r.dep, r.spec, spec_info, r.sk["catalog"])
+        cap, kv_max = r.plain
+        if spec_info is not None:
+            cap, kv_max = _room_beside_drafter(run_sm, r.memory, r.per_request, r.longest, r.spec,
+                                               r.sk["draft"], spec_info)
+        res = run(run_sm, speculation)
+        if spec_info is None or _same_batch(res.decode_batch, spec_batch):
+            break
+        spec_batch = max(1.0, min(res.decode_batch, float(max(1, r.plain[1]))))
+    if spec_info is not None:  # the batch the run's requests fit, the drafter beside them
+        spec_info["fits_batch"] = max(1, kv_max)
+    return res, speculation, spec_info, cap, kv_max
+
+
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
             catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
             acceptance_length: float | None = None, draft: str | None = None,
@@ -431,57 +508,38 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     sm = sm.for_requests(max(1, round(isl_mean + osl_mean)))  # windowed layers hold at most their window
     cap = sm.kv_capacity_tokens(memory)
     per_request = bench.isl + bench.osl
-    longest = max((p + o for p, o in lengths), default=per_request) if lengths else per_request
-    check_context(shape, bench.isl, longest)
-    if bench.isl < cap and longest > cap:
-        raise ParameterError("osl", bench.osl, f"at most {max(1, cap - bench.isl)}: a request's prompt and "
-                             f"output must fit in the KV cache of this replica ({cap:,} tokens)")
+    longest = _longest_fits(shape, bench, lengths, cap)
     kv_max = min(sm.engine.max_num_seqs, cap // per_request)
-    spec_info: dict[str, Any] | None = None
-    speculation = None
+    sk: dict[str, Any] = dict(k=k, alpha=alpha, acceptance_length=acceptance_length, draft=draft,
+                              catalog=catalog, traffic=traffic, tree=tree)
+    spec_batch = 1.0  # read only with speculation
     if spec is not None and spec != "none":
         spec_batch = float(min(_running_batch(sm, memory, bench, isl_mean, osl_mean, kv_max), max(1, kv_max)))
-        spec_batch = _sped_up_batch(sm, spec, spec_batch, bench, isl_mean + osl_mean / 2, k=k, alpha=alpha,
-                                    acceptance_length=acceptance_length, draft=draft, catalog=catalog,
-                                    traffic=traffic, tree=tree)
+        spec_batch = _sped_up_batch(sm, spec, spec_batch, bench, isl_mean + osl_mean / 2, **sk)
     else:
         _refuse_without_spec(alpha=alpha, acceptance_length=acceptance_length, draft=draft, tree=tree)
     stable, why = _stable_at_rate(sm, memory, bench)
     cold_s, _, fresh = fresh_server_waits(sm, bench)
-    plain_cap, plain_kv_max = cap, kv_max
-    for _ in range(SPEC_BATCH_ROUNDS):
-        if spec is not None and spec != "none":
-            speculation, spec_info = speculation_setting(
-                sm, spec, spec_batch, isl_mean + osl_mean / 2, k=k, alpha=alpha,
-                acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=plain_kv_max,
-                traffic=traffic, tree=tree)
-        run_sm = speculating_step_model(sm, dep, spec, spec_info, catalog)
-        cap, kv_max = plain_cap, plain_kv_max
-        if spec_info is not None:
-            cap, kv_max = _room_beside_drafter(run_sm, memory, per_request, longest, spec, draft, spec_info)
-        res: BenchResult = run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
-                                         lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
-        if spec_info is None or _same_batch(res.decode_batch, spec_batch):
-            break
-        spec_batch = max(1.0, min(res.decode_batch, float(max(1, plain_kv_max))))
-    if spec_info is not None:  # the batch the run's requests fit, the drafter beside them
-        spec_info["fits_batch"] = max(1, kv_max)
+
+    def run(run_sm: Pricer, speculation: Any) -> BenchResult:
+        return run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
+                             lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
+
+    res, _, spec_info, cap, kv_max = _spec_rounds(
+        _Rounds(sm, dep, memory, spec, isl_mean + osl_mean / 2, (cap, kv_max), per_request, longest, sk),
+        spec_batch, run)
     gpus = dep.tp * dep.dp
     batch1 = sm.decode_step(1, isl_mean + osl_mean / 2)
     at_batch = sm.decode_step(max(1.0, res.decode_batch), isl_mean + osl_mean / 2)
     conc = bench.concurrency
     above = _above_kv_limit(sm.engine, conc or bench.prompts, kv_max, cap // per_request)
-    client = bench.client
     sched = res.scheduler
     out: dict[str, Any] = {
         "mode": "agg", "stable": stable,
         "model": shape.name, "gpu": sm.gpu, "tp": dep.tp, "dp": dep.dp, "ep": dep.ep, "gpus": gpus,
         "dtype": sm.dtype, "kv_dtype": dep.kv_dtype, "engine": dep.engine,
         "engine_version": sm.engine.version, "scheduler": sched,
-        "client": client.name, "random_range_ratio": client.ratio, "num_warmups": bench.warmups,
-        "isl": bench.isl, "osl": bench.osl, "concurrency": conc, "max_concurrency": conc,
-        "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
-        "burstiness": client.burstiness, "num_prompts": bench.prompts,
+        **_client_keys(bench),
         **_result_keys(res, gpus),
         "decode_batch": res.decode_batch, "kv_max_requests": kv_max, "kv_capacity_tokens": cap,
         "above_kv_limit": above, "preemptions": res.preemptions,
@@ -634,42 +692,31 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     isl_mean, osl_mean = bench.mean_lengths()
     dcap = dsm.kv_capacity_tokens(dmem)
     kv_max = min(dsm.engine.max_num_seqs, dcap // (bench.isl + bench.osl))
-    speculation = None
-    spec_info: dict[str, Any] | None = None
+    sk: dict[str, Any] = dict(k=k, alpha=alpha, acceptance_length=acceptance_length, draft=draft,
+                              catalog=catalog, traffic=traffic, tree=tree)
+    spec_batch = 1.0  # read only with speculation
     if spec is not None and spec != "none":
         spec_batch = float(max(1.0, min(_running_batch(dsm, dmem, bench, isl_mean, osl_mean, kv_max,
                                                         decode_workers, prefill=False), kv_max)))
-        spec_batch = _sped_up_batch(dsm, spec, spec_batch, bench, isl_mean + osl_mean / 2, k=k, alpha=alpha,
-                                    acceptance_length=acceptance_length, draft=draft, catalog=catalog,
-                                    traffic=traffic, tree=tree, workers=decode_workers)
+        spec_batch = _sped_up_batch(dsm, spec, spec_batch, bench, isl_mean + osl_mean / 2, **sk,
+                                    workers=decode_workers)
     stable, why, share = True, "", 0.0
     if bench.rate_per_s is not None:
         stable, why, share = _pools_stable(psm, prefill_workers, dsm, dmem, decode_workers,
                                            bench.rate_per_s, isl_mean, osl_mean)
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
     cold_s, connect_s, fresh = fresh_server_waits(psm, bench, disaggregated=True)
-    plain_cap, plain_kv_max = dcap, kv_max
-    for _ in range(SPEC_BATCH_ROUNDS):  # priced at the decode batch the run keeps, as predict's
-        if spec is not None and spec != "none":
-            speculation, spec_info = speculation_setting(
-                dsm, spec, spec_batch, isl_mean + osl_mean / 2, k=k, alpha=alpha,
-                acceptance_length=acceptance_length, draft=draft, catalog=catalog, kv_max=plain_kv_max,
-                traffic=traffic, tree=tree)
-        dsm_run = speculating_step_model(dsm, decode, spec, spec_info, catalog)
-        dcap, kv_max = plain_cap, plain_kv_max
-        if spec_info is not None:
-            dcap, kv_max = _room_beside_drafter(
-                dsm_run, dmem, bench.isl + bench.osl,
-                max((p + o for p, o in lengths), default=0) if lengths else bench.isl + bench.osl,
-                spec, draft, spec_info)
-        res = run_disaggregated(Pool(psm, prefill_workers, pmem),
-                                Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer,
-                                lengths=lengths, cold_start_s=cold_s, connect_s=connect_s)
-        if spec_info is None or _same_batch(res.decode_batch, spec_batch):
-            break
-        spec_batch = max(1.0, min(res.decode_batch, float(max(1, plain_kv_max))))
-    if spec_info is not None:
-        spec_info["fits_batch"] = max(1, kv_max)
+
+    def run(dsm_run: Pricer, speculation: Any) -> Any:
+        return run_disaggregated(Pool(psm, prefill_workers, pmem),
+                                 Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer,
+                                 lengths=lengths, cold_start_s=cold_s, connect_s=connect_s)
+
+    per_request = bench.isl + bench.osl
+    longest = max((p + o for p, o in lengths), default=0) if lengths else per_request
+    res, speculation, spec_info, dcap, kv_max = _spec_rounds(  # at the decode batch the run keeps
+        _Rounds(dsm, decode, dmem, spec, isl_mean + osl_mean / 2, (dcap, kv_max), per_request, longest, sk),
+        spec_batch, run)
     gpus = prefill.tp * prefill.dp * prefill_workers + decode.tp * decode.dp * decode_workers
     out: dict[str, Any] = {
         "mode": "disagg", "model": pshape.name, "gpu": psm.gpu, "gpus": gpus, "stable": stable,
@@ -679,11 +726,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
                    "dtype": dsm.dtype, "scheduler": res.decode_scheduler},
         "kv_dtype": decode.kv_dtype, "engine": decode.engine, "engine_version": dsm.engine.version,
         "link_GBps": link_bytes_per_s / 1e9,
-        "client": bench.client.name, "random_range_ratio": bench.client.ratio, "num_warmups": bench.warmups,
-        "isl": bench.isl, "osl": bench.osl, "concurrency": bench.concurrency,
-        "max_concurrency": bench.concurrency,
-        "request_rate": "inf" if bench.rate_per_s is None else bench.rate_per_s,
-        "burstiness": bench.client.burstiness, "num_prompts": bench.prompts,
+        **_client_keys(bench),
         **_result_keys(res, gpus),
         "decode_batch": res.decode_batch, "prefill_utilization": res.prefill_busy if not share else share,
         "kv_max_requests": decode_workers * kv_max, "kv_capacity_tokens": dcap,
