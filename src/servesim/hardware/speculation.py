@@ -8,7 +8,8 @@ The seed's cycle ``k t_draft + t_verify`` (section 2.2) with both times from
   (``B (k + 1)`` tokens through the GEMMs), so ``c(B, k) = (t_verify / t_target - 1) / k``;
 * ``t_draft(B)``: ``eagle3`` and ``eagle`` are their head (:class:`EagleHead`: one decoder
   layer at the target's width, EAGLE-3's 2h-wide QKV input, its ``fc`` fusion and its own LM
-  head over ``draft_vocab_size``, read from the head's config.json given as ``--draft``);
+  head over ``draft_vocab_size``, read from the head's config.json given as ``--draft``, or
+  derived from the target for a published head's Hugging Face id, :func:`published_heads`);
   ``medusa`` its heads (:class:`MedusaHeads`: a residual block and an LM head each, all in one
   pass); a dense target's ``mtp`` (the lab's preset) one decoder layer; a mixture-of-experts target's ``mtp``
   is its own module (``num_nextn_predict_layers``: one MLA + MoE layer and the
