@@ -193,20 +193,9 @@ def _capacity(args: argparse.Namespace) -> Output:
 
         wl = workload_from_trace(load_trace(args.trace, rate_scale=args.rate_scale), slo_ttft_s=wl.slo_ttft_s,
                                  slo_tpot_s=wl.slo_tpot_s)
+    # without --link each GPU type's rows take the KV link of where they sit (plan.search._kv_links:
+    # NVLink inside one NVL72 rack, InfiniBand between racks), the RDMA default elsewhere
     link = LINKS["rdma"] if args.link is None else args.link
-    if args.link is None:  # every pool inside one NVL72 rack: the KV rides NVLink (hardware.topology)
-        from servesim._checks import ParameterError
-        from servesim.hardware.kernels import tables_for
-        from servesim.hardware.names import canonical_gpu
-        from servesim.hardware.topology import kv_link
-
-        try:
-            t = tables_for(canonical_gpu(gpu_list(args.gpu)[0]))
-        except ParameterError:  # a --catalog GPU: no measured topology
-            t = None
-        rack = kv_link(t.topology, t.nvlink_bytes_per_s, args.gpus or 256) if t is not None else None
-        if rack is not None:
-            link = type(link)("nvlink", rack[0], rack[1])
     q = PlanQuestion(
         model=args.model, gpu=gpu_list(args.gpu)[0], gpus=args.gpus or 256,
         target_rate_per_s=args.target_rate,
