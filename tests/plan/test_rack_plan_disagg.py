@@ -68,11 +68,10 @@ def _recipe(pool: str, tp: int, dp: int, *, engine: str = "sglang", gpu: str = "
 
 
 def test_sglang_rack_recipes_of_deepseek_r1_on_gb200():
-    """Dynamo's srt-slurm recipes for SGLang on GB200 (recipes.toml cites gb200-fp8/1k1k
+    """Dynamo's srt-slurm recipes for SGLang on GB200 (recipes.toml cites gb200-fp8/{1k1k,8k1k}
     max-tpt.yaml and low-latency.yaml): attention-DP pools exchange with DeepEP, normal kernels
     in the prefill pool and low-latency ones in the decode pool; tensor-parallel pools with none;
-    FP8 KV in both; nothing for the 8k prompts, NVFP4 weights or another engine, and B200's rules
-    unchanged."""
+    FP8 KV in both; nothing for NVFP4 weights or another engine, and B200's rules unchanged."""
     pre, dec = _recipe("prefill", 1, 8), _recipe("decode", 1, 32)
     assert (pre["ep_comm"], dec["ep_comm"]) == ("deepep_normal", "deepep")
     assert pre["kv_dtype"] == dec["kv_dtype"] == "fp8"
@@ -81,7 +80,12 @@ def test_sglang_rack_recipes_of_deepseek_r1_on_gb200():
     tp_pre, tp_dec = _recipe("prefill", 4, 1), _recipe("decode", 4, 1)
     assert "ep_comm" not in tp_pre and "ep_comm" not in tp_dec
     assert tp_pre["max_num_seqs"] > tp_dec["max_num_seqs"] == tp_dec["cuda_graph_max_tokens"]  # 512, 128
-    assert _recipe("decode", 1, 32, isl=8192) == {} and _recipe("decode", 1, 32, dtype="fp4") == {}
+    assert _recipe("decode", 1, 32, dtype="fp4") == {}  # the FP8 recipes only
+    # at 8k prompts (8k1k/max_tpt.yaml) the decode pool runs fewer sequences and smaller graphs
+    dec8k = _recipe("decode", 1, 32, isl=8192)
+    assert dec8k["ep_comm"] == "deepep" and dec8k["max_num_seqs"] < dec["max_num_seqs"]
+    assert dec8k["cuda_graph_max_tokens"] < dec["cuda_graph_max_tokens"]
+    assert tp_pre["scheduler"] == tp_dec["scheduler"] == {"scheduler_recv_interval": 10}
     assert "ep_comm" not in _recipe("decode", 1, 32, engine="trtllm")
     assert _recipe("decode", 1, 32, gpu="b200")["memory_fraction"] == 0.85
 
