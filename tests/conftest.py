@@ -27,6 +27,13 @@ SLOW_CASES = {
     "tests/cli/test_help_examples.py::test_help_example_runs[servesim report --model llama-3-70b --gpu "
     "h100-sxm --gpus 8 --isl 1024 --osl 512 --out cap]":
         "tests/render/test_report.py's capacity report (report --model ... --out) runs the same path",
+    "tests/cli/test_help_examples.py::test_help_example_runs[servesim validate --quiet]":
+        "the example validate --requests 100000 --format json and tests/cli/test_sim_cli.py's "
+        "test_validate_small_run_has_both_tables run validate",
+    "tests/cli/test_help_examples.py::test_help_example_runs[servesim plan --model "
+    "meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16 --isl 1024 --osl 512]":
+        "the README's plan of Llama-3-70B on 8 H100s (tests/test_readme.py) and a 16-GPU budget's screen "
+        "(tests/plan/test_capacity.py test_capacity_is_monotone_in_gpus)",
 }
 
 
