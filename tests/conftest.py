@@ -19,6 +19,15 @@ from typing import Any
 
 import pytest
 
+
+def pytest_configure(config: Any) -> None:
+    """A test named by its id runs even when marked slow: the default ``-m "not slow"`` (pyproject
+    addopts) would deselect it without a word."""
+    args = [str(a) for a in config.args]
+    if config.option.markexpr == "not slow" and args and all("::" in a for a in args):
+        config.option.markexpr = ""
+
+
 # Cases of a generated parametrization that repeat another test's work, marked slow here (their
 # parameter lists are built from the CLI's own --help examples): id -> the default test that covers it.
 SLOW_CASES = {
