@@ -143,3 +143,5 @@ def test_a_capacity_report_names_its_engine_and_ends_its_price_sentence_once(tmp
     text = (out / "report.md").read_text()
     assert "from SGLang's measured kernel tables" in text and "vLLM kernel tables" not in text
     assert ".." not in text.split("GPU price:", 1)[1].split("\n- ", 1)[0]
+    # the recommendation carries its prediction interval (servesim/plan/interval.py)
+    assert "80% prediction interval (the out-of-sample errors of published runs" in text

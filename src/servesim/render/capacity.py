@@ -207,6 +207,18 @@ def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
                        f"{r['output_throughput_per_gpu']:,.0f} output tok/s per GPU, "
                        f"{(r['tokens_per_s_per_user'] or 0):.1f} tok/s per user, "
                        f"${_n(r['dollars_per_million_output_tokens'], 2)} per million output tokens{hz}."))
+        pi = r.get("prediction_interval") or {}
+        shown = [(k, name, nd, unit) for k, name, nd, unit in
+                 (("output_throughput_per_gpu", "output tok/s per GPU", 0, ""),
+                  ("mean_ttft_ms", "TTFT", 0, " ms"), ("mean_tpot_ms", "TPOT", 1, " ms")) if pi.get(k)]
+        if shown:
+            same = sum(1 for x in d["ranked"] if x.get("indistinguishable_from_best"))
+            b.append(Block("p", f"{100 * pi['level']:g}% prediction interval (the out-of-sample errors of "
+                           "published runs, servesim/plan/interval.py): "
+                           + ", ".join(f"{name} {_n(pi[k][0], nd)}-{_n(pi[k][1], nd)}{unit}"
+                                       for k, name, nd, unit in shown)
+                           + (f"; the best {same} rows are indistinguishable on tokens/s per GPU (their "
+                              "intervals overlap)." if same > 1 else ".")))
     b.append(Block("h2", "Ranked deployments"))
     b.append(Block("table", headers=("#", "architecture", "pools", "GPUs", "req/s", "tok/s/GPU", "tok/s/user",
                                       "TTFT ms", "TPOT ms", "speculation", "$/M tokens", "hazards"),
