@@ -56,7 +56,7 @@ from typing import Any
 from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["EngineProfile", "engine_profile", "policy_of"]  # and ENGINES (module __getattr__)
+__all__ = ["EngineProfile", "display_name", "engine_profile", "policy_of"]  # and ENGINES (module __getattr__)
 
 _DATA = Path(__file__).parent / "data" / "engines.toml"
 
@@ -66,6 +66,12 @@ def __getattr__(name: str) -> tuple[str, ...]:
     if name == "ENGINES":
         return tuple(_raw()["engine"])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def display_name(name: str) -> str:
+    """Engine ``name``'s own name as its project writes it (engines.toml ``name``: ``trtllm`` ->
+    TensorRT-LLM); ``name`` itself for an engine the file does not hold."""
+    return str(_raw()["engine"].get(name, {}).get("name", name))
 
 
 def policy_of(name: str) -> str:

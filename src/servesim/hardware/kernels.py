@@ -102,6 +102,7 @@ from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
+from servesim.hardware.engines import display_name
 from servesim.hardware.topology import Topology, topology_for
 
 __all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup",
@@ -136,7 +137,6 @@ _FAMILY_NAMES = (  # a GPU name (any case, after an optional vendor prefix) -> i
 ENGINE_TABLES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 """Serving engines whose kernels were measured (``KernelTables.engine_name``)."""
 
-_ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 _ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "trt-llm": "trtllm",
                    "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "tensorrtllm": "trtllm"}
 
@@ -178,7 +178,7 @@ def _engine(engine: str) -> str:
 
 def engine_label(engine: str) -> str:
     """The display name of an engine: ``vLLM``, ``SGLang`` or ``TensorRT-LLM``."""
-    return _ENGINE_LABELS[_engine(engine)]
+    return display_name(_engine(engine))
 
 
 def _file(name: str, engine: str) -> Path:
@@ -222,7 +222,7 @@ def engine_tables(gpu_name: str, engine: str) -> tuple[KernelTables | None, str]
     name = table_name(gpu_name) or str(gpu_name)
     v = tables_for(gpu_name, "vllm")
     if v is not None:
-        return v, f"no {_ENGINE_LABELS[key]} tables for {name}: {v.engine}'s used"
+        return v, f"no {display_name(key)} tables for {name}: {v.engine}'s used"
     return None, f"no measured kernel tables for {name}"
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.engines import engine_profile
+from servesim.hardware.engines import display_name, engine_profile
 from servesim.hardware.names import canonical_gpu, check_tp, dense_shape, resolve_gpu, valid_tps
 from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
 from servesim.hardware.pricer import Pricer
@@ -352,7 +352,8 @@ def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None, front: b
     return {
         "model": shape.name, "gpu": gname, "gpus_budget": q.gpus, "isl": q.isl, "osl": q.osl,
         "slo_ttft_ms": q.slo_ttft_s * 1e3, "slo_tpot_ms": q.slo_tpot_s * 1e3, "attainment": q.attainment,
-        "engine": q.engine, "kv_dtype": q.kv_dtype, **_link_keys(q, catalog),
+        "engine": q.engine, "engine_name": display_name(q.engine), "kv_dtype": q.kv_dtype,
+        **_link_keys(q, catalog),
         "usd_per_gpu_hour": price, "price_source": price_source,
         "searched": screened, "confirmed": 0, "ranked": rows, "pareto": pareto,
         "fits_none": (None if any(m is not None for m in models.built.values()) else

@@ -181,9 +181,6 @@ def plot_pareto(ax: Any, d: dict[str, Any]) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
 
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
-"""How the report names each engine whose kernel tables priced the plan."""
-
 
 def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
     """The capacity plan as report blocks (HTML and Markdown from the same content)."""
@@ -239,7 +236,7 @@ def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
         b.append(Block("ul", items=tuple(f"{k}: {v}" for k, v in d["hazards"].items())))
     b.append(Block("h2", "How these numbers were made"))
     b.append(Block("ul", items=(
-        f"Model: {d['step_model']}: step times from {ENGINE_NAMES.get(d['engine'], d['engine'])}'s measured "
+        f"Model: {d['step_model']}: step times from {d.get('engine_name', d['engine'])}'s measured "
         "kernel tables; the decode batch from the traffic (Little's law); prefill queues M/D/1 per "
         "colocated replica, M/D/c per prefill pool.",
         f"GPU price: {(d['price_source'] or 'none in the catalog').rstrip('.')}.",
