@@ -56,7 +56,8 @@ from typing import Any
 from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 
-__all__ = ["EngineProfile", "display_name", "engine_profile", "policy_of"]  # and ENGINES (module __getattr__)
+# and ENGINES (module __getattr__)
+__all__ = ["EngineProfile", "display_name", "engine_aliases", "engine_profile", "policy_of"]
 
 _DATA = Path(__file__).parent / "data" / "engines.toml"
 
@@ -72,6 +73,17 @@ def display_name(name: str) -> str:
     """Engine ``name``'s own name as its project writes it (engines.toml ``name``: ``trtllm`` ->
     TensorRT-LLM); ``name`` itself for an engine the file does not hold."""
     return str(_raw()["engine"].get(name, {}).get("name", name))
+
+
+def engine_aliases() -> dict[str, str]:
+    """Every spelling of an engine's name servesim takes (its key and engines.toml ``aliases``),
+    lower case, to the engine's key."""
+    out: dict[str, str] = {}
+    for key, entry in _raw()["engine"].items():
+        out[key] = key
+        for alias in entry.get("aliases", ()):
+            out[str(alias).lower()] = key
+    return out
 
 
 def policy_of(name: str) -> str:

@@ -102,7 +102,7 @@ from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
-from servesim.hardware.engines import display_name
+from servesim.hardware.engines import ENGINES, display_name, engine_aliases
 from servesim.hardware.topology import Topology, topology_for
 
 __all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup",
@@ -134,11 +134,11 @@ _FAMILY_NAMES = (  # a GPU name (any case, after an optional vendor prefix) -> i
     (re.compile(r"(?:nvidia[-_ ]?)?a\d{2,3}"), "ampere"),
 )
 
-ENGINE_TABLES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
-"""Serving engines whose kernels were measured (``KernelTables.engine_name``)."""
+ENGINE_TABLES: tuple[str, ...] = ENGINES
+"""Serving engines whose kernels were measured (``KernelTables.engine_name``): every engine of
+engines.toml."""
 
-_ENGINE_ALIASES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "trt-llm": "trtllm",
-                   "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "tensorrtllm": "trtllm"}
+_ENGINE_ALIASES = engine_aliases()
 
 _DATA = Path(__file__).parent / "data" / "kernels"
 
