@@ -8,8 +8,10 @@ policies in ``_baseline_schedulers.py``), each on step models of its
 own (shared by its cases in order, as one process simulating them one after the other
 would), so that both start with their step prices uncached.  For each it prints simulated
 requests per second of wall time: the first run (its step prices still uncached) and
-the median of the runs after it, the ratio new/old of the medians, and checks that both
-loops gave the same numbers.  The compiled loop's first call in the process (numba
+the median of the runs after it, and the ratio new/old of the medians.  The two loops no longer
+give the same numbers (since the overlap scheduler's late admission and the request overhead as
+the client's time, which the frozen loop has neither of), so the comparison is one of speed; the
+script says whether they agree, as information.  The compiled loop's first call in the process (numba
 compiling it, or loading it from its disk cache) is timed apart, before everything.
 A baseline measured in the same run: pricing one decode step a thousand times.
 
@@ -115,10 +117,11 @@ def main() -> int:
             print(f"{name:<20} {rate:>4g} req/s: old first {speeds['old'][0]:>8,.0f}, median {old:>8,.0f} | "
                   f"new first {speeds['new'][0]:>9,.0f}, median {new:>9,.0f} req/s of wall time | "
                   f"new/old {new / old:5.1f}x")
-    print(f"same results, old and new: {'yes' if same else 'NO'}")
+    why = "no (expected: the frozen loop has no late admission)"
+    print(f"same results, old and new: {'yes' if same else why}")
     met = "met" if worst >= TARGET else "NOT met"
     print(f"slowest new median: {worst:,.0f} req/s (target {TARGET:,.0f}: {met})")
-    return 0 if same else 1
+    return 0
 
 
 if __name__ == "__main__":
