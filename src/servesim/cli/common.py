@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError
 from servesim.cli.args import choice, dtype_choice, integer, link, number
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "WorkloadName",
@@ -64,7 +67,7 @@ def gpu_list(text: str) -> list[str]:
 
 
 def check_gpu_dtypes(model: str, gpus: Sequence[str], dtype: str | None, kv_dtype: str,
-                     catalog: Any = None) -> None:
+                     catalog: Catalog | None = None) -> None:
     """Refuse ``--dtype`` and ``--kv-dtype`` on a GPU that does not run them, with predict's message
     (:func:`servesim.hardware.precision.check_dtype` for a dense model, the MoE checkpoint's format
     for a mixture-of-experts one), instead of a plan of no deployments."""

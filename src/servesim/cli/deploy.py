@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError
 from servesim.cli.args import Output, output_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "add_command_arguments",
@@ -102,7 +105,7 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
 
 
 def plan_deploy(
-    args: argparse.Namespace, data: dict[str, Any], q: Any, catalog: Any
+    args: argparse.Namespace, data: dict[str, Any], q: Any, catalog: Catalog | None
 ) -> list[tuple[str, Any]]:
     """Each ranked row of a capacity plan with its ``deploy`` (where the output wants it), and the
     (prefix, deploy) pairs to emit."""
@@ -129,7 +132,7 @@ def predict_deploy(
     spec: dict[str, Any],
     workers: tuple[int, int] = (1, 1),
     link_bytes_per_s: float = 0.0,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> None:
     """``out["deploy"]``: the launch of the deployment ``pools`` (``""`` colocated, else ``prefill`` and
     ``decode``) and the benchmark ``bench`` as predicted, speculation ``spec`` at the draft length
@@ -158,7 +161,7 @@ def predict_deploy(
         ).as_dict()
 
 
-def predict_from_commands(args: argparse.Namespace, catalog: Any) -> dict[str, Any] | None:
+def predict_from_commands(args: argparse.Namespace, catalog: Catalog | None) -> dict[str, Any] | None:
     """The prediction of the scripts given by ``--engine-command`` (or ``--prefill-command`` and
     ``--decode-command``) and ``--bench-command``; None when none is given."""
     given = {n: getattr(args, f"{n}_command", None) for n in ("engine", "prefill", "decode", "bench")}

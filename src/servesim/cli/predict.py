@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import BOUNDS, InputError, ParameterError
 from servesim.cli.args import (
@@ -25,6 +25,9 @@ from servesim.cli.args import (
     link,
 )
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["register"]
 
@@ -365,7 +368,7 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
                      seed=args.seed, warmup=args.warmup_prompts, client=client)
 
 
-def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
+def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog | None,
          lengths: list[tuple[int, int]] | None = None, *, progress: bool = True) -> dict[str, Any]:
     """Predict one row (flags or a points line): the row's own values first, the flags' after; on a
     terminal, a run of more than a second shows that it is running (``progress``, unless --quiet)."""
@@ -375,7 +378,7 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
         return _row_prediction(args, row, catalog, lengths)
 
 
-def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Any,
+def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog | None,
                     lengths: list[tuple[int, int]] | None = None) -> dict[str, Any]:
     """:func:`_one` without the progress."""
     from servesim.plan.predict import compare_to_measured, harness_deployment, harness_speculation, predict
@@ -422,7 +425,7 @@ def _ep_comm(args: argparse.Namespace) -> dict[str, Any]:
     return out if slots is None else {**out, "eplb_slots": slots}
 
 
-def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Any, engine: str,
+def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog | None, engine: str,
                 settings: dict[str, Any], bench: Any,
                 lengths: list[tuple[int, int]] | None) -> dict[str, Any]:
     """A disaggregated row: each pool's tp/dp/ep/workers from its own column or flag, else the
@@ -522,7 +525,7 @@ def _run(args: argparse.Namespace) -> Output:
     return emit(args, out, [("", data["deploy"])] if "deploy" in data else [])
 
 
-def _flagged(args: argparse.Namespace, catalog: Any, deploy: bool) -> dict[str, Any]:
+def _flagged(args: argparse.Namespace, catalog: Catalog | None, deploy: bool) -> dict[str, Any]:
     """The prediction of the flags (no --points, --compare or commands)."""
     _require(args, "model", "gpu", "isl", "osl")
     if args.concurrency is None and args.rate is None and args.num_prompts is None:
@@ -542,7 +545,7 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- points
 
 
-def _points(args: argparse.Namespace, catalog: Any) -> Output:
+def _points(args: argparse.Namespace, catalog: Catalog | None) -> Output:
     from servesim.cli.deploy import emit, wants_deploy
     from servesim.cli.progress import Progress
     from servesim.inputs.bench import read_points
@@ -648,7 +651,7 @@ def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) ->
 # ----------------------------------------------------------------------------- compare
 
 
-def _compare(args: argparse.Namespace, catalog: Any) -> Output:
+def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
     from servesim.inputs.bench import read_bench_result
     from servesim.plan.predict import compare_to_measured
     from servesim.render.predict import compare_text

@@ -75,7 +75,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS
@@ -101,6 +101,9 @@ from servesim.hardware.stepmodel import (
 )
 from servesim.hardware.topology import links_note
 from servesim.hardware.wide_ep import mnnvl_alltoall, mnnvl_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
 
@@ -344,7 +347,7 @@ class MoEStepModel:
 
     def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
-                 tables: KernelTables | None = None, catalog: Any = None,
+                 tables: KernelTables | None = None, catalog: Catalog | None = None,
                  moe_activations: str | None = None, moe_backend: str | None = None,
                  gemm_backend: str | None = None, ep_comm: str | None = None, eplb_slots: int = 0) -> None:
         _check_options(moe_activations, moe_backend, gemm_backend, ep_comm)
@@ -460,7 +463,7 @@ class MoEStepModel:
             return frozenset(FP4_RELEASE_PARTS[arch.family])
         return frozenset(LINEAR_PARTS)
 
-    def _choose_gemm_backend(self, gemm_backend: str | None, catalog: Any) -> None:
+    def _choose_gemm_backend(self, gemm_backend: str | None, catalog: Catalog | None) -> None:
         """SGLang's FlashInfer block-FP8 GEMM (:data:`GEMM_BACKENDS`): TensorRT-LLM's measured
         block-FP8 GEMMs on the same GPU stand in for the kernel no table times (SGLang's dispatch takes
         FlashInfer's GEMM on Blackwell only: ``is_blackwell_supported()``, here a GPU that runs NVFP4)."""

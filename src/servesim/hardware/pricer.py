@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
@@ -40,6 +40,9 @@ from servesim.hardware.names import (
 from servesim.hardware.ops import Peaks
 from servesim.hardware.precision import check_kv_dtype, normalize_dtype
 from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["BLOCK_FP8_FAMILIES", "Deployment", "Drafter", "Pricer", "build_step_model",
            "model_architecture", "moe_dtype"]
@@ -263,7 +266,7 @@ _BUILT: dict[Deployment, tuple[Any, Any, float]] = {}
 """Step models built for the shipped catalog, by deployment (a plan confirms one at many rates)."""
 
 
-def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
+def build_step_model(dep: Deployment, catalog: Catalog | None = None) -> tuple[Any, Any, float]:
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes (built once per
     deployment for the shipped catalog)."""
     if catalog is not None:
@@ -276,7 +279,7 @@ def build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, fl
     return hit
 
 
-def _build_step_model(dep: Deployment, catalog: Any = None) -> tuple[Any, Any, float]:
+def _build_step_model(dep: Deployment, catalog: Catalog | None = None) -> tuple[Any, Any, float]:
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes.
 
     A mixture-of-experts or MLA model (:mod:`servesim.hardware.architectures`) gets the

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError
 from servesim.hardware.moe_step import MoEStepModel
@@ -47,6 +47,9 @@ from servesim.hardware.names import dense_shape, resolve_model
 from servesim.hardware.pricer import Drafter, Pricer
 from servesim.hardware.stepmodel import StepModel
 from servesim.model.speculative import SPEC_METHODS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
            "alpha_for_acceptance_length", "draft_model_for", "drafter_memory", "drafting_s",
@@ -263,7 +266,8 @@ def _published_head(sm: StepModel, method: str, draft: str) -> EagleHead:
     return dm
 
 
-def draft_model_for(sm: Pricer, method: str, catalog: Any = None, draft: str | None = None) -> Drafter:
+def draft_model_for(sm: Pricer, method: str, catalog: Catalog | None = None,
+                    draft: str | None = None) -> Drafter:
     """What drafts for ``method`` on the target step model ``sm`` (see the module docstring): a step
     model whose ``decode_step(b, ctx).gpu_s`` is one draft step."""
     if method == "ngram":
@@ -312,7 +316,7 @@ def draft_model_for(sm: Pricer, method: str, catalog: Any = None, draft: str | N
 
 
 def speculation_for(sm: Pricer, preset: str, batch: float, context: float, *, k: int | None = None,
-                    catalog: Any = None, draft: Any = None, alpha: float | None = None,
+                    catalog: Catalog | None = None, draft: Any = None, alpha: float | None = None,
                     k_max: int = K_MAX,
                     alphas: Mapping[int, float] | None = None) -> tuple[Speculation, dict[str, float]]:
     """The speculative setting at a running ``batch``: best k (or the given one), d, c, speedup.
@@ -385,7 +389,7 @@ def drafting_s(dm: Drafter, batch: float, context: float, k: int, step_s: float 
 
 def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, steps: int, topk: int,
                     draft_tokens: int, alpha: float | None = None, acceptance_length: float | None = None,
-                    draft: Any = None, catalog: Any = None) -> tuple[Speculation, dict[str, Any]]:
+                    draft: Any = None, catalog: Catalog | None = None) -> tuple[Speculation, dict[str, Any]]:
     """SGLang's EAGLE tree (``--speculative-num-steps S --speculative-eagle-topk K
     --speculative-num-draft-tokens N``) at a running ``batch``, priced by the same step model.
 
@@ -438,7 +442,7 @@ def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, st
 
 def speedup_curve(sm: Pricer, method: str, context: float, batches: list[int], *, k: int | None = None,
                   alpha: float | None = None, draft: Any = None,
-                  catalog: Any = None) -> list[dict[str, float]]:
+                  catalog: Catalog | None = None) -> list[dict[str, float]]:
     """The speedup of the best k (or the given one) at each running batch, from the same step model:
     seed 003's curve, whose crossing of 1 is where speculation stops paying."""
     dm = draft if draft is not None else draft_model_for(sm, method, catalog)
@@ -450,7 +454,7 @@ def speedup_curve(sm: Pricer, method: str, context: float, batches: list[int], *
 
 
 def turn_off_batch(sm: Pricer, preset: str, context: float, *, batch_limit: int,
-                   catalog: Any = None, draft: Any = None, alpha: float | None = None,
+                   catalog: Catalog | None = None, draft: Any = None, alpha: float | None = None,
                    k_max: int = K_MAX, alphas: Mapping[int, float] | None = None,
                    k: int | None = None) -> int | None:
     """The largest running batch at which speculation still pays (speedup above 1): the one

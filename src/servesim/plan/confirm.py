@@ -47,10 +47,16 @@ Nothing here prints.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
+    from servesim.hardware.pricer import Deployment
+    from servesim.sim.batching import Benchmark
 
 __all__ = ["BISECT_STEPS", "CONVERGED", "LONGEST_PROMPTS", "STEADY_PROMPTS", "STEADY_START", "STEADY_STEPS",
            "WARMUP_PROMPTS",
@@ -170,11 +176,11 @@ def steady_window(requests: list[tuple[int, float, float, float]], outputs: list
         run_attainment=float((ttft <= slo_ttft_s).mean()))
 
 
-def row_deployments(row: dict[str, Any], q: Any, gpu: str) -> tuple[Any, Any]:
+def row_deployments(row: dict[str, Any], q: Any, gpu: str) -> tuple[Deployment, Deployment]:
     """The prefill and decode :class:`~servesim.plan.predict.Deployment` of a plan row."""
     from servesim.hardware.pricer import Deployment
 
-    def dep(pool: dict[str, Any]) -> Any:
+    def dep(pool: dict[str, Any]) -> Deployment:
         return Deployment(q.model, gpu, pool["tp"], dtype=pool.get("dtype_flag", pool["dtype"]),
                           kv_dtype=q.kv_dtype, engine=q.engine, dp=pool.get("dp", 1), ep=pool.get("ep", 1),
                           max_num_batched_tokens=row["max_num_batched_tokens"], ep_comm=q.ep_comm)
@@ -188,14 +194,14 @@ def _replicas(row: dict[str, Any]) -> int:
     return int(row["prefill"]["workers"]) if row["architecture"] == "colocated" else 1
 
 
-def _bench(q: Any, rate: float, prompts: int | None = None, warmup: int = 0) -> Any:
+def _bench(q: Any, rate: float, prompts: int | None = None, warmup: int = 0) -> Benchmark:
     from servesim.sim.batching import Benchmark
 
     return Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, num_prompts=prompts, warmup=warmup)
 
 
-def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Any, prompts: int | None = None,
-         warmup: int = 0) -> dict[str, Any]:
+def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Catalog | None,
+         prompts: int | None = None, warmup: int = 0) -> dict[str, Any]:
     """``predict --rate`` of the row at ``rate`` (its whole deployment's), SLO attainment included;
     with ``prompts``, that many requests, the first ``warmup`` left out, each request's times kept."""
     from servesim.plan.predict import predict, predict_disaggregated
@@ -223,7 +229,7 @@ def _meets(d: dict[str, Any], q: Any) -> bool:
         and d["ttft_slo_attainment"] >= q.attainment
 
 
-def _steady(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Any
+def _steady(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Catalog | None
             ) -> tuple[dict[str, Any], Steady | None]:
     """A steady-state trial at ``rate``: the run of the longest window tried (see the module
     docstring) and its :class:`Steady`, None where the engine model finds the rate unstable."""
@@ -250,7 +256,7 @@ def _holds(d: dict[str, Any], s: Steady | None, q: Any) -> bool:
         and s.run_tpot_s <= q.slo_tpot_s and s.run_attainment >= q.attainment
 
 
-def _short_rate(at: Any, r0: float, q: Any) -> float | None:
+def _short_rate(at: Callable[[float], dict[str, Any]], r0: float, q: Any) -> float | None:
     """The largest rate whose short run meets the SLO pair, bracketed from ``r0`` and bisected."""
     good = bad = None
     r = r0
@@ -279,7 +285,7 @@ def _short_rate(at: Any, r0: float, q: Any) -> float | None:
     return good
 
 
-def _steady_rate(hold: Any, r1: float) -> float | None:
+def _steady_rate(hold: Callable[[float], bool], r1: float) -> float | None:
     """The largest rate a steady trial holds, at most ``r1`` (the short runs' rate): tried first at
     :data:`STEADY_START` x ``r1`` (short runs promise a few percent too much), then ``r1`` above it or
     steps of that factor below it until one holds and one does not, narrowed by
@@ -310,7 +316,8 @@ def _steady_rate(hold: Any, r1: float) -> float | None:
     return lo
 
 
-def confirm_row(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> dict[str, Any] | None:
+def confirm_row(row: dict[str, Any], q: Any, gpu: str,
+                catalog: Catalog | None = None) -> dict[str, Any] | None:
     """``row`` with the engine model's sustainable rate at steady state, and its TTFT, TPOT,
     attainment and completed throughput there (see the module docstring); with ``q.headroom`` F,
     those figures at F x the sustainable rate (the rate planned).  None when the engine model
@@ -380,6 +387,6 @@ def _row_interval(d: dict[str, Any], per_gpu: float) -> dict[str, Any]:
 
 
 def operating_point(row: dict[str, Any], q: Any, gpu: str, rate: float,
-                    catalog: Any = None) -> dict[str, Any]:
+                    catalog: Catalog | None = None) -> dict[str, Any]:
     """The engine model's run of a confirmed row at a lower ``rate`` (a Pareto operating point)."""
     return _run(row, q, gpu, rate, catalog)

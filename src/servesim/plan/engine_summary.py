@@ -7,12 +7,15 @@ colocated replicas.  Plain dicts; rendering is :func:`servesim.render.predict.en
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
 from servesim.plan.predict import check_context
 from servesim.sim.engine import replay_colocated, simulate_colocated, simulate_disaggregated
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["engine_summary", "engine_trace_summary"]
 
@@ -45,7 +48,7 @@ def engine_summary(
     requests: int = 2000,
     seed: int = 0,
     slo_ttft_s: float | None = None,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Colocated (``decode`` None: ``replicas`` copies of ``prefill``) or disaggregated
     (``prefill_workers`` x ``prefill`` -> link -> ``decode_workers`` x ``decode``) at ``rate_per_s``,
@@ -80,7 +83,7 @@ def engine_trace_summary(
     seed: int = 0,
     slo_ttft_s: float | None = None,
     trace: str = "",
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """A trace (arrival times and (prompt, output) tokens per request) replayed through the engine
     loop on colocated replicas (batch and TPOT move with the load), beside the closed form at the

@@ -50,11 +50,14 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from servesim._catalogfile import read_toml
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
 from servesim.plan.launch_script import read_yaml, split_script
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "ENGINE_PROGRAMS",
@@ -216,7 +219,7 @@ def _sources(programs: list[str]) -> dict[str, str]:
 # ------------------------------------------------------------------------------ the deployment
 
 
-def flag_profile(dep: Deployment, catalog: Any = None) -> Any:
+def flag_profile(dep: Deployment, catalog: Catalog | None = None) -> Any:
     """The engine profile at the level of the engine's flags: one server of ``dep`` as its flags
     are read, before attention-DP ranks share them out (``dp=1`` with the whole replica's GPUs as
     its parallelism), so that its budget, running limit and memory share are the values to pass."""
@@ -241,7 +244,7 @@ def flag_profile(dep: Deployment, catalog: Any = None) -> Any:
     )
 
 
-def _checkpoint(dep: Deployment, catalog: Any = None) -> tuple[str, str]:
+def _checkpoint(dep: Deployment, catalog: Catalog | None = None) -> tuple[str, str]:
     """(the checkpoint's id or path, a note): the model's own Hugging Face id (a catalog name's first
     ``hf_ids``; a config.json's folder)."""
     from servesim._checks import InputError, ParameterError
@@ -292,7 +295,7 @@ def _release(dep: Deployment, resolved: str) -> str | None:
 
 
 def _weights(
-    dep: Deployment, engine: str, catalog: Any = None
+    dep: Deployment, engine: str, catalog: Catalog | None = None
 ) -> tuple[str | None, str | None, str | None, str]:
     """How the engine gets the weights ``dep.dtype`` names: (``--quantization`` value or None, the
     checkpoint to load in place of the model's own or None, a ``CHECKPOINT`` the user must supply
@@ -352,7 +355,7 @@ def _weights(
     )
 
 
-def _served(dep: Deployment, catalog: Any = None) -> tuple[str, str]:
+def _served(dep: Deployment, catalog: Catalog | None = None) -> tuple[str, str]:
     """(the checkpoint the engine loads, shell-quoted or ``"$CHECKPOINT"``; its note)."""
     ckpt, note = _checkpoint(dep, catalog)
     _, release, supply, _ = _weights(dep, dep.engine, catalog)
@@ -428,7 +431,7 @@ def engine_command(
     draft: str | None = None,
     servesim: tuple[str, ...] = (),
     pool: str = "",
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> tuple[str, list[str]]:
     """The launch script of ``dep`` (one server; ``pool`` "prefill" or "decode" for a disaggregated
     deployment's worker) running speculation ``spec`` at draft length ``k`` (or SGLang's ``tree``)
@@ -704,7 +707,8 @@ def _trtllm(s: _Script, a: _Launch) -> None:
 # ------------------------------------------------------------------------------ the benchmark
 
 
-def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1, catalog: Any = None) -> str:
+def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1,
+                      catalog: Catalog | None = None) -> str:
     """The client's command that measures ``bench`` against ``dep``'s server (one of ``replicas``
     replicas: the rate is that replica's share), as the prediction ran it."""
     client = bench.client
@@ -813,7 +817,7 @@ def deploy_colocated(
     bench: Any,
     *,
     replicas: int = 1,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
     **sp: Unpack[_SpecOptions],
 ) -> Launch:
     """The launch and benchmark of one colocated replica (of ``replicas``) as predicted, with
@@ -876,7 +880,7 @@ def deploy_disaggregated(
     link_bytes_per_s: float,
     bench: Any,
     *,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
     **sp: Unpack[_SpecOptions],
 ) -> Launch:
     """Each pool's worker launch (the decode pool's with speculation ``sp``, :class:`_SpecOptions`),
@@ -1096,7 +1100,7 @@ def _scalar(value: Any) -> str:
 # ------------------------------------------------------------------------------ plan rows
 
 
-def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Any = None) -> dict[str, Any]:
+def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Catalog | None = None) -> dict[str, Any]:
     """The launch and benchmark of a confirmed capacity-plan row (:mod:`servesim.plan.confirm`):
     the deployments :func:`~servesim.plan.confirm.row_deployments` builds, and the benchmark its
     confirmation ran at the row's (planned) rate, a colocated row's replica at its share, with the

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from servesim._checks import InputError
 from servesim.hardware.pricer import Deployment
 from servesim.plan.launch_script import Script, _pairs, read_yaml, split_script
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["ParsedLaunch", "Script", "canonical", "parse_benchmark", "parse_launch", "split_script"]
 
@@ -47,7 +50,7 @@ def _servesim(args: list[str]) -> dict[str, str | None]:
 
 
 def parse_launch(
-    text: str, *, gpu: str | None = None, model: str | None = None, catalog: Any = None
+    text: str, *, gpu: str | None = None, model: str | None = None, catalog: Catalog | None = None
 ) -> ParsedLaunch:
     """The deployment a launch script starts (see the module docstring); ``gpu`` and ``model`` stand in
     where its first line does not name them."""
@@ -254,7 +257,7 @@ def _speculation(s: Script, o: dict[str, str | None], sv: dict[str, str | None])
     return out
 
 
-def canonical(dep: Deployment, spec: str | None = None, catalog: Any = None) -> Deployment:
+def canonical(dep: Deployment, spec: str | None = None, catalog: Catalog | None = None) -> Deployment:
     """``dep`` with each setting that equals the engine's default for it read as the default
     (None): the budget, the running limit, the memory share, the overlap scheduler (for a run of
     speculation ``spec``) and the experts' exchange.  Two deployments with the same canonical form

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import check_int, check_real
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["NodeSpeculation", "node_speculation"]
 
@@ -53,7 +56,7 @@ class NodeSpeculation:
 
 def node_speculation(dep: Any, spec: str, *, isl: int, osl: int, rate_per_node: float, k_max: int,
                      k: int | None = None, acceptance_length: float | None = None,
-                     traffic: str | None = None, catalog: Any = None) -> NodeSpeculation:
+                     traffic: str | None = None, catalog: Catalog | None = None) -> NodeSpeculation:
     """``spec`` on the node of deployment ``dep`` (a :class:`servesim.plan.predict.Deployment`) serving
     ``rate_per_node`` requests a second of ``isl`` / ``osl`` tokens (see the module docstring).
 

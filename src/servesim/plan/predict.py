@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, kv_follows_checkpoint, pool_scheduler
@@ -30,6 +30,9 @@ from servesim.hardware.stepmodel import StepModel
 from servesim.plan.interval import prediction_interval
 from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
 
 __all__ = ["COMPARED_KEYS", "compare_to_measured", "harness_deployment", "harness_speculation",
            "kv_transfer_seconds", "predict", "predict_disaggregated"]
@@ -211,7 +214,7 @@ def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: f
 
 def speculation_setting(sm: Pricer, spec: str, batch: float, context: float, *, k: int | None = None,
                         alpha: float | None = None, acceptance_length: float | None = None,
-                        draft: str | None = None, catalog: Any = None,
+                        draft: str | None = None, catalog: Catalog | None = None,
                         kv_max: int = 1, traffic: str | None = None,
                         tree: tuple[int, int, int] | None = None) -> tuple[Any, dict[str, Any]]:
     """The speculation ``spec`` on step model ``sm`` at a running ``batch``, with the acceptance as
@@ -284,7 +287,7 @@ def _drafter_keys(dm: Drafter, sm: Pricer, k: int) -> dict[str, float]:
 
 def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tuple[int, int, int], *,
                   k: int | None, alpha: float | None, acceptance_length: float | None, draft: str | None,
-                  catalog: Any, kv_max: int, traffic: str | None) -> tuple[Any, dict[str, Any]]:
+                  catalog: Catalog | None, kv_max: int, traffic: str | None) -> tuple[Any, dict[str, Any]]:
     """:func:`speculation_setting` for SGLang's EAGLE tree (its three flags in ``tree``)."""
     from servesim.hardware.speculation import draft_model_for, largest_paying_batch, sglang_tree_for
 
@@ -488,7 +491,8 @@ def _spec_rounds(r: _Rounds, spec_batch: float, run: Callable[[Pricer, Any], _Ru
 
 
 def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: int | None = None,
-            catalog: Any = None, lengths: list[tuple[int, int]] | None = None, alpha: float | None = None,
+            catalog: Catalog | None = None, lengths: list[tuple[int, int]] | None = None,
+            alpha: float | None = None,
             acceptance_length: float | None = None, draft: str | None = None,
             slo_ttft_s: float | None = None, traffic: str | None = None,
             tree: tuple[int, int, int] | None = None, keep_requests: bool = False,
@@ -598,7 +602,7 @@ def _room_beside_drafter(run: Pricer, memory: float, per_request: int, longest: 
 
 
 def speculating_step_model(sm: Pricer, dep: Deployment, spec: str | None, spec_info: dict[str, Any] | None,
-                            catalog: Any) -> Pricer:
+                            catalog: Catalog | None) -> Pricer:
     """The step model the engine loop runs speculation ``spec`` on: ``sm`` itself, or ``dep``'s
     with the overlap scheduler off where the engine turns it off for the method and the user left
     it at its default (vLLM: draft-model, n-gram and Medusa drafting; SGLang: its default
@@ -672,7 +676,7 @@ def _pool_intake(dep: Deployment) -> Deployment:
 
 def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Deployment, decode_workers: int,
                           link_bytes_per_s: float, bench: Benchmark, *, spec: str | None = None,
-                          catalog: Any = None, lengths: list[tuple[int, int]] | None = None,
+                          catalog: Catalog | None = None, lengths: list[tuple[int, int]] | None = None,
                           k: int | None = None, alpha: float | None = None,
                           acceptance_length: float | None = None, draft: str | None = None,
                           slo_ttft_s: float | None = None, traffic: str | None = None,
@@ -762,7 +766,7 @@ def _disaggregated_closed_form(psm: Pricer, wp: int, dsm: Pricer, dmem: float, w
             "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None, "stable": cf.stable}
 
 
-def _pool_pricers(prefill: Deployment, decode: Deployment, bench: Benchmark, catalog: Any,
+def _pool_pricers(prefill: Deployment, decode: Deployment, bench: Benchmark, catalog: Catalog | None,
                   lengths: list[tuple[int, int]] | None
                   ) -> tuple[tuple[Pricer, Any, float], tuple[Pricer, float]]:
     """The two pools' pricers for the benchmark's requests, the model's shape and each pool's GPU

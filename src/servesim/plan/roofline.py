@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
     from servesim.hardware.pricer import Pricer
     from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec, PassTime
 
@@ -39,7 +40,7 @@ def roofline_summary(
     efficiency: Efficiency | None = None,
     memory_fraction: float | None = None,
     step_model: Any = None,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Everything ``servesim roofline`` shows, as plain data (times in ms, sizes in bytes or GB).
 
@@ -231,7 +232,7 @@ def _hybrid(name: str) -> Any:
 
 
 def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
-                        kv_dtype: str, catalog: Any = None, dp: int = 1, ep: int = 1,
+                        kv_dtype: str, catalog: Catalog | None = None, dp: int = 1, ep: int = 1,
                         ep_comm: str | None = None) -> Any:
     """The measured-kernel step model of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with its
     own step model, ``ep``-way expert parallel and the attention-DP ranks' exchange ``ep_comm``,
@@ -273,7 +274,7 @@ def measured_view(sm: Pricer, memory_bytes: float, *, batches: Sequence[int] = D
 
 
 def _step_model_speculation(sm: Pricer, rows: list[Row], presets: list[Row], context: float, *, k_max: int,
-                            draft: ModelSpec | None, overhead_s: float, catalog: Any,
+                            draft: ModelSpec | None, overhead_s: float, catalog: Catalog | None,
                             memory_bytes: float) -> None:
     """Replace the roofline's speculation figures in ``rows`` and ``presets`` by ``sm``'s
     (:mod:`servesim.hardware.speculation`: the draft's real cost, the verify pass of k + 1

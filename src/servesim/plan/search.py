@@ -41,9 +41,9 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import display_name, engine_profile
@@ -58,6 +58,13 @@ from servesim.plan.capacity import (
     max_rate,
     prefill_at_load,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.architectures import Architecture
+    from servesim.hardware.catalog import Catalog
+    from servesim.hardware.engines import EngineProfile
+    from servesim.hardware.kernels import KernelTables
+    from servesim.hardware.names import ModelShape
 
 __all__ = ["HAZARDS", "PlanQuestion", "capacity_plan", "capacity_plan_gpus", "hazards_for", "screen_steps"]
 
@@ -160,7 +167,7 @@ class PlanQuestion:
                 raise ParameterError("traffic", self.traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
 
 
-def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
+def _price(gpu: str, catalog: Catalog | None) -> tuple[float | None, str]:
     from servesim.hardware.catalog import builtin_catalog
 
     cat = catalog if catalog is not None else builtin_catalog()
@@ -169,7 +176,8 @@ def _price(gpu: str, catalog: Any) -> tuple[float | None, str]:
     return (float(p) if p is not None else None), str(extras.get("price_source", ""))
 
 
-def capacity_plan(q: PlanQuestion, catalog: Any = None, progress: Any = None) -> dict[str, Any]:
+def capacity_plan(q: PlanQuestion, catalog: Catalog | None = None,
+                  progress: Callable[[], None] | None = None) -> dict[str, Any]:
     """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out.
     ``progress()`` is called :func:`screen_steps` times while the screen runs, then as each confirmed
     row is done."""
@@ -197,7 +205,7 @@ Par = tuple[int, int, int]
 """A replica's split: (tp, dp, ep); it spans tp x dp GPUs."""
 
 
-def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
+def _shapes(q: PlanQuestion, catalog: Catalog | None) -> tuple[Any, bool, list[Par]]:
     """The model's name-bearing shape, whether it is a mixture of experts, and the splits to search:
     TP 1-8 for a dense model; for an MoE model, TP, TP with expert parallel over the same GPUs, and
     attention data parallel with expert parallel (DP x EP), on 1-8 GPUs and on ``NODES`` whole nodes
@@ -222,7 +230,7 @@ def _shapes(q: PlanQuestion, catalog: Any) -> tuple[Any, bool, list[Par]]:
     return arch, True, pars
 
 
-def _rack_dep_sizes(q: PlanQuestion, catalog: Any, experts: int) -> tuple[int, ...]:
+def _rack_dep_sizes(q: PlanQuestion, catalog: Catalog | None, experts: int) -> tuple[int, ...]:
     """Wide-EP sizes inside the GPU's NVLink domain and, where the budget holds them, across domains
     (``servesim.hardware.topology.rack_dep_sizes``)."""
     from servesim.hardware.topology import rack_dep_sizes
@@ -231,7 +239,7 @@ def _rack_dep_sizes(q: PlanQuestion, catalog: Any, experts: int) -> tuple[int, .
     return rack_dep_sizes(tables.topology, experts, q.gpus) if tables is not None else ()
 
 
-def _tables(q: PlanQuestion, catalog: Any) -> Any:
+def _tables(q: PlanQuestion, catalog: Catalog | None) -> KernelTables | None:
     """The kernel tables of ``q.gpu`` for its engine (their topology, NVLink rate); None for a GPU
     without them (a --catalog GPU)."""
     from servesim.hardware.kernels import tables_for
@@ -245,8 +253,12 @@ def _tables(q: PlanQuestion, catalog: Any) -> Any:
 KVLink = tuple[float, str]
 """A disaggregated row's KV link: (bytes/s, the note that says which links it crosses)."""
 
+SpecChoice = tuple[str, int | None, float | dict[int, float] | None] | None
+"""The speculation the screen prices (:func:`_spec_choice`): (method, k, alpha), (method, None, alphas by k)
+or None."""
 
-def _kv_links(q: PlanQuestion, catalog: Any) -> Any:
+
+def _kv_links(q: PlanQuestion, catalog: Catalog | None) -> Callable[[int], KVLink]:
     """``gpus -> KVLink``: where the GPU's topology places a disaggregated deployment of ``gpus`` GPUs
     on a multi-node NVLink domain (``servesim.hardware.topology.kv_path``: NVLink inside one NVL72
     rack, InfiniBand between racks) and ``q.kv_placement`` asks for it; else ``q``'s link for every
@@ -265,7 +277,7 @@ def _kv_links(q: PlanQuestion, catalog: Any) -> Any:
     return link
 
 
-def _link_keys(q: PlanQuestion, catalog: Any) -> dict[str, Any]:
+def _link_keys(q: PlanQuestion, catalog: Catalog | None) -> dict[str, Any]:
     """The plan's P/D link as its header names it: ``q``'s, or where the rows' KV links follow their
     placement on an NVL72 rack (_kv_links), NVLink for a budget inside one rack, else both."""
     out = {"link": q.link_name, "link_GBps": q.link_bytes_per_s / 1e9}
@@ -283,7 +295,7 @@ def _link_keys(q: PlanQuestion, catalog: Any) -> dict[str, Any]:
                      "between racks"), "link_GBps": t.scale_out_bytes_per_s / 1e9}
 
 
-def _row_links(q: PlanQuestion, catalog: Any, row: dict[str, Any], kv: KVLink | None) -> list[str]:
+def _row_links(q: PlanQuestion, catalog: Catalog | None, row: dict[str, Any], kv: KVLink | None) -> list[str]:
     """Which links a row's groups cross, in words (``Topology.links``): each pool's worker (a
     colocated row's replica) and, disaggregated, the KV transfer between the pools."""
     tables = _tables(q, catalog)
@@ -300,7 +312,7 @@ def _row_links(q: PlanQuestion, catalog: Any, row: dict[str, Any], kv: KVLink | 
     return out + ([kv[1]] if kv is not None else [])
 
 
-def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
+def _node_gpus(q: PlanQuestion, catalog: Catalog | None) -> int:
     """GPUs in one node of ``q.gpu`` (its kernel tables' system; the largest one-node size where none)."""
     from servesim.hardware.kernels import tables_for
 
@@ -311,7 +323,7 @@ def _node_gpus(q: PlanQuestion, catalog: Any) -> int:
     return tables.gpus_per_node if tables is not None else max(TPS)
 
 
-def screen_steps(q: PlanQuestion, catalog: Any = None) -> int:
+def screen_steps(q: PlanQuestion, catalog: Catalog | None = None) -> int:
     """How many times the screen of ``q`` calls ``progress`` (once per split priced colocated, once
     per prefill split and dtype priced disaggregated)."""
     shape, moe, pars = _shapes(q, catalog)
@@ -319,7 +331,8 @@ def screen_steps(q: PlanQuestion, catalog: Any = None) -> int:
     return len(pars) * (1 + len(dtypes))
 
 
-def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None, front: bool = True) -> dict[str, Any]:
+def _screen(q: PlanQuestion, catalog: Catalog | None = None, progress: Callable[[], None] | None = None,
+            front: bool = True) -> dict[str, Any]:
     """Every deployment priced by the closed form at load, ranked (the plan before confirmation);
     ``progress()`` is called :func:`screen_steps` times.  ``front=False`` leaves the closed form's
     Pareto front out (a confirmed plan's front is the engine model's)."""
@@ -365,7 +378,7 @@ def _screen(q: PlanQuestion, catalog: Any = None, progress: Any = None, front: b
 
 
 def _checked_gpu(q: PlanQuestion, shape: Any, moe: bool, pars: list[Par],
-                 catalog: Any) -> tuple[str, float, tuple[str, ...]]:
+                 catalog: Catalog | None) -> tuple[str, float, tuple[str, ...]]:
     """The question's checks that need the model and the GPU (a speculation the model has, a KV dtype
     the GPU runs, a split within the budget); the GPU's catalog name, its memory in bytes and the
     dtypes to search."""
@@ -388,7 +401,7 @@ def _checked_gpu(q: PlanQuestion, shape: Any, moe: bool, pars: list[Par],
     return gname, gspec.memory_bytes, tuple(dtypes)
 
 
-def _spec_choice(q: PlanQuestion, shape: Any) -> Any:
+def _spec_choice(q: PlanQuestion, shape: ModelShape | Architecture) -> SpecChoice:
     """The speculation the screen prices, as predict resolves it: ``(method, k, alpha)``, or
     ``(method, None, alphas)`` where no k is asked for (each deployment then screens every k at the
     acceptance published at, or nearest, it, and the engine model confirms the k it picked:
@@ -414,12 +427,13 @@ class _Models:
     split is invalid or leaves no room for one request's KV cache (``unfit``: why, by the GPUs of a
     replica, the last split of that size tried)."""
 
-    def __init__(self, q: PlanQuestion, shape: Any, moe: bool, gname: str, mem: float, catalog: Any) -> None:
+    def __init__(self, q: PlanQuestion, shape: Any, moe: bool, gname: str, mem: float,
+                 catalog: Catalog | None) -> None:
         self.q, self.shape, self.moe, self.gname, self.mem, self.catalog = q, shape, moe, gname, mem, catalog
-        self.built: dict[tuple[Par, str, int], Any] = {}
+        self.built: dict[tuple[Par, str, int], Pricer | None] = {}
         self.unfit: dict[int, str] = {}
 
-    def __call__(self, par: Par, dtype: str, chunk: int) -> Any:
+    def __call__(self, par: Par, dtype: str, chunk: int) -> Pricer | None:
         q, key = self.q, (par, dtype, chunk)
         if key not in self.built:
             from servesim.hardware.pricer import Deployment, build_step_model
@@ -451,7 +465,7 @@ class _Space:
     dtypes: tuple[str, ...]
     chunks: tuple[int, ...]
     specs: list[str | None]
-    choice: Any  # the speculation priced (_spec_choice)
+    choice: SpecChoice  # the speculation priced (_spec_choice)
     mem: float  # one GPU's memory, bytes
     price: float | None
     models: _Models
@@ -490,7 +504,7 @@ def _colocated_rows(s: _Space) -> tuple[list[dict[str, Any]], list[tuple[dict[st
             for chunk in s.chunks:
                 for sm, spec in _priced(s, par, dtype, chunk):
 
-                    def one(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
+                    def one(r: float, sm: Pricer = sm, spec: str | None = spec) -> LoadPoint:
                         return colocated_at_load(sm, s.mem, 1, r, q.isl, q.osl, q.slo_ttft_s,
                                                  spec=s.choice if spec else None)
 
@@ -516,7 +530,7 @@ def _decode_capacities(s: _Space, chunk: int) -> dict[tuple[Par, str, str | None
         for par in s.pars:
             for sm, spec in _priced(s, par, dtype, chunk):
 
-                def dpoint(r: float, sm: Any = sm, spec: str | None = spec) -> LoadPoint:
+                def dpoint(r: float, sm: Pricer = sm, spec: str | None = spec) -> LoadPoint:
                     d = decode_at_load(sm, s.mem, r, q.isl, q.osl, prefill=False,
                                        spec=s.choice if spec else None)
                     if not d.stable:
@@ -619,7 +633,7 @@ def _decode_workers(lam_p: float, lam1: float, most: int, q: PlanQuestion) -> in
     return dw
 
 
-def _budgets(engine: Any, isl: int) -> tuple[int, ...]:
+def _budgets(engine: EngineProfile, isl: int) -> tuple[int, ...]:
     """The step budgets searched: the engine's default and 2,048; for an engine that runs prompts whole
     (TensorRT-LLM without ``enable_chunked_prefill``), the default and the budget InferenceMAX's
     recipes size so that a whole prompt and a batch of running sequences fit in one step
@@ -647,7 +661,7 @@ def _fits_none(pars: list[Par], unfit: dict[int, str], node: int, budget: int) -
 
 
 def _disagg_point(psm: Pricer, pw: int, dsm: Pricer, mem: float, dw: int, q: PlanQuestion, rate: float,
-                  spec: Any, xfer: float) -> LoadPoint:
+                  spec: SpecChoice, xfer: float) -> LoadPoint:
     """The closed form of a split at ``rate``: the dense one, or for an MoE model its two pools (M/D/c
     prefill, decode fixed point) joined by the latent's transfer time ``xfer``."""
     if not psm.is_moe and not dsm.is_moe:
@@ -666,8 +680,8 @@ def _disagg_point(psm: Pricer, pw: int, dsm: Pricer, mem: float, dw: int, q: Pla
                      att, d.tpot_s, d.batch, p.utilization, "", d.k)
 
 
-def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Any = None,
-                       progress: Any = None) -> dict[str, Any]:
+def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Catalog | None = None,
+                       progress: Callable[[], None] | None = None) -> dict[str, Any]:
     """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
     from dataclasses import replace
 
@@ -700,7 +714,8 @@ def _sort_rows(rows: list[dict[str, Any]], q: PlanQuestion) -> None:
                                  -(r["tokens_per_s_per_user"] or 0.0)))
 
 
-def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog: Any, progress: Any = None
+def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog: Catalog | None,
+               progress: Callable[[], None] | None = None
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
     """The closed form's best rows confirmed by the engine model (:mod:`servesim.plan.confirm`), ranked
     again, the Pareto front of their engine-model operating points (1, 1/2, 1/4, 1/8 of each
@@ -783,7 +798,7 @@ def _speculation_off(rows: list[dict[str, Any]], pts: list[dict[str, Any]]
     return keep, [p for p in pts if p["speculation"] == "none" or _twin(p) not in off]
 
 
-def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Any
+def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Catalog | None
                   ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """One row confirmed and its operating points (a task of its own: rows confirm in parallel)."""
     from servesim.plan.confirm import confirm_row, operating_point
