@@ -7,20 +7,78 @@ Figure; the command line saves it with ``--plot FILE`` and the report embeds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from servesim.render.plots import GoodputCurves, OperatingPoint, SpeedupSurface, UtilizationCurve
 
 __all__ = ["all_figure", "disagg_figure", "plan_figure", "specdec_figure"]
 
 
-def _specdec_panels(heatmap: Any, sweep: Any, curves: Any) -> None:
+class SpecdecCurves(Protocol):
+    """The curves of :class:`servesim.plan.figures.SpecdecCurves`: the speedup surface and every
+    preset's utilization sweep."""
+
+    @property
+    def surface(self) -> SpeedupSurface: ...
+    @property
+    def utilization(self) -> Sequence[UtilizationCurve]: ...
+
+
+class DisaggCurves(Protocol):
+    """The curves of :class:`servesim.plan.figures.DisaggCurves`."""
+
+    @property
+    def by_rate(self) -> GoodputCurves: ...
+    @property
+    def by_link(self) -> GoodputCurves: ...
+    @property
+    def slo_note(self) -> str: ...
+    @property
+    def rate_point(self) -> OperatingPoint: ...
+    @property
+    def link_point(self) -> OperatingPoint: ...
+    @property
+    def crossover_GBps(self) -> float | None: ...
+
+
+class PlanCurves(Protocol):
+    """The curves of :class:`servesim.plan.figures.PlanCurves`."""
+
+    @property
+    def by_rate(self) -> GoodputCurves: ...
+    @property
+    def recommended(self) -> Sequence[float]: ...
+    @property
+    def recommended_label(self) -> str: ...
+    @property
+    def best_label(self) -> str: ...
+    @property
+    def planned_rate(self) -> float: ...
+    @property
+    def best_goodput_rps(self) -> float: ...
+    @property
+    def best_attainment(self) -> float: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def slo_note(self) -> str: ...
+    @property
+    def attainment_target(self) -> float: ...
+
+
+def _specdec_panels(heatmap: Axes, sweep: Axes, curves: SpecdecCurves) -> None:
     from servesim.render import plots
 
     plots.plot_speedup_heatmap(heatmap, curves.surface)
     plots.plot_utilization(sweep, curves.utilization)
 
 
-def specdec_figure(curves: Any) -> Any:
+def specdec_figure(curves: SpecdecCurves) -> Figure:
     """Speedup heatmap over (alpha, k) with the optimal k, and every preset's utilization sweep
     (``curves``: a :class:`servesim.plan.figures.SpecdecCurves`)."""
     from servesim.render import plots
@@ -30,14 +88,14 @@ def specdec_figure(curves: Any) -> Any:
     return fig
 
 
-def _disagg_panels(by_rate: Any, by_link: Any, curves: Any) -> None:
+def _disagg_panels(by_rate: Axes, by_link: Axes, curves: DisaggCurves) -> None:
     from servesim.render import plots
 
     plots.plot_goodput_vs_rate(by_rate, curves.by_rate, curves.slo_note, current=curves.rate_point)
     plots.plot_goodput_vs_link(by_link, curves.by_link, curves.crossover_GBps, current=curves.link_point)
 
 
-def disagg_figure(curves: Any) -> Any:
+def disagg_figure(curves: DisaggCurves) -> Figure:
     """Goodput vs arrival rate (colocated vs best split) and goodput vs link bandwidth, with the
     workload's rate, the link in use and the crossover marked (``curves``: a
     :class:`servesim.plan.figures.DisaggCurves`)."""
@@ -48,7 +106,7 @@ def disagg_figure(curves: Any) -> Any:
     return fig
 
 
-def plan_figure(curves: Any) -> Any:
+def plan_figure(curves: PlanCurves) -> Figure:
     """Goodput vs arrival rate for colocated, the best split and the recommended deployment, with the
     planned rate and the recommendation's operating point marked (``curves``: a
     :class:`servesim.plan.figures.PlanCurves`)."""
@@ -71,7 +129,7 @@ def plan_figure(curves: Any) -> Any:
     return fig
 
 
-def all_figure(specdec: Any, disagg: Mapping[str, Any]) -> Any:
+def all_figure(specdec: SpecdecCurves, disagg: Mapping[str, DisaggCurves]) -> Figure:
     """Everything ``servesim all`` prices, in one figure: the speedup heatmap and the utilization
     sweep (first row), then goodput vs arrival rate and vs link for each workload preset (one row
     each); the curves of :func:`servesim.plan.figures.all_curves`."""

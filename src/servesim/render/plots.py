@@ -15,9 +15,15 @@ import textwrap
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import matplotlib
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
+    from matplotlib.typing import ColorType
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -94,7 +100,7 @@ def apply_style() -> None:
 
 
 def figure(ncols: int = 1, width_in: float = 7.0, height_in: float = 4.2, *, nrows: int = 1,
-           width_ratios: Sequence[float] | None = None) -> tuple[Any, list[Any]]:
+           width_ratios: Sequence[float] | None = None) -> tuple[Figure, list[Axes]]:
     """A styled figure of ``nrows`` x ``ncols`` panels (each ``width_in`` x ``height_in`` inches, legend
     included), with its axes in reading order (row by row)."""
     apply_style()
@@ -104,7 +110,7 @@ def figure(ncols: int = 1, width_in: float = 7.0, height_in: float = 4.2, *, nro
     return fig, [ax for row in axes for ax in row]
 
 
-def legend(ax: Any, *, where: str = "right", ncol: int = 1) -> Any:
+def legend(ax: Axes, *, where: str = "right", ncol: int = 1) -> Legend | None:
     """The axes' legend outside its data: to the right of it (``where="right"``) or under the x label
     (``"below"``).  Constrained layout makes room for it.  None when there is nothing to label."""
     if not ax.get_legend_handles_labels()[0]:
@@ -119,7 +125,7 @@ def legend(ax: Any, *, where: str = "right", ncol: int = 1) -> Any:
                      borderaxespad=0.0, ncol=ncol)
 
 
-def save(fig: Any, path: str | Path) -> Path:
+def save(fig: Figure, path: str | Path) -> Path:
     """Write ``fig`` to ``path`` (.png or .svg) atomically, then close it."""
     p = Path(path)
     if p.suffix.lower() not in SUFFIXES:
@@ -136,7 +142,7 @@ def save(fig: Any, path: str | Path) -> Path:
         plt.close(fig)
 
 
-def png_bytes(fig: Any) -> bytes:
+def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes (for embedding), then close it."""
     import io
 
@@ -208,7 +214,7 @@ class UtilizationCurve(Protocol):
     def turn_off_u(self) -> float: ...
 
 
-def _mark(ax: Any, op: OperatingPoint, colors: tuple[str, str]) -> None:
+def _mark(ax: Axes, op: OperatingPoint, colors: tuple[ColorType, ColorType]) -> None:
     """A vertical line at the operating point and a marker on each curve."""
     ax.axvline(op.x, color=REFERENCE, ls="--", lw=1.0, label=op.label)
     ax.plot([op.x], [op.colocated], "o", ms=7, color=colors[0], mec=REFERENCE, zorder=5,
@@ -217,7 +223,7 @@ def _mark(ax: Any, op: OperatingPoint, colors: tuple[str, str]) -> None:
             label=f"best split there: {op.disaggregated:.2f} req/s")
 
 
-def _thresholds(ax: Any, lines: Sequence[tuple[float, str, str, str]]) -> None:
+def _thresholds(ax: Axes, lines: Sequence[tuple[float, ColorType, str, str]]) -> None:
     """Vertical threshold lines ``(x, colour, name, value)`` told apart three ways: each in its series'
     colour, each in its own line style, and each labelled (legend and a staggered tag beside the line)."""
     from matplotlib.transforms import blended_transform_factory
@@ -231,7 +237,7 @@ def _thresholds(ax: Any, lines: Sequence[tuple[float, str, str, str]]) -> None:
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
 
 
-def plot_speedup_heatmap(ax: Any, s: SpeedupSurface) -> None:
+def plot_speedup_heatmap(ax: Axes, s: SpeedupSurface) -> None:
     """Speedup over (alpha, k) with the optimal k of each alpha marked, and the S = 1 contour."""
     im = ax.imshow(
         s.speedup, origin="lower", aspect="auto", cmap="viridis",
@@ -250,7 +256,7 @@ def plot_speedup_heatmap(ax: Any, s: SpeedupSurface) -> None:
         lg.get_frame().set_facecolor("#DDDDDD")  # the white contour's key stays visible
 
 
-def plot_utilization(ax: Any, curves: Sequence[UtilizationCurve]) -> None:
+def plot_utilization(ax: Axes, curves: Sequence[UtilizationCurve]) -> None:
     """Best-k speedup vs compute utilization, with each preset's turn-off point (colour and style apart)."""
     offs = []
     for c in curves:
@@ -265,7 +271,7 @@ def plot_utilization(ax: Any, curves: Sequence[UtilizationCurve]) -> None:
     legend(ax)
 
 
-def plot_goodput_vs_rate(ax: Any, g: GoodputCurves, slo_note: str = "",
+def plot_goodput_vs_rate(ax: Axes, g: GoodputCurves, slo_note: str = "",
                          current: OperatingPoint | None = None) -> None:
     """Colocated and best-split goodput vs arrival rate; ``current`` marks the scenario's own rate."""
     (co,) = ax.plot(g.x, g.colocated, label="colocated")
@@ -279,7 +285,7 @@ def plot_goodput_vs_rate(ax: Any, g: GoodputCurves, slo_note: str = "",
     legend(ax)
 
 
-def plot_goodput_vs_link(ax: Any, g: GoodputCurves, crossover_GBps: float | None,
+def plot_goodput_vs_link(ax: Axes, g: GoodputCurves, crossover_GBps: float | None,
                          current: OperatingPoint | None = None) -> None:
     """Colocated and best-split goodput vs link bandwidth, the crossover, and ``current`` (the link used)."""
     (co,) = ax.semilogx(g.x, g.colocated, label="colocated")
@@ -295,7 +301,7 @@ def plot_goodput_vs_link(ax: Any, g: GoodputCurves, crossover_GBps: float | None
     legend(ax)
 
 
-def plot_ttft_distribution(ax: Any, samples_s: Mapping[str, Sequence[float]], slo_ttft_s: float) -> None:
+def plot_ttft_distribution(ax: Axes, samples_s: Mapping[str, Sequence[float]], slo_ttft_s: float) -> None:
     """Empirical CDF of TTFT per deployment (a step), the SLO as a vertical line, and each deployment's
     attainment (the fraction of requests within the SLO) marked where its CDF crosses the SLO."""
     import numpy as np
@@ -327,7 +333,8 @@ def plot_ttft_distribution(ax: Any, samples_s: Mapping[str, Sequence[float]], sl
     legend(ax, where="below")
 
 
-def plot_roofline_speedup(ax: Any, rows: Sequence[dict[str, Any]], presets: Sequence[dict[str, Any]]) -> None:
+def plot_roofline_speedup(ax: Axes, rows: Sequence[dict[str, Any]],
+                          presets: Sequence[dict[str, Any]]) -> None:
     """Best-k speedup of each preset vs decode batch, with each preset's turn-off batch (its own colour,
     line style and legend entry)."""
     batches = [r["batch"] for r in rows]
@@ -345,7 +352,7 @@ def plot_roofline_speedup(ax: Any, rows: Sequence[dict[str, Any]], presets: Sequ
     legend(ax)
 
 
-def plot_roofline_intensity(ax: Any, rows: Sequence[dict[str, Any]], ridge: float, k: int) -> None:
+def plot_roofline_intensity(ax: Axes, rows: Sequence[dict[str, Any]], ridge: float, k: int) -> None:
     """Arithmetic intensity of the weight GEMMs, plain and speculative, against the ridge point."""
     batches = [r["batch"] for r in rows]
     ax.loglog(batches, [r["weights_intensity_flops_per_byte"] for r in rows], marker=".", label="plain: B")
@@ -365,7 +372,7 @@ _STATISTICS = {  # fit-alpha's measured figure (servesim.inputs.telemetry.CURVE_
 }
 
 
-def plot_acceptance(ax: Any, fit: dict[str, Any], curve: Mapping[str, Any] | None = None) -> None:
+def plot_acceptance(ax: Axes, fit: dict[str, Any], curve: Mapping[str, Any] | None = None) -> None:
     """Per-position acceptance when it was measured: P(A >= i) against the fitted i.i.d. alpha^i.
     Otherwise (a single ``--value``, or counters without positions) the figure alpha was fitted to,
     against alpha, with the measured point marked where it fixes alpha: ``curve`` is that figure

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.container import BarContainer
+    from matplotlib.figure import Figure
 
 __all__ = ["bias_labels", "simulate_figure", "validate_figure"]
 
 
-def _queue(ax: Any, d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None) -> None:
+def _queue(ax: Axes, d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None) -> None:
     """P(W_q > t): the M/M/c tail (``tail``: ``t_s``, ``p``) against the simulated p_wait and percentiles."""
     from servesim.render import plots
 
@@ -30,12 +35,12 @@ def _queue(ax: Any, d: dict[str, Any], tail: Mapping[str, Sequence[float]] | Non
     plots.legend(ax)
 
 
-def _bar_values(ax: Any, bars: Any, values: list[float]) -> None:
+def _bar_values(ax: Axes, bars: BarContainer, values: list[float]) -> None:
     """Each bar's value written on it (a zero-height bar still says 0)."""
     ax.bar_label(bars, labels=["-" if math.isnan(v) else f"{v:.3g}" for v in values], fontsize=7, padding=2)
 
 
-def _paired_bars(ax: Any, labels: list[str], left: list[float], left_label: str, right: list[float],
+def _paired_bars(ax: Axes, labels: list[str], left: list[float], left_label: str, right: list[float],
                  right_label: str) -> None:
     """Two bars per label, each with its value, the labels under them."""
     x = range(len(labels))
@@ -45,7 +50,7 @@ def _paired_bars(ax: Any, labels: list[str], left: list[float], left_label: str,
     ax.grid(False, axis="x")
 
 
-def _serving(ax: Any, d: dict[str, Any]) -> None:
+def _serving(ax: Axes, d: dict[str, Any]) -> None:
     """TTFT mean and p99, closed form vs simulation, per architecture."""
     from servesim.render import plots
 
@@ -64,7 +69,7 @@ def _serving(ax: Any, d: dict[str, Any]) -> None:
     plots.legend(ax)
 
 
-def _trace(ax: Any, d: dict[str, Any]) -> None:
+def _trace(ax: Axes, d: dict[str, Any]) -> None:
     """Goodput per deployment: closed form from the trace's means vs the replay."""
     from servesim.render import plots
 
@@ -78,7 +83,7 @@ def _trace(ax: Any, d: dict[str, Any]) -> None:
     plots.legend(ax)
 
 
-def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None = None) -> Any:
+def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None = None) -> Figure:
     """The figure of a ``simulate`` result; ``tail`` is the theory curve of a queue run."""
     from servesim.render import plots
 
@@ -90,7 +95,7 @@ def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | Non
     return fig
 
 
-def _engine(ax: Any, d: dict[str, Any]) -> None:
+def _engine(ax: Axes, d: dict[str, Any]) -> None:
     """The engine loop (agg or disagg) beside the closed form at the same rate: mean TTFT and TPOT."""
     from servesim.render import plots
 
@@ -133,7 +138,7 @@ def bias_labels(bias: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float
     return left, right
 
 
-def validate_figure(d: dict[str, Any]) -> Any:
+def validate_figure(d: dict[str, Any]) -> Figure:
     """Agreement as z-scores (|z| <= 4 passes for exact rows) and each assumption's relative bias."""
     from servesim.render import plots
 
