@@ -202,6 +202,55 @@ def write_rows(path: Path, table: list[dict[str, object]]) -> None:
     save_through_temp(path, write, "rows file")
 
 
+def loso(rows: list[dict[str, str]], key: str, grid: list[float]) -> list[str]:
+    """``key`` of engines.toml (a number each engine of the rows has) fitted leave-one-source-out on
+    the rows' mean TTFT: every row predicted at each value of ``grid`` (for every engine at once), a
+    source is a campaign (the run's date), and each source's rows take the value that minimises the
+    median |error| of the other sources' rows of their engine.  Prints that out-of-sample error beside
+    the error at the shipped value (in sample) and at 0."""
+    from servesim.hardware import engines, pricer
+
+    raw = engines._raw()["engine"]
+    names = sorted({r["engine"] for r in rows})
+    shipped = {e: float(raw[e].get(key, 0.0)) for e in names}
+    errs: dict[float, dict[str, float]] = {}
+    try:
+        for v in sorted({*grid, 0.0, *shipped.values()}):
+            for e in names:
+                raw[e][key] = v
+            pricer._BUILT.clear()
+            errs[v] = {}
+            for r in rows:
+                p = predict_row(r)
+                errs[v][r["id"]] = (p["ttft"] - float(r["mean_ttft_ms"])) / float(r["mean_ttft_ms"])
+    finally:
+        for e in names:
+            raw[e][key] = shipped[e]
+        pricer._BUILT.clear()
+    lines = [f"{key} fitted leave-one-source-out on the mean TTFT (source: the run's date; grid "
+             f"{', '.join(f'{v:g}' for v in grid)}):"]
+    for e in names:
+        mine = [r for r in rows if r["engine"] == e]
+
+        def med(v: float, rs: list[dict[str, str]]) -> float:
+            return statistics.median(abs(errs[v][r["id"]]) for r in rs) if rs else math.inf
+
+        oos: list[float] = []
+        picks = []
+        for src in sorted({r["date"] for r in mine}):
+            held = [r for r in mine if r["date"] == src]
+            rest = [r for r in mine if r["date"] != src]
+            v = min(grid, key=lambda g: (med(g, rest), g))
+            picks.append(v)
+            oos += [abs(errs[v][r["id"]]) for r in held]
+        full = min(grid, key=lambda g: (med(g, mine), g))
+        lines.append(f"  {e:<7} n={len(mine):<3} out of sample {100 * statistics.median(oos):5.1f}% (values "
+                     f"picked {min(picks):g}-{max(picks):g}); in sample at the shipped {shipped[e]:g} "
+                     f"{100 * med(shipped[e], mine):5.1f}%, fitted on all {full:g} "
+                     f"{100 * med(full, mine):5.1f}%, at 0 {100 * med(0.0, mine):5.1f}%")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--disagg", action="store_true", help="also the disaggregated runs (about six minutes)")
@@ -209,12 +258,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="the runs with DeepSeek-R1's MTP module as the drafter instead (about ten minutes "
                          "with --disagg)")
     ap.add_argument("--quiet", action="store_true", help="the summaries only, not every row")
+    ap.add_argument("--loso", metavar="KEY=V1,V2,...",
+                    help="fit an engines.toml number leave-one-source-out on the colocated runs' TTFT, e.g. "
+                         "eager_mla_layer_host_us=0,750,1500,2200,3000")
     ap.add_argument("--rows", type=Path, metavar="FILE",
                     help="also write every row's prediction beside its measurement as CSV (ROW_FIELDS)")
     args = ap.parse_args(argv)
     if args.rows is not None and not args.rows.resolve().parent.is_dir():
         ap.error(f"--rows {args.rows}: its folder does not exist")
     rows = [r for r in load_rows(MTP_DATA if args.mtp else DATA) if args.disagg or r["mode"] == "agg"]
+    if args.loso:
+        key, _, values = args.loso.partition("=")
+        try:
+            grid = [float(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            ap.error(f"--loso {args.loso!r}: KEY=V1,V2,... with numbers")
+        if not grid:
+            ap.error(f"--loso {args.loso!r}: KEY=V1,V2,... with numbers")
+        sys.stdout.write("\n".join(loso([r for r in rows if r["mode"] == "agg"], key, grid)) + "\n")
+        return 0
     table: list[dict[str, object]] = []
     sys.stdout.write("\n".join(report(rows, args.quiet, table if args.rows is not None else None)) + "\n")
     if args.rows is not None:
