@@ -50,6 +50,7 @@ from servesim.model.speculative import SPEC_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.speculation_physics import TokenTree
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
            "alpha_for_acceptance_length", "draft_model_for", "drafter_memory", "drafting_s",
@@ -316,7 +317,7 @@ def draft_model_for(sm: Pricer, method: str, catalog: Catalog | None = None,
 
 
 def speculation_for(sm: Pricer, preset: str, batch: float, context: float, *, k: int | None = None,
-                    catalog: Catalog | None = None, draft: Any = None, alpha: float | None = None,
+                    catalog: Catalog | None = None, draft: Drafter | None = None, alpha: float | None = None,
                     k_max: int = K_MAX,
                     alphas: Mapping[int, float] | None = None) -> tuple[Speculation, dict[str, float]]:
     """The speculative setting at a running ``batch``: best k (or the given one), d, c, speedup.
@@ -389,7 +390,8 @@ def drafting_s(dm: Drafter, batch: float, context: float, k: int, step_s: float 
 
 def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, steps: int, topk: int,
                     draft_tokens: int, alpha: float | None = None, acceptance_length: float | None = None,
-                    draft: Any = None, catalog: Catalog | None = None) -> tuple[Speculation, dict[str, Any]]:
+                    draft: Drafter | None = None,
+                    catalog: Catalog | None = None) -> tuple[Speculation, dict[str, Any]]:
     """SGLang's EAGLE tree (``--speculative-num-steps S --speculative-eagle-topk K
     --speculative-num-draft-tokens N``) at a running ``batch``, priced by the same step model.
 
@@ -441,7 +443,7 @@ def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, st
 
 
 def speedup_curve(sm: Pricer, method: str, context: float, batches: list[int], *, k: int | None = None,
-                  alpha: float | None = None, draft: Any = None,
+                  alpha: float | None = None, draft: Drafter | None = None,
                   catalog: Catalog | None = None) -> list[dict[str, float]]:
     """The speedup of the best k (or the given one) at each running batch, from the same step model:
     seed 003's curve, whose crossing of 1 is where speculation stops paying."""
@@ -454,7 +456,7 @@ def speedup_curve(sm: Pricer, method: str, context: float, batches: list[int], *
 
 
 def turn_off_batch(sm: Pricer, preset: str, context: float, *, batch_limit: int,
-                   catalog: Catalog | None = None, draft: Any = None, alpha: float | None = None,
+                   catalog: Catalog | None = None, draft: Drafter | None = None, alpha: float | None = None,
                    k_max: int = K_MAX, alphas: Mapping[int, float] | None = None,
                    k: int | None = None) -> int | None:
     """The largest running batch at which speculation still pays (speedup above 1): the one
@@ -489,7 +491,7 @@ def largest_paying_batch(pays: Callable[[int], bool], batch_limit: int) -> int |
     return _bisect(pays, lo, hi)
 
 
-def tree_speedup(sm: Pricer, tree: Any, batch: float, context: float, *, draft: Any,
+def tree_speedup(sm: Pricer, tree: TokenTree, batch: float, context: float, *, draft: Drafter,
                  method: str = "eagle3") -> float:
     """The speedup of a draft token tree (:class:`servesim.hardware.speculation_physics.TokenTree`)
     priced by the same step model as a chain: ``E[n] t_target / (sum_levels t_draft(B, n_l) +
@@ -609,7 +611,7 @@ def with_host_overhead(drafter: Drafter, overhead_s: float) -> Drafter:
     return drafter if overhead_s <= 0 else _WithHost(drafter, overhead_s)
 
 
-def _bisect(pays: Any, lo: int, hi: int) -> int:
+def _bisect(pays: Callable[[int], bool], lo: int, hi: int) -> int:
     """Largest b in [lo, hi) with pays(b), given pays(lo) and not pays(hi)."""
     while hi - lo > 1:
         mid = (lo + hi) // 2

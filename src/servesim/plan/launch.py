@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -58,6 +59,9 @@ from servesim.plan.launch_script import read_yaml, split_script
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.engines import EngineProfile
+    from servesim.plan.search import PlanQuestion
+    from servesim.sim.batching import Benchmark
 
 __all__ = [
     "ENGINE_PROGRAMS",
@@ -219,7 +223,7 @@ def _sources(programs: list[str]) -> dict[str, str]:
 # ------------------------------------------------------------------------------ the deployment
 
 
-def flag_profile(dep: Deployment, catalog: Catalog | None = None) -> Any:
+def flag_profile(dep: Deployment, catalog: Catalog | None = None) -> EngineProfile:
     """The engine profile at the level of the engine's flags: one server of ``dep`` as its flags
     are read, before attention-DP ranks share them out (``dp=1`` with the whole replica's GPUs as
     its parallelism), so that its budget, running limit and memory share are the values to pass."""
@@ -481,7 +485,7 @@ def _drafter(s: _Script, spec: str | None, draft: str | None, dep: Deployment) -
     return _Raw('"$DRAFT_MODEL"')
 
 
-def _overlap(dep: Deployment, eng: Any, spec: str | None) -> bool | None:
+def _overlap(dep: Deployment, eng: EngineProfile, spec: str | None) -> bool | None:
     """The overlap (async) scheduler the run priced: the deployment's own setting, else the engine's
     default with the method's rule (engines.toml spec_overlap_methods); None where unset."""
     if dep.overlap is not None:
@@ -707,7 +711,7 @@ def _trtllm(s: _Script, a: _Launch) -> None:
 # ------------------------------------------------------------------------------ the benchmark
 
 
-def benchmark_command(bench: Any, dep: Deployment, *, replicas: int = 1,
+def benchmark_command(bench: Benchmark, dep: Deployment, *, replicas: int = 1,
                       catalog: Catalog | None = None) -> str:
     """The client's command that measures ``bench`` against ``dep``'s server (one of ``replicas``
     replicas: the rate is that replica's share), as the prediction ran it."""
@@ -814,7 +818,7 @@ def _speculation(sp: _SpecOptions) -> list[str]:
 
 def deploy_colocated(
     dep: Deployment,
-    bench: Any,
+    bench: Benchmark,
     *,
     replicas: int = 1,
     catalog: Catalog | None = None,
@@ -878,7 +882,7 @@ def deploy_disaggregated(
     decode: Deployment,
     decode_workers: int,
     link_bytes_per_s: float,
-    bench: Any,
+    bench: Benchmark,
     *,
     catalog: Catalog | None = None,
     **sp: Unpack[_SpecOptions],
@@ -1068,7 +1072,7 @@ def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, 
     return head + _yaml_any(doc)
 
 
-def _yaml_any(data: Any, indent: int = 0) -> str:
+def _yaml_any(data: Mapping[str, object] | Sequence[object], indent: int = 0) -> str:
     """``data`` (dicts, lists, scalars) as block YAML, strings quoted as JSON."""
     pad = " " * indent
     if isinstance(data, dict):
@@ -1089,7 +1093,7 @@ def _yaml_any(data: Any, indent: int = 0) -> str:
     return "".join(out)
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     if isinstance(value, (dict, list)):
         return "{}" if isinstance(value, dict) else "[]"
     if isinstance(value, bool) or isinstance(value, (int, float)):
@@ -1100,7 +1104,8 @@ def _scalar(value: Any) -> str:
 # ------------------------------------------------------------------------------ plan rows
 
 
-def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Catalog | None = None) -> dict[str, Any]:
+def row_deploy(row: dict[str, Any], q: PlanQuestion, gpu: str,
+               catalog: Catalog | None = None) -> dict[str, Any]:
     """The launch and benchmark of a confirmed capacity-plan row (:mod:`servesim.plan.confirm`):
     the deployments :func:`~servesim.plan.confirm.row_deployments` builds, and the benchmark its
     confirmation ran at the row's (planned) rate, a colocated row's replica at its share, with the
@@ -1140,7 +1145,7 @@ def row_deploy(row: dict[str, Any], q: Any, gpu: str, catalog: Catalog | None = 
     return out
 
 
-def _dtype_change(q: Any, *deps: Deployment) -> list[str]:
+def _dtype_change(q: PlanQuestion, *deps: Deployment) -> list[str]:
     """Where the plan chose weights other than the checkpoint's own without being asked (no
     ``--dtype``), a note that says so and what it may cost."""
     if getattr(q, "dtypes", ()):

@@ -25,14 +25,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile, kv_follows_checkpoint, pool_scheduler
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
-from servesim.hardware.speculation import beside_drafter, speculation_for
+from servesim.hardware.speculation import Speculation, beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
 from servesim.plan.interval import prediction_interval
 from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
 if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.architectures import Architecture
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.names import ModelShape
+    from servesim.sim.disaggregation import DisaggResult
 
 __all__ = ["COMPARED_KEYS", "compare_to_measured", "harness_deployment", "harness_speculation",
            "kv_transfer_seconds", "predict", "predict_disaggregated"]
@@ -97,7 +100,7 @@ def _pricing_notes(sm: Pricer) -> list[str]:
     return list(sm.pricing_notes)
 
 
-def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None = None,
+def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str | None = None,
                        engine: str = "vllm", max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
                        pool: str = "", workers: int = 1, spec: str | None = None,
@@ -150,7 +153,7 @@ def harness_deployment(bench: Any, *, model: str, gpu: str, kv_dtype: str | None
                          "piecewise_cuda_graphs": bool(recipe.get("piecewise_cuda_graphs", False)), **fields})
 
 
-def harness_speculation(bench: Any, *, model: str, engine: str, dp: int = 1,
+def harness_speculation(bench: Benchmark, *, model: str, engine: str, dp: int = 1,
                         spec: str | None = None, **given: Any) -> dict[str, Any]:
     """The speculation arguments of :func:`predict` / :func:`predict_disaggregated` for ``spec``:
     those ``given`` (``k``, ``tree``, ``alpha``, ``acceptance_length``, ``traffic``, ...), or where
@@ -400,7 +403,7 @@ def _same_batch(run_batch: float, priced_batch: float) -> bool:
     return abs(b - priced_batch) <= max(0.5, 0.1 * priced_batch)
 
 
-def check_context(shape: Any, isl: int, longest: int) -> None:
+def check_context(shape: ModelShape | Architecture, isl: int, longest: int) -> None:
     """Refuse requests longer than the model serves: ``longest`` prompt + output tokens against its
     context length (config.json's ``max_position_embeddings``, which vLLM and SGLang take as the
     default ``max_model_len``; engines reject a longer request outright).  Unknown (0): no check."""
@@ -426,7 +429,8 @@ def _client_keys(bench: Benchmark) -> dict[str, Any]:
     }
 
 
-def _longest_fits(shape: Any, bench: Benchmark, lengths: list[tuple[int, int]] | None, cap: int) -> int:
+def _longest_fits(shape: ModelShape | Architecture, bench: Benchmark, lengths: list[tuple[int, int]] | None,
+                  cap: int) -> int:
     """The longest request (prompt and output tokens), checked against the model's context and the
     replica's KV cache of ``cap`` tokens."""
     per_request = bench.isl + bench.osl
@@ -525,7 +529,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     stable, why = _stable_at_rate(sm, memory, bench)
     cold_s, _, fresh = fresh_server_waits(sm, bench)
 
-    def run(run_sm: Pricer, speculation: Any) -> BenchResult:
+    def run(run_sm: Pricer, speculation: Speculation | None) -> BenchResult:
         return run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
                              lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
 
@@ -637,7 +641,7 @@ def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[boo
     return p.stable, p.reason
 
 
-def kv_transfer_seconds(sm: Pricer, link_bytes_per_s: float) -> Any:
+def kv_transfer_seconds(sm: Pricer, link_bytes_per_s: float) -> Callable[[int], float]:
     """``p -> seconds`` to move a ``p``-token prompt's KV cache over the link: every layer's cache in
     the KV dtype, one copy (an MLA model's latent, ``kv_lora_rank + rope`` values a layer; a GQA
     model's ``2 G d``; a sliding-window layer at most its window)."""
@@ -711,7 +715,7 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     xfer = kv_transfer_seconds(dsm, link_bytes_per_s)
     cold_s, connect_s, fresh = fresh_server_waits(psm, bench, disaggregated=True)
 
-    def run(dsm_run: Pricer, speculation: Any) -> Any:
+    def run(dsm_run: Pricer, speculation: Speculation | None) -> DisaggResult:
         return run_disaggregated(Pool(psm, prefill_workers, pmem),
                                  Pool(dsm_run, decode_workers, dmem, speculation), bench, xfer,
                                  lengths=lengths, cold_start_s=cold_s, connect_s=connect_s)
@@ -794,7 +798,7 @@ def _pool_error(exc: ParameterError, pool: str) -> ParameterError:
     return ParameterError(name, exc.value, exc.valid)
 
 
-def _result_keys(res: Any, gpus: int) -> dict[str, Any]:
+def _result_keys(res: BenchResult | DisaggResult, gpus: int) -> dict[str, Any]:
     """What a run measured, under ``vllm bench serve``'s names and units (times in ms, duration in s);
     ``res`` is a colocated or a disaggregated engine-loop result."""
     d = res.duration_s
@@ -821,7 +825,8 @@ _TIMES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_
 """The latencies a run reports: none of them means anything when the queue grows without bound."""
 
 
-def _finish(out: dict[str, Any], res: Any, stable: bool, spec: str | None, spec_info: dict[str, Any] | None,
+def _finish(out: dict[str, Any], res: BenchResult | DisaggResult, stable: bool, spec: str | None,
+            spec_info: dict[str, Any] | None,
             slo_ttft_s: float | None, interval: tuple[float, bool, bool]) -> dict[str, Any]:
     """What a colocated and a disaggregated prediction end with alike: the speculation's setting, the
     TTFT SLO attainment where one is given, no latencies for an unstable run, and the prediction
