@@ -124,11 +124,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.names import _load_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.roofline import ModelSpec
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -524,7 +527,7 @@ class Architecture:
                * s)
         return float(self.linear_layers * (conv + ssm))
 
-    def model_spec(self, name: str | None = None) -> Any:
+    def model_spec(self, name: str | None = None) -> ModelSpec:
         """The roofline's :class:`~servesim.hardware.roofline.ModelSpec` of this shape (named ``name``,
         else :attr:`name`): its parameters, active parameters and experts, MLA's latent written as
         one KV head of ``(kv_lora_rank + qk_rope_head_dim) / 2`` values each for K and V (the

@@ -44,6 +44,7 @@ from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.model.kvcache import Link
+    from servesim.model.serving import Workload
 
 __all__ = [
     "BUILTIN_FILES",
@@ -260,7 +261,7 @@ def _describe(kind: str) -> str:
     return ", ".join(f"{k}" for k in FIELDS[kind])
 
 
-def _check_field(name: str, spec: FieldSpec, value: Any) -> Any:
+def _check_field(name: str, spec: FieldSpec, value: object) -> object:
     """Return the value in its Python kind, or raise ParameterError naming the field."""
     if spec.kind == "str":
         if not isinstance(value, str):
@@ -288,7 +289,7 @@ def _check_field(name: str, spec: FieldSpec, value: Any) -> Any:
     return check_real(name, value, lo=spec.lo, lo_open=spec.lo_open, hi=spec.hi)
 
 
-def _entry(kind: str, name: str, raw: Any, where: str) -> dict[str, Any]:
+def _entry(kind: str, name: str, raw: object, where: str) -> dict[str, Any]:
     """Check one entry's fields: a table, no unknown fields, every required one, each in range."""
     here = f"{where}: [{kind}.{name}]"
     if not isinstance(raw, Mapping):
@@ -358,7 +359,7 @@ def _link(name: str, e: Mapping[str, Any]) -> LinkSpec:
     )
 
 
-def _workload(name: str, e: Mapping[str, Any]) -> Any:
+def _workload(name: str, e: Mapping[str, Any]) -> Workload:
     from servesim.model.serving import Workload
 
     return Workload(name, e["prompt_tokens"], e["output_tokens"], e["rate_per_s"], e["slo_ttft_s"],

@@ -56,10 +56,13 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.ops import Op
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.architectures import Architecture
 
 __all__ = ["GDN_CHUNK_S", "GDN_FLOOR_S", "GDN_MULTIPLE", "STATE_BYTES", "GDNTable", "Grid",
            "attention_kind_tables", "gdn_ceiling_s", "gdn_op", "gdn_table", "gdn_work",
@@ -189,12 +192,12 @@ def gdn_table(gpu: str, engine: str, heads: tuple[int, int] | None = None) -> GD
     return None
 
 
-def state_bytes(arch: Any, engine: str) -> int:
+def state_bytes(arch: Architecture, engine: str) -> int:
     """Bytes of one recurrent-state value as ``engine`` keeps it (:data:`STATE_BYTES`)."""
     return int(STATE_BYTES.get(engine, arch.ssm_state_bytes))
 
 
-def state_bytes_per_token(arch: Any, tp: int, kv_context: int | None, engine: str = "vllm") -> float:
+def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, engine: str = "vllm") -> float:
     """Each request's recurrent state on one GPU, spread over its tokens (module docstring): the
     request length ``kv_context`` (``for_requests``), else the model's longest context, else one."""
     if not getattr(arch, "linear_layers", 0):
@@ -203,7 +206,7 @@ def state_bytes_per_token(arch: Any, tp: int, kv_context: int | None, engine: st
     return float(arch.state_bytes_per_request(tp, state_bytes(arch, engine))) / tokens
 
 
-def gdn_work(arch: Any, tp: int, rows: float, chunks: Sequence[Any],
+def gdn_work(arch: Architecture, tp: int, rows: float, chunks: Sequence[Any],
              ssm_bytes: int | None = None) -> tuple[float, float]:
     """One gated-delta-net layer's HBM bytes and FLOPs on one GPU (the speed of light, module
     docstring) for ``rows`` decoding sequences (one token each) and the prefill ``chunks``, the state

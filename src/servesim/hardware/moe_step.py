@@ -78,7 +78,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS
+from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS, Architecture
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
 from servesim.hardware.engines import EP_COMMS, EngineProfile, engine_profile
@@ -219,7 +219,7 @@ matmuls are of the same count as a GQA layer's fused QKV path plus its QK norms)
 
 
 
-def block_fp8_splits(arch: Any, par: Parallelism, quantized: frozenset[str] | set[str]) -> list[str]:
+def block_fp8_splits(arch: Architecture, par: Parallelism, quantized: frozenset[str] | set[str]) -> list[str]:
     """The block-FP8 weights that ``par`` would cut inside a 128 x 128 scale block, each as
     ``"name width / ranks = per-rank"``.  An engine loads a block-quantized linear layer split
     over ``n`` tensor-parallel ranks only if every rank's share of the split dimension is a whole
@@ -240,7 +240,7 @@ def block_fp8_splits(arch: Any, par: Parallelism, quantized: frozenset[str] | se
             if part in quantized and width and width % ranks == 0 and (width // ranks) % FP8_BLOCK]
 
 
-def check_block_fp8_split(arch: Any, par: Parallelism, quantized: frozenset[str] | set[str]) -> None:
+def check_block_fp8_split(arch: Architecture, par: Parallelism, quantized: frozenset[str] | set[str]) -> None:
     """Refuse a split that cuts a block-FP8 scale block (:func:`block_fp8_splits`), naming the
     expert-parallel sizes of the same GPUs that would load."""
     bad = block_fp8_splits(arch, par, quantized)
@@ -313,7 +313,7 @@ class _Batch:
     graph: bool
 
 
-def _eplb(arch: Any, par: Parallelism, slots: int) -> tuple[Any, str]:
+def _eplb(arch: Architecture, par: Parallelism, slots: int) -> tuple[Any, str]:
     """The architecture as an EPLB deployment places it, and the note: ``slots`` redundant expert
     slots (SGLang ``--ep-num-redundant-experts``, vLLM ``--num-redundant-experts`` of its EPLB config,
     TensorRT-LLM ``moe_config.load_balancer.num_slots`` less the experts) give each of the ``ep`` ranks
@@ -345,7 +345,7 @@ class MoEStepModel:
     the checkpoint keeps them in BF16, to the other linear layers.
     """
 
-    def __init__(self, arch: Any, gpu: str, par: Parallelism, *, dtype: str | None = None,
+    def __init__(self, arch: Architecture, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
                  tables: KernelTables | None = None, catalog: Catalog | None = None,
                  moe_activations: str | None = None, moe_backend: str | None = None,
@@ -453,6 +453,7 @@ class MoEStepModel:
         if self.dtype == "bf16":
             return frozenset()
         if self.dtype == arch.checkpoint_dtype:
+            assert arch.quantized_parts is not None  # Architecture.__post_init__ fills it in
             return frozenset(arch.quantized_parts)
         if self.dtype in ("mxfp4", "int4"):
             return frozenset({"experts"})  # weight-only 4-bit formats quantize the experts
@@ -493,7 +494,7 @@ class MoEStepModel:
     # ------------------------------------------------------------------ checks
 
     @staticmethod
-    def _check(arch: Any, par: Parallelism) -> None:
+    def _check(arch: Architecture, par: Parallelism) -> None:
         if arch.attention == "gqa":
             if arch.heads % par.tp or (arch.kv_heads % par.tp and par.tp % arch.kv_heads):
                 raise ParameterError("tp", par.tp, f"a divisor of the {arch.heads} query heads whose KV "
@@ -1194,6 +1195,6 @@ def _busiest_rank(chunks: tuple[Chunk, ...], dp: int) -> tuple[Chunk, ...]:
     return tuple(Chunk(q, c, 1, x) for q, c, x in held[top])
 
 
-def _n_moe(arch: Any) -> int:
+def _n_moe(arch: Architecture) -> int:
     """MoE layers of ``arch`` (the others are dense)."""
     return sum(1 for x in arch.layer_moe if x)

@@ -226,7 +226,7 @@ names that release: DeepSeek-V3/R1 and Kimi-K2 (``quantization_config`` ``fp8`` 
 (block FP8 checkpoints).  Others (gpt-oss, Mixtral, Llama-4) take per-tensor FP8."""
 
 
-def moe_dtype(user: str, arch: Any, gpu: str, par: Any = None) -> str:
+def moe_dtype(user: str, arch: Architecture, gpu: str, par: Parallelism | None = None) -> str:
     """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` block
     FP8 where the checkpoint or its publisher's FP8 release is block-quantized
     (:data:`BLOCK_FP8_FAMILIES`: ``fp8`` on Qwen3-235B-A22B-Instruct-2507 is Qwen's own -FP8

@@ -52,10 +52,14 @@ Standard library only; nothing prints.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.hardware.linear_attention import Grid, attention_kind_tables, table_folder
 from servesim.hardware.ops import Op
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.architectures import Architecture
+    from servesim.hardware.stepmodel import Chunk
 
 __all__ = ["DSA_FLOOR_S", "DSA_LAUNCH_S", "DSA_MULTIPLE", "DSATable", "dsa_attention_ops", "dsa_table",
            "indexer_work", "sparse_chunk_s"]
@@ -97,7 +101,8 @@ def dsa_table(gpu: str, engine: str) -> DSATable | None:
     return DSATable(folder, engine, entry) if "dsa_decode" in entry else None
 
 
-def indexer_work(arch: Any, rows: float, context: float, chunks: tuple[Any, ...] = ()) -> tuple[float, float]:
+def indexer_work(arch: Architecture, rows: float, context: float,
+                 chunks: tuple[Any, ...] = ()) -> tuple[float, float]:
     """The indexer's HBM bytes and FLOPs on one GPU: ``rows`` decoding queries over ``context`` cached
     keys each, and each chunk's ``q`` queries over ``c + q / 2`` keys (its cache read once)."""
     key = arch.index_head_dim + arch.index_head_dim // 128 * 4
@@ -141,7 +146,7 @@ def dsa_attention_ops(model: Any, x: Any) -> list[Op]:
     return ops
 
 
-def sparse_chunk_s(model: Any, ch: Any) -> tuple[float, bool]:
+def sparse_chunk_s(model: Any, ch: Chunk) -> tuple[float, bool]:
     """One layer's sparse MLA of a prefill chunk (seconds, measured): its queries up to the top-k
     position attend causally as dense MLA does (the step model's MLA prefill tables); each later query
     attends to ``index_topk`` keys, priced as chunks of ``k`` tokens behind ``k`` cached ones scaled to
@@ -160,7 +165,7 @@ def sparse_chunk_s(model: Any, ch: Any) -> tuple[float, bool]:
     return total + block * (ch.tokens - dense) / k * (2.0 / 3.0), ok and block_ok
 
 
-def _times_the_indexer(grid: Grid, arch: Any, hbm_bytes_per_s: float) -> bool:
+def _times_the_indexer(grid: Grid, arch: Architecture, hbm_bytes_per_s: float) -> bool:
     """Whether every batch the table timed past the top-k grows at least by reading the indexer's
     keys past it at the HBM peak: one that grows less does not time the indexer over the whole cache
     (TensorRT-LLM 1.3.0rc20's rows are flat from 2,048 cached tokens on)."""

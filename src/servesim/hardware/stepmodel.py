@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -659,7 +660,7 @@ def prompt_in_chunks(model: Any, tokens: int) -> float:
     return float(t)
 
 
-def between_batches(price: Any, b: float) -> float:
+def between_batches(price: Callable[[int], float], b: float) -> float:
     """A per-batch price at a mean batch ``b`` (a closed form's, or one DP rank's share): linear between
     the whole batches around it, ``b`` x the one-sequence price below one.  Monotone wherever the
     measured table is (scaling the nearest whole batch's price by ``b / round(b)`` was not: with the
