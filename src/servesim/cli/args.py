@@ -67,7 +67,7 @@ class Subcommands(_SubParsers):
     only: str | None = None
 
 
-def wants(sub: Any, command: str) -> bool:
+def wants(sub: _SubParsers, command: str) -> bool:
     """Whether ``register(sub)`` adds ``command``: always in the whole parser, only the command it is
     built for in a parser built for one (:class:`Subcommands`), so that a module registering several
     commands loads only the data the one being run names in its flags."""
@@ -230,7 +230,7 @@ def _writable(text: str, *, file: bool) -> Path:
         raise argparse.ArgumentTypeError(msg) from None
 
 
-def add_pool_arguments(p: Any) -> None:
+def add_pool_arguments(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """The shape flags of a disaggregated deployment (predict and simulate share them)."""
     p.add_argument("--prefill-tp", type=bounded("prefill_tp"), default=None,
                    help="disagg: TP of a prefill worker, 1-64 (default --tp)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from servesim._catalogfile import CatalogError
@@ -15,6 +15,8 @@ from servesim.cli.args import choice, dtype_choice, integer, link, number
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.pricer import Deployment
+    from servesim.model.serving import Workload
 
 __all__ = [
     "WorkloadName",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 
-def add_ep_comm_argument(p: Any) -> None:
+def add_ep_comm_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--ep-comm``: how an MoE model's attention-DP ranks reach its experts
     (:data:`servesim.hardware.engines.EP_COMMS`, spelled with hyphens)."""
     p.add_argument("--ep-comm", type=choice(["allgather", "deepep", "deepep-normal"], "ep-comm"),
@@ -143,7 +145,7 @@ class WorkloadName(str):
     """A --preset that is not shipped: resolved after parsing, against the --catalog files."""
 
 
-def workload_name(presets: Sequence[str]) -> Any:
+def workload_name(presets: Sequence[str]) -> Callable[[str], str]:
     """An argparse type: a shipped workload preset, or (a name) a workload of a user's --catalog."""
     import re
 
@@ -158,7 +160,7 @@ def workload_name(presets: Sequence[str]) -> Any:
     return parse
 
 
-def workload_of(args: argparse.Namespace) -> Any:
+def workload_of(args: argparse.Namespace) -> Workload:
     """The workload ``--preset`` names: shipped, or from the ``--catalog`` files (later ones win)."""
     from servesim.model.serving import WORKLOAD_PRESETS
 
@@ -175,7 +177,7 @@ def workload_of(args: argparse.Namespace) -> Any:
     return cat.workloads[str(name)]
 
 
-def preset_label(args: argparse.Namespace, wl: Any) -> str:
+def preset_label(args: argparse.Namespace, wl: Workload) -> str:
     """The workload's name as output shows it: the preset's, or its lengths where --isl/--osl changed
     them (a custom workload is not the preset)."""
     base = workload_of(args)
@@ -184,7 +186,7 @@ def preset_label(args: argparse.Namespace, wl: Any) -> str:
     return f"custom {wl.prompt_tokens}/{wl.output_tokens} tokens (rate and SLOs of {args.preset})"
 
 
-def deployment_of(args: argparse.Namespace) -> Any:
+def deployment_of(args: argparse.Namespace) -> Deployment:
     """The :class:`servesim.plan.predict.Deployment` of ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype``
     and ``--engine``."""
     from servesim.hardware.pricer import Deployment
@@ -193,7 +195,7 @@ def deployment_of(args: argparse.Namespace) -> Any:
                       dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
 
 
-def resolve_node(args: argparse.Namespace, wl: Any) -> tuple[Any, float, str]:
+def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[Any, float, str]:
     """The node, beta and a one-line description of where the node came from.
 
     ``--calibration`` wins, then ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype`` (the

@@ -18,6 +18,8 @@ from servesim.cli.args import Output, output_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.plan.search import PlanQuestion
+    from servesim.sim.batching import Benchmark
 
 __all__ = [
     "add_command_arguments",
@@ -105,7 +107,7 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
 
 
 def plan_deploy(
-    args: argparse.Namespace, data: dict[str, Any], q: Any, catalog: Catalog | None
+    args: argparse.Namespace, data: dict[str, Any], q: PlanQuestion, catalog: Catalog | None
 ) -> list[tuple[str, Any]]:
     """Each ranked row of a capacity plan with its ``deploy`` (where the output wants it), and the
     (prefix, deploy) pairs to emit."""
@@ -127,7 +129,7 @@ def plan_deploy(
 
 def predict_deploy(
     out: dict[str, Any],
-    bench: Any,
+    bench: Benchmark,
     pools: dict[str, Any],
     spec: dict[str, Any],
     workers: tuple[int, int] = (1, 1),

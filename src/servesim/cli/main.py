@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _unrecognized(parser: Any, command: str | None, extra: list[str]) -> None:
+def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
     """Exit 2 naming the command, the arguments it does not take and the closest flags it does."""
     import difflib
 
@@ -255,7 +255,7 @@ def _wrap(text: str, width: int) -> str:
     return wrap_long_lines(text, width, break_long_words=False)
 
 
-def _failed(data: Any) -> bool:
+def _failed(data: object) -> bool:
     return isinstance(data, dict) and bool(data.get("agreement_failed"))
 
 

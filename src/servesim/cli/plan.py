@@ -7,9 +7,14 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.cli.args import Output, add_format, bounded, choice, integer, number, output_dir, plot_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.cli.progress import Progress
+    from servesim.plan.figures import PlanCurves
+    from servesim.plan.planner import Plan, PlanRequest
 
 __all__ = ["register"]
 
@@ -298,7 +303,7 @@ def run_plan(args: argparse.Namespace) -> Output:
     return Output(data, render.plan_text(data), [{"table": "ranked", **c} for c in data["ranked"]])
 
 
-def _plan_curves(req: Any) -> Any:
+def _plan_curves(req: PlanRequest) -> PlanCurves:
     """The plan figure's curves for a plan request (the same recommendation as the plan)."""
     from servesim.plan.figures import plan_curves
 
@@ -306,7 +311,7 @@ def _plan_curves(req: Any) -> Any:
                        k_max=req.k_max, attainment_target=req.attainment_target)
 
 
-def _report_ttft_png(p: Any, seed: int) -> bytes | None:
+def _report_ttft_png(p: Plan, seed: int) -> bytes | None:
     """Simulated TTFT histogram of the recommendation and the best of the other architecture."""
     from servesim.plan.rescore import ttft_samples
     from servesim.render import plots
@@ -344,7 +349,7 @@ def run_report(args: argparse.Namespace) -> Output:
         bar.close()
 
 
-def _report_rest(args: argparse.Namespace, p: Any, plan_data: dict[str, Any], bar: Any) -> Output:
+def _report_rest(args: argparse.Namespace, p: Plan, plan_data: dict[str, Any], bar: Progress) -> Output:
     from servesim.model.speculative import lab_preset
     from servesim.plan.summary import disagg_summary, specdec_summary
     from servesim.render.content import report_blocks

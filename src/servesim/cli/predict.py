@@ -28,6 +28,7 @@ from servesim.model.speculative import SPEC_METHODS  # the one list every comman
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.sim.batching import Benchmark
 
 __all__ = ["register"]
 
@@ -344,7 +345,7 @@ def _disagg_arguments(p: argparse.ArgumentParser) -> None:
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
 
 
-def _catalog(args: argparse.Namespace) -> Any:
+def _catalog(args: argparse.Namespace) -> Catalog | None:
     if not args.catalog:
         return None
     from servesim.hardware.catalog import load_catalog
@@ -352,7 +353,7 @@ def _catalog(args: argparse.Namespace) -> Any:
     return load_catalog(*args.catalog)
 
 
-def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Any:
+def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Benchmark:
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
 
@@ -426,7 +427,7 @@ def _ep_comm(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog | None, engine: str,
-                settings: dict[str, Any], bench: Any,
+                settings: dict[str, Any], bench: Benchmark,
                 lengths: list[tuple[int, int]] | None) -> dict[str, Any]:
     """A disaggregated row: each pool's tp/dp/ep/workers from its own column or flag, else the
     replica's ``tp``/``dp``/``ep``."""
@@ -595,7 +596,7 @@ def _flag_name(name: str) -> str:
     return b.flag if b is not None and b.flag else "--" + name.replace("_", "-")
 
 
-def _same(name: str, a: Any, b: Any) -> bool:
+def _same(name: str, a: object, b: object) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         from servesim.hardware.precision import normalize_dtype
 

@@ -7,11 +7,15 @@ The numbers are :func:`servesim.plan.roofline.roofline_summary`'s, the text
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.cli.args import Output, add_format, choice, dtype_choice, integer, number, plot_path
 from servesim.hardware.speculation import K_MAX
 from servesim.plan.roofline import DEFAULT_BATCHES, DEFAULT_CONTEXT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.catalog import Catalog
+    from servesim.hardware.roofline import ModelSpec
 
 __all__ = ["register"]
 
@@ -154,7 +158,7 @@ def _run(args: argparse.Namespace) -> Output:
     return Output(data, roofline_text(data), _rows(data))
 
 
-def _model(name: str, cat: Any) -> Any:
+def _model(name: str, cat: Catalog | None) -> ModelSpec:
     """The catalog's spec of ``name``, else the roofline spec of the MoE / MLA config it names
     (a shipped config's id or a config.json path: the same shapes ``predict`` prices), named as
     given so that the measured view finds its architecture again."""

@@ -9,9 +9,15 @@ status 2), the numbers come from :mod:`servesim.sim.report` and
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+    from servesim.sim.cluster import SimSettings
 
 __all__ = ["register"]
 
@@ -24,7 +30,8 @@ DEFAULT_SEED = 20240601
 _MEMORY_NOTE = " (memory: about 100 bytes a request, so 10^7 is about 1 GB)"
 
 
-def _with_plot(run: Any, figure: Any) -> Any:
+def _with_plot(run: Callable[[argparse.Namespace], Output],
+               figure: Callable[[dict[str, Any]], Figure]) -> Callable[[argparse.Namespace], Output]:
     """Wrap a command so that ``--plot FILE`` saves ``figure(result)``, drawn after the command ran."""
 
     def wrapped(args: argparse.Namespace) -> Output:
@@ -38,7 +45,7 @@ def _with_plot(run: Any, figure: Any) -> Any:
     return wrapped
 
 
-def _simulate_figure(data: dict[str, Any]) -> Any:
+def _simulate_figure(data: dict[str, Any]) -> Figure:
     """simulate's figure; a queue run's carries the Erlang-C wait tail, computed here."""
     from servesim.render.simfigures import simulate_figure
 
@@ -49,7 +56,7 @@ def _simulate_figure(data: dict[str, Any]) -> Any:
     return simulate_figure(data, erlang_tail_curve(data))
 
 
-def _validate_figure(data: dict[str, Any]) -> Any:
+def _validate_figure(data: dict[str, Any]) -> Figure:
     from servesim.render.simfigures import validate_figure
 
     return validate_figure(data)
@@ -442,7 +449,7 @@ def _replay(args: argparse.Namespace) -> Output:
     return Output(data, text.trace_text(data), rows)
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace) -> SimSettings:
     """The simulator settings from the flags shared by --preset and --trace."""
     from servesim.sim.cluster import SimSettings
 

@@ -206,7 +206,7 @@ class Catalog:
     # the EXTRA_FIELDS an entry sets, by entry name (every entry of a file has one, maybe empty)
     gpu_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    workloads: Mapping[str, Any] = field(default_factory=dict)  # servesim.model.serving.Workload by name
+    workloads: Mapping[str, Workload] = field(default_factory=dict)  # by name
 
     def __post_init__(self) -> None:
         # read-only views, so that the cached built-in catalog cannot be changed by a caller
