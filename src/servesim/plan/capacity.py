@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from servesim._checks import check_int, check_real
 from servesim.hardware.pricer import Pricer
@@ -73,6 +73,11 @@ __all__ = ["Decode", "LoadPoint", "Prefill", "colocated_at_load", "decode_at_loa
 
 _BISECT = 40
 """Bisection steps (the rate to 1e-12 of its bracket; cheap)."""
+
+Spec = str | tuple[str, int | None, float | Mapping[int, float] | None] | None
+"""The speculation a decode replica runs: a preset's name (the lab's alpha, k searched), or
+(method, k, alpha) as the plan resolved them (k None: searched; alpha a mapping of k to alpha where
+each k has its own), or None without speculation."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +119,10 @@ class Prefill:
     service_s: float
     utilization: float
     servers: int
-    wait_tail: Any  # t -> P(W > t)
+    wait_tail: Callable[[float], float]  # t -> P(W > t)
 
 
-def wait_quantile(tail: Any, q: float, hi: float) -> float:
+def wait_quantile(tail: Callable[[float], float], q: float, hi: float) -> float:
     """Smallest t with P(W > t) <= 1 - q (bisection on a decreasing tail)."""
     if tail(0.0) <= 1.0 - q:
         return 0.0
@@ -131,7 +136,7 @@ def wait_quantile(tail: Any, q: float, hi: float) -> float:
 
 
 def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int, osl: int, *,
-                   prefill: bool, spec: Any = None) -> Decode:
+                   prefill: bool, spec: Spec = None) -> Decode:
     """Solve the decode batch of one replica at ``rate_per_s`` (see the module docstring)."""
     lam = check_real("rate", rate_per_s, lo=0.0)
     budget = sm.engine.max_num_batched_tokens
@@ -195,7 +200,7 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
     return Decode(True, hi, t / en, phi, c, tc, k)
 
 
-def _speculation_at(sm: Pricer, spec: Any, batch: float, context: float) -> tuple[int, float, float]:
+def _speculation_at(sm: Pricer, spec: Spec, batch: float, context: float) -> tuple[int, float, float]:
     """The speculation a decode replica runs at ``batch``: its draft length k, tokens per step E[n]
     and draft step time; (0, 1, 0), plain decoding, without ``spec`` or where it does not pay."""
     if spec is None:
@@ -205,7 +210,7 @@ def _speculation_at(sm: Pricer, spec: Any, batch: float, context: float) -> tupl
     method, kk, alpha = (spec, None, None) if isinstance(spec, str) else spec
     per_k = alpha if isinstance(alpha, Mapping) else None
     s, info = speculation_for(sm, method, batch, context, k=kk,
-                              alpha=None if per_k is not None else alpha, alphas=per_k)
+                              alpha=None if per_k is not None else cast(float | None, alpha), alphas=per_k)
     if info["speedup_at_batch"] > 1.0:
         return s.k, s.tokens_per_step, s.draft_step_s
     return 0, 1.0, 0.0
@@ -258,7 +263,7 @@ def prefill_at_load(sm: Pricer, workers: int, rate_per_s: float, isl: int) -> Pr
 
 
 def colocated_at_load(sm: Pricer, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
-                      osl: int, slo_ttft_s: float, *, spec: Any = None) -> LoadPoint:
+                      osl: int, slo_ttft_s: float, *, spec: Spec = None) -> LoadPoint:
     """``replicas`` colocated replicas at ``rate_per_s`` in all (see the module docstring)."""
     n = check_int("replicas", replicas, lo=1)
     lam = rate_per_s / n
@@ -283,7 +288,7 @@ def colocated_at_load(sm: Pricer, memory_bytes: float, replicas: int, rate_per_s
 def disaggregated_at_load(prefill_sm: Pricer, prefill_workers: int, decode_sm: Pricer,
                           decode_memory_bytes: float, decode_workers: int, link_bytes_per_s: float,
                           rate_per_s: float, isl: int, osl: int, slo_ttft_s: float, *,
-                          spec: Any = None) -> LoadPoint:
+                          spec: Spec = None) -> LoadPoint:
     """Prefill pool, KV transfer, decode pool at ``rate_per_s`` (see the module docstring)."""
     wd = check_int("decode_workers", decode_workers, lo=1)
     p = prefill_at_load(prefill_sm, prefill_workers, rate_per_s, isl)
@@ -307,7 +312,8 @@ def _unstable(rate: float, why: str, share: float) -> LoadPoint:
     return LoadPoint(rate, False, nan, nan, 0.0, nan, nan, share, why)
 
 
-def max_rate(point: Any, slo_tpot_s: float, attainment: float, *, hi: float = 1e4) -> tuple[float, LoadPoint]:
+def max_rate(point: Callable[[float], LoadPoint], slo_tpot_s: float, attainment: float, *,
+             hi: float = 1e4) -> tuple[float, LoadPoint]:
     """The largest rate whose :class:`LoadPoint` (``point(rate)``) meets both SLOs.
 
     TPOT (mean) <= ``slo_tpot_s`` and P(TTFT <= SLO) >= ``attainment``; both

@@ -49,11 +49,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim._checks import InputError, ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from numpy.typing import NDArray
+
     from servesim.hardware.catalog import Catalog
     from servesim.hardware.pricer import Deployment
     from servesim.sim.batching import Benchmark
@@ -89,6 +92,34 @@ step narrowed to about 2.5%)."""
 
 _GROW, _SHRINK, _TRIES = 1.25, 0.8, 14
 _STEADY_TRIES = 20
+
+
+class Question(Protocol):
+    """What confirmation asks of the plan's question (:class:`servesim.plan.search.PlanQuestion`,
+    which imports this module: hence a protocol, not the class)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def isl(self) -> int: ...
+    @property
+    def osl(self) -> int: ...
+    @property
+    def slo_ttft_s(self) -> float: ...
+    @property
+    def slo_tpot_s(self) -> float: ...
+    @property
+    def attainment(self) -> float: ...
+    @property
+    def kv_dtype(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def link_bytes_per_s(self) -> float: ...
+    @property
+    def ep_comm(self) -> str | None: ...
+    @property
+    def headroom(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -131,7 +162,7 @@ class Steady:
                 "run_ttft_slo_attainment": self.run_attainment}
 
 
-def _occupancy(starts: Any, ends: Any, t0: float, t1: float) -> float:
+def _occupancy(starts: NDArray[np.float64], ends: NDArray[np.float64], t0: float, t1: float) -> float:
     """Time-mean number of the spans [``starts``, ``ends``) (numpy arrays) open over [t0, t1]."""
     import numpy as np
 
@@ -176,7 +207,7 @@ def steady_window(requests: list[tuple[int, float, float, float]], outputs: list
         run_attainment=float((ttft <= slo_ttft_s).mean()))
 
 
-def row_deployments(row: dict[str, Any], q: Any, gpu: str) -> tuple[Deployment, Deployment]:
+def row_deployments(row: dict[str, Any], q: Question, gpu: str) -> tuple[Deployment, Deployment]:
     """The prefill and decode :class:`~servesim.plan.predict.Deployment` of a plan row."""
     from servesim.hardware.pricer import Deployment
 
@@ -194,13 +225,13 @@ def _replicas(row: dict[str, Any]) -> int:
     return int(row["prefill"]["workers"]) if row["architecture"] == "colocated" else 1
 
 
-def _bench(q: Any, rate: float, prompts: int | None = None, warmup: int = 0) -> Benchmark:
+def _bench(q: Question, rate: float, prompts: int | None = None, warmup: int = 0) -> Benchmark:
     from servesim.sim.batching import Benchmark
 
     return Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, num_prompts=prompts, warmup=warmup)
 
 
-def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Catalog | None,
+def _run(row: dict[str, Any], q: Question, gpu: str, rate: float, catalog: Catalog | None,
          prompts: int | None = None, warmup: int = 0) -> dict[str, Any]:
     """``predict --rate`` of the row at ``rate`` (its whole deployment's), SLO attainment included;
     with ``prompts``, that many requests, the first ``warmup`` left out, each request's times kept."""
@@ -224,12 +255,12 @@ def _run(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Catalog | 
                                  slo_ttft_s=q.slo_ttft_s, keep_requests=keep, **acc)
 
 
-def _meets(d: dict[str, Any], q: Any) -> bool:
+def _meets(d: dict[str, Any], q: Question) -> bool:
     return bool(d["stable"]) and d["mean_tpot_ms"] is not None and d["mean_tpot_ms"] <= q.slo_tpot_s * 1e3 \
         and d["ttft_slo_attainment"] >= q.attainment
 
 
-def _steady(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Catalog | None
+def _steady(row: dict[str, Any], q: Question, gpu: str, rate: float, catalog: Catalog | None
             ) -> tuple[dict[str, Any], Steady | None]:
     """A steady-state trial at ``rate``: the run of the longest window tried (see the module
     docstring) and its :class:`Steady`, None where the engine model finds the rate unstable."""
@@ -250,13 +281,13 @@ def _steady(row: dict[str, Any], q: Any, gpu: str, rate: float, catalog: Catalog
         n, w = 2 * n, 2 * w
 
 
-def _holds(d: dict[str, Any], s: Steady | None, q: Any) -> bool:
+def _holds(d: dict[str, Any], s: Steady | None, q: Question) -> bool:
     """Whether a steady-state trial holds the rate (see the module docstring)."""
     return s is not None and not s.growing and s.converged and _meets(d, q) \
         and s.run_tpot_s <= q.slo_tpot_s and s.run_attainment >= q.attainment
 
 
-def _short_rate(at: Callable[[float], dict[str, Any]], r0: float, q: Any) -> float | None:
+def _short_rate(at: Callable[[float], dict[str, Any]], r0: float, q: Question) -> float | None:
     """The largest rate whose short run meets the SLO pair, bracketed from ``r0`` and bisected."""
     good = bad = None
     r = r0
@@ -316,7 +347,7 @@ def _steady_rate(hold: Callable[[float], bool], r1: float) -> float | None:
     return lo
 
 
-def confirm_row(row: dict[str, Any], q: Any, gpu: str,
+def confirm_row(row: dict[str, Any], q: Question, gpu: str,
                 catalog: Catalog | None = None) -> dict[str, Any] | None:
     """``row`` with the engine model's sustainable rate at steady state, and its TTFT, TPOT,
     attainment and completed throughput there (see the module docstring); with ``q.headroom`` F,
@@ -386,7 +417,7 @@ def _row_interval(d: dict[str, Any], per_gpu: float) -> dict[str, Any]:
     return pi
 
 
-def operating_point(row: dict[str, Any], q: Any, gpu: str, rate: float,
+def operating_point(row: dict[str, Any], q: Question, gpu: str, rate: float,
                     catalog: Catalog | None = None) -> dict[str, Any]:
     """The engine model's run of a confirmed row at a lower ``rate`` (a Pareto operating point)."""
     return _run(row, q, gpu, rate, catalog)

@@ -16,6 +16,7 @@ from servesim.sim.engine import replay_colocated, simulate_colocated, simulate_d
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.plan.capacity import LoadPoint
 
 __all__ = ["engine_summary", "engine_trace_summary"]
 
@@ -23,7 +24,7 @@ NO_SLO_S = 1e9
 """The TTFT SLO the closed form is given when none is: large enough never to bind."""
 
 
-def _with_closed_form(data: dict[str, Any], cf: Any) -> dict[str, Any]:
+def _with_closed_form(data: dict[str, Any], cf: LoadPoint) -> dict[str, Any]:
     """``data`` with ``stable`` and the closed form at load (``cf``, a LoadPoint) beside it, in ms."""
     ok = cf.stable
     data.update({"stable": ok, "closed_form": {

@@ -28,6 +28,7 @@ from servesim.plan.launch_script import Script, _pairs, read_yaml, split_script
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.sim.batching import Benchmark
 
 __all__ = ["ParsedLaunch", "Script", "canonical", "parse_benchmark", "parse_launch", "split_script"]
 
@@ -285,7 +286,7 @@ def canonical(dep: Deployment, spec: str | None = None, catalog: Catalog | None 
 # ------------------------------------------------------------------------------ benchmarks
 
 
-def parse_benchmark(text: str) -> Any:
+def parse_benchmark(text: str) -> Benchmark:
     """The :class:`~servesim.sim.batching.Benchmark` a client command runs (see the module docstring)."""
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client

@@ -38,6 +38,7 @@ from servesim._checks import check_int, check_real
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.pricer import Deployment
 
 __all__ = ["NodeSpeculation", "node_speculation"]
 
@@ -54,7 +55,7 @@ class NodeSpeculation:
     acceptance: str
 
 
-def node_speculation(dep: Any, spec: str, *, isl: int, osl: int, rate_per_node: float, k_max: int,
+def node_speculation(dep: Deployment, spec: str, *, isl: int, osl: int, rate_per_node: float, k_max: int,
                      k: int | None = None, acceptance_length: float | None = None,
                      traffic: str | None = None, catalog: Catalog | None = None) -> NodeSpeculation:
     """``spec`` on the node of deployment ``dep`` (a :class:`servesim.plan.predict.Deployment`) serving

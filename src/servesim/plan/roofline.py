@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.architectures import Architecture
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.moe_step import MoEStepModel
     from servesim.hardware.pricer import Pricer
     from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec, PassTime
+    from servesim.hardware.stepmodel import StepModel
 
 __all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
            "roofline_summary"]
@@ -218,7 +221,7 @@ def _pass_figures(step1: PassTime, pre: PassTime, context_tokens: int) -> Row:
     }
 
 
-def _hybrid(name: str) -> Any:
+def _hybrid(name: str) -> Architecture | None:
     """The architecture of a dense model with gated-delta-net layers (Qwen3.5-27B: the MoE step model
     prices it, with no experts), else None."""
     from servesim._checks import InputError
@@ -233,7 +236,7 @@ def _hybrid(name: str) -> Any:
 
 def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
                         kv_dtype: str, catalog: Catalog | None = None, dp: int = 1, ep: int = 1,
-                        ep_comm: str | None = None) -> Any:
+                        ep_comm: str | None = None) -> StepModel | MoEStepModel:
     """The measured-kernel step model of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with its
     own step model, ``ep``-way expert parallel and the attention-DP ranks' exchange ``ep_comm``,
     :data:`servesim.hardware.engines.EP_COMMS`).  Raises ValueError saying why there is none."""

@@ -9,6 +9,7 @@ queue has ``stable: false``, ``ttft_ms: null`` and goodput 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError
@@ -33,6 +34,7 @@ from servesim.model.serving import (
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only: the lab's path imports no hardware module
     from servesim.hardware.pricer import Pricer
+    from servesim.plan.planner import Candidate, Plan
 
 __all__ = [
     "GRID_ALPHAS",
@@ -288,7 +290,7 @@ def _disagg(
     }
 
 
-def _candidate_row(c: Any) -> Row:
+def _candidate_row(c: Candidate) -> Row:
     r = c.result
     return {
         "architecture": c.architecture,
@@ -310,13 +312,13 @@ def _candidate_row(c: Any) -> Row:
 
 
 def plan_summary(
-    p: Any,
+    p: Plan,
     *,
     preset: str,
     top: int = 10,
     jobs: int = 1,
     ray_address: str | None = None,
-    progress: Any = None,
+    progress: Callable[[], None] | None = None,
     simulate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A :class:`servesim.plan.planner.Plan` as a plain dict.
