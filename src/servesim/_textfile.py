@@ -34,9 +34,9 @@ import math
 import re
 import sys
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from servesim._checks import InputError, describe_range
 
@@ -87,7 +87,7 @@ def file_mode() -> int:
     return 0o666 & ~umask
 
 
-def save_through_temp(path: str | Path, write: Any, what: str = "file") -> Path:
+def save_through_temp(path: str | Path, write: Callable[[str], object], what: str = "file") -> Path:
     """``write(tmp)`` a file beside ``path``, give it the user's usual mode and rename it over ``path``:
     the file appears whole or not at all.  A failed write (a full disk, a file-size limit) removes the
     temporary file and raises :class:`~servesim._checks.OutputError` naming ``path``."""
@@ -321,7 +321,7 @@ def shown(raw: object, width: int = 40) -> str:
     return f"{text[:width]}... ({n:,} characters)"
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 

@@ -33,7 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.kernels import KernelTables
 
 __all__ = ["KINDS", "PARTS", "Op", "Peaks", "by_name", "light_s", "priced_parts", "ring_bytes"]
 
@@ -58,7 +61,7 @@ class Peaks:
         return self.flops_per_s.get(dtype, self.flops_per_s["bf16"])
 
     @classmethod
-    def of(cls, tables: Any) -> Peaks:
+    def of(cls, tables: KernelTables) -> Peaks:
         """The peaks a kernel-table set states for its GPU (``hbm_bytes_per_s``, ``flops_per_s``,
         ``nvlink_bytes_per_s``: :class:`servesim.hardware.kernels.KernelTables`)."""
         return cls(tables.hbm_bytes_per_s, tables.flops_per_s, tables.nvlink_bytes_per_s)

@@ -103,7 +103,7 @@ def _read(path: Path, what: str) -> str:
 _KIND_WORDS = {"int": "an integer", "float": "a number", "rate": "a number or inf"}
 
 
-def _cell(where: str, name: str, raw: str, kind: str) -> Any:
+def _cell(where: str, name: str, raw: str, kind: str) -> object:
     """The value of one cell (None where empty), its range checked as the flag's
     (:data:`servesim._checks.BOUNDS`); ``where`` is ``FILE:LINE:COLUMN``."""
     raw = raw.strip()

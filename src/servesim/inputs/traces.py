@@ -43,6 +43,8 @@ from servesim._checks import InputError, check_int, check_real
 from servesim._textfile import iter_lines, parse_count, parse_json, parse_number, shown
 
 if TYPE_CHECKING:
+    from _csv import Reader
+
     import numpy as np
     import numpy.typing as npt
 
@@ -128,7 +130,7 @@ def _csv_error(path: str | Path, line: int, exc: csv.Error) -> str:
     return f"{path}:{line}: not valid CSV: {exc}"
 
 
-def _csv_records(path: str, reader: Any) -> Iterator[list[str]]:
+def _csv_records(path: str, reader: Reader) -> Iterator[list[str]]:
     """The rows of a ``csv.reader``, with its errors (a huge field, a NUL) as :class:`InputError`."""
     while True:
         try:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim.render.formats import wrap_long_lines
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 __all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto", "split_label"]
 
@@ -52,7 +55,7 @@ def _ranks(xs: list[int]) -> str:
     return ", ".join(parts)
 
 
-def _n(x: Any, nd: int = 0) -> str:
+def _n(x: float | None, nd: int = 0) -> str:
     return "-" if x is None else f"{x:,.{nd}f}"
 
 
@@ -162,7 +165,7 @@ def _ranked_table(shown: list[dict[str, Any]], several: bool, budget: bool
     return headers, rows, keep
 
 
-def plot_pareto(ax: Any, d: dict[str, Any]) -> None:
+def plot_pareto(ax: Axes, d: dict[str, Any]) -> None:
     """Every ranked deployment at its capacity, the Pareto front, and the recommendation marked."""
     rows = d["ranked"]
     ax.scatter([r["tokens_per_s_per_user"] or 0 for r in rows],

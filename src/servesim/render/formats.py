@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["flatten", "to_csv", "to_json", "wrap_long_lines"]
 
 
-def _clean(x: Any) -> Any:
+def _clean(x: object) -> object:
     """Replace non-finite floats (not valid JSON) by None, recursively."""
     if isinstance(x, float) and not math.isfinite(x):
         return None
@@ -23,7 +23,7 @@ def _clean(x: Any) -> Any:
     return x
 
 
-def to_json(data: Any) -> str:
+def to_json(data: object) -> str:
     """Indented JSON with keys in insertion order; inf/nan become null."""
     return json.dumps(_clean(data), indent=2, allow_nan=False) + "\n"
 
@@ -54,7 +54,7 @@ def to_csv(rows: Iterable[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _csv_value(v: Any) -> Any:
+def _csv_value(v: object) -> object:
     if v is None:
         return ""
     if isinstance(v, float):

@@ -156,7 +156,7 @@ def _interval(d: dict[str, Any]) -> list[str]:
             + ", ".join(parts)]
 
 
-def _f(x: Any, nd: int = 1) -> str:
+def _f(x: object, nd: int = 1) -> str:
     if x is None:
         return "n/a"
     if isinstance(x, float):

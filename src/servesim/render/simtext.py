@@ -14,7 +14,7 @@ from servesim.render.text import format_interval, table
 __all__ = ["queue_text", "serving_text", "trace_text", "validate_text"]
 
 
-def _f(x: Any, spec: str, none: str = "-") -> str:
+def _f(x: object, spec: str, none: str = "-") -> str:
     return none if x is None else format(x, spec)
 
 
@@ -218,7 +218,7 @@ def _serving_prefill_queue(d: dict[str, Any]) -> list[str]:
     return out
 
 
-def _g(x: Any) -> str:
+def _g(x: object) -> str:
     if x is None:
         return "-"
     if isinstance(x, bool):
