@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from servesim.render.report import Block
 from servesim.render.text import fmt, mix_rows, ranked_rows, sensitivity_lines
@@ -33,12 +33,43 @@ CAVEATS: tuple[tuple[str, str], ...] = (
 )
 
 
+class _Workload(Protocol):
+    """What the report shows of a workload (:class:`servesim.model.serving.Workload`)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def rate_per_s(self) -> float: ...
+    @property
+    def slo_ttft_s(self) -> float: ...
+    @property
+    def slo_tpot_s(self) -> float: ...
+
+
+class _Link(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class PlanRequest(Protocol):
+    """What the report shows of the plan's request (:class:`servesim.plan.planner.PlanRequest`)."""
+
+    @property
+    def workload(self) -> _Workload: ...
+    @property
+    def link(self) -> _Link: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def attainment_target(self) -> float: ...
+
+
 def _g4(x: float | None) -> str:
     return f"{x:.4g}" if x is not None else "-"
 
 
 def report_blocks(
-    req: Any,
+    req: PlanRequest,
     plan: dict[str, Any],
     dis: dict[str, Any],
     spec: dict[str, Any],
@@ -60,7 +91,7 @@ def report_blocks(
     return b
 
 
-def _recommendation_blocks(req: Any, plan: dict[str, Any]) -> list[Block]:
+def _recommendation_blocks(req: PlanRequest, plan: dict[str, Any]) -> list[Block]:
     """The title, the question and the recommended deployment with its goodput, latencies, binding
     constraint and smallest fleet."""
     wl = req.workload
@@ -104,7 +135,7 @@ def _ranking_blocks(plan: dict[str, Any], curves: Mapping[str, Any]) -> list[Blo
     return b
 
 
-def _disaggregation_blocks(req: Any, dis: dict[str, Any], curves: Mapping[str, Any],
+def _disaggregation_blocks(req: PlanRequest, dis: dict[str, Any], curves: Mapping[str, Any],
                            ttft_png: bytes | None) -> list[Block]:
     """Colocated against disaggregated by prompt/output mix, the KV transfer per link, the crossover
     link bandwidth, its figure and the simulated TTFT distribution when given."""
