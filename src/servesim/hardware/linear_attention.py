@@ -56,7 +56,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.ops import Op
@@ -222,7 +222,25 @@ def gdn_work(arch: Architecture, tp: int, rows: float, chunks: Sequence[Any],
     return sequences * (state + conv) + tokens * per_token, flops
 
 
-def _projections(model: Any, x: Any, specs: Sequence[tuple[str, int, int, int, frozenset[str]]]) -> list[Op]:
+class StepRows(Protocol):
+    """What the attention pricers here and in :mod:`servesim.hardware.sparse_attention` read of a step
+    (``moe_step._Batch``, which imports them: hence a protocol): the busiest rank's decoding
+    sequences ``b`` at mean ``context``, its tokens ``m``, positions a sequence and prefill chunks."""
+
+    @property
+    def b(self) -> float: ...
+    @property
+    def m(self) -> float: ...
+    @property
+    def context(self) -> float: ...
+    @property
+    def positions(self) -> int: ...
+    @property
+    def rank_chunks(self) -> tuple[Any, ...]: ...
+
+
+def _projections(model: Any, x: StepRows,
+                 specs: Sequence[tuple[str, int, int, int, frozenset[str]]]) -> list[Op]:
     """Weight GEMMs ``(name, count, n, k, parts)`` of the busiest rank's ``m`` tokens, each from the
     GEMM table of its checkpoint format (the step model's lookups)."""
     ops = []
@@ -235,7 +253,7 @@ def _projections(model: Any, x: Any, specs: Sequence[tuple[str, int, int, int, f
     return ops
 
 
-def hybrid_attention_ops(model: Any, x: Any) -> list[Op]:
+def hybrid_attention_ops(model: Any, x: StepRows) -> list[Op]:
     """The attention part of a hybrid step (module docstring): full-attention layers' projections
     and attention, gated-delta-net layers' projections and the gated delta net."""
     a, tp = model.arch, model.par.tp
@@ -262,7 +280,7 @@ def hybrid_attention_ops(model: Any, x: Any) -> list[Op]:
     return ops
 
 
-def gdn_op(model: Any, x: Any, count: int) -> Op:
+def gdn_op(model: Any, x: StepRows, count: int) -> Op:
     """The gated delta net of ``count`` layers for the busiest rank's sequences and chunks."""
     a, tp = model.arch, model.par.tp
     hk, hv = a.linear_key_heads // tp, a.linear_value_heads // tp

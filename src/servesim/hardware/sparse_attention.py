@@ -54,7 +54,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from servesim.hardware.linear_attention import Grid, attention_kind_tables, table_folder
+from servesim.hardware.linear_attention import Grid, StepRows, attention_kind_tables, table_folder
 from servesim.hardware.ops import Op
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,7 +112,7 @@ def indexer_work(arch: Architecture, rows: float, context: float,
     return nbytes, pair * pairs
 
 
-def _indexer_projections(model: Any, x: Any) -> list[Op]:
+def _indexer_projections(model: Any, x: StepRows) -> list[Op]:
     a, h, m = model.arch, model.arch.hidden, x.m
     quantized = "indexer" in model._quantized
     d = model._table_dtype(quantized)
@@ -128,7 +128,7 @@ def _indexer_projections(model: Any, x: Any) -> list[Op]:
     return ops
 
 
-def dsa_attention_ops(model: Any, x: Any) -> list[Op]:
+def dsa_attention_ops(model: Any, x: StepRows) -> list[Op]:
     """The indexer projections, the indexer and top-k, and the sparse MLA of a DSA step's layers."""
     a = model.arch
     L, k = a.layers, a.index_topk
@@ -181,7 +181,7 @@ def _times_the_indexer(grid: Grid, arch: Architecture, hbm_bytes_per_s: float) -
     return True
 
 
-def _indexer_op(model: Any, x: Any, ctx: float) -> Op:
+def _indexer_op(model: Any, x: StepRows, ctx: float) -> Op:
     """The indexer and top-k of every layer: the measured module's growth past the top-k plus the
     indexer's roofline below it (module docstring)."""
     a, t = model.arch, model.tables
