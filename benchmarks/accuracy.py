@@ -151,12 +151,12 @@ def campaign(row: dict[str, str]) -> str:
 
 
 def in_flight(row: dict[str, str], pred: dict[str, Any]) -> float:
-    """Requests in flight: the client's concurrency, or rate x the predicted mean latency."""
-    conc = _num(row["concurrency"])
-    if conc:
-        return conc
-    rate = _num(row["request_rate"]) or 0.0
-    return rate * (pred["ttft"] + (float(row["osl"]) - 1) * pred["tpot"]) / 1e3
+    """Requests in flight: the client's concurrency, or rate x the predicted mean latency
+    (:func:`servesim.plan.interval.requests_in_flight`, as ``predict`` bands its interval)."""
+    from servesim.plan.interval import requests_in_flight
+
+    return requests_in_flight(_num(row["concurrency"]), _num(row["request_rate"]), pred["ttft"], pred["tpot"],
+                              int(float(row["osl"])))
 
 
 def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) -> dict[str, Any]:
@@ -495,11 +495,12 @@ def kind_of(x: dict[str, Any]) -> str:
 
 
 def _stats(errs: list[float]) -> str:
-    from servesim.plan.interval import quantile
+    import numpy as np
 
     a = [abs(e) for e in errs]
     return (f"n={len(errs):<4} median |e| {100 * statistics.median(a):5.1f}%  "
-            f"p90 {100 * quantile(a, 0.9):6.1f}%  signed median {100 * statistics.median(errs):+6.1f}%")
+            f"p90 {100 * float(np.quantile(a, 0.9)):6.1f}%  "
+            f"signed median {100 * statistics.median(errs):+6.1f}%")
 
 
 def breakdown(results: list[dict[str, Any]]) -> list[str]:
@@ -527,13 +528,15 @@ def error_cells(results: list[dict[str, Any]]) -> dict[str, dict[str, list[list[
     """Signed errors per metric and cell (``engine|kind|band`` and its coarser cells) as ``(error,
     weight)`` pairs, each source's errors in a cell weighing 1 in all: the table
     :mod:`servesim.plan.interval` reads."""
+    from servesim.plan.interval import cell_keys
+
     raw: dict[str, dict[str, list[tuple[float, str]]]] = {m: {} for m in ERROR_KEYS}
     for x in results:
         e, k, b = x["row"]["engine"], kind_of(x), band_of(x)
         for metric, key in ERROR_KEYS.items():
             if x[key] is None:
                 continue
-            for cell in (f"{e}|{k}|{b}", f"{e}|{k}|*", f"{e}|*|*", "*|*|*"):
+            for cell in cell_keys(e, k, b):
                 raw[metric].setdefault(cell, []).append((round(x[key], 4), x["source"]))
     out: dict[str, dict[str, list[list[float]]]] = {m: {} for m in ERROR_KEYS}
     for metric, cells in raw.items():
@@ -550,12 +553,14 @@ def coverage(results: list[dict[str, Any]], level: float = 0.8) -> list[str]:
 
     lines = [f"{100 * level:.0f}% prediction intervals, each source's built from the other sources' "
              "out-of-sample errors:"]
+    sources = sorted({x["source"] for x in results})
+    without = {src: error_cells([x for x in results if x["source"] != src]) for src in sources}
     for metric, key in ERROR_KEYS.items():
         held = n = 0
         widths: list[float] = []
         per_engine: dict[str, list[int]] = {}
-        for src in sorted({x["source"] for x in results}):
-            cells = error_cells([x for x in results if x["source"] != src])[metric]
+        for src in sources:
+            cells = without[src][metric]
             for x in results:
                 if x["source"] != src or x[key] is None:
                     continue

@@ -28,8 +28,8 @@ from typing import Any
 
 from servesim._checks import ParameterError
 
-__all__ = ["FALLBACK_WIDEN", "LOAD_BANDS", "METRICS", "MIN_SOURCES", "interval", "load_band",
-           "prediction_interval", "quantile", "weighted_quantile"]
+__all__ = ["FALLBACK_WIDEN", "LOAD_BANDS", "METRICS", "MIN_SOURCES", "cell_keys", "interval", "load_band",
+           "prediction_interval", "requests_in_flight", "weighted_quantile"]
 
 METRICS: tuple[str, ...] = ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput")
 """The figures an interval is given for (keys as in ``predict``'s JSON)."""
@@ -52,23 +52,29 @@ FALLBACK_WIDEN = 1.5
 """Half-widths are scaled by this where a price came from a roofline or a borrowed table."""
 
 
-def load_band(in_flight: float) -> str:
-    """The band of ``in_flight`` requests (:data:`LOAD_BANDS`)."""
+def load_band(requests: float) -> str:
+    """The band of ``requests`` in flight (:data:`LOAD_BANDS`)."""
     for name, top in LOAD_BANDS:
-        if in_flight < top:
+        if requests < top:
             return name
     return LOAD_BANDS[-1][0]
 
 
-def quantile(xs: list[float], q: float) -> float:
-    """The ``q`` quantile of ``xs`` interpolated linearly between sorted values (numpy's default)."""
-    s = sorted(xs)
-    if not s:
-        raise ValueError("no values")
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+def requests_in_flight(concurrency: float | None, rate_per_s: float | None, ttft_ms: float | None,
+              tpot_ms: float | None, osl: int) -> float:
+    """Requests in flight: the client's ``concurrency``, else the rate times the mean latency of a
+    request of ``osl`` output tokens (Little's law); inf where the rate or the times are unknown."""
+    if concurrency:
+        return float(concurrency)
+    if rate_per_s is None or ttft_ms is None or tpot_ms is None:
+        return math.inf
+    return rate_per_s * (ttft_ms + max(0, osl - 1) * tpot_ms) / 1e3
+
+
+def cell_keys(engine: str, kind: str, band: str) -> tuple[str, ...]:
+    """The cells of the error table a prediction of ``engine`` x ``kind`` x ``band`` falls in, the
+    narrowest first: its own, its engine and kind's, its engine's, all."""
+    return f"{engine}|{kind}|{band}", f"{engine}|{kind}|*", f"{engine}|*|*", "*|*|*"
 
 
 def weighted_quantile(pairs: list[list[float]], q: float) -> float:
@@ -94,7 +100,7 @@ def _table() -> dict[str, Any]:
 
 def _cell(errors: dict[str, list[list[float]]], engine: str, kind: str, band: str
           ) -> tuple[list[list[float]], str]:
-    for key in (f"{engine}|{kind}|{band}", f"{engine}|{kind}|*", f"{engine}|*|*", "*|*|*"):
+    for key in cell_keys(engine, kind, band):
         xs = errors.get(key, [])
         if sum(w for _, w in xs) >= MIN_SOURCES - 1e-6:
             return xs, key

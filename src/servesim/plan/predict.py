@@ -27,7 +27,7 @@ from servesim.hardware.engines import EngineProfile, kv_follows_checkpoint, pool
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import Speculation, beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
-from servesim.plan.interval import prediction_interval
+from servesim.plan.interval import prediction_interval, requests_in_flight
 from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 
@@ -839,19 +839,13 @@ def _finish(out: dict[str, Any], res: BenchResult | DisaggResult, stable: bool, 
     if not stable:  # the finite run's times mean nothing
         out.update(dict.fromkeys(_TIMES))
     level, moe, fallback = interval
+    rate = out.get("request_rate")  # "inf": every request at once
+    rate_per_s = float(rate) if isinstance(rate, float | int) else None
+    flight = requests_in_flight(out.get("concurrency"), rate_per_s, out.get("mean_ttft_ms"),
+                                out.get("mean_tpot_ms"), int(out["osl"]))
     out["prediction_interval"] = prediction_interval(out, level=level, engine=str(out["engine"]), moe=moe,
-                                                     in_flight=_in_flight(out), fallback=fallback)
+                                                     in_flight=flight, fallback=fallback)
     return out
-
-
-def _in_flight(out: dict[str, Any]) -> float:
-    """Requests in flight in a prediction: its concurrency, else rate x mean latency (Little's law)."""
-    if out.get("concurrency"):
-        return float(out["concurrency"])
-    rate, ttft, tpot = out.get("request_rate"), out.get("mean_ttft_ms"), out.get("mean_tpot_ms")
-    if not isinstance(rate, float | int) or ttft is None or tpot is None:
-        return math.inf
-    return float(rate) * (float(ttft) + max(0, int(out["osl"]) - 1) * float(tpot)) / 1e3
 
 
 def _attainment(ttfts: tuple[float, ...], slo_s: float) -> float:

@@ -304,10 +304,10 @@ def plan(s: EngineState, L: LoopState, p: Scheduler) -> int:
         send(s, L, L.step_start if L.late else now)
         if L.recv_every > 1:
             receive(s, L)
-        if L.late and L.step_start < now and s.decoding_n == 0 and s.chunking_n == 0 and s.waiting_n == 0:
-            L.step_start = now  # nothing ran behind the last step: the scheduler looks again at once
-            continue
         if s.decoding_n == 0 and s.chunking_n == 0 and s.waiting_n == 0:
+            if L.late and L.step_start < now:
+                L.step_start = now  # nothing ran behind the last step: the scheduler looks again at once
+                continue
             nxt = next_send(L)
             if nxt < _INF:
                 L.t = now if now >= nxt else nxt
