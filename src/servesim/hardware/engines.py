@@ -57,7 +57,7 @@ from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 
 # and ENGINES (module __getattr__)
-__all__ = ["EngineProfile", "display_name", "engine_aliases", "engine_profile", "policy_of"]
+__all__ = ["EngineProfile", "default_engine", "display_name", "engine_aliases", "engine_profile", "policy_of"]
 
 _DATA = Path(__file__).parent / "data" / "engines.toml"
 
@@ -67,6 +67,11 @@ def __getattr__(name: str) -> tuple[str, ...]:
     if name == "ENGINES":
         return tuple(_raw()["engine"])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def default_engine() -> str:
+    """The engine servesim assumes where none is named (engines.toml ``default_engine``)."""
+    return str(_raw()["default_engine"])
 
 
 def display_name(name: str) -> str:
