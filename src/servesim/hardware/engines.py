@@ -57,7 +57,8 @@ from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 
 # and ENGINES (module __getattr__)
-__all__ = ["EngineProfile", "default_engine", "display_name", "engine_aliases", "engine_profile", "policy_of"]
+__all__ = ["EngineProfile", "default_engine", "display_name", "engine_aliases", "engine_flags",
+           "engine_profile", "policy_of"]
 
 _DATA = Path(__file__).parent / "data" / "engines.toml"
 
@@ -303,6 +304,14 @@ def kv_follows_checkpoint(name: str) -> bool:
     """Whether engine ``name``'s default KV dtype ("auto") is the one the checkpoint's quantization
     config states (engines.toml ``kv_dtype_auto = "checkpoint"``), rather than the model's dtype."""
     return str(_raw()["engine"].get(name, {}).get("kv_dtype_auto", "model")) == "checkpoint"
+
+
+def engine_flags(name: str) -> tuple[tuple[str, str, bool, str], ...]:
+    """Engine ``name``'s own server flags that ``servesim predict`` takes, in engines.toml's order
+    (``[[engine.NAME.flags]]``): each as (flag, what it sets, whether it is a switch, its help); what
+    it sets is ``budget``, ``seqs``, ``no_overlap``, ``memory_fraction`` or a scheduler option's name."""
+    return tuple((str(f["flag"]), str(f["sets"]), bool(f.get("switch", False)), str(f["help"]))
+                 for f in _raw()["engine"].get(name, {}).get("flags", ()))
 
 
 def pool_scheduler(name: str) -> tuple[tuple[str, float | bool], ...]:
