@@ -47,7 +47,6 @@ Standard library only.
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -64,9 +63,12 @@ _DATA = Path(__file__).parent / "data" / "engines.toml"
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
-    """``ENGINES``: the engines with a shipped profile, in engines.toml's order (read on first use)."""
+    """``ENGINES``: the engines with a shipped profile, in engines.toml's order; ``CAPTURE_RULES``:
+    those that state their own CUDA-graph batch sizes (:func:`capture_sizes`).  Read on first use."""
     if name == "ENGINES":
         return tuple(_raw()["engine"])
+    if name == "CAPTURE_RULES":
+        return _capture_rules()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -161,7 +163,7 @@ class EngineProfile:
     mla_prefill_engine: str = ""  # the engine whose measured MLA prefill kernel prices this one's ("": own)
     moe_prefill_scale: tuple[tuple[str, str, float], ...] = ()  # (MoE family, experts' dtype, factor) here
     cold_start: tuple[tuple[str, float], ...] = ()  # (weights' dtype, seconds) of a fresh server here
-    graph_batches: str = ""  # the rule of the batch sizes captured as CUDA graphs (CAPTURE_RULES); "": any
+    graph_batches: str = ""  # the engine whose CUDA-graph batch sizes are captured (capture_sizes); "": any
     kv_connect_s: float = 0.0  # a fresh disaggregated deployment's first KV transfer waits this long
     ep_comm: str = "allgather"  # how attention-DP ranks reach the experts (EP_COMMS): the default
     dp_gather_prefill: str = "allgather"  # "allreduce": a step that prefills gathers with all-reduces
@@ -263,35 +265,31 @@ class EngineProfile:
         return self.host_step_s + self.host_per_seq_s * sequences
 
 
-CAPTURE_RULES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
-"""The engines' own lists of CUDA-graph batch sizes up to a largest ``top`` (:func:`capture_sizes`)."""
+def _capture_rules() -> tuple[str, ...]:
+    return tuple(key for key, entry in _raw()["engine"].items() if "cuda_graph_batches" in entry)
 
 
 @cache
 def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
-    """The batch sizes an engine captures as CUDA graphs, up to its limit ``top``:
-
-    * ``vllm`` (``vllm/config/compilation.py``, by tokens): 1, 2, 4, then every 8 below 256, then every
-      16 from 256;
-    * ``sglang`` (``server_args.py _generate_cuda_graph_batch_sizes``, no speculation): 1, 2, 4, 8, 12,
-      every 8 from 16 to 256, every 16 from 272 to 496, every 32 from 512;
-    * ``trtllm`` (``llmapi/llm_args.py CudaGraphConfig._generate_cuda_graph_batch_sizes`` with
-      ``enable_padding``, which published recipes set; without it TensorRT-LLM runs an uncaptured
-      batch eagerly, which servesim does not price): 1, 2, 4, every 8 to 128, the powers of 2 from 256.
-
-    TensorRT-LLM adds the limit itself; SGLang and vLLM keep their pattern's sizes up to it (SGLang then
-    takes the largest as its limit: a batch above it is not padded here).
+    """The batch sizes engine ``rule`` captures as CUDA graphs, up to its limit ``top``: its own rule,
+    engines.toml ``cuda_graph_batches`` (each cites the engine's source), made of the ``sizes`` listed,
+    runs ``{ from, to, by }`` (a run without ``to`` goes up to the limit) and the powers of two from
+    ``powers_of_two_from``, each kept up to ``top``; and ``top`` itself where ``adds_limit``
+    (TensorRT-LLM adds the limit; SGLang and vLLM keep their pattern's sizes up to it, SGLang then
+    taking the largest as its limit: a batch above it is not padded here).
     """
-    if rule == "vllm":
-        sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
-    elif rule == "sglang":
-        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
-    elif rule == "trtllm":
-        powers = [2**i for i in range(8, max(8, math.ceil(math.log2(max(top, 1)))))]
-        sizes = [1, 2, 4, *range(8, 129, 8), *powers]
-    else:
-        raise ParameterError("cuda_graph_batches", rule, f"one of {', '.join(CAPTURE_RULES)}")
-    kept = {x for x in sizes if x <= top} | ({top} if rule == "trtllm" else set())
+    entry = _raw()["engine"].get(rule, {}).get("cuda_graph_batches")
+    if entry is None:
+        raise ParameterError("cuda_graph_batches", rule, f"one of {', '.join(_capture_rules())}")
+    sizes = [int(x) for x in entry.get("sizes", ())]
+    for run in entry.get("steps", ()):
+        sizes += range(int(run["from"]), int(run.get("to", top)) + 1, int(run["by"]))
+    if "powers_of_two_from" in entry:
+        power = int(entry["powers_of_two_from"])
+        while power <= top:
+            sizes.append(power)
+            power *= 2
+    kept = {x for x in sizes if x <= top} | ({top} if entry.get("adds_limit", False) else set())
     return tuple(sorted(kept)) or (top,)
 
 
@@ -478,7 +476,7 @@ def _table_fields(
                                 for fam in x["families"]),
         cold_start=tuple((str(x["dtype"]), float(x["seconds"]))
                          for x in e.get("cold_start", ()) if gpu in x["gpus"]),
-        graph_batches=str(e.get("cuda_graph_batches", "")),
+        graph_batches=name if "cuda_graph_batches" in e else "",
         kv_connect_s=float(e.get("kv_connect_ms", 0.0)) * 1e-3,
         ep_comm=str(e.get("ep_comm", "allgather")),
         dp_gather_prefill=str(e.get("dp_gather_prefill", "allgather")),
