@@ -21,6 +21,7 @@ import pytest
 
 from servesim._checks import ParameterError
 from servesim.hardware import kernels
+from servesim.hardware.engines import default_engine
 from servesim.hardware.kernels import (
     ENGINE_TABLES,
     GPU_TABLES,
@@ -569,11 +570,13 @@ def test_engine_tables_notes_and_fallback() -> None:
     assert engine_tables("mi300x", "sglang") == (None, "no measured kernel tables for mi300x")
     assert tables_for("mi300x", "trtllm") is None and engines_for("mi300x") == ()
     for bad in ("tgi", "", None):
-        with pytest.raises(ParameterError) as err:
-            tables_for("h100", bad)  # type: ignore[arg-type]
-        assert err.value.name == "engine" and "vllm, sglang, trtllm" in err.value.valid
+        if bad is not None:  # tables_for's None is the default engine's (engines.toml default_engine)
+            with pytest.raises(ParameterError) as err:
+                tables_for("h100", bad)
+            assert err.value.name == "engine" and "vllm, sglang, trtllm" in err.value.valid
         with pytest.raises(ParameterError):
             engine_tables("h100", bad)  # type: ignore[arg-type]
+    assert tables_for("h100", None) is tables_for("h100", default_engine()) is not None
 
 
 @pytest.mark.parametrize(("name", "engine", "dtype", "m", "n", "k", "ms"), ENGINE_GEMM_POINTS)

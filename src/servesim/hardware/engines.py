@@ -57,7 +57,7 @@ from servesim._checks import ParameterError, check_int, check_real
 
 # and ENGINES (module __getattr__)
 __all__ = ["EngineProfile", "default_engine", "display_name", "engine_aliases", "engine_flags",
-           "engine_profile", "policy_of"]
+           "engine_profile", "kernel_file_stem", "mla_fallback", "policy_of", "tables_fallback"]
 
 _DATA = Path(__file__).parent / "data" / "engines.toml"
 
@@ -296,6 +296,25 @@ def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
 @cache
 def _raw() -> dict[str, Any]:
     return read_toml(_DATA)
+
+
+def kernel_file_stem(name: str, gpu_table: str) -> str:
+    """The file name, without ``.json.gz`` (or ``_moe.json.gz``), of engine ``name``'s measured kernel
+    tables of GPU ``gpu_table`` in ``hardware/data/kernels``: engines.toml ``kernel_tables`` with
+    ``{gpu}`` replaced, by default ``{gpu}_<engine>``."""
+    return str(_raw()["engine"].get(name, {}).get("kernel_tables", "{gpu}_" + name)).format(gpu=gpu_table)
+
+
+def tables_fallback() -> str:
+    """The engine whose measured kernel tables price an engine that has none on a GPU (engines.toml
+    ``kernel_tables_fallback``)."""
+    return str(_raw()["kernel_tables_fallback"])
+
+
+def mla_fallback(name: str) -> tuple[str, ...]:
+    """The engines, in order, whose core MLA tables price engine ``name``'s where its own measured
+    none on a GPU (engines.toml ``mla_fallback``; none listed: no fallback)."""
+    return tuple(str(x) for x in _raw()["engine"].get(name, {}).get("mla_fallback", ()))
 
 
 def kv_follows_checkpoint(name: str) -> bool:

@@ -102,11 +102,17 @@ from typing import Any, NamedTuple
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
-from servesim.hardware.engines import ENGINES, display_name, engine_aliases
+from servesim.hardware.engines import (
+    default_engine,
+    display_name,
+    engine_aliases,
+    kernel_file_stem,
+    tables_fallback,
+)
 from servesim.hardware.topology import Topology, topology_for
 
-__all__ = ["ENGINE_TABLES", "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup",
-           "ScaledTables",
+__all__ = ["ENGINE_TABLES",  # noqa: F822 (module __getattr__)
+           "GPU_TABLES", "MEASURED_PEAKS", "SCALE_LIMIT", "KernelTables", "Lookup", "ScaledTables",
            "borrowed_tables", "engine_label", "engine_tables", "engines_for", "nearest_measured",
            "table_name", "tables_for"]
 
@@ -134,11 +140,23 @@ _FAMILY_NAMES = (  # a GPU name (any case, after an optional vendor prefix) -> i
     (re.compile(r"(?:nvidia[-_ ]?)?a\d{2,3}"), "ampere"),
 )
 
-ENGINE_TABLES: tuple[str, ...] = ENGINES
-"""Serving engines whose kernels were measured (``KernelTables.engine_name``): every engine of
-engines.toml."""
 
-_ENGINE_ALIASES = engine_aliases()
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``ENGINE_TABLES``: the serving engines whose kernels were measured (``KernelTables.engine_name``):
+    every engine of engines.toml (read on first use)."""
+    if name == "ENGINE_TABLES":
+        return _engine_keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@cache
+def _engine_keys() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(engine_aliases().values()))
+
+
+@cache
+def _engine_aliases() -> dict[str, str]:
+    return engine_aliases()
 
 _DATA = Path(__file__).parent / "data" / "kernels"
 
@@ -170,9 +188,9 @@ def table_name(gpu_name: str) -> str | None:
 
 def _engine(engine: str) -> str:
     """The engine key (``vllm``, ``sglang``, ``trtllm``) of ``engine``; ParameterError if unknown."""
-    key = _ENGINE_ALIASES.get(engine.strip().lower()) if isinstance(engine, str) else None
+    key = _engine_aliases().get(engine.strip().lower()) if isinstance(engine, str) else None
     if key is None:
-        raise ParameterError("engine", engine, f"one of {', '.join(ENGINE_TABLES)}")
+        raise ParameterError("engine", engine, f"one of {', '.join(_engine_keys())}")
     return key
 
 
@@ -182,7 +200,7 @@ def engine_label(engine: str) -> str:
 
 
 def _file(name: str, engine: str) -> Path:
-    return _DATA / (f"{name}.json.gz" if engine == "vllm" else f"{name}_{engine}.json.gz")
+    return _DATA / f"{kernel_file_stem(engine, name)}.json.gz"
 
 
 @cache
@@ -195,14 +213,14 @@ def engines_for(gpu_name: str) -> tuple[str, ...]:
     name = table_name(gpu_name)
     if name is None:
         return ()
-    return tuple(e for e in ENGINE_TABLES if _shipped(name, e))
+    return tuple(e for e in _engine_keys() if _shipped(name, e))
 
 
-def tables_for(gpu_name: str, engine: str = "vllm") -> KernelTables | None:
-    """The measured tables of ``engine`` (``vllm``, ``sglang`` or ``trtllm``) on ``gpu_name``
-    (loaded once, then cached), or None if that GPU has none for that engine.  An engine name
-    that is none of the three raises :class:`ParameterError`."""
-    key = _engine(engine)
+def tables_for(gpu_name: str, engine: str | None = None) -> KernelTables | None:
+    """The measured tables of ``engine`` (an engine of engines.toml; None: the default engine,
+    :func:`~servesim.hardware.engines.default_engine`) on ``gpu_name`` (loaded once, then cached), or
+    None if that GPU has none for that engine.  Any other engine name raises :class:`ParameterError`."""
+    key = _engine(default_engine() if engine is None else engine)
     name = table_name(gpu_name)
     if name is None or not _shipped(name, key):
         return None
@@ -220,14 +238,14 @@ def engine_tables(gpu_name: str, engine: str) -> tuple[KernelTables | None, str]
     if t is not None:
         return t, f"kernel tables: {t.device}, {t.engine}"
     name = table_name(gpu_name) or str(gpu_name)
-    v = tables_for(gpu_name, "vllm")
+    v = tables_for(gpu_name, tables_fallback())
     if v is not None:
         return v, f"no {display_name(key)} tables for {name}: {v.engine}'s used"
     return None, f"no measured kernel tables for {name}"
 
 
 @cache
-def _load(name: str, engine: str = "vllm") -> KernelTables:
+def _load(name: str, engine: str) -> KernelTables:
     with gzip.open(_file(name, engine), "rt", encoding="utf-8") as fh:
         doc = json.load(fh)
     return KernelTables(doc)
@@ -404,7 +422,7 @@ class GPUSystem:
         self.name = doc["name"]
         self.device = doc["device"]
         self.engine = doc["engine"]
-        self.engine_name = doc.get("engine_name", "vllm")
+        self.engine_name = doc["engine_name"]
         self.hbm_bytes_per_s = float(sysd["hbm_bytes_per_s"])
         self.flops_per_s = {k: float(v) for k, v in sysd["flops_per_s"].items()}
         self.memory_bytes = float(sysd["memory_bytes"])

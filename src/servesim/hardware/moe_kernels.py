@@ -84,11 +84,12 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
+from servesim.hardware.engines import kernel_file_stem, mla_fallback, tables_fallback
 from servesim.hardware.kernels import (
-    ENGINE_TABLES,
     GPUSystem,
     Lookup,
     _engine,
+    _engine_keys,
     _Grid,
     engine_label,
     nccl_domain_us,
@@ -114,7 +115,6 @@ _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4"
 _MLA_DECODE_DIM = 576 + 512
 _MLA_PREFILL_DIM = 192 + 128
 _BMM = (128, 512)
-_MLA_FALLBACK = {"vllm": ("trtllm", "sglang"), "sglang": ("vllm", "trtllm"), "trtllm": ("vllm", "sglang")}
 
 
 @cache
@@ -128,7 +128,7 @@ def _deepep_rdma_table() -> dict[str, Any]:
 
 
 def _moe_file(name: str, engine: str) -> Path:
-    return _DATA / (f"{name}_moe.json.gz" if engine == "vllm" else f"{name}_{engine}_moe.json.gz")
+    return _DATA / f"{kernel_file_stem(engine, name)}_moe.json.gz"
 
 
 @cache
@@ -148,7 +148,7 @@ def moe_engines_for(gpu_name: str) -> tuple[str, ...]:
     name = table_name(gpu_name)
     if name is None:
         return ()
-    return tuple(e for e in ENGINE_TABLES if _shipped(name, e))
+    return tuple(e for e in _engine_keys() if _shipped(name, e))
 
 
 def moe_tables(gpu_name: str, engine: str) -> tuple[MoETables | None, str]:
@@ -164,8 +164,9 @@ def moe_tables(gpu_name: str, engine: str) -> tuple[MoETables | None, str]:
     if _shipped(name, key):
         t = _load(name, key)
         return t, f"MoE tables: {t.device}, {t.engine}"
-    if _shipped(name, "vllm"):
-        v = _load(name, "vllm")
+    fallback = tables_fallback()
+    if _shipped(name, fallback):
+        v = _load(name, fallback)
         return v, f"no {engine_label(key)} MoE tables for {name}: {v.engine}'s used"
     return None, f"no measured MoE tables for {name}"
 
@@ -380,7 +381,7 @@ class MoETables(GPUSystem):
     def _mla_owner(self) -> tuple[MoETables | None, str]:
         if self.has_mla:
             return self, ""
-        for eng in _MLA_FALLBACK[self.engine_name]:
+        for eng in mla_fallback(self.engine_name):
             if _shipped(self.name, eng):
                 t = _load(self.name, eng)
                 if t.has_mla:
