@@ -450,3 +450,34 @@ def test_inferencemax_sglang_b200_fp8_scripts_run_flashinfers_gemm():
     for pool in ("prefill", "decode"):
         assert "gemm_backend" not in im.disagg_recipe("sglang", pool, 8192, 128, tp=1, dp=8, ep=8, **kw)
     assert Client("vllm").recipe("sglang", 1024, 4, tp=8, **kw) == {}
+
+
+def test_clients_are_data_with_a_known_rule_and_a_valid_default():
+    """data/clients.toml: every client has a length rule servesim knows, a default ratio inside its
+    own valid range, and the default client is one of them (Client() is that client)."""
+    from servesim.sim.client import CLIENTS, LENGTH_RULES, _clients, default_client
+
+    assert default_client() in CLIENTS and Client() == Client(default_client())
+    for name, c in _clients().items():
+        assert c["lengths"] in LENGTH_RULES, name
+        lo, hi = c["ratio_range"]
+        assert lo <= c["default_ratio"] < hi if c["ratio_hi_open"] else lo <= c["default_ratio"] <= hi
+        Client(name, random_range_ratio=c["default_ratio"])  # accepted
+        assert CLIENTS[name] == Client(name).label
+
+
+def test_client_module_writes_no_engine_name():
+    """Issue 47: the client module names no engine (the clients' rules are data/clients.toml's)."""
+    import ast
+    from pathlib import Path
+
+    import servesim.sim.client as module
+    from servesim.hardware.engines import ENGINES
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    literals = {n.value for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings}
+    assert not literals & set(ENGINES)

@@ -6,7 +6,9 @@ fixed-length run finishes in the same step, so the next wave's prompts all
 arrive together and queue behind each other), and the tools read the same flag
 differently.  :class:`Client` holds a tool's name and the flags that change what
 it sends; :func:`draw_lengths` and :func:`arrival_times` produce the requests,
-seeded, so a run is reproducible.
+seeded, so a run is reproducible.  The tools and their rules are data
+(``data/clients.toml``: each client's length rule, default and valid ratios,
+warm-ups, and whether the harness has recipes and starts a fresh server).
 
 ``--random-range-ratio r`` for a prompt (or output) length ``L``, integer lengths
 drawn uniformly and inclusively:
@@ -65,6 +67,7 @@ from __future__ import annotations
 import ast
 import math
 import random
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -73,44 +76,100 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_bound
 
-__all__ = ["CLIENTS", "Client", "arrival_times", "draw_lengths"]
+__all__ = ["CLIENTS", "LENGTH_RULES", "Client", "arrival_times", "default_client", "draw_lengths"]
 
-CLIENTS: dict[str, str] = {
-    "vllm": "vllm bench serve",
-    "sglang": "python -m sglang.bench_serving",
-    "inferencemax": "InferenceMAX (vLLM benchmark_serving.py, range ratio 0.8)",
-}
-"""Benchmark clients whose meanings servesim follows, and what each is."""
+class _Labels(Mapping[str, str]):
+    """The benchmark clients of ``data/clients.toml`` and what each is, read when first used."""
 
-_DEFAULT_RATIO = {"vllm": 0.0, "sglang": 0.0, "inferencemax": 0.8}
-_RATIO_RANGE = {"vllm": (0.0, 1.0, True), "sglang": (0.0, 1.0, False), "inferencemax": (0.0, 1.0, False)}
+    def _table(self) -> dict[str, str]:
+        return {name: str(c["label"]) for name, c in _clients().items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+CLIENTS: Mapping[str, str] = _Labels()
+"""Benchmark clients whose meanings servesim follows, and what each is (``data/clients.toml``)."""
+
+
+@cache
+def _clients() -> dict[str, dict[str, Any]]:
+    """``data/clients.toml``'s clients, in the file's order."""
+    return dict(_data_file("clients")["client"])
+
+
+def default_client() -> str:
+    """The client assumed where none is named (``data/clients.toml`` ``default_client``)."""
+    return str(_data_file("clients")["default_client"])
+
+
+def _ratio_range(c: dict[str, Any]) -> str:
+    lo, hi = c["ratio_range"]
+    return f"[{lo:g}, {hi:g}{')' if c['ratio_hi_open'] else ']'}"
+
+
+def _ratio_ranges() -> str:
+    """Each client's valid range ratios, clients of one range together: ``a: [0, 1); b and c: [0, 1]``."""
+    groups: dict[str, list[str]] = {}
+    for name, c in _clients().items():
+        groups.setdefault(_ratio_range(c), []).append(name)
+    return "; ".join(f"{' and '.join(names)}: {rng}" for rng, names in groups.items())
+
+
+def _around(length: int, r: float, output: bool) -> tuple[int, int]:
+    """``[floor(L (1 - r)), ceil(L (1 + r))]``, an output at least 1 (``vllm bench serve``)."""
+    lo, hi = math.floor(length * (1 - r)), math.ceil(length * (1 + r))
+    return (max(lo, 1) if output else lo), hi
+
+
+def _up_to_min1(length: int, r: float, output: bool) -> tuple[int, int]:
+    """``[max(1, int(r L)), L]`` (``sglang.bench_serving``)."""
+    return max(int(length * r), 1), length
+
+
+def _up_to(length: int, r: float, output: bool) -> tuple[int, int]:
+    """``[int(r L), L]`` (vLLM's old ``benchmark_serving.py``)."""
+    return int(length * r), length
+
+
+LENGTH_RULES: dict[str, Callable[[int, float, bool], tuple[int, int]]] = {
+    "around": _around, "up_to_min1": _up_to_min1, "up_to": _up_to}
+"""How a client spreads a nominal length by its range ratio (``data/clients.toml`` ``lengths``)."""
 
 
 @dataclass(frozen=True)
 class Client:
     """A benchmark tool and the flags that change what it sends (see the module docstring).
 
+    ``name`` empty is the default client (``data/clients.toml`` ``default_client``);
     ``random_range_ratio`` and ``num_warmups`` are None for the tool's own default.
     """
 
-    name: str = "vllm"
+    name: str = ""
     random_range_ratio: float | None = None
     num_warmups: int | None = None
     burstiness: float = 1.0
     warm_server: bool = False  # the server already ran these shapes: no fresh-server cold start
 
     def __post_init__(self) -> None:
+        if self.name == "":
+            object.__setattr__(self, "name", default_client())
         if self.name not in CLIENTS:
             raise ParameterError("client", self.name, f"one of {', '.join(CLIENTS)}")
         if self.random_range_ratio is not None:
-            lo, hi, hi_open = _RATIO_RANGE[self.name]
+            c = self._data
+            lo, hi = c["ratio_range"]
             r = self.random_range_ratio
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not (
-                    lo <= r < hi if hi_open else lo <= r <= hi):
+                    lo <= r < hi if c["ratio_hi_open"] else lo <= r <= hi):
                 raise ParameterError("random_range_ratio", r,
-                                     f"in [{lo:g}, {hi:g}{')' if hi_open else ']'} for the "
-                                     f"{self.name} client "
-                                     "(vllm: [0, 1); sglang and inferencemax: [0, 1])")
+                                     f"in {_ratio_range(c)} for the {self.name} client ({_ratio_ranges()})")
         if self.num_warmups is not None:
             check_bound("num_warmups", self.num_warmups)  # the flag's range (_checks.BOUNDS)
         check_bound("burstiness", self.burstiness)
@@ -118,9 +177,15 @@ class Client:
             raise ParameterError("warm_server", self.warm_server, "true or false")
 
     @property
+    def _data(self) -> dict[str, Any]:
+        """This client's entry of ``data/clients.toml``."""
+        return _clients()[self.name]
+
+    @property
     def ratio(self) -> float:
         """The range ratio in force (the tool's default where none was given)."""
-        return _DEFAULT_RATIO[self.name] if self.random_range_ratio is None else self.random_range_ratio
+        r = self.random_range_ratio
+        return float(self._data["default_ratio"]) if r is None else r
 
     @property
     def fresh_server(self) -> bool:
@@ -128,24 +193,18 @@ class Client:
         batched prefill cold (InferenceMAX: one server per run, every warm-up the first prompt), so
         that the measured first wave pays the engine's cold start (``EngineProfile.cold_start_s``);
         ``warm_server`` says the server has already run these shapes (a long-running deployment)."""
-        return self.name == "inferencemax" and not self.warm_server
+        return bool(self._data["fresh_server"]) and not self.warm_server
 
     def warmups(self, concurrency: int | None) -> int:
         """Warm-up requests sent first (InferenceMAX: 2 x concurrency; the others: none)."""
         if self.num_warmups is not None:
             return self.num_warmups
-        return 2 * concurrency if self.name == "inferencemax" and concurrency else 0
+        per = int(self._data["warmups_per_concurrency"])
+        return per * concurrency if per and concurrency else 0
 
     def length_range(self, length: int, *, output: bool = False) -> tuple[int, int]:
         """Smallest and largest length drawn for a nominal ``length`` (inclusive)."""
-        r = self.ratio
-        if self.name == "vllm":
-            lo, hi = math.floor(length * (1 - r)), math.ceil(length * (1 + r))
-            lo = max(lo, 1) if output else lo
-        elif self.name == "sglang":
-            lo, hi = max(int(length * r), 1), length
-        else:
-            lo, hi = int(length * r), length
+        lo, hi = LENGTH_RULES[self._data["lengths"]](length, self.ratio, output)
         return max(lo, 1), max(hi, 1)  # a zero-token prompt or output is not a request
 
     def mean_lengths(self, isl: int, osl: int) -> tuple[float, float]:
@@ -184,7 +243,7 @@ class Client:
         target's chat template (SemiAnalysisAI/InferenceX ``AGENTS.md``: every ``*_mtp.sh`` passes
         ``--use-chat-template``; ``dsr1_fp8_b200_trt_mtp.sh``): ``synthetic``.  The plain clients
         leave it to ``--traffic``."""
-        return "synthetic" if self.name == "inferencemax" else None
+        return str(self._data["spec_traffic"]) or None
 
     def spec_recipe(self, engine: str, spec: str | None, *, family: str = "",
                     dp: int = 1) -> dict[str, object]:
@@ -227,7 +286,7 @@ class Client:
 
     def _settings(self, section: str, **inputs: object) -> dict[str, object]:
         """:func:`harness_settings` for InferenceMAX, the one harness with recipes; empty for the rest."""
-        return harness_settings(section, **inputs) if self.name == "inferencemax" else {}
+        return harness_settings(section, **inputs) if self._data["recipes"] else {}
 
     @property
     def label(self) -> str:
