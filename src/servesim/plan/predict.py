@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.engines import EngineProfile, kv_follows_checkpoint, pool_scheduler
+from servesim.hardware.engines import EngineProfile, default_engine, kv_follows_checkpoint, pool_scheduler
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
 from servesim.hardware.speculation import Speculation, beside_drafter, speculation_for
 from servesim.hardware.stepmodel import StepModel
@@ -101,7 +101,7 @@ def _pricing_notes(sm: Pricer) -> list[str]:
 
 
 def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str | None = None,
-                       engine: str = "vllm", max_num_batched_tokens: int | None = None,
+                       engine: str | None = None, max_num_batched_tokens: int | None = None,
                        max_num_seqs: int | None = None, scheduler: tuple[tuple[str, Any], ...] = (),
                        pool: str = "", workers: int = 1, spec: str | None = None,
                        peer_workers: int | None = None, **fields: Any) -> Deployment:
@@ -111,9 +111,12 @@ def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str 
     catalog name and the model's MoE family; for one ``pool`` of a disaggregated deployment, of
     ``workers`` workers beside ``peer_workers`` in the other pool,
     :meth:`~servesim.sim.client.Client.disagg_recipe`, whose decode batches depend on the run's
-    speculation ``spec``); a plain client's are the engine's defaults."""
+    speculation ``spec``); a plain client's are the engine's defaults.  ``engine`` None: the default
+    engine (:func:`~servesim.hardware.engines.default_engine`)."""
     from servesim.hardware.names import canonical_gpu
     from servesim.hardware.precision import normalize_dtype
+
+    engine = default_engine() if engine is None else engine
 
     recipe: dict[str, Any] = {}
     if bench.client.name == "inferencemax":  # the one harness with recipes
