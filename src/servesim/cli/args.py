@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.model.kvcache import Link
+
 __all__ = [
-    "FORMATS", "Output", "Parser", "Subcommands", "add_format", "add_pool_arguments", "bounded", "choice",
-    "integer",
-    "link", "number", "output_dir", "output_file", "plot_path", "wants",
+    "FORMATS", "Output", "Parser", "SubParsers", "Subcommands", "add_engine_argument", "add_format",
+    "add_pool_arguments", "bounded", "choice", "engine_name", "engine_of", "integer", "link", "number",
+    "output_dir", "output_file", "plot_path", "wants",
 ]
 
 FORMATS = ("table", "json", "csv")
@@ -46,28 +49,32 @@ _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?
 class Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line and exit status 2; negative numbers are values."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._negative_number_matcher = _NEGATIVE_NUMBER
+    @property
+    def _negative_number_matcher(self) -> re.Pattern[str]:
+        return _NEGATIVE_NUMBER
+
+    @_negative_number_matcher.setter
+    def _negative_number_matcher(self, value: re.Pattern[str]) -> None:
+        """argparse's own matcher (set in its ``__init__``) gives way to :data:`_NEGATIVE_NUMBER`."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 if TYPE_CHECKING:
-    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 else:  # not subscriptable at run time
-    _SubParsers = argparse._SubParsersAction
+    SubParsers = argparse._SubParsersAction
 
 
-class Subcommands(_SubParsers):
+class Subcommands(SubParsers):
     """servesim's subcommands action: ``only`` names the one command a parser is built for
     (``servesim CMD`` builds CMD's alone), None where it takes every command."""
 
     only: str | None = None
 
 
-def wants(sub: _SubParsers, command: str) -> bool:
+def wants(sub: SubParsers, command: str) -> bool:
     """Whether ``register(sub)`` adds ``command``: always in the whole parser, only the command it is
     built for in a parser built for one (:class:`Subcommands`), so that a module registering several
     commands loads only the data the one being run names in its flags."""
@@ -123,7 +130,7 @@ def integer(lo: int, why: str = "", *, hi: int | None = None) -> Callable[[str],
     return parse
 
 
-def bounded(name: str) -> Callable[[str], Any]:
+def bounded(name: str) -> Callable[[str], float]:
     """An argparse type of the flag of ``name`` with its range in :data:`servesim._checks.BOUNDS` (the
     range the points columns, ``--compare`` fields and the API keywords of that name have too)."""
     from servesim._checks import BOUNDS
@@ -141,7 +148,7 @@ class LinkName(str):
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 
 
-def link(text: str) -> Any:
+def link(text: str) -> Link | LinkName:
     """A shipped link name, a bandwidth in GB/s, or (a name) a link of a user's ``--catalog``."""
     from servesim.model.kvcache import LINKS, Link
 
@@ -169,6 +176,28 @@ def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def engine_name(text: str) -> str:
+    """An argparse type: an engine with a shipped profile (:data:`servesim.hardware.engines.ENGINES`),
+    read only when the flag is given, so that a lab command's parser loads no hardware module."""
+    from servesim.hardware.engines import ENGINES
+
+    return choice(ENGINES, "engine")(text)
+
+
+def add_engine_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
+    """``--engine`` (unset: engines.toml's ``default_engine``, :func:`engine_of`)."""
+    p.add_argument("--engine", type=engine_name, default=None, help=help)
+
+
+def engine_of(args: argparse.Namespace) -> str:
+    """The ``--engine`` given, else the engine servesim assumes (engines.toml ``default_engine``)."""
+    if getattr(args, "engine", None) is not None:
+        return str(args.engine)
+    from servesim.hardware.engines import default_engine
+
+    return default_engine()
 
 
 ALL_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp8", "fp4", "int4", "fp8_block", "mxfp4")

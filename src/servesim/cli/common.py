@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError
-from servesim.cli.args import choice, dtype_choice, integer, link, number
+from servesim.cli.args import add_engine_argument, choice, dtype_choice, engine_of, integer, link, number
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -132,8 +132,8 @@ def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> 
                    "runs), fp8, fp4 (B200)")
     g.add_argument("--kv-dtype", type=dtype_choice(["bf16", "fp8"], "kv-dtype"), default="bf16",
                    help="KV cache for --model: bf16 (default) or fp8; KV-transfer sizes follow")
-    g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
-                   help="engine whose budgets and host time price the node (default vllm)")
+    add_engine_argument(g, "engine whose budgets and host time price the node (default: engines.toml's "
+                        "default_engine)")
     add_ep_comm_argument(g)
     g.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models, links); may be repeated")
@@ -191,7 +191,7 @@ def deployment_of(args: argparse.Namespace) -> Deployment:
     and ``--engine``."""
     from servesim.hardware.pricer import Deployment
 
-    return Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
+    return Deployment(args.model, args.gpu, args.tp, args.dtype or "auto", args.kv_dtype, engine_of(args),
                       dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
 
 

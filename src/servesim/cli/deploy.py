@@ -192,11 +192,13 @@ def predict_from_commands(args: argparse.Namespace, catalog: Catalog | None) -> 
         return out
     pre = parse_launch(_text(str(given["prefill"])), **hint)
     dec = parse_launch(_text(str(given["decode"])), **hint)
-    from servesim.cli.args import link
+    from servesim.cli.args import LinkName, link
 
     wp = int(dec.extra.get("prefill_workers") or pre.extra.get("prefill_workers") or 1)
     wd = int(dec.extra.get("decode_workers") or pre.extra.get("decode_workers") or 1)
     ln = args.link if args.link is not None else link(dec.extra.get("link") or "rdma")
+    if isinstance(ln, LinkName):  # a link the script names that servesim does not ship
+        raise InputError(f"--decode-command: link {str(ln)!r} is not a shipped link: give --link")
     out = predict_disaggregated(
         pre.deployment, wp, dec.deployment, wd, ln.bytes_per_s, bench, catalog=catalog, **dec.speculation
     )

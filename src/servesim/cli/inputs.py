@@ -24,7 +24,17 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from servesim.cli.args import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
+from servesim.cli.args import (
+    FORMATS,
+    Output,
+    SubParsers,
+    add_format,
+    choice,
+    integer,
+    number,
+    output_file,
+    plot_path,
+)
 from servesim.render import inputs as itext
 
 __all__ = ["register"]
@@ -34,7 +44,14 @@ _TRACE_FORMATS = ("azure", "mooncake", "burstgpt")
 _FETCH_NAMES = ("azure-code", "azure-conv", "mooncake-conversation", "mooncake-synthetic", "burstgpt")
 # = servesim.inputs.fetch.SOURCES (not imported: the parser is built without it; a test checks they agree)
 _DEFINITIONS = ("per-position", "accept-length", "accept-rate")  # servesim.inputs.telemetry.DEFINITIONS
-_ENGINES = ("vllm", "sglang")
+
+
+def _exporter(text: str) -> str:
+    """``fit-alpha --engine``: an engine whose speculative metrics servesim reads
+    (:data:`servesim.inputs.telemetry.ENGINES`, loaded only when the flag is given)."""
+    from servesim.inputs.telemetry import ENGINES
+
+    return choice(ENGINES, "engine")(text)
 
 
 def _values(text: str) -> list[float]:
@@ -60,14 +77,14 @@ def _plot_format_run(
     p.set_defaults(run=run)
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: SubParsers) -> None:
     """Add ``trace``, ``fit-alpha`` and ``calibrate``."""
     _register_trace(sub)
     _register_fit_alpha(sub)
     _register_calibrate(sub)
 
 
-def _register_trace(sub: argparse._SubParsersAction[Any]) -> None:
+def _register_trace(sub: SubParsers) -> None:
     """``trace summarize`` and ``trace fetch``."""
     tp = sub.add_parser("trace", help="request traces: summarize an Azure, Mooncake or BurstGPT trace")
     tsub = tp.add_subparsers(dest="trace_command", metavar="ACTION", parser_class=type(tp))
@@ -104,7 +121,7 @@ def _register_trace(sub: argparse._SubParsersAction[Any]) -> None:
     tf.set_defaults(run=_trace_fetch)
 
 
-def _register_fit_alpha(sub: argparse._SubParsersAction[Any]) -> None:
+def _register_fit_alpha(sub: SubParsers) -> None:
     """``fit-alpha``: the input, the fit's definition, the optimum's costs."""
     from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 
@@ -119,7 +136,7 @@ def _register_fit_alpha(sub: argparse._SubParsersAction[Any]) -> None:
                          "accept-rate (default: the richest the input has)")
     fp.add_argument("--k", type=integer(1, hi=64), default=None,
                     help="draft tokens per cycle of the measurement, when the input does not say")
-    fp.add_argument("--engine", type=choice(_ENGINES, "engine"), default="vllm",
+    fp.add_argument("--engine", type=_exporter, default=None,
                     help="whose accept-rate definition a --value uses: vllm (accepted/drafted) or "
                          "sglang (length/(k+1)) (default vllm)")
     fp.add_argument("--exclude-bonus", action="store_true",
@@ -148,7 +165,7 @@ def _register_fit_alpha(sub: argparse._SubParsersAction[Any]) -> None:
                      _fit_alpha)
 
 
-def _register_calibrate(sub: argparse._SubParsersAction[Any]) -> None:
+def _register_calibrate(sub: SubParsers) -> None:
     """``calibrate``: the measured points and what the fit does not identify."""
     cp = sub.add_parser("calibrate", help="fit prefill rate, TPOT_base and beta to measured TTFT/TPOT points")
     cp.add_argument("files", nargs="+", metavar="FILE",
@@ -293,8 +310,9 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
         if args.definition is None:
             raise InputError("--value needs --from: which definition the figure is "
                              f"({', '.join(_DEFINITIONS)})")
-        counts = counters_from_value(args.definition, args.value, engine=args.engine,
-                                     length_includes_bonus=not args.exclude_bonus)
+        engine = {} if args.engine is None else {"engine": args.engine}  # unset: the function's default
+        counts = counters_from_value(args.definition, args.value,
+                                     length_includes_bonus=not args.exclude_bonus, **engine)
     else:
         if not 1 <= len(args.files) <= 2:
             raise InputError(

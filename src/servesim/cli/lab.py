@@ -9,9 +9,12 @@ from typing import Any
 from servesim.cli.args import (
     ALL_DTYPES,
     Output,
+    SubParsers,
+    add_engine_argument,
     add_format,
     choice,
     dtype_choice,
+    engine_of,
     integer,
     number,
     plot_path,
@@ -24,14 +27,14 @@ from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: SubParsers) -> None:
     """Add ``specdec``, ``disagg`` and ``all`` (only the one being run: :func:`wants`)."""
     for command, add in (("specdec", _add_specdec), ("disagg", _add_disagg), ("all", _add_all)):
         if wants(sub, command):
             add(sub)
 
 
-def _add_specdec(sub: argparse._SubParsersAction[Any]) -> None:
+def _add_specdec(sub: SubParsers) -> None:
     sp = sub.add_parser("specdec", help="speculative decoding economics: grid, presets, utilization sweep")
     presets = speculative.SPECDEC_PRESETS  # speculative.toml, read here, not for the other commands
     methods = speculative.SPEC_METHODS  # the one list predict --spec and plan --spec take
@@ -66,8 +69,8 @@ def _add_specdec(sub: argparse._SubParsersAction[Any]) -> None:
     g.add_argument("--dtype", type=dtype_choice(ALL_DTYPES, "dtype"),
                    default="auto", help="weights with --model: auto (bf16, or a MoE checkpoint's own), bf16, "
                    "fp8, fp4 or int4 (default auto)")
-    g.add_argument("--engine", type=choice(["vllm", "sglang", "trtllm"], "engine"), default="vllm",
-                   help="engine whose host time and budgets the step uses (default vllm)")
+    add_engine_argument(g, "engine whose host time and budgets the step uses (default: engines.toml's "
+                        "default_engine)")
     g.add_argument("--context", type=integer(1, hi=1_000_000), default=2048,
                    help="context tokens per sequence with --model, 1-1,000,000 (default 2048)")
     g.add_argument("--acceptance-length", type=number(1.0, 65.0), default=None,
@@ -84,7 +87,7 @@ def _add_specdec(sub: argparse._SubParsersAction[Any]) -> None:
     sp.set_defaults(run=_specdec)
 
 
-def _add_disagg(sub: argparse._SubParsersAction[Any]) -> None:
+def _add_disagg(sub: SubParsers) -> None:
     dp = sub.add_parser("disagg", help="colocated vs disaggregated serving: TTFT, TPOT, goodput, crossover")
     add_disagg_arguments(dp, list(serving.WORKLOAD_PRESETS))
     dp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
@@ -93,7 +96,7 @@ def _add_disagg(sub: argparse._SubParsersAction[Any]) -> None:
     dp.set_defaults(run=_disagg)
 
 
-def _add_all(sub: argparse._SubParsersAction[Any]) -> None:
+def _add_all(sub: SubParsers) -> None:
     ap = sub.add_parser("all", help="both parts with defaults (disagg for every workload preset)")
     ap.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save every figure in one file: the speedup heatmap and utilization sweep, then "
@@ -187,7 +190,7 @@ def _specdec_model(args: argparse.Namespace) -> Output:
         raise ParameterError("plot", str(args.plot), "left out with --model (roofline --model --plot draws "
                              "the speedup by batch)")
     sm, _, memory = build_step_model(Deployment(args.model, args.gpu, args.tp, args.dtype, "bf16",
-                                                args.engine), builtin_catalog())
+                                                engine_of(args)), builtin_catalog())
     data = specdec_on_model(sm, memory, preset=args.preset, context=args.context, alpha=args.alpha,
                             acceptance_length=args.acceptance_length, k=args.k, draft=args.draft,
                             traffic=args.traffic)

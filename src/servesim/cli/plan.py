@@ -9,7 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servesim.cli.args import Output, add_format, bounded, choice, integer, number, output_dir, plot_path
+from servesim.cli.args import (
+    Output,
+    SubParsers,
+    add_format,
+    bounded,
+    choice,
+    engine_of,
+    integer,
+    number,
+    output_dir,
+    plot_path,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.cli.progress import Progress
@@ -86,7 +97,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
                    "or with prefill/decode disaggregation (known correctness and stability hazards)")
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: SubParsers) -> None:
     p = sub.add_parser("plan", help="rank deployments (colocated, every split, speculation on/off)")
     _add_plan_arguments(p)
     p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
@@ -207,7 +218,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         isl=args.isl or wl.prompt_tokens, osl=args.osl or wl.output_tokens,
         slo_ttft_s=args.slo_ttft_s or wl.slo_ttft_s, slo_tpot_s=args.slo_tpot_s or wl.slo_tpot_s,
         attainment=args.attainment, dtypes=(args.dtype,) if args.dtype else (), kv_dtype=args.kv_dtype,
-        spec=None if args.spec in (None, "none") else args.spec, engine=args.engine,
+        spec=None if args.spec in (None, "none") else args.spec, engine=engine_of(args),
         link_bytes_per_s=link.bytes_per_s, link_name=link.name, hazards=not args.no_hazards,
         confirm_top=min(args.top, 100), k=args.k, acceptance_length=args.acceptance_length,
         traffic=args.traffic, ep_comm=ep_comm_of(args),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,14 @@ from servesim._checks import BOUNDS, InputError, ParameterError
 from servesim.cli.args import (
     ALL_DTYPES,
     Output,
+    SubParsers,
+    add_engine_argument,
     add_format,
     add_pool_arguments,
     bounded,
     choice,
     dtype_choice,
+    engine_of,
     integer,
     link,
 )
@@ -32,31 +36,31 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["register"]
 
-CLIENTS: tuple[str, ...] = ("vllm", "sglang", "inferencemax")
-"""servesim.sim.client.CLIENTS, named here so that building the parser imports no simulator."""
+@cache
+def engine_flags() -> dict[str, dict[str, tuple[str, str]]]:
+    """Each engine's own flags (engines.toml ``[[engine.NAME.flags]]``): engine -> {argument dest: (what
+    it sets on the Deployment, the engine's own flag)}."""
+    from servesim.hardware.engines import ENGINES
+    from servesim.hardware.engines import engine_flags as flags_of
 
-ENGINE_FLAGS: dict[str, dict[str, tuple[str, str]]] = {
-    # engine -> {argument dest: (what it sets on the Deployment, the engine's own flag)}
-    "vllm": {"max_num_batched_tokens": ("budget", "--max-num-batched-tokens"),
-             "max_num_seqs": ("seqs", "--max-num-seqs"),
-             "no_async_scheduling": ("no_overlap", "--no-async-scheduling"),
-             "gpu_memory_utilization": ("memory_fraction", "--gpu-memory-utilization")},
-    "sglang": {"chunked_prefill_size": ("budget", "--chunked-prefill-size"),
-               "max_running_requests": ("seqs", "--max-running-requests"),
-               "max_prefill_tokens": ("max_prefill_tokens", "--max-prefill-tokens"),
-               "enable_mixed_chunk": ("enable_mixed_chunk", "--enable-mixed-chunk"),
-               "scheduler_recv_interval": ("scheduler_recv_interval", "--scheduler-recv-interval"),
-               "disable_overlap_schedule": ("no_overlap", "--disable-overlap-schedule"),
-               "mem_fraction_static": ("memory_fraction", "--mem-fraction-static")},
-    "trtllm": {"max_num_tokens": ("budget", "--max-num-tokens"),
-               "max_batch_size": ("seqs", "--max-batch-size"),
-               "enable_chunked_prefill": ("enable_chunked_prefill", "--enable-chunked-prefill"),
-               "disable_overlap_scheduler": ("no_overlap", "--disable-overlap-scheduler"),
-               "free_gpu_memory_fraction": ("memory_fraction", "--free-gpu-memory-fraction")},
-}
-"""Each engine's own flags, and what each sets."""
-_ALL_ENGINE_FLAGS = {dest: (eng, flag) for eng, flags in ENGINE_FLAGS.items()
-                     for dest, (_, flag) in flags.items()}
+    return {eng: {_dest(flag): (sets, flag) for flag, sets, _, _ in flags_of(eng)} for eng in ENGINES}
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _owners() -> dict[str, tuple[str, str]]:
+    """Each engine flag's dest -> (its engine, the flag)."""
+    return {dest: (eng, flag) for eng, flags in engine_flags().items() for dest, (_, flag) in flags.items()}
+
+
+def _client(text: str) -> str:
+    """``--client``: a benchmark client of :data:`servesim.sim.client.CLIENTS` (loaded when given, so that
+    building the parser imports no simulator)."""
+    from servesim.sim.client import CLIENTS
+
+    return choice(tuple(CLIENTS), "client")(text)
 
 
 def _rate(text: str) -> float | None:
@@ -70,20 +74,19 @@ def _rate(text: str) -> float | None:
 def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dict[str, Any]:
     """The Deployment fields the engine flags in ``values`` set; a flag of another engine is an error
     naming it and the engine it belongs to."""
-    from servesim._checks import ParameterError
-
+    owners, flags = _owners(), engine_flags()
     out: dict[str, Any] = {"max_num_batched_tokens": None, "max_num_seqs": None, "scheduler": (),
                            "overlap": None}
     options: dict[str, Any] = {}
     for dest, value in values.items():
-        if value is None or dest not in _ALL_ENGINE_FLAGS:
+        if value is None or dest not in owners:
             continue
-        owner, flag = _ALL_ENGINE_FLAGS[dest]
+        owner, flag = owners[dest]
         if owner != engine:
             raise ParameterError(flag, value, f"given only with --engine {owner} (this run's engine is "
                                  f"{engine}; "
-                                 f"its flags: {', '.join(f for _, f in ENGINE_FLAGS[engine].values())})")
-        target = ENGINE_FLAGS[engine][dest][0]
+                                 f"its flags: {', '.join(f for _, f in flags[engine].values())})")
+        target = flags[engine][dest][0]
         if target == "budget":
             out["max_num_batched_tokens"] = value
         elif target == "seqs":
@@ -112,7 +115,7 @@ def _level(text: str) -> float:
     return x
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: SubParsers) -> None:
     """Add ``predict``: the deployment, the benchmark client, the engine and its flags, speculation,
     the run's inputs, and disaggregated pools."""
     p = sub.add_parser(
@@ -202,7 +205,7 @@ def _client_arguments(p: argparse.ArgumentParser) -> None:
                    help="spread of the drawn lengths as the client reads it: vllm [L(1-r), L(1+r)], r in "
                    "[0, 1); sglang [max(1, rL), L] and inferencemax [rL, L], r in [0, 1] (default: vllm 0, "
                    "sglang 0, inferencemax 0.8)")
-    p.add_argument("--client", type=choice(CLIENTS, "client"), default=None,
+    p.add_argument("--client", type=_client, default=None,
                    help="benchmark tool whose meanings the flags take: vllm (vllm bench serve, default), "
                    "sglang (sglang.bench_serving) or inferencemax (its client, and its launch scripts' "
                    "server flags for what is left unset; with --mode disagg each pool's Dynamo recipe; "
@@ -217,52 +220,17 @@ def _client_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _engine_arguments(p: argparse.ArgumentParser) -> None:
-    """The engine, and each engine's own flags (ENGINE_FLAGS)."""
-    from servesim.hardware.engines import ENGINES
+    """The engine, and each engine's own flags (engines.toml ``[[engine.NAME.flags]]``)."""
+    from servesim.hardware.engines import ENGINES, default_engine, engine_flags
 
-    p.add_argument("--engine", type=choice(ENGINES, "engine"), default=None,
-                   help="vllm (default), sglang or trtllm: each engine's scheduler, budgets and host overlap")
+    names = [f"{e} (default)" if e == default_engine() else e for e in ENGINES]
+    add_engine_argument(p, f"{', '.join(names[:-1])} or {names[-1]}: each engine's scheduler, budgets and "
+                        "host overlap")
     eng = p.add_argument_group("engine flags (each applies to one engine; defaults from its source)")
-    eng.add_argument("--max-num-batched-tokens", type=bounded("max_num_batched_tokens"), default=None,
-                     help="vllm: per-step token budget, 1-1,000,000 (default 8192 on H100/H200/B200, 2048 "
-                     "on smaller GPUs and the A100)")
-    eng.add_argument("--max-num-seqs", type=bounded("max_num_seqs"), default=None,
-                     help="vllm: most running sequences, 1-100,000 (default 1024; 256 on smaller GPUs)")
-    eng.add_argument("--no-async-scheduling", action="store_true", default=None,
-                     help="vllm: host work between steps instead of beside them (default: async on)")
-    eng.add_argument("--gpu-memory-utilization", type=bounded("gpu_memory_utilization"), default=None,
-                     help="vllm: share of each GPU's memory for weights, activations and KV cache, in (0, 1] "
-                     "(default 0.9); more leaves more KV cache, no cost")
-    eng.add_argument("--chunked-prefill-size", type=bounded("chunked_prefill_size"), default=None,
-                     help="sglang: most prompt tokens in a prefill step, 1-1,000,000 (default 8192 on "
-                     "80-160 GB "
-                     "GPUs, 16384 above, 4096 below)")
-    eng.add_argument("--max-running-requests", type=bounded("max_running_requests"), default=None,
-                     help="sglang: most running requests, 1-100,000 (default 1024)")
-    eng.add_argument("--max-prefill-tokens", type=bounded("max_prefill_tokens"), default=None,
-                     help="sglang: most tokens of one prefill batch, 1-1,000,000 (default 16384)")
-    eng.add_argument("--enable-mixed-chunk", action="store_true", default=None,
-                     help="sglang: decodes ride along in prefill steps (default off: prefill stalls them)")
-    eng.add_argument("--scheduler-recv-interval", type=bounded("scheduler_recv_interval"), default=None,
-                     help="sglang: decode steps between the scheduler's polls for new requests, 1-10,000 "
-                     "(default 1: every step; a request waits up to this many steps for the next poll)")
-    eng.add_argument("--disable-overlap-schedule", action="store_true", default=None,
-                     help="sglang: host work between steps instead of beside them (default: overlap on)")
-    eng.add_argument("--mem-fraction-static", type=bounded("mem_fraction_static"), default=None,
-                     help="sglang: share of each GPU's memory for weights and KV cache, in (0, 1] (default: "
-                     "SGLang's own by GPU memory and parallelism, 0.88 for these GPUs); no cost")
-    eng.add_argument("--max-num-tokens", type=bounded("max_num_tokens"), default=None,
-                     help="trtllm: per-step token budget, 1-1,000,000 (default 8192); whole prompts must fit "
-                     "unless --enable-chunked-prefill")
-    eng.add_argument("--max-batch-size", type=bounded("max_batch_size"), default=None,
-                     help="trtllm: most running requests, 1-100,000 (default 2048)")
-    eng.add_argument("--enable-chunked-prefill", action="store_true", default=None,
-                     help="trtllm: cut prompts to the step budget (default off: whole prompts)")
-    eng.add_argument("--disable-overlap-scheduler", action="store_true", default=None,
-                     help="trtllm: host work between steps instead of beside them (default: overlap on)")
-    eng.add_argument("--free-gpu-memory-fraction", type=bounded("free_gpu_memory_fraction"), default=None,
-                     help="trtllm: kv_cache_config.free_gpu_memory_fraction, the KV cache's share of the "
-                     "memory the weights leave, in (0, 1] (default 0.9); no cost")
+    for engine in ENGINES:
+        for flag, _, switch, text in engine_flags(engine):
+            kind: dict[str, Any] = {"action": "store_true"} if switch else {"type": bounded(_dest(flag))}
+            eng.add_argument(flag, default=None, help=f"{engine}: {text}", **kind)
 
 
 def _speculation_arguments(p: argparse.ArgumentParser) -> None:
@@ -361,9 +329,9 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Benchmark:
         v = row.get(name)
         return v if v is not None else getattr(args, name, None)
 
-    client = Client(name=pick("client") or "vllm", random_range_ratio=pick("random_range_ratio"),
-                    num_warmups=pick("num_warmups"), burstiness=pick("burstiness") or 1.0,
-                    warm_server=bool(pick("warm_server")))
+    name = {"name": pick("client")} if pick("client") else {}  # none: the Client's own default
+    client = Client(random_range_ratio=pick("random_range_ratio"), num_warmups=pick("num_warmups"),
+                    burstiness=pick("burstiness") or 1.0, warm_server=bool(pick("warm_server")), **name)
     return Benchmark(isl=row["isl"], osl=row["osl"], concurrency=row.get("concurrency"),
                      rate_per_s=row.get("rate"), num_prompts=row.get("num_prompts") or args.num_prompts,
                      seed=args.seed, warmup=args.warmup_prompts, client=client)
@@ -384,9 +352,9 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Cata
     """:func:`_one` without the progress."""
     from servesim.plan.predict import compare_to_measured, harness_deployment, harness_speculation, predict
 
-    engine = row.get("engine") or args.engine or "vllm"
+    engine = row.get("engine") or engine_of(args)
     flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
-             for dest in _ALL_ENGINE_FLAGS}
+             for dest in _owners()}
     settings = engine_settings(engine, flags)
     bench = _bench(args, row)
     mode = row.get("mode") or args.mode
@@ -578,14 +546,14 @@ def _points(args: argparse.Namespace, catalog: Catalog | None) -> Output:
     return emit(args, Output(results, points_text(results), [_flat(r) for r in results]), sets)
 
 
-_ROW_FLAGS: dict[str, Any] = {
-    # a points column that a flag also sets -> the flag's default (a flag at its default was not given)
+_ROW_FLAGS: dict[str, object] = {
+    # a points column that a flag also sets -> the flag's default (a flag at its default was not given);
+    # and every engine's own flags (engine_flags), default None
     **dict.fromkeys(("model", "gpu", "tp", "dp", "ep", "dtype", "kv_dtype", "engine", "isl", "osl",
                      "concurrency", "rate", "num_prompts", "num_warmups", "client", "random_range_ratio",
                      "burstiness", "warm_server", "k", "acceptance_length", "alpha", "draft", "traffic",
                      "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                     "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
-                     *_ALL_ENGINE_FLAGS)),
+                     "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep")),
     "spec": "none", "mode": "agg", "prefill_workers": 1, "decode_workers": 1,
 }
 """The columns of a points row a flag also sets, each with the flag's default."""
@@ -610,7 +578,7 @@ def _with_flags(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]
     """``row`` with every flag given beside ``--points`` applied: a flag fills the row's empty cell; a
     cell that says otherwise makes the row an error naming both (never silently one or the other)."""
     out = dict(row)
-    for name, default in _ROW_FLAGS.items():
+    for name, default in {**_ROW_FLAGS, **dict.fromkeys(_owners())}.items():
         flag = getattr(args, name, None)
         if flag is None or flag == default:
             continue
@@ -625,7 +593,7 @@ def _with_flags(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]
 
 
 _INTERNAL = {"memory_fraction": "memory_fraction", "max_num_seqs": "seqs", "max_num_batched_tokens": "budget"}
-"""Deployment fields that each engine sets by a flag of its own (ENGINE_FLAGS' targets)."""
+"""Deployment fields that each engine sets by a flag of its own (:func:`engine_flags`' targets)."""
 
 
 def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) -> str:
@@ -638,10 +606,10 @@ def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) ->
         return msg
     if isinstance(exc, ParameterError):
         name = exc.name
-        name = next((dest for dest, (_, flag) in _ALL_ENGINE_FLAGS.items() if flag == name), name)
+        name = next((dest for dest, (_, flag) in _owners().items() if flag == name), name)
         if name in _INTERNAL:
-            engine = row.get("engine") or args.engine or "vllm"
-            name = next((dest for dest, (target, _) in ENGINE_FLAGS.get(engine, {}).items()
+            engine = row.get("engine") or engine_of(args)
+            name = next((dest for dest, (target, _) in engine_flags().get(engine, {}).items()
                          if target == _INTERNAL[name] and dest in row["columns"]), name)
         if name in row["columns"] and row.get(name) is not None:
             col, header = row["columns"][name]

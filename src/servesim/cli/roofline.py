@@ -9,7 +9,17 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from servesim.cli.args import Output, add_format, choice, dtype_choice, integer, number, plot_path
+from servesim.cli.args import (
+    Output,
+    SubParsers,
+    add_engine_argument,
+    add_format,
+    dtype_choice,
+    engine_of,
+    integer,
+    number,
+    plot_path,
+)
 from servesim.hardware.speculation import K_MAX
 from servesim.plan.roofline import DEFAULT_BATCHES, DEFAULT_CONTEXT
 
@@ -27,9 +37,9 @@ same way: an FP4 model on Hopper, an expert split that does not divide the GPUs 
 reasons leave the measured view out, with the reason, and the pure roofline stands."""
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: SubParsers) -> None:
     """Add ``roofline``."""
-    from servesim.hardware.engines import ENGINES
+    from servesim.hardware.engines import default_engine
     from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES
     from servesim.hardware.roofline import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION
 
@@ -81,8 +91,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="weights and GEMMs for the measured-kernel step: bf16 (default), fp8, fp4 (B200)")
     p.add_argument("--kv-dtype", type=dtype_choice(KV_DTYPES, "kv-dtype"), default="bf16",
                    help="KV cache for the measured-kernel step: bf16 (default) or fp8")
-    p.add_argument("--engine", type=choice(ENGINES, "engine"), default="vllm",
-                   help="engine whose host time and budgets the measured-kernel step uses (default vllm)")
+    add_engine_argument(p, "engine whose host time and budgets the measured-kernel step uses (default "
+                        f"{default_engine()})")
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="a TOML file of extra [gpu.NAME] / [model.NAME] / [link.NAME] entries (repeatable)")
     p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
@@ -117,7 +127,7 @@ def _run(args: argparse.Namespace) -> Output:
 
     check_kv_dtype(args.kv_dtype, args.gpu, cat)  # refused as predict refuses it, MoE models included
     try:
-        sm: Any = measured_step_model(model, gpu, args.gpu, args.tp, engine=args.engine, dtype=args.dtype,
+        sm: Any = measured_step_model(model, gpu, args.gpu, args.tp, engine=engine_of(args), dtype=args.dtype,
                                       kv_dtype=args.kv_dtype, catalog=cat, dp=args.dp, ep=args.ep,
                                       ep_comm=ep_comm_of(args))
     except ParameterError as exc:

@@ -12,7 +12,17 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
+from servesim.cli.args import (
+    Output,
+    SubParsers,
+    add_format,
+    add_pool_arguments,
+    choice,
+    engine_of,
+    integer,
+    number,
+    plot_path,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -77,13 +87,13 @@ def _split(text: str) -> tuple[int, int]:
     return p, d
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def register(sub: SubParsers) -> None:
     """Add ``simulate`` and ``validate``."""
     _register_simulate(sub)
     _register_validate(sub)
 
 
-def _register_simulate(sub: argparse._SubParsersAction[Any]) -> None:
+def _register_simulate(sub: SubParsers) -> None:
     """``simulate``: the queue, the serving presets, the run's size, engine mode, trace replay."""
     from servesim.cli.common import add_disagg_arguments
     from servesim.model.serving import WORKLOAD_PRESETS
@@ -195,7 +205,7 @@ def _trace_arguments(sp: argparse.ArgumentParser) -> None:
                     help="with --prefix-cache: LRU capacity in 512-token blocks (default unbounded)")
 
 
-def _register_validate(sub: argparse._SubParsersAction[Any]) -> None:
+def _register_validate(sub: SubParsers) -> None:
     """``validate``: the agreement and bias tables' sizes and seed."""
     vp = sub.add_parser(
         "validate",
@@ -360,7 +370,7 @@ def _engine(args: argparse.Namespace) -> Output:
     if args.gpu is None or args.rate is None or args.osl is None:
         raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
     cat = load_catalog(*args.catalog) if args.catalog else None
-    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype, "engine": args.engine,
+    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype, "engine": engine_of(args),
               "dp": args.dp, "ep": args.ep, "ep_comm": ep_comm_of(args)}
     run = {"rate_per_s": args.rate, "isl": args.isl, "osl": args.osl, "requests": args.requests or 2000,
            "seed": args.seed, "slo_ttft_s": args.slo_ttft_s, "catalog": cat}
@@ -416,8 +426,8 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     if arr[-1] - arr[0] <= 0:  # the first --requests of the trace all arrive at once
         raise InputError(f"--requests {len(arr)}: those first requests of {args.trace} arrive at one "
                          "instant; the rate is undefined (take more requests)")
-    dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "auto", args.kv_dtype, args.engine,
-                     dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
+    dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "auto", args.kv_dtype,
+                     engine_of(args), dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
     data = engine_trace_summary(dep, arr, lengths, replicas=args.replicas, seed=args.seed,
                                 slo_ttft_s=args.slo_ttft_s, trace=str(args.trace), catalog=cat)
     return _engine_output(data, timing=not args.no_timing)
