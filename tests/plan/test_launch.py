@@ -23,13 +23,13 @@ import pytest
 
 from servesim.hardware.pricer import Deployment
 from servesim.plan.launch import (
-    TRTLLM_YAML,
     benchmark_command,
     deploy_colocated,
     deploy_disaggregated,
     engine_command,
     engine_flags,
     flag_profile,
+    options_file,
     row_deploy,
     unknown_flags,
 )
@@ -40,6 +40,7 @@ from servesim.sim.client import Client
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 R1 = "deepseek-ai/DeepSeek-R1"
+TRTLLM_YAML = str(options_file("trtllm"))  # TensorRT-LLM's LLM-API options file in a launch script
 
 DEPLOYMENTS = [
     Deployment(LLAMA70, "h100-sxm", tp=2, dtype="fp8", engine="vllm"),

@@ -1,41 +1,36 @@
 """The commands that start what a prediction assumed, and the command that measures it.
 
 For one :class:`~servesim.hardware.pricer.Deployment` (a replica, or each pool of a disaggregated
-deployment), :func:`engine_command` writes the engine's launch as a short shell script: ``vllm
-serve``, ``python -m sglang.launch_server`` or ``trtllm-serve`` with its ``--extra_llm_api_options``
-YAML written by a here-document, carrying every setting the prediction priced:
+deployment), :func:`engine_command` writes the engine's launch as a short shell script (an options
+file, where the engine reads one, written by a here-document), carrying every setting the
+prediction priced: the parallelism (tensor, attention data and expert parallel) and the experts'
+exchange; the step token budget, the running limit and the memory share at the values the engine
+profile used (:func:`servesim.hardware.engines.engine_profile`: the user's flag, else the engine's
+default for this GPU, as the engine itself computes it), so that the command does not depend on a
+default that moves between releases; the CUDA-graph limit, piecewise prefill graphs, the overlap
+scheduler, the KV-cache dtype, the scheduler options, the speculative method with its draft length;
+and the checkpoint: the model's own Hugging Face id for its own weights; for FP8 weights of a BF16
+checkpoint, the publisher's own release where servesim knows one (Qwen's ``-FP8`` block-FP8,
+NVIDIA's ``-NVFP4``), else the engine's online quantization where it has one (per-tensor FP8, what
+servesim prices for a dense FP8 model); where no engine flag makes the weights a
+``${CHECKPOINT:?...}`` line stops the script and says what to supply, as ``${DRAFT_MODEL:?...}``
+does for a drafter servesim has no id for.  Quantized weights the plan chose change the outputs:
+the notes say so.
 
-* parallelism: tensor parallel, attention data parallel and expert parallel (vLLM
-  ``--tensor-parallel-size``/``--data-parallel-size``/``--enable-expert-parallel``; SGLang
-  ``--tp-size`` (the whole replica) with ``--dp-size``/``--enable-dp-attention``/``--ep-size``;
-  TensorRT-LLM ``--tp_size`` with ``enable_attention_dp`` and ``--ep_size``), and the experts'
-  exchange where attention DP meets expert parallel (vLLM ``--all2all-backend``, SGLang
-  ``--moe-a2a-backend``/``--deepep-mode``, TensorRT-LLM ``TRTLLM_FORCE_ALLTOALL_METHOD``);
-* the step token budget, the running limit and the memory share, at the values the engine profile
-  used (:func:`servesim.hardware.engines.engine_profile`: the user's flag, else the engine's default
-  for this GPU, as the engine itself computes it), so the command does not depend on a default that
-  moves between releases;
-* the CUDA-graph limit and piecewise prefill graphs where the deployment sets them, the overlap
-  scheduler where it is set (or, for vLLM, where the engine's default and the run's would differ),
-  the KV-cache dtype, the speculative method with its draft length, and the scheduler options
-  (SGLang ``--enable-mixed-chunk``, ``--max-prefill-tokens``, ``--scheduler-recv-interval``;
-  TensorRT-LLM ``--enable_chunked_prefill``);
-* the checkpoint: the model's own Hugging Face id for its own weights; for FP8 weights of a BF16
-  checkpoint, the publisher's own release where servesim knows one (Qwen's ``-FP8`` block-FP8,
-  NVIDIA's ``-NVFP4``), else vLLM's and SGLang's online ``--quantization fp8`` (per-tensor, what
-  servesim prices for a dense FP8 model); where no engine flag makes the weights (TensorRT-LLM, FP4
-  or INT4 of a BF16 checkpoint) a ``${CHECKPOINT:?...}`` line stops the script and says what to
-  supply, as ``${DRAFT_MODEL:?...}`` does for an EAGLE head or draft model servesim has no id for.
-  Quantized weights the plan chose change the outputs: the notes say so.
+Which flag, options-file key or environment variable carries each setting, with any translation of
+its value, is data: ``data/engine_launch.toml``, one entry per engine (its port, its Dynamo runtime,
+its ``settings`` in the order written) and per benchmark client; one writer (:func:`_write`) reads it
+here and one reader reads it back (:mod:`servesim.plan.launch_parse`).  An engine without an entry
+there has no launch (a :class:`~servesim._checks.ParameterError` that names it).
 
 What no engine flag carries (servesim's model name, the GPU, the acceptance, the pools' worker
 counts, the link) is written on the script's first line, ``# servesim predict ...``, so that
 :mod:`servesim.plan.launch_parse` reads the scripts back into the same deployment.
 
-:func:`benchmark_command` writes the client run as predicted: ``vllm bench serve``, ``python -m
-sglang.bench_serving`` or InferenceMAX's vLLM ``benchmark_serving.py`` with the same lengths, range
-ratio, prompts, warm-ups, rate or concurrency and seed.  A disaggregated deployment also gets a
-Dynamo ``DynamoGraphDeployment`` manifest and (vLLM) an llm-d values file (:func:`deploy_disaggregated`).
+:func:`benchmark_command` writes the client run as predicted, with the same lengths, range ratio,
+prompts, warm-ups, rate or concurrency and seed.  A disaggregated deployment also gets a Dynamo
+``DynamoGraphDeployment`` manifest and, for the engines llm-d serves, an llm-d values file
+(:func:`deploy_disaggregated`).
 
 Every emitted flag is one of the engine's own (``data/engine_flags.toml``, extracted from the
 engines' sources with their provenance; :func:`unknown_flags` checks a script against them).
@@ -46,6 +41,7 @@ Nothing here prints.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +50,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from servesim._catalogfile import read_toml
+from servesim._checks import ParameterError
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
-from servesim.plan.launch_script import read_yaml, split_script
+from servesim.plan.launch_script import launch_data, read_yaml, split_script
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -64,82 +61,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.sim.batching import Benchmark
 
 __all__ = [
-    "ENGINE_PROGRAMS",
     "Launch",
     "benchmark_command",
     "deploy_colocated",
     "deploy_disaggregated",
     "engine_command",
     "engine_flags",
+    "engine_launch",
     "flag_profile",
+    "options_file",
+    "program",
     "row_deploy",
     "unknown_flags",
 ]
 
 _DATA = Path(__file__).parent / "data" / "engine_flags.toml"
 
-ENGINE_PROGRAMS: dict[str, str] = {
-    "vllm": "vllm serve",
-    "sglang": "python -m sglang.launch_server",
-    "trtllm": "trtllm-serve",
-}
-"""Each engine's server command."""
-
-CLIENT_PROGRAMS: dict[str, str] = {
-    "vllm": "vllm bench serve",
-    "sglang": "python -m sglang.bench_serving",
-    "inferencemax": "python3 benchmarks/benchmark_serving.py",
-}
-"""Each benchmark client's command (InferenceMAX runs vLLM's ``benchmark_serving.py``)."""
-
-PORTS: dict[str, int] = {"vllm": 8000, "sglang": 30000, "trtllm": 8000}
-"""Each server's default port (vLLM and trtllm-serve 8000, SGLang 30000)."""
-
-TRTLLM_YAML = "extra_llm_api_options.yaml"
-"""The name of TensorRT-LLM's LLM-API options file in a launch script."""
-
-# vLLM --all2all-backend, SGLang --moe-a2a-backend/--deepep-mode and TensorRT-LLM's
-# TRTLLM_FORCE_ALLTOALL_METHOD for each exchange (engines.toml ep_comm; hardware.engines.EP_COMMS)
-VLLM_ALL2ALL = {
-    "allgather": "allgather_reducescatter",
-    "deepep": "deepep_low_latency",
-    "deepep_normal": "deepep_high_throughput",
-}
-SGLANG_A2A = {
-    "allgather": ("none", None),
-    "deepep": ("deepep", "low_latency"),
-    "deepep_normal": ("deepep", "normal"),
-}
-TRTLLM_ALLTOALL = {"deepep": "DeepEPLowLatency", "deepep_normal": "DeepEP"}
-
-# speculative methods: vLLM speculative_config "method", SGLang --speculative-algorithm, TensorRT-LLM
-# speculative_config decoding_type (None: the engine runs no such method)
-VLLM_SPEC = {
-    "eagle3": "eagle3",
-    "eagle": "eagle",
-    "mtp": "deepseek_mtp",
-    "medusa": "medusa",
-    "ngram": "ngram",
-    "draft": "draft_model",
-    "small-draft": "draft_model",
-}
-SGLANG_SPEC = {
-    "eagle3": "EAGLE3",
-    "eagle": "EAGLE",
-    "mtp": "EAGLE",
-    "ngram": "NGRAM",
-    "draft": "STANDALONE",
-    "small-draft": "STANDALONE",
-}
-TRTLLM_SPEC = {
-    "eagle3": "Eagle",
-    "eagle": "Eagle",
-    "mtp": "MTP",
-    "ngram": "NGram",
-    "draft": "DraftTarget",
-    "small-draft": "DraftTarget",
-    "medusa": "Medusa",
-}
 HEADS = {
     "eagle3": "an EAGLE-3 head",
     "eagle": "an EAGLE head",
@@ -156,21 +93,50 @@ def engine_flags() -> dict[str, Any]:
     return read_toml(_DATA)
 
 
-def _known(program: str) -> tuple[set[str], set[str]]:
-    """(flags, negatable flags) of ``program``'s own list: an engine or a client of the data file."""
+def engine_launch(engine: str) -> dict[str, Any]:
+    """Engine ``engine``'s entry of ``data/engine_launch.toml``; a ParameterError that names it where
+    it has none."""
+    table = launch_data()["engine"]
+    if engine not in table:
+        valid = f"one of {', '.join(table)} (an engine with a launch entry in data/engine_launch.toml)"
+        raise ParameterError("engine", engine, valid)
+    return dict(table[engine])
+
+
+def program(name: str) -> str:
+    """The command that starts engine ``name`` (or client ``client.NAME``): its first ``commands``."""
+    if name.startswith("client."):
+        return " ".join(launch_data()["client"][name.split(".", 1)[1]]["commands"][0])
+    return " ".join(engine_launch(name)["commands"][0])
+
+
+def options_file(engine: str) -> str | None:
+    """The options file ``engine``'s launch writes by a here-document (None: it reads flags only)."""
+    name = launch_data()["engine"].get(engine, {}).get("options_file")
+    return None if name is None else str(name)
+
+
+def _flag_table(program: str) -> dict[str, Any]:
+    """``program``'s table of data/engine_flags.toml (an engine, or ``client.NAME``), following a
+    client's ``flags = "client.OTHER"`` to that client's list."""
     data = engine_flags()
     if not program.startswith("client."):
-        table = data[program]
-        if program == "sglang":
-            flags = {"--" + f.replace("_", "-") for f in table["fields"]} | set(table["aliases"])
-            flags |= set(table.get("manual", ()))
-        else:
-            flags = set(table["flags"])
-        return flags, set(table.get("negatable", ()))
+        return dict(data[program])
     table = data["client"][program.split(".", 1)[1]]
-    if isinstance(table["flags"], str):  # another client's list
-        table = data["client"][table["flags"].split(".", 1)[1]]
-    return set(table["flags"]), set()
+    if isinstance(table["flags"], str):  # another client's list (InferenceMAX runs vLLM's client)
+        table = {**data["client"][table["flags"].split(".", 1)[1]], "program": table["program"]}
+    return dict(table)
+
+
+def _known(program: str) -> tuple[set[str], set[str]]:
+    """(flags, negatable flags) of ``program``'s own list: an engine or a client of the data file."""
+    table = _flag_table(program)
+    if "fields" in table:  # a dataclass's fields, each the flag --FIELD with '_' as '-'
+        flags = {"--" + f.replace("_", "-") for f in table["fields"]} | set(table["aliases"])
+        flags |= set(table.get("manual", ()))
+    else:
+        flags = set(table["flags"])
+    return flags, set(table.get("negatable", ()))
 
 
 @dataclass(frozen=True)
@@ -210,12 +176,9 @@ class Launch:
 
 def _sources(programs: list[str]) -> dict[str, str]:
     """Where each program's flag list comes from (repository, file, commit; data/engine_flags.toml)."""
-    data = engine_flags()
     out = {}
     for prog in dict.fromkeys(programs):
-        t = data["client"][prog.split(".", 1)[1]] if prog.startswith("client.") else data[prog]
-        if t.get("repo", "").startswith("InferenceMAX"):
-            t = {**data["client"]["vllm"], "program": t["program"]}
+        t = _flag_table(prog)
         out[str(t["program"])] = f"{t['repo']} {t['path']} at {t['commit']} ({t['version']}; {t['license']})"
     return out
 
@@ -299,23 +262,25 @@ def _release(dep: Deployment, resolved: str) -> str | None:
 
 
 def _weights(
-    dep: Deployment, engine: str, catalog: Catalog | None = None
+    dep: Deployment, catalog: Catalog | None = None
 ) -> tuple[str | None, str | None, str | None, str]:
-    """How the engine gets the weights ``dep.dtype`` names: (``--quantization`` value or None, the
+    """How the engine gets the weights ``dep.dtype`` names: (its ``quantization`` value or None, the
     checkpoint to load in place of the model's own or None, a ``CHECKPOINT`` the user must supply
-    (its description) or None, a note)."""
+    (its description) or None, a note).  An engine whose entry has no ``quantization`` makes no
+    weights at load."""
     from servesim.hardware.moe_step import Parallelism
     from servesim.hardware.names import canonical_gpu
 
     dtype = dep.dtype
     if dtype in ("auto", "bf16"):
         return None, None, None, ""
+    table = engine_launch(dep.engine)
     arch = model_architecture(dep.model)
     own = _own_dtype(dep)
     par = Parallelism(dep.tp, dep.dp, dep.ep)  # as the pricer resolves it (block FP8 where it splits)
     resolved = moe_dtype(dtype, arch, canonical_gpu(dep.gpu, catalog), par) if arch is not None else dtype
-    flag = {"fp8": "fp8", "fp8_block": "fp8", "mxfp4": "mxfp4", "fp4": "modelopt_fp4"}.get(resolved)
-    quant = flag if engine != "trtllm" else None
+    makes = table.get("quantization")
+    quant = None if makes is None else makes.get(resolved)
     if resolved == own or (dtype == "fp8" and own in ("fp8", "fp8_block")):
         return quant, None, None, ""
     release = _release(dep, resolved)
@@ -329,9 +294,9 @@ def _weights(
                 "servesim priced); its quality differs from the original's: check it on your own tasks"
             ),
         )
-    if dtype == "fp8" and engine != "trtllm" and resolved == "fp8":
+    if dtype == "fp8" and makes is not None and resolved == "fp8":
         return (
-            "fp8",
+            quant,
             None,
             None,
             (
@@ -343,10 +308,8 @@ def _weights(
     what = {"fp8": "an FP8", "fp4": "an NVFP4", "int4": "an INT4 (weight-only)"}.get(dtype, f"a {dtype}")
     if resolved == "fp8_block":
         what = "a block-FP8 (128 x 128)"
-    why = (
-        "trtllm-serve quantizes no weights itself"
-        if engine == "trtllm"
-        else f"{engine} does not make {resolved} weights of a {own} checkpoint at load"
+    why = table.get("no_quantization") or (
+        f"{dep.engine} does not make {resolved} weights of a {own} checkpoint at load"
     )
     return (
         None,
@@ -362,7 +325,7 @@ def _weights(
 def _served(dep: Deployment, catalog: Catalog | None = None) -> tuple[str, str]:
     """(the checkpoint the engine loads, shell-quoted or ``"$CHECKPOINT"``; its note)."""
     ckpt, note = _checkpoint(dep, catalog)
-    _, release, supply, _ = _weights(dep, dep.engine, catalog)
+    _, release, supply, _ = _weights(dep, catalog)
     if supply is not None:
         return _Raw('"$CHECKPOINT"'), note
     return (release or ckpt), ("" if release else note)
@@ -379,6 +342,7 @@ class _Script:
     positional: str = ""
     args: list[tuple[str, str | None]] = field(default_factory=list)
     yaml: dict[str, Any] = field(default_factory=dict)
+    options_file: str = ""
     notes: list[str] = field(default_factory=list)
 
     def flag(self, name: str, value: object = None) -> None:
@@ -390,12 +354,17 @@ class _Script:
         lines = ["# servesim predict " + " ".join(shlex.quote(a) for a in self.servesim)]
         lines += self.checks
         if self.yaml:
-            lines += [f"cat > {TRTLLM_YAML} <<EOF", _yaml(self.yaml).rstrip("\n"), "EOF"]
+            lines += [f"cat > {self.options_file} <<EOF", _yaml(self.yaml).rstrip("\n"), "EOF"]
         head = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         first = " ".join(p for p in (head, self.program, self.positional) if p)
-        parts = [first] + [f"  {n}" + ("" if v is None else f" {_quote(v)}") for n, v in self.args]
-        lines.append(" \\\n".join(parts))
+        lines.append(_command(first, self.args))
         return "\n".join(lines) + "\n"
+
+
+def _command(first: str, args: list[tuple[str, str | None]]) -> str:
+    """A command and its arguments, one a line (``  --flag value``, values shell-quoted)."""
+    parts = [first] + [f"  {n}" + ("" if v is None else f" {_quote(v)}") for n, v in args]
+    return " \\\n".join(parts)
 
 
 def _text(value: object) -> str:
@@ -443,24 +412,23 @@ def engine_command(
     predict`` (what no engine flag carries)."""
     from servesim.hardware.names import canonical_gpu
 
+    table = engine_launch(dep.engine)
     eng = flag_profile(dep, catalog)
     ckpt, ckpt_note = _served(dep, catalog)
-    quant, _, supply, weights_note = _weights(dep, dep.engine, catalog)
+    quant, _, supply, weights_note = _weights(dep, catalog)
     s = _Script(servesim=["--model", dep.model, "--gpu", canonical_gpu(dep.gpu, catalog), *servesim])
-    s.program = ENGINE_PROGRAMS[dep.engine]
+    s.program, s.options_file = program(dep.engine), table.get("options_file", "")
     if spec not in (None, "none") and "--spec" not in s.servesim:  # engines' names are not one to one
         s.servesim += ["--spec", str(spec)]
     if supply is not None:
         s.checks.append(f': "${{CHECKPOINT:?set CHECKPOINT to {supply}}}"')
         s.servesim += ["--dtype", dep.dtype]
         ckpt = _Raw('"$CHECKPOINT"')
-    elif dep.engine == "trtllm" and dep.dtype not in ("auto", "bf16"):
+    elif "quantization" not in table and dep.dtype not in ("auto", "bf16"):
         s.servesim += ["--dtype", dep.dtype]  # its checkpoint carries the format: no flag says it
     s.notes += [n for n in (ckpt_note, weights_note) if n]
     head = _drafter(s, spec, draft, dep)
-    {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[dep.engine](
-        s, _Launch(dep, eng, ckpt, quant, spec, k, tree, head, pool)
-    )
+    _write(s, table, _values(dep, eng, table, ckpt, quant, spec, k, tree, head, pool))
     bad = unknown_flags(s.text())
     if bad:  # pragma: no cover - the test of every emitted flag keeps this empty
         raise AssertionError(f"{dep.engine} has no flag {', '.join(bad)} (data/engine_flags.toml)")
@@ -495,217 +463,137 @@ def _overlap(dep: Deployment, eng: EngineProfile, spec: str | None) -> bool | No
     return bool(eng.overlaps_speculation(spec))
 
 
-@dataclass(frozen=True)
-class _Launch:
-    """What an engine's launch writer reads: the deployment, its engine profile, the checkpoint and
-    quantization flag, speculation ``spec`` at draft length ``k`` (or SGLang's ``tree``) with drafter
-    ``head``, and the disaggregated ``pool`` ("" for a colocated server)."""
-
-    dep: Deployment
-    eng: Any
-    ckpt: str
-    quant: str | None
-    spec: str | None
-    k: int | None
-    tree: Any
-    head: str | None
-    pool: str
-
-
-def _weights_and_budgets(s: _Script, a: _Launch, kv_fp8: str, budgets: tuple[str, str, str]) -> None:
-    """The flags vLLM and SGLang share under their own names: the weights' dtype and quantization,
-    the KV cache's dtype (``kv_fp8`` the engine's name of FP8), and ``budgets``, the flags of the
-    step's token budget, the most running sequences and the memory share."""
-    s.flag("--dtype", "auto" if a.dep.dtype != "bf16" else "bfloat16")
-    if a.quant is not None:
-        s.flag("--quantization", a.quant)
-    s.flag("--kv-cache-dtype", kv_fp8 if a.dep.kv_dtype == "fp8" else "auto")
-    values = (a.eng.max_num_batched_tokens, a.eng.max_num_seqs, a.eng.memory_fraction)
-    for flag, value in zip(budgets, values, strict=True):
-        s.flag(flag, value)
+def _values(
+    dep: Deployment, eng: EngineProfile, table: Mapping[str, Any], ckpt: str, quant: str | None,
+    spec: str | None, k: int | None, tree: tuple[int, int, int] | None, head: str | None, pool: str,
+) -> dict[str, object]:
+    """Every setting the prediction assumed, by the names ``data/engine_launch.toml`` gives them (see
+    its header); None where unset."""
+    spec = None if spec in (None, "none") else spec
+    steps, topk, tokens = tree if tree is not None else (k, 1, (k or 0) + 1)
+    draft = table.get("draft_variable", head) if isinstance(head, _Raw) else head
+    return {
+        "checkpoint": ckpt, "tp": dep.tp, "dp": dep.dp, "ep": dep.ep, "world": dep.tp * dep.dp,
+        "attention_dp": True if dep.dp > 1 else None, "expert_parallel": True if dep.ep > 1 else None,
+        "ep_comm": dep.ep_comm or eng.ep_comm, "dtype": dep.dtype, "quantization": quant,
+        "kv_dtype": dep.kv_dtype, "max_num_batched_tokens": eng.max_num_batched_tokens,
+        "max_num_seqs": eng.max_num_seqs, "memory_fraction": eng.memory_fraction,
+        "cuda_graph_max_tokens": dep.cuda_graph_max_tokens,
+        "piecewise_cuda_graphs": dep.piecewise_cuda_graphs,
+        "overlap": dep.overlap, "overlap_run": _overlap(dep, eng, spec), "moe_backend": dep.moe_backend,
+        "moe_activations": dep.moe_activations, "gemm_backend": dep.gemm_backend,
+        **{f"scheduler.{name}": value for name, value in dep.scheduler},
+        "spec": spec, "method": table.get("speculation", {}).get(spec) if spec else None, "k": k,
+        "draft": head, "draft_in_file": draft, "tree": tree, "tree_steps": steps, "tree_topk": topk,
+        "tree_tokens": tokens, "pool": pool or None, "options_file": table.get("options_file"),
+    }
 
 
-def _vllm(s: _Script, a: _Launch) -> None:
-    """vLLM (vllm/engine/arg_utils.py EngineArgs.add_cli_args)."""
-    dep, eng, ckpt = a.dep, a.eng, a.ckpt
-    spec, k, tree, head, pool = a.spec, a.k, a.tree, a.head, a.pool
-    s.positional = ckpt
-    s.flag("--tensor-parallel-size", dep.tp)
-    if dep.dp > 1:
-        s.flag("--data-parallel-size", dep.dp)
-    if dep.ep > 1:
-        s.flag("--enable-expert-parallel")
-        if dep.ep != dep.tp * dep.dp:
-            s.notes.append(
-                f"vLLM's expert parallel spans all tp x dp = {dep.tp * dep.dp} ranks, not ep {dep.ep}"
-            )
-        if dep.dp > 1:
-            s.flag("--all2all-backend", VLLM_ALL2ALL[dep.ep_comm or eng.ep_comm])
-    _weights_and_budgets(
-        s, a, "fp8", ("--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization")
-    )
-    if dep.cuda_graph_max_tokens is not None:
-        s.flag("--max-cudagraph-capture-size", dep.cuda_graph_max_tokens)
-    overlap = _overlap(dep, eng, spec)
-    s.flag("--async-scheduling" if overlap else "--no-async-scheduling")
-    if dep.moe_activations == "mxfp8":
-        s.env["VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8"] = "1"
-    for option in ("moe_backend", "gemm_backend"):
-        if getattr(dep, option) is not None:
-            s.notes.append(f"{option} {getattr(dep, option)}: no vLLM flag; the prediction priced it")
-    if spec not in (None, "none"):
-        method = VLLM_SPEC.get(str(spec))
-        config: dict[str, Any] = {"method": method, "num_speculative_tokens": k}
-        if head is not None:
-            config["model"] = "$DRAFT_MODEL" if isinstance(head, _Raw) else head
-        if spec == "ngram":
-            config["prompt_lookup_max"] = 4
-        body = json.dumps(config, separators=(",", ":"))
-        s.flag("--speculative-config", _Raw('"' + body.replace('"', '\\"') + '"'))
-        if tree is not None:
-            s.notes.append("vLLM drafts chains, not SGLang's trees: the tree's draft length is given as k")
-    if pool:
-        s.flag(
-            "--kv-transfer-config",
-            _Raw(
-                shlex.quote(
-                    json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
-                )
-            ),
-        )
+_CONDITION = re.compile(r"(\w+)(?:(>|!=|==)([\w.-]+))?")
 
 
-def _sglang(s: _Script, a: _Launch) -> None:
-    """SGLang (python/sglang/srt/server_args.py ServerArgs)."""
-    dep, eng, ckpt = a.dep, a.eng, a.ckpt
-    spec, k, tree, head, pool = a.spec, a.k, a.tree, a.head, a.pool
-    s.flag("--model-path", ckpt)
-    s.flag("--tp-size", dep.tp * dep.dp)  # SGLang's tp_size is the whole replica's GPUs
-    if dep.dp > 1:
-        s.flag("--dp-size", dep.dp)
-        s.flag("--enable-dp-attention")
-    if dep.ep > 1:
-        s.flag("--ep-size", dep.ep)
-        if dep.dp > 1:
-            backend, mode = SGLANG_A2A[dep.ep_comm or eng.ep_comm]
-            s.flag("--moe-a2a-backend", backend)
-            if mode is not None:
-                s.flag("--deepep-mode", mode)
-    _weights_and_budgets(
-        s, a, "fp8_e4m3", ("--chunked-prefill-size", "--max-running-requests", "--mem-fraction-static")
-    )
-    options = dict(dep.scheduler)
-    if "max_prefill_tokens" in options:
-        s.flag("--max-prefill-tokens", int(options["max_prefill_tokens"]))
-    if options.get("enable_mixed_chunk"):
-        s.flag("--enable-mixed-chunk")
-    if "scheduler_recv_interval" in options:
-        s.flag("--scheduler-recv-interval", int(options["scheduler_recv_interval"]))
-    if dep.cuda_graph_max_tokens is not None:
-        s.flag("--cuda-graph-max-bs", dep.cuda_graph_max_tokens)  # 0.5's own; an alias later
-    if dep.piecewise_cuda_graphs:
-        s.flag("--cuda-graph-backend-prefill", "tc_piecewise")
-    if dep.overlap is False:
-        s.flag("--disable-overlap-schedule")
-    elif dep.overlap is True:
-        s.notes.append("overlap scheduler on: SGLang's default (no flag turns it on)")
-    if dep.gemm_backend == "flashinfer":
-        s.env["SGLANG_ENABLE_FLASHINFER_GEMM"] = "true"
-    for option in ("moe_backend", "moe_activations"):
-        if getattr(dep, option) is not None:
-            s.notes.append(f"{option} {getattr(dep, option)}: no SGLang flag; the prediction priced it")
-    if spec not in (None, "none") and spec not in SGLANG_SPEC:
-        _no_method(
-            s,
-            spec,
-            k,
-            "SGLang has no such --speculative-algorithm (server_args.py: EAGLE, EAGLE3, "
-            "NEXTN, STANDALONE, NGRAM, ...)",
-        )
-    elif spec not in (None, "none"):
-        s.flag("--speculative-algorithm", SGLANG_SPEC[str(spec)])
-        if head is not None:
-            s.flag("--speculative-draft-model-path", head)
-        steps, topk, tokens = tree if tree is not None else (k, 1, (k or 0) + 1)
-        s.flag("--speculative-num-steps", steps)
-        s.flag("--speculative-eagle-topk", topk)
-        s.flag("--speculative-num-draft-tokens", tokens)
-    if pool:
-        s.flag("--disaggregation-mode", pool)
-        s.flag("--disaggregation-transfer-backend", "nixl")
+def _holds(condition: str, values: Mapping[str, object]) -> bool:
+    """A ``when`` condition of data/engine_launch.toml: ``NAME`` (set: not None, not False),
+    ``NAME>N``, ``NAME!=OTHER`` or ``NAME==WORD`` (OTHER a setting's name, else a number or a word)."""
+    m = _CONDITION.fullmatch(condition)
+    if m is None:  # pragma: no cover - the data file's test reads every condition
+        raise ValueError(f"data/engine_launch.toml: cannot read the condition {condition!r}")
+    name, op, rhs = m.groups()
+    value = values.get(name)
+    if op is None:
+        return value is not None and value is not False
+    other: object = values[rhs] if rhs in values else int(rhs) if rhs.isdigit() else rhs
+    if op == ">":
+        return value is not None and float(str(value)) > float(str(other))
+    return (value != other) if op == "!=" else (value == other)
 
 
-def _no_method(s: _Script, spec: str | None, k: int | None, why: str) -> None:
+def _key(value: object) -> str:
+    """A value as a key of a ``map`` (TOML keys are text: booleans as true and false)."""
+    return _text(value)
+
+
+def _setting(entry: Mapping[str, Any], values: Mapping[str, object]) -> object:
+    """The value an entry writes: its constant, else the setting translated (None: nothing)."""
+    if "const" in entry:
+        return entry["const"]
+    value = values.get(entry["value"])
+    if value is None:
+        return None
+    if "map" in entry:
+        value = entry["map"].get(_key(value), entry.get("otherwise"))
+    if value is None:
+        return None
+    if entry.get("negate"):
+        value = not value
+    if entry.get("upper"):
+        value = str(value).upper()
+    if entry.get("type") == "int":
+        value = int(str(value)) if not isinstance(value, (int, float)) else int(value)
+    return value
+
+
+def _write(s: _Script, table: Mapping[str, Any], values: Mapping[str, object]) -> None:
+    """Each entry of ``table["settings"]`` whose conditions hold, in order, into ``s``: its flags,
+    positional argument, options-file keys, JSON-valued flags, environment and notes."""
+    docs: dict[str, dict[str, object]] = {}
+    quotes: dict[str, str] = {}
+    missing = values.get("spec") is not None and values.get("method") is None
+    for entry in table["settings"]:
+        if not all(_holds(c, values) for c in entry.get("when", ())):
+            continue
+        if "no_method" in entry:
+            if missing:
+                _no_method(s, values, entry["no_method"])
+                missing = False
+            continue
+        if "note" in entry:
+            s.notes.append(entry["note"].format(**values))
+            continue
+        if "switch" in entry:
+            on = entry["const"] if "const" in entry else values.get(entry["value"])
+            if (on is not None and on is not False) if entry["switch"] else on is False:
+                s.flag(entry["flag"])
+            continue
+        value = _setting(entry, values)
+        if value is None:
+            continue
+        if entry.get("value") == "draft" and ("yaml" in entry or "json" in entry):
+            value = values["draft_in_file"]  # the drafter's variable as the engine reads it in a file
+        if entry.get("positional"):
+            s.positional = str(value)
+        elif "flag" in entry:
+            s.flag(entry["flag"], value)
+        elif "env" in entry:
+            s.env[entry["env"]] = str(value)
+        elif "yaml" in entry:
+            *parents, key = entry["yaml"].split(".")
+            node = s.yaml
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[key] = value
+        else:
+            flag, key = entry["json"].split(".", 1)
+            if flag not in docs:
+                docs[flag] = {}
+                s.args.append((flag, flag))  # its place: the JSON is written below
+            docs[flag][key] = value
+            quotes[flag] = entry.get("quote", quotes.get(flag, "single"))
+    if missing:  # an engine whose entry says nothing of the methods it lacks
+        _no_method(s, values, "the engine has no name for it (data/engine_launch.toml)")
+    for i, (name, value) in enumerate(s.args):
+        if name in docs and value == name:
+            body = json.dumps(docs[name], separators=(",", ":"))
+            quoted = '"' + body.replace('"', '\\"') + '"' if quotes[name] == "double" else shlex.quote(body)
+            s.args[i] = (name, _Raw(quoted))
+
+
+def _no_method(s: _Script, values: Mapping[str, object], why: str) -> None:
     """The engine cannot run the method: no speculation flag, the draft length on the first line,
     a note."""
-    s.notes.append(f"speculation {spec}: {why}; the command starts the engine without it")
-    if k is not None:
-        s.servesim += ["--k", str(k)]
-
-
-def _trtllm(s: _Script, a: _Launch) -> None:
-    """TensorRT-LLM (tensorrt_llm/commands/serve.py serve; tensorrt_llm/llmapi/llm_args.py TorchLlmArgs)."""
-    dep, eng, ckpt = a.dep, a.eng, a.ckpt
-    spec, k, head, pool = a.spec, a.k, a.head, a.pool
-    s.positional = ckpt
-    s.flag("--tp_size", dep.tp * dep.dp)  # attention DP runs every rank as its own attention replica
-    if dep.ep > 1:
-        s.flag("--ep_size", dep.ep)
-    s.flag("--max_num_tokens", eng.max_num_batched_tokens)
-    s.flag("--max_batch_size", eng.max_num_seqs)
-    s.flag("--kv_cache_free_gpu_memory_fraction", eng.memory_fraction)
-    if dict(dep.scheduler).get("enable_chunked_prefill"):
-        s.flag("--enable_chunked_prefill")
-    y: dict[str, Any] = {"dtype": "bfloat16" if dep.dtype == "bf16" else "auto"}
-    if dep.dp > 1:
-        y["enable_attention_dp"] = True
-        if dep.tp > 1:
-            s.notes.append(
-                f"TensorRT-LLM's attention DP runs one attention rank a GPU: tp {dep.tp} x dp "
-                f"{dep.dp} is launched as {dep.tp * dep.dp} attention-DP ranks"
-            )
-    y["kv_cache_config"] = {
-        "dtype": "fp8" if dep.kv_dtype == "fp8" else "auto",
-        "free_gpu_memory_fraction": eng.memory_fraction,
-    }
-    if dep.cuda_graph_max_tokens is not None:
-        y["cuda_graph_config"] = {"max_batch_size": dep.cuda_graph_max_tokens, "enable_padding": True}
-    if dep.overlap is not None:
-        y["disable_overlap_scheduler"] = not dep.overlap
-    if dep.moe_backend is not None:
-        y["moe_config"] = {"backend": dep.moe_backend.upper()}
-    if dep.piecewise_cuda_graphs:
-        y["torch_compile_config"] = {"enable_piecewise_cuda_graph": True}
-    comm = dep.ep_comm
-    if comm in TRTLLM_ALLTOALL and dep.dp > 1:
-        s.env["TRTLLM_FORCE_ALLTOALL_METHOD"] = TRTLLM_ALLTOALL[comm]
-    for option in ("moe_activations", "gemm_backend"):
-        if getattr(dep, option) is not None:
-            s.notes.append(
-                f"{option} {getattr(dep, option)}: no TensorRT-LLM option; the prediction priced it"
-            )
-    if spec == "medusa":
-        _no_method(
-            s,
-            spec,
-            k,
-            "TensorRT-LLM's PyTorch backend runs no Medusa (llm_args.py "
-            "MedusaDecodingConfig.supports_backend)",
-        )
-    elif spec not in (None, "none"):
-        sc: dict[str, Any] = {"decoding_type": TRTLLM_SPEC[str(spec)], "max_draft_len": k}
-        if spec == "mtp":
-            sc["num_nextn_predict_layers"] = k
-        if head is not None:
-            sc["speculative_model_dir"] = "${DRAFT_MODEL}" if isinstance(head, _Raw) else head
-        y["speculative_config"] = sc
-    if pool:
-        s.notes.append(
-            f"{pool} worker: Dynamo's TensorRT-LLM recipes add cache_transceiver_config "
-            "(the KV transfer backend) to this file"
-        )
-    s.yaml = y
-    s.flag("--extra_llm_api_options", TRTLLM_YAML)
+    s.notes.append(f"speculation {values['spec']}: {why}; the command starts the engine without it")
+    if values.get("k") is not None:
+        s.servesim += ["--k", str(values["k"])]
 
 
 # ------------------------------------------------------------------------------ the benchmark
@@ -717,16 +605,11 @@ def benchmark_command(bench: Benchmark, dep: Deployment, *, replicas: int = 1,
     replicas: the rate is that replica's share), as the prediction ran it."""
     client = bench.client
     name = client.name
-    served = _served(dep, catalog)[0]
-    model = served if isinstance(served, _Raw) else shlex.quote(served)
+    table = launch_data()["client"][name]
     extra = ["--warmup-prompts", str(bench.warmup)] if bench.warmup else []
-    if name == "inferencemax" and client.warm_server:
+    if table.get("warm_server") and client.warm_server:
         extra.append("--warm-server")
-    lines = [
-        f"# servesim predict --client {name} " + " ".join(extra)
-        if extra
-        else f"# servesim predict --client {name}"
-    ]
+    lines = [" ".join([f"# servesim predict --client {name}", *extra])]
     if replicas > 1:
         lines.append(f"# one of {replicas} replicas: its share of the load")
     if bench.warmup:
@@ -734,42 +617,24 @@ def benchmark_command(bench: Benchmark, dep: Deployment, *, replicas: int = 1,
             f"# servesim leaves the first {bench.warmup} requests out of its figures (a warm-up the "
             "client does not know): compare the rest of the saved per-request times"
         )
-    rate = "inf" if bench.rate_per_s is None else repr(float(bench.rate_per_s))
-    ratio = client.ratio
-    args: list[tuple[str, str]] = []
-    if name == "sglang":
-        args += [
-            ("--backend", "sglang" if dep.engine == "sglang" else "vllm"),
-            ("--port", str(PORTS[dep.engine])),
-        ]
-    else:
-        args += [("--backend", "vllm"), ("--port", str(PORTS[dep.engine]))]
-    args += [
-        ("--model", model),
-        ("--dataset-name", "random"),
-        ("--random-input-len", str(bench.isl)),
-        ("--random-output-len", str(bench.osl)),
-        ("--random-range-ratio", repr(float(ratio))),
-        ("--num-prompts", str(bench.prompts)),
-        ("--request-rate", rate),
-    ]
-    if bench.concurrency is not None:
-        args.append(("--max-concurrency", str(bench.concurrency)))
-    if name == "sglang":
-        args += [("--warmup-requests", str(bench.warmups)), ("--seed", str(bench.seed))]
-    else:
-        if client.burstiness != 1.0:
-            args.append(("--burstiness", repr(float(client.burstiness))))
-        args += [
-            ("--num-warmups", str(bench.warmups)),
-            ("--seed", str(bench.seed)),
-            ("--ignore-eos", ""),
-            ("--percentile-metrics", "ttft,tpot,itl,e2el"),
-            ("--save-result", ""),
-            *([("--save-detailed", "")] if bench.warmup else []),
-        ]
-    parts = [CLIENT_PROGRAMS[name]] + [f"  {n}" + (f" {v}" if v else "") for n, v in args]
-    lines.append(" \\\n".join(parts))
+    values: dict[str, object] = {
+        "backend": table.get("backends", {}).get(dep.engine, table["backend"]),
+        "port": engine_launch(dep.engine)["port"],
+        "model": _served(dep, catalog)[0],
+        "isl": bench.isl,
+        "osl": bench.osl,
+        "ratio": float(client.ratio),
+        "prompts": bench.prompts,
+        "rate": "inf" if bench.rate_per_s is None else float(bench.rate_per_s),
+        "concurrency": bench.concurrency,
+        "warmups": bench.warmups,
+        "seed": bench.seed,
+        "burstiness": float(client.burstiness),
+        "warmup": bench.warmup,
+    }
+    s = _Script(servesim=[])
+    _write(s, table, values)
+    lines.append(_command(program(f"client.{name}"), s.args))
     return "\n".join(lines) + "\n"
 
 
@@ -838,8 +703,9 @@ def deploy_colocated(
         "launch.sh": cmd,
         "benchmark.sh": benchmark_command(bench, dep, replicas=replicas, catalog=catalog),
     }
-    if TRTLLM_YAML in cmd:
-        files[TRTLLM_YAML] = _heredoc(cmd)
+    options = options_file(dep.engine)
+    if options and options in cmd:
+        files[options] = _heredoc(cmd)
     notes = [*notes, *_spec_notes(spec)]
     if replicas > 1:
         notes.append(
@@ -860,7 +726,7 @@ def _spec_notes(spec: str | None) -> list[str]:
 
 
 def _heredoc(cmd: str) -> str:
-    """The here-document's body of a launch script (TensorRT-LLM's options file)."""
+    """The here-document's body of a launch script (an engine's options file)."""
     lines = cmd.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("cat > "))
     end = lines.index("EOF", start + 1)
@@ -889,7 +755,10 @@ def deploy_disaggregated(
 ) -> Launch:
     """Each pool's worker launch (the decode pool's with speculation ``sp``, :class:`_SpecOptions`),
     the benchmark of the whole deployment through its front end, a Dynamo
-    ``DynamoGraphDeployment`` and (vLLM) an llm-d values file."""
+    ``DynamoGraphDeployment`` and, for an engine llm-d serves (an ``llmd`` table in its entry), an
+    llm-d values file."""
+    from servesim.hardware.engines import display_name
+
     spec = sp.get("spec")
     common = (
         "--mode",
@@ -925,10 +794,13 @@ def deploy_disaggregated(
     ]
     if prefill.dtype != decode.dtype:
         notes.append(f"the pools differ in weights: prefill {prefill.dtype}, decode {decode.dtype}")
-    if decode.engine == "vllm":
+    if "llmd" in engine_launch(decode.engine):
         files["llm-d-values.yaml"] = _llmd(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd)
     else:
-        notes.append(f"llm-d serves vLLM only: no llm-d values file for a {decode.engine} deployment")
+        served = [display_name(e) for e, t in launch_data()["engine"].items() if "llmd" in t]
+        notes.append(
+            f"llm-d serves {' and '.join(served)} only: no llm-d values file for a {decode.engine} deployment"
+        )
     return Launch({"prefill": pcmd, "decode": dcmd}, bcmd, files, tuple(notes))
 
 
@@ -945,37 +817,31 @@ DYNAMO_EXAMPLE = (
 dynamoNamespace, componentType/subComponentType, resources.limits.gpu, extraPodSpec.mainContainer with
 command ``python3 -m dynamo.vllm`` and list args; runtime images 0.6.1)."""
 
-_RUNTIME = {"vllm": "vllm-runtime", "sglang": "sglang-runtime", "trtllm": "tensorrtllm-runtime"}
 
-
-def _trtllm_options(cmd: str) -> dict[str, Any]:
-    """A trtllm-serve script's settings as LLM-API options (what ``dynamo.trtllm --extra-engine-args``
-    reads): its YAML with the command line's flags as the keys they set (serve.py get_llm_args)."""
+def _llm_api_options(cmd: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """A launch script's settings as the engine's options file (what Dynamo's worker reads in place
+    of the command line): its options file with the command line's flags as the keys they set
+    (``table["dynamo"]["options_from_flags"]``, in that order; a flag without a value sets true)."""
     script = split_script(cmd)
     o = script.options()
-    y = read_yaml(script.files.get(TRTLLM_YAML, ""))
-    keys = {
-        "--tp_size": "tensor_parallel_size",
-        "--ep_size": "moe_expert_parallel_size",
-        "--max_batch_size": "max_batch_size",
-        "--max_num_tokens": "max_num_tokens",
-    }
-    out: dict[str, Any] = {key: int(str(o[flag])) for flag, key in keys.items() if o.get(flag) is not None}
-    if "--enable_chunked_prefill" in o:
-        out["enable_chunked_prefill"] = True
-    return {**out, **y}
+    out: dict[str, Any] = {}
+    for flag, key in table["dynamo"]["options_from_flags"]:
+        if flag in o:
+            out[key] = True if o[flag] is None else int(str(o[flag]))
+    return {**out, **read_yaml(script.files.get(table.get("options_file", ""), ""))}
 
 
 def _dynamo(
     prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str
 ) -> tuple[str, dict[str, str]]:
     """A ``DynamoGraphDeployment`` (nvidia.com/v1alpha1, as :data:`DYNAMO_EXAMPLE`) with a front end and
-    the two pools, each worker running Dynamo's engine module with the pool's settings (vLLM and SGLang:
-    the engine's own flags; TensorRT-LLM: an LLM-API options file per pool, returned beside it), and
+    the two pools, each worker running Dynamo's engine module with the pool's settings (the engine
+    entry's ``dynamo.args``: its own flags, or an options file per pool returned beside it), and
     those files."""
     engine = decode.engine
+    table = engine_launch(engine)
     ns = "servesim-disagg"
-    image = f"nvcr.io/nvidia/ai-dynamo/{_RUNTIME[engine]}:0.6.1"
+    image = f"nvcr.io/nvidia/ai-dynamo/{table['dynamo_runtime']}:0.6.1"
     services: dict[str, Any] = {
         "Frontend": {
             "dynamoNamespace": ns,
@@ -986,20 +852,16 @@ def _dynamo(
     }
     files: dict[str, str] = {}
     for pool, dep, workers, cmd in (("prefill", prefill, wp, pcmd), ("decode", decode, wd, dcmd)):
-        ckpt, args, env = _args_of(cmd)
-        if engine == "vllm":
-            args = ["--model", ckpt, *args] + (["--is-prefill-worker"] if pool == "prefill" else [])
-        elif engine == "trtllm":
-            name = f"dynamo-{pool}-llm-api.yaml"
-            files[name] = _yaml(_trtllm_options(cmd))
-            args = [
-                "--model-path",
-                ckpt,
-                "--extra-engine-args",
-                f"/config/{name}",
-                "--disaggregation-mode",
-                pool,
-            ]
+        ckpt, own, env = _args_of(cmd)
+        fill = {"checkpoint": ckpt, "pool": pool}
+        if "options_file" in table["dynamo"]:
+            fill["options_file"] = table["dynamo"]["options_file"].format(pool=pool)
+            files[fill["options_file"]] = _yaml(_llm_api_options(cmd, table))
+        args: list[str] = []
+        for arg in table["dynamo"]["args"]:
+            args += own if arg == "{args}" else [arg.format(**fill)]
+        if pool == "prefill":
+            args += table["dynamo"].get("prefill_args", [])
         container: dict[str, Any] = {
             "image": image,
             "command": ["python3", "-m", f"dynamo.{engine}"],
@@ -1039,8 +901,10 @@ prefill and decode pods of vLLM containers started by ``modelCommand: vllmServe`
 
 
 def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
-    """An llm-d ``modelservice`` Helm values file (vLLM; as :data:`LLMD_EXAMPLE`) with the two pools'
-    replicas, GPUs and flags.  llm-d starts both pools on ``modelArtifacts.name``."""
+    """An llm-d ``modelservice`` Helm values file (as :data:`LLMD_EXAMPLE`, with the engine entry's
+    ``llmd`` container) with the two pools' replicas, GPUs and flags.  llm-d starts both pools on
+    ``modelArtifacts.name``."""
+    llmd = engine_launch(decode.engine)["llmd"]
     ckpt, _, _ = _args_of(dcmd)
     doc: dict[str, Any] = {
         "multinode": False,
@@ -1056,9 +920,9 @@ def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, 
         _, args, env = _args_of(cmd)
         gpus = str(dep.tp * dep.dp)
         container: dict[str, Any] = {
-            "name": "vllm",
-            "image": "vllm/vllm-openai:latest",
-            "modelCommand": "vllmServe",
+            "name": llmd["container"],
+            "image": llmd["image"],
+            "modelCommand": llmd["model_command"],
             "args": args,
         }
         if env:
@@ -1165,7 +1029,7 @@ def _dtype_change(q: PlanQuestion, *deps: Deployment) -> list[str]:
 
 
 def unknown_flags(script: str) -> list[str]:
-    """The flags (and LLM-API keys) of a launch or benchmark script that its program's own list
+    """The flags (and options-file keys) of a launch or benchmark script that its program's own list
     (``data/engine_flags.toml``) lacks, in order; empty when every one is the engine's."""
     s = split_script(script)
     if not s.program:
@@ -1179,11 +1043,12 @@ def unknown_flags(script: str) -> list[str]:
         if flag in known or (flag.startswith("--no-") and "--" + flag[5:] in negatable):
             continue
         bad.append(flag)
-    if s.program == "trtllm":
-        table = engine_flags()["trtllm"]["llm_api"]
-        keys = set(table["keys"])
-        bad += [f"{k} (LLM-API option)" for k in _yaml_keys(s.files.get(TRTLLM_YAML, "")) if k not in keys]
-    env_known = set(engine_flags().get(s.program, {}).get("env", ()))
+    table = _flag_table(s.program)
+    if "llm_api" in table:  # the keys of the engine's options file
+        keys = set(table["llm_api"]["keys"])
+        text = s.files.get(options_file(s.program) or "", "")
+        bad += [f"{k} (LLM-API option)" for k in _yaml_keys(text) if k not in keys]
+    env_known = set(table.get("env", ()))
     bad += [f"{k} (environment)" for k in s.env if k not in env_known]
     return bad
 

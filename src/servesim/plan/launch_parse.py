@@ -19,12 +19,15 @@ Nothing here prints.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from servesim._checks import InputError
 from servesim.hardware.pricer import Deployment
-from servesim.plan.launch_script import Script, _pairs, read_yaml, split_script
+from servesim.plan.launch import _overlap, flag_profile
+from servesim.plan.launch import _text as _key
+from servesim.plan.launch_script import Script, _pairs, launch_data, read_yaml, split_script
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -56,15 +59,18 @@ def parse_launch(
     """The deployment a launch script starts (see the module docstring); ``gpu`` and ``model`` stand in
     where its first line does not name them."""
     s = split_script(text)
-    if s.program not in ("vllm", "sglang", "trtllm"):
+    engines = launch_data()["engine"]
+    if s.program not in engines:
+        names = [" ".join(e["commands"][0]) for e in engines.values()]
         raise InputError(
-            "--engine-command: no vllm serve, python -m sglang.launch_server or trtllm-serve "
-            "command found in it"
+            f"--engine-command: no {', '.join(names[:-1])} or {names[-1]} command found in it"
         )
+    table = engines[s.program]
     sv = _servesim(s.servesim)
     o = s.options()
+    got = _read(s, o, table)
     # servesim's model: the first line's, the flag's, else the checkpoint the command loads
-    loaded = s.positional or o.get("--model") or o.get("--model-path")
+    loaded = str(s.positional or got.get("checkpoint") or "")
     model = sv.get("--model") or model or (loaded if loaded and not loaded.startswith("$") else None)
     gpu = sv.get("--gpu") or gpu
     if not model or not gpu:
@@ -73,11 +79,10 @@ def parse_launch(
             f"--engine-command: it does not say the {missing[2:]} (no '# servesim predict {missing} ...' "
             f"first line{'' if missing == '--gpu' else ' and no checkpoint id'}); give {missing}"
         )
-    fields: dict[str, Any] = {"model": model, "gpu": gpu, "engine": s.program}
-    fields.update({"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[s.program](s, o))
+    fields: dict[str, Any] = {"model": model, "gpu": gpu, "engine": s.program, **_fields(got, table)}
     if sv.get("--dtype"):
         fields["dtype"] = sv["--dtype"]
-    spec_args = _speculation(s, o, sv)
+    spec_args = _speculation(got, table, sv)
     dep = canonical(Deployment(**fields), spec_args.get("spec"), catalog)
     extra = {
         k[2:].replace("-", "_"): v
@@ -90,7 +95,7 @@ def parse_launch(
 _N = TypeVar("_N", int, float)
 
 
-def _number(o: dict[str, str | None], name: str, kind: type[_N], where: str,
+def _number(o: Mapping[str, object], name: str, kind: type[_N], where: str,
             default: _N | None = None) -> _N | None:
     """Option ``name`` of a command (``where`` names its flag) as a ``kind``, ``default`` where absent;
     an InputError that names the option and its value where it is not one."""
@@ -98,156 +103,172 @@ def _number(o: dict[str, str | None], name: str, kind: type[_N], where: str,
     if v is None:
         return default
     try:
-        return kind(v)
-    except ValueError:
+        return kind(str(v))
+    except (TypeError, ValueError):
         what = "a whole number" if kind is int else "a number"
         raise InputError(f"{where}: {name} {v!r} is not {what}") from None
 
 
-def _int(o: dict[str, str | None], name: str, default: int | None = None) -> int | None:
-    return _number(o, name, int, "--engine-command", default)
+_KINDS: dict[str, type] = {
+    "tp": int, "dp": int, "ep": int, "world": int, "max_num_batched_tokens": int, "max_num_seqs": int,
+    "cuda_graph_max_tokens": int, "k": int, "tree_steps": int, "memory_fraction": float,
+    "piecewise_cuda_graphs": bool, "overlap": bool, "overlap_run": bool, "attention_dp": bool,
+    "expert_parallel": bool,
+}
+"""The type of each of servesim's settings read back (an entry's ``type`` names a scheduler option's)."""
+
+_FIELDS = (
+    "kv_dtype", "max_num_batched_tokens", "max_num_seqs", "memory_fraction", "cuda_graph_max_tokens",
+    "piecewise_cuda_graphs", "moe_backend", "moe_activations", "gemm_backend", "ep_comm",
+)
+"""The deployment's fields read back as they are named."""
+
+_ABSENT = object()
 
 
-def _float(o: dict[str, str | None], name: str) -> float | None:
-    return _number(o, name, float, "--engine-command")
+def _raw(entry: Mapping[str, Any], s: Script, o: dict[str, str | None],
+         files: dict[str, dict[str, Any]]) -> object:
+    """What the command says where ``entry`` writes (:data:`_ABSENT` where it says nothing): a flag's
+    value (None for a flag without one), the positional argument, an options-file or JSON key, a
+    variable."""
+    if entry.get("positional"):
+        names = entry.get("aliases", [])
+        return s.positional or next((o[n] for n in names if o.get(n) is not None), _ABSENT)
+    if "flag" in entry:
+        for name in (entry["flag"], *entry.get("aliases", ())):
+            if name in o:
+                return o[name]
+        return _ABSENT
+    if "env" in entry:
+        return s.env.get(entry["env"], _ABSENT)
+    if "yaml" in entry:
+        node: object = files["yaml"]
+        path = entry["yaml"]
+    elif "json" in entry:
+        flag, path = entry["json"].split(".", 1)
+        if flag not in files:
+            try:
+                files[flag] = json.loads(str(o[flag])) if o.get(flag) else {}
+            except ValueError:
+                raise InputError(f"--engine-command: {flag} is not JSON") from None
+        node = files[flag]
+    else:
+        return _ABSENT
+    for key in path.split("."):
+        node = node.get(key, _ABSENT) if isinstance(node, dict) else _ABSENT
+    return node
 
 
-def _dtype(o: dict[str, str | None]) -> str:
-    quant = o.get("--quantization")
-    if quant is not None:
-        return {"fp8": "fp8", "mxfp4": "fp4", "modelopt_fp4": "fp4"}.get(quant, quant)
-    return "bf16" if o.get("--dtype") in ("bfloat16", "bf16") else "auto"
+def _back(entry: Mapping[str, Any], raw: object) -> object:
+    """The servesim value an entry's engine value ``raw`` reads as (its ``map`` inverted, ``default``
+    where it matches none)."""
+    if "switch" in entry:
+        return bool(entry["switch"])
+    if raw is None and "flag" in entry:
+        return entry.get("default")
+    if "map" in entry:
+        text = _key(raw)
+        back = {str(v): k for k, v in entry["map"].items()}
+        if text in back:
+            return back[text]
+        if text in entry["map"]:
+            return text
+        if entry.get("read_prefix"):
+            hit = next((k for k in entry["map"] if text.startswith(k)), None)
+            if hit is not None:
+                return hit
+        return entry.get("default")
+    if entry.get("negate"):
+        return not raw
+    if entry.get("upper"):
+        return str(raw).lower()
+    return raw
 
 
-def _vllm(s: Script, o: dict[str, str | None]) -> dict[str, Any]:
-    from servesim.plan.launch import VLLM_ALL2ALL
+def _read(s: Script, o: dict[str, str | None], table: Mapping[str, Any]) -> dict[str, object]:
+    """Each setting the command carries, by its name in data/engine_launch.toml (a later entry's
+    value over an earlier one's, as an options file's over a flag's)."""
+    named: Mapping[str, Any] = next((e for e in table["settings"] if e.get("value") == "options_file"), {})
+    options = o.get(named.get("flag", "")) or table.get("options_file") or ""
+    files: dict[str, dict[str, Any]] = {"yaml": read_yaml(s.files.get(str(options), ""))}
+    got: dict[str, object] = {}
+    by_map: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in table["settings"]:
+        name = entry.get("value")
+        if name is None or "const" in entry:
+            continue
+        if "map" in entry and "switch" not in entry:
+            by_map.setdefault(name, []).append(entry)
+        raw = _raw(entry, s, o, files)
+        if raw is _ABSENT:
+            if "default" in entry:
+                got.setdefault(name, entry["default"])
+            continue
+        value = _back(entry, raw)
+        kind = int if entry.get("type") == "int" else _KINDS.get(name)
+        if kind is bool:
+            value = bool(value)
+        elif kind is not None and value is not None:
+            where = str(entry.get("flag") or entry.get("yaml") or entry.get("json"))
+            value = _number({where: value}, where, kind, "--engine-command")
+        got[name] = value
+    for name, entries in by_map.items():  # a setting that several entries carry (SGLang's exchange)
+        if len(entries) > 1:
+            raws = [_raw(e, s, o, files) for e in entries]
+            raws = [None if r is _ABSENT else r for r in raws]
+            if any(r is not None for r in raws):
+                keys = dict.fromkeys(k for e in entries for k in e["map"])
+                pairs = list(zip(entries, raws, strict=True))
+                got[name] = next((k for k in keys if all(e["map"].get(k) == r for e, r in pairs)), None)
+    return got
 
-    tp = _int(o, "--tensor-parallel-size", _int(o, "-tp", 1)) or 1
-    dp = _int(o, "--data-parallel-size", _int(o, "-dp", 1)) or 1
+
+def _fields(got: Mapping[str, object], table: Mapping[str, Any]) -> dict[str, Any]:
+    """The deployment's fields from the settings read back: the parallelism (a whole-replica width
+    shared out by the attention-DP ranks where the engine writes one), the weights, the scheduler."""
+    writes = {e.get("value") for e in table["settings"]}
+    if "tp" in writes:
+        tp, dp = int(str(got.get("tp") or 1)), int(str(got.get("dp") or 1))
+    else:
+        world = int(str(got.get("world") or 1))
+        dp = int(str(got.get("dp") or (world if got.get("attention_dp") and "dp" not in writes else 1)))
+        tp = max(1, world // dp)
     out: dict[str, Any] = {
         "tp": tp,
         "dp": dp,
-        "ep": tp * dp if "--enable-expert-parallel" in o else 1,
-        "dtype": _dtype(o),
-        "kv_dtype": "fp8" if str(o.get("--kv-cache-dtype", "auto")).startswith("fp8") else "bf16",
-        "max_num_batched_tokens": _int(o, "--max-num-batched-tokens"),
-        "max_num_seqs": _int(o, "--max-num-seqs"),
-        "memory_fraction": _float(o, "--gpu-memory-utilization"),
-        "cuda_graph_max_tokens": _int(o, "--max-cudagraph-capture-size"),
+        "ep": int(str(got.get("ep") or (tp * dp if got.get("expert_parallel") else 1))),
     }
-    if "--async-scheduling" in o:
-        out["overlap"] = True
-    if "--no-async-scheduling" in o:
-        out["overlap"] = False
-    backend = o.get("--all2all-backend")
-    if backend is not None:
-        out["ep_comm"] = {v: k for k, v in VLLM_ALL2ALL.items()}.get(backend)
-    if s.env.get("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8") == "1":
-        out["moe_activations"] = "mxfp8"
+    out.update({name: got[name] for name in _FIELDS if name in got})
+    quant = got.get("quantization")
+    if quant is not None:
+        out["dtype"] = table.get("quantization_reads", {}).get(quant, quant)
+    elif "dtype" in got:
+        out["dtype"] = got["dtype"]
+    for name in ("overlap_run", "overlap"):
+        if name in got:
+            out["overlap"] = got[name]
+    options = {k.split(".", 1)[1]: v for k, v in got.items() if k.startswith("scheduler.")}
+    if options:
+        out["scheduler"] = tuple(sorted(options.items()))
     return out
 
 
-def _sglang(s: Script, o: dict[str, str | None]) -> dict[str, Any]:
-    from servesim.plan.launch import SGLANG_A2A
-
-    world = _int(o, "--tp-size", _int(o, "--tensor-parallel-size", 1)) or 1
-    dp = _int(o, "--dp-size", _int(o, "--data-parallel-size", 1)) or 1
-    out: dict[str, Any] = {
-        "tp": max(1, world // dp),
-        "dp": dp,
-        "ep": _int(o, "--ep-size", 1) or 1,
-        "dtype": _dtype(o),
-        "kv_dtype": "fp8" if str(o.get("--kv-cache-dtype", "auto")).startswith("fp8") else "bf16",
-        "max_num_batched_tokens": _int(o, "--chunked-prefill-size"),
-        "max_num_seqs": _int(o, "--max-running-requests"),
-        "memory_fraction": _float(o, "--mem-fraction-static"),
-        "cuda_graph_max_tokens": _int(o, "--cuda-graph-max-bs", _int(o, "--cuda-graph-max-bs-decode")),
-        "piecewise_cuda_graphs": o.get("--cuda-graph-backend-prefill") == "tc_piecewise",
-    }
-    options: dict[str, float | bool] = {}
-    if "--max-prefill-tokens" in o:
-        options["max_prefill_tokens"] = int(o["--max-prefill-tokens"] or 0)
-    if "--enable-mixed-chunk" in o:
-        options["enable_mixed_chunk"] = True
-    if "--scheduler-recv-interval" in o:
-        options["scheduler_recv_interval"] = int(o["--scheduler-recv-interval"] or 1)
-    out["scheduler"] = tuple(sorted(options.items()))
-    if "--disable-overlap-schedule" in o:
-        out["overlap"] = False
-    a2a = o.get("--moe-a2a-backend")
-    if a2a is not None:
-        out["ep_comm"] = {v: k for k, v in SGLANG_A2A.items()}.get((a2a, o.get("--deepep-mode")))
-    if s.env.get("SGLANG_ENABLE_FLASHINFER_GEMM") == "true":
-        out["gemm_backend"] = "flashinfer"
-    return out
-
-
-def _trtllm(s: Script, o: dict[str, str | None]) -> dict[str, Any]:
-    from servesim.plan.launch import TRTLLM_ALLTOALL, TRTLLM_YAML
-
-    y = read_yaml(s.files.get(str(o.get("--extra_llm_api_options") or TRTLLM_YAML), ""))
-    world = _int(o, "--tp_size", 1) or 1
-    adp = bool(y.get("enable_attention_dp"))
-    kv = y.get("kv_cache_config", {})
-    out: dict[str, Any] = {
-        "tp": 1 if adp else world,
-        "dp": world if adp else 1,
-        "ep": _int(o, "--ep_size", 1) or 1,
-        "dtype": "bf16" if y.get("dtype") == "bfloat16" else "auto",
-        "kv_dtype": "fp8" if kv.get("dtype") == "fp8" else "bf16",
-        "max_num_batched_tokens": _int(o, "--max_num_tokens"),
-        "max_num_seqs": _int(o, "--max_batch_size"),
-        "memory_fraction": _float(o, "--kv_cache_free_gpu_memory_fraction"),
-        "piecewise_cuda_graphs": bool(y.get("torch_compile_config", {}).get("enable_piecewise_cuda_graph")),
-    }
-    if "--enable_chunked_prefill" in o:
-        out["scheduler"] = (("enable_chunked_prefill", True),)
-    graphs = y.get("cuda_graph_config", {})
-    if "max_batch_size" in graphs:
-        out["cuda_graph_max_tokens"] = int(graphs["max_batch_size"])
-    if "disable_overlap_scheduler" in y:
-        out["overlap"] = not bool(y["disable_overlap_scheduler"])
-    backend = y.get("moe_config", {}).get("backend")
-    if backend is not None:
-        out["moe_backend"] = str(backend).lower()
-    method = s.env.get("TRTLLM_FORCE_ALLTOALL_METHOD")
-    if method is not None:
-        out["ep_comm"] = {v: k for k, v in TRTLLM_ALLTOALL.items()}.get(method)
-    return out
-
-
-def _speculation(s: Script, o: dict[str, str | None], sv: dict[str, str | None]) -> dict[str, Any]:
+def _speculation(got: Mapping[str, object], table: Mapping[str, Any],
+                 sv: dict[str, str | None]) -> dict[str, Any]:
     """The speculation's arguments: servesim's method and acceptance from the first line, the draft
     length (or SGLang's tree) from the engine's own flags."""
-    from servesim.plan.launch import SGLANG_SPEC, TRTLLM_SPEC, TRTLLM_YAML, VLLM_SPEC
-
-    spec, k = sv.get("--spec"), None
+    methods = {v: key for key, v in table.get("speculation", {}).items()}
+    spec = sv.get("--spec") or (methods.get(str(got["method"])) if got.get("method") is not None else None)
+    k = got.get("k", got.get("tree_steps"))
     tree: tuple[int, ...] | None = None
-    if s.program == "vllm" and o.get("--speculative-config"):
-        try:
-            config = json.loads(str(o["--speculative-config"]))
-        except ValueError:
-            raise InputError("--engine-command: --speculative-config is not JSON") from None
-        spec = spec or {v: key for key, v in VLLM_SPEC.items()}.get(config.get("method"))
-        k = config.get("num_speculative_tokens")
-    elif s.program == "sglang" and o.get("--speculative-algorithm"):
-        spec = spec or {v: key for key, v in SGLANG_SPEC.items()}.get(str(o["--speculative-algorithm"]))
-        k = _int(o, "--speculative-num-steps")
     names = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
     if all(sv.get(n) is not None for n in names):  # a tree was asked for (the first line says so)
         tree, k = tuple(int(str(sv[n])) for n in names), None
-    elif s.program == "trtllm":
-        sc = read_yaml(s.files.get(str(o.get("--extra_llm_api_options") or TRTLLM_YAML), "")).get(
-            "speculative_config"
-        )
-        if isinstance(sc, dict):
-            spec = spec or {v: key for key, v in TRTLLM_SPEC.items()}.get(str(sc.get("decoding_type")))
-            k = sc.get("max_draft_len")
     out: dict[str, Any] = {"spec": spec}
     if spec in (None, "none"):
         return out
     k = sv.get("--k") or k  # where the engine runs no such method, the first line keeps its k
-    out.update({"k": None if k is None else int(k), "tree": tree, "draft": sv.get("--draft")})
+    out.update({"k": None if k is None else int(str(k)), "tree": tree, "draft": sv.get("--draft")})
     for flag, name, kind in (
         ("--acceptance-length", "acceptance_length", float),
         ("--alpha", "alpha", float),
@@ -263,8 +284,6 @@ def canonical(dep: Deployment, spec: str | None = None, catalog: Catalog | None 
     (None): the budget, the running limit, the memory share, the overlap scheduler (for a run of
     speculation ``spec``) and the experts' exchange.  Two deployments with the same canonical form
     price alike; a launch script read back gives the canonical form of the one written out."""
-    from servesim.plan.launch import _overlap, flag_profile
-
     base = flag_profile(
         replace(dep, max_num_batched_tokens=None, max_num_seqs=None, memory_fraction=None, overlap=None),
         catalog,
@@ -288,36 +307,40 @@ def canonical(dep: Deployment, spec: str | None = None, catalog: Catalog | None 
 
 def parse_benchmark(text: str) -> Benchmark:
     """The :class:`~servesim.sim.batching.Benchmark` a client command runs (see the module docstring)."""
+    from servesim._checks import ParameterError
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
 
     s = split_script(text)
+    clients = launch_data()["client"]
     if not s.program.startswith("client."):
-        raise InputError(
-            "--bench-command: no vllm bench serve, python -m sglang.bench_serving or "
-            "benchmarks/benchmark_serving.py command found in it"
-        )
+        names = [" ".join(c["commands"][0]) for c in clients.values()]
+        raise InputError(f"--bench-command: no {', '.join(names[:-1])} or {names[-1]} command found in it")
     name = s.program.split(".", 1)[1]
-    o = s.options()
+    table = clients[name]
+    flag = {e["value"]: e["flag"] for e in table["settings"] if "value" in e}
+    o = {**s.options()}
+    for e in table["settings"]:  # a flag's other spellings (--input-len) as its own
+        for alias in e.get("aliases", ()):
+            if o.get(e["flag"]) is None and alias in o:
+                o[e["flag"]] = o[alias]
     sv = _servesim(s.servesim)
-    # what the tool does with a flag left out: vllm/benchmarks/datasets.py add_dataset_parser (random
-    # dataset, 1,000 prompts, seed 0, 1,024 / 128 tokens); sglang's bench_serving (ShareGPT by default,
-    # 1,000 prompts, seed 1, the same lengths); InferenceMAX's benchmark_serving.py (ShareGPT)
-    dataset = o.get("--dataset-name") or ("random" if name == "vllm" else "sharegpt")
+    # what the tool does with a flag left out (data/engine_launch.toml default_dataset, default_seed)
+    dataset = o.get("--dataset-name") or table["default_dataset"]
     if dataset != "random":
         raise InputError(
             f"--bench-command: dataset {dataset}{'' if '--dataset-name' in o else ' (the default)'}: "
             "servesim predicts the random dataset (--dataset-name random with --random-input-len and "
             "--random-output-len)"
         )
-    isl = _bint(o, "--random-input-len") or _bint(o, "--input-len") or 1024
-    osl = _bint(o, "--random-output-len") or _bint(o, "--output-len") or 128
-    rate_text = o.get("--request-rate")
+    isl = _bint(o, flag["isl"]) or 1024
+    osl = _bint(o, flag["osl"]) or 128
+    rate_text = o.get(flag["rate"])
     rate = None if rate_text in (None, "inf") else float(str(rate_text))
-    conc = _bint(o, "--max-concurrency")
-    ratio = o.get("--random-range-ratio")
-    warm = o.get("--warmup-requests" if name == "sglang" else "--num-warmups")
-    burst = o.get("--burstiness")
+    conc = _bint(o, flag["concurrency"])
+    ratio = o.get(flag["ratio"])
+    warm = o.get(flag["warmups"])
+    burst = o.get(flag["burstiness"]) if "burstiness" in flag else None
     client = Client(
         name=name,
         random_range_ratio=None if ratio is None else float(ratio),
@@ -330,28 +353,26 @@ def parse_benchmark(text: str) -> Benchmark:
         client = replace(client, random_range_ratio=None)
     if client.warmups(conc) == default.warmups(conc):
         client = replace(client, num_warmups=None)
-    prompts = _bint(o, "--num-prompts") or 1000
+    prompts = _bint(o, flag["prompts"]) or 1000
+    seed = flag["seed"]
     bench = Benchmark(
         isl=isl,
         osl=osl,
         concurrency=conc,
         rate_per_s=rate,
         num_prompts=prompts,
-        seed=_bint(o, "--seed") or 0 if "--seed" in o else (1 if name == "sglang" else 0),
+        seed=(_bint(o, seed) or 0) if seed in o else int(table["default_seed"]),
         warmup=int(sv.get("--warmup-prompts") or 0),
         client=client,
     )
-    if prompts is not None:
-        from servesim._checks import ParameterError
-
-        try:  # the client's default count, where it is the same (and leaves the warm-up valid)
-            plain = replace(bench, num_prompts=None)
-        except ParameterError:
-            plain = bench
-        if plain.prompts == prompts:
-            bench = plain
+    try:  # the client's default count, where it is the same (and leaves the warm-up valid)
+        plain = replace(bench, num_prompts=None)
+    except ParameterError:
+        plain = bench
+    if plain.prompts == prompts:
+        bench = plain
     return bench
 
 
-def _bint(o: dict[str, str | None], name: str) -> int | None:
+def _bint(o: Mapping[str, object], name: str) -> int | None:
     return _number(o, name, int, "--bench-command")

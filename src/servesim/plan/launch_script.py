@@ -1,8 +1,10 @@
 """Launch and benchmark scripts split into their parts (program, arguments, environment, files).
 
 Shared by :mod:`servesim.plan.launch` (which checks the flags of the scripts it writes against the
-engines' own lists) and :mod:`servesim.plan.launch_parse` (which reads them back).  Text only:
-nothing here knows an engine's flags.  Nothing here prints.
+engines' own lists) and :mod:`servesim.plan.launch_parse` (which reads them back).  Text only: the
+command words that start each engine and client, and whether an engine takes its checkpoint as a
+positional argument, come from ``data/engine_launch.toml`` (:func:`launch_data`, which the writer
+and the reader read too).  Nothing here prints.
 """
 
 from __future__ import annotations
@@ -11,26 +13,36 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import InputError
 
-__all__ = ["Script", "read_yaml", "split_script"]
+__all__ = ["Script", "launch_data", "read_yaml", "split_script"]
 
-_PROGRAMS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("vllm", "bench", "serve"), "client.vllm"),
-    (("vllm", "serve"), "vllm"),
-    (("python", "-m", "sglang.launch_server"), "sglang"),
-    (("python3", "-m", "sglang.launch_server"), "sglang"),
-    (("python", "-m", "sglang.bench_serving"), "client.sglang"),
-    (("python3", "-m", "sglang.bench_serving"), "client.sglang"),
-    (("trtllm-serve",), "trtllm"),
-    (("trtllm-serve", "serve"), "trtllm"),
-    (("python3", "benchmarks/benchmark_serving.py"), "client.inferencemax"),
-    (("python", "benchmarks/benchmark_serving.py"), "client.inferencemax"),
-)
-"""Command words -> the engine or client they start (the longest match wins)."""
+_DATA = Path(__file__).parent / "data" / "engine_launch.toml"
+
+
+@cache
+def launch_data() -> dict[str, Any]:
+    """How each engine's launch and each client's command are written and read back
+    (``data/engine_launch.toml``: ``engine.NAME`` and ``client.NAME`` tables), read once."""
+    return read_toml(_DATA)
+
+
+@cache
+def _programs() -> tuple[tuple[tuple[str, ...], str], ...]:
+    """Command words -> the engine (its key) or client (``client.NAME``) they start."""
+    data = launch_data()
+    return tuple(
+        (tuple(words), prefix + name)
+        for prefix, table in (("", data["engine"]), ("client.", data["client"]))
+        for name, entry in table.items()
+        for words in entry["commands"]
+    )
+
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _REQUIRED = re.compile(r'^:\s+"?\$\{([A-Za-z_][A-Za-z0-9_]*):\?')
@@ -140,15 +152,22 @@ def split_script(text: str) -> Script:
             continue
         s.program, s.env = program, env
         rest = [_substitute(t, variables) for t in rest]
-        if program in ("vllm", "trtllm") and rest and not rest[0].startswith("-"):
+        if _positional(program) and rest and not rest[0].startswith("-"):
             s.positional = rest.pop(0)
         s.args = rest
     return s
 
 
+def _positional(program: str) -> bool:
+    """Whether the engine ``program`` takes the checkpoint as its positional argument."""
+    entry = launch_data()["engine"].get(program, {})
+    return any(item.get("positional") for item in entry.get("settings", ()))
+
+
 def _program(tokens: list[str]) -> tuple[str, list[str]]:
+    """The engine or client the command words start (the longest match wins), and the rest."""
     best: tuple[int, str] = (0, "")
-    for words, name in _PROGRAMS:
+    for words, name in _programs():
         if tuple(tokens[: len(words)]) == words and len(words) > best[0]:
             best = (len(words), name)
     return best[1], tokens[best[0] :]
