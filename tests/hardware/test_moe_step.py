@@ -14,8 +14,9 @@ import pytest
 
 from servesim._checks import ParameterError
 from servesim.hardware.architectures import find_architecture
+from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.engines import engine_profile
-from servesim.hardware.moe_step import MOE_DTYPES, MoEStepModel, Parallelism
+from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.names import resolve_gpu
 from servesim.hardware.ops import priced_parts
 from servesim.hardware.stepmodel import STEP_CEILING, Chunk
@@ -43,7 +44,7 @@ def _sm(name: str, par: Parallelism, engine: str = "vllm") -> MoEStepModel:
 def test_weights_per_gpu_split_as_the_parallelism_says(name: str, par: Parallelism) -> None:
     sm = _sm(name, par)
     arch = sm.arch
-    w = MOE_DTYPES[sm.dtype]
+    w = BYTES_PER_VALUE[sm.dtype]
     parts = arch.breakdown()
     quantized = set(arch.quantized_parts) if sm.dtype != "bf16" else set()
     expect = parts["experts"] * (w if "experts" in quantized else 2.0) / par.gpus
@@ -162,7 +163,7 @@ def test_sglang_runs_shared_experts_beside_the_routed_ones_in_graph_steps(gpu: s
         shared = graph._mlp(b, arch.shared_intermediate)
         t = graph.tables
         # Shared experts in the checkpoint's block FP8 (weights plus one FP32 scale per 128 x 128).
-        shared_w = 3 * arch.hidden * arch.shared_intermediate / 8 * MOE_DTYPES["fp8_block"]
+        shared_w = 3 * arch.hidden * arch.shared_intermediate / 8 * BYTES_PER_VALUE["fp8_block"]
         weights = graph._expert_bytes(b) + shared_w
         both = weights / (t.hbm_bytes_per_s * t.memory_efficiency)
         saved = routed + shared - max(routed, shared, both)

@@ -63,6 +63,8 @@ from servesim.hardware.ops import Op
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
+    from servesim.hardware.moe_step import MoEStepModel
+    from servesim.hardware.stepmodel import Chunk
 
 __all__ = ["GDN_CHUNK_S", "GDN_FLOOR_S", "GDN_MULTIPLE", "STATE_BYTES", "GDNTable", "Grid",
            "attention_kind_tables", "gdn_ceiling_s", "gdn_op", "gdn_table", "gdn_work",
@@ -206,7 +208,7 @@ def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, e
     return float(arch.state_bytes_per_request(tp, state_bytes(arch, engine))) / tokens
 
 
-def gdn_work(arch: Architecture, tp: int, rows: float, chunks: Sequence[Any],
+def gdn_work(arch: Architecture, tp: int, rows: float, chunks: Sequence[Chunk],
              ssm_bytes: int | None = None) -> tuple[float, float]:
     """One gated-delta-net layer's HBM bytes and FLOPs on one GPU (the speed of light, module
     docstring) for ``rows`` decoding sequences (one token each) and the prefill ``chunks``, the state
@@ -236,10 +238,10 @@ class StepRows(Protocol):
     @property
     def positions(self) -> int: ...
     @property
-    def rank_chunks(self) -> tuple[Any, ...]: ...
+    def rank_chunks(self) -> tuple[Chunk, ...]: ...
 
 
-def _projections(model: Any, x: StepRows,
+def _projections(model: MoEStepModel, x: StepRows,
                  specs: Sequence[tuple[str, int, int, int, frozenset[str]]]) -> list[Op]:
     """Weight GEMMs ``(name, count, n, k, parts)`` of the busiest rank's ``m`` tokens, each from the
     GEMM table of its checkpoint format (the step model's lookups)."""
@@ -253,7 +255,7 @@ def _projections(model: Any, x: StepRows,
     return ops
 
 
-def hybrid_attention_ops(model: Any, x: StepRows) -> list[Op]:
+def hybrid_attention_ops(model: MoEStepModel, x: StepRows) -> list[Op]:
     """The attention part of a hybrid step (module docstring): full-attention layers' projections
     and attention, gated-delta-net layers' projections and the gated delta net."""
     a, tp = model.arch, model.par.tp
@@ -280,7 +282,7 @@ def hybrid_attention_ops(model: Any, x: StepRows) -> list[Op]:
     return ops
 
 
-def gdn_op(model: Any, x: StepRows, count: int) -> Op:
+def gdn_op(model: MoEStepModel, x: StepRows, count: int) -> Op:
     """The gated delta net of ``count`` layers for the busiest rank's sequences and chunks."""
     a, tp = model.arch, model.par.tp
     hk, hv = a.linear_key_heads // tp, a.linear_value_heads // tp
@@ -301,7 +303,7 @@ def gdn_op(model: Any, x: StepRows, count: int) -> Op:
                                    f"heads on {model.gpu}")
 
 
-def gdn_ceiling_s(light_s: float, chunks: Sequence[Any] = ()) -> float:
+def gdn_ceiling_s(light_s: float, chunks: Sequence[Chunk] = ()) -> float:
     """The most a gated-delta-net layer's price may be for work of speed of light ``light_s`` (the
     stated multiple, the launch floor and the prefill chunks' serial walk; module docstring)."""
     walk = sum(c.count * math.ceil(c.tokens / 64) for c in chunks)

@@ -75,17 +75,19 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS, Architecture
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
-from servesim.hardware.engines import EP_COMMS, EngineProfile, engine_profile
+from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
+from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
 from servesim.hardware.precision import supported_dtypes
+from servesim.hardware.sparse_attention import dsa_attention_ops
 from servesim.hardware.stepmodel import (
     ACTIVATION_BYTES,
     OTHER_KERNEL_FLOOR_S,
@@ -105,11 +107,7 @@ from servesim.hardware.wide_ep import mnnvl_alltoall, mnnvl_table
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
 
-__all__ = ["MOE_DTYPES", "MoEStepModel", "Parallelism"]
-
-MOE_DTYPES: dict[str, float] = {d: BYTES_PER_VALUE[d] for d in CHECKPOINT_DTYPES}
-"""The weight dtypes an MoE step model prices and their bytes per value
-(:mod:`servesim.hardware.dtypes`, scales included)."""
+__all__ = ["MoEStepModel", "Parallelism"]
 
 _PEAK = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "bf16", "int4": "bf16",
          "mxfp4_mxfp8": "fp8"}
@@ -313,7 +311,7 @@ class _Batch:
     graph: bool
 
 
-def _eplb(arch: Architecture, par: Parallelism, slots: int) -> tuple[Any, str]:
+def _eplb(arch: Architecture, par: Parallelism, slots: int) -> tuple[Architecture, str]:
     """The architecture as an EPLB deployment places it, and the note: ``slots`` redundant expert
     slots (SGLang ``--ep-num-redundant-experts``, vLLM ``--num-redundant-experts`` of its EPLB config,
     TensorRT-LLM ``moe_config.load_balancer.num_slots`` less the experts) give each of the ``ep`` ranks
@@ -360,12 +358,12 @@ class MoEStepModel:
         self.tp = par.gpus  # the replica's GPUs (what throughput per GPU divides by)
         self._check(arch, par)
         self.dtype = dtype or arch.checkpoint_dtype
-        if self.dtype not in MOE_DTYPES:
-            raise ParameterError("dtype", self.dtype, f"one of {', '.join(MOE_DTYPES)}")
+        if self.dtype not in CHECKPOINT_DTYPES:
+            raise ParameterError("dtype", self.dtype, f"one of {', '.join(CHECKPOINT_DTYPES)}")
         if kv_dtype not in ("bf16", "fp8"):
             raise ParameterError("kv_dtype", kv_dtype, "bf16 or fp8")
         self.kv_dtype = kv_dtype
-        self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
+        self.engine = engine if engine is not None else engine_profile(default_engine(), gpu=gpu)
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
         self._moe_tables, self.moe_note = moe_tables(gpu, self.engine.name)
@@ -515,9 +513,9 @@ class MoEStepModel:
         """Weights each GPU holds: routed experts over all ``tp x dp`` GPUs; attention, shared
         experts, dense layers, embeddings and LM head over ``tp`` (replicated over the DP ranks);
         norms and the router on every GPU.  Quantized parts take the format's bytes, scales
-        included (:data:`MOE_DTYPES`), the rest BF16."""
+        included (:data:`~servesim.hardware.dtypes.BYTES_PER_VALUE`), the rest BF16."""
         p = self.par
-        w = MOE_DTYPES[self.dtype]
+        w = BYTES_PER_VALUE[self.dtype]
         total = 0.0
         for part, n in self.arch.breakdown().items():
             size = n * (w if part in self._quantized else 2.0)
@@ -589,11 +587,16 @@ class MoEStepModel:
         per = float(a.kv_bytes_per_token(b, self.kv_context) if any(a.layer_windows) and self.kv_context
                     else a.kv_bytes_per_token(b))
         # a gated-delta-net layer's fixed state per request, spread over the request's tokens
-        from servesim.hardware.linear_attention import state_bytes_per_token
         state = state_bytes_per_token(a, self.par.tp, self.kv_context, self.engine.name)
         if a.attention == "mla":
             return per + state
         return per * max(1, int(a.kv_heads) // self.par.tp) / float(a.kv_heads) + state
+
+    def sequence_kv_bytes(self, tokens: float) -> float:
+        """KV bytes of one sequence's ``tokens`` tokens over all layers (MLA's latent once, a
+        windowed layer at most its window): what a disaggregated deployment sends over its link."""
+        b = BYTES_PER_VALUE[self.kv_dtype]
+        return float(self.arch.kv_bytes_per_token(b, max(1, int(tokens)))) * tokens
 
     drafter_bytes: tuple[float, float] = (0.0, 0.0)
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
@@ -646,7 +649,7 @@ class MoEStepModel:
         e_local = a.experts / p.ep
         touched = e_local * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
         inter = a.moe_intermediate / p.moe_tp
-        w = MOE_DTYPES[self.dtype]
+        w = BYTES_PER_VALUE[self.dtype]
         pairs = m_all * a.experts_per_token / p.ep
         nbytes = touched * 3 * a.hidden * inter * w + pairs * (a.hidden + inter) * ACTIVATION_BYTES * 2
         flops = 2 * pairs * 3 * a.hidden * inter
@@ -695,7 +698,7 @@ class MoEStepModel:
             t, ok, note = self._allreduce(p.gpus, out)
             return 2 * t, ok, note, 2 * ring_bytes(p.gpus, out)
         quantized = self.engine.gathers_nvfp4 and self.dtype == "fp4"  # gathered already as NVFP4
-        gathered = m_all * h * (MOE_DTYPES["fp4"] if quantized else ACTIVATION_BYTES)
+        gathered = m_all * h * (BYTES_PER_VALUE["fp4"] if quantized else ACTIVATION_BYTES)
         ag, rs = mt.all_gather(p.gpus, gathered), mt.reduce_scatter(p.gpus, out)
         share = (p.gpus - 1) / p.gpus
         return ((ag.ms + rs.ms) * 1e-3, ag.measured and rs.measured,
@@ -873,7 +876,6 @@ class MoEStepModel:
         attention of each window, per layer, on the busiest DP rank's tokens."""
         a, p, L, m = self.arch, self.par, self.arch.layers, x.m
         if a.linear_layers:  # gated delta nets beside full attention (Qwen3.5): hardware/linear_attention.py
-            from servesim.hardware.linear_attention import hybrid_attention_ops
             return hybrid_attention_ops(self, x)
         ops: list[Op] = []
         for (n, k), name, proj in zip(self._proj_shapes(), self._proj_names(), self._proj_parts(),
@@ -881,7 +883,7 @@ class MoEStepModel:
             quantized = bool(self._quantized & proj)
             d = self._table_dtype(quantized)
             g, good, note = self._gemm(m, n, k, d)
-            ops.append(self._gemm_op(name, L, g, m, n, k, MOE_DTYPES[self.dtype] if quantized else 2.0,
+            ops.append(self._gemm_op(name, L, g, m, n, k, BYTES_PER_VALUE[self.dtype] if quantized else 2.0,
                                      d, good, note))
         if a.attention == "mla":  # the absorbed W_UK (before attention) and W_UV (after), per head
             heads = a.heads // p.tp
@@ -890,7 +892,6 @@ class MoEStepModel:
             ops.append(Op("mla absorbed bmm", "mla_bmm", L, self._mla_bmm(m), nbytes=w_bmm * 2.0 + acts,
                           flops=2.0 * m * w_bmm))
         if a.sparse:  # DeepSeek Sparse Attention: the indexer, then MLA over the top-k (sparse_attention.py)
-            from servesim.hardware.sparse_attention import dsa_attention_ops
             return ops + dsa_attention_ops(self, x)
         windows: dict[int, int] = {}
         for w in a.layer_windows:
@@ -1113,14 +1114,14 @@ class MoEStepModel:
     @property
     def _ffn_weight_bytes(self) -> float:
         """Bytes per weight value of the shared experts and dense layers."""
-        return MOE_DTYPES[self.dtype] if self._quantized & {"shared_experts", "dense_mlp"} else 2.0
+        return BYTES_PER_VALUE[self.dtype] if self._quantized & {"shared_experts", "dense_mlp"} else 2.0
 
     def _expert_bytes(self, m_all: float) -> float:
         """Weights of the local experts the replica's ``m_all`` tokens touch on one GPU: the
         expected share of its ``E / ep`` experts picked at least once, ``3 h I / moe_tp`` each."""
         a, p = self.arch, self.par
         touched = a.experts / p.ep * (1.0 - (1.0 - a.experts_per_token / a.experts) ** max(1.0, m_all))
-        return float(touched * 3 * a.hidden * a.moe_intermediate / p.moe_tp * MOE_DTYPES[self.dtype])
+        return float(touched * 3 * a.hidden * a.moe_intermediate / p.moe_tp * BYTES_PER_VALUE[self.dtype])
 
     def _mlp(self, m: float, inter: int) -> float:
         """A gated MLP of width ``inter`` split over ``tp``, on ``m`` tokens."""

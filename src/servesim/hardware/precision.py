@@ -32,7 +32,7 @@ Standard library only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError
 from servesim.hardware.dtypes import BYTES_PER_VALUE, NVFP4_BLOCK
@@ -41,6 +41,7 @@ from servesim.hardware.roofline import ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.pricer import Pricer
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -202,16 +203,10 @@ def weight_bytes(shape: ModelShape | ModelSpec, dtype: str) -> float:
     return tables * BYTES_PER_VALUE[TABLE_DTYPE] + (s.params - tables) * BYTES_PER_VALUE[d]
 
 
-def kv_bytes_of(sm: Any, tokens: float) -> float:
+def kv_bytes_of(sm: Pricer, tokens: float) -> float:
     """KV-cache bytes of one sequence's ``tokens`` tokens over all layers, in the step model ``sm``'s
-    KV dtype: what a disaggregated deployment sends over its link.  A mixture-of-experts or MLA
-    model's own layout (``sm.arch``: MLA's latent, ``kv_lora_rank + rope`` values a layer; a
-    sliding-window layer at most its window), else the dense shape's :func:`kv_bytes_per_token`."""
-    arch = getattr(sm, "arch", None)
-    if arch is not None:
-        d = _normalize("kv_dtype", sm.kv_dtype, KV_DTYPES)
-        return float(arch.kv_bytes_per_token(BYTES_PER_VALUE[d], max(1, int(tokens)))) * tokens
-    return kv_bytes_per_token(sm.shape, sm.kv_dtype) * tokens
+    KV dtype and layout: what a disaggregated deployment sends over its link."""
+    return sm.sequence_kv_bytes(tokens)
 
 
 def kv_bytes_per_token(shape: ModelShape | ModelSpec, kv_dtype: str) -> float:

@@ -32,6 +32,7 @@ from servesim.hardware.moe_step import (
 )
 from servesim.hardware.names import (
     MOE_CONFIG_FIELDS,
+    ModelShape,
     canonical_gpu,
     dense_shape,
     resolve_gpu,
@@ -96,6 +97,8 @@ class Pricer(Protocol):
     def kv_bytes_per_token_per_gpu(self) -> float: ...
 
     def kv_capacity_tokens(self, memory_bytes: float) -> int: ...
+
+    def sequence_kv_bytes(self, tokens: float) -> float: ...
 
     def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
              positions: int = 1, *, bound: bool = True) -> StepTime: ...
@@ -262,11 +265,14 @@ def moe_dtype(user: str, arch: Architecture, gpu: str, par: Parallelism | None =
     return user
 
 
-_BUILT: dict[Deployment, tuple[Any, Any, float]] = {}
+Built = tuple[Any, ModelShape | Architecture, float]
+"""A pricer (:class:`StepModel` or :class:`MoEStepModel`), the model's shape and each GPU's memory."""
+
+_BUILT: dict[Deployment, Built] = {}
 """Step models built for the shipped catalog, by deployment (a plan confirms one at many rates)."""
 
 
-def build_step_model(dep: Deployment, catalog: Catalog | None = None) -> tuple[Any, Any, float]:
+def build_step_model(dep: Deployment, catalog: Catalog | None = None) -> Built:
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes (built once per
     deployment for the shipped catalog)."""
     if catalog is not None:
@@ -279,7 +285,7 @@ def build_step_model(dep: Deployment, catalog: Catalog | None = None) -> tuple[A
     return hit
 
 
-def _build_step_model(dep: Deployment, catalog: Catalog | None = None) -> tuple[Any, Any, float]:
+def _build_step_model(dep: Deployment, catalog: Catalog | None = None) -> Built:
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes.
 
     A mixture-of-experts or MLA model (:mod:`servesim.hardware.architectures`) gets the

@@ -54,12 +54,14 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.linear_attention import Grid, StepRows, attention_kind_tables, table_folder
 from servesim.hardware.ops import Op
+from servesim.hardware.stepmodel import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
-    from servesim.hardware.stepmodel import Chunk
+    from servesim.hardware.moe_step import MoEStepModel
 
 __all__ = ["DSA_FLOOR_S", "DSA_LAUNCH_S", "DSA_MULTIPLE", "DSATable", "dsa_attention_ops", "dsa_table",
            "indexer_work", "sparse_chunk_s"]
@@ -102,7 +104,7 @@ def dsa_table(gpu: str, engine: str) -> DSATable | None:
 
 
 def indexer_work(arch: Architecture, rows: float, context: float,
-                 chunks: tuple[Any, ...] = ()) -> tuple[float, float]:
+                 chunks: tuple[Chunk, ...] = ()) -> tuple[float, float]:
     """The indexer's HBM bytes and FLOPs on one GPU: ``rows`` decoding queries over ``context`` cached
     keys each, and each chunk's ``q`` queries over ``c + q / 2`` keys (its cache read once)."""
     key = arch.index_head_dim + arch.index_head_dim // 128 * 4
@@ -112,12 +114,10 @@ def indexer_work(arch: Architecture, rows: float, context: float,
     return nbytes, pair * pairs
 
 
-def _indexer_projections(model: Any, x: StepRows) -> list[Op]:
+def _indexer_projections(model: MoEStepModel, x: StepRows) -> list[Op]:
     a, h, m = model.arch, model.arch.hidden, x.m
     quantized = "indexer" in model._quantized
     d = model._table_dtype(quantized)
-    from servesim.hardware.dtypes import BYTES_PER_VALUE
-
     w = BYTES_PER_VALUE[model.dtype] if quantized else 2.0
     ops = []
     for name, n, k in (("indexer wq_b", a.index_heads * a.index_head_dim, a.q_lora_rank),
@@ -128,7 +128,7 @@ def _indexer_projections(model: Any, x: StepRows) -> list[Op]:
     return ops
 
 
-def dsa_attention_ops(model: Any, x: StepRows) -> list[Op]:
+def dsa_attention_ops(model: MoEStepModel, x: StepRows) -> list[Op]:
     """The indexer projections, the indexer and top-k, and the sparse MLA of a DSA step's layers."""
     a = model.arch
     L, k = a.layers, a.index_topk
@@ -146,13 +146,11 @@ def dsa_attention_ops(model: Any, x: StepRows) -> list[Op]:
     return ops
 
 
-def sparse_chunk_s(model: Any, ch: Chunk) -> tuple[float, bool]:
+def sparse_chunk_s(model: MoEStepModel, ch: Chunk) -> tuple[float, bool]:
     """One layer's sparse MLA of a prefill chunk (seconds, measured): its queries up to the top-k
     position attend causally as dense MLA does (the step model's MLA prefill tables); each later query
     attends to ``index_topk`` keys, priced as chunks of ``k`` tokens behind ``k`` cached ones scaled to
     their query-key pairs (``k x k`` of the measured ``k x 1.5 k``)."""
-    from servesim.hardware.stepmodel import Chunk
-
     k = model.arch.index_topk
     if ch.context + ch.tokens <= k:
         t, good = model._attention(0.0, 0.0, (ch,), 0)
@@ -181,7 +179,7 @@ def _times_the_indexer(grid: Grid, arch: Architecture, hbm_bytes_per_s: float) -
     return True
 
 
-def _indexer_op(model: Any, x: StepRows, ctx: float) -> Op:
+def _indexer_op(model: MoEStepModel, x: StepRows, ctx: float) -> Op:
     """The indexer and top-k of every layer: the measured module's growth past the top-k plus the
     indexer's roofline below it (module docstring)."""
     a, t = model.arch, model.tables

@@ -86,11 +86,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
-from servesim.hardware.engines import EngineProfile, engine_profile
+from servesim.hardware.engines import EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
 from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
@@ -105,6 +105,7 @@ from servesim.hardware.topology import links_note
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
+    from servesim.hardware.pricer import Pricer
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -173,7 +174,7 @@ class StepTime:
     measured: bool  # every lookup inside a measured table
     notes: tuple[str, ...] = field(default=())
     floor_s: float = 0.0  # the step's kernels at the shortest launch-to-launch gap each
-    ops: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    ops: tuple[Op, ...] = field(default=(), compare=False, repr=False)
     """The operations the step sums, where the step model lists them (:mod:`servesim.hardware.ops`)."""
 
     @property
@@ -204,7 +205,7 @@ class StepModel:
         self.tp = tp
         self.dtype = check_dtype(dtype, gpu, catalog)
         self.kv_dtype = check_kv_dtype(kv_dtype, gpu, catalog)
-        self.engine = engine if engine is not None else engine_profile("vllm", gpu=gpu)
+        self.engine = engine if engine is not None else engine_profile(default_engine(), gpu=gpu)
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
         t = self.tables
@@ -242,6 +243,11 @@ class StepModel:
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes one token holds on each GPU: the KV heads each GPU keeps (replicated past G)."""
         return kv_bytes_per_token(self.shape, self.kv_dtype) * self.kv_heads / self.shape.kv_heads
+
+    def sequence_kv_bytes(self, tokens: float) -> float:
+        """KV bytes of one sequence's ``tokens`` tokens over all layers and GPUs (what a disaggregated
+        deployment sends over its link)."""
+        return kv_bytes_per_token(self.shape, self.kv_dtype) * tokens
 
     drafter_bytes: tuple[float, float] = (0.0, 0.0)
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
@@ -589,7 +595,7 @@ def copied(model: _M, **attrs: object) -> _M:
     return run
 
 
-def sequences_held(sm: Any, memory_bytes: float, tokens: float) -> int:
+def sequences_held(sm: Pricer, memory_bytes: float, tokens: float) -> int:
     """Sequences of ``tokens`` tokens a step model's replica runs at once on GPUs of ``memory_bytes``:
     what its KV cache holds (:meth:`StepModel.kv_capacity_tokens`), at most the engine's
     ``max_num_seqs``."""
@@ -648,7 +654,7 @@ def column_blocks(tables: KernelTables, dtype: str, m: float, n: int, k: int) ->
     return [(tables.gemm(dtype, m, math.ceil(n / blocks), k), float(blocks))]
 
 
-def prompt_in_chunks(model: Any, tokens: int) -> float:
+def prompt_in_chunks(model: Pricer, tokens: int) -> float:
     """One prompt of ``tokens`` prefilled alone by ``model`` (a step pricer with an ``engine``): chunks
     of the engine's token budget, one per step, each behind the ones before it."""
     budget = model.engine.max_num_batched_tokens

@@ -42,7 +42,7 @@ def roofline_summary(
     draft_overhead_s: float = 0.0,
     efficiency: Efficiency | None = None,
     memory_fraction: float | None = None,
-    step_model: Any = None,
+    step_model: Pricer | ValueError | None = None,
     catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """Everything ``servesim roofline`` shows, as plain data (times in ms, sizes in bytes or GB).
@@ -70,16 +70,17 @@ def roofline_summary(
     cap = rl.max_batch(model, gpu, tp=tp, context_tokens=L, memory_fraction=frac)
     room = rl.kv_room_bytes(model, gpu, tp=tp, memory_fraction=frac)
 
-    by_step_model = step_model is not None and not isinstance(step_model, ValueError)
+    sm = None if isinstance(step_model, ValueError) else step_model
+    by_step_model = sm is not None
     rows = _batch_rows(model, gpu, tp, batches, L, k, eff, cap, kinds)
     presets = _preset_entries(model, draft, kinds, by_step_model, step_model)
 
     why = str(step_model) if isinstance(step_model, ValueError) else "not given"
     pricer = f"measured-kernel step model (none here: {why})"
-    if by_step_model:
-        _step_model_speculation(step_model, rows, presets, L, k_max=k_max, draft=draft,
+    if sm is not None:
+        _step_model_speculation(sm, rows, presets, L, k_max=k_max, draft=draft,
                                 overhead_s=draft_overhead_s, catalog=catalog, memory_bytes=gpu.memory_bytes)
-        pricer = f"measured-kernel step model ({step_model.tables_note})"
+        pricer = f"measured-kernel step model ({sm.tables_note})"
 
     u_map = []
     for u in LAB_UTILIZATIONS:
@@ -135,7 +136,7 @@ def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int],
 
 
 def _preset_entries(model: ModelSpec, draft: ModelSpec | None, kinds: dict[str, str], by_step_model: bool,
-                    step_model: Any) -> list[Row]:
+                    step_model: Pricer | ValueError | None) -> list[Row]:
     """One entry per speculation preset: its lab alpha, d and c, and whether it can be priced here
     (a separate drafter needs a draft model, every preset a step model), with the reason when not."""
     from servesim.model.speculative import SPECDEC_PRESETS
