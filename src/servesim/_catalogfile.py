@@ -18,7 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
-__all__ = ["MAX_CATALOG_BYTES", "CatalogError", "load_builtin", "load_file", "read_toml"]
+__all__ = ["MAX_CATALOG_BYTES", "CatalogError", "engines_file", "load_builtin", "load_file", "read_toml"]
 
 
 class CatalogError(ValueError):
@@ -31,6 +31,14 @@ def load_builtin(name: str) -> dict[str, Any]:
     # The files are package data under data/catalog; a plain path read avoids the
     # ~10 ms that importing importlib.resources costs at start-up.
     return read_toml(Path(__file__).parent / "data" / "catalog" / name)
+
+
+@cache
+def engines_file() -> dict[str, Any]:
+    """The serving engines' data file, ``hardware/data/engines.toml``, parsed once: the profiles
+    :mod:`servesim.hardware.engines` reads and the metrics :mod:`servesim.inputs.telemetry` reads
+    (a layer that may not import ``hardware`` reads it here)."""
+    return read_toml(Path(__file__).parent / "hardware" / "data" / "engines.toml")
 
 
 def read_toml(path: Path) -> dict[str, Any]:

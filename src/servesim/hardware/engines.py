@@ -49,17 +49,14 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from servesim._catalogfile import read_toml
+from servesim._catalogfile import engines_file
 from servesim._checks import ParameterError, check_int, check_real
 
-# and ENGINES (module __getattr__)
+# and ENGINES, CAPTURE_RULES (module __getattr__)
 __all__ = ["EngineProfile", "default_engine", "display_name", "engine_aliases", "engine_flags",
            "engine_profile", "kernel_file_stem", "mla_fallback", "policy_of", "tables_fallback"]
-
-_DATA = Path(__file__).parent / "data" / "engines.toml"
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
@@ -293,9 +290,8 @@ def capture_sizes(rule: str, top: int) -> tuple[int, ...]:
     return tuple(sorted(kept)) or (top,)
 
 
-@cache
 def _raw() -> dict[str, Any]:
-    return read_toml(_DATA)
+    return engines_file()
 
 
 def kernel_file_stem(name: str, gpu_table: str) -> str:
