@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 
-__all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_int",
-           "check_real", "describe_range"]
+__all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_counts",
+           "check_fields", "check_int", "check_real", "describe_range"]
 
 
 class ParameterError(ValueError):
@@ -73,6 +73,19 @@ def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
         raise ParameterError(name, value, f"an integer {valid}")
     return n
+
+
+def check_fields(obj: object, *names: str, lo: float = 0.0, lo_open: bool = True) -> None:
+    """:func:`check_real` on each named field of the parameter object ``obj``, in order: finite and
+    above ``lo`` (default > 0; ``lo_open=False``: >= ``lo``)."""
+    for name in names:
+        check_real(name, getattr(obj, name), lo=lo, lo_open=lo_open)
+
+
+def check_counts(obj: object, *names: str) -> None:
+    """:func:`check_int` on each named field of ``obj``, in order: an integer >= 1."""
+    for name in names:
+        check_int(name, getattr(obj, name), lo=1)
 
 
 def describe_range(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:

@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from servesim._catalogfile import CatalogError, load_builtin, load_file
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_fields, check_int, check_real
 from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -180,8 +180,7 @@ class LinkSpec:
     description: str = ""
 
     def __post_init__(self) -> None:
-        check_real("GBps", self.GBps, lo=0.0, lo_open=True)
-        check_real("nominal_GBps", self.nominal_GBps, lo=0.0, lo_open=True)
+        check_fields(self, "GBps", "nominal_GBps")
         check_real("efficiency", self.efficiency, lo=0.0, hi=1.0, lo_open=True)
 
     @property

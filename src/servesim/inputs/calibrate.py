@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_counts, check_fields, check_int, check_real
 from servesim._textfile import MAX_COUNT, parse_json, parse_number, read_text, shown, table_at
 from servesim.inputs.traces import InputError
 from servesim.model.kvcache import MODELS, KVShape
@@ -89,12 +89,9 @@ class CalibrationPoint:
     source: str = ""
 
     def __post_init__(self) -> None:
-        check_real("rate_per_s", self.rate_per_s, lo=0.0, lo_open=True)
-        check_real("ttft_s", self.ttft_s, lo=0.0, lo_open=True)
-        check_real("tpot_s", self.tpot_s, lo=0.0, lo_open=True)
-        check_real("prompt_tokens", self.prompt_tokens, lo=0.0, lo_open=True)
-        check_real("output_tokens", self.output_tokens, lo=0.0)
-        check_int("nodes", self.nodes, lo=1)
+        check_fields(self, "rate_per_s", "ttft_s", "tpot_s", "prompt_tokens")
+        check_fields(self, "output_tokens", lo_open=False)
+        check_counts(self, "nodes")
 
 
 def model_ttft_s(p: CalibrationPoint, prefill_tokens_per_s: float) -> float:

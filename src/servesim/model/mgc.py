@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_counts, check_fields, check_real
 from servesim.model.queueing import MMc, exp_tail_quantile_s
 
 __all__ = [
@@ -154,11 +154,10 @@ class GGc:
     method: str = "kimura"
 
     def __post_init__(self) -> None:
-        check_int("servers", self.servers, lo=1)
-        check_real("arrival_rate_per_s", self.arrival_rate_per_s, lo=0.0)
-        check_real("service_mean_s", self.service_mean_s, lo=0.0, lo_open=True)
-        check_real("arrival_scv", self.arrival_scv, lo=0.0)
-        check_real("service_scv", self.service_scv, lo=0.0)
+        check_counts(self, "servers")
+        check_fields(self, "arrival_rate_per_s", lo_open=False)
+        check_fields(self, "service_mean_s")
+        check_fields(self, "arrival_scv", "service_scv", lo_open=False)
         if self.method not in METHODS:
             raise ParameterError("method", self.method, f"one of {', '.join(METHODS)}")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
-from servesim._checks import check_int, check_real
+from servesim._checks import check_counts, check_fields, check_int, check_real
 
 __all__ = [
     "MMc",
@@ -85,9 +85,9 @@ class MMc:
     service_rate_per_s: float
 
     def __post_init__(self) -> None:
-        check_int("servers", self.servers, lo=1)
-        check_real("arrival_rate_per_s", self.arrival_rate_per_s, lo=0.0)
-        check_real("service_rate_per_s", self.service_rate_per_s, lo=0.0, lo_open=True)
+        check_counts(self, "servers")
+        check_fields(self, "arrival_rate_per_s", lo_open=False)
+        check_fields(self, "service_rate_per_s")
 
     @property
     def offered_load(self) -> float:

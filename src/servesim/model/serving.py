@@ -38,7 +38,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from servesim._catalogfile import load_builtin
-from servesim._checks import check_int, check_real
+from servesim._checks import check_counts, check_fields, check_int, check_real
 from servesim.model.kvcache import KVShape, Link, shipped_links, shipped_models
 from servesim.model.queueing import MMc
 
@@ -96,10 +96,8 @@ class NodeSpec:
     gpus: int = 1  # GPUs in one node (replica), for goodput per GPU
 
     def __post_init__(self) -> None:
-        check_int("gpus", self.gpus, lo=1)
-        check_real("prefill_tokens_per_s", self.prefill_tokens_per_s, lo=0.0, lo_open=True)
-        check_real("decode_tokens_per_s", self.decode_tokens_per_s, lo=0.0, lo_open=True)
-        check_real("tpot_base_s", self.tpot_base_s, lo=0.0, lo_open=True)
+        check_counts(self, "gpus")
+        check_fields(self, "prefill_tokens_per_s", "decode_tokens_per_s", "tpot_base_s")
 
 
 @dataclass(frozen=True)
@@ -114,11 +112,8 @@ class Workload:
     slo_tpot_s: float
 
     def __post_init__(self) -> None:
-        check_int("prompt_tokens", self.prompt_tokens, lo=1)
-        check_int("output_tokens", self.output_tokens, lo=1)
-        check_real("rate_per_s", self.rate_per_s, lo=0.0, lo_open=True)
-        check_real("slo_ttft_s", self.slo_ttft_s, lo=0.0, lo_open=True)
-        check_real("slo_tpot_s", self.slo_tpot_s, lo=0.0, lo_open=True)
+        check_counts(self, "prompt_tokens", "output_tokens")
+        check_fields(self, "rate_per_s", "slo_ttft_s", "slo_tpot_s")
 
     @property
     def total_tokens(self) -> int:

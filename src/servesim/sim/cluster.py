@@ -72,13 +72,14 @@ unstable by the same test at the trace's mean rate.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_counts, check_int, check_real
 from servesim.model.kvcache import Link
 from servesim.model.serving import (
     CROSSOVER_LADDER_GBPS,
@@ -211,6 +212,11 @@ class Colocated:
     def split(self) -> str:
         return f"{self.nodes}"
 
+    @property
+    def pools(self) -> tuple[int, int]:
+        """Nodes that prefill and nodes that decode: the same ``nodes``."""
+        return self.nodes, self.nodes
+
 
 @dataclass(frozen=True)
 class Disaggregated:
@@ -222,14 +228,17 @@ class Disaggregated:
     link: Link
 
     def __post_init__(self) -> None:
-        check_int("prefill_nodes", self.prefill_nodes, lo=1)
-        check_int("decode_nodes", self.decode_nodes, lo=1)
+        check_counts(self, "prefill_nodes", "decode_nodes")
         if not isinstance(self.link, Link):
             raise ParameterError("link", self.link, "a servesim.model.kvcache.Link")
 
     @property
     def split(self) -> str:
         return f"{self.prefill_nodes}p/{self.decode_nodes}d"
+
+    @property
+    def pools(self) -> tuple[int, int]:
+        return self.prefill_nodes, self.decode_nodes
 
 
 Fleet = Colocated | Disaggregated
@@ -403,10 +412,10 @@ def _fcfs(arrival_s: F64, service_s: F64, servers: int) -> tuple[F64, NDArray[np
 
 
 def _colocated_times(
-    req: Requests, node: NodeSpec, dep: Colocated, settings: SimSettings, rng: np.random.Generator | None
+    req: Requests, node: NodeSpec, fleet: Colocated, settings: SimSettings, rng: np.random.Generator | None
 ) -> RequestTimes:
     """Each request's times on colocated lab nodes (the module docstring's colocated model)."""
-    n_nodes = dep.nodes
+    n_nodes = fleet.nodes
     s = _prefill_s(req, node, settings, rng)
     start, server = _fcfs(req.arrival_s, s, n_nodes)
     end = start + s
@@ -423,7 +432,7 @@ def _colocated_times(
         cum[lo + k + 1 : hi + k + 1] = np.cumsum(dur[lo:hi])
     base = req.output_tokens * node.tpot_base_s
     decode = np.empty(req.n)
-    kern.colocated_decode_s(end, np.ascontiguousarray(base), server, offsets, st, en, cum, dep.beta, decode)
+    kern.colocated_decode_s(end, np.ascontiguousarray(base), server, offsets, st, en, cum, fleet.beta, decode)
     finish = end + decode
     zeros = np.zeros(req.n)
     return RequestTimes(
@@ -438,14 +447,15 @@ def _colocated_times(
 
 
 def _disaggregated_times(
-    req: Requests, node: NodeSpec, dep: Disaggregated, settings: SimSettings, rng: np.random.Generator | None
+    req: Requests, node: NodeSpec, fleet: Disaggregated, settings: SimSettings,
+    rng: np.random.Generator | None,
 ) -> RequestTimes:
     """Each request's times on a prefill and a decode pool of lab nodes (the module docstring's
     disaggregated model; an engine's pools step by step are :mod:`servesim.sim.disaggregation`'s)."""
     s = _prefill_s(req, node, settings, rng)
-    start_p, server_p = _fcfs(req.arrival_s, s, dep.prefill_nodes)
+    start_p, server_p = _fcfs(req.arrival_s, s, fleet.prefill_nodes)
     end_p = start_p + s
-    xfer = req.prompt_tokens * node.kv.bytes_per_token / dep.link.bytes_per_s
+    xfer = req.prompt_tokens * node.kv.bytes_per_token / fleet.link.bytes_per_s
     layers = node.kv.layers
     if settings.kv_streaming:
         ready = start_p + s / layers  # layer 1's cache exists once 1/L of the prefill has run
@@ -458,7 +468,7 @@ def _disaggregated_times(
     else:
         order = np.argsort(ready, kind="stable")
         if settings.link_contention == "node":
-            group, groups = server_p[order], dep.prefill_nodes
+            group, groups = server_p[order], fleet.prefill_nodes
         else:
             group, groups = np.zeros(req.n, dtype=np.int64), 1
         started = np.empty(req.n)
@@ -475,7 +485,7 @@ def _disaggregated_times(
     hold = req.output_tokens * node.tpot_base_s
     if settings.decode_slots:
         order = np.argsort(kv_done, kind="stable")
-        slots = dep.decode_nodes * decode_slots_per_node(node, settings)
+        slots = fleet.decode_nodes * decode_slots_per_node(node, settings)
         started, _ = _fcfs(kv_done[order], hold[order], slots)
         decode_start = np.empty(req.n)
         decode_start[order] = started
@@ -575,93 +585,20 @@ class ServingSim:
 
 
 def _utilizations(
-    rate: float,
-    mean_prompt: float,
-    mean_output: float,
-    node: NodeSpec,
-    dep: Fleet,
-    settings: SimSettings,
+    rate: float, mean_prompt: float, mean_output: float, node: NodeSpec, fleet: Fleet, settings: SimSettings
 ) -> tuple[float, float, float]:
     """Offered load of (prefill pool, decode pool, busiest link)."""
-    if isinstance(dep, Colocated):
-        rho_p = rate * mean_prompt / (dep.nodes * node.prefill_tokens_per_s)
-        rho_d = rate * mean_output / (dep.nodes * node.decode_tokens_per_s)
+    n_p, n_d = fleet.pools
+    rho_p = rate * mean_prompt / (n_p * node.prefill_tokens_per_s)
+    if isinstance(fleet, Colocated) or not settings.decode_slots:
+        rho_d = rate * mean_output / (n_d * node.decode_tokens_per_s)
+    else:  # each request holds a slot for O TPOT_base; the pool has N_d * slots of them
+        rho_d = rate * mean_output * node.tpot_base_s / (n_d * decode_slots_per_node(node, settings))
+    if isinstance(fleet, Colocated):
         return rho_p, rho_d, 0.0
-    rho_p = rate * mean_prompt / (dep.prefill_nodes * node.prefill_tokens_per_s)
-    if settings.decode_slots:
-        # each request holds a slot for O TPOT_base; the pool has N_d * slots of them
-        rho_d = (
-            rate * mean_output * node.tpot_base_s / (dep.decode_nodes * decode_slots_per_node(node, settings))
-        )
-    else:
-        rho_d = rate * mean_output / (dep.decode_nodes * node.decode_tokens_per_s)
-    xfer_s = mean_prompt * node.kv.bytes_per_token / dep.link.bytes_per_s
-    links = {"none": math.inf, "node": dep.prefill_nodes, "shared": 1}[settings.link_contention]
+    xfer_s = mean_prompt * node.kv.bytes_per_token / fleet.link.bytes_per_s
+    links = {"none": math.inf, "node": n_p, "shared": 1}[settings.link_contention]
     return rho_p, rho_d, rate * xfer_s / links
-
-
-@dataclass(frozen=True)
-class _Measured:
-    ttft_s: Latency
-    tpot_s: Latency
-    prefill_wait_s: Estimate
-    link_wait_s: Estimate
-    decode_wait_s: Estimate
-    attainment: Estimate
-    goodput_rps: Estimate
-    requests: int
-    measured_requests: int
-
-    @classmethod
-    def unstable(cls) -> _Measured:
-        inf = Estimate.unstable()
-        zero = Estimate.exact(0.0)
-        return cls(Latency.unstable(), Latency.unstable(), inf, inf, inf, zero, zero, 0, 0)
-
-
-def _measure(
-    runs: list[tuple[Requests, RequestTimes]],
-    warmup_fraction: float,
-    rate_per_s: float | None,
-    slo_ttft_s: float,
-    slo_tpot_s: float,
-    horizon_cut: bool = True,
-) -> _Measured:
-    keys = [f"{name}_{stat}" for name in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p99")]
-    cols: dict[str, list[float]] = {k: [] for k in (*keys, "wp", "wl", "wd", "att", "good")}
-    measured = 0
-    for req, t in runs:
-        keep = np.zeros(req.n, dtype=bool)
-        keep[warmup_count(req.n, warmup_fraction) :] = True
-        if horizon_cut and np.any(keep & t.in_horizon):
-            keep &= t.in_horizon
-        ttft, tpot = t.ttft_s[keep], t.tpot_s[keep]
-        measured += int(ttft.size)
-        for name, x in (("ttft", ttft), ("tpot", tpot)):
-            cols[f"{name}_mean"].append(float(x.mean()))
-            p50, p90, p99 = percentiles(x)
-            cols[f"{name}_p50"].append(p50)
-            cols[f"{name}_p90"].append(p90)
-            cols[f"{name}_p99"].append(p99)
-        cols["wp"].append(float(t.prefill_wait_s[keep].mean()))
-        cols["wl"].append(float(t.link_wait_s[keep].mean()))
-        cols["wd"].append(float(t.decode_wait_s[keep].mean()))
-        att = float(np.mean((ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)))
-        cols["att"].append(att)
-        rate = req.rate_per_s if rate_per_s is None else rate_per_s
-        cols["good"].append(rate * att)
-    e = {k: estimate(v) for k, v in cols.items()}
-    return _Measured(
-        ttft_s=Latency(e["ttft_mean"], e["ttft_p50"], e["ttft_p90"], e["ttft_p99"]),
-        tpot_s=Latency(e["tpot_mean"], e["tpot_p50"], e["tpot_p90"], e["tpot_p99"]),
-        prefill_wait_s=e["wp"],
-        link_wait_s=e["wl"],
-        decode_wait_s=e["wd"],
-        attainment=e["att"],
-        goodput_rps=e["good"],
-        requests=sum(req.n for req, _ in runs),
-        measured_requests=measured,
-    )
 
 
 def _result(
@@ -670,21 +607,46 @@ def _result(
     rate: float,
     slo_s: tuple[float, float],
     util: tuple[float, float, float],
-    m: _Measured,
+    runs: list[tuple[Requests, RequestTimes]] | None,
+    *,
+    replay: bool = False,
 ) -> ServingSim:
-    if isinstance(fleet, Colocated):
-        n_p = n_d = fleet.nodes
-    else:
-        n_p, n_d = fleet.prefill_nodes, fleet.decode_nodes
+    """The :class:`ServingSim` of ``runs``; None: unstable, not simulated (infinite latencies, no
+    goodput).  Each run drops its warm-up and, unless ``replay``, the requests past the horizon."""
+    cols: defaultdict[str, list[float]] = defaultdict(list)
+    measured = 0
+    for req, t in runs or ():
+        keep = np.zeros(req.n, dtype=bool)
+        keep[warmup_count(req.n, options.warmup_fraction) :] = True
+        if not replay and np.any(keep & t.in_horizon):
+            keep &= t.in_horizon
+        ttft, tpot = t.ttft_s[keep], t.tpot_s[keep]
+        measured += int(ttft.size)
+        for name, x in (("ttft", ttft), ("tpot", tpot)):
+            cols[f"{name}_mean"].append(float(x.mean()))
+            for stat, value in zip(("p50", "p90", "p99"), percentiles(x), strict=True):
+                cols[f"{name}_{stat}"].append(value)
+        for name, w in (("wp", t.prefill_wait_s), ("wl", t.link_wait_s), ("wd", t.decode_wait_s)):
+            cols[name].append(float(w[keep].mean()))
+        att = float(np.mean((ttft <= slo_s[0]) & (tpot <= slo_s[1])))
+        cols["att"].append(att)
+        cols["good"].append(rate * att)
+    e: defaultdict[str, Estimate] = defaultdict(Estimate.unstable, att=Estimate.exact(0.0),
+                                                good=Estimate.exact(0.0))
+    if runs is not None:
+        e.update((k, estimate(v)) for k, v in cols.items())
+    n_p, n_d = fleet.pools
     return ServingSim(
         architecture=fleet.architecture, split=fleet.split, prefill_nodes=n_p, decode_nodes=n_d,
         settings=options.settings, rate_per_s=rate, slo_ttft_s=slo_s[0], slo_tpot_s=slo_s[1],
-        attainment_target=options.attainment_target, requests=m.requests,
-        measured_requests=m.measured_requests, replications=options.replications,
+        attainment_target=options.attainment_target, requests=sum(req.n for req, _ in runs or ()),
+        measured_requests=measured, replications=options.replications,
         warmup_fraction=float(options.warmup_fraction), prefill_utilization=util[0],
-        decode_utilization=util[1], link_utilization=util[2], ttft_s=m.ttft_s, tpot_s=m.tpot_s,
-        prefill_wait_s=m.prefill_wait_s, link_wait_s=m.link_wait_s, decode_wait_s=m.decode_wait_s,
-        attainment=m.attainment, goodput_rps=m.goodput_rps,
+        decode_utilization=util[1], link_utilization=util[2],
+        ttft_s=Latency(e["ttft_mean"], e["ttft_p50"], e["ttft_p90"], e["ttft_p99"]),
+        tpot_s=Latency(e["tpot_mean"], e["tpot_p50"], e["tpot_p90"], e["tpot_p99"]),
+        prefill_wait_s=e["wp"], link_wait_s=e["wl"], decode_wait_s=e["wd"], attainment=e["att"],
+        goodput_rps=e["good"],
     )
 
 
@@ -712,7 +674,7 @@ def simulate_serving(
     util = _utilizations(rate, *_mean_lengths(wl, options), node, fleet, options.settings)
     slo_s = (wl.slo_ttft_s, wl.slo_tpot_s)
     if max(util) >= 1.0:
-        return _result(fleet, options, rate, slo_s, util, _Measured.unstable())
+        return _result(fleet, options, rate, slo_s, util, None)
     if warmup_count(per_rep, options.warmup_fraction) >= per_rep:
         raise ParameterError("warmup_fraction", options.warmup_fraction,
                              f"small enough to leave requests to measure out of {per_rep}")
@@ -721,8 +683,7 @@ def simulate_serving(
         req = sample_requests(wl, rng, per_rep, arrivals=arr, prompt_tokens=options.prompt_tokens,
                               output_tokens=options.output_tokens)
         runs.append((req, run(req, node, fleet, options.settings, rng)))
-    m = _measure(runs, options.warmup_fraction, rate, *slo_s)
-    return _result(fleet, options, rate, slo_s, util, m)
+    return _result(fleet, options, rate, slo_s, util, runs)
 
 
 def replay_trace(
@@ -759,8 +720,7 @@ def replay_trace(
     util = _utilizations(rate, mean_p, mean_o, node, fleet, options.settings)
     runs = [(requests, run(requests, node, fleet, options.settings, rng))
             for rng in replication_rngs(options.seed, options.replications)]
-    m = _measure(runs, options.warmup_fraction, None, x, y, horizon_cut=False)
-    return _result(fleet, options, rate, (x, y), util, m)
+    return _result(fleet, options, rate, (x, y), util, runs, replay=True)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_fields, check_int, check_real
 
 __all__ = [
     "Arrivals",
@@ -70,7 +70,7 @@ class Exponential:
     mean: float
 
     def __post_init__(self) -> None:
-        check_real("mean", self.mean, lo=0.0, lo_open=True)
+        check_fields(self, "mean")
 
     @property
     def variance(self) -> float:
@@ -87,7 +87,7 @@ class Deterministic:
     value: float
 
     def __post_init__(self) -> None:
-        check_real("value", self.value, lo=0.0, lo_open=True)
+        check_fields(self, "value")
 
     @property
     def mean(self) -> float:
@@ -109,8 +109,7 @@ class _MeanCV:
     cv: float
 
     def __post_init__(self) -> None:
-        check_real("mean", self.mean, lo=0.0, lo_open=True)
-        check_real("cv", self.cv, lo=0.0, lo_open=True)
+        check_fields(self, "mean", "cv")
 
     @property
     def variance(self) -> float:

@@ -229,7 +229,7 @@ def _latency_ms(s: ServingSim, which: str) -> dict[str, Any]:
 
 
 def sim_row(s: ServingSim) -> dict[str, Any]:
-    """A simulated deployment as a JSON-ready dict (milliseconds, req/s)."""
+    """A simulated fleet as a JSON-ready dict (milliseconds, req/s)."""
     return {
         "split": s.split,
         "stable": s.stable,
