@@ -15,7 +15,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError, OutputError, ParameterError
@@ -120,15 +119,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _command_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    """The subparser of ``command`` (``parser`` itself where it has none)."""
+    for action in parser._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and command in choices:
+            sub: argparse.ArgumentParser = choices[command]
+            return sub
+    return parser
+
+
 def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
     """Exit 2 naming the command, the arguments it does not take and the closest flags it does."""
     import difflib
 
-    sub = parser
-    for action in parser._actions:
-        choices = getattr(action, "choices", None)
-        if isinstance(choices, dict) and command in choices:
-            sub = choices[command]
+    sub = _command_parser(parser, command)
     known = sorted(o for o in sub._option_string_actions if o.startswith("--") and o != "--help")
     hints = []
     for x in extra:
@@ -199,16 +204,14 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 _DESTS: dict[str, tuple[str, ...]] = {
-    # a parameter object's field -> the flags (by dest) that set it, where the names differ
+    # a parameter object's field -> the flags (by dest) that set it, where the names differ (and each
+    # engine's own flags for the fields they set: servesim.cli.predict.flags_setting)
     "warmup": ("warmup_prompts",),
-    "memory_fraction": ("gpu_memory_utilization", "mem_fraction_static", "free_gpu_memory_fraction"),
-    "max_num_seqs": ("max_num_seqs", "max_running_requests", "max_batch_size"),
-    "max_num_batched_tokens": ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens"),
     "rate_per_s": ("rate",),
 }
 
 
-def _flag_of(parser: Any, args: argparse.Namespace, exc: ParameterError) -> str | None:
+def _flag_of(parser: argparse.ArgumentParser, args: argparse.Namespace, exc: ParameterError) -> str | None:
     """The flag of the command that set the parameter a ParameterError names (``prefill_ep`` ->
     ``--prefill-ep``, ``warmup`` -> ``--warmup-prompts``, an engine's memory share -> the engine's own
     flag as given), so that the message says what to change; None where no flag of the command sets it
@@ -216,13 +219,13 @@ def _flag_of(parser: Any, args: argparse.Namespace, exc: ParameterError) -> str 
     name = str(exc.name)
     if name.startswith("-"):
         return None
-    sub = parser
-    for action in parser._actions:
-        choices = getattr(action, "choices", None)
-        if isinstance(choices, dict) and args.command in choices:
-            sub = choices[args.command]
+    sub = _command_parser(parser, args.command)
     by_dest = {a.dest: a for a in sub._actions if a.option_strings}
     aliases = _DESTS.get(name, ())
+    if args.command == "predict":
+        from servesim.cli.predict import flags_setting
+
+        aliases = aliases or flags_setting(name)
     for dest in (name, *aliases):
         action = by_dest.get(dest)
         if action is None:

@@ -596,6 +596,14 @@ _INTERNAL = {"memory_fraction": "memory_fraction", "max_num_seqs": "seqs", "max_
 """Deployment fields that each engine sets by a flag of its own (:func:`engine_flags`' targets)."""
 
 
+def flags_setting(field: str) -> tuple[str, ...]:
+    """The dests of the engine flags that set Deployment ``field`` (``max_num_seqs`` ->
+    ``max_num_seqs``, ``max_running_requests``, ``max_batch_size``); () for a field no engine flag sets."""
+    target = _INTERNAL.get(field)
+    return tuple(dest for flags in engine_flags().values() for dest, (sets, _) in flags.items()
+                 if sets == target)
+
+
 def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) -> str:
     """The message of a row that could not be predicted, ``FILE:LINE:COLUMN: column 'NAME' = ...`` where
     the value that failed is a cell of the file (an engine's field under the engine's own column
