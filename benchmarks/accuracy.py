@@ -7,11 +7,16 @@ of TTFT, TPOT and output throughput, overall and per source.
 
     python benchmarks/accuracy.py             # the table and the summary
     python benchmarks/accuracy.py --fit       # also scan the two host-time constants
+    python benchmarks/accuracy.py --frontend  # and the first-token path's candidate mechanisms
 
 ``--fit`` scans the engine's host time per step (fixed part and per-sequence
 part) on a small grid and prints the median TPOT error for each: the only
 constants fitted to these measurements (``hardware/data/engines.toml``).
 Rows the model cannot price (an unknown model or GPU) are listed and skipped.
+``--frontend`` fits each candidate term of the first-token path (:func:`frontend_term_ms`:
+tokenization, the front end's burst of a step's chunks, the front end as a queue) leave-one-source-out
+beside the per-engine request overhead and in its place, and prints the out-of-sample TTFT error of
+each per engine, client and load band (:func:`frontend_scan`).
 
 A second section reads ``benchmarks/data/published_speculative.csv``: published
 runs with and without speculative decoding, each with its measured acceptance
@@ -484,6 +489,105 @@ def overhead_effect(results: list[dict[str, Any]]) -> dict[str, tuple[float, flo
     return out
 
 
+# --------------------------------------------------------------------------- the first-token path
+
+FRONTEND_GRID_US: dict[str, tuple[float, ...]] = {
+    "tokenize": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0),
+    "burst": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
+    "queue": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
+}
+"""The scan of each front-end candidate's one cost (microseconds: a prompt token, an output chunk)."""
+
+
+def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
+    """A candidate term of the first-token path (issue 48 item 2), in ms, for result ``x`` at
+    ``cost_us``; each models one single-threaded Python process on the path:
+
+    * ``tokenize``: the API server tokenizes the prompt before the engine sees it, ``cost x prompt
+      tokens`` (vLLM: ``vllm/v1/engine/async_llm.py`` ``AsyncLLM.add_request`` runs the input
+      processor in the API-server process; SGLang: ``managers/tokenizer_manager.py``
+      ``TokenizerManager._tokenize_one_request``).
+    * ``burst``: every engine step hands the front end one output per running request, processed
+      one after another (vLLM: ``AsyncLLM._run_output_handler``'s ``output_handler`` runs
+      ``OutputProcessor.process_outputs``, detokenization included, over a step's outputs in slices
+      of ``VLLM_V1_OUTPUT_PROC_CHUNK_SIZE``; SGLang: ``DetokenizerManager`` then
+      ``TokenizerManager.handle_loop``; the benchmark client, one asyncio process, parses every SSE
+      chunk): a new request's first chunk waits for half the others, ``b x cost / 2`` with ``b``
+      the requests in flight.
+    * ``queue``: the same process as a server busy ``rho = output tok/s x cost`` of the time, its
+      work arriving a step at a time (``S = b x cost``): the burst plus the M/D/1-style wait of the
+      request on the way in and of its first chunk on the way out, ``S / 2 + 2 rho S / (2 (1 -
+      rho))`` (rho capped at 0.95)."""
+    c_ms = cost_us * 1e-3
+    if kind == "tokenize":
+        return float(x["row"]["isl"]) * c_ms
+    b = x["in_flight"] if math.isfinite(x["in_flight"]) else 1.0
+    step_ms = b * c_ms
+    if kind == "burst":
+        return step_ms / 2
+    rho = min(0.95, x["pred"]["tput"] * c_ms * 1e-3)
+    return step_ms / 2 + rho * step_ms / (1 - rho)
+
+
+def frontend_scan(results: list[dict[str, Any]]) -> list[str]:
+    """Each front-end candidate (:func:`frontend_term_ms`) fitted leave-one-source-out, its cost
+    shared by the engines, with the per-engine overhead refitted beside it (``+ overhead``) and in
+    its place (``alone``): the out-of-sample median |error| of TTFT overall and per engine, client
+    and load band, beside the overhead alone.  Never-fitted sources take the fit on every other."""
+    xs = [x for x in results if "t0" in x]
+    never = set(NEVER_FITTED.values())
+    sources = sorted({x["source"] for x in xs})
+
+    def group(x: dict[str, Any]) -> str:
+        return OVERHEAD_GROUPS.get(x["row"]["engine"], x["row"]["engine"])
+
+    def fit(items: list[dict[str, Any]], kind: str, with_overhead: bool) -> tuple[float, dict[str, float]]:
+        best: tuple[float, float, dict[str, float]] | None = None
+        for c in FRONTEND_GRID_US[kind]:
+            shifted = [{"t0": x["t0"] + frontend_term_ms(kind, x, c), "m": x["m"], "g": group(x)}
+                       for x in items]
+            offs = {g: fit_overhead([y for y in shifted if y["g"] == g]) if with_overhead else 0.0
+                    for g in {y["g"] for y in shifted}}
+            err = statistics.median(abs(y["t0"] + offs[y["g"]] - y["m"]) / y["m"] for y in shifted)
+            if best is None or err < best[0] - 1e-12:
+                best = (err, c, offs)
+        assert best is not None
+        return best[1], best[2]
+
+    def oos(kind: str, with_overhead: bool) -> tuple[dict[int, float], float]:
+        fit_on = [x for x in xs if x["source"] not in never]
+        full = fit(fit_on, kind, with_overhead)
+        errs: dict[int, float] = {}
+        for src in sources:
+            c, offs = full if src in never else fit([x for x in fit_on if x["source"] != src], kind,
+                                                    with_overhead)
+            for x in xs:
+                if x["source"] == src:
+                    t = x["t0"] + frontend_term_ms(kind, x, c) + offs.get(group(x), 0.0)
+                    errs[id(x)] = (t - x["m"]) / x["m"]
+        return errs, full[0]
+
+    def line(label: str, errs: dict[int, float]) -> str:
+        parts = [f"all {100 * statistics.median(abs(e) for e in errs.values()):5.1f}%"]
+        for by in (lambda x: x["row"]["engine"], lambda x: x["pred"]["client"], band_of):
+            cells: dict[str, list[float]] = {}
+            for x in xs:
+                cells.setdefault(str(by(x)), []).append(abs(errs[id(x)]))
+            parts.append(" ".join(f"{g} {100 * statistics.median(v):.1f}%" for g, v in sorted(cells.items())))
+        return f"  {label:<34} " + " | ".join(parts)
+
+    base = {id(x): x["e_ttft"] for x in xs}
+    lines = [f"first-token path candidates, TTFT out of sample (median |error|; n={len(xs)}; the cost "
+             "fitted leave-one-source-out on the grid FRONTEND_GRID_US, shared by the engines):",
+             line("overhead per engine (shipped form)", base)]
+    for kind in FRONTEND_GRID_US:
+        for with_overhead in (True, False):
+            errs, c = oos(kind, with_overhead)
+            label = f"{kind} {'+ overhead' if with_overhead else 'alone'} ({c:g} us)"
+            lines.append(line(label, errs))
+    return lines
+
+
 def band_of(x: dict[str, Any]) -> str:
     from servesim.plan.interval import load_band
 
@@ -607,6 +711,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec-data", type=Path, default=SPEC_DATA, help="published speculative runs")
     ap.add_argument("--fit", action="store_true", help="scan the host-time constants")
     ap.add_argument("--quiet", action="store_true", help="summary only")
+    ap.add_argument("--frontend", action="store_true",
+                    help="scan the first-token path's candidate mechanisms out of sample (frontend_scan)")
     ap.add_argument("--write-intervals", action="store_true",
                     help="write the out-of-sample errors to src/servesim/plan/data/prediction_errors.json")
     args = ap.parse_args(argv)
@@ -692,6 +798,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(speculative_section(spec_results, spec_skipped, args.quiet)))
     if args.fit:
         print("\n" + "\n".join(host_loso(rows)))
+    if args.frontend:
+        print("\n" + "\n".join(frontend_scan(results)))
     return 0
 
 
