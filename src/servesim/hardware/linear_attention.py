@@ -63,7 +63,8 @@ from servesim.hardware.ops import Op
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
-    from servesim.hardware.moe_step import MoEStepModel
+    from servesim.hardware.engines import EngineProfile
+    from servesim.hardware.kernels import KernelTables
     from servesim.hardware.stepmodel import Chunk
 
 __all__ = ["GDN_CHUNK_S", "GDN_FLOOR_S", "GDN_MULTIPLE", "STATE_BYTES", "GDNTable", "Grid",
@@ -241,7 +242,38 @@ class StepRows(Protocol):
     def rank_chunks(self) -> tuple[Chunk, ...]: ...
 
 
-def _projections(model: MoEStepModel, x: StepRows,
+class _Ranks(Protocol):
+    @property
+    def tp(self) -> int: ...
+
+
+class LayerPricer(Protocol):
+    """What the attention pricers here and in :mod:`servesim.hardware.sparse_attention` ask of the
+    step model that lists them (:class:`~servesim.hardware.moe_step.MoEStepModel`, which imports them:
+    hence a protocol): its shape, ranks, GPU, engine and tables, and its GEMM and attention lookups."""
+
+    arch: Architecture
+    gpu: str
+    dtype: str
+    kv_dtype: str
+    engine: EngineProfile
+    tables: KernelTables
+    mla_prefill_note: str
+    _quantized: frozenset[str]
+
+    @property
+    def par(self) -> _Ranks: ...
+    def _table_dtype(self, quantized: bool) -> str: ...
+    def _gemm(self, m: float, n: int, k: int, dtype: str | None = None) -> tuple[float, bool, str]: ...
+    def _gemm_op(self, name: str, count: float, seconds: float, m: float, n: int, k: int, wbytes: float,
+                 dtype: str, measured: bool, note: str) -> Op: ...
+    def _attention(self, b: float, ctx: float, chunks: tuple[Chunk, ...], window: int,
+                   positions: int = 1) -> tuple[float, bool]: ...
+    def _attention_work(self, b: float, context: float, positions: int, chunks: tuple[Chunk, ...],
+                        window: int) -> tuple[float, float]: ...
+
+
+def _projections(model: LayerPricer, x: StepRows,
                  specs: Sequence[tuple[str, int, int, int, frozenset[str]]]) -> list[Op]:
     """Weight GEMMs ``(name, count, n, k, parts)`` of the busiest rank's ``m`` tokens, each from the
     GEMM table of its checkpoint format (the step model's lookups)."""
@@ -255,7 +287,7 @@ def _projections(model: MoEStepModel, x: StepRows,
     return ops
 
 
-def hybrid_attention_ops(model: MoEStepModel, x: StepRows) -> list[Op]:
+def hybrid_attention_ops(model: LayerPricer, x: StepRows) -> list[Op]:
     """The attention part of a hybrid step (module docstring): full-attention layers' projections
     and attention, gated-delta-net layers' projections and the gated delta net."""
     a, tp = model.arch, model.par.tp
@@ -282,7 +314,7 @@ def hybrid_attention_ops(model: MoEStepModel, x: StepRows) -> list[Op]:
     return ops
 
 
-def gdn_op(model: MoEStepModel, x: StepRows, count: int) -> Op:
+def gdn_op(model: LayerPricer, x: StepRows, count: int) -> Op:
     """The gated delta net of ``count`` layers for the busiest rank's sequences and chunks."""
     a, tp = model.arch, model.par.tp
     hk, hv = a.linear_key_heads // tp, a.linear_value_heads // tp

@@ -32,7 +32,7 @@ Standard library only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from servesim._checks import ParameterError
 from servesim.hardware.dtypes import BYTES_PER_VALUE, NVFP4_BLOCK
@@ -41,7 +41,6 @@ from servesim.hardware.roofline import ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
-    from servesim.hardware.pricer import Pricer
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -203,7 +202,11 @@ def weight_bytes(shape: ModelShape | ModelSpec, dtype: str) -> float:
     return tables * BYTES_PER_VALUE[TABLE_DTYPE] + (s.params - tables) * BYTES_PER_VALUE[d]
 
 
-def kv_bytes_of(sm: Pricer, tokens: float) -> float:
+class _HoldsKV(Protocol):
+    def sequence_kv_bytes(self, tokens: float) -> float: ...
+
+
+def kv_bytes_of(sm: _HoldsKV, tokens: float) -> float:
     """KV-cache bytes of one sequence's ``tokens`` tokens over all layers, in the step model ``sm``'s
     KV dtype and layout: what a disaggregated deployment sends over its link."""
     return sm.sequence_kv_bytes(tokens)

@@ -55,13 +55,18 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from servesim.hardware.dtypes import BYTES_PER_VALUE
-from servesim.hardware.linear_attention import Grid, StepRows, attention_kind_tables, table_folder
+from servesim.hardware.linear_attention import (
+    Grid,
+    LayerPricer,
+    StepRows,
+    attention_kind_tables,
+    table_folder,
+)
 from servesim.hardware.ops import Op
 from servesim.hardware.stepmodel import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
-    from servesim.hardware.moe_step import MoEStepModel
 
 __all__ = ["DSA_FLOOR_S", "DSA_LAUNCH_S", "DSA_MULTIPLE", "DSATable", "dsa_attention_ops", "dsa_table",
            "indexer_work", "sparse_chunk_s"]
@@ -114,7 +119,7 @@ def indexer_work(arch: Architecture, rows: float, context: float,
     return nbytes, pair * pairs
 
 
-def _indexer_projections(model: MoEStepModel, x: StepRows) -> list[Op]:
+def _indexer_projections(model: LayerPricer, x: StepRows) -> list[Op]:
     a, h, m = model.arch, model.arch.hidden, x.m
     quantized = "indexer" in model._quantized
     d = model._table_dtype(quantized)
@@ -128,7 +133,7 @@ def _indexer_projections(model: MoEStepModel, x: StepRows) -> list[Op]:
     return ops
 
 
-def dsa_attention_ops(model: MoEStepModel, x: StepRows) -> list[Op]:
+def dsa_attention_ops(model: LayerPricer, x: StepRows) -> list[Op]:
     """The indexer projections, the indexer and top-k, and the sparse MLA of a DSA step's layers."""
     a = model.arch
     L, k = a.layers, a.index_topk
@@ -146,7 +151,7 @@ def dsa_attention_ops(model: MoEStepModel, x: StepRows) -> list[Op]:
     return ops
 
 
-def sparse_chunk_s(model: MoEStepModel, ch: Chunk) -> tuple[float, bool]:
+def sparse_chunk_s(model: LayerPricer, ch: Chunk) -> tuple[float, bool]:
     """One layer's sparse MLA of a prefill chunk (seconds, measured): its queries up to the top-k
     position attend causally as dense MLA does (the step model's MLA prefill tables); each later query
     attends to ``index_topk`` keys, priced as chunks of ``k`` tokens behind ``k`` cached ones scaled to
@@ -179,7 +184,7 @@ def _times_the_indexer(grid: Grid, arch: Architecture, hbm_bytes_per_s: float) -
     return True
 
 
-def _indexer_op(model: MoEStepModel, x: StepRows, ctx: float) -> Op:
+def _indexer_op(model: LayerPricer, x: StepRows, ctx: float) -> Op:
     """The indexer and top-k of every layer: the measured module's growth past the top-k plus the
     indexer's roofline below it (module docstring)."""
     a, t = model.arch, model.tables

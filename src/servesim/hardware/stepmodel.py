@@ -86,7 +86,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
@@ -105,7 +105,6 @@ from servesim.hardware.topology import links_note
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
-    from servesim.hardware.pricer import Pricer
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -595,7 +594,19 @@ def copied(model: _M, **attrs: object) -> _M:
     return run
 
 
-def sequences_held(sm: Pricer, memory_bytes: float, tokens: float) -> int:
+class EngineStep(Protocol):
+    """What the helpers below ask of a step model (:class:`~servesim.hardware.pricer.Pricer` asks
+    more; pricer.py imports this module, hence the protocol here)."""
+
+    engine: EngineProfile
+
+    def kv_capacity_tokens(self, memory_bytes: float) -> int: ...
+
+    def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
+             positions: int = 1, *, bound: bool = True) -> StepTime: ...
+
+
+def sequences_held(sm: EngineStep, memory_bytes: float, tokens: float) -> int:
     """Sequences of ``tokens`` tokens a step model's replica runs at once on GPUs of ``memory_bytes``:
     what its KV cache holds (:meth:`StepModel.kv_capacity_tokens`), at most the engine's
     ``max_num_seqs``."""
@@ -654,7 +665,7 @@ def column_blocks(tables: KernelTables, dtype: str, m: float, n: int, k: int) ->
     return [(tables.gemm(dtype, m, math.ceil(n / blocks), k), float(blocks))]
 
 
-def prompt_in_chunks(model: Pricer, tokens: int) -> float:
+def prompt_in_chunks(model: EngineStep, tokens: int) -> float:
     """One prompt of ``tokens`` prefilled alone by ``model`` (a step pricer with an ``engine``): chunks
     of the engine's token budget, one per step, each behind the ones before it."""
     budget = model.engine.max_num_batched_tokens
