@@ -319,6 +319,13 @@ def kv_follows_checkpoint(name: str) -> bool:
     return str(_raw()["engine"].get(name, {}).get("kv_dtype_auto", "model")) == "checkpoint"
 
 
+def ssm_state_bytes(name: str) -> int | None:
+    """Bytes per value of the recurrent state engine ``name`` keeps whatever the model's
+    ``mamba_ssm_dtype`` says (engines.toml ``ssm_state_bytes``); None: the model's."""
+    value = _raw()["engine"].get(name, {}).get("ssm_state_bytes")
+    return None if value is None else int(value)
+
+
 def engine_flags(name: str) -> tuple[tuple[str, str, bool, str], ...]:
     """Engine ``name``'s own server flags that ``servesim predict`` takes, in engines.toml's order
     (``[[engine.NAME.flags]]``): each as (flag, what it sets, whether it is a switch, its help); what
