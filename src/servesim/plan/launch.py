@@ -153,24 +153,11 @@ class Launch:
     def as_dict(self) -> dict[str, Any]:
         """``{"engine_command": ...}`` (colocated) or ``{"engine_commands": {"prefill", "decode"}}``,
         with ``benchmark_command``, ``files`` and ``notes``."""
-        out: dict[str, Any] = (
-            {"engine_command": self.engine_commands[""]}
-            if "" in self.engine_commands
-            else {"engine_commands": dict(self.engine_commands)}
-        )
-        out.update(
-            {
-                "benchmark_command": self.benchmark_command,
-                "files": dict(self.files),
-                "notes": list(self.notes),
-                "flags_checked_against": _sources(
-                    [
-                        split_script(c).program
-                        for c in (*self.engine_commands.values(), self.benchmark_command)
-                    ]
-                ),
-            }
-        )
+        cmds = self.engine_commands
+        out: dict[str, Any] = {"engine_command": cmds[""]} if "" in cmds else {"engine_commands": dict(cmds)}
+        programs = [split_script(c).program for c in (*self.engine_commands.values(), self.benchmark_command)]
+        out.update(benchmark_command=self.benchmark_command, files=dict(self.files), notes=list(self.notes),
+                   flags_checked_against=_sources(programs))
         return out
 
 
@@ -381,18 +368,6 @@ class _Raw(str):
 
 def _quote(value: str) -> str:
     return str(value) if isinstance(value, _Raw) else shlex.quote(value)
-
-
-def _yaml(data: dict[str, Any], indent: int = 0) -> str:
-    """``data`` as block YAML (str, int, float, bool and nested dicts: what the options file holds)."""
-    out = []
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.append(" " * indent + f"{key}:\n" + _yaml(value, indent + 2))
-        else:
-            text = _text(value) if not isinstance(value, str) else json.dumps(value)
-            out.append(" " * indent + f"{key}: {text}\n")
-    return "".join(out)
 
 
 def engine_command(
@@ -617,28 +592,36 @@ def benchmark_command(bench: Benchmark, dep: Deployment, *, replicas: int = 1,
             f"# servesim leaves the first {bench.warmup} requests out of its figures (a warm-up the "
             "client does not know): compare the rest of the saved per-request times"
         )
-    values: dict[str, object] = {
-        "backend": table.get("backends", {}).get(dep.engine, table["backend"]),
-        "port": engine_launch(dep.engine)["port"],
-        "model": _served(dep, catalog)[0],
-        "isl": bench.isl,
-        "osl": bench.osl,
-        "ratio": float(client.ratio),
-        "prompts": bench.prompts,
-        "rate": "inf" if bench.rate_per_s is None else float(bench.rate_per_s),
-        "concurrency": bench.concurrency,
-        "warmups": bench.warmups,
-        "seed": bench.seed,
-        "burstiness": float(client.burstiness),
-        "warmup": bench.warmup,
-    }
     s = _Script(servesim=[])
-    _write(s, table, values)
+    _write(s, table, _bench_values(bench, dep, table, catalog))
     lines.append(_command(program(f"client.{name}"), s.args))
     return "\n".join(lines) + "\n"
 
 
+def _bench_values(bench: Benchmark, dep: Deployment, table: Mapping[str, Any],
+                  catalog: Catalog | None = None) -> dict[str, object]:
+    """The benchmark's values by the names the clients' entries of data/engine_launch.toml give them."""
+    client, rate = bench.client, bench.rate_per_s
+    return {
+        "backend": table.get("backends", {}).get(dep.engine, table["backend"]),
+        "port": engine_launch(dep.engine)["port"], "model": _served(dep, catalog)[0], "isl": bench.isl,
+        "osl": bench.osl, "ratio": float(client.ratio), "prompts": bench.prompts,
+        "rate": "inf" if rate is None else float(rate), "concurrency": bench.concurrency,
+        "warmups": bench.warmups, "seed": bench.seed, "burstiness": float(client.burstiness),
+        "warmup": bench.warmup,
+    }
+
+
 # ------------------------------------------------------------------------------ whole deployments
+
+
+TREE_FLAGS = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+"""The first line's flags of an SGLang draft tree (steps, top-k, draft tokens): a tree was asked for."""
+
+ACCEPTANCE_FLAGS = (
+    ("--acceptance-length", "acceptance_length"), ("--alpha", "alpha"), ("--traffic", "traffic"),
+)
+"""The first line's flags of the acceptance the prediction assumed, and their keyword arguments."""
 
 
 class _SpecOptions(TypedDict, total=False):
@@ -663,19 +646,9 @@ def _speculation(sp: _SpecOptions) -> list[str]:
         return []
     out = ["--spec", str(spec)]
     if tree is not None:
-        out += [
-            "--speculative-num-steps",
-            str(tree[0]),
-            "--speculative-eagle-topk",
-            str(tree[1]),
-            "--speculative-num-draft-tokens",
-            str(tree[2]),
-        ]
-    for flag, value in (
-        ("--acceptance-length", sp.get("acceptance_length")),
-        ("--alpha", sp.get("alpha")),
-        ("--traffic", sp.get("traffic")),
-    ):
+        out += [t for flag, n in zip(TREE_FLAGS, tree, strict=True) for t in (flag, str(n))]
+    for flag, name in ACCEPTANCE_FLAGS:
+        value = sp.get(name)
         if value is not None:
             out += [flag, repr(value) if isinstance(value, float) else str(value)]
     return out
@@ -760,16 +733,8 @@ def deploy_disaggregated(
     from servesim.hardware.engines import display_name
 
     spec = sp.get("spec")
-    common = (
-        "--mode",
-        "disagg",
-        "--prefill-workers",
-        str(prefill_workers),
-        "--decode-workers",
-        str(decode_workers),
-        "--link",
-        _link_text(link_bytes_per_s),
-    )
+    common = ("--mode", "disagg", "--prefill-workers", str(prefill_workers),
+              "--decode-workers", str(decode_workers), "--link", _link_text(link_bytes_per_s))
     sv = tuple(_speculation(sp))
     pcmd, pnotes = engine_command(prefill, servesim=common, pool="prefill", catalog=catalog)
     dcmd, dnotes = engine_command(
@@ -778,13 +743,8 @@ def deploy_disaggregated(
     )
     bcmd = benchmark_command(bench, decode, catalog=catalog)
     dynamo, dynamo_files = _dynamo(prefill, prefill_workers, pcmd, decode, decode_workers, dcmd)
-    files = {
-        "prefill.sh": pcmd,
-        "decode.sh": dcmd,
-        "benchmark.sh": bcmd,
-        "dynamo.yaml": dynamo,
-        **dynamo_files,
-    }
+    files = {"prefill.sh": pcmd, "decode.sh": dcmd, "benchmark.sh": bcmd, "dynamo.yaml": dynamo}
+    files.update(dynamo_files)
     notes = [
         *dict.fromkeys([*pnotes, *dnotes]),
         *_spec_notes(spec),
@@ -842,14 +802,9 @@ def _dynamo(
     table = engine_launch(engine)
     ns = "servesim-disagg"
     image = f"nvcr.io/nvidia/ai-dynamo/{table['dynamo_runtime']}:0.6.1"
-    services: dict[str, Any] = {
-        "Frontend": {
-            "dynamoNamespace": ns,
-            "componentType": "frontend",
-            "replicas": 1,
-            "extraPodSpec": {"mainContainer": {"image": image}},
-        }
-    }
+    front = {"dynamoNamespace": ns, "componentType": "frontend", "replicas": 1,
+             "extraPodSpec": {"mainContainer": {"image": image}}}
+    services: dict[str, Any] = {"Frontend": front}
     files: dict[str, str] = {}
     for pool, dep, workers, cmd in (("prefill", prefill, wp, pcmd), ("decode", decode, wd, dcmd)):
         ckpt, own, env = _args_of(cmd)
@@ -862,11 +817,8 @@ def _dynamo(
             args += own if arg == "{args}" else [arg.format(**fill)]
         if pool == "prefill":
             args += table["dynamo"].get("prefill_args", [])
-        container: dict[str, Any] = {
-            "image": image,
-            "command": ["python3", "-m", f"dynamo.{engine}"],
-            "args": args,
-        }
+        container: dict[str, Any] = {"image": image, "command": ["python3", "-m", f"dynamo.{engine}"]}
+        container["args"] = args
         if env:
             container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
         services[f"{engine.capitalize()}{pool.capitalize()}Worker"] = {
@@ -878,19 +830,15 @@ def _dynamo(
             "resources": {"limits": {"gpu": str(dep.tp * dep.dp)}},
             "extraPodSpec": {"mainContainer": container},
         }
-    doc = {
-        "apiVersion": "nvidia.com/v1alpha1",
-        "kind": "DynamoGraphDeployment",
-        "metadata": {"name": ns},
-        "spec": {"services": services},
-    }
+    doc = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": ns},
+           "spec": {"services": services}}
     head = (
         f"# servesim: the predicted pools as a Dynamo DynamoGraphDeployment (after {DYNAMO_EXAMPLE});\n"
         "# the image is that example's release: use your Dynamo release's, and check its workers' flags\n"
     )
     if files:
         head += "# mount " + " and ".join(sorted(files)) + " at /config in the workers (a ConfigMap)\n"
-    return head + _yaml_any(doc), files
+    return head + _yaml(doc), files
 
 
 LLMD_EXAMPLE = (
@@ -919,12 +867,8 @@ def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, 
     for pool, dep, workers, cmd in (("decode", decode, wd, dcmd), ("prefill", prefill, wp, pcmd)):
         _, args, env = _args_of(cmd)
         gpus = str(dep.tp * dep.dp)
-        container: dict[str, Any] = {
-            "name": llmd["container"],
-            "image": llmd["image"],
-            "modelCommand": llmd["model_command"],
-            "args": args,
-        }
+        container: dict[str, Any] = {"name": llmd["container"], "image": llmd["image"],
+                                     "modelCommand": llmd["model_command"], "args": args}
         if env:
             container["env"] = [{"name": k, "value": v} for k, v in sorted(env.items())]
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
@@ -933,24 +877,25 @@ def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, 
     head = f"# servesim: the predicted pools as llm-d modelservice values (after {LLMD_EXAMPLE})\n"
     if _args_of(pcmd)[0] != ckpt:
         head += f"# llm-d starts both pools on {ckpt}: the prefill pool's {_args_of(pcmd)[0]} is not used\n"
-    return head + _yaml_any(doc)
+    return head + _yaml(doc)
 
 
-def _yaml_any(data: Mapping[str, object] | Sequence[object], indent: int = 0) -> str:
-    """``data`` (dicts, lists, scalars) as block YAML, strings quoted as JSON."""
+def _yaml(data: Mapping[str, object] | Sequence[object], indent: int = 0) -> str:
+    """``data`` (dicts, lists, scalars) as block YAML, strings quoted as JSON: a manifest, or an
+    engine's options file."""
     pad = " " * indent
     if isinstance(data, dict):
         out = []
         for key, value in data.items():
             if isinstance(value, (dict, list)) and value:
-                out.append(f"{pad}{key}:\n" + _yaml_any(value, indent + 2))
+                out.append(f"{pad}{key}:\n" + _yaml(value, indent + 2))
             else:
                 out.append(f"{pad}{key}: {_scalar(value)}\n")
         return "".join(out)
     out = []
     for item in data:
         if isinstance(item, dict):
-            body = _yaml_any(item, indent + 2)
+            body = _yaml(item, indent + 2)
             out.append(f"{pad}- " + body[indent + 2 :])
         else:
             out.append(f"{pad}- {_scalar(item)}\n")
@@ -980,20 +925,11 @@ def row_deploy(row: dict[str, Any], q: PlanQuestion, gpu: str,
     pre, dec = row_deployments(row, q, gpu)
     spec = None if row["speculation"] == "none" else row["speculation"]
     k = getattr(q, "k", None) or (row.get("speculative_k") or None)
-    acc = (
-        {}
-        if spec is None
-        else {
-            "acceptance_length": getattr(q, "acceptance_length", None),
-            "traffic": getattr(q, "traffic", None),
-        }
-    )
+    acc = {} if spec is None else {name: getattr(q, name, None) for name in ("acceptance_length", "traffic")}
     rate = float(row.get("planned_rate_rps") or row["max_rate_rps"])
     steady = row.get("steady_state") or {}
-    run: dict[str, Any] = {
-        "num_prompts": steady.get("prompts"),
-        "warmup": int(steady.get("warmup_prompts") or 0),
-    }
+    run: dict[str, Any] = {"num_prompts": steady.get("prompts"),
+                           "warmup": int(steady.get("warmup_prompts") or 0)}
     if row["architecture"] == "colocated":
         n = int(row["prefill"]["workers"])
         bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate / n, **run)
@@ -1001,10 +937,8 @@ def row_deploy(row: dict[str, Any], q: PlanQuestion, gpu: str,
     else:
         bench = Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, **run)
         w = (int(row["prefill"]["workers"]), int(row["decode"]["workers"]))
-        launch = deploy_disaggregated(
-            pre, w[0], dec, w[1], q.link_bytes_per_s, bench, spec=spec, k=k, catalog=catalog, **acc
-        )
-        out = launch.as_dict()
+        out = deploy_disaggregated(pre, w[0], dec, w[1], q.link_bytes_per_s, bench, spec=spec, k=k,
+                                   catalog=catalog, **acc).as_dict()
     out["notes"] += _dtype_change(q, pre, dec)
     return out
 
@@ -1055,14 +989,5 @@ def unknown_flags(script: str) -> list[str]:
 
 def _yaml_keys(text: str) -> list[str]:
     """The dotted keys of a two-level block YAML as :func:`_yaml` writes it."""
-    out, parent = [], ""
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key = line.strip().split(":", 1)[0]
-        if line.startswith("  "):
-            out.append(f"{parent}.{key}")
-        else:
-            parent = key
-            out.append(key)
-    return out
+    return [f"{k}.{sub}" if sub else k for k, v in read_yaml(text).items()
+            for sub in ("", *(v if isinstance(v, dict) else ()))]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from servesim._checks import InputError
 from servesim.hardware.pricer import Deployment
-from servesim.plan.launch import _overlap, flag_profile
+from servesim.plan.launch import ACCEPTANCE_FLAGS, TREE_FLAGS, _overlap, flag_profile
 from servesim.plan.launch import _text as _key
 from servesim.plan.launch_script import Script, _pairs, launch_data, read_yaml, split_script
 
@@ -261,21 +261,16 @@ def _speculation(got: Mapping[str, object], table: Mapping[str, Any],
     spec = sv.get("--spec") or (methods.get(str(got["method"])) if got.get("method") is not None else None)
     k = got.get("k", got.get("tree_steps"))
     tree: tuple[int, ...] | None = None
-    names = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
-    if all(sv.get(n) is not None for n in names):  # a tree was asked for (the first line says so)
-        tree, k = tuple(int(str(sv[n])) for n in names), None
+    if all(sv.get(n) is not None for n in TREE_FLAGS):  # a tree was asked for (the first line says so)
+        tree, k = tuple(int(str(sv[n])) for n in TREE_FLAGS), None
     out: dict[str, Any] = {"spec": spec}
     if spec in (None, "none"):
         return out
     k = sv.get("--k") or k  # where the engine runs no such method, the first line keeps its k
     out.update({"k": None if k is None else int(str(k)), "tree": tree, "draft": sv.get("--draft")})
-    for flag, name, kind in (
-        ("--acceptance-length", "acceptance_length", float),
-        ("--alpha", "alpha", float),
-        ("--traffic", "traffic", str),
-    ):
+    for flag, name in ACCEPTANCE_FLAGS:
         value = sv.get(flag)
-        out[name] = None if value is None else kind(value)
+        out[name] = None if value is None else value if name == "traffic" else float(value)
     return out
 
 

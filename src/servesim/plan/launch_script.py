@@ -32,9 +32,9 @@ def launch_data() -> dict[str, Any]:
     return read_toml(_DATA)
 
 
-@cache
 def _programs() -> tuple[tuple[tuple[str, ...], str], ...]:
-    """Command words -> the engine (its key) or client (``client.NAME``) they start."""
+    """Command words -> the engine (its key) or client (``client.NAME``) they start (read each time:
+    an entry added to the data, as a test's toy engine, is seen)."""
     data = launch_data()
     return tuple(
         (tuple(words), prefix + name)
