@@ -90,11 +90,13 @@ import math
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import engines_file
 from servesim._checks import check_int, check_real
 from servesim.inputs.traces import InputError
 from servesim.model.speculative import (
@@ -109,9 +111,8 @@ from servesim.model.speculative import (
 __all__ = [
     "CURVE_STATISTICS",
     "DEFINITIONS",
-    "ENGINES",
-    "SGLANG_GAUGES",
-    "VLLM_COUNTERS",
+    "ENGINES",  # noqa: F822 (module __getattr__)
+    "RATES",
     "AlphaFit",
     "Definitions",
     "IidTest",
@@ -128,25 +129,80 @@ __all__ = [
     "parse_exposition",
     "read_counters",
     "read_exposition",
+    "spec_metrics",
     "wilson_interval",
 ]
-
-VLLM_DRAFTS = "vllm:spec_decode_num_drafts"
-VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
-VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
-VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
-VLLM_COUNTERS: tuple[str, ...] = (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS)
-"""vLLM's speculative-decoding counters (exported with a ``_total`` suffix)."""
-
-SGLANG_LENGTH = "sglang:spec_accept_length"
-SGLANG_RATE = "sglang:spec_accept_rate"
-SGLANG_GAUGES: tuple[str, ...] = (SGLANG_LENGTH, SGLANG_RATE)
-"""SGLang's speculative-decoding gauges (windowed averages; the length includes the bonus)."""
 
 DEFINITIONS: tuple[str, ...] = ("per-position", "accept-length", "accept-rate")
 """What an alpha is fitted from: per-position counts, a mean accepted length, or a rate."""
 
-ENGINES: tuple[str, ...] = ("vllm", "sglang")
+RATES: dict[str, tuple[Callable[[float, int], float], Callable[[float, int], float]]] = {
+    # accepted / drafted = E[A] / k, so E[n] = 1 + rate k
+    "vllm_acceptance_rate": (lambda length, k: (length - 1.0) / k, lambda rate, k: 1.0 + rate * k),
+    # E[n] / (k + 1): the length (bonus included) over a chain draft's k + 1 draft tokens
+    "sglang_accept_rate": (lambda length, k: length / (k + 1), lambda rate, k: rate * (k + 1)),
+}
+"""The engines' acceptance-rate definitions (fields of :class:`Definitions`): each the rate as a
+function of the mean accepted length with the bonus E[n] and the draft length k, and its inverse."""
+
+_COUNTER_ROLES = ("drafts", "draft_tokens", "accepted", "accepted_per_pos")
+_GAUGE_ROLES = ("accept_length", "accept_rate")
+
+
+@dataclass(frozen=True)
+class _Exporter:
+    """One engine's speculative-decoding metrics (engines.toml ``[engine.NAME.telemetry]``): cumulative
+    counters (``counters``: the cycles, drafted, accepted and per-position accepted tokens) or
+    windowed gauges (the mean accepted length and the acceptance rate), the metric of each role, and
+    the definition of the engine's own acceptance rate (a key of :data:`RATES`)."""
+
+    engine: str
+    name: str  # as its project writes it
+    counters: bool
+    metrics: tuple[tuple[str, str], ...]  # (role, metric name)
+    rate: str
+
+    def metric(self, role: str) -> str:
+        return dict(self.metrics)[role]
+
+    def short(self, role: str) -> str:
+        """The metric of ``role`` without its namespace (``spec_accept_length``)."""
+        return self.metric(role).split(":", 1)[-1]
+
+
+@cache
+def _exporters() -> dict[str, _Exporter]:
+    """The engines with speculative metrics, in engines.toml's order (read on first use)."""
+    out: dict[str, _Exporter] = {}
+    for key, entry in engines_file()["engine"].items():
+        t = entry.get("telemetry")
+        if t is None:
+            continue
+        counters = t["kind"] == "counters"
+        roles = _COUNTER_ROLES if counters else _GAUGE_ROLES
+        out[key] = _Exporter(engine=key, name=str(entry.get("name", key)), counters=counters,
+                             metrics=tuple((role, str(t["metrics"][role])) for role in roles),
+                             rate=str(t["rate"]))
+    return out
+
+
+@cache
+def _metric_engines() -> dict[str, str]:
+    """Each speculative metric's engine."""
+    return {metric: ex.engine for ex in _exporters().values() for _, metric in ex.metrics}
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``ENGINES``: the engines whose speculative metrics servesim reads (engines.toml
+    ``[engine.NAME.telemetry]``), read on first use."""
+    if name == "ENGINES":
+        return tuple(_exporters())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def spec_metrics(engine: str) -> tuple[str, ...]:
+    """The speculative-decoding metrics ``engine`` exports (counters without their ``_total``)."""
+    return tuple(metric for _, metric in _exporters()[engine].metrics)
 
 MAX_SCRAPE_BYTES = 64 * 2**20
 """A metrics scrape larger than this (64 MiB) is refused unread: real ones are well under 1 MiB."""
@@ -242,8 +298,8 @@ class SpecCounters:
     """The same for the counters' ``_created`` times, when exported: a new one marks a restart."""
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine={self.engine!r} is invalid: must be one of {', '.join(ENGINES)}")
+        if self.engine not in _exporters():
+            raise ValueError(f"engine={self.engine!r} is invalid: must be one of {', '.join(_exporters())}")
         for name in ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "accept_length",
                      "accept_rate", "interval_s"):
             v = getattr(self, name)
@@ -330,7 +386,7 @@ def _sample_key(name: str) -> tuple[str, bool] | None:
     created = name.endswith("_created")
     base = name[: -len("_created")] if created else name
     base = base[: -len("_total")] if base.endswith("_total") else base
-    return (base, created) if base in VLLM_COUNTERS or base in SGLANG_GAUGES else None
+    return (base, created) if base in _metric_engines() else None
 
 
 def parse_exposition(
@@ -375,11 +431,12 @@ def parse_exposition(
                 stamp = None if s.timestamp is None else float(s.timestamp)
                 samples.append((key, dict(s.labels), float(s.value), stamp))
     if not samples:
-        raise InputError(
-            f"{source}: no speculative-decoding metrics: expected vLLM counters "
-            f"({', '.join(n + '_total' for n in VLLM_COUNTERS)}) or SGLang gauges "
-            f"({', '.join(SGLANG_GAUGES)}); is speculative decoding enabled?"
+        expected = " or ".join(
+            f"{ex.name} counters ({', '.join(m + '_total' for _, m in ex.metrics)})" if ex.counters
+            else f"{ex.name} gauges ({', '.join(m for _, m in ex.metrics)})" for ex in _exporters().values()
         )
+        raise InputError(f"{source}: no speculative-decoding metrics: expected {expected}; "
+                         "is speculative decoding enabled?")
     models = sorted({lab.get("model_name", "") for _, lab, _, _ in samples})
     if model is not None:
         if model not in models:
@@ -394,16 +451,15 @@ def parse_exposition(
         if not math.isfinite(value) or value < 0:
             shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
             raise InputError(f"{source}: {key}{{{shown}}} = {value!r} is invalid: must be finite and >= 0")
-    engines = {"vllm" if key.startswith("vllm:") else "sglang" for key, _, _, _ in samples}
+    engines = {_metric_engines()[key] for key, _, _, _ in samples}
     if len(engines) > 1:
-        raise InputError(
-            f"{source}: both vLLM and SGLang speculative metrics found: give one engine's scrape"
-        )
-    engine = engines.pop()
+        names = " and ".join(ex.name for ex in _exporters().values() if ex.engine in engines)
+        raise InputError(f"{source}: both {names} speculative metrics found: give one engine's scrape")
+    ex = _exporters()[engines.pop()]
     stamps = [ts for _, _, _, ts in samples if ts is not None]
     when = max(stamps) if stamps else time_s
     origin = "sample timestamps" if stamps else (time_from if time_s is not None else None)
-    counts = _sglang(source, samples, when) if engine == "sglang" else _vllm(source, samples, when)
+    counts = _counters(source, samples, when, ex) if ex.counters else _gauges(source, samples, when, ex)
     born = tuple((key, _series_labels(labels), value) for key, labels, value in created
                  if labels.get("model_name", "") == chosen)
     return replace(counts, time_from=origin, created=born)
@@ -418,40 +474,44 @@ def _engine_of(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ..
     return tuple(kv for kv in labels if kv[0] != "position")
 
 
-def _vllm(source: str, samples: Sequence[tuple[str, dict[str, str], float, float | None]],
-          when: float | None) -> SpecCounters:
+def _counters(source: str, samples: Sequence[tuple[str, dict[str, str], float, float | None]],
+              when: float | None, ex: _Exporter) -> SpecCounters:
+    """One scrape (or difference) of an engine exporting cumulative counters (vLLM)."""
     totals: dict[str, float] = {}
     per_pos: dict[int, float] = {}
+    per_pos_metric = ex.metric("accepted_per_pos")
+    totalled = {ex.metric(role): role for role in ("drafts", "draft_tokens", "accepted")}
     for key, labels, value, _ in samples:
-        if key == VLLM_PER_POS:
+        if key == per_pos_metric:
             raw = labels.get("position")
             try:
                 pos = int(raw) if raw is not None else -1
             except ValueError:
                 pos = -1
             if pos < 0:
-                raise InputError(f"{source}: {VLLM_PER_POS} has position={raw!r}: must be an integer >= 0")
+                raise InputError(f"{source}: {per_pos_metric} has position={raw!r}: must be an integer >= 0")
             per_pos[pos] = per_pos.get(pos, 0.0) + value
-        elif key in (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED):
-            totals[key] = totals.get(key, 0.0) + value
+        elif key in totalled:
+            totals[totalled[key]] = totals.get(totalled[key], 0.0) + value
     if per_pos and sorted(per_pos) != list(range(len(per_pos))):
         raise InputError(
-            f"{source}: {VLLM_PER_POS} positions {sorted(per_pos)} have gaps: expected 0..{max(per_pos)}"
+            f"{source}: {per_pos_metric} positions {sorted(per_pos)} have gaps: expected 0..{max(per_pos)}"
         )
     return SpecCounters(
         source=source,
-        engine="vllm",
-        num_drafts=totals.get(VLLM_DRAFTS),
-        num_draft_tokens=totals.get(VLLM_DRAFT_TOKENS),
-        num_accepted_tokens=totals.get(VLLM_ACCEPTED),
+        engine=ex.engine,
+        num_drafts=totals.get("drafts"),
+        num_draft_tokens=totals.get("draft_tokens"),
+        num_accepted_tokens=totals.get("accepted"),
         accepted_per_pos=tuple(per_pos[i] for i in range(len(per_pos))),
         time_s=when,
         series=tuple((key, _series_labels(labels), value) for key, labels, value, _ in samples),
     )
 
 
-def _sglang(source: str, samples: Sequence[tuple[str, dict[str, str], float, float | None]],
-            when: float | None) -> SpecCounters:
+def _gauges(source: str, samples: Sequence[tuple[str, dict[str, str], float, float | None]],
+            when: float | None, ex: _Exporter) -> SpecCounters:
+    """One scrape of an engine exporting windowed gauges (SGLang)."""
     values: dict[str, list[float]] = {}
     for key, _, value, _ in samples:
         values.setdefault(key, []).append(value)
@@ -459,9 +519,9 @@ def _sglang(source: str, samples: Sequence[tuple[str, dict[str, str], float, flo
     for key, vs in values.items():
         if len(vs) > 1:
             warnings.append(f"{key} has {len(vs)} series (ranks?): their plain mean is used")
-    length = _mean(values.get(SGLANG_LENGTH))
-    rate = _mean(values.get(SGLANG_RATE))
-    return SpecCounters(source=source, engine="sglang", accept_length=length, accept_rate=rate,
+    length = _mean(values.get(ex.metric("accept_length")))
+    rate = _mean(values.get(ex.metric("accept_rate")))
+    return SpecCounters(source=source, engine=ex.engine, accept_length=length, accept_rate=rate,
                         time_s=when, warnings=tuple(warnings))
 
 
@@ -499,10 +559,11 @@ def difference(first: SpecCounters, second: SpecCounters, interval_s: float | No
                 "to trust, so no rates per second (give --interval-s)"
             )
             span = span_from = None
-    if second.engine == "sglang":
+    ex = _exporters()[second.engine]
+    if not ex.counters:
         warnings.append(
-            "SGLang's spec_accept_length/spec_accept_rate are gauges averaged over its last logging "
-            f"window, not counters: the values of {second.source} are used, not a difference"
+            f"{ex.name}'s {ex.short('accept_length')}/{ex.short('accept_rate')} are gauges averaged over "
+            f"its last logging window, not counters: the values of {second.source} are used, not a difference"
         )
         return replace(second, interval_s=span, interval_from=span_from, warnings=tuple(warnings))
     if first.positions != second.positions:
@@ -535,7 +596,7 @@ def difference(first: SpecCounters, second: SpecCounters, interval_s: float | No
         warnings.append(
             f"{len(before)} series of {first.source} are missing from {second.source}: left out"
         )
-    delta = _vllm(f"{first.source} -> {second.source}", deltas, second.time_s)
+    delta = _counters(f"{first.source} -> {second.source}", deltas, second.time_s, ex)
     return replace(delta, time_from=second.time_from, interval_s=span, interval_from=span_from,
                    warnings=tuple(warnings))
 
@@ -544,7 +605,7 @@ def counters_from_value(
     definition: str,
     values: Sequence[float],
     *,
-    engine: str = "vllm",
+    engine: str | None = None,
     length_includes_bonus: bool = True,
 ) -> SpecCounters:
     """Wrap a typed-in published figure so that :func:`fit_alpha` can convert it.
@@ -555,11 +616,15 @@ def counters_from_value(
       ``E[A]/k``, SGLang ``E[n]/(k+1)``);
     * ``per-position``: the marginal rates p_1 >= p_2 >= ... (vLLM's
       per-position acceptance rates).
+
+    ``engine`` None: the default engine (engines.toml ``default_engine``).
     """
     if definition not in DEFINITIONS:
         raise InputError(f"--from {definition!r}: must be one of {', '.join(DEFINITIONS)}")
-    if engine not in ENGINES:
-        raise InputError(f"engine {engine!r}: must be one of {', '.join(ENGINES)}")
+    if engine is None:
+        engine = str(engines_file()["default_engine"])
+    if engine not in _exporters():
+        raise InputError(f"engine {engine!r}: must be one of {', '.join(_exporters())}")
     vals = [float(v) for v in values]
     if not vals or not all(math.isfinite(v) and v >= 0 for v in vals):
         raise InputError(f"--value {values!r}: must be finite numbers >= 0")
@@ -763,6 +828,7 @@ def _iid_test(n: float, c: Sequence[float], alpha: float) -> tuple[IidTest | Non
 
 def _resolve_k(counts: SpecCounters, k: int | None) -> tuple[int, list[str]]:
     warnings: list[str] = []
+    ex = _exporters()[counts.engine]
     if counts.positions:
         if k is not None and k != counts.positions:
             raise InputError(
@@ -778,7 +844,7 @@ def _resolve_k(counts: SpecCounters, k: int | None) -> tuple[int, list[str]]:
                     "at the last positions are biased low"
                 )
         return kk, warnings
-    if counts.engine == "vllm" and counts.num_drafts and counts.num_draft_tokens is not None:
+    if ex.counters and counts.num_drafts and counts.num_draft_tokens is not None:
         mean_drafted = counts.num_draft_tokens / counts.num_drafts
         if k is not None:
             if abs(mean_drafted - k) > 1e-6 * k:
@@ -790,19 +856,21 @@ def _resolve_k(counts: SpecCounters, k: int | None) -> tuple[int, list[str]]:
             f"{counts.source}: cycles drafted {mean_drafted:.3f} tokens on average (not a whole number) "
             "and there are no per-position counters: give the draft length with --k"
         )
-    if counts.engine == "sglang" and counts.accept_length and counts.accept_rate:
-        ndt = counts.accept_length / counts.accept_rate  # spec_accept_rate = length / num_draft_tokens
+    if not ex.counters and counts.accept_length and counts.accept_rate:
+        # the gauges' rate is the length over a cycle's draft tokens (k + 1 for a chain draft)
+        ndt = counts.accept_length / counts.accept_rate
+        ratio = f"{ex.short('accept_length')} / {ex.short('accept_rate')} = {ndt:.2f}"
         if k is not None:
             if abs(ndt - (k + 1)) > 0.02 * (k + 1):
                 warnings.append(
-                    f"spec_accept_length / spec_accept_rate = {ndt:.2f} draft tokens per cycle, not "
+                    f"{ratio} draft tokens per cycle, not "
                     f"k + 1 = {k + 1}: a tree draft (topk > 1)? the chain model is an approximation"
                 )
             return k, warnings
         if abs(ndt - round(ndt)) <= 0.02 * ndt and round(ndt) >= 2:
             return round(ndt) - 1, warnings
         raise InputError(
-            f"{counts.source}: spec_accept_length / spec_accept_rate = {ndt:.2f} is not a whole number of "
+            f"{counts.source}: {ratio} is not a whole number of "
             "draft tokens (k + 1): give the draft length with --k"
         )
     if k is None:
@@ -810,8 +878,8 @@ def _resolve_k(counts: SpecCounters, k: int | None) -> tuple[int, list[str]]:
     return k, warnings
 
 
-def _check_vllm(counts: SpecCounters) -> list[str]:
-    """Consistency of vLLM counters: never fit an alpha from contradictory numbers."""
+def _check_counters(counts: SpecCounters, ex: _Exporter) -> list[str]:
+    """Consistency of an engine's counters (vLLM's): never fit an alpha from contradictory numbers."""
     warnings: list[str] = []
     n, s, dtok = counts.num_drafts, counts.num_accepted_tokens, counts.num_draft_tokens
     c = counts.accepted_per_pos
@@ -821,11 +889,11 @@ def _check_vllm(counts: SpecCounters) -> list[str]:
             raise InputError(f"{src}: per-position rates {list(c)} must be in [0, 1]")
     elif n is None:
         if c or s is not None:
-            raise InputError(f"{src}: {VLLM_DRAFTS}_total is missing: the number of cycles is needed")
-        raise InputError(f"{src}: no vLLM speculative counters with values")
+            raise InputError(f"{src}: {ex.metric('drafts')}_total is missing: the number of cycles is needed")
+        raise InputError(f"{src}: no {ex.name} speculative counters with values")
     elif n == 0:
         raise InputError(
-            f"{src}: {VLLM_DRAFTS} is 0 (no speculative cycles in this interval): nothing to fit"
+            f"{src}: {ex.metric('drafts')} is 0 (no speculative cycles in this interval): nothing to fit"
         )
     else:
         if s is not None and dtok is not None and s > dtok:
@@ -838,7 +906,7 @@ def _check_vllm(counts: SpecCounters) -> list[str]:
             )
         if s is not None and c and abs(sum(c) - s) > max(1.0, 1e-6 * s):
             warnings.append(
-                f"per-position counts sum to {sum(c):g} but {VLLM_ACCEPTED} is {s:g} "
+                f"per-position counts sum to {sum(c):g} but {ex.metric('accepted')} is {s:g} "
                 "(scraped mid-update?): the per-position counts are used"
             )
     for i in range(1, len(c)):
@@ -937,12 +1005,13 @@ def _checked_k(counts: SpecCounters, k: int | None) -> tuple[int, list[str]]:
     """The measurement's draft length, after refusing inconsistent counters (vLLM) or a mean
     accepted length below 1 (SGLang); with the checks' warnings."""
     warnings: list[str] = []
-    if counts.positions or (counts.engine == "vllm" and counts.num_drafts is not None):
-        warnings += _check_vllm(counts)
-    if counts.engine == "sglang" and counts.accept_length is not None and counts.accept_length < 1.0:
+    ex = _exporters()[counts.engine]
+    if counts.positions or (ex.counters and counts.num_drafts is not None):
+        warnings += _check_counters(counts, ex)
+    if not ex.counters and counts.accept_length is not None and counts.accept_length < 1.0:
         raise InputError(
-            f"{counts.source}: {SGLANG_LENGTH} = {counts.accept_length:g} is below 1 (it counts the bonus "
-            "token): speculative decoding is off or no decode step has been logged yet"
+            f"{counts.source}: {ex.metric('accept_length')} = {counts.accept_length:g} is below 1 (it counts "
+            "the bonus token): speculative decoding is off or no decode step has been logged yet"
         )
     kk, w = _resolve_k(counts, k)
     warnings += w
@@ -1008,8 +1077,7 @@ def _fit_mean_length(counts: SpecCounters, chosen: str, kk: int, n: float | None
     else:
         assert rate_obs is not None
         input_value = rate_obs
-        # vLLM: rate = E[A]/k -> E[n] = 1 + rate k;  SGLang: rate = E[n]/(k+1).
-        length = 1.0 + rate_obs * kk if counts.engine == "vllm" else rate_obs * (kk + 1)
+        length = RATES[_exporters()[counts.engine].rate][1](rate_obs, kk)
     if not 1.0 <= length <= kk + 1.0 + 1e-9:
         raise InputError(
             f"{counts.source}: mean accepted length {length:.4g} (bonus included) is outside "
@@ -1074,7 +1142,7 @@ def _observed_length(counts: SpecCounters, k: int) -> float | None:
     """Mean accepted length with the bonus, as measured (vLLM: 1 + S/N)."""
     if counts.accept_length is not None:
         return counts.accept_length
-    if counts.engine == "vllm" and counts.has_counts and counts.num_drafts:
+    if _exporters()[counts.engine].counters and counts.has_counts and counts.num_drafts:
         if counts.num_accepted_tokens is not None:
             return 1.0 + counts.num_accepted_tokens / counts.num_drafts
         if counts.positions:
@@ -1085,10 +1153,10 @@ def _observed_length(counts: SpecCounters, k: int) -> float | None:
 
 
 def _observed_rate(counts: SpecCounters) -> float | None:
-    """The engine's own acceptance rate, as measured (vLLM: accepted / drafted)."""
+    """The engine's own acceptance rate, as measured (from counters: accepted / drafted)."""
     if counts.accept_rate is not None:
         return counts.accept_rate
-    if (counts.engine == "vllm" and counts.has_counts and counts.num_draft_tokens
+    if (_exporters()[counts.engine].counters and counts.has_counts and counts.num_draft_tokens
             and counts.num_accepted_tokens is not None):
         return counts.num_accepted_tokens / counts.num_draft_tokens
     return None
@@ -1108,16 +1176,14 @@ def _observed(counts: SpecCounters, k: int, length: float | None, rate: float | 
         defs = _definitions(k, [x / norm for x in counts.accepted_per_pos])
         out["marginal"] = list(defs.marginal)
         out["conditional"] = list(defs.conditional)
-    if counts.engine == "vllm":
-        out["vllm_acceptance_rate"] = rate
-        if rate is None and counts.per_pos_are_rates and length is not None:
-            out["vllm_acceptance_rate"] = (length - 1.0) / k  # every cycle drafts k tokens
-        if length is not None:
-            out["sglang_accept_rate"] = length / (k + 1)
-    else:
-        out["sglang_accept_rate"] = rate
-        if length is not None:
-            out["vllm_acceptance_rate"] = (length - 1.0) / k
+    ex = _exporters()[counts.engine]
+    for key, (of_length, _) in RATES.items():
+        if key == ex.rate:  # the engine's own, as measured
+            out[key] = rate
+            if rate is None and ex.counters and counts.per_pos_are_rates and length is not None:
+                out[key] = of_length(length, k)  # typed-in per-position rates: every cycle drafts k tokens
+        elif length is not None:
+            out[key] = of_length(length, k)
     return out
 
 
@@ -1150,9 +1216,10 @@ preference after the input's own definition."""
 def _measured_statistic(fit: Mapping[str, Any]) -> str | None:
     """The ``observed`` key of the figure alpha was fitted to (the input's definition first)."""
     obs = fit["observed"]
+    ex = _exporters().get(str(fit.get("engine")))
+    own = [ex.rate] if ex is not None else []
     prefer = {"accept-length": ["mean_accepted_with_bonus"],
-              "accept-rate": (["vllm_acceptance_rate", "sglang_accept_rate"] if fit.get("engine") == "vllm"
-                              else ["sglang_accept_rate", "vllm_acceptance_rate"])}
+              "accept-rate": [*own, *(key for key in RATES if key not in own)]}
     keys = [*prefer.get(fit.get("input_definition", ""), []), *CURVE_STATISTICS]
     return next((key for key in keys if obs.get(key) is not None), None)
 
