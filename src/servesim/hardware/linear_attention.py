@@ -33,7 +33,7 @@ tables' fitted HBM share plus two launch floors, marked unmeasured.
 sequence, ``2 (Hv / T) d_v d_k s`` bytes (``s`` the state's bytes per value) plus the convolution
 state's ``2 (conv / T) (K - 1) 2``, and each token's q, k, v in and output out in BF16; FLOPs ``6 (Hv /
 T) d_k d_v`` per token (``k^T S``, the rank-one update and ``q^T S``: two FLOPs per multiply-add each).
-The state's bytes per value are the engine's (:data:`STATE_BYTES`).  The engine's price lies between
+The state's bytes per value are the engine's (:func:`state_bytes`).  The engine's price lies between
 that bound and ``GDN_MULTIPLE x bound + GDN_FLOOR_S`` (the launch of the two kernels), plus, for a
 prefill, :data:`GDN_CHUNK_S` for each chunk of 64 tokens of each sequence (the chunked delta rule walks
 them in order: a serial latency no bandwidth removes), which the tests check over the tables' grids
@@ -58,6 +58,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from servesim.hardware import engines
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.ops import Op
 
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.kernels import KernelTables
     from servesim.hardware.stepmodel import Chunk
 
-__all__ = ["GDN_CHUNK_S", "GDN_FLOOR_S", "GDN_MULTIPLE", "STATE_BYTES", "GDNTable", "Grid",
+__all__ = ["GDN_CHUNK_S", "GDN_FLOOR_S", "GDN_MULTIPLE", "GDNTable", "Grid",
            "attention_kind_tables", "gdn_ceiling_s", "gdn_op", "gdn_table", "gdn_work",
            "hybrid_attention_ops", "state_bytes", "state_bytes_per_token", "table_folder"]
 
@@ -86,13 +87,6 @@ GDN_CHUNK_S = 40e-6
 at most :data:`GDN_MULTIPLE` x its light + :data:`GDN_FLOOR_S` + this per chunk of each sequence (the
 slowest shipped table, SGLang 0.5.14 on the H200 at 64 value heads, takes 35 us a chunk; vLLM's
 kernels 2-3 us)."""
-
-STATE_BYTES: dict[str, int] = {"trtllm": 2}
-"""Engines that keep the recurrent state in the model's dtype (BF16) whatever ``mamba_ssm_dtype`` says:
-TensorRT-LLM (``KvCacheConfig.mamba_ssm_cache_dtype`` ``"auto"``; its measured decode kernel on every
-GPU is faster than reading and writing an FP32 state allows).  vLLM follows the config
-(``model_executor/models/config.py`` sets ``mamba_ssm_cache_dtype`` from Qwen3.5's ``mamba_ssm_dtype``),
-as does SGLang (its ``--mamba-ssm-dtype`` defaults to float32)."""
 
 _FOLDERS = {"h100": "h100_sxm", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "h200-sxm": "h200_sxm",
             "b200": "b200_sxm", "b200-sxm": "b200_sxm", "b300": "b300_sxm", "b300-sxm": "b300_sxm",
@@ -181,13 +175,13 @@ class GDNTable:
 @cache
 def gdn_table(gpu: str, engine: str, heads: tuple[int, int] | None = None) -> GDNTable | None:
     """The gated-delta-net table of ``engine`` on ``gpu`` (that times ``heads``, key x value heads of
-    one GPU, when given): its own, else another engine's on the same GPU (vLLM's, then SGLang's, then
-    TensorRT-LLM's: TensorRT-LLM 1.3.0rc20 timed only one GPU's 16 key heads), else None."""
+    one GPU, when given): its own, else another engine's on the same GPU in engines.toml's order (vLLM's,
+    SGLang's, TensorRT-LLM's: TensorRT-LLM 1.3.0rc20 timed only one GPU's 16 key heads), else None."""
     folder = table_folder(gpu)
     if folder is None:
         return None
     per = attention_kind_tables()["gpus"][folder]
-    for e in dict.fromkeys((engine, "vllm", "sglang", "trtllm")):
+    for e in dict.fromkeys((engine, *engines.ENGINES)):
         if "gdn" in per.get(e, {}):
             table = GDNTable(folder, e, per[e])
             if heads is None or table.has(*heads):
@@ -196,11 +190,14 @@ def gdn_table(gpu: str, engine: str, heads: tuple[int, int] | None = None) -> GD
 
 
 def state_bytes(arch: Architecture, engine: str) -> int:
-    """Bytes of one recurrent-state value as ``engine`` keeps it (:data:`STATE_BYTES`)."""
-    return int(STATE_BYTES.get(engine, arch.ssm_state_bytes))
+    """Bytes of one recurrent-state value as ``engine`` keeps it: engines.toml ``ssm_state_bytes``
+    (:func:`servesim.hardware.engines.ssm_state_bytes`: TensorRT-LLM's BF16, with its source), else the
+    config's ``mamba_ssm_dtype``, which vLLM and SGLang follow."""
+    own = engines.ssm_state_bytes(engine)
+    return arch.ssm_state_bytes if own is None else own
 
 
-def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, engine: str = "vllm") -> float:
+def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, engine: str) -> float:
     """Each request's recurrent state on one GPU, spread over its tokens (module docstring): the
     request length ``kv_context`` (``for_requests``), else the model's longest context, else one."""
     if not getattr(arch, "linear_layers", 0):

@@ -131,7 +131,9 @@ same model and GPU, launched without the variable, stay on SGLang's DeepGEMM tab
 
 MOE_BACKENDS = ("trtllm", "deepgemm", "triton")
 """TensorRT-LLM's ``moe_config.backend`` values whose experts servesim prices apart (``None``: the
-engine's own table).  Each names the kernel vLLM 0.24.0 timed on the same GPU (:data:`_BORROWED_MOE`):
+engine's own table): kernel names as the engine's flag spells them (``"trtllm"`` here is the TRTLLM-gen
+kernel backend, not the engine; they stay in code because each selects a branch of the pricing below).
+Each names the kernel vLLM 0.24.0 timed on the same GPU (:data:`_BORROWED_MOE`):
 
 * ``"trtllm"``: block-FP8 experts on TRTLLM-gen kernels at every size.  TensorRT-LLM 1.3.0rc20's B200
   table times block FP8 with its DEEPGEMM backend above 256 tokens (TRTLLM-gen below,

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
 from servesim.hardware.architectures import LINEAR_PARTS, Architecture, find_architecture
-from servesim.hardware.engines import ENGINES, EP_COMMS, EngineProfile, engine_profile
+from servesim.hardware.engines import ENGINES, EP_COMMS, EngineProfile, default_engine, engine_profile
 from servesim.hardware.moe_step import (
     GEMM_BACKENDS,
     MOE_BACKENDS,
@@ -136,7 +136,7 @@ class Deployment:
     tp: int = 1
     dtype: str = "bf16"
     kv_dtype: str = "bf16"
-    engine: str = "vllm"
+    engine: str = field(default_factory=default_engine)  # engines.toml default_engine
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     scheduler: tuple[tuple[str, float | bool], ...] = ()
