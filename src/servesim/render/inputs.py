@@ -67,6 +67,14 @@ _INPUT_WORDS = {
     "accept-rate": "acceptance rate (method of moments)",
 }
 
+_RATES = {
+    # the fit's observed acceptance-rate fields, each an engine's definition (the field's first word is
+    # the engine's name, as the fit's ``engine`` says it): the table's row name, the definition
+    "vllm_acceptance_rate": ("vLLM acceptance rate E[A]/k", "vLLM accepted/drafted = E[A]/k"),
+    "sglang_accept_rate": ("SGLang accept rate E[n]/(k+1)", "SGLang spec_accept_rate = E[n]/(k+1)"),
+}
+
+
 def fit_text(d: dict[str, Any]) -> str:
     from servesim.render.text import table
 
@@ -79,8 +87,7 @@ def fit_text(d: dict[str, Any]) -> str:
             span += f" ({d['drafts_per_s']:,.1f} cycles/s)"
     cycles = f", N = {n:,.0f} cycles{span}" if n is not None else ""
     out.append(f"  k = {d['k']} draft tokens per cycle{cycles}")
-    rate_def = ("vLLM accepted/drafted = E[A]/k" if d["engine"] == "vllm"
-                else "SGLang spec_accept_rate = E[n]/(k+1)")
+    rate_def = next(words for key, (_, words) in _RATES.items() if key.startswith(f"{d['engine']}_"))
     word = _INPUT_WORDS[d["input_definition"]]
     if d["input_definition"] == "accept-rate":
         word += f"; {rate_def}"
@@ -117,8 +124,7 @@ def fit_text(d: dict[str, Any]) -> str:
         ("mean accepted length, no bonus E[A]", obs["mean_accepted_no_bonus"], iid["mean_accepted_no_bonus"]),
         ("mean accepted length + bonus E[n]", obs["mean_accepted_with_bonus"],
          iid["mean_accepted_with_bonus"]),
-        ("vLLM acceptance rate E[A]/k", obs["vllm_acceptance_rate"], iid["vllm_acceptance_rate"]),
-        ("SGLang accept rate E[n]/(k+1)", obs["sglang_accept_rate"], iid["sglang_accept_rate"]),
+        *((name, obs[key], iid[key]) for key, (name, _) in _RATES.items()),
     ]
     out.append(table(["definition", "observed", "i.i.d. at alpha"],
                      [[name, _g(o, ".4f") if o is not None else "-", f"{m:.4f}"] for name, o, m in defs]))

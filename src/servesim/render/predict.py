@@ -57,8 +57,7 @@ def _load(d: dict[str, Any]) -> str:
         load = f"{rate:g} req/s" + ("" if burst == 1.0 else f" (burstiness {burst:g})")
         load += f", at most {conc} in flight" if conc is not None else ""
     warm = f", {d['num_warmups']} warm-ups first" if d.get("num_warmups") else ""
-    client = d.get("client", "vllm")
-    return f"{d['num_prompts']} requests of {lengths}, {load}{warm} ({client} client)"
+    return f"{d['num_prompts']} requests of {lengths}, {load}{warm} ({d['client']} client)"
 
 
 def _completed(d: dict[str, Any]) -> str:
