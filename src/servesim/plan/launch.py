@@ -50,15 +50,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from servesim._catalogfile import read_toml
-from servesim._checks import ParameterError
+from servesim._checks import InputError, ParameterError
+from servesim.hardware.architectures import _ALIASES
+from servesim.hardware.engines import display_name, engine_profile
+from servesim.hardware.moe_step import Parallelism
+from servesim.hardware.names import _catalog, canonical_gpu, canonical_model, resolve_gpu
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype
+from servesim.model.kvcache import LINKS
+from servesim.plan.confirm import row_deployments
 from servesim.plan.launch_script import launch_data, read_yaml, split_script
+from servesim.sim.batching import Benchmark
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
     from servesim.hardware.engines import EngineProfile
     from servesim.plan.search import PlanQuestion
-    from servesim.sim.batching import Benchmark
 
 __all__ = [
     "Launch",
@@ -177,9 +183,6 @@ def flag_profile(dep: Deployment, catalog: Catalog | None = None) -> EngineProfi
     """The engine profile at the level of the engine's flags: one server of ``dep`` as its flags
     are read, before attention-DP ranks share them out (``dp=1`` with the whole replica's GPUs as
     its parallelism), so that its budget, running limit and memory share are the values to pass."""
-    from servesim.hardware.engines import engine_profile
-    from servesim.hardware.names import canonical_gpu, resolve_gpu
-
     gpu = resolve_gpu(dep.gpu, catalog)
     return engine_profile(
         dep.engine,
@@ -201,9 +204,6 @@ def flag_profile(dep: Deployment, catalog: Catalog | None = None) -> EngineProfi
 def _checkpoint(dep: Deployment, catalog: Catalog | None = None) -> tuple[str, str]:
     """(the checkpoint's id or path, a note): the model's own Hugging Face id (a catalog name's first
     ``hf_ids``; a config.json's folder)."""
-    from servesim._checks import InputError, ParameterError
-    from servesim.hardware.names import _catalog, canonical_model
-
     model = dep.model
     path = Path(model).expanduser()
     if model.endswith(".json") or path.exists():
@@ -232,8 +232,6 @@ def _own_dtype(dep: Deployment) -> str:
 @cache
 def _releases() -> frozenset[str]:
     """Checkpoint ids servesim knows to be published: its shipped configs' and its aliases'."""
-    from servesim.hardware.architectures import _ALIASES
-
     folder = Path(__file__).resolve().parents[1] / "data" / "model_configs"
     shipped = {p.name[: -len("_config.json")].replace("--", "/", 1) for p in folder.glob("*_config.json")}
     return frozenset(shipped | set(_ALIASES))
@@ -255,9 +253,6 @@ def _weights(
     checkpoint to load in place of the model's own or None, a ``CHECKPOINT`` the user must supply
     (its description) or None, a note).  An engine whose entry has no ``quantization`` makes no
     weights at load."""
-    from servesim.hardware.moe_step import Parallelism
-    from servesim.hardware.names import canonical_gpu
-
     dtype = dep.dtype
     if dtype in ("auto", "bf16"):
         return None, None, None, ""
@@ -385,8 +380,6 @@ def engine_command(
     deployment's worker) running speculation ``spec`` at draft length ``k`` (or SGLang's ``tree``)
     with drafter ``draft``, and its notes.  ``servesim`` adds flags to the first line's ``servesim
     predict`` (what no engine flag carries)."""
-    from servesim.hardware.names import canonical_gpu
-
     table = engine_launch(dep.engine)
     eng = flag_profile(dep, catalog)
     ckpt, ckpt_note = _served(dep, catalog)
@@ -707,8 +700,6 @@ def _heredoc(cmd: str) -> str:
 
 
 def _link_text(link_bytes_per_s: float) -> str:
-    from servesim.model.kvcache import LINKS
-
     for name, ln in LINKS.items():
         if ln.bytes_per_s == link_bytes_per_s:
             return name
@@ -730,8 +721,6 @@ def deploy_disaggregated(
     the benchmark of the whole deployment through its front end, a Dynamo
     ``DynamoGraphDeployment`` and, for an engine llm-d serves (an ``llmd`` table in its entry), an
     llm-d values file."""
-    from servesim.hardware.engines import display_name
-
     spec = sp.get("spec")
     common = ("--mode", "disagg", "--prefill-workers", str(prefill_workers),
               "--decode-workers", str(decode_workers), "--link", _link_text(link_bytes_per_s))
@@ -919,9 +908,6 @@ def row_deploy(row: dict[str, Any], q: PlanQuestion, gpu: str,
     the deployments :func:`~servesim.plan.confirm.row_deployments` builds, and the benchmark its
     confirmation ran at the row's (planned) rate, a colocated row's replica at its share, with the
     steady-state run's prompts and warm-up where the row records them (``steady_state``)."""
-    from servesim.plan.confirm import row_deployments
-    from servesim.sim.batching import Benchmark
-
     pre, dec = row_deployments(row, q, gpu)
     spec = None if row["speculation"] == "none" else row["speculation"]
     k = getattr(q, "k", None) or (row.get("speculative_k") or None)

@@ -23,15 +23,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from servesim._checks import InputError
+from servesim._checks import InputError, ParameterError
 from servesim.hardware.pricer import Deployment
 from servesim.plan.launch import ACCEPTANCE_FLAGS, TREE_FLAGS, _overlap, flag_profile
 from servesim.plan.launch import _text as _key
 from servesim.plan.launch_script import Script, _pairs, launch_data, read_yaml, split_script
+from servesim.sim.batching import Benchmark
+from servesim.sim.client import Client
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
-    from servesim.sim.batching import Benchmark
 
 __all__ = ["ParsedLaunch", "Script", "canonical", "parse_benchmark", "parse_launch", "split_script"]
 
@@ -49,10 +50,6 @@ class ParsedLaunch:
     extra: dict[str, str]
 
 
-def _servesim(args: list[str]) -> dict[str, str | None]:
-    return _pairs(args)
-
-
 def parse_launch(
     text: str, *, gpu: str | None = None, model: str | None = None, catalog: Catalog | None = None
 ) -> ParsedLaunch:
@@ -62,11 +59,9 @@ def parse_launch(
     engines = launch_data()["engine"]
     if s.program not in engines:
         names = [" ".join(e["commands"][0]) for e in engines.values()]
-        raise InputError(
-            f"--engine-command: no {', '.join(names[:-1])} or {names[-1]} command found in it"
-        )
+        raise InputError(f"--engine-command: no {', '.join(names[:-1])} or {names[-1]} command found in it")
     table = engines[s.program]
-    sv = _servesim(s.servesim)
+    sv = _pairs(s.servesim)
     o = s.options()
     got = _read(s, o, table)
     # servesim's model: the first line's, the flag's, else the checkpoint the command loads
@@ -84,24 +79,20 @@ def parse_launch(
         fields["dtype"] = sv["--dtype"]
     spec_args = _speculation(got, table, sv)
     dep = canonical(Deployment(**fields), spec_args.get("spec"), catalog)
-    extra = {
-        k[2:].replace("-", "_"): v
-        for k, v in sv.items()
-        if k in ("--mode", "--prefill-workers", "--decode-workers", "--link") and v is not None
-    }
+    around = ("--mode", "--prefill-workers", "--decode-workers", "--link")
+    extra = {k[2:].replace("-", "_"): v for k, v in sv.items() if k in around and v is not None}
     return ParsedLaunch(dep, spec_args, extra)
 
 
 _N = TypeVar("_N", int, float)
 
 
-def _number(o: Mapping[str, object], name: str, kind: type[_N], where: str,
-            default: _N | None = None) -> _N | None:
-    """Option ``name`` of a command (``where`` names its flag) as a ``kind``, ``default`` where absent;
-    an InputError that names the option and its value where it is not one."""
+def _number(o: Mapping[str, object], name: str, kind: type[_N], where: str) -> _N | None:
+    """Option ``name`` of a command (``where`` names its flag) as a ``kind``, None where absent; an
+    InputError that names the option and its value where it is not one."""
     v = o.get(name)
     if v is None:
-        return default
+        return None
     try:
         return kind(str(v))
     except (TypeError, ValueError):
@@ -302,10 +293,6 @@ def canonical(dep: Deployment, spec: str | None = None, catalog: Catalog | None 
 
 def parse_benchmark(text: str) -> Benchmark:
     """The :class:`~servesim.sim.batching.Benchmark` a client command runs (see the module docstring)."""
-    from servesim._checks import ParameterError
-    from servesim.sim.batching import Benchmark
-    from servesim.sim.client import Client
-
     s = split_script(text)
     clients = launch_data()["client"]
     if not s.program.startswith("client."):
@@ -319,7 +306,7 @@ def parse_benchmark(text: str) -> Benchmark:
         for alias in e.get("aliases", ()):
             if o.get(e["flag"]) is None and alias in o:
                 o[e["flag"]] = o[alias]
-    sv = _servesim(s.servesim)
+    sv = _pairs(s.servesim)
     # what the tool does with a flag left out (data/engine_launch.toml default_dataset, default_seed)
     dataset = o.get("--dataset-name") or table["default_dataset"]
     if dataset != "random":
