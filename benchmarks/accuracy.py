@@ -495,8 +495,12 @@ FRONTEND_GRID_US: dict[str, tuple[float, ...]] = {
     "tokenize": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0),
     "burst": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
     "queue": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
+    "tokenize-py": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0),
+    "burst-py": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0),
+    "queue-py": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
 }
-"""The scan of each front-end candidate's one cost (microseconds: a prompt token, an output chunk)."""
+"""The scan of each front-end candidate's one cost (microseconds: a prompt token, an output chunk);
+``-py``: the term applies to the Python front ends only (not TensorRT-LLM's C++ backend)."""
 
 
 def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
@@ -517,8 +521,15 @@ def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
     * ``queue``: the same process as a server busy ``rho = output tok/s x cost`` of the time, its
       work arriving a step at a time (``S = b x cost``): the burst plus the M/D/1-style wait of the
       request on the way in and of its first chunk on the way out, ``S / 2 + 2 rho S / (2 (1 -
-      rho))`` (rho capped at 0.95)."""
+      rho))`` (rho capped at 0.95).
+
+    ``KIND-py`` is ``KIND`` on the Python front ends only (vLLM's and SGLang's API servers and
+    ``trtllm-serve``), none on TensorRT-LLM's C++ backend behind Triton or NIM (:func:`overlap_of`)."""
     c_ms = cost_us * 1e-3
+    if kind.endswith("-py"):  # Python front ends only: TensorRT-LLM's C++ backend (Triton, NIM) has none
+        if x["row"]["engine"] == "trtllm" and overlap_of(x["row"]) is False:
+            return 0.0
+        kind = kind[:-3]
     if kind == "tokenize":
         return float(x["row"]["isl"]) * c_ms
     b = x["in_flight"] if math.isfinite(x["in_flight"]) else 1.0
