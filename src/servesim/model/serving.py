@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 
 from servesim._catalogfile import load_builtin
 from servesim._checks import check_counts, check_fields, check_int, check_real
@@ -51,6 +51,7 @@ __all__ = [
     "Crossover",
     "NodeFrom",
     "NodeSpec",
+    "ScenarioArgs",
     "ServingResult",
     "Workload",
     "best_split",
@@ -367,21 +368,31 @@ def __getattr__(name: str) -> object:
 
 
 NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
+_T = TypeVar("_T")
+
+
+class ScenarioArgs(TypedDict, total=False):
+    """What a lab command may change of its workload, and the link and node it runs on: the keyword
+    arguments of :func:`resolve_scenario` and of the summaries that resolve one (None: the default)."""
+
+    rate_per_s: float | None
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    link: Link | None
+    node: NodeSpec | None
+    beta: float | None
+    node_from: NodeFrom | None
+    node_source: str | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+
+
+def _or(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
 
 
 def resolve_scenario(
-    wl: Workload,
-    *,
-    rate_per_s: float | None = None,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
-    link: Link | None = None,
-    node: NodeSpec | None = None,
-    beta: float | None = None,
-    node_from: NodeFrom | None = None,
-    node_source: str | None = None,
-    prompt_tokens: int | None = None,
-    output_tokens: int | None = None,
+    wl: Workload, **given: Unpack[ScenarioArgs]
 ) -> tuple[Workload, Link, NodeSpec, float, str]:
     """The workload with its overrides, the link (default rdma), the node, beta and the node's source.
 
@@ -389,24 +400,22 @@ def resolve_scenario(
     final workload; without it ``node`` (default the reference node, :data:`DEFAULT_NODE`) and
     ``beta`` (default 0.5) are used, with ``node_source`` (if given) as the description of the node.
     """
+    g = given
     wl = replace(
         wl,
-        prompt_tokens=wl.prompt_tokens if prompt_tokens is None else prompt_tokens,
-        output_tokens=wl.output_tokens if output_tokens is None else output_tokens,
-        rate_per_s=wl.rate_per_s if rate_per_s is None else rate_per_s,
-        slo_ttft_s=wl.slo_ttft_s if slo_ttft_s is None else slo_ttft_s,
-        slo_tpot_s=wl.slo_tpot_s if slo_tpot_s is None else slo_tpot_s,
+        prompt_tokens=_or(g.get("prompt_tokens"), wl.prompt_tokens),
+        output_tokens=_or(g.get("output_tokens"), wl.output_tokens),
+        rate_per_s=_or(g.get("rate_per_s"), wl.rate_per_s),
+        slo_ttft_s=_or(g.get("slo_ttft_s"), wl.slo_ttft_s),
+        slo_tpot_s=_or(g.get("slo_tpot_s"), wl.slo_tpot_s),
     )
-    ln = shipped_links()["rdma"] if link is None else link
+    ln = g.get("link") or shipped_links()["rdma"]
+    node_from, node = g.get("node_from"), g.get("node")
     if node_from is not None:
-        node, b, source = node_from(wl)
-    else:
-        b = 0.5 if beta is None else beta
-        reference = _catalog()[0]
-        default = "reference node (workloads.toml)" if node is None or node is reference else "given"
-        node = reference if node is None else node
-        source = default if node_source is None else node_source
-    return wl, ln, node, b, source
+        return wl, ln, *node_from(wl)
+    reference = _catalog()[0]
+    default = "reference node (workloads.toml)" if node is None or node is reference else "given"
+    return wl, ln, _or(node, reference), _or(g.get("beta"), 0.5), _or(g.get("node_source"), default)
 
 
 def workload_row(wl: Workload, attainment_target: float | None = None) -> dict[str, float]:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from servesim._checks import ParameterError
 from servesim.model import speculative as sd
 from servesim.model.kvcache import LINKS, Link
 from servesim.model.serving import (
-    DEFAULT_NODE,
     GOODPUT_TIE_FRACTION,
     WORKLOAD_PRESETS,
-    NodeFrom,
     NodeSpec,
+    ScenarioArgs,
     ServingResult,
     Workload,
     best_split,
@@ -196,32 +195,17 @@ def _disagg_row(r: ServingResult) -> Row:
 
 
 def disagg_summary(
-    preset: str = "chat",
-    *,
-    link: Link | None = None,
-    nodes: int = 8,
-    beta: float | None = None,
-    rate_per_s: float | None = None,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
-    node: NodeSpec = DEFAULT_NODE,
-    node_from: NodeFrom | None = None,
-    workload: Workload | None = None,
-    node_source: str | None = None,
+    preset: str = "chat", *, nodes: int = 8, workload: Workload | None = None,
+    **scenario: Unpack[ScenarioArgs],
 ) -> dict[str, Any]:
     """Colocated vs best disaggregated split for each mix, the KV table and the crossover.
 
-    ``node_from(workload) -> (node, beta, source)`` derives the node from the
-    final workload (the roofline node depends on its lengths and SLO); without
-    it ``node`` and ``beta`` (default 0.5) are used as given.  ``workload``
-    replaces the preset's (e.g. one derived from a trace); ``preset`` then only
-    labels the output.
+    ``workload`` replaces the preset's (e.g. one derived from a trace; ``preset`` then only labels
+    the output); ``scenario`` overrides it and gives the link and the node
+    (:func:`servesim.model.serving.resolve_scenario`).
     """
-    wl, ln, node, b, source = resolve_scenario(
-        WORKLOAD_PRESETS[preset] if workload is None else workload,
-        rate_per_s=rate_per_s, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
-        link=link, node=node, beta=beta, node_from=node_from, node_source=node_source,
-    )
+    wl, ln, node, b, source = resolve_scenario(WORKLOAD_PRESETS[preset] if workload is None else workload,
+                                               **scenario)
     return _disagg(wl, preset, ln, nodes, b, node, source)
 
 

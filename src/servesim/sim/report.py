@@ -13,21 +13,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from servesim._checks import ParameterError
-from servesim.model.kvcache import Link
 from servesim.model.mgc import GGc
 from servesim.model.queueing import MMc
 from servesim.model.serving import (
-    DEFAULT_NODE,
     WORKLOAD_PRESETS,
     NodeSpec,
+    ScenarioArgs,
     ServingResult,
     Workload,
     colocated,
     disaggregated,
+    resolve_scenario,
     workload_row,
 )
 from servesim.model.serving import best_split as cf_best_split
@@ -346,12 +345,8 @@ def _side_by_side(cmp: FleetComparison, cf_co: ServingResult, cf_de: ServingResu
 def serving_summary(
     preset: str = "chat",
     *,
-    link: Link | None = None,
     nodes: int = 8,
-    beta: float | None = None,
-    rate_per_s: float | None = None,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
+    workload: Workload | None = None,
     split: tuple[int, int] | None = None,
     prompt_cv: float = 0.0,
     arrival_cv: float = 1.0,
@@ -361,27 +356,18 @@ def serving_summary(
     warmup_fraction: float = 0.1,
     attainment_target: float = 0.9,
     seed: int = DEFAULT_SEED,
-    node: NodeSpec = DEFAULT_NODE,
-    node_from: Callable[[Workload], tuple[NodeSpec, float, str]] | None = None,
-    workload: Workload | None = None,
     timing: bool = True,
+    **scenario: Unpack[ScenarioArgs],
 ) -> dict[str, Any]:
     """Colocated vs a disaggregated split: closed form beside the simulation, per architecture.
 
     ``split`` defaults to the closed form's best split; ``prompt_cv`` > 0 draws
     prompt lengths from a lognormal of the preset's mean; ``arrival_cv`` != 1
-    makes arrivals gamma-bursty.  ``node_from`` / ``workload`` as in
-    :func:`servesim.plan.summary.disagg_summary`: ``node_from(workload) -> (node,
-    beta, source)`` derives the node from the final workload; otherwise
-    ``node`` and ``beta`` (default 0.5) are used.
+    makes arrivals gamma-bursty.  ``workload`` and ``scenario`` as in
+    :func:`servesim.plan.summary.disagg_summary`.
     """
-    from servesim.model.serving import resolve_scenario
-
-    wl, ln, node, beta, source = resolve_scenario(
-        WORKLOAD_PRESETS[preset] if workload is None else workload,
-        rate_per_s=rate_per_s, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s,
-        link=link, node=node, beta=beta, node_from=node_from,
-    )
+    wl, ln, node, beta, source = resolve_scenario(WORKLOAD_PRESETS[preset] if workload is None else workload,
+                                                  **scenario)
     cf_co = colocated(wl, node, nodes, beta)
     cf_de = (
         cf_best_split(wl, node, nodes, ln)
