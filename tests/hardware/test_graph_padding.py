@@ -34,6 +34,19 @@ def test_capture_lists_as_the_engines_write_them():
         capture_sizes("tgi", 256)
 
 
+def test_a_capture_rule_is_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fourth engine's capture rule is its engines.toml entry: listed sizes, runs, powers of two."""
+    from servesim._catalogfile import engines_file
+
+    rule = {"sizes": [1, 3], "steps": [{"from": 4, "to": 12, "by": 4}, {"from": 20, "by": 10}],
+            "powers_of_two_from": 64, "adds_limit": True}
+    monkeypatch.setitem(engines_file()["engine"], "toy-capture", {"cuda_graph_batches": rule})
+    # 1, 3; 4, 8, 12; 20, 30 ... up to 100; 64; and the limit 100 itself
+    assert capture_sizes("toy-capture", 100) == (1, 3, 4, 8, 12, 20, 30, 40, 50, 60, 64, 70, 80, 90, 100)
+    # below every run's start: the listed sizes up to the limit, then the limit
+    assert capture_sizes("toy-capture", 2) == (1, 2)
+
+
 @pytest.mark.parametrize(("engine", "n", "padded"), [
     ("sglang", 3, 4), ("sglang", 9, 12), ("sglang", 13, 16), ("sglang", 250, 256),
     ("vllm", 9, 16), ("vllm", 257, 272), ("trtllm", 9, 16), ("trtllm", 100, 104), ("trtllm", 128, 128),

@@ -121,6 +121,37 @@ def test_definitions_at_alpha() -> None:
     assert d.sglang_accept_rate == pytest.approx(2.952 / 4)
 
 
+def test_a_fourth_engines_metrics_are_an_entry_in_the_data_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine whose counters are vLLM's under other names is read from engines.toml alone."""
+    from servesim._catalogfile import engines_file
+    from servesim.inputs import telemetry
+
+    roles = ("drafts", "draft_tokens", "accepted", "accepted_per_pos")
+    vllm = engines_file()["engine"]["vllm"]["telemetry"]
+    toy = {"name": "Toy", "telemetry": {"kind": "counters", "rate": "vllm_acceptance_rate",
+                                        "metrics": {r: f"toy:{r}" for r in roles}}}
+    eng = VllmEngine()
+    eng.observe(draw(np.random.default_rng(3), [0.7] * K, 2000))
+    text = eng.text()
+    for r in sorted(roles, key=lambda r: -len(vllm["metrics"][r])):  # the longest first: none is cut short
+        text = text.replace(vllm["metrics"][r], f"toy:{r}")
+    assert "vllm:" not in text
+    monkeypatch.setitem(engines_file()["engine"], "toy", toy)
+    telemetry._exporters.cache_clear()  # the engines read again, with the toy (and again at the end)
+    telemetry._metric_engines.cache_clear()
+    try:
+        assert "toy" in telemetry.ENGINES
+        ours = fit_alpha(parse_exposition(text, "toy"))
+        theirs = fit_alpha(parse_exposition(eng.text(), "vllm"))
+        assert ours.engine == "toy" and ours.alpha == theirs.alpha and ours.k == theirs.k == K
+        assert ours.observed == theirs.observed
+        with pytest.raises(InputError, match="both vLLM and Toy"):
+            parse_exposition(eng.text() + text, "both")
+    finally:
+        telemetry._exporters.cache_clear()
+        telemetry._metric_engines.cache_clear()
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.05, 0.5, 0.9, 0.999, 1.0])
 @pytest.mark.parametrize("k", [1, 4, 9])
 def test_alpha_from_length_inverts_expected_tokens(alpha: float, k: int) -> None:
