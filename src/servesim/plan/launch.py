@@ -183,21 +183,13 @@ def flag_profile(dep: Deployment, catalog: Catalog | None = None) -> EngineProfi
     """The engine profile at the level of the engine's flags: one server of ``dep`` as its flags
     are read, before attention-DP ranks share them out (``dp=1`` with the whole replica's GPUs as
     its parallelism), so that its budget, running limit and memory share are the values to pass."""
-    gpu = resolve_gpu(dep.gpu, catalog)
+    memory_gib = resolve_gpu(dep.gpu, catalog).memory_bytes / 2**30
     return engine_profile(
-        dep.engine,
-        gpu=canonical_gpu(dep.gpu, catalog),
-        memory_gib=gpu.memory_bytes / 2**30,
-        max_num_batched_tokens=dep.max_num_batched_tokens,
-        max_num_seqs=dep.max_num_seqs,
-        scheduler=dict(dep.scheduler),
-        overlap=dep.overlap,
-        tp=dep.tp * dep.dp,
-        dp=1,
-        memory_fraction=dep.memory_fraction,
-        cuda_graph_max_tokens=dep.cuda_graph_max_tokens,
-        speculating=dep.speculating,
-        piecewise_cuda_graphs=dep.piecewise_cuda_graphs,
+        dep.engine, gpu=canonical_gpu(dep.gpu, catalog), memory_gib=memory_gib,
+        max_num_batched_tokens=dep.max_num_batched_tokens, max_num_seqs=dep.max_num_seqs,
+        scheduler=dict(dep.scheduler), overlap=dep.overlap, tp=dep.tp * dep.dp, dp=1,
+        memory_fraction=dep.memory_fraction, cuda_graph_max_tokens=dep.cuda_graph_max_tokens,
+        speculating=dep.speculating, piecewise_cuda_graphs=dep.piecewise_cuda_graphs,
     )
 
 
@@ -267,41 +259,23 @@ def _weights(
         return quant, None, None, ""
     release = _release(dep, resolved)
     if release is not None:
-        return (
-            quant,
-            release,
-            None,
-            (
-                f"checkpoint: {release}, the publisher's {resolved} release of {dep.model} (the weights "
-                "servesim priced); its quality differs from the original's: check it on your own tasks"
-            ),
-        )
+        return quant, release, None, (
+            f"checkpoint: {release}, the publisher's {resolved} release of {dep.model} (the weights "
+            "servesim priced); its quality differs from the original's: check it on your own tasks")
     if dtype == "fp8" and makes is not None and resolved == "fp8":
-        return (
-            quant,
-            None,
-            None,
-            (
-                f"--quantization fp8 quantizes the {own} checkpoint's weights to FP8 at load (per tensor, "
-                "what servesim prices); a published FP8 checkpoint of the model (ModelOpt, llm-compressor) "
-                "loads faster and may differ in quality: pass its id instead"
-            ),
-        )
+        return quant, None, None, (
+            f"--quantization fp8 quantizes the {own} checkpoint's weights to FP8 at load (per tensor, "
+            "what servesim prices); a published FP8 checkpoint of the model (ModelOpt, llm-compressor) "
+            "loads faster and may differ in quality: pass its id instead")
     what = {"fp8": "an FP8", "fp4": "an NVFP4", "int4": "an INT4 (weight-only)"}.get(dtype, f"a {dtype}")
     if resolved == "fp8_block":
         what = "a block-FP8 (128 x 128)"
     why = table.get("no_quantization") or (
         f"{dep.engine} does not make {resolved} weights of a {own} checkpoint at load"
     )
-    return (
-        None,
-        None,
-        f"{what} checkpoint of {dep.model}",
-        (
-            f"{why}: servesim names no {resolved} checkpoint of {dep.model}; set CHECKPOINT to one (e.g. a "
-            "ModelOpt release) before running the script"
-        ),
-    )
+    return None, None, f"{what} checkpoint of {dep.model}", (
+        f"{why}: servesim names no {resolved} checkpoint of {dep.model}; set CHECKPOINT to one (e.g. a "
+        "ModelOpt release) before running the script")
 
 
 def _served(dep: Deployment, catalog: Catalog | None = None) -> tuple[str, str]:
@@ -581,10 +555,8 @@ def benchmark_command(bench: Benchmark, dep: Deployment, *, replicas: int = 1,
     if replicas > 1:
         lines.append(f"# one of {replicas} replicas: its share of the load")
     if bench.warmup:
-        lines.append(
-            f"# servesim leaves the first {bench.warmup} requests out of its figures (a warm-up the "
-            "client does not know): compare the rest of the saved per-request times"
-        )
+        lines.append(f"# servesim leaves the first {bench.warmup} requests out of its figures (a warm-up the "
+                     "client does not know): compare the rest of the saved per-request times")
     s = _Script(servesim=[])
     _write(s, table, _bench_values(bench, dep, table, catalog))
     lines.append(_command(program(f"client.{name}"), s.args))
