@@ -326,6 +326,15 @@ def ssm_state_bytes(name: str) -> int | None:
     return None if value is None else int(value)
 
 
+def moe_backends() -> dict[str, dict[str, str]]:
+    """The MoE kernel backends an engine's flag selects that servesim prices apart (engines.toml
+    ``moe_backends``: TensorRT-LLM's ``moe_config.backend``), each with, by the experts' dtype, the
+    kernel of the ``moe_backend_tables_from`` engine's rows that prices it (a substring of its source)."""
+    return {str(backend): {str(d): str(k) for d, k in kernels.items()}
+            for entry in _raw()["engine"].values()
+            for backend, kernels in entry.get("moe_backends", {}).items()}
+
+
 def engine_flags(name: str) -> tuple[tuple[str, str, bool, str], ...]:
     """Engine ``name``'s own server flags that ``servesim predict`` takes, in engines.toml's order
     (``[[engine.NAME.flags]]``): each as (flag, what it sets, whether it is a switch, its help); what
