@@ -128,7 +128,7 @@ from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
-from servesim.hardware.names import _load_json
+from servesim.hardware.hf_config import MAX_DIM, Fields, load_json, shown
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.roofline import ModelSpec
@@ -163,8 +163,6 @@ take a dtype other than bf16)."""
 _BF16_PARTS: tuple[str, ...] = ("embed", "lm_head", "norms", "biases", "router", "conv1d")
 _ATTENTION_KINDS = ("mla", "gqa")
 _QK_NORMS = ("", "per_head", "per_layer")
-_MAX_DIM = 1 << 24
-_MAX_LIST = 4096
 _MAX_PATTERN = 1000
 
 
@@ -248,18 +246,18 @@ class Architecture:
         if self.attention not in _ATTENTION_KINDS:
             raise ParameterError("attention", self.attention, "'mla' or 'gqa'")
         for name in ("layers", "hidden", "vocab", "heads", "kv_heads", "head_dim"):
-            check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+            check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
         moe = any(self.layer_moe) if isinstance(self.layer_moe, tuple) else True
         for name in ("experts", "moe_intermediate"):  # 0 only for a model without MoE layers
-            check_int(name, getattr(self, name), lo=1 if moe else 0, hi=_MAX_DIM)
+            check_int(name, getattr(self, name), lo=1 if moe else 0, hi=MAX_DIM)
         check_int("experts_per_token", self.experts_per_token, lo=1 if moe else 0, hi=self.experts)
         for name in ("dense_intermediate", "shared_experts", "shared_intermediate", "q_lora_rank",
                      "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
                      "sliding_window", "attention_chunk", "mtp_layers", "context_length"):
-            check_int(name, getattr(self, name), lo=0, hi=_MAX_DIM)
+            check_int(name, getattr(self, name), lo=0, hi=MAX_DIM)
         if self.attention == "mla":
             for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-                check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+                check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
         elif self.heads % self.kv_heads:
             raise ParameterError("kv_heads", self.kv_heads, f"a divisor of heads ({self.heads})")
         if len(self.layer_windows) != self.layers:
@@ -272,9 +270,9 @@ class Architecture:
         if len(self.layer_moe) != self.layers or not all(isinstance(m, bool) for m in self.layer_moe):
             raise ParameterError("layer_moe", self.layer_moe, f"{self.layers} booleans, one per layer")
         if not all(self.layer_moe):
-            check_int("dense_intermediate", self.dense_intermediate, lo=1, hi=_MAX_DIM)
+            check_int("dense_intermediate", self.dense_intermediate, lo=1, hi=MAX_DIM)
         if self.shared_experts:
-            check_int("shared_intermediate", self.shared_intermediate, lo=1, hi=_MAX_DIM)
+            check_int("shared_intermediate", self.shared_intermediate, lo=1, hi=MAX_DIM)
         self._check_attention_kinds()
         if self.qk_norm not in _QK_NORMS:
             raise ParameterError("qk_norm", self.qk_norm, "'', 'per_head' or 'per_layer'")
@@ -291,7 +289,7 @@ class Architecture:
     def _check_attention_kinds(self) -> None:
         for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
                      "linear_conv_kernel", "ssm_state_bytes", "index_heads", "index_head_dim", "index_topk"):
-            check_int(name, getattr(self, name), lo=0, hi=_MAX_DIM)
+            check_int(name, getattr(self, name), lo=0, hi=MAX_DIM)
         if self.layer_linear:
             kinds = self.layer_linear
             if len(kinds) != self.layers or not all(isinstance(v, bool) for v in kinds):
@@ -300,7 +298,7 @@ class Architecture:
             if any(self.layer_linear):
                 for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim",
                              "linear_value_head_dim", "linear_conv_kernel", "ssm_state_bytes"):
-                    check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+                    check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
                 if self.linear_value_heads % self.linear_key_heads:
                     raise ParameterError("linear_value_heads", self.linear_value_heads,
                                          f"a multiple of linear_key_heads ({self.linear_key_heads})")
@@ -309,7 +307,7 @@ class Architecture:
                 raise ParameterError("index_heads", self.index_heads,
                                      "0: sparse attention is read for MLA only")
             for name in ("index_heads", "index_head_dim", "index_topk"):
-                check_int(name, getattr(self, name), lo=1, hi=_MAX_DIM)
+                check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
 
     # ----------------------------------------------------------------- counts
 
@@ -580,84 +578,6 @@ class Architecture:
         return "experts" if parts == {"experts"} else "partial"
 
 
-# --------------------------------------------------------------------------- config fields
-
-
-class _Fields:
-    """Typed access to one JSON object of a config, errors naming the file and the field."""
-
-    def __init__(self, where: str, data: Mapping[str, Any], prefix: str = "") -> None:
-        self.where, self.data, self.prefix = where, data, prefix
-
-    def name(self, key: str) -> str:
-        return f"{self.prefix}{key}"
-
-    def bad(self, key: str, value: object, must: str) -> InputError:
-        return InputError(f"{self.where}: field {self.name(key)!r} = {_shown(value)} is invalid: "
-                          f"must be {must}")
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def int_(self, key: str, meaning: str, default: int | None = None, lo: int = 1) -> int:
-        value = self.data.get(key)
-        if value is None:
-            if default is None:
-                raise InputError(f"{self.where}: missing required field {self.name(key)!r} ({meaning})")
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= _MAX_DIM:
-            raise self.bad(key, value, f"an integer in [{lo}, {_MAX_DIM}] ({meaning})")
-        return value
-
-    def bool_(self, key: str, default: bool) -> bool:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.bad(key, value, "true or false")
-        return value
-
-    def str_(self, key: str, default: str = "") -> str:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise self.bad(key, value, "a string")
-        return value
-
-    def list_(self, key: str, kind: type, meaning: str, length: int | None = None) -> list[Any]:
-        value = self.data.get(key)
-        if value is None:
-            return []
-        what = f"a list of {meaning}" + ("" if length is None else f", {length} of them")
-        if (not isinstance(value, list) or len(value) > _MAX_LIST
-                or any(isinstance(v, bool) and kind is not bool for v in value)
-                or not all(isinstance(v, kind) for v in value)
-                or (length is not None and len(value) != length)):
-            raise self.bad(key, value, what)
-        return value
-
-    def dict_(self, key: str) -> dict[str, Any] | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            raise self.bad(key, value, "a JSON object")
-        return value
-
-    def child(self, key: str) -> _Fields:
-        sub = self.dict_(key)
-        if sub is None:
-            raise InputError(f"{self.where}: missing required field {self.name(key)!r} "
-                             "(the text model's config)")
-        return _Fields(self.where, sub, f"{self.name(key)}.")
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 # --------------------------------------------------------------------------- families
 
 _ARCH_FAMILY: Mapping[str, str] = {
@@ -763,7 +683,7 @@ _PREFIX: Mapping[str, str] = {
 }
 
 
-def _family(where: str, top: _Fields) -> tuple[str, _Fields]:
+def _family(where: str, top: Fields) -> tuple[str, Fields]:
     """(family, the fields of the text model) of a config."""
     archs = top.list_("architectures", str, "class names")
     model_type = top.str_("model_type")
@@ -783,7 +703,7 @@ def _family(where: str, top: _Fields) -> tuple[str, _Fields]:
         field = "architectures" if archs else "model_type"
         value = archs if archs else model_type
         raise InputError(
-            f"{where}: field {field!r} = {_shown(value)} (model_type {model_type!r}) is not a supported "
+            f"{where}: field {field!r} = {shown(value)} (model_type {model_type!r}) is not a supported "
             f"mixture-of-experts / MLA family: supported families: {supported}; dense models are read by "
             "servesim.hardware.names.read_hf_config")
     nested = any(a in _NESTED for a in archs) or model_type in _NESTED
@@ -792,7 +712,7 @@ def _family(where: str, top: _Fields) -> tuple[str, _Fields]:
     return family, top
 
 
-def _windows_from_types(f: _Fields, layers: int, window: int, chunk: int) -> tuple[int, ...]:
+def _windows_from_types(f: Fields, layers: int, window: int, chunk: int) -> tuple[int, ...]:
     kinds = {"full_attention": 0, "sliding_attention": window, "chunked_attention": chunk}
     types = f.list_("layer_types", str, "attention kinds", length=layers)
     out = []
@@ -807,11 +727,11 @@ def _windows_from_types(f: _Fields, layers: int, window: int, chunk: int) -> tup
     return tuple(out)
 
 
-def _dense_width(f: _Fields, layer_moe: tuple[bool, ...], key: str) -> int:
+def _dense_width(f: Fields, layer_moe: tuple[bool, ...], key: str) -> int:
     return 0 if all(layer_moe) else f.int_(key, "the dense layers' MLP width")
 
 
-def _common_gqa(f: _Fields) -> dict[str, Any]:
+def _common_gqa(f: Fields) -> dict[str, Any]:
     hidden = f.int_("hidden_size", "the model width")
     heads = f.int_("num_attention_heads", "query heads")
     kv = f.int_("num_key_value_heads", "KV heads", default=heads)
@@ -825,7 +745,7 @@ def _common_gqa(f: _Fields) -> dict[str, Any]:
             "attention_bias": f.bool_("attention_bias", False)}
 
 
-def _moe(f: _Fields, experts_key: str, width_key: str) -> dict[str, int]:
+def _moe(f: Fields, experts_key: str, width_key: str) -> dict[str, int]:
     experts = f.int_(experts_key, "routed experts")
     k_key = "experts_per_token" if not f.has("num_experts_per_tok") and f.has("experts_per_token") else (
         "num_experts_per_tok")
@@ -836,14 +756,14 @@ def _moe(f: _Fields, experts_key: str, width_key: str) -> dict[str, int]:
             "moe_intermediate": f.int_(width_key, "one routed expert's MLP width")}
 
 
-def _uniform_window(f: _Fields, layers: int) -> dict[str, Any]:
+def _uniform_window(f: Fields, layers: int) -> dict[str, Any]:
     window = f.int_("sliding_window", "attention window", default=0, lo=0)
     if f.has("layer_types"):
         return {"sliding_window": window, "layer_windows": _windows_from_types(f, layers, window, 0)}
     return {"sliding_window": window, "layer_windows": (window,) * layers}
 
 
-def _deepseek(f: _Fields, layers: int) -> dict[str, Any]:
+def _deepseek(f: Fields, layers: int) -> dict[str, Any]:
     hidden = f.int_("hidden_size", "the model width")
     heads = f.int_("num_attention_heads", "query heads")
     nope = f.int_("qk_nope_head_dim", "per-head query/key width without RoPE")
@@ -874,7 +794,7 @@ def _deepseek(f: _Fields, layers: int) -> dict[str, Any]:
     return out
 
 
-def _qwen3_moe(f: _Fields, layers: int) -> dict[str, Any]:
+def _qwen3_moe(f: Fields, layers: int) -> dict[str, Any]:
     out = _common_gqa(f) | _moe(f, "num_experts", "moe_intermediate_size") | {"qk_norm": "per_head"}
     step = f.int_("decoder_sparse_step", "MoE layer period", default=1)
     dense = set(f.list_("mlp_only_layers", int, "layer indices"))
@@ -892,7 +812,7 @@ def _qwen3_moe(f: _Fields, layers: int) -> dict[str, Any]:
     return out
 
 
-def _gpt_oss(f: _Fields, layers: int) -> dict[str, Any]:
+def _gpt_oss(f: Fields, layers: int) -> dict[str, Any]:
     out = _common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size")
     out["attention_bias"] = f.bool_("attention_bias", True)
     window = f.int_("sliding_window", "attention window", default=0, lo=0)
@@ -904,7 +824,7 @@ def _gpt_oss(f: _Fields, layers: int) -> dict[str, Any]:
                   "attention_sinks": True, "router_bias": True, "expert_bias": True}
 
 
-def _minimax_m2(f: _Fields, layers: int) -> dict[str, Any]:
+def _minimax_m2(f: Fields, layers: int) -> dict[str, Any]:
     out = _common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size") | _uniform_window(f, layers)
     shared = f.int_("shared_intermediate_size", "shared expert width", default=0, lo=0)
     qk = ""
@@ -921,12 +841,12 @@ def _minimax_m2(f: _Fields, layers: int) -> dict[str, Any]:
                   "router_bias": f.bool_("use_routing_bias", False), "mtp_layers": mtp}
 
 
-def _mixtral(f: _Fields, layers: int) -> dict[str, Any]:
+def _mixtral(f: Fields, layers: int) -> dict[str, Any]:
     return (_common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size") | _uniform_window(f, layers)
             | {"layer_moe": (True,) * layers})
 
 
-def _llama4(f: _Fields, layers: int) -> dict[str, Any]:
+def _llama4(f: Fields, layers: int) -> dict[str, Any]:
     out = _common_gqa(f) | _moe(f, "num_local_experts", "intermediate_size")
     if f.has("moe_layers"):
         chosen = f.list_("moe_layers", int, "layer indices")
@@ -955,7 +875,7 @@ def _llama4(f: _Fields, layers: int) -> dict[str, Any]:
 _SSM_DTYPE_BYTES: Mapping[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def _linear_attention(f: _Fields, layers: int) -> dict[str, Any]:
+def _linear_attention(f: Fields, layers: int) -> dict[str, Any]:
     """The hybrid layout of Qwen3.5 (and Qwen3-Next): ``layer_types`` of ``linear_attention`` (gated
     delta net) and ``full_attention``, else every ``full_attention_interval``-th layer full; the
     gated-delta-net heads, widths, convolution and recurrent-state dtype."""
@@ -979,7 +899,7 @@ def _linear_attention(f: _Fields, layers: int) -> dict[str, Any]:
             "ssm_state_bytes": _SSM_DTYPE_BYTES[ssm]}
 
 
-def _qwen3_5_moe(f: _Fields, layers: int) -> dict[str, Any]:
+def _qwen3_5_moe(f: Fields, layers: int) -> dict[str, Any]:
     """Qwen3.5 MoE: Qwen3-MoE's GQA with per-head Q/K norms and an output gate in ``q_proj``
     (``attn_output_gate``) on the full-attention layers, gated delta nets on the others; every layer
     MoE with one gated shared expert of ``shared_expert_intermediate_size``."""
@@ -996,7 +916,7 @@ def _qwen3_5_moe(f: _Fields, layers: int) -> dict[str, Any]:
         "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
 
 
-def _qwen3_5(f: _Fields, layers: int) -> dict[str, Any]:
+def _qwen3_5(f: Fields, layers: int) -> dict[str, Any]:
     """Qwen3.5's dense models (Qwen3.5-27B): the hybrid attention of :func:`_qwen3_5_moe` and a gated
     MLP of ``intermediate_size`` in every layer; no experts."""
     out = _common_gqa(f) | {"qk_norm": "per_head"}
@@ -1007,7 +927,7 @@ def _qwen3_5(f: _Fields, layers: int) -> dict[str, Any]:
         "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
 
 
-_READERS: Mapping[str, Callable[[_Fields, int], dict[str, Any]]] = {
+_READERS: Mapping[str, Callable[[Fields, int], dict[str, Any]]] = {
     "deepseek_v3": _deepseek, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
     "minimax_m2": _minimax_m2, "mixtral": _mixtral, "llama4": _llama4, "qwen3_5_moe": _qwen3_5_moe,
     "qwen3_5": _qwen3_5,
@@ -1025,7 +945,7 @@ def _matcher(where: str, field: str, patterns: Sequence[object]) -> Callable[[st
     regexes: list[re.Pattern[str]] = []
     for pat in patterns:
         if not isinstance(pat, str) or not pat or len(pat) > _MAX_PATTERN:
-            raise InputError(f"{where}: field {field!r} holds {_shown(pat)}: must be module names "
+            raise InputError(f"{where}: field {field!r} holds {shown(pat)}: must be module names "
                              f"(strings of 1 to {_MAX_PATTERN} characters)")
         if pat.startswith("re:"):
             try:
@@ -1051,7 +971,7 @@ class _Quant:
     kv_dtype: str = ""  # the KV-cache dtype the checkpoint states (ModelOpt kv_cache_quant_algo); "": none
 
 
-def _cfg_quant(where: str, q: _Fields) -> _Quant:
+def _cfg_quant(where: str, q: Fields) -> _Quant:
     """The dtype and exclusions of a ``quantization_config``."""
     method = q.str_("quant_method")
     if method == "fp8":
@@ -1070,11 +990,11 @@ def _cfg_quant(where: str, q: _Fields) -> _Quant:
         return _compressed_tensors(where, q)
     if method == "modelopt":
         return _modelopt(where, q, "quant_algo", ("exclude_modules", "ignore"))
-    raise InputError(f"{where}: field {q.name('quant_method')!r} = {_shown(method or None)} is not "
+    raise InputError(f"{where}: field {q.name('quant_method')!r} = {shown(method or None)} is not "
                      "supported: must be 'fp8', 'mxfp4', 'compressed-tensors' or 'modelopt'")
 
 
-def _compressed_tensors(where: str, q: _Fields) -> _Quant:
+def _compressed_tensors(where: str, q: Fields) -> _Quant:
     groups = q.dict_("config_groups")
     if not groups:
         raise InputError(f"{where}: missing required field {q.name('config_groups')!r} (compressed-tensors "
@@ -1082,7 +1002,7 @@ def _compressed_tensors(where: str, q: _Fields) -> _Quant:
     dtypes: set[str] = set()
     targets: list[str] = []
     for key, raw in groups.items():
-        g = _Fields(where, raw if isinstance(raw, dict) else {}, f"{q.name('config_groups')}.{key}.")
+        g = Fields(where, raw if isinstance(raw, dict) else {}, f"{q.name('config_groups')}.{key}.")
         if not isinstance(raw, dict):
             raise q.bad(f"config_groups.{key}", raw, "a JSON object")
         w = g.child("weights")
@@ -1108,11 +1028,11 @@ def _compressed_tensors(where: str, q: _Fields) -> _Quant:
     return _Quant(dtypes.pop(), ignore, targeted)
 
 
-def _modelopt(where: str, q: _Fields, algo_key: str, exclude_keys: tuple[str, ...]) -> _Quant:
+def _modelopt(where: str, q: Fields, algo_key: str, exclude_keys: tuple[str, ...]) -> _Quant:
     algo = q.str_(algo_key).upper()
     dtypes = {"NVFP4": "fp4", "FP8": "fp8", "FP8_BLOCK": "fp8_block", "MXFP4": "mxfp4", "W4A16_AWQ": "int4"}
     if algo not in dtypes:
-        raise InputError(f"{where}: field {q.name(algo_key)!r} = {_shown(q.data.get(algo_key))} is not "
+        raise InputError(f"{where}: field {q.name(algo_key)!r} = {shown(q.data.get(algo_key))} is not "
                          f"supported: must be one of {', '.join(dtypes)}")
     patterns: list[str] = []
     for key in exclude_keys:
@@ -1122,15 +1042,15 @@ def _modelopt(where: str, q: _Fields, algo_key: str, exclude_keys: tuple[str, ..
                   kv_dtype="fp8" if kv == "FP8" else "")
 
 
-def _quantization(where: str, top: _Fields, text: _Fields, quant_file: Path | None) -> _Quant | None:
+def _quantization(where: str, top: Fields, text: Fields, quant_file: Path | None) -> _Quant | None:
     if quant_file is not None:
-        qwhere, qdata = _load_json(quant_file)
-        quant = _Fields(qwhere, qdata).child("quantization")
+        qwhere, qdata = load_json(quant_file)
+        quant = Fields(qwhere, qdata).child("quantization")
         return _modelopt(qwhere, quant, "quant_algo", ("exclude_modules",))
     for f in (text, top):
         q = f.dict_("quantization_config")
         if q is not None:
-            return _cfg_quant(where, _Fields(where, q, f.name("quantization_config") + "."))
+            return _cfg_quant(where, Fields(where, q, f.name("quantization_config") + "."))
     return None
 
 
@@ -1187,8 +1107,8 @@ def read_architecture(path: str | Path) -> Architecture:
     p = Path(path).expanduser()
     if path_kind(p) == "dir":
         p = p / "config.json"
-    where, data = _load_json(p)
-    top = _Fields(where, data)
+    where, data = load_json(p)
+    top = Fields(where, data)
     family, text = _family(where, top)
     layers = text.int_("num_hidden_layers", "decoder layers")
     shape = _READERS[family](text, layers)

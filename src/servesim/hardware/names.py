@@ -66,13 +66,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim._textfile import path_kind
+from servesim.hardware.hf_config import Fields, load_json
 from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
 
 __all__ = [
-    "MAX_CONFIG_BYTES",
     "MOE_CONFIG_FIELDS",
     "QUANTIZER_ORGS",
     "ModelShape",
@@ -88,12 +89,6 @@ __all__ = [
     "resolve_model",
     "valid_tps",
 ]
-
-MAX_CONFIG_BYTES = 1 << 20
-"""A ``config.json`` larger than this (1 MiB) is refused unread: real ones are a few KiB."""
-
-_MAX_DIM = 1 << 24
-"""The largest integer a ``config.json`` shape field may hold (16,777,216: beyond any real model)."""
 
 MOE_CONFIG_FIELDS: tuple[str, ...] = ("num_experts", "num_local_experts", "n_routed_experts")
 """``config.json`` fields that mark a mixture of experts (Qwen-MoE, Mixtral, DeepSeek)."""
@@ -285,46 +280,6 @@ def dense_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | N
 # --------------------------------------------------------------------------- config.json
 
 
-def _int_field(where: str, data: Mapping[str, Any], key: str, meaning: str, default: int | None = None,
-               lo: int = 1) -> int:
-    value = data.get(key)
-    if value is None:
-        if default is None:
-            raise InputError(f"{where}: missing required field {key!r} ({meaning})")
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise InputError(f"{where}: field {key!r} = {value!r} is invalid: must be an integer >= {lo}")
-    if value > _MAX_DIM:
-        raise InputError(f"{where}: field {key!r} = {value!r} is invalid: must be an integer <= {_MAX_DIM}")
-    return value
-
-
-def _bool_field(where: str, data: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InputError(f"{where}: field {key!r} = {value!r} is invalid: must be true or false")
-    return value
-
-
-def _load_json(path: Path) -> tuple[str, dict[str, Any]]:
-    from servesim._textfile import parse_json, path_kind, read_text
-
-    where = str(path)
-    if path_kind(path) != "file":
-        what = "is not a regular file" if path_kind(path) == "dir" else "no such file (or a name no file " \
-            "system takes)"
-        raise InputError(f"{where}: {what} (a model is a catalog name, a Hugging Face id or the path "
-                         "of a config.json)")
-    text = read_text(path, what="", max_bytes=MAX_CONFIG_BYTES)
-    data = parse_json(text, where, constants=False, line_in_prefix=False)
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: must be a JSON object (a Hugging Face config.json), "
-                         f"got {type(data).__name__}")
-    return where, data
-
-
 def read_hf_config(path: str | Path) -> ModelShape:
     """The shape of a dense Llama / Qwen2 / Qwen3 / Mistral-style model from its ``config.json``.
 
@@ -338,12 +293,11 @@ def read_hf_config(path: str | Path) -> ModelShape:
     config (``kv_lora_rank``) is refused.  Every problem raises
     :class:`~servesim._checks.InputError` naming the file and the field.
     """
-    from servesim._textfile import path_kind
-
     p = Path(path).expanduser()
     if path_kind(p) == "dir":
         p = p / "config.json"
-    where, data = _load_json(p)
+    where, data = load_json(p)
+    f = Fields(where, data)
     for key in MOE_CONFIG_FIELDS:
         if data.get(key) not in (None, 0, 1):
             raise InputError(
@@ -355,31 +309,25 @@ def read_hf_config(path: str | Path) -> ModelShape:
         raise InputError(f"{where}: field 'kv_lora_rank' = {data['kv_lora_rank']!r}: multi-head latent "
                          "attention (DeepSeek); only dense models with per-head K and V are read from "
                          "config.json: use the catalog's deepseek-v3 or add a [model.NAME] entry")
-    hidden = _int_field(where, data, "hidden_size", "the model width")
-    heads = _int_field(where, data, "num_attention_heads", "query heads")
-    layers = _int_field(where, data, "num_hidden_layers", "decoder layers")
-    inter = _int_field(where, data, "intermediate_size", "the MLP width")
-    vocab = _int_field(where, data, "vocab_size", "vocabulary size")
-    kv = _int_field(where, data, "num_key_value_heads", "KV heads", default=heads)
+    hidden = f.int_("hidden_size", "the model width")
+    heads = f.int_("num_attention_heads", "query heads")
+    layers = f.int_("num_hidden_layers", "decoder layers")
+    inter = f.int_("intermediate_size", "the MLP width")
+    vocab = f.int_("vocab_size", "vocabulary size")
+    kv = f.int_("num_key_value_heads", "KV heads", default=heads)
     if heads % kv:
         raise InputError(f"{where}: field 'num_key_value_heads' = {kv} is invalid: must divide "
                          f"num_attention_heads ({heads})")
     if data.get("head_dim") is None and hidden % heads:
         raise InputError(f"{where}: field 'head_dim' is missing and hidden_size ({hidden}) is not a "
                          f"multiple of num_attention_heads ({heads}): add head_dim")
-    head_dim = _int_field(where, data, "head_dim", "width of one head", default=hidden // heads)
-    tied = _bool_field(where, data, "tie_word_embeddings", False)
-    model_type = data.get("model_type", "")
-    if not isinstance(model_type, str):
-        raise InputError(f"{where}: field 'model_type' = {model_type!r} is invalid: must be a string")
-    attention_bias = _bool_field(where, data, "attention_bias", False)
+    head_dim = f.int_("head_dim", "width of one head", default=hidden // heads)
+    tied = f.bool_("tie_word_embeddings", False)
+    model_type = f.str_("model_type")
+    attention_bias = f.bool_("attention_bias", False)
     qkv_bias = attention_bias or model_type == "qwen2"  # Qwen2 always has Q, K, V biases (not O)
-    mlp_bias = _bool_field(where, data, "mlp_bias", False)
-    dtype_key = "torch_dtype" if data.get("torch_dtype") is not None else "dtype"
-    torch_dtype = data.get(dtype_key) or ""
-    if not isinstance(torch_dtype, str):
-        raise InputError(f"{where}: field {dtype_key!r} = {torch_dtype!r} is invalid: must be a string "
-                         "such as 'bfloat16'")
+    mlp_bias = f.bool_("mlp_bias", False)
+    torch_dtype = f.str_("torch_dtype" if f.has("torch_dtype") else "dtype")
     params = dense_params(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
                           intermediate=inter, vocab=vocab, tied_embeddings=tied, qkv_bias=qkv_bias,
                           o_bias=attention_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3")
@@ -392,7 +340,7 @@ def read_hf_config(path: str | Path) -> ModelShape:
         head_dim=head_dim, intermediate=inter, gated_mlp=True, vocab=vocab, tied_embeddings=tied,
         params=float(params), active_params=float(params), attention=_attention_kind(heads, kv),
         qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where,
-        context_length=_int_field(where, data, "max_position_embeddings", "longest sequence", 0, lo=0),
+        context_length=f.int_("max_position_embeddings", "longest sequence", 0, lo=0),
     )
     try:
         spec = shape.spec()
@@ -496,8 +444,6 @@ def _resolve(name_or_path: str, cat: Catalog) -> ModelShape:
     if found is not None:
         name, hf_id = found
         return _from_spec(cat.models[name], cat.model_extras.get(name, {}), hf_id)
-    from servesim._textfile import path_kind
-
     if path_kind(text) == "dir":
         return read_hf_config(text)
     raise _unknown_model(text, cat)

@@ -39,18 +39,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servesim._checks import ParameterError
+from servesim._catalogfile import read_toml
+from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware import speculation_physics as sp
+from servesim.hardware.dtypes import BYTES_PER_VALUE
+from servesim.hardware.hf_config import MAX_DIM, load_json
 from servesim.hardware.moe_step import MoEStepModel
 from servesim.hardware.names import dense_shape, resolve_model
 from servesim.hardware.pricer import Drafter, Pricer
+from servesim.hardware.speculation_physics import TokenTree
 from servesim.hardware.stepmodel import StepModel
-from servesim.model.speculative import SPEC_METHODS
+from servesim.model.speculative import SPEC_METHODS, SPECDEC_PRESETS
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
-    from servesim.hardware.speculation_physics import TokenTree
 
 __all__ = ["K_MAX", "METHODS", "NGRAM_HOST_S", "NGRAM_HOST_S_PER_SEQ", "Speculation",
            "alpha_for_acceptance_length", "draft_model_for", "drafter_memory", "drafting_s",
@@ -77,8 +82,6 @@ def alpha_for_acceptance_length(length: float, k: int) -> float:
 
     ``length`` is in ``[1, k + 1]``: 1 when no draft is ever accepted (alpha 0), ``k + 1`` when
     every one is (alpha 1)."""
-    from servesim._checks import check_int, check_real
-
     kk = check_int("k", k, lo=1, hi=64)
     a = check_real("acceptance_length", length, lo=1.0, hi=kk + 1.0)
     lo, hi = 0.0, 1.0
@@ -207,17 +210,15 @@ class MedusaHeads:
 
 def _eagle_config(path: str, target: StepModel) -> dict[str, Any]:
     """An EAGLE head's config.json, checked against the target (same hidden size)."""
-    from pathlib import Path
 
-    from servesim.hardware.names import _load_json
 
-    where, data = _load_json(Path(path).expanduser())
+    where, data = load_json(Path(path).expanduser())
     for key in ("hidden_size", "draft_vocab_size", "vocab_size", "intermediate_size", "num_attention_heads",
                 "num_key_value_heads"):
         v = data.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1 << 24):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_DIM):
             raise ParameterError("draft", path, f"an EAGLE head config: {where} field {key!r} = {v!r} must "
-                                 "be an integer in [1, 16777216]")
+                                 f"be an integer in [1, {MAX_DIM}]")
     if data.get("hidden_size") not in (None, target.shape.hidden):
         raise ParameterError("draft", path, f"an EAGLE head of {target.shape.name}: its hidden_size is "
                              f"{data['hidden_size']}, the target's {target.shape.hidden}")
@@ -231,9 +232,7 @@ EAGLE_HEADS_FILE = "eagle_heads.toml"
 def published_heads() -> dict[str, dict[str, Any]]:
     """The published EAGLE and EAGLE-3 heads servesim knows, by lower-cased Hugging Face id: each
     with its ``id``, ``method``, ``target``, ``target_hidden`` and ``source`` (the data file)."""
-    from pathlib import Path
 
-    from servesim._catalogfile import read_toml
 
     data = read_toml(Path(__file__).parent / "data" / EAGLE_HEADS_FILE)
     return {str(h["id"]).lower(): dict(h) for h in data["head"]}
@@ -282,8 +281,6 @@ def draft_model_for(sm: Pricer, method: str, catalog: Catalog | None = None,
     if method in ("eagle", "eagle3"):
         if draft is None:
             return EagleHead(sm, eagle3=method == "eagle3")
-        from pathlib import Path
-
         if Path(draft).expanduser().exists():  # the user's own config.json of the head wins
             return EagleHead(sm, eagle3=method == "eagle3", config=_eagle_config(draft, sm))
         return _published_head(sm, method, draft)
@@ -327,8 +324,6 @@ def speculation_for(sm: Pricer, preset: str, batch: float, context: float, *, k:
     :func:`servesim.hardware.acceptance.published_alphas`), and the k searched are its keys up to
     ``k_max``; ``draft`` is the step model that drafts (default: :func:`draft_model_for` of the
     method)."""
-    from servesim.model.speculative import SPECDEC_PRESETS
-
     if preset not in METHODS:
         raise ParameterError("spec", preset, f"one of {', '.join(METHODS)}")
     if alphas is not None:
@@ -404,9 +399,6 @@ def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, st
     from ``alpha`` with rank r accepted with ``alpha (1 - alpha)^(r-1)``
     (:func:`servesim.hardware.speculation_physics.best_tree`).  The engine loop takes it as a
     chain of ``N - 1`` positions whose i.i.d. acceptance gives the same ``E[n]``."""
-    from servesim._checks import check_int
-    from servesim.hardware import speculation_physics as sp
-
     s_ = check_int("speculative_num_steps", steps, lo=1, hi=16)
     k_ = check_int("speculative_eagle_topk", topk, lo=1, hi=16)
     n_ = check_int("speculative_num_draft_tokens", draft_tokens, lo=2, hi=1 + s_ * k_)
@@ -414,8 +406,6 @@ def sglang_tree_for(sm: Pricer, method: str, batch: float, context: float, *, st
         raise ParameterError("speculative_num_draft_tokens", n_, f"{s_ + 1} with topk 1 (a chain of "
                              f"{s_} drafts and the bonus token: SGLang sets it so)")
     if acceptance_length is not None:
-        from servesim._checks import check_real
-
         en = check_real("acceptance_length", acceptance_length, lo=1.0, hi=float(s_ + 1))
         source = f"given: mean acceptance length {en:g} of the tree"
     else:
@@ -528,9 +518,6 @@ def drafter_memory(dm: Drafter, sm: Pricer, k: int) -> tuple[float, float]:
     :attr:`~servesim.hardware.architectures.Architecture.mtp_params` (its routed experts over every
     GPU, the rest over the attention TP ranks);
     Medusa: ``k`` heads of ``h x h`` and an LM head each, no KV; n-gram: nothing."""
-    from servesim.hardware.moe_step import MoEStepModel
-    from servesim.hardware.precision import BYTES_PER_VALUE
-
     inner = getattr(dm, "drafter", dm)
     if isinstance(inner, _HostDraft):
         return 0.0, 0.0

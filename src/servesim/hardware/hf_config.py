@@ -1,0 +1,121 @@
+"""Reading a Hugging Face ``config.json``: the one reader of its fields.
+
+:func:`load_json` reads the file (at most :data:`MAX_CONFIG_BYTES`, a JSON object or an error
+naming the file); :class:`Fields` gives typed access to its fields, each error naming the file and
+the field.  The dense reader (:func:`servesim.hardware.names.read_hf_config`), the mixture-of-experts
+and MLA reader (:func:`servesim.hardware.architectures.read_architecture`) and the EAGLE head
+reader (:mod:`servesim.hardware.speculation`) all read through them.
+
+Standard library only; nothing prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from servesim._checks import InputError
+from servesim._textfile import parse_json, path_kind, read_text
+
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DIM", "Fields", "load_json", "shown"]
+
+MAX_CONFIG_BYTES = 1 << 20
+"""A ``config.json`` larger than this (1 MiB) is refused unread: real ones are a few KiB."""
+
+MAX_DIM = 1 << 24
+"""The largest integer a ``config.json`` shape field may hold (16,777,216: beyond any real model)."""
+
+_MAX_LIST = 4096
+
+
+def load_json(path: Path) -> tuple[str, dict[str, Any]]:
+    """The file's name as errors cite it and its JSON object."""
+    where = str(path)
+    if path_kind(path) != "file":
+        what = "is not a regular file" if path_kind(path) == "dir" else "no such file (or a name no file " \
+            "system takes)"
+        raise InputError(f"{where}: {what} (a model is a catalog name, a Hugging Face id or the path "
+                         "of a config.json)")
+    text = read_text(path, what="", max_bytes=MAX_CONFIG_BYTES)
+    data = parse_json(text, where, constants=False, line_in_prefix=False)
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: must be a JSON object (a Hugging Face config.json), "
+                         f"got {type(data).__name__}")
+    return where, data
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to 80 characters (a field's value as an error quotes it)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class Fields:
+    """Typed access to one JSON object of a config, errors naming the file and the field."""
+
+    def __init__(self, where: str, data: Mapping[str, Any], prefix: str = "") -> None:
+        self.where, self.data, self.prefix = where, data, prefix
+
+    def name(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def bad(self, key: str, value: object, must: str) -> InputError:
+        return InputError(f"{self.where}: field {self.name(key)!r} = {shown(value)} is invalid: "
+                          f"must be {must}")
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def int_(self, key: str, meaning: str, default: int | None = None, lo: int = 1) -> int:
+        value = self.data.get(key)
+        if value is None:
+            if default is None:
+                raise InputError(f"{self.where}: missing required field {self.name(key)!r} ({meaning})")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= MAX_DIM:
+            raise self.bad(key, value, f"an integer in [{lo}, {MAX_DIM}] ({meaning})")
+        return value
+
+    def bool_(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.bad(key, value, "true or false")
+        return value
+
+    def str_(self, key: str, default: str = "") -> str:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self.bad(key, value, "a string")
+        return value
+
+    def list_(self, key: str, kind: type, meaning: str, length: int | None = None) -> list[Any]:
+        value = self.data.get(key)
+        if value is None:
+            return []
+        what = f"a list of {meaning}" + ("" if length is None else f", {length} of them")
+        if (not isinstance(value, list) or len(value) > _MAX_LIST
+                or any(isinstance(v, bool) and kind is not bool for v in value)
+                or not all(isinstance(v, kind) for v in value)
+                or (length is not None and len(value) != length)):
+            raise self.bad(key, value, what)
+        return value
+
+    def dict_(self, key: str) -> dict[str, Any] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.bad(key, value, "a JSON object")
+        return value
+
+    def child(self, key: str) -> Fields:
+        sub = self.dict_(key)
+        if sub is None:
+            raise InputError(f"{self.where}: missing required field {self.name(key)!r} "
+                             "(the text model's config)")
+        return Fields(self.where, sub, f"{self.name(key)}.")
