@@ -81,7 +81,7 @@ from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS, Architecture
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
-from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, engine_profile
+from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, engine_profile, moe_backends
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
 from servesim.hardware.moe_kernels import moe_tables
@@ -129,34 +129,6 @@ DeepSeek-R1 FP8 on 8 x B200 with this recipe: mean TPOT of the 34 colocated SGLa
 same model and GPU, launched without the variable, stay on SGLang's DeepGEMM table (TPOT 8.84 against
 9.16 ms measured at one client), as do the disaggregated recipes, which do not set it."""
 
-MOE_BACKENDS = ("trtllm", "deepgemm", "triton")
-"""TensorRT-LLM's ``moe_config.backend`` values whose experts servesim prices apart (``None``: the
-engine's own table): kernel names as the engine's flag spells them (``"trtllm"`` here is the TRTLLM-gen
-kernel backend, not the engine; they stay in code because each selects a branch of the pricing below).
-Each names the kernel vLLM 0.24.0 timed on the same GPU (:data:`_BORROWED_MOE`):
-
-* ``"trtllm"``: block-FP8 experts on TRTLLM-gen kernels at every size.  TensorRT-LLM 1.3.0rc20's B200
-  table times block FP8 with its DEEPGEMM backend above 256 tokens (TRTLLM-gen below,
-  build_kernel_tables.py ``BORROW_TRTLLM_GEN``); vLLM's rows are FlashInfer's TRTLLM-gen block-FP8
-  MoE (``vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic``: the same kernels, its own
-  routing, expert parallel included).  They differ most with expert parallelism on many tokens:
-  DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on TRTLLM-gen
-  (SGLang's rows of the same kernel: 2.49 ms); on TP8 1.73 and 1.33 ms.
-* ``"triton"``: MXFP4 experts on OpenAI's ``triton_kernels`` (TensorRT-LLM's ``TritonFusedMoE``, W4A16
-  on Hopper), the kernel of vLLM's ``vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic``
-  rows, which measured the tensor-parallel shapes TensorRT-LLM's Hopper table lacks (it timed
-  expert parallel only, so its TP rows are derived).
-  NVFP4 experts likewise: TensorRT-LLM's own B200 table is its CUTLASS kernels above 256 tokens
-  (build_kernel_tables.py), vLLM's rows FlashInfer's TRTLLM-gen NVFP4 MoE
-  (``vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic``), about
-  25% faster on EP4 at 8k-16k tokens (1.07 against 1.38 ms at 8,192) and twice as fast on TP8.
-* ``"deepgemm"``: TensorRT-LLM's own block-FP8 table as it is."""
-
-_BORROWED_MOE: dict[str, dict[str, str]] = {
-    "trtllm": {"fp8_block": "flashinfer_trtllm", "fp4": "flashinfer_trtllm"},
-    "triton": {"mxfp4": "oaitritonmxfp4"},
-}
-"""Backend -> {the experts' dtype it applies to: a substring of vLLM's kernel source for them}."""
 
 MXFP8_ACTIVATIONS = "engines.toml moe_mxfp8_activations"
 """Where it is set: engines that run an MXFP4 checkpoint's experts with MXFP8 activations where
@@ -288,7 +260,8 @@ def _check_options(moe_activations: str | None, moe_backend: str | None, gemm_ba
     if moe_activations not in (None, "mxfp8"):
         raise ParameterError("moe_activations", moe_activations, "None (the engine's default) or mxfp8")
     for name, value, choices in (("gemm_backend", gemm_backend, GEMM_BACKENDS),
-                                 ("ep_comm", ep_comm, EP_COMMS), ("moe_backend", moe_backend, MOE_BACKENDS)):
+                                 ("ep_comm", ep_comm, EP_COMMS),
+                                 ("moe_backend", moe_backend, tuple(moe_backends()))):
         if value is not None and value not in choices:
             raise ParameterError(name, value, f"None (the engine's default) or one of {', '.join(choices)}")
 
@@ -426,12 +399,29 @@ class MoEStepModel:
                     break
 
     def _choose_moe_backend(self, moe_backend: str | None) -> None:
-        """TensorRT-LLM's MoE backend: its experts priced by vLLM's rows of the same kernel
-        (:data:`MOE_BACKENDS`)."""
+        """TensorRT-LLM's MoE backend (``moe_config.backend``, engines.toml ``moe_backends``; ``None``: the
+        engine's own table): its experts priced by vLLM 0.24.0's rows of the same kernel on the same GPU
+        (``moe_backend_tables_from``), each backend naming that kernel by the experts' dtype:
+
+        * ``"trtllm"``: block-FP8 experts on TRTLLM-gen kernels at every size.  TensorRT-LLM 1.3.0rc20's B200
+          table times block FP8 with its DEEPGEMM backend above 256 tokens (TRTLLM-gen below,
+          build_kernel_tables.py ``BORROW_TRTLLM_GEN``); vLLM's rows are FlashInfer's TRTLLM-gen block-FP8 MoE
+          (``vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic``: the same kernels, its own routing,
+          expert parallel included).  They differ most with expert parallelism on many tokens: DeepSeek-V3's
+          layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on TRTLLM-gen (SGLang's rows of the
+          same kernel: 2.49 ms); on TP8 1.73 and 1.33 ms.
+        * ``"triton"``: MXFP4 experts on OpenAI's ``triton_kernels`` (TensorRT-LLM's ``TritonFusedMoE``, W4A16
+          on Hopper), the kernel of vLLM's ``vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic``
+          rows, which measured the tensor-parallel shapes TensorRT-LLM's Hopper table lacks (it timed expert
+          parallel only, so its TP rows are derived). NVFP4 experts likewise: TensorRT-LLM's own B200 table is
+          its CUTLASS kernels above 256 tokens (build_kernel_tables.py), vLLM's rows FlashInfer's TRTLLM-gen
+          NVFP4 MoE (``vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic``),
+          about 25% faster on EP4 at 8k-16k tokens (1.07 against 1.38 ms at 8,192) and twice as fast on TP8.
+        * ``"deepgemm"``: TensorRT-LLM's own block-FP8 table as it is."""
         arch, par = self.arch, self.par
         self.moe_backend = moe_backend
         self.moe_backend_note = ""
-        borrow = _BORROWED_MOE.get(moe_backend or "", {}).get(self.dtype)
+        borrow = moe_backends().get(moe_backend or "", {}).get(self.dtype)
         backend = (moe_backend or "").upper()
         source_engine = self.engine.moe_backend_tables_from
         if borrow is not None and source_engine and self._moe_tables is not None:

@@ -22,10 +22,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
 from servesim.hardware.architectures import LINEAR_PARTS, Architecture, find_architecture
-from servesim.hardware.engines import ENGINES, EP_COMMS, EngineProfile, default_engine, engine_profile
+from servesim.hardware.engines import (
+    ENGINES,
+    EP_COMMS,
+    EngineProfile,
+    default_engine,
+    engine_profile,
+    moe_backends,
+)
 from servesim.hardware.moe_step import (
     GEMM_BACKENDS,
-    MOE_BACKENDS,
     MoEStepModel,
     Parallelism,
     block_fp8_splits,
@@ -146,7 +152,7 @@ class Deployment:
     memory_fraction: float | None = None  # the engine's memory flag (engine_profile); None: its default
     cuda_graph_max_tokens: int | None = None  # the engine's CUDA-graph limit (engine_profile); None: default
     moe_activations: str | None = None  # "mxfp8": MXFP4 experts with MXFP8 activations (MoEStepModel)
-    moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (MOE_BACKENDS); None: its default
+    moe_backend: str | None = None  # TensorRT-LLM's moe_config.backend (engines.moe_backends); None: default
     gemm_backend: str | None = None  # SGLang's block-FP8 linear-layer backend (GEMM_BACKENDS); None: default
     ep_comm: str | None = None  # how attention-DP ranks reach the experts (EP_COMMS); None: the engine's
     eplb_slots: int = 0  # EPLB's redundant expert slots over the EP ranks (MoEStepModel); 0: none
@@ -173,9 +179,9 @@ class Deployment:
         if self.ep_comm is not None and self.ep_comm not in EP_COMMS:
             raise ParameterError("ep_comm", self.ep_comm,
                                  f"None (the engine's default) or one of {', '.join(EP_COMMS)}")
-        if self.moe_backend is not None and self.moe_backend not in MOE_BACKENDS:
+        if self.moe_backend is not None and self.moe_backend not in moe_backends():
             raise ParameterError("moe_backend", self.moe_backend,
-                                 f"None (the engine's default) or one of {', '.join(MOE_BACKENDS)}")
+                                 f"None (the engine's default) or one of {', '.join(moe_backends())}")
         if self.gemm_backend is not None and self.gemm_backend not in GEMM_BACKENDS:
             raise ParameterError("gemm_backend", self.gemm_backend,
                                  f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
