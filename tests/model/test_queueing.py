@@ -15,7 +15,6 @@ from servesim.model.queueing import (
     erlang_b,
     erlang_c,
     mmc_mean_wait_s,
-    mmc_wait_quantile_s,
     mmc_wait_tail,
 )
 from tests.strategies import servers
@@ -80,7 +79,7 @@ def test_wait_tail_and_quantile_invert():
         if t > 0:
             assert math.isclose(q.wait_tail(t), 1 - p, rel_tol=1e-12)
     assert mmc_wait_tail(4, 3.2, 1.0, 0.0) == pytest.approx(q.p_wait)
-    assert mmc_wait_quantile_s(4, 0.1, 1.0, 0.5) == 0.0  # most arrivals never wait
+    assert MMc(4, 0.1, 1.0).wait_quantile_s(0.5) == 0.0  # most arrivals never wait
 
 
 def test_mean_wait_is_integral_of_tail():

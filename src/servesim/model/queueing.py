@@ -34,7 +34,6 @@ __all__ = [
     "erlang_c",
     "exp_tail_quantile_s",
     "mmc_mean_wait_s",
-    "mmc_wait_quantile_s",
     "mmc_wait_tail",
 ]
 
@@ -163,10 +162,3 @@ def mmc_wait_tail(
 ) -> float:
     """P(W_q > t) of an M/M/c queue; 1 when unstable."""
     return MMc(servers, arrival_rate_per_s, service_rate_per_s).wait_tail(t_s)
-
-
-def mmc_wait_quantile_s(
-    servers: int, arrival_rate_per_s: float, service_rate_per_s: float, q: float
-) -> float:
-    """The q-quantile of W_q of an M/M/c queue (seconds)."""
-    return MMc(servers, arrival_rate_per_s, service_rate_per_s).wait_quantile_s(q)

@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar, Unpack
 
 from servesim._catalogfile import load_builtin
 from servesim._checks import check_counts, check_fields, check_int, check_real
@@ -61,8 +61,10 @@ __all__ = [
     "link_crossover",
     "mixes",
     "p_within",
+    "pick_split",
     "resolve_scenario",
     "tie_step",
+    "winner",
     "workload_row",
 ]
 
@@ -234,10 +236,29 @@ def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingR
     n = check_int("nodes", nodes, lo=2)
     xfer = _transfer_s(wl, node, link)  # the same for every split
     candidates = [_result("disaggregated", wl, p, n - p, node, node.tpot_base_s, xfer) for p in range(1, n)]
-    top = max(r.goodput_rps for r in candidates)
-    tied = [r for r in candidates if tie_step(r.goodput_rps, top, wl.rate_per_s) == 0]
-    return min(tied, key=lambda r: (not r.stable, max(r.prefill_utilization, r.decode_utilization),
-                                    r.ttft_mean_s))
+    return pick_split(candidates, wl.rate_per_s, lambda r: r.goodput_rps, lambda r: r.ttft_mean_s)
+
+
+class _Split(Protocol):
+    @property
+    def stable(self) -> bool: ...
+    @property
+    def prefill_utilization(self) -> float: ...
+    @property
+    def decode_utilization(self) -> float: ...
+
+
+_S = TypeVar("_S", bound=_Split)
+
+
+def pick_split(
+    splits: Sequence[_S], rate_per_s: float, goodput: Callable[[_S], float], ttft: Callable[[_S], float]
+) -> _S:
+    """The goodput-best of ``splits`` (closed forms or simulations): goodputs tied by :func:`tie_step`,
+    then stable first, then the most headroom (the least utilized busiest pool), then the least TTFT."""
+    top = max(goodput(s) for s in splits)
+    tied = [s for s in splits if tie_step(goodput(s), top, rate_per_s) == 0]
+    return min(tied, key=lambda s: (not s.stable, max(s.prefill_utilization, s.decode_utilization), ttft(s)))
 
 
 def tie_step(goodput_rps: float, best_rps: float, rate_per_s: float) -> int:
@@ -261,15 +282,19 @@ def mixes(wl: Workload) -> list[tuple[str, Workload]]:
 
 
 def compare(coloc: ServingResult, disagg: ServingResult, rate_per_s: float) -> str:
+    """:func:`winner` of the two closed forms' goodputs."""
+    return winner(coloc.goodput_rps, disagg.goodput_rps, rate_per_s)
+
+
+def winner(colocated_rps: float, disaggregated_rps: float, rate_per_s: float) -> str:
     """Which architecture serves more goodput: 'colocated', 'disaggregated' or 'neither'.
 
     A difference below GOODPUT_TIE_FRACTION x rate is a tie and goes to
     colocation; when both serve nothing the answer is 'neither'.
     """
-    tol = GOODPUT_TIE_FRACTION * rate_per_s
-    if disagg.goodput_rps > coloc.goodput_rps + tol:
+    if disaggregated_rps > colocated_rps + GOODPUT_TIE_FRACTION * rate_per_s:
         return "disaggregated"
-    if coloc.goodput_rps == 0.0 and disagg.goodput_rps == 0.0:
+    if colocated_rps == 0.0 and disaggregated_rps == 0.0:
         return "neither"
     return "colocated"
 

@@ -83,11 +83,11 @@ from servesim._checks import ParameterError, check_counts, check_int, check_real
 from servesim.model.kvcache import Link
 from servesim.model.serving import (
     CROSSOVER_LADDER_GBPS,
-    GOODPUT_TIE_FRACTION,
     NodeSpec,
     Workload,
     best_split,
-    tie_step,
+    pick_split,
+    winner,
 )
 from servesim.sim import _kernels as kern
 from servesim.sim.distributions import (
@@ -733,13 +733,8 @@ class FleetComparison:
 
 
 def compare_sims(co: ServingSim, de: ServingSim, rate: float) -> str:
-    """servesim.model.serving.compare's rule on simulated goodput (ties within 0.1% of rate: colocation)."""
-    g_co, g_de = co.goodput_rps.mean, de.goodput_rps.mean
-    if g_de > g_co + GOODPUT_TIE_FRACTION * rate:
-        return "disaggregated"
-    if g_co == 0.0 and g_de == 0.0:
-        return "neither"
-    return "colocated"
+    """:func:`servesim.model.serving.winner` of the simulated goodputs."""
+    return winner(co.goodput_rps.mean, de.goodput_rps.mean, rate)
 
 
 def compare_fleets(
@@ -783,13 +778,9 @@ def best_split_sim(
 
 
 def pick_best_split(sims: list[ServingSim], rate: float) -> ServingSim:
-    """The simulated splits ranked as :func:`servesim.model.serving.best_split` ranks closed forms:
-    goodput (ties within the tolerance of :func:`servesim.model.serving.tie_step`), then stability,
-    then headroom (the least utilized busiest pool), then mean TTFT."""
-    top = max(s.goodput_rps.mean for s in sims)
-    tied = [s for s in sims if tie_step(s.goodput_rps.mean, top, rate) == 0]
-    return min(tied, key=lambda s: (not s.stable, max(s.prefill_utilization, s.decode_utilization),
-                                    s.ttft_s.mean.mean))
+    """The simulated splits ranked as :func:`servesim.model.serving.best_split` ranks closed forms
+    (:func:`servesim.model.serving.pick_split`)."""
+    return pick_split(sims, rate, lambda s: s.goodput_rps.mean, lambda s: s.ttft_s.mean.mean)
 
 
 def link_crossover_sim(

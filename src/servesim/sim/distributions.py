@@ -17,7 +17,6 @@ coefficient of variation exceeds 1) or an explicit list of timestamps.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -171,11 +170,6 @@ class Empirical:
             if sum(ws) <= 0.0:
                 raise ParameterError("weights", self.weights, "numbers >= 0 with a positive sum")
             object.__setattr__(self, "weights", ws)
-
-    @classmethod
-    def from_samples(cls, samples: Sequence[float] | NDArray[np.float64]) -> Empirical:
-        """Every observed value with equal weight (a bootstrap of a measured sample)."""
-        return cls(tuple(float(x) for x in np.asarray(samples, dtype=float).ravel()))
 
     def _p(self) -> F64:
         w = np.ones(len(self.values)) if self.weights is None else np.asarray(self.weights)

@@ -117,34 +117,18 @@ def queue_summary(
     arr = _arrivals(rate_per_s, arrival_cv)
     kern.compile_queue_kernels()  # outside the timed region
     t0 = time.perf_counter()
-    q = simulate_queue(
-        servers,
-        arr,
-        dist,
-        requests=requests,
-        replications=replications,
-        warmup_fraction=warmup_fraction,
-        seed=seed,
-    )
+    q = simulate_queue(servers, arr, dist, requests=requests, replications=replications,
+                       warmup_fraction=warmup_fraction, seed=seed)
     wall = time.perf_counter() - t0
     ca2, cs2 = arr.scv, scv(dist)
-    mmc = MMc(servers, rate_per_s, 1.0 / dist.mean)
-    models: dict[str, dict[str, Any]] = {
-        "erlang_c": {
-            "mean_wait_s": _num(mmc.mean_wait_s()),
-            "p_wait": mmc.p_wait,
-            "wait_p99_s": _num(mmc.wait_quantile_s(0.99)),
-            "exact": ca2 == 1.0 and cs2 == 1.0,
-        }
-    }
-    for key, method in (("allen_cunneen", "allen-cunneen"), ("kimura", "kimura")):
-        g = GGc(servers, rate_per_s, dist.mean, ca2, cs2, method)
-        models[key] = {
-            "mean_wait_s": _num(g.mean_wait_s()),
-            "p_wait": g.p_wait,
-            "wait_p99_s": _num(g.wait_quantile_s(0.99)),
-            "exact": ca2 == 1.0 and cs2 == 1.0,
-        }
+    queues: tuple[tuple[str, MMc | GGc], ...] = (
+        ("erlang_c", MMc(servers, rate_per_s, 1.0 / dist.mean)),
+        *((key, GGc(servers, rate_per_s, dist.mean, ca2, cs2, key.replace("_", "-")))
+          for key in ("allen_cunneen", "kimura")),
+    )
+    models = {key: {"mean_wait_s": _num(m.mean_wait_s()), "p_wait": m.p_wait,
+                    "wait_p99_s": _num(m.wait_quantile_s(0.99)), "exact": ca2 == 1.0 and cs2 == 1.0}
+              for key, m in queues}
     out: dict[str, Any] = {
         "mode": "queue",
         "model": _kendall(arrival_cv, service).replace("c", str(servers)),
