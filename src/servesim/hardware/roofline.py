@@ -43,6 +43,14 @@ verify GEMMs stay free while ``B (k + 1)`` is under the ridge point, i.e. up to
 k``; past it every verified position costs compute and speculation stops
 paying.
 
+**One cost model.**  A pass is the step models' operations (:meth:`PassCost.ops`: the weight
+GEMMs, attention and the all-reduces as :class:`servesim.hardware.ops.Op`), priced here by the
+operations' own speed of light at efficiency-scaled peaks (:meth:`Efficiency.peaks`).  This is the
+pricer of last resort: the lab's closed forms and ``servesim roofline`` use it where a model and GPU
+need no measured kernels; an engine step is priced from the measured tables
+(:mod:`servesim.hardware.stepmodel`, :mod:`servesim.hardware.moe_step`), with this roofline only for
+a shape no table measured.
+
 Units: seconds, bytes, FLOPs, tokens; SI prefixes are powers of ten (TB/s =
 1e12 B/s); GiB = 2^30 bytes only for HBM capacity, where it is meant.
 
@@ -56,6 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.ops import Op, Peaks, ring_bytes
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -125,6 +134,11 @@ class Efficiency:
         check_real("memory_efficiency", self.memory, lo=0.0, hi=1.0, lo_open=True)
         check_real("compute_efficiency", self.compute, lo=0.0, hi=1.0, lo_open=True)
         check_real("interconnect_efficiency", self.interconnect, lo=0.0, hi=1.0, lo_open=True)
+
+    def peaks(self, gpu: GPUSpec) -> Peaks:
+        """The peaks ``gpu`` reaches at these efficiencies (the operations' speed of light there)."""
+        return Peaks(gpu.hbm_bytes_per_s * self.memory, {"bf16": gpu.flops_per_s * self.compute},
+                     gpu.interconnect_bytes_per_s * self.interconnect)
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -283,18 +297,6 @@ class ModelSpec:
         return self.experts * self.expert_params
 
     @property
-    def layer_params(self) -> float:
-        """Mean parameters of one decoder layer (everything but the embedding tables)."""
-        tables = self.embedding_params * (1 if self.tied_embeddings else 2)
-        return (self.params - tables) / self.layers
-
-    @property
-    def active_layer_params(self) -> float:
-        """Mean parameters one token uses in one decoder layer."""
-        tables = self.embedding_params * (1 if self.tied_embeddings else 2)
-        return (self.active_params - tables) / self.layers
-
-    @property
     def weight_bytes(self) -> float:
         """Resident weights: params x bytes per parameter."""
         return self.params * self.weight_bytes_per_param
@@ -391,6 +393,13 @@ class PassCost:
         """Intensity of the weight GEMMs alone: 2 T / bytes per parameter (T for BF16, dense)."""
         return self.linear_flops / self.weight_bytes
 
+    def ops(self) -> tuple[Op, Op, Op]:
+        """The pass as operations of a step (:mod:`servesim.hardware.ops`): the weight GEMMs, the
+        attention and the all-reduces, each once, unpriced (the roofline prices them)."""
+        return (Op("weight GEMMs", "gemm", 1.0, 0.0, nbytes=self.weight_bytes, flops=self.linear_flops),
+                Op("attention", "attention", 1.0, 0.0, nbytes=self.kv_bytes, flops=self.attention_flops),
+                Op("all-reduces", "allreduce", 1.0, 0.0, wire_bytes=self.comm_bytes))
+
 
 def _check_tp(tp: int) -> int:
     return check_int("tp", tp, lo=1)
@@ -402,8 +411,7 @@ def allreduce_bytes(model: ModelSpec, tp: int, tokens: float) -> float:
     if tp == 1:
         return 0.0
     message = tokens * model.hidden_size * ACTIVATION_BYTES  # one activation tensor
-    ring = 2.0 * (tp - 1) / tp  # reduce-scatter + all-gather share per GPU
-    return model.layers * ALLREDUCES_PER_LAYER * ring * message
+    return model.layers * ALLREDUCES_PER_LAYER * ring_bytes(tp, message)
 
 
 def decode_cost(
@@ -496,17 +504,18 @@ class PassTime:
 
 
 def step_time(cost: PassCost, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> PassTime:
-    """Price a :class:`PassCost` on ``gpu``: each part is max(FLOPs / roof, bytes / roof)."""
-    flops = gpu.flops_per_s * efficiency.compute
-    bw = gpu.hbm_bytes_per_s * efficiency.memory
-    link = gpu.interconnect_bytes_per_s * efficiency.interconnect
+    """Price a :class:`PassCost` on ``gpu``: each operation at its speed of light at the efficient
+    peaks, max(FLOPs / roof, bytes / roof), the all-reduces their wire bytes over the links."""
+    peaks = efficiency.peaks(gpu)
+    gemms, attention, comm = cost.ops()
+    flops, bw = peaks.flops("bf16"), peaks.hbm_bytes_per_s
     lin_c, lin_m = cost.linear_flops / flops, cost.weight_bytes / bw
     att_c, att_m = cost.attention_flops / flops, cost.kv_bytes / bw
     return PassTime(
         cost=cost,
-        linear_s=max(lin_c, lin_m),
-        attention_s=max(att_c, att_m),
-        comm_s=cost.comm_bytes / link,
+        linear_s=gemms.light_one(peaks),
+        attention_s=attention.light_one(peaks),
+        comm_s=comm.light_one(peaks),
         compute_s=lin_c + att_c,
         memory_s=lin_m + att_m,
         linear_bound="compute" if lin_c > lin_m else "memory",
