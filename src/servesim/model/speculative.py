@@ -22,7 +22,7 @@ Standard library only.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -183,10 +183,14 @@ def break_even_alpha(k: int, d: float, c: float, u: float = 0.0) -> float:
 def alpha_at_tokens(k: int, target: float) -> float:
     """The alpha in [0, 1] with ``E[n] = sum_{i=0}^{k} alpha^i`` equal to ``target``, by 100 steps of
     bisection (E[n] rises in alpha from 1 to k + 1); a target outside (1, k + 1) gives an end."""
-    lo, hi = 0.0, 1.0
-    for _ in range(100):
+    return _bisect(lambda a: _expected_tokens(k, a) < target, 0.0, 1.0, 100)
+
+
+def _bisect(low: Callable[[float], bool], lo: float, hi: float, steps: int) -> float:
+    """The midpoint of [lo, hi] after ``steps`` halvings that keep ``low`` true at lo, false at hi."""
+    for _ in range(steps):
         mid = 0.5 * (lo + hi)
-        if _expected_tokens(k, mid) < target:
+        if low(mid):
             lo = mid
         else:
             hi = mid
@@ -213,16 +217,10 @@ def turn_off_utilization(
 
     if best(0.0) <= 1.0:
         return 0.0
-    lo, hi = 0.0, 1.0 - 1e-12
-    if best(hi) > 1.0:
-        return hi
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        if best(mid) > 1.0:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    top = 1.0 - 1e-12
+    if best(top) > 1.0:
+        return top
+    return _bisect(lambda u: best(u) > 1.0, 0.0, top, 80)
 
 
 @dataclass(frozen=True)
