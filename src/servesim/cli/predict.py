@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -313,6 +313,12 @@ def _disagg_arguments(p: argparse.ArgumentParser) -> None:
                    help="disagg: prefill-to-decode link, nvlink, rdma (default), tcp or GB/s")
 
 
+def _given(args: argparse.Namespace, row: dict[str, Any], name: str) -> Any:
+    """Row ``row``'s own value of ``name`` (a points cell, a result file's field), else the flag's."""
+    v = row.get(name)
+    return v if v is not None else getattr(args, name, None)
+
+
 def _catalog(args: argparse.Namespace) -> Catalog | None:
     if not args.catalog:
         return None
@@ -325,10 +331,7 @@ def _bench(args: argparse.Namespace, row: dict[str, Any]) -> Benchmark:
     from servesim.sim.batching import Benchmark
     from servesim.sim.client import Client
 
-    def pick(name: str) -> Any:
-        v = row.get(name)
-        return v if v is not None else getattr(args, name, None)
-
+    pick = partial(_given, args, row)
     name = {"name": pick("client")} if pick("client") else {}  # none: the Client's own default
     client = Client(random_range_ratio=pick("random_range_ratio"), num_warmups=pick("num_warmups"),
                     burstiness=pick("burstiness") or 1.0, warm_server=bool(pick("warm_server")), **name)
@@ -353,8 +356,7 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Cata
     from servesim.plan.predict import compare_to_measured, harness_deployment, harness_speculation, predict
 
     engine = row.get("engine") or engine_of(args)
-    flags = {dest: row.get(dest) if row.get(dest) is not None else getattr(args, dest, None)
-             for dest in _owners()}
+    flags = {dest: _given(args, row, dest) for dest in _owners()}
     settings = engine_settings(engine, flags)
     bench = _bench(args, row)
     mode = row.get("mode") or args.mode
@@ -402,9 +404,7 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
     from servesim.model.kvcache import LINKS
     from servesim.plan.predict import harness_deployment, harness_speculation, predict_disaggregated
 
-    def get(name: str) -> Any:
-        v = row.get(name)
-        return v if v is not None else getattr(args, name, None)
+    get = partial(_given, args, row)
 
     common = {"dtype": row.get("dtype") or "auto", "kv_dtype": row.get("kv_dtype"), "engine": engine,
               **settings, **_ep_comm(args)}
@@ -449,12 +449,10 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
 def _spec_args(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]:
     """The speculation of a row (its spec, k, acceptance_length, alpha, draft, traffic columns) or the
     flags'."""
-    out = {}
-    for name in ("spec", "k", "acceptance_length", "alpha", "draft", "traffic"):
-        v = row.get(name)
-        out[name] = v if v is not None else getattr(args, name, None)
+    out = {name: _given(args, row, name) for name in ("spec", "k", "acceptance_length", "alpha", "draft",
+                                                      "traffic")}
     names = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-    tree = [row.get(n) if row.get(n) is not None else getattr(args, n, None) for n in names]
+    tree = [_given(args, row, n) for n in names]
     if any(v is not None for v in tree):
         missing = [n for n, v in zip(names, tree, strict=True) if v is None]
         if missing:

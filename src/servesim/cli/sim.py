@@ -399,13 +399,15 @@ def _engine_output(data: dict[str, Any], *, timing: bool = True) -> Output:
     return Output(data, engine_sim_text(data), [{k: v for k, v in data.items() if not isinstance(v, dict)}])
 
 
-def _without_timing(d: Any) -> Any:
+def _without_timing(d: dict[str, Any]) -> dict[str, Any]:
     """``d`` with every wall-clock figure removed, at any depth."""
-    if isinstance(d, dict):
-        return {k: _without_timing(v) for k, v in d.items() if k not in WALL_CLOCK_KEYS}
-    if isinstance(d, list):
-        return [_without_timing(v) for v in d]
-    return d
+    return {k: _untimed(v) for k, v in d.items() if k not in WALL_CLOCK_KEYS}
+
+
+def _untimed(v: object) -> object:
+    if isinstance(v, dict):
+        return _without_timing(v)
+    return [_untimed(x) for x in v] if isinstance(v, list) else v
 
 
 def _engine_trace(args: argparse.Namespace) -> Output:

@@ -9,6 +9,8 @@ from servesim.render.formats import wrap_long_lines
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
+    from servesim.render.report import Block
+
 __all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto", "split_label"]
 
 
@@ -185,12 +187,12 @@ def plot_pareto(ax: Axes, d: dict[str, Any]) -> None:
 
 
 
-def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Any]:
+def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Block]:
     """The capacity plan as report blocks (HTML and Markdown from the same content)."""
     from servesim.render.plots import figure, png_bytes
     from servesim.render.report import Block
 
-    b: list[Any] = [Block("h1", f"Capacity plan: {d['model']} on {d['gpu']}")]
+    b: list[Block] = [Block("h1", f"Capacity plan: {d['model']} on {d['gpu']}")]
     b.append(Block("p", f"Workload {d['isl']} prompt + {d['osl']} output tokens; "
                    f"TTFT <= {d['slo_ttft_ms']:g} ms for {100 * d['attainment']:g}% of requests, "
                    f"mean TPOT <= {d['slo_tpot_ms']:g} ms; "

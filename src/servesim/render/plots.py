@@ -409,7 +409,7 @@ def plot_acceptance(ax: Axes, fit: dict[str, Any], curve: Mapping[str, Any] | No
     legend(ax)
 
 
-def plot_calibration(axes: Sequence[Any], points: Sequence[dict[str, Any]]) -> None:
+def plot_calibration(axes: Sequence[Axes], points: Sequence[dict[str, Any]]) -> None:
     """Measured vs fitted TTFT and TPOT at each measured arrival rate."""
     rates = [p["rate_per_s"] for p in points]
     for ax, key, label in ((axes[0], "ttft", "TTFT"), (axes[1], "tpot", "TPOT")):
