@@ -96,8 +96,8 @@ from servesim.sim.distributions import (
     Distribution,
     RenewalArrivals,
     TraceArrivals,
+    arrivals_with_cv,
     as_times_s,
-    gamma_arrivals,
     poisson_arrivals,
 )
 from servesim.sim.stats import (
@@ -835,7 +835,7 @@ def slo_capacity_per_s(
     hi = 1.0 / max(unit)  # the rate at which the busiest resource saturates
 
     def ok(rate: float) -> bool:
-        arr = poisson_arrivals(rate) if cv == 1.0 else gamma_arrivals(rate, cv)
+        arr = arrivals_with_cv(rate, cv)
         sim = simulate_serving(replace(wl, rate_per_s=rate), node, fleet, replace(options, arrivals=arr))
         return sim.stable and sim.attainment.mean >= target
 

@@ -36,6 +36,7 @@ __all__ = [
     "Mixture",
     "RenewalArrivals",
     "TraceArrivals",
+    "arrivals_with_cv",
     "gamma_arrivals",
     "poisson_arrivals",
     "scv",
@@ -275,6 +276,11 @@ def gamma_arrivals(rate_per_s: float, cv: float) -> RenewalArrivals:
     """Bursty arrivals: gamma interarrivals of mean 1 / rate and coefficient of variation cv."""
     rate = check_real("rate_per_s", rate_per_s, lo=0.0, lo_open=True)
     return RenewalArrivals(Gamma(1.0 / rate, cv))
+
+
+def arrivals_with_cv(rate_per_s: float, cv: float) -> RenewalArrivals:
+    """Poisson arrivals at ``cv`` = 1 (exponential gaps), else gamma gaps of that cv."""
+    return poisson_arrivals(rate_per_s) if cv == 1.0 else gamma_arrivals(rate_per_s, cv)
 
 
 @dataclass(frozen=True, eq=False)

@@ -47,9 +47,7 @@ from servesim.sim.distributions import (
     Exponential,
     Gamma,
     Lognormal,
-    RenewalArrivals,
-    gamma_arrivals,
-    poisson_arrivals,
+    arrivals_with_cv,
     scv,
 )
 from servesim.sim.queue import QueueSim, simulate_queue
@@ -73,10 +71,6 @@ def service_distribution(kind: str, mean_s: float, cv: float = 1.0) -> Distribut
     if kind == "gamma":
         return Gamma(mean_s, cv)
     raise ParameterError("service", kind, f"one of {', '.join(SERVICE_KINDS)}")
-
-
-def _arrivals(rate_per_s: float, cv: float) -> RenewalArrivals:
-    return poisson_arrivals(rate_per_s) if cv == 1.0 else gamma_arrivals(rate_per_s, cv)
 
 
 def _num(x: float) -> float | None:
@@ -114,7 +108,7 @@ def queue_summary(
 ) -> dict[str, Any]:
     """Simulate one G/G/c queue and set Erlang-C and the M/G/c approximations beside it."""
     dist = service_distribution(service, service_mean_s, service_cv)
-    arr = _arrivals(rate_per_s, arrival_cv)
+    arr = arrivals_with_cv(rate_per_s, arrival_cv)
     kern.compile_queue_kernels()  # outside the timed region
     t0 = time.perf_counter()
     q = simulate_queue(servers, arr, dist, requests=requests, replications=replications,
@@ -363,7 +357,7 @@ def serving_summary(
         if prompt_cv == 0.0
         else Lognormal(float(wl.prompt_tokens), prompt_cv)
     )
-    arr = _arrivals(wl.rate_per_s, arrival_cv)
+    arr = arrivals_with_cv(wl.rate_per_s, arrival_cv)
     options = SimOptions(settings=settings, arrivals=arr, prompt_tokens=None if prompt_cv == 0.0 else prompt,
                          requests=requests, replications=replications, warmup_fraction=warmup_fraction,
                          attainment_target=attainment_target, seed=seed)
