@@ -731,14 +731,6 @@ def _args_of(cmd: str) -> tuple[str, list[str], dict[str, str]]:
     return script.positional or "", script.args, script.env
 
 
-DYNAMO_EXAMPLE = (
-    "ai-dynamo/dynamo components/backends/vllm/deploy/disagg.yaml at 416ff06e7feabbebb220e56a2e5dfed656ec4bbd"
-)
-"""The manifest :func:`_dynamo` follows (services Frontend, VllmDecodeWorker, VllmPrefillWorker with
-dynamoNamespace, componentType/subComponentType, resources.limits.gpu, extraPodSpec.mainContainer with
-command ``python3 -m dynamo.vllm`` and list args; runtime images 0.6.1)."""
-
-
 def _llm_api_options(cmd: str, table: Mapping[str, Any]) -> dict[str, Any]:
     """A launch script's settings as the engine's options file (what Dynamo's worker reads in place
     of the command line): its options file with the command line's flags as the keys they set
@@ -755,14 +747,14 @@ def _llm_api_options(cmd: str, table: Mapping[str, Any]) -> dict[str, Any]:
 def _dynamo(
     prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str
 ) -> tuple[str, dict[str, str]]:
-    """A ``DynamoGraphDeployment`` (nvidia.com/v1alpha1, as :data:`DYNAMO_EXAMPLE`) with a front end and
-    the two pools, each worker running Dynamo's engine module with the pool's settings (the engine
-    entry's ``dynamo.args``: its own flags, or an options file per pool returned beside it), and
-    those files."""
+    """A ``DynamoGraphDeployment`` (nvidia.com/v1alpha1, after data/engine_launch.toml [dynamo]
+    ``example``) with a front end and the two pools, each worker running Dynamo's engine module with
+    the pool's settings (the engine entry's ``dynamo.args``: its own flags, or an options file per
+    pool returned beside it), and those files."""
     engine = decode.engine
     table = engine_launch(engine)
-    ns = "servesim-disagg"
-    image = f"nvcr.io/nvidia/ai-dynamo/{table['dynamo_runtime']}:0.6.1"
+    dynamo = launch_data()["dynamo"]
+    ns, image = dynamo["namespace"], dynamo["image"].format(runtime=table["dynamo_runtime"])
     front = {"dynamoNamespace": ns, "componentType": "frontend", "replicas": 1,
              "extraPodSpec": {"mainContainer": {"image": image}}}
     services: dict[str, Any] = {"Frontend": front}
@@ -794,7 +786,7 @@ def _dynamo(
     doc = {"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": ns},
            "spec": {"services": services}}
     head = (
-        f"# servesim: the predicted pools as a Dynamo DynamoGraphDeployment (after {DYNAMO_EXAMPLE});\n"
+        f"# servesim: the predicted pools as a Dynamo DynamoGraphDeployment (after {dynamo['example']});\n"
         "# the image is that example's release: use your Dynamo release's, and check its workers' flags\n"
     )
     if files:
@@ -802,29 +794,15 @@ def _dynamo(
     return head + _yaml(doc), files
 
 
-LLMD_EXAMPLE = (
-    "llm-d-incubation/llm-d-modelservice examples/values-pd.yaml at 91b5bb0c32f1abc977fcc77b717866ec040cced3"
-)
-"""The values file :func:`_llmd` follows (modelArtifacts, routing with the P/D inference scheduler,
-prefill and decode pods of vLLM containers started by ``modelCommand: vllmServe``)."""
-
-
 def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, dcmd: str) -> str:
-    """An llm-d ``modelservice`` Helm values file (as :data:`LLMD_EXAMPLE`, with the engine entry's
+    """An llm-d ``modelservice`` Helm values file (after data/engine_launch.toml [llmd] ``example``,
+    with the engine entry's
     ``llmd`` container) with the two pools' replicas, GPUs and flags.  llm-d starts both pools on
     ``modelArtifacts.name``."""
-    llmd = engine_launch(decode.engine)["llmd"]
+    llmd, values = engine_launch(decode.engine)["llmd"], launch_data()["llmd"]
     ckpt, _, _ = _args_of(dcmd)
-    doc: dict[str, Any] = {
-        "multinode": False,
-        "modelArtifacts": {"name": ckpt, "uri": f"hf://{ckpt}"},
-        "routing": {
-            "servicePort": 8000,
-            "inferencePool": {"create": True},
-            "httpRoute": {"create": True},
-            "epp": {"create": True, "pluginsConfigFile": "default-pd-config.yaml"},
-        },
-    }
+    doc: dict[str, Any] = {"multinode": False, "modelArtifacts": {"name": ckpt, "uri": f"hf://{ckpt}"},
+                           "routing": values["routing"]}
     for pool, dep, workers, cmd in (("decode", decode, wd, dcmd), ("prefill", prefill, wp, pcmd)):
         _, args, env = _args_of(cmd)
         gpus = str(dep.tp * dep.dp)
@@ -835,7 +813,7 @@ def _llmd(prefill: Deployment, wp: int, pcmd: str, decode: Deployment, wd: int, 
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
         container["mountModelVolume"] = True
         doc[pool] = {"create": True, "replicas": workers, "containers": [container]}
-    head = f"# servesim: the predicted pools as llm-d modelservice values (after {LLMD_EXAMPLE})\n"
+    head = f"# servesim: the predicted pools as llm-d modelservice values (after {values['example']})\n"
     if _args_of(pcmd)[0] != ckpt:
         head += f"# llm-d starts both pools on {ckpt}: the prefill pool's {_args_of(pcmd)[0]} is not used\n"
     return head + _yaml(doc)
