@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack
 
 from servesim._catalogfile import load_builtin
 from servesim._checks import check_counts, check_fields, check_int, check_real
@@ -86,6 +86,9 @@ GOODPUT_TIE_FRACTION = 1e-3
 In this model goodput is lambda times a probability that is often 1 - 1e-9;
 calling a 1e-9 difference a win would be noise.  Ties go to colocation, the
 simpler deployment (no KV-transfer layer, one pool to scale)."""
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -236,29 +239,24 @@ def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingR
     n = check_int("nodes", nodes, lo=2)
     xfer = _transfer_s(wl, node, link)  # the same for every split
     candidates = [_result("disaggregated", wl, p, n - p, node, node.tpot_base_s, xfer) for p in range(1, n)]
-    return pick_split(candidates, wl.rate_per_s, lambda r: r.goodput_rps, lambda r: r.ttft_mean_s)
-
-
-class _Split(Protocol):
-    @property
-    def stable(self) -> bool: ...
-    @property
-    def prefill_utilization(self) -> float: ...
-    @property
-    def decode_utilization(self) -> float: ...
-
-
-_S = TypeVar("_S", bound=_Split)
+    return pick_split(candidates, wl.rate_per_s, lambda r: (r.goodput_rps, r.stable, r.prefill_utilization,
+                                                            r.decode_utilization, r.ttft_mean_s))
 
 
 def pick_split(
-    splits: Sequence[_S], rate_per_s: float, goodput: Callable[[_S], float], ttft: Callable[[_S], float]
-) -> _S:
-    """The goodput-best of ``splits`` (closed forms or simulations): goodputs tied by :func:`tie_step`,
-    then stable first, then the most headroom (the least utilized busiest pool), then the least TTFT."""
-    top = max(goodput(s) for s in splits)
-    tied = [s for s in splits if tie_step(goodput(s), top, rate_per_s) == 0]
-    return min(tied, key=lambda s: (not s.stable, max(s.prefill_utilization, s.decode_utilization), ttft(s)))
+    splits: Sequence[_T], rate_per_s: float, figures: Callable[[_T], tuple[float, bool, float, float, float]]
+) -> _T:
+    """The best of ``splits`` (closed forms or simulations) by their ``figures`` (goodput, stable,
+    prefill and decode utilization, mean TTFT): the most goodput (ties by :func:`tie_step`), then
+    stable first, then the most headroom (the least utilized busiest pool), then the least TTFT."""
+    top = max(figures(s)[0] for s in splits)
+    tied = [s for s in splits if tie_step(figures(s)[0], top, rate_per_s) == 0]
+
+    def rank(s: _T) -> tuple[bool, float, float]:
+        _, stable, prefill_util, decode_util, ttft = figures(s)
+        return not stable, max(prefill_util, decode_util), ttft
+
+    return min(tied, key=rank)
 
 
 def tie_step(goodput_rps: float, best_rps: float, rate_per_s: float) -> int:
@@ -393,7 +391,6 @@ def __getattr__(name: str) -> object:
 
 
 NodeFrom = Callable[[Workload], tuple[NodeSpec, float, str]]
-_T = TypeVar("_T")
 
 
 class ScenarioArgs(TypedDict, total=False):

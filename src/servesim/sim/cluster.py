@@ -780,7 +780,8 @@ def best_split_sim(
 def pick_best_split(sims: list[ServingSim], rate: float) -> ServingSim:
     """The simulated splits ranked as :func:`servesim.model.serving.best_split` ranks closed forms
     (:func:`servesim.model.serving.pick_split`)."""
-    return pick_split(sims, rate, lambda s: s.goodput_rps.mean, lambda s: s.ttft_s.mean.mean)
+    return pick_split(sims, rate, lambda s: (s.goodput_rps.mean, s.stable, s.prefill_utilization,
+                                             s.decode_utilization, s.ttft_s.mean.mean))
 
 
 def link_crossover_sim(
