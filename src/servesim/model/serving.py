@@ -88,9 +88,6 @@ calling a 1e-9 difference a win would be noise.  Ties go to colocation, the
 simpler deployment (no KV-transfer layer, one pool to scale)."""
 
 
-_T = TypeVar("_T")
-
-
 @dataclass(frozen=True)
 class NodeSpec:
     """What one serving node (a replica of the model) can do."""
@@ -241,6 +238,9 @@ def best_split(wl: Workload, node: NodeSpec, nodes: int, link: Link) -> ServingR
     candidates = [_result("disaggregated", wl, p, n - p, node, node.tpot_base_s, xfer) for p in range(1, n)]
     return pick_split(candidates, wl.rate_per_s, lambda r: (r.goodput_rps, r.stable, r.prefill_utilization,
                                                             r.decode_utilization, r.ttft_mean_s))
+
+
+_T = TypeVar("_T")
 
 
 def pick_split(
