@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from servesim._checks import InputError
 from servesim._textfile import parse_json, path_kind, read_text
@@ -27,6 +27,7 @@ MAX_DIM = 1 << 24
 """The largest integer a ``config.json`` shape field may hold (16,777,216: beyond any real model)."""
 
 _MAX_LIST = 4096
+_T = TypeVar("_T", bool, str)
 
 
 def load_json(path: Path) -> tuple[str, dict[str, Any]]:
@@ -77,21 +78,19 @@ class Fields:
             raise self.bad(key, value, f"an integer in [{lo}, {MAX_DIM}] ({meaning})")
         return value
 
-    def bool_(self, key: str, default: bool) -> bool:
+    def _typed(self, key: str, default: _T, must: str) -> _T:
         value = self.data.get(key)
         if value is None:
             return default
-        if not isinstance(value, bool):
-            raise self.bad(key, value, "true or false")
+        if not isinstance(value, type(default)):
+            raise self.bad(key, value, must)
         return value
 
+    def bool_(self, key: str, default: bool) -> bool:
+        return self._typed(key, default, "true or false")
+
     def str_(self, key: str, default: str = "") -> str:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise self.bad(key, value, "a string")
-        return value
+        return self._typed(key, default, "a string")
 
     def list_(self, key: str, kind: type, meaning: str, length: int | None = None) -> list[Any]:
         value = self.data.get(key)

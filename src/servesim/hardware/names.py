@@ -63,7 +63,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
 from servesim._textfile import path_kind
@@ -152,11 +152,6 @@ class ModelShape:
         check_real("active_params", self.active_params, lo=0.0, hi=self.params, lo_open=True)
         if self.attention not in ATTENTION_KINDS:
             raise ParameterError("attention", self.attention, f"one of {', '.join(ATTENTION_KINDS)}")
-
-    @property
-    def is_dense(self) -> bool:
-        """One MLP per layer and per-head K/V (no MoE, no MLA latent)."""
-        return self.experts == 1 and self.attention != "mla"
 
     @property
     def q_width(self) -> int:
@@ -476,13 +471,7 @@ def canonical_model(name: str, catalog: Catalog | None = None) -> str:
 # --------------------------------------------------------------------------- tensor parallelism
 
 
-class _Heads(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def heads(self) -> int: ...
-    @property
-    def kv_heads(self) -> int: ...
+_Heads = ModelShape | ModelSpec
 
 
 def _tp_ok(heads: int, kv: int, tp: int) -> bool:

@@ -422,10 +422,6 @@ class StepModel:
             return self.shape.layers * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
         return 0
 
-    def _other_s(self, m: float, samples: float) -> float:
-        layer, _, sampling, _ = self._elementwise(m, samples)
-        return self.shape.layers * layer + sampling
-
     # ------------------------------------------------------------------ the step
 
     def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
