@@ -7,6 +7,7 @@ import pytest
 from servesim._checks import ParameterError
 from servesim.plan.predict import Deployment, build_step_model, kv_transfer_seconds, predict_disaggregated
 from servesim.sim.batching import Benchmark
+from servesim.sim.client import Client
 from servesim.sim.disaggregation import FIXED_POINT_ROUNDS, Pool, run_disaggregated
 
 LINK = 50e9  # bytes/s (RDMA, 400 Gb/s)
@@ -154,3 +155,33 @@ def test_simulate_disaggregated_is_the_pools_run_under_poisson_traffic():
     assert d["mean_ttft_ms"] == 1e3 * res.mean_ttft_s and d["p99_tpot_ms"] == 1e3 * res.p99_tpot_s
     assert d["completed"] == 300 and d["mode"] == "disagg"
     assert d["p99_tpot_ms"] > d["mean_tpot_ms"]
+
+
+def test_the_reported_figures_are_the_requests_times_summed_in_order():
+    """The result's means are the per-request times of ``requests`` added left to right as Python
+    adds a list (the pools' arrays are summed in that order, not numpy's pairwise one), to the bit;
+    its percentiles those of the sorted values; the counts the lengths'."""
+    import math
+
+    pre, dec, psm, dsm = _pools()
+    bench = Benchmark(isl=1024, osl=96, rate_per_s=6.0, num_prompts=400, warmup=25, seed=9,
+                      client=Client("vllm", random_range_ratio=0.5))
+    res = run_disaggregated(pre, dec, bench, kv_transfer_seconds(dsm, LINK))
+    overhead = psm.engine.request_overhead_s
+    lengths = bench.lengths()
+    kept = [r for r in res.requests if r[0] >= 25]
+    ttfts = [first - sent + overhead for _, sent, first, _ in kept]
+    assert res.mean_ttft_s == sum(ttfts) / len(ttfts)
+    assert list(res.ttfts_s) == ttfts
+    ordered = sorted(ttfts)
+    pos = (len(ordered) - 1) * 99 / 100.0  # as batching._pct_sorted
+    lo = math.floor(pos)
+    assert res.p99_ttft_s == ordered[lo] + (ordered[lo + 1] - ordered[lo]) * (pos - lo)
+    e2els = [last - sent + overhead for _, sent, _, last in kept]
+    assert res.mean_e2el_s == sum(e2els) / len(e2els)
+    tpots = [(last - first) / (lengths[i][1] - 1) for i, _, first, last in kept if lengths[i][1] > 1]
+    assert res.mean_tpot_s == sum(tpots) / len(tpots)
+    gaps = sum(lengths[i][1] - 1 for i, *_ in kept)
+    assert res.mean_itl_s == sum(last - first for _, _, first, last in kept) / gaps
+    assert res.total_output_tokens == sum(lengths[i][1] for i, *_ in kept)
+    assert res.completed == 375 and len(res.requests) == 400

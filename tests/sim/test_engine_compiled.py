@@ -121,6 +121,53 @@ def test_thousands_of_requests(prefilled):
     _same(ref, got)
 
 
+@pytest.mark.parametrize("loop", ["python", "compiled"])
+@pytest.mark.parametrize("prefilled", [False, True])
+def test_a_pools_worker_is_run_benchmark_with_arrays(loop, prefilled):
+    """``run_worker`` (a disaggregated pool's worker: arrays in, each request's times out as arrays)
+    is ``run_benchmark`` with ``arrival_times``, ``lengths`` and ``keep_requests``: the same report
+    and the same times, to the bit, on either loop."""
+    import numpy as np
+
+    from servesim.sim.batching import run_worker
+
+    n = 150
+    sends = arrival_times(30.0, 1.0, n, 8)
+    lengths = _lengths(n, 1024, 64, seed=8)
+    bench = Benchmark(max(p for p, _ in lengths), max(o for _, o in lengths), num_prompts=n, seed=8)
+    sm = _model("sglang")
+    ref = run_benchmark(sm, bench, H100, arrival_times=sends, lengths=lengths, prefilled=prefilled,
+                        keep_requests=True, loop=loop)
+    got, times = run_worker(sm, bench, H100, np.array(sends), np.array([p for p, _ in lengths]),
+                            np.array([o for _, o in lengths]), prefilled=prefilled, loop=loop)
+    assert repr(dataclasses.replace(ref, requests=())) == repr(got)
+    kept = list(zip(times.index.tolist(), times.sent.tolist(), times.first.tolist(), times.last.tolist(),
+                    strict=True))
+    assert kept == list(ref.requests) and len(kept) == n and times.index.dtype == np.int64
+
+
+def test_the_compiled_statistics_are_the_pythons():
+    """``_engine_loop.stats`` (mean, median, p99, std of a column, its percentiles read from a
+    partition, not a sort) gives ``batching._mean_pct_std`` of the same values as a list, to the
+    bit: many sizes (1 to 3,000, odd and even), ties, a prefix of a longer column, none."""
+    import math
+
+    import numpy as np
+
+    from servesim.sim import _engine_loop
+    from servesim.sim.batching import _mean_pct_std
+
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        n = int(rng.integers(1, 3000)) if trial % 4 else int(rng.integers(1, 6))
+        x = rng.random(n) * 10.0 ** rng.uniform(-4, 4)
+        if trial % 3 == 0:
+            x = np.round(x, 1)  # ties
+        count = n if trial % 2 else int(rng.integers(1, n + 1))
+        assert _engine_loop.stats(x, count) == _mean_pct_std(x[:count].tolist())
+    assert all(math.isnan(v) for v in _engine_loop.stats(np.zeros(3), 0))
+
+
 def test_one_token_outputs_leave_no_gaps():
     """A prefill worker's requests (output 1): no decode step at all, NaN gaps and TPOTs."""
     n = 40

@@ -41,10 +41,14 @@ import numba.core.extending
 import numba.experimental.jitclass.base
 import numba.experimental.structref
 import numpy as np
+import numpy.typing as npt
 
 from servesim.sim import loop as _loop
 from servesim.sim.schedulers import base as _base
 from servesim.sim.schedulers.base import EngineState, Scheduler
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 _NB: Any = numba  # numba's own annotations are partial: its API is used untyped here
 nbtypes = _NB.core.types
@@ -67,14 +71,21 @@ _INLINE = {"forceinline": True, "_nrt": True}
 and arrays word by word)."""
 
 
-def fields_of(cls: type) -> list[tuple[str, str]]:
-    """``cls``'s fields: its annotations (and its bases') of a type the loop compiles, in order."""
-    out: dict[str, str] = {}
-    for k in reversed(cls.__mro__):
-        for name, ann in vars(k).get("__annotations__", {}).items():
-            if isinstance(ann, str) and ann in _FIELD_TYPES:
-                out[name] = ann
-    return list(out.items())
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def fields_of(cls: type) -> tuple[tuple[str, str], ...]:
+    """``cls``'s fields: its annotations (and its bases') of a type the loop compiles, in order
+    (read once a class)."""
+    got = _FIELDS.get(cls)
+    if got is None:
+        out: dict[str, str] = {}
+        for k in reversed(cls.__mro__):
+            for name, ann in vars(k).get("__annotations__", {}).items():
+                if isinstance(ann, str) and ann in _FIELD_TYPES:
+                    out[name] = ann
+        got = _FIELDS[cls] = tuple(out.items())
+    return got
 
 
 def _methods_of(cls: type) -> dict[str, Callable[..., Any]]:
@@ -201,27 +212,31 @@ def _builders(cls: type) -> tuple[Any, Any]:
     return got
 
 
-def struct_of(obj: Any) -> Any:
+_SCALARS: dict[str, type] = {"int": int, "float": float, "bool": bool}
+
+
+def struct_of(obj: object) -> Any:
     """A compiled structure holding ``obj``'s fields (its lists as numpy arrays)."""
     cls = type(obj)
     st = struct_type(cls)
     values = []
     for name, ann in fields_of(cls):
         v = getattr(obj, name)
-        if ann in _ARRAY_DTYPES:
-            v = v if isinstance(v, np.ndarray) else np.array(v, _ARRAY_DTYPES[ann])
-        else:
-            v = {"int": int, "float": float, "bool": bool}[ann](v)
+        dtype = _ARRAY_DTYPES.get(ann)
+        if dtype is None:
+            v = _SCALARS[ann](v)
+        elif not isinstance(v, np.ndarray):
+            v = np.array(v, dtype)
         values.append(v)
     return _builders(cls)[0](nbtypes.TypeRef(st), tuple(values))
 
 
-def dump(cls: type, compiled: Any) -> dict[str, Any]:
+def dump(cls: type, compiled: object) -> dict[str, Any]:
     """The fields of the compiled structure of ``cls``, by name (arrays as numpy arrays, scalars as
     Python numbers)."""
     out = {}
     for (name, ann), v in zip(fields_of(cls), _builders(cls)[1](compiled), strict=True):
-        out[name] = v if ann in _ARRAY_DTYPES else {"int": int, "float": float, "bool": bool}[ann](v)
+        out[name] = v if ann in _ARRAY_DTYPES else _SCALARS[ann](v)
     return out
 
 
@@ -411,8 +426,9 @@ def _pct_sorted_py(s: Any, count: int, q: int) -> float:
 
 def _sample_stats_py(x: Any, s: Any, count: int, two: float) -> tuple[float, float, float, float]:
     """Mean, median, 99th percentile and standard deviation of ``x[:count]`` (``s``: the same values
-    sorted), computed as ``batching._mean_pct_std`` computes them from a list: sums left to right,
-    percentiles interpolated between sorted values, and the squares by the C library's ``pow``
+    sorted, or partitioned at the places the percentiles read), computed as
+    ``batching._mean_pct_std`` computes them from a list: sums left to right, percentiles
+    interpolated between sorted values, and the squares by the C library's ``pow``
     (``two`` is 2.0, given at run time so that the compiler keeps the call: ``pow(d, 2.0)`` and
     ``d * d`` differ in the last bit for about one value in a thousand)."""
     total = 0.0
@@ -429,12 +445,22 @@ _pct_sorted = numba.njit(cache=True)(_pct_sorted_py)
 _sample_stats = numba.njit(cache=True)(_sample_stats_py)
 
 
-def stats(x: Any, count: int) -> tuple[float, float, float, float]:
+def _ranks(count: int, q: int) -> tuple[int, int]:
+    """The places in sorted order that the q-th percentile of ``count`` values reads
+    (:func:`_pct_sorted_py`'s ``lo`` and ``hi``)."""
+    lo = math.floor((count - 1) * q / 100.0)
+    return lo, min(lo + 1, count - 1)
+
+
+def stats(x: F64, count: int) -> tuple[float, float, float, float]:
     """``batching._mean_pct_std`` of ``x[:count]``, compiled (the statistics of a long run take
-    longer than its loop in Python)."""
+    longer than its loop in Python).  The percentiles read only the four places of the sorted
+    values they interpolate between, so the values are partitioned at those places (each holds
+    what a full sort would put there), not sorted: a tenth of the time."""
     if count == 0:
         return math.nan, math.nan, math.nan, math.nan
-    mean, med, p99, std = _sample_stats(x, np.sort(x[:count]), count, 2.0)
+    part = np.partition(x[:count], sorted({*_ranks(count, 50), *_ranks(count, 99)}))
+    mean, med, p99, std = _sample_stats(x, part, count, 2.0)
     return float(mean), float(med), float(p99), float(std)
 
 

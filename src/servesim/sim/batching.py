@@ -45,7 +45,10 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
 
 from servesim._checks import ParameterError, check_bound, check_int, check_real
 from servesim.hardware.speculation import Speculation
@@ -55,7 +58,10 @@ from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
 from servesim.sim.schedulers.base import core_tag, list_column
 
-__all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "run_benchmark"]
+__all__ = ["LOOPS", "BenchResult", "Benchmark", "RequestTimes", "Speculation", "run_benchmark", "run_worker"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -285,8 +291,8 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     batch as soon as its cache fits, and its TTFT is the wait for that.
     ``lengths`` gives each request's (prompt, output) tokens, in send order (a
     trace); without it the client draws them.  ``keep_requests`` keeps each request's
-    times in :attr:`BenchResult.requests` (the pools of a disaggregated deployment
-    hand them on).  ``loop`` is one of :data:`LOOPS`: ``"compiled"`` runs the
+    times in :attr:`BenchResult.requests` (:func:`run_worker` hands them on as arrays).
+    ``loop`` is one of :data:`LOOPS`: ``"compiled"`` runs the
     numba-compiled loop, which gives the same result as ``"python"``, the reference loop,
     bit for bit; a policy it does not know (not one of the shipped classes, or with a method
     replaced on the instance) runs in Python.  ``"auto"`` (default) compiles where it pays.
@@ -294,45 +300,115 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     the kernels of shapes its own warm-up did not run, ``EngineProfile.cold_start_s``); requests
     sent meanwhile wait, and their TTFT counts the wait.
     """
-    global _simulated
     if loop not in LOOPS:
         raise ParameterError("loop", loop, f"one of {', '.join(LOOPS)}")
     check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
-    eng = model.engine
-    if scheduler is None or isinstance(scheduler, str):
-        name = scheduler or eng.name
-        policy = make_scheduler(name, eng, {"reserve": True} if reserve and SCHEDULERS[name].takes_reserve
-                                else None)
-    else:
-        policy = scheduler
+    policy = _policy(model, scheduler, reserve)
     capacity = model.kv_capacity_tokens(memory_bytes)
-    isl, osl, n_total = bench.isl, bench.osl, bench.prompts
     lengths = _checked_lengths(bench, lengths, prefilled, capacity, policy)
-
-    pos = 1 + (spec.k if spec else 0)
-    per_step = spec.tokens_per_step if spec else 1.0
     sends, slots = _client_sends(bench, arrival_times)
+    compiled = _compiled_loop(loop, policy, bench.prompts) and _compiles(policy, bench, spec) and _plain(
+        sends, lengths)
+    n_total = bench.prompts
+    isls = [bench.isl] * n_total if lengths is None else [p for p, _ in lengths]
+    osls = [bench.osl] * n_total if lengths is None else [o for _, o in lengths]
+    out = _simulate(model, bench, capacity, policy, (sends, isls, osls), slots, spec=spec,
+                    max_steps=max_steps, prefilled=prefilled, keep=keep_requests, compiled=compiled,
+                    cold_start_s=cold_start_s)
+    kept_i, kept_f = out.kept_i, out.kept_f
+    if compiled:
+        kept_i, kept_f = cast(I64, kept_i).tolist(), cast(F64, kept_f).tolist()
+    k = out.n_kept
+    requests = tuple(zip(kept_i[:k], kept_f[0:3 * k:3], kept_f[1:3 * k:3], kept_f[2:3 * k:3], strict=True))
+    return _result(out, capacity, policy, requests)
 
-    _simulated += n_total
+
+@dataclass(frozen=True)
+class RequestTimes:
+    """Each request's times in a run of :func:`run_worker`, in finishing order: its place in send
+    order (``index``), when it was sent, its first and its last token (seconds from the run's start)."""
+
+    index: I64
+    sent: F64
+    first: F64
+    last: F64
+
+
+def run_worker(model: StepModel, bench: Benchmark, memory_bytes: float, sends: F64, isl: I64, osl: I64, *,
+               prefilled: bool, spec: Speculation | None = None, cold_start_s: float = 0.0,
+               loop: str = "auto") -> tuple[BenchResult, RequestTimes]:
+    """One worker of a disaggregated deployment's pool: :func:`run_benchmark` of ``bench`` with
+    ``arrival_times`` ``sends`` and ``lengths`` ``zip(isl, osl)`` (the step model's own engine and
+    scheduler, the requests kept), given and given back as arrays: the report (its ``requests``
+    empty) and each request's times.  The same run as ``run_benchmark``'s, to the bit; the arrays go
+    to the compiled loop as they are (a pool of thousands of requests would otherwise spend longer
+    turning lists into arrays and back than in its loop)."""
+    if loop not in LOOPS:
+        raise ParameterError("loop", loop, f"one of {', '.join(LOOPS)}")
+    check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
+    n_total = bench.prompts
+    if not sends.shape[0] == isl.shape[0] == osl.shape[0] == n_total:
+        raise ParameterError("arrival_times", sends.shape[0], f"one per prompt ({n_total}), as many lengths")
+    policy = _policy(model, None, False)
+    capacity = model.kv_capacity_tokens(memory_bytes)
+    _check_fits(bench, capacity, policy, prefilled, int((isl + osl).max()), int(isl.max()))
+    compiled = _compiled_loop(loop, policy, n_total) and _compiles(policy, bench, spec)
+    columns: tuple[Any, Any, Any] = (np.ascontiguousarray(sends, np.float64),
+                                     np.ascontiguousarray(isl, np.int64), np.ascontiguousarray(osl, np.int64))
+    if not compiled:  # the Python loop's columns are lists (of Python numbers, as its results' types)
+        columns = tuple(c.tolist() for c in columns)
+    out = _simulate(model, bench, capacity, policy, columns, None, spec=spec, max_steps=5_000_000,
+                    prefilled=prefilled, keep=True, compiled=compiled, cold_start_s=cold_start_s)
+    k = out.n_kept
+    kf = np.asarray(out.kept_f, np.float64)[:3 * k]
+    times = RequestTimes(np.asarray(out.kept_i, np.int64)[:k], kf[0::3], kf[1::3], kf[2::3])
+    return _result(out, capacity, policy, ()), times
+
+
+def _policy(model: StepModel, scheduler: Scheduler | str | None, reserve: bool) -> Scheduler:
+    """The run's scheduler policy: ``scheduler``, or the policy of its name or of the step model's
+    engine, with the engine's options."""
+    if scheduler is not None and not isinstance(scheduler, str):
+        return scheduler
+    eng = model.engine
+    name = scheduler or eng.name
+    options = {"reserve": True} if reserve and SCHEDULERS[name].takes_reserve else None
+    return make_scheduler(name, eng, options)
+
+
+def _compiled_loop(loop: str, policy: Scheduler, requests: int) -> bool:
+    """Whether a run of ``requests`` requests asks for the compiled loop (``loop``, or where it pays
+    for ``"auto"``); counts the requests for ``"auto"``."""
+    global _simulated
+    _simulated += requests
     if loop == "auto":
         loop = "compiled" if ("servesim.sim._engine_loop" in sys.modules
                               or (_simulated >= AUTO_COMPILE_REQUESTS and _kernels_cached(type(policy)))
                               or _simulated >= AUTO_COMPILE_COLD_REQUESTS) else "python"
-    compiled = loop == "compiled" and _compiles(policy, bench, sends, lengths, spec)
-    column: Callable[[Any, int], Any] = list_column
+    return loop == "compiled"
+
+
+def _simulate(model: StepModel, bench: Benchmark, capacity: int, policy: Scheduler,
+              columns: tuple[Any, Any, Any], slots: int | None, *, spec: Speculation | None, max_steps: int,
+              prefilled: bool, keep: bool, compiled: bool, cold_start_s: float) -> _Outcome:
+    """The books, the loop's state and the run: ``columns`` are the send times and each request's
+    prompt and output tokens (lists for the Python loop; lists or arrays for the compiled one)."""
+    eng = model.engine
+    pos = 1 + (spec.k if spec else 0)
+    per_step = spec.tokens_per_step if spec else 1.0
+    column: Callable[[object, int], Any] = list_column
     if compiled:
         from servesim.sim import _engine_loop
 
         column = _engine_loop.column
-    s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, n_total,
+    s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, bench.prompts,
                     spec.k if spec else -1, spec.alpha if spec else 0.0, bench.seed + 1, column)
     s.ranks = eng.dp_ranks
     s.chunk_cap = eng.chunk_tokens or eng.max_num_batched_tokens
     policy.prepare(s)
-    isls = [isl] * n_total if lengths is None else [p for p, _ in lengths]
-    osls = [osl] * n_total if lengths is None else [o for _, o in lengths]
+    sends, isls, osls = columns
     L = _loop.LoopState(s, sends, slots, isls, osls, warmup=bench.warmup, max_steps=max_steps,
-                        prefilled=prefilled, keep=keep_requests, overhead_s=eng.request_overhead_s,
+                        prefilled=prefilled, keep=keep, overhead_s=eng.request_overhead_s,
                         spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
                         prefilled_watermark=_PREFILLED_WATERMARK, recv_every=policy.recv_interval(),
                         clock_start_s=float(cold_start_s), late=eng.overlap, column=column)
@@ -340,9 +416,8 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     # a copy of a step model with another engine profile (its host time, say) shares the original's
     # caches: the profile is part of every key
     kv_key = (pos, getattr(model, "kv_context", None), eng)
-    out = _run(s, L, policy, _price_table(model, kv_key, compiled), _step_pricer(model, kv_key, pos),
-               compiled, bench.concurrency)
-    return _result(out, capacity, policy)
+    return _run(s, L, policy, _price_table(model, kv_key, compiled), _step_pricer(model, kv_key, pos),
+                compiled, bench.concurrency)
 
 
 def _checked_lengths(bench: Benchmark, lengths: list[tuple[int, int]] | None, prefilled: bool,
@@ -350,23 +425,30 @@ def _checked_lengths(bench: Benchmark, lengths: list[tuple[int, int]] | None, pr
     """Each request's (prompt, output) tokens: ``lengths`` as given, else the client's draws (none
     for a prefilled decode worker), checked against the prompts' count, the KV cache's ``capacity``
     and the policy's own limit on a prompt."""
-    isl, n_total = bench.isl, bench.prompts
+    n_total = bench.prompts
     if lengths is None and not prefilled:
         lengths = bench.lengths()
     if lengths is not None and len(lengths) != n_total:
         raise ParameterError("lengths", len(lengths), f"one (prompt, output) pair per prompt ({n_total})")
-    if lengths:
-        longest = max(p + o for p, o in lengths)
-        if longest > capacity:
-            raise ParameterError("lengths", longest, f"at most {capacity} tokens per request (prompt + "
-                                 "output): what the KV cache of this replica holds")
+    _check_fits(bench, capacity, policy, prefilled, max(p + o for p, o in lengths) if lengths else None,
+                max(p for p, _ in lengths) if lengths else None)
+    return lengths
+
+
+def _check_fits(bench: Benchmark, capacity: int, policy: Scheduler, prefilled: bool, longest: int | None,
+                longest_prompt: int | None) -> None:
+    """The longest request (prompt and output; None: ``bench``'s own) fits the KV cache's
+    ``capacity``, and the longest prompt the policy's own limit on a prompt."""
+    if longest is not None and longest > capacity:
+        raise ParameterError("lengths", longest, f"at most {capacity} tokens per request (prompt + "
+                             "output): what the KV cache of this replica holds")
+    isl = bench.isl
     if capacity < isl + 1:
         raise ParameterError("isl", isl, f"at most {max(0, capacity - 1)}: the KV cache of this replica "
                              f"holds {capacity} tokens after the weights")
     check = getattr(policy, "check_prompt", None)
     if check is not None and not prefilled:
-        check(max(p for p, _ in lengths) if lengths else isl)
-    return lengths
+        check(isl if longest_prompt is None else longest_prompt)
 
 
 def _client_sends(bench: Benchmark, arrival_times: list[float] | None) -> tuple[list[float], int | None]:
@@ -407,19 +489,21 @@ def _step_pricer(model: StepModel, kv_key: tuple[object, ...],
     return price_of
 
 
-def _compiles(policy: Scheduler, bench: Benchmark, sends: list[float], lengths: list[tuple[int, int]] | None,
-              spec: Speculation | None) -> bool:
+def _compiles(policy: Scheduler, bench: Benchmark, spec: Speculation | None) -> bool:
     """Whether the compiled loop reproduces this run: a policy with none of its methods replaced on
-    the instance (the compiled loop compiles its class's), and inputs of the plain Python types (a
+    the instance (the compiled loop compiles its class's), and settings of the plain Python types (a
     numpy scalar or an int where the loop expects a float would carry its type into the Python
     loop's results)."""
     if any(m in vars(policy) for m in _POLICY_HOOKS):
         return False
     if type(bench.isl) is not int or type(bench.osl) is not int or type(bench.warmup) is not int:
         return False
-    if spec is not None and not (type(spec.k) is int and type(spec.alpha) is float
-                                 and type(spec.draft_step_s) is float):
-        return False
+    return spec is None or (type(spec.k) is int and type(spec.alpha) is float
+                            and type(spec.draft_step_s) is float)
+
+
+def _plain(sends: list[float], lengths: list[tuple[int, int]] | None) -> bool:
+    """Whether the send times are Python floats and the lengths Python ints (as :func:`_compiles`)."""
     if lengths is not None and set(map(type, itertools.chain.from_iterable(lengths))) != {int}:
         return False
     return set(map(type, sends)) <= {float}
@@ -457,7 +541,9 @@ class _Outcome:
     median_itl_s: float
     p99_itl_s: float
     std_itl_s: float
-    kept: list[tuple[int, float, float, float]]
+    kept_i: list[int] | I64  # the kept requests' places in send order (lists from the Python loop)
+    kept_f: list[float] | F64  # (sent, first token, last token) of each
+    n_kept: int
 
 
 class _PriceTable:
@@ -533,8 +619,8 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         ttft_stats = _engine_loop.stats(fields["ttft"], fields["n_ttft"])
         tpot_stats = _engine_loop.stats(fields["tpot"], fields["n_tpot"])
         e2el_stats = _engine_loop.stats(fields["e2el"], fields["n_e2el"])
-        for name in ("ttft", "noted", "kept_i", "kept_f"):
-            fields[name] = fields[name].tolist()
+        for name in ("ttft", "noted"):
+            fields[name] = fields[name][: fields["n_" + name]].tolist()
     else:
         fields = dict(vars(L))
         fields["preemptions"] = s.preemptions
@@ -546,9 +632,6 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         for why in table.notes[e]:
             notes[why] = None
     ttfts = fields["ttft"][: fields["n_ttft"]]
-    kf = fields["kept_f"]
-    k = fields["n_kept"]
-    kept = list(zip(fields["kept_i"][:k], kf[0:3 * k:3], kf[1:3 * k:3], kf[2:3 * k:3], strict=True))
     gaps = fields["gaps"]
     return _Outcome(ttfts=ttfts, ttft_stats=ttft_stats, tpot_stats=tpot_stats, e2el_stats=e2el_stats,
                     itl_sum=fields["itl_sum"], itl_n=fields["itl_n"], batch_time=fields["batch_time"],
@@ -557,7 +640,18 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
                     out_tokens=fields["out_tokens"], in_tokens=fields["in_tokens"],
                     measured=fields["measured"], notes=notes, preemptions=fields["preemptions"],
                     median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
-                    std_itl_s=_weighted_std(gaps), kept=kept)
+                    std_itl_s=_weighted_std(gaps), kept_i=fields["kept_i"], kept_f=fields["kept_f"],
+                    n_kept=fields["n_kept"])
+
+
+def sample_stats(xs: F64) -> tuple[float, float, float, float]:
+    """:func:`_mean_pct_std` of the values ``xs``: compiled (:func:`servesim.sim._engine_loop.stats`,
+    the same bits) where the compiled loop is loaded already, else in Python."""
+    if "servesim.sim._engine_loop" in sys.modules:
+        from servesim.sim import _engine_loop
+
+        return _engine_loop.stats(np.ascontiguousarray(xs, np.float64), xs.shape[0])
+    return _mean_pct_std(xs.tolist())
 
 
 def _mean_pct_std(xs: list[float]) -> tuple[float, float, float, float]:
@@ -568,8 +662,9 @@ def _mean_pct_std(xs: list[float]) -> tuple[float, float, float, float]:
     return sum(xs) / len(xs), _pct_sorted(s, 50), _pct_sorted(s, 99), _std(xs)
 
 
-def _result(o: _Outcome, capacity: int, policy: Scheduler) -> BenchResult:
-    """The benchmark's report from what the loop left."""
+def _result(o: _Outcome, capacity: int, policy: Scheduler,
+            requests: tuple[tuple[int, float, float, float], ...]) -> BenchResult:
+    """The benchmark's report from what the loop left (and each request's times, if kept)."""
     duration = o.last_finish - o.start
     ttft_mean, ttft_median, ttft_p99, ttft_std = o.ttft_stats
     tpot_mean, tpot_median, tpot_p99, tpot_std = o.tpot_stats
@@ -585,7 +680,7 @@ def _result(o: _Outcome, capacity: int, policy: Scheduler) -> BenchResult:
         median_itl_s=o.median_itl_s, p99_itl_s=o.p99_itl_s, std_itl_s=o.std_itl_s,
         mean_e2el_s=e2el_mean, median_e2el_s=e2el_median, p99_e2el_s=e2el_p99, std_e2el_s=e2el_std,
         total_input_tokens=o.in_tokens, total_output_tokens=o.out_tokens, scheduler=policy.describe(),
-        ttfts_s=tuple(o.ttfts), requests=tuple(o.kept),
+        ttfts_s=tuple(o.ttfts), requests=requests,
     )
 
 

@@ -87,7 +87,7 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     bench = Benchmark(isl, osl, rate_per_s=rate, num_prompts=total, seed=seed)
     res = run_disaggregated(Pool(prefill_sm, pw, pmem), Pool(decode_sm, dw, decode_memory_bytes), bench,
                             lambda p: kv_bytes_of(decode_sm, p) / link_bytes_per_s,
-                            link_contention=link_contention)
+                            link_contention=link_contention, keep_requests=False)
     wall = time.perf_counter() - t0
     return {
         "mean_ttft_ms": 1e3 * res.mean_ttft_s, "median_ttft_ms": 1e3 * res.median_ttft_s,

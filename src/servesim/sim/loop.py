@@ -159,12 +159,12 @@ class LoopState:
         self.requests, self.warmup, self.max_steps = n, warmup, max_steps
         self.prefilled, self.keep, self.overhead_s, self.spec_add_s = prefilled, keep, overhead_s, spec_add_s
         self.prefilled_watermark, self.recv_every, self.run = prefilled_watermark, recv_every, 0
-        self.sends, self.send_head = list(sends) or [0.0], 0
+        self.sends, self.send_head = (sends if n else column(0.0, 1)), 0
         self.has_slots = concurrency is not None
         c = concurrency or 0
         self.slots_free = column(0.0, c + n if concurrency is not None else 1)
         self.slots_head, self.slots_tail = 0, c
-        self.isl, self.osl = isl or [0], osl or [0]
+        self.isl, self.osl = (isl, osl) if n else (column(0, 1), column(0, 1))
         self.sent = self.inbox = 0
         self.recv_count = recv_every  # an idle scheduler polls at once
         self.t = clock_start_s  # the engine's first step waits for this (a cold start)
