@@ -33,14 +33,14 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servesim._checks import ParameterError, check_counts, check_fields, check_int, check_real
 from servesim._textfile import MAX_COUNT, parse_json, parse_number, read_text, shown, table_at
-from servesim.inputs.traces import InputError
+from servesim.inputs.traces import InputError, csv_records
 from servesim.model.kvcache import MODELS, KVShape
 from servesim.model.queueing import MMc
 from servesim.model.serving import DEFAULT_NODE, NodeSpec
@@ -233,18 +233,6 @@ def _point(where: str, rate: float, ttft_s: float, tpot_s: float, prompt: float,
     return CalibrationPoint(rate, ttft_s, tpot_s, prompt, output, nodes, where)
 
 
-def _csv_dicts(path: Path, reader: csv.DictReader[str]) -> Iterator[dict[str, Any]]:
-    """The rows of ``reader``, with csv errors (a field over 128 KiB, a NUL) as :class:`InputError`."""
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise InputError(f"{path}:{reader.line_num}: not valid CSV: {exc}") from None
-        yield row
-
-
 def _read_csv(path: Path, nodes: int) -> list[CalibrationPoint]:
     text = read_text(path, what="", max_bytes=MAX_POINTS_BYTES)
     reader = csv.DictReader(io.StringIO(text, newline=""), skipinitialspace=True)
@@ -266,7 +254,7 @@ def _read_csv(path: Path, nodes: int) -> list[CalibrationPoint]:
     ttft_scale = 1e-3 if ttft_col.endswith("_ms") else 1.0
     tpot_scale = 1e-3 if tpot_col.endswith("_ms") else 1.0
     points = []
-    for row in _csv_dicts(path, reader):
+    for row in csv_records(path, reader, "calibration row"):
         where = f"{path}:{reader.line_num}"
         if any(row.get(c) in (None, "") for c in need):
             raise InputError(f"{where}: truncated line: every column of {','.join(need)} is needed")

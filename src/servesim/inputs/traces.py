@@ -37,13 +37,12 @@ from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from servesim._checks import InputError, check_int, check_real
 from servesim._textfile import iter_lines, parse_count, parse_json, parse_number, shown
 
 if TYPE_CHECKING:
-    from _csv import Reader
 
     import numpy as np
     import numpy.typing as npt
@@ -61,6 +60,7 @@ __all__ = [
     "TraceArrays",
     "TraceRequest",
     "TraceSummary",
+    "csv_records",
     "detect_format",
     "iter_requests",
     "load_trace",
@@ -83,6 +83,7 @@ MOONCAKE_BLOCK_TOKENS = 512
 
 _MOONCAKE_KEYS: tuple[str, ...] = ("timestamp", "input_length", "output_length")
 _PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+_Row_co = TypeVar("_Row_co", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -123,22 +124,28 @@ def _csv_fields(path: str | Path, number: int, line: str) -> list[str]:
         raise InputError(_csv_error(path, number, exc)) from None
 
 
-def _csv_error(path: str | Path, line: int, exc: csv.Error) -> str:
+def _csv_error(path: str | Path, line: int, exc: csv.Error, what: str = "trace line") -> str:
     if "field limit" in str(exc):
-        return (f"{path}:{line}: a field is longer than {csv.field_size_limit():,} characters: "
-                "not a trace line")
+        return f"{path}:{line}: a field is longer than {csv.field_size_limit():,} characters: not a {what}"
     return f"{path}:{line}: not valid CSV: {exc}"
 
 
-def _csv_records(path: str, reader: Reader) -> Iterator[list[str]]:
-    """The rows of a ``csv.reader``, with its errors (a huge field, a NUL) as :class:`InputError`."""
+class _CsvReader(Protocol[_Row_co]):
+    @property
+    def line_num(self) -> int: ...
+    def __next__(self) -> _Row_co: ...
+
+
+def csv_records(path: str | Path, reader: _CsvReader[_Row_co], what: str = "trace line") -> Iterator[_Row_co]:
+    """The rows of a ``csv.reader`` or ``csv.DictReader``, with its errors (a huge field, a NUL) as
+    :class:`InputError` naming the file and the line (``what`` a line should have been)."""
     while True:
         try:
-            row: list[str] = next(reader)
+            row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            raise InputError(_csv_error(path, reader.line_num, exc)) from None
+            raise InputError(_csv_error(path, reader.line_num, exc, what)) from None
         yield row
 
 
@@ -230,7 +237,7 @@ _Row = tuple[float, int, int, "list[int] | None", int]
 def _csv_rows(path: str, lines: Iterable[str], fmt: str) -> Iterator[tuple[str, int, list[str]]]:
     """Yield (timestamp text, line, [prompt text, output text]) after checking the header."""
     reader = csv.reader(lines, skipinitialspace=True)
-    rows = _csv_records(path, reader)
+    rows = csv_records(path, reader)
     header: list[str] = []
     for first in rows:  # the first non-blank row is the header
         header = [h.strip().lstrip("\ufeff") for h in first]
