@@ -35,18 +35,18 @@ def test_70b_decode_at_batch_1_streams_the_weights_once():
     hand = 2 * 70.55e9 / 3.35e12
     step = rl.decode_step(L70, H100, tp=1, batch=1, context_tokens=128, efficiency=PEAK)
     assert rel(step.total_s, hand) < 0.03  # the input embedding (1.5%) is gathered, not streamed
-    assert step.linear_bound == "memory"
+    assert rl.gemm_bound(step, H100, PEAK) == "memory"
     # exactly: (params - vocab x hidden) x 2 B over the bandwidth
-    assert step.linear_s == pytest.approx((70.55e9 - 128256 * 8192) * 2 / 3.35e12, rel=1e-12)
+    assert step.gemm_s == pytest.approx((70.55e9 - 128256 * 8192) * 2 / 3.35e12, rel=1e-12)
 
 
 def test_tp_splits_the_weight_stream_and_efficiency_divides_it():
     one = rl.decode_step(L70, H100, tp=1, batch=1, context_tokens=128, efficiency=PEAK)
     eight = rl.decode_step(L70, H100, tp=8, batch=1, context_tokens=128, efficiency=PEAK)
-    assert eight.linear_s == pytest.approx(one.linear_s / 8, rel=1e-12)
+    assert eight.gemm_s == pytest.approx(one.gemm_s / 8, rel=1e-12)
     slow = rl.decode_step(L70, H100, tp=8, batch=1, context_tokens=128,
                           efficiency=rl.Efficiency(0.5, 1.0, 1.0))
-    assert slow.linear_s == pytest.approx(2 * eight.linear_s, rel=1e-12)
+    assert slow.gemm_s == pytest.approx(2 * eight.gemm_s, rel=1e-12)
 
 
 def test_ridge_point_is_flops_over_bytes():
@@ -71,10 +71,10 @@ def test_weight_intensity_is_b_plain_and_b_times_k_plus_1_speculative():
 def test_prefill_is_compute_bound_at_two_flops_per_parameter():
     p = 4096
     step = rl.prefill_step(L70, H100, tp=8, prompt_tokens=p, efficiency=PEAK)
-    assert step.linear_bound == "compute"
+    assert rl.gemm_bound(step, H100, PEAK) == "compute"
     body = 70.55e9 - 2 * 128256 * 8192  # untied embedding and LM head excluded
     hand = 2 * (body * p + 128256 * 8192) / 8 / 989.4e12
-    assert step.linear_s == pytest.approx(hand, rel=1e-12)
+    assert step.gemm_s == pytest.approx(hand, rel=1e-12)
     assert rl.prefill_tokens_per_s(L70, H100, tp=8, prompt_tokens=p, efficiency=PEAK) == pytest.approx(
         p / step.total_s
     )
@@ -153,8 +153,8 @@ def test_batch_to_memory_cap():
     assert cap == math.floor(hand)
     # at the cap the step is dominated by the KV read, and u is far from 1
     step = rl.decode_step(L70, H100, tp=8, batch=cap, context_tokens=ctx)
-    assert step.attention_s > step.linear_s
-    assert step.compute_utilization < 0.6
+    assert step.attention_s > step.gemm_s
+    assert rl.compute_share(step, H100) < 0.6
 
 
 def test_does_not_fit():
@@ -347,3 +347,20 @@ def test_cli_user_catalog(tmp_path):
     assert out.returncode == 2
     assert f"{bad}: [gpu.x] field 'hbm_TBps'" in out.stderr
     assert out.stderr.count("\n") == 1
+
+
+def test_a_pass_is_priced_as_its_operations_at_efficient_peaks():
+    """One cost model: the roofline's pass is the step models' StepTime, its parts the speed of light
+    of its three operations at the efficiency-scaled peaks, its bound the same at 100%."""
+    eff = rl.Efficiency(0.8, 0.5, 0.8)
+    cost = rl.decode_cost(L70, tp=8, batch=32, context_tokens=2048)
+    step = rl.step_time(cost, H100, eff)
+    bw, flops, link = 3.35e12 * 0.8, 989.4e12 * 0.5, H100.interconnect_bytes_per_s * 0.8
+    assert step.gemm_s == pytest.approx(max(cost.weight_bytes / bw, cost.linear_flops / flops), rel=1e-12)
+    assert step.attention_s == pytest.approx(max(cost.kv_bytes / bw, cost.attention_flops / flops), rel=1e-12)
+    assert step.allreduce_s == pytest.approx(cost.comm_bytes / link, rel=1e-12)
+    assert step.total_s == pytest.approx(step.gemm_s + step.attention_s + step.allreduce_s, rel=1e-12)
+    assert not step.measured and step.other_s == step.host_s == 0.0
+    # at 100% of the peaks every operation is faster: the bound is below the efficient price
+    assert step.sol_s < step.total_s
+    assert step.sol_s == pytest.approx(rl.step_time(cost, H100, PEAK).total_s, rel=1e-12)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.kernels import KernelTables
 
-__all__ = ["KINDS", "PARTS", "Op", "Peaks", "by_name", "light_s", "priced_parts", "ring_bytes"]
+__all__ = ["KINDS", "PARTS", "Op", "Peaks", "StepTime", "by_name", "light_s", "priced_parts", "ring_bytes"]
 
 KINDS: tuple[str, ...] = ("gemm", "attention", "mla_bmm", "moe", "two_streams", "allreduce", "allgather",
                           "alltoall", "elementwise", "host")
@@ -115,6 +115,42 @@ class Op:
     def light_s(self, peaks: Peaks) -> float:
         """All instances at the speed of light."""
         return self.count * self.light_one(peaks)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step, part by part (seconds), beside its speed-of-light bound: what every pricer returns (the
+    step models of measured kernels, and the lab's roofline of a pass)."""
+
+    gemm_s: float
+    attention_s: float
+    allreduce_s: float
+    other_s: float
+    host_s: float
+    gpu_s: float  # everything the GPU runs
+    total_s: float  # the step as the engine sees it (host added or overlapped)
+    sol_s: float  # pure roofline at 100% of the peaks
+    tokens: float
+    measured: bool  # every lookup inside a measured table
+    notes: tuple[str, ...] = field(default=())
+    floor_s: float = 0.0  # the step's kernels at the shortest launch-to-launch gap each
+    ops: tuple[Op, ...] = field(default=(), compare=False, repr=False)
+    """The operations the step sums, where its pricer lists them."""
+
+    @property
+    def bound_s(self) -> float:
+        """The larger of the two lower bounds: the roofline of the work and the launch floor of the
+        kernels (no step is faster than either)."""
+        return max(self.sol_s, self.floor_s)
+
+    def as_dict(self) -> dict[str, float | bool | list[str]]:
+        return {
+            "gemm_ms": self.gemm_s * 1e3, "attention_ms": self.attention_s * 1e3,
+            "allreduce_ms": self.allreduce_s * 1e3, "other_ms": self.other_s * 1e3,
+            "host_ms": self.host_s * 1e3, "total_ms": self.total_s * 1e3,
+            "speed_of_light_ms": self.sol_s * 1e3, "tokens": self.tokens,
+            "measured": self.measured, "notes": list(self.notes),
+        }
 
 
 def ring_bytes(gpus: int, nbytes: float) -> float:

@@ -64,7 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.ops import Op, Peaks, ring_bytes
+from servesim.hardware.ops import Op, Peaks, StepTime, light_s, ring_bytes
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -76,11 +76,12 @@ __all__ = [
     "GPUSpec",
     "ModelSpec",
     "PassCost",
-    "PassTime",
     "allreduce_bytes",
     "batch_for_utilization",
+    "compute_share",
     "decode_cost",
     "decode_step",
+    "gemm_bound",
     "kv_room_bytes",
     "largest_batch_within",
     "max_batch",
@@ -142,6 +143,8 @@ class Efficiency:
 
 
 DEFAULT_EFFICIENCY = Efficiency()
+_PEAK = Efficiency(1.0, 1.0, 1.0)
+_NOTE = "efficiency-scaled roofline (servesim.hardware.roofline): no measured kernel"
 
 
 @dataclass(frozen=True)
@@ -479,47 +482,31 @@ def prefill_cost(model: ModelSpec, *, tp: int, prompt_tokens: int, sequences: in
 # --------------------------------------------------------------------------- times
 
 
-@dataclass(frozen=True)
-class PassTime:
-    """A pass priced on the roofs: GEMMs, attention and all-reduces, one after another (the lab's
-    efficiency-scaled roofline; an engine step priced from measured kernels is a
-    :class:`servesim.hardware.stepmodel.StepTime`)."""
-
-    cost: PassCost
-    linear_s: float  # max(GEMM FLOPs / FLOP/s, weight bytes / bytes/s)
-    attention_s: float  # max(attention FLOPs / FLOP/s, KV bytes / bytes/s)
-    comm_s: float  # all-reduce bytes / interconnect bytes/s
-    compute_s: float  # all FLOPs / FLOP/s: the compute roof's share of the step
-    memory_s: float  # all HBM bytes / bytes/s
-    linear_bound: str  # "memory" or "compute": which roof the weight GEMMs sit on
-
-    @property
-    def total_s(self) -> float:
-        return self.linear_s + self.attention_s + self.comm_s
-
-    @property
-    def compute_utilization(self) -> float:
-        """Fraction of the step the (efficient) compute roof is busy: the seed's u."""
-        return self.compute_s / self.total_s
-
-
-def step_time(cost: PassCost, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> PassTime:
-    """Price a :class:`PassCost` on ``gpu``: each operation at its speed of light at the efficient
-    peaks, max(FLOPs / roof, bytes / roof), the all-reduces their wire bytes over the links."""
+def step_time(cost: PassCost, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> StepTime:
+    """Price a :class:`PassCost` on ``gpu``: its operations (:meth:`PassCost.ops`) one after another,
+    each at its speed of light at the efficient peaks, max(FLOPs / roof, bytes / roof), the
+    all-reduces their wire bytes over the links; ``sol_s`` is the same at 100% of the peaks."""
     peaks = efficiency.peaks(gpu)
-    gemms, attention, comm = cost.ops()
-    flops, bw = peaks.flops("bf16"), peaks.hbm_bytes_per_s
-    lin_c, lin_m = cost.linear_flops / flops, cost.weight_bytes / bw
-    att_c, att_m = cost.attention_flops / flops, cost.kv_bytes / bw
-    return PassTime(
-        cost=cost,
-        linear_s=gemms.light_one(peaks),
-        attention_s=attention.light_one(peaks),
-        comm_s=comm.light_one(peaks),
-        compute_s=lin_c + att_c,
-        memory_s=lin_m + att_m,
-        linear_bound="compute" if lin_c > lin_m else "memory",
-    )
+    ops = cost.ops()
+    gemms, attention, comm = (op.light_one(peaks) for op in ops)
+    total = gemms + attention + comm
+    return StepTime(gemm_s=gemms, attention_s=attention, allreduce_s=comm, other_s=0.0, host_s=0.0,
+                    gpu_s=total, total_s=total, sol_s=light_s(ops, _PEAK.peaks(gpu)), tokens=cost.tokens,
+                    measured=False, notes=(_NOTE,), ops=ops)
+
+
+def compute_share(step: StepTime, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> float:
+    """The seed's u of a priced pass: the share of it the (efficient) compute roof is busy, its FLOPs
+    over the efficient FLOP/s over its time."""
+    flops = efficiency.peaks(gpu).flops("bf16")
+    return sum(op.flops / flops for op in step.ops) / step.total_s
+
+
+def gemm_bound(step: StepTime, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EFFICIENCY) -> str:
+    """``"compute"`` or ``"memory"``: the roof the pass's weight GEMMs sit on."""
+    peaks = efficiency.peaks(gpu)
+    gemms = step.ops[0]
+    return "compute" if gemms.flops / peaks.flops("bf16") > gemms.nbytes / peaks.hbm_bytes_per_s else "memory"
 
 
 def decode_step(
@@ -531,7 +518,7 @@ def decode_step(
     context_tokens: float,
     positions: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> PassTime:
+) -> StepTime:
     """Time of one decode (positions = 1) or verify (positions = k + 1) pass."""
     cost = decode_cost(model, tp=tp, batch=batch, context_tokens=context_tokens, positions=positions)
     return step_time(cost, gpu, efficiency)
@@ -544,7 +531,7 @@ def prefill_step(
     tp: int,
     prompt_tokens: int,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
-) -> PassTime:
+) -> StepTime:
     """Time to prefill one prompt of ``prompt_tokens`` tokens."""
     return step_time(prefill_cost(model, tp=tp, prompt_tokens=prompt_tokens), gpu, efficiency)
 
@@ -586,7 +573,7 @@ def utilization(
     """
     step = decode_step(model, gpu, tp=tp, batch=batch, context_tokens=context_tokens,
                        efficiency=efficiency)
-    return step.compute_utilization
+    return compute_share(step, gpu, efficiency)
 
 
 def batch_for_utilization(

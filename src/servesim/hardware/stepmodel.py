@@ -84,7 +84,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -93,7 +93,7 @@ from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_h
 from servesim.hardware.engines import EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
-from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
+from servesim.hardware.ops import Op, Peaks, StepTime, light_s, priced_parts, ring_bytes
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -155,41 +155,6 @@ class Chunk:
 
 
 _M = TypeVar("_M")
-
-
-@dataclass(frozen=True)
-class StepTime:
-    """One engine step, part by part (seconds), beside its speed-of-light bound."""
-
-    gemm_s: float
-    attention_s: float
-    allreduce_s: float
-    other_s: float
-    host_s: float
-    gpu_s: float  # everything the GPU runs
-    total_s: float  # the step as the engine sees it (host added or overlapped)
-    sol_s: float  # pure roofline at 100% of the peaks
-    tokens: float
-    measured: bool  # every lookup inside a measured table
-    notes: tuple[str, ...] = field(default=())
-    floor_s: float = 0.0  # the step's kernels at the shortest launch-to-launch gap each
-    ops: tuple[Op, ...] = field(default=(), compare=False, repr=False)
-    """The operations the step sums, where the step model lists them (:mod:`servesim.hardware.ops`)."""
-
-    @property
-    def bound_s(self) -> float:
-        """The larger of the two lower bounds: the roofline of the work and the launch floor of the
-        kernels (no step is faster than either)."""
-        return max(self.sol_s, self.floor_s)
-
-    def as_dict(self) -> dict[str, float | bool | list[str]]:
-        return {
-            "gemm_ms": self.gemm_s * 1e3, "attention_ms": self.attention_s * 1e3,
-            "allreduce_ms": self.allreduce_s * 1e3, "other_ms": self.other_s * 1e3,
-            "host_ms": self.host_s * 1e3, "total_ms": self.total_s * 1e3,
-            "speed_of_light_ms": self.sol_s * 1e3, "tokens": self.tokens,
-            "measured": self.measured, "notes": list(self.notes),
-        }
 
 
 class StepModel:

@@ -13,8 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
     from servesim.hardware.catalog import Catalog
     from servesim.hardware.moe_step import MoEStepModel
+    from servesim.hardware.ops import StepTime
     from servesim.hardware.pricer import Pricer
-    from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec, PassTime
+    from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
     from servesim.hardware.stepmodel import StepModel
 
 __all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
@@ -95,7 +96,7 @@ def roofline_summary(
         "context_tokens": context_tokens,
         "assumptions": _assumptions(eff, frac, pricer, draft_overhead_s),
         **_model_figures(model, gpu, tp, eff, room, cap),
-        **_pass_figures(step1, pre, context_tokens),
+        **_pass_figures(step1, pre, context_tokens, gpu, eff),
         "intensity_k": k,
         "verify_ridge_batch": gpu.ridge_flops_per_byte / (k + 1) * model.weight_bytes_per_param / 2.0,
         "rows": rows,
@@ -114,7 +115,8 @@ def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int],
 
     rows: list[Row] = []
     for b in batches:
-        st = rl.decode_step(model, gpu, tp=tp, batch=b, context_tokens=context, efficiency=eff)
+        cost = rl.decode_cost(model, tp=tp, batch=b, context_tokens=context)
+        st = rl.step_time(cost, gpu, eff)
         spec = rl.decode_cost(model, tp=tp, batch=b, context_tokens=context, positions=k + 1)
         speedups: dict[str, float | None] = dict.fromkeys(kinds)  # the step model's, below
         ks: dict[str, int | None] = dict.fromkeys(kinds)
@@ -123,12 +125,12 @@ def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int],
             "fits_memory": b <= cap,
             "decode_step_ms": st.total_s * 1e3,
             "decode_tokens_per_s": b / st.total_s,
-            "u": st.compute_utilization,
-            "bound": st.linear_bound,
-            "weights_intensity_flops_per_byte": st.cost.weights_intensity_flops_per_byte,
+            "u": rl.compute_share(st, gpu, eff),
+            "bound": rl.gemm_bound(st, gpu, eff),
+            "weights_intensity_flops_per_byte": cost.weights_intensity_flops_per_byte,
             "spec_weights_intensity_flops_per_byte": spec.weights_intensity_flops_per_byte,
             "seed_spec_intensity_b_plus_k": b + k,
-            "intensity_flops_per_byte": st.cost.intensity_flops_per_byte,
+            "intensity_flops_per_byte": cost.intensity_flops_per_byte,
             "speedup": speedups,
             "best_k": ks,
         })
@@ -206,19 +208,21 @@ def _model_figures(model: ModelSpec, gpu: GPUSpec, tp: int, eff: Efficiency, roo
     }
 
 
-def _pass_figures(step1: PassTime, pre: PassTime, context_tokens: int) -> Row:
+def _pass_figures(step1: StepTime, pre: StepTime, context_tokens: int, gpu: GPUSpec, eff: Efficiency) -> Row:
     """The batch-1 decode step (its parts, bound and bytes streamed) and the prefill of one prompt."""
+    from servesim.hardware import roofline as rl
+
     return {
         "decode_step_ms": step1.total_s * 1e3,
         "decode_step_parts_ms": {
-            "weights": step1.linear_s * 1e3, "attention": step1.attention_s * 1e3,
-            "allreduce": step1.comm_s * 1e3,
+            "weights": step1.gemm_s * 1e3, "attention": step1.attention_s * 1e3,
+            "allreduce": step1.allreduce_s * 1e3,
         },
-        "decode_bound": step1.linear_bound,
-        "decode_streamed_bytes_per_gpu": step1.cost.hbm_bytes,
+        "decode_bound": rl.gemm_bound(step1, gpu, eff),
+        "decode_streamed_bytes_per_gpu": sum(op.nbytes for op in step1.ops),
         "prefill_ms": pre.total_s * 1e3,
         "prefill_tokens_per_s": context_tokens / pre.total_s,
-        "prefill_bound": pre.linear_bound,
+        "prefill_bound": rl.gemm_bound(pre, gpu, eff),
     }
 
 
