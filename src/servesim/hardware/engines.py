@@ -56,7 +56,8 @@ from servesim._checks import ParameterError, check_int, check_real
 
 # and ENGINES, CAPTURE_RULES (module __getattr__)
 __all__ = ["EngineProfile", "default_engine", "display_name", "engine_aliases", "engine_flags",
-           "engine_profile", "kernel_file_stem", "mla_fallback", "policy_of", "tables_fallback"]
+           "engine_hazards", "engine_profile", "kernel_file_stem", "mla_fallback", "policy_of",
+           "tables_fallback"]
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
@@ -333,6 +334,13 @@ def moe_backends() -> dict[str, dict[str, str]]:
     return {str(backend): {str(d): str(k) for d, k in kernels.items()}
             for entry in _raw()["engine"].values()
             for backend, kernels in entry.get("moe_backends", {}).items()}
+
+
+def engine_hazards(name: str) -> dict[str, str]:
+    """Engine ``name``'s known hazards of features in combination (``spec+prefix-cache``,
+    ``spec+disagg``), each a caveat citing the engine's own issue reports (engines.toml
+    ``[engine.NAME.hazards]``); none for an engine the file gives none."""
+    return {str(k): str(v) for k, v in _raw()["engine"].get(name, {}).get("hazards", {}).items()}
 
 
 def engine_flags(name: str) -> tuple[tuple[str, str, bool, str], ...]:
