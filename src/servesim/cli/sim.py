@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from servesim.cli.args import (
@@ -18,7 +19,6 @@ from servesim.cli.args import (
     add_format,
     add_pool_arguments,
     choice,
-    engine_of,
     integer,
     number,
     plot_path,
@@ -279,23 +279,10 @@ def _simulate_queue(args: argparse.Namespace) -> Output:
         seed=args.seed,
         timing=not args.no_timing,
     )
-    rows = []
     cis = {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}
-    for qty, ci in cis.items():
-        rows.append(
-            {
-                "model": data["model"],
-                "servers": data["servers"],
-                "rate_per_s": data["rate_per_s"],
-                "requests": data["requests"],
-                "stable": data["stable"],
-                "quantity": qty,
-                "simulated": data[qty],
-                "ci95_low": data[ci][0],
-                "ci95_high": data[ci][1],
-                **{key: m[qty] for key, m in data["closed_form"].items()},
-            }
-        )
+    rows = [{**{k: data[k] for k in ("model", "servers", "rate_per_s", "requests", "stable")},
+             "quantity": qty, "simulated": data[qty], "ci95_low": data[ci][0], "ci95_high": data[ci][1],
+             **{key: m[qty] for key, m in data["closed_form"].items()}} for qty, ci in cis.items()]
     return Output(data, text.queue_text(data), rows)
 
 
@@ -337,52 +324,33 @@ def _simulate_serving(args: argparse.Namespace) -> Output:
         seed=args.seed,
         timing=not args.no_timing,
     )
-    rows = []
-    for arch in ("colocated", "disaggregated"):
-        rows.append(
-            {
-                "preset": data["preset"],
-                "architecture": arch,
-                "source": "closed_form",
-                **_csv_safe(data[arch]["closed_form"]),
-            }
-        )
-        rows.append(
-            {
-                "preset": data["preset"],
-                "architecture": arch,
-                "source": "simulated",
-                **_csv_safe(data[arch]["simulated"]),
-            }
-        )
+    rows = [{"preset": data["preset"], "architecture": arch, "source": src, **_csv_safe(data[arch][src])}
+            for arch in ("colocated", "disaggregated") for src in ("closed_form", "simulated")]
     return Output(data, text.serving_text(data), rows)
 
 
 def _engine(args: argparse.Namespace) -> Output:
     """Engine mode: the iteration-level simulator beside the closed form at load."""
     from servesim._checks import InputError
-    from servesim.cli.common import ep_comm_of
+    from servesim.cli.common import deployment_of
     from servesim.hardware.catalog import load_catalog
-    from servesim.hardware.pricer import Deployment
     from servesim.model.kvcache import LINKS
     from servesim.plan.engine_summary import engine_summary
 
     if args.gpu is None or args.rate is None or args.osl is None:
         raise InputError("engine mode needs --model, --gpu, --isl, --osl and --rate (req/s)")
     cat = load_catalog(*args.catalog) if args.catalog else None
-    common = {"dtype": args.dtype or "auto", "kv_dtype": args.kv_dtype, "engine": engine_of(args),
-              "dp": args.dp, "ep": args.ep, "ep_comm": ep_comm_of(args)}
+    dep = deployment_of(args)
     run = {"rate_per_s": args.rate, "isl": args.isl, "osl": args.osl, "requests": args.requests or 2000,
            "seed": args.seed, "slo_ttft_s": args.slo_ttft_s, "catalog": cat}
     if args.mode == "agg":
-        data = engine_summary(Deployment(args.model, args.gpu, args.tp, **common), None,
-                              replicas=args.replicas, **run)
+        data = engine_summary(dep, None, replicas=args.replicas, **run)
     else:
         ln = LINKS["rdma"] if args.link is None else args.link
-        data = engine_summary(Deployment(args.model, args.gpu, args.prefill_tp or args.tp, **common),
-                              Deployment(args.model, args.gpu, args.decode_tp or args.tp, **common),
-                              prefill_workers=args.prefill_workers, decode_workers=args.decode_workers,
-                              link_bytes_per_s=ln.bytes_per_s, shared_link=args.shared_link, **run)
+        pools = replace(dep, tp=args.prefill_tp or args.tp), replace(dep, tp=args.decode_tp or args.tp)
+        data = engine_summary(*pools, prefill_workers=args.prefill_workers,
+                              decode_workers=args.decode_workers, link_bytes_per_s=ln.bytes_per_s,
+                              shared_link=args.shared_link, **run)
     return _engine_output(data, timing=not args.no_timing)
 
 
@@ -413,9 +381,8 @@ def _untimed(v: object) -> object:
 def _engine_trace(args: argparse.Namespace) -> Output:
     """A trace replayed through the engine loop, beside the closed form at its means."""
     from servesim._checks import InputError
-    from servesim.cli.common import ep_comm_of
+    from servesim.cli.common import deployment_of
     from servesim.hardware.catalog import load_catalog
-    from servesim.hardware.pricer import Deployment
     from servesim.inputs.traces import load_trace
     from servesim.plan.engine_summary import engine_trace_summary
 
@@ -428,8 +395,7 @@ def _engine_trace(args: argparse.Namespace) -> Output:
     if arr[-1] - arr[0] <= 0:  # the first --requests of the trace all arrive at once
         raise InputError(f"--requests {len(arr)}: those first requests of {args.trace} arrive at one "
                          "instant; the rate is undefined (take more requests)")
-    dep = Deployment(args.model, args.gpu or "", args.tp, args.dtype or "auto", args.kv_dtype,
-                     engine_of(args), dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
+    dep = replace(deployment_of(args), gpu=args.gpu or "")
     data = engine_trace_summary(dep, arr, lengths, replicas=args.replicas, seed=args.seed,
                                 slo_ttft_s=args.slo_ttft_s, trace=str(args.trace), catalog=cat)
     return _engine_output(data, timing=not args.no_timing)
