@@ -8,11 +8,12 @@ reading code.  Nothing is ever clamped.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from numbers import Integral, Real
 
-__all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_counts",
-           "check_fields", "check_int", "check_real", "describe_range"]
+__all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_choice",
+           "check_counts", "check_fields", "check_int", "check_real", "describe_range"]
 
 
 class ParameterError(ValueError):
@@ -73,6 +74,13 @@ def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None
     if (lo is not None and n < lo) or (hi is not None and n > hi):
         raise ParameterError(name, value, f"an integer {valid}")
     return n
+
+
+def check_choice(name: str, value: object, choices: Collection[str]) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise naming them all."""
+    if not isinstance(value, str) or value not in choices:
+        raise ParameterError(name, value, f"one of {', '.join(choices)}")
+    return value
 
 
 def check_fields(obj: object, *names: str, lo: float = 0.0, lo_open: bool = True) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from servesim._catalogfile import read_toml
-from servesim._checks import ParameterError
+from servesim._checks import ParameterError, check_choice
 
 __all__ = ["DEFAULT_TRAFFIC", "DERIVED_FIELDS", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset",
            "DerivedAcceptance", "has_acceptance", "load_derived", "load_presets", "preset_for", "presets_for",
@@ -257,8 +257,7 @@ def preset_for(method: str, traffic: str = DEFAULT_TRAFFIC, family: str | None =
     Raises ParameterError naming the parameter, the value and the valid choices: ``traffic`` not a
     known kind, or ``spec`` a method with no preset, or ``traffic`` a kind the method has no
     published acceptance for."""
-    if traffic not in TRAFFIC_KINDS:
-        raise ParameterError("traffic", traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
+    check_choice("traffic", traffic, TRAFFIC_KINDS)
     m = _method(method)
     rows = load_presets()
     have = sorted({r.method for r in rows})

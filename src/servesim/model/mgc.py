@@ -47,7 +47,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from servesim._checks import ParameterError, check_counts, check_fields, check_real
+from servesim._checks import check_choice, check_counts, check_fields, check_real
 from servesim.model.queueing import MMc, exp_tail_quantile_s
 
 __all__ = [
@@ -158,8 +158,7 @@ class GGc:
         check_fields(self, "arrival_rate_per_s", lo_open=False)
         check_fields(self, "service_mean_s")
         check_fields(self, "arrival_scv", "service_scv", lo_open=False)
-        if self.method not in METHODS:
-            raise ParameterError("method", self.method, f"one of {', '.join(METHODS)}")
+        check_choice("method", self.method, METHODS)
 
     @property
     def mmc(self) -> MMc:

@@ -28,7 +28,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from servesim._catalogfile import load_builtin
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import ParameterError, check_choice, check_int, check_real
 
 __all__ = [
     "DEFAULT_C",
@@ -291,8 +291,7 @@ def lab_preset(method: str, *, on_model: bool = False) -> SpecDecPreset | None:
     name = "small-draft" if method == "draft" else method
     if name in presets:
         return presets[name]
-    if method not in SPEC_METHODS:
-        raise ParameterError("spec", method, f"one of {', '.join(SPEC_METHODS)}")
+    check_choice("spec", method, SPEC_METHODS)
     if on_model:
         return None
     raise ParameterError("spec", method, f"one of {', '.join(presets)} or draft on the lab's reference or a "

@@ -79,7 +79,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from servesim._checks import ParameterError, check_counts, check_int, check_real
+from servesim._checks import ParameterError, check_choice, check_counts, check_int, check_real
 from servesim.model.kvcache import Link
 from servesim.model.serving import (
     CROSSOVER_LADDER_GBPS,
@@ -171,14 +171,8 @@ class SimSettings:
     slots_per_node: int | None = None
 
     def __post_init__(self) -> None:
-        if self.prefill_service not in PREFILL_SERVICE:
-            raise ParameterError(
-                "prefill_service", self.prefill_service, f"one of {', '.join(PREFILL_SERVICE)}"
-            )
-        if self.link_contention not in LINK_CONTENTION:
-            raise ParameterError(
-                "link_contention", self.link_contention, f"one of {', '.join(LINK_CONTENTION)}"
-            )
+        check_choice("prefill_service", self.prefill_service, PREFILL_SERVICE)
+        check_choice("link_contention", self.link_contention, LINK_CONTENTION)
         if not isinstance(self.kv_streaming, bool):
             raise ParameterError("kv_streaming", self.kv_streaming, "True or False")
         if not isinstance(self.decode_slots, bool):
