@@ -124,14 +124,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim._textfile import path_kind
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.hf_config import MAX_DIM, Fields, load_json, shown
-
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.roofline import ModelSpec
+from servesim.hardware.precision import normalize_dtype
+from servesim.hardware.roofline import ModelSpec
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -533,8 +533,6 @@ class Architecture:
         Sliding windows are not a ModelSpec field: its KV counts every layer in full (a gated-delta-net
         layer too, which holds none: the step model's KV is the one to read for Qwen3.5); a model
         without experts is one of a single expert."""
-        from servesim.hardware.roofline import ModelSpec
-
         mla = self.attention == "mla"
         params = self.params
         return ModelSpec(
@@ -552,8 +550,6 @@ class Architecture:
     def weight_bytes(self, dtype: str) -> float:
         """Bytes of the weights with ``dtype`` (one of :data:`CHECKPOINT_DTYPES`) for the experts and
         the other ``quantized_parts``, bf16 for everything else (MTP modules excluded)."""
-        from servesim.hardware.precision import normalize_dtype
-
         key = str(normalize_dtype(dtype)) if isinstance(dtype, str) else ""
         if key not in BYTES_PER_VALUE:
             raise ParameterError("dtype", dtype, f"one of {', '.join(repr(d) for d in CHECKPOINT_DTYPES)}")
@@ -1088,8 +1084,6 @@ def _quant_sibling(p: Path) -> Path | None:
     if not p.name.endswith("config.json") or p.name.endswith("hf_quant_config.json"):
         return None
     sibling = p.with_name(p.name[: -len("config.json")] + "hf_quant_config.json")
-    from servesim._textfile import path_kind
-
     return sibling if path_kind(sibling) == "file" else None
 
 
@@ -1102,8 +1096,6 @@ def read_architecture(path: str | Path) -> Architecture:
     missing or not JSON, an unknown ``architectures`` / ``model_type`` (the message lists
     :data:`MOE_FAMILIES`), a missing or invalid shape field.
     """
-    from servesim._textfile import path_kind
-
     p = Path(path).expanduser()
     if path_kind(p) == "dir":
         p = p / "config.json"
@@ -1256,8 +1248,6 @@ def find_architecture(name: str) -> Architecture | None:
     repacked = _repackaged(text)
     if repacked is not None:
         return repacked
-    from servesim._textfile import path_kind
-
     if path_kind(text) == "dir" and path_kind(Path(text).expanduser() / "config.json") == "file":
         return read_architecture(text)
     return None
