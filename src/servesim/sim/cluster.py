@@ -152,17 +152,11 @@ LINK_CONTENTION: tuple[str, ...] = ("node", "shared", "none")
 
 @dataclass(frozen=True)
 class SimSettings:
-    """Which closed-form simplifications the simulation relaxes (defaults: the realistic choice).
-
-    * ``prefill_service``: "deterministic" (S = P / R_p) or "exponential"
-      (the M/M/c assumption, mean P / R_p).
-    * ``link_contention``: "node", "shared" or "none" (the closed form:
-      every transfer gets the full bandwidth at once).
-    * ``kv_streaming``: overlap the KV transfer with prefill, layer by layer.
-    * ``decode_slots``: finite batch slots per decode node (False: unlimited,
-      the closed form, which only tests stability).
-    * ``slots_per_node``: slots per decode node; None = floor(R_d TPOT_base).
-    """
+    """Which closed-form simplifications the simulation relaxes (defaults: the realistic choice):
+    ``prefill_service`` and ``link_contention`` (:data:`PREFILL_SERVICE`, :data:`LINK_CONTENTION`;
+    "none" is the closed form's, every transfer at full bandwidth at once), ``kv_streaming`` (the KV
+    transfer overlaps prefill, layer by layer), ``decode_slots`` (False: unlimited, the closed form's,
+    which only tests stability) of ``slots_per_node`` each (None: floor(R_d TPOT_base))."""
 
     prefill_service: str = "deterministic"
     link_contention: str = "node"
@@ -242,21 +236,11 @@ link.  (Not ``Deployment``, which names an engine on GPUs, the engine-level comm
 
 @dataclass(frozen=True)
 class SimOptions:
-    """How a simulation runs: the closed-form simplifications it relaxes, the traffic it draws, how
-    much of it, and the seed.
-
-    * ``settings``: :class:`SimSettings`.
-    * ``arrivals``: renewal arrivals; None: Poisson at the workload's rate.
-    * ``prompt_tokens`` / ``output_tokens``: length distributions; None: the workload's fixed
-      lengths.
-    * ``requests`` in all, split evenly over ``replications`` independent runs (every estimate
-      carries a 95% interval from their spread); the first ``warmup_fraction`` of each run's
-      requests is dropped.
-    * ``attainment_target``: the share of requests that must meet both SLOs.
-    * ``seed``: an int or a ``numpy.random.Generator``.
-
-    Sweeps change one field with :func:`dataclasses.replace`.
-    """
+    """How a simulation runs: the :class:`SimSettings`; renewal ``arrivals`` (None: Poisson at the
+    workload's rate) and length distributions (None: the workload's fixed lengths); ``requests`` in
+    all, split evenly over ``replications`` independent runs (every estimate carries a 95% interval
+    from their spread), each dropping its first ``warmup_fraction``; the share of requests that must
+    meet both SLOs; the seed (an int or a ``numpy.random.Generator``)."""
 
     settings: SimSettings = DEFAULT_SETTINGS
     arrivals: RenewalArrivals | None = None
