@@ -25,7 +25,7 @@ solved per worker count.  A disaggregated split's capacity is the smaller of
 its pools'.
 
 **Known hazards** travel with the plan, each engine's own reports
-(:data:`HAZARDS`): speculative decoding with prefix caching (on by default in
+(:func:`hazards_for`, engines.toml): speculative decoding with prefix caching (on by default in
 vLLM V1 and SGLang) is a correctness hazard, not a tuning question, and
 speculation under prefill/decode disaggregation has crashed engines or run without
 its draft's cache.  Deployments that combine them carry the caveat;
@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.engines import display_name, engine_profile
+from servesim.hardware.engines import default_engine, display_name, engine_hazards, engine_profile
 from servesim.hardware.names import canonical_gpu, check_tp, dense_shape, resolve_gpu, valid_tps
 from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
 from servesim.hardware.pricer import Pricer
@@ -66,44 +66,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.kernels import KernelTables
     from servesim.hardware.names import ModelShape
 
-__all__ = ["HAZARDS", "PlanQuestion", "capacity_plan", "capacity_plan_gpus", "hazards_for", "screen_steps"]
+# and HAZARDS (module __getattr__)
+__all__ = ["PlanQuestion", "capacity_plan", "capacity_plan_gpus", "hazards_for", "screen_steps"]
 
-HAZARDS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "spec+prefix-cache": ("speculative decoding with prefix caching (vLLM V1's default) is a correctness "
-                              "hazard: vLLM #43559 (~20% accuracy loss, MTP + prefix caching), vLLM #53670 "
-                              "(EAGLE/MTP prefix-cache last-block drops corrupt a response); disable one "
-                              "(--no-enable-prefix-caching) or test accuracy"),
-        "spec+disagg": ("speculative decoding under prefill/decode disaggregation: vLLM #54926 (MTP over "
-                        "NixlConnector: the draft's KV is not transferred, the decode side redrafts the "
-                        "prompt), vLLM #48221 (draft layers break the NIXL handshake), vLLM #46694 (MTP "
-                        "lookahead slots during async KV load, fixed)"),
-    },
-    "sglang": {
-        "spec+prefix-cache": ("speculative decoding with the radix cache (SGLang's default prefix cache): "
-                              "sglang #8726 (the draft's top-k indices wrong for repeated prompts; "
-                              "--disable-radix-cache fixed it), sglang #32459 (EAGLE collapses radix reuse "
-                              "on multi-turn traffic, 97% -> 40-53% hits); test accuracy and prefix reuse"),
-        "spec+disagg": ("speculative decoding under prefill/decode disaggregation has crashed SGLang "
-                        "(sglang #36140: DFLASH spec decoding, decode side gets spec_info=None; #30222: "
-                        "NIXL transfer length mismatch from the draft's KV, fixed)"),
-    },
-    "trtllm": {
-        "spec+prefix-cache": ("speculative decoding with KV cache reuse: no TensorRT-LLM report is known "
-                              "to us; vLLM (#43559, #53670) and SGLang (#8726) lost accuracy with the "
-                              "combination, so test accuracy"),
-        "spec+disagg": ("speculative decoding under prefill/decode disaggregation: no TensorRT-LLM report "
-                        "is known to us; vLLM (#54926) and SGLang (#36140) have crashed or run without "
-                        "the draft's cache, so test it"),
-    },
-}
-"""Caveats attached to deployments that combine speculation with KV reuse or with P/D splitting, by
-engine (each engine's own issue reports; an engine without one says so and names the others')."""
+
+def __getattr__(name: str) -> dict[str, dict[str, str]]:
+    """``HAZARDS``: each shipped engine's hazard texts (:func:`hazards_for`), read on first use."""
+    if name == "HAZARDS":
+        from servesim.hardware.engines import ENGINES
+
+        return {e: hazards_for(e) for e in ENGINES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def hazards_for(engine: str) -> dict[str, str]:
-    """The hazard texts of ``engine`` (:data:`HAZARDS`; TensorRT-LLM's for an engine not listed)."""
-    return HAZARDS.get(engine, HAZARDS["trtllm"])
+    """The caveats attached to deployments that combine speculation with KV reuse
+    (``spec+prefix-cache``) or with P/D splitting (``spec+disagg``) on ``engine``: the engine's own
+    issue reports (engines.toml ``[engine.NAME.hazards]``, :func:`servesim.hardware.engines.engine_hazards`;
+    an engine without a report says so and names the others')."""
+    return engine_hazards(engine)
 
 
 TPS: tuple[int, ...] = (1, 2, 4, 8)
@@ -130,7 +111,7 @@ class PlanQuestion:
     dtypes: tuple[str, ...] = ()  # () = every dtype the GPU runs
     kv_dtype: str = "bf16"
     spec: str | None = None  # a preset to try beside no speculation
-    engine: str = "vllm"
+    engine: str = field(default_factory=default_engine)  # engines.toml default_engine
     link_bytes_per_s: float = 50e9
     link_name: str = "rdma"
     chunks: tuple[int, ...] = ()  # () = the engine's budget and 2048
