@@ -22,20 +22,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from servesim.cli.args import (
-    FORMATS,
-    Output,
-    SubParsers,
-    add_format,
-    choice,
-    integer,
-    number,
-    output_file,
-    plot_path,
-)
+from servesim.cli.args import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
 from servesim.render import inputs as itext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.cli.args import SubParsers
 
 __all__ = ["register"]
 

@@ -36,6 +36,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["register"]
 
+_FIELDS = {"budget": "max_num_batched_tokens", "seqs": "max_num_seqs", "memory_fraction": "memory_fraction"}
+"""What an engine flag sets (engines.toml ``sets``) -> the Deployment field, where it is one of the fields
+that each engine sets by a flag of its own (``no_overlap`` turns ``overlap`` off; the rest are scheduler
+options)."""
+
+
 @cache
 def engine_flags() -> dict[str, dict[str, tuple[str, str]]]:
     """Each engine's own flags (engines.toml ``[[engine.NAME.flags]]``): engine -> {argument dest: (what
@@ -71,7 +77,7 @@ def _rate(text: str) -> float | None:
     return rate
 
 
-def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dict[str, Any]:
+def engine_settings(engine: str, values: dict[str, Any]) -> dict[str, Any]:
     """The Deployment fields the engine flags in ``values`` set; a flag of another engine is an error
     naming it and the engine it belongs to."""
     owners, flags = _owners(), engine_flags()
@@ -87,14 +93,10 @@ def engine_settings(engine: str, values: dict[str, Any], where: str = "") -> dic
                                  f"{engine}; "
                                  f"its flags: {', '.join(f for _, f in flags[engine].values())})")
         target = flags[engine][dest][0]
-        if target == "budget":
-            out["max_num_batched_tokens"] = value
-        elif target == "seqs":
-            out["max_num_seqs"] = value
-        elif target == "no_overlap":
+        if target == "no_overlap":
             out["overlap"] = not value
-        elif target == "memory_fraction":
-            out["memory_fraction"] = value
+        elif target in _FIELDS:
+            out[_FIELDS[target]] = value
         else:
             options[target] = value
     out["scheduler"] = tuple(sorted(options.items()))
@@ -590,16 +592,13 @@ def _with_flags(args: argparse.Namespace, row: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-_INTERNAL = {"memory_fraction": "memory_fraction", "max_num_seqs": "seqs", "max_num_batched_tokens": "budget"}
-"""Deployment fields that each engine sets by a flag of its own (:func:`engine_flags`' targets)."""
-
-
-def flags_setting(field: str) -> tuple[str, ...]:
-    """The dests of the engine flags that set Deployment ``field`` (``max_num_seqs`` ->
-    ``max_num_seqs``, ``max_running_requests``, ``max_batch_size``); () for a field no engine flag sets."""
-    target = _INTERNAL.get(field)
-    return tuple(dest for flags in engine_flags().values() for dest, (sets, _) in flags.items()
-                 if sets == target)
+def flags_setting(field: str, engine: str | None = None) -> tuple[str, ...]:
+    """The dests of the engine flags (of ``engine``, else of every engine) that set Deployment ``field``
+    (``max_num_seqs`` -> ``max_num_seqs``, ``max_running_requests``, ``max_batch_size``); () for a field
+    no engine flag sets."""
+    target = next((t for t, f in _FIELDS.items() if f == field), None)
+    return tuple(dest for eng, flags in engine_flags().items() for dest, (sets, _) in flags.items()
+                 if target is not None and sets == target and engine in (None, eng))
 
 
 def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) -> str:
@@ -613,10 +612,8 @@ def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) ->
     if isinstance(exc, ParameterError):
         name = exc.name
         name = next((dest for dest, (_, flag) in _owners().items() if flag == name), name)
-        if name in _INTERNAL:
-            engine = row.get("engine") or engine_of(args)
-            name = next((dest for dest, (target, _) in engine_flags().get(engine, {}).items()
-                         if target == _INTERNAL[name] and dest in row["columns"]), name)
+        engine = row.get("engine") or engine_of(args)
+        name = next((dest for dest in flags_setting(name, engine) if dest in row["columns"]), name)
         if name in row["columns"] and row.get(name) is not None:
             col, header = row["columns"][name]
             return f"{where}:{col}: column {header!r} = {exc.value!r} is invalid: must be {exc.valid}"

@@ -13,20 +13,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from servesim.cli.args import (
-    Output,
-    SubParsers,
-    add_format,
-    add_pool_arguments,
-    choice,
-    integer,
-    number,
-    plot_path,
-)
+from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
+    from servesim.cli.args import SubParsers
     from servesim.sim.cluster import SimSettings
 
 __all__ = ["register"]
