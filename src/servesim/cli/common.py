@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError
@@ -16,7 +16,7 @@ from servesim.cli.args import add_engine_argument, choice, dtype_choice, engine_
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
     from servesim.hardware.pricer import Deployment
-    from servesim.model.serving import Workload
+    from servesim.model.serving import NodeSpec, Workload
 
 __all__ = [
     "WorkloadName",
@@ -195,7 +195,7 @@ def deployment_of(args: argparse.Namespace) -> Deployment:
                       dp=args.dp, ep=args.ep, ep_comm=ep_comm_of(args))
 
 
-def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[Any, float, str]:
+def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[NodeSpec, float, str]:
     """The node, beta and a one-line description of where the node came from.
 
     ``--calibration`` wins, then ``--model/--gpu/--tp/--dp/--ep/--dtype/--kv-dtype`` (the

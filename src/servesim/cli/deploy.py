@@ -108,7 +108,7 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
 
 def plan_deploy(
     args: argparse.Namespace, data: dict[str, Any], q: PlanQuestion, catalog: Catalog | None
-) -> list[tuple[str, Any]]:
+) -> list[tuple[str, dict[str, Any]]]:
     """Each ranked row of a capacity plan with its ``deploy`` (where the output wants it), and the
     (prefix, deploy) pairs to emit."""
     if not wants_deploy(args):

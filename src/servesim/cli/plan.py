@@ -116,7 +116,7 @@ def register(sub: SubParsers) -> None:
     r.set_defaults(run=run_report)
 
 
-def _request(args: argparse.Namespace) -> tuple[Any, str]:
+def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
     from servesim.cli.common import resolve_node, workload_of
     from servesim.model.serving import resolve_scenario
     from servesim.model.speculative import lab_preset
@@ -166,7 +166,7 @@ def _request(args: argparse.Namespace) -> tuple[Any, str]:
     return req, preset
 
 
-def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Any, dict[str, Any], Any]:
+def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Plan, dict[str, Any], Progress]:
     """The plan (:class:`servesim.plan.planner.Plan`), its summary dict and the progress bar, still open
     when ``extra_stages`` (the report's own steps) remain."""
     from servesim.cli.progress import Progress
