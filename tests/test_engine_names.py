@@ -13,8 +13,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 import servesim
 from servesim.hardware.engines import ENGINES
 
@@ -69,8 +67,6 @@ def test_the_scan_finds_a_literal_and_spares_the_policy_module_and_prose(tmp_pat
         "sim/schedulers/beta.py:1: 'alpha'"]
 
 
-@pytest.mark.xfail(strict=False, reason="issue 47 item 1 in progress: engine names left in plan/search.py "
-                                        "(prefix-cache hazards, default engine) and hardware/moe_step.py")
 def test_no_engine_name_outside_its_policy_module() -> None:
     found = engine_literals(ROOT, tuple(ENGINES), ALLOWED)
     assert not found, "engine names written in the code (move them to engines.toml):\n" + "\n".join(found)
