@@ -160,7 +160,6 @@ LINEAR_PARTS: tuple[str, ...] = (
 """Linear layers a checkpoint may quantize (the keys of :meth:`Architecture.breakdown` that may
 take a dtype other than bf16)."""
 
-_BF16_PARTS: tuple[str, ...] = ("embed", "lm_head", "norms", "biases", "router", "conv1d")
 _ATTENTION_KINDS = ("mla", "gqa")
 _QK_NORMS = ("", "per_head", "per_layer")
 _MAX_PATTERN = 1000
@@ -353,12 +352,10 @@ class Architecture:
 
     @property
     def moe_layers(self) -> int:
-        """Number of MoE layers."""
         return sum(self.layer_moe)
 
     @property
     def dense_layers(self) -> int:
-        """Number of layers with a dense MLP."""
         return self.layers - self.moe_layers
 
     def _attention_linear(self) -> dict[str, int]:
@@ -434,7 +431,6 @@ class Architecture:
 
     @property
     def input_embedding_params(self) -> int:
-        """The input embedding table, ``vocab x hidden``."""
         return self.vocab * self.hidden
 
     @property

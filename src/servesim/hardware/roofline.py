@@ -379,17 +379,9 @@ class PassCost:
     comm_bytes: float  # all-reduce bytes each GPU sends
 
     @property
-    def flops(self) -> float:
-        return self.linear_flops + self.attention_flops
-
-    @property
-    def hbm_bytes(self) -> float:
-        return self.weight_bytes + self.kv_bytes
-
-    @property
     def intensity_flops_per_byte(self) -> float:
         """Arithmetic intensity of the whole pass: FLOPs / HBM bytes."""
-        return self.flops / self.hbm_bytes
+        return (self.linear_flops + self.attention_flops) / (self.weight_bytes + self.kv_bytes)
 
     @property
     def weights_intensity_flops_per_byte(self) -> float:
