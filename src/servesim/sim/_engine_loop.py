@@ -32,8 +32,8 @@ import inspect
 import math
 import sys
 import types as pytypes
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 import numba
 import numba.core.cgutils
@@ -42,6 +42,11 @@ import numba.experimental.jitclass.base
 import numba.experimental.structref
 import numpy as np
 import numpy.typing as npt
+from numba.core.dispatcher import Dispatcher
+from numba.core.types import StructRef as StructRefType
+from numba.core.types import Tuple, Type, TypeRef, UniTuple
+from numba.core.typing.templates import Signature
+from numba.experimental.structref import StructRefProxy
 
 from servesim.sim import loop as _loop
 from servesim.sim.schedulers import base as _base
@@ -49,6 +54,7 @@ from servesim.sim.schedulers.base import EngineState, Scheduler
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+Column = TypeVar("Column", F64, I64)
 
 _NB: Any = numba  # numba's own annotations are partial: its API is used untyped here
 nbtypes = _NB.core.types
@@ -61,7 +67,7 @@ _Utils = structref._Utils
 
 __all__ = ["column", "compile_kernels", "core_for", "dump", "stats", "struct_of", "struct_type"]
 
-_FIELD_TYPES: dict[str, Any] = {
+_FIELD_TYPES: dict[str, Type] = {
     "int": nbtypes.int64, "float": nbtypes.float64, "bool": nbtypes.boolean,
     "Ints": nbtypes.int64[::1], "Floats": nbtypes.float64[::1],
 }
@@ -106,14 +112,14 @@ def _implemented_by(fn: Callable[..., Any]) -> Callable[..., Callable[..., Any]]
     return cast(Callable[..., Callable[..., Any]], scope["typer"])
 
 
-_STRUCTS: dict[type, Any] = {}
+_STRUCTS: dict[type, StructRefType] = {}
 
 
-def _preprocess(self: Any, fields: Any) -> tuple[tuple[str, Any], ...]:
+def _preprocess(self: StructRefType, fields: Iterable[tuple[str, Type]]) -> tuple[tuple[str, Type], ...]:
     return tuple((name, nbtypes.unliteral(typ)) for name, typ in fields)
 
 
-def struct_type(cls: type) -> Any:
+def struct_type(cls: type) -> StructRefType:
     """The numba structure of ``cls`` (its fields; its methods compiled as methods of it)."""
     st = _STRUCTS.get(cls)
     if st is not None:
@@ -127,16 +133,22 @@ def struct_type(cls: type) -> Any:
     structref.define_boxing(typeclass, proxy)
     for method, fn in _methods_of(cls).items():
         overload_method(typeclass, method, jit_options=_INLINE, strict=False)(_implemented_by(fn))
-    st = typeclass([(f, _FIELD_TYPES[a]) for f, a in fields_of(cls)])
-    _STRUCTS[cls] = st
-    return st
+    new: StructRefType = typeclass([(f, _FIELD_TYPES[a]) for f, a in fields_of(cls)])
+    _STRUCTS[cls] = new
+    return new
 
 
-def _pack_typing(typingctx: Any, tref: Any, values: Any) -> Any:
+Codegen = Callable[[Any, Any, Signature, Sequence[object]], object]
+"""An intrinsic's code generator: numba's target context and an llvmlite ``IRBuilder`` (numba's
+codegen API is unannotated and llvmlite has no types: ``Any``), the call's signature and its
+arguments' LLVM values; the result's LLVM value."""
+
+
+def _pack_typing(typingctx: object, tref: TypeRef, values: Tuple | UniTuple) -> tuple[Signature, Codegen]:
     """A new structure of type ``tref`` holding ``values`` (a tuple, one per field in order)."""
-    inst_type = tref.instance_type
+    inst_type: Any = tref.instance_type  # a StructRef type, whose codegen methods numba leaves unannotated
 
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Signature, args: Sequence[object]) -> object:
         model = context.data_model_manager[inst_type.get_data_type()]
         alloc_type = model.get_value_type()
         size = context.get_abi_sizeof(alloc_type)
@@ -159,11 +171,11 @@ def _pack_typing(typingctx: Any, tref: Any, values: Any) -> Any:
 _pack = intrinsic(_pack_typing)
 
 
-def _unpack_typing(typingctx: Any, st: Any) -> Any:
+def _unpack_typing(typingctx: object, st: StructRefType) -> tuple[Signature, Codegen]:
     """Every field of the structure ``st``, as a tuple in order."""
     tup = nbtypes.Tuple([fty for _, fty in st._fields])
 
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Signature, args: Sequence[object]) -> object:
         data = _Utils(context, builder, st).get_data_struct(args[0])
         vals = []
         for name, fty in st._fields:
@@ -178,11 +190,11 @@ def _unpack_typing(typingctx: Any, st: Any) -> Any:
 _unpack = intrinsic(_unpack_typing)
 
 
-def _build_py(tref: Any, values: Any) -> Any:
+def _build_py(tref: TypeRef, values: tuple[object, ...]) -> object:
     return _pack(tref, values)
 
 
-def _dump_py(st: Any) -> Any:
+def _dump_py(st: object) -> object:
     return _unpack(st)
 
 
@@ -192,19 +204,20 @@ def _digest(*modules: str) -> str:
     return _base.source_digest(*modules)
 
 
-def _compiled_copy(fn: Callable[..., Any], tag: str, **options: Any) -> Any:
+def _compiled_copy(fn: Callable[..., object], tag: str, **options: bool) -> Dispatcher:
     """``fn`` compiled under a name of its own (``fn_tag``), so that numba caches each apart."""
     copy = pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__qualname__ = f"{fn.__name__}_{tag}"
     copy.__module__ = fn.__module__
     jit: Any = numba.njit
-    return jit(cache=True, **options)(copy)
+    compiled: Dispatcher = jit(cache=True, **options)(copy)
+    return compiled
 
 
-_BUILDERS: dict[type, tuple[Any, Any]] = {}
+_BUILDERS: dict[type, tuple[Dispatcher, Dispatcher]] = {}
 
 
-def _builders(cls: type) -> tuple[Any, Any]:
+def _builders(cls: type) -> tuple[Dispatcher, Dispatcher]:
     got = _BUILDERS.get(cls)
     if got is None:
         tag = cls.__name__ + "_" + _digest(cls.__module__, __name__)
@@ -215,7 +228,7 @@ def _builders(cls: type) -> tuple[Any, Any]:
 _SCALARS: dict[str, type] = {"int": int, "float": float, "bool": bool}
 
 
-def struct_of(obj: object) -> Any:
+def struct_of(obj: object) -> StructRefProxy:
     """A compiled structure holding ``obj``'s fields (its lists as numpy arrays)."""
     cls = type(obj)
     st = struct_type(cls)
@@ -228,10 +241,11 @@ def struct_of(obj: object) -> Any:
         elif not isinstance(v, np.ndarray):
             v = np.array(v, dtype)
         values.append(v)
-    return _builders(cls)[0](nbtypes.TypeRef(st), tuple(values))
+    packed: StructRefProxy = _builders(cls)[0](nbtypes.TypeRef(st), tuple(values))
+    return packed
 
 
-def dump(cls: type, compiled: object) -> dict[str, Any]:
+def dump(cls: type, compiled: StructRefProxy) -> dict[str, Any]:
     """The fields of the compiled structure of ``cls``, by name (arrays as numpy arrays, scalars as
     Python numbers)."""
     out = {}
@@ -240,16 +254,51 @@ def dump(cls: type, compiled: object) -> dict[str, Any]:
     return out
 
 
-def column(value: Any, n: int) -> Any:
+def column(value: float, n: int) -> F64 | I64:
     """A column of ``n`` values, as the books run compiled (in Python:
     :func:`servesim.sim.schedulers.base.list_column`)."""
     return np.full(n, value, np.float64 if isinstance(value, float) else np.int64)
 
 
 # --------------------------------------------------------------------------- the twins
+#
+# They run compiled only, on the compiled structures, whose columns are arrays: the Protocols below
+# name the fields each reads (the Python classes declare them as lists, as the Python loop holds them).
 
 
-def _mt_u32(s: Any) -> int:
+class _Generator(Protocol):
+    """The books' acceptance generator, compiled: CPython's Mersenne Twister words and position."""
+
+    mt: I64
+    mt_i: int
+
+
+class _PriceColumns(Protocol):
+    """:class:`servesim.sim.loop.Prices`, compiled."""
+
+    dt: F64
+    ok: I64
+    seen: I64
+    entries: int
+    slots: I64
+    hashes: I64
+    kstart: I64
+    klen: I64
+    kpool: I64
+    kused: int
+
+
+class _GapColumns(Protocol):
+    """The map of gaps between tokens of :class:`servesim.sim.loop.LoopState`, compiled."""
+
+    gap_keys: F64
+    gap_tokens: F64
+    gap_slots: I64
+    gaps_n: int
+
+
+
+def _mt_u32(s: _Generator) -> int:
     """The next 32-bit word of CPython's Mersenne Twister (``genrand_uint32`` in ``_randommodule.c``)."""
     mt = s.mt
     i = s.mt_i
@@ -270,14 +319,14 @@ def _mt_u32(s: Any) -> int:
     return int(y)
 
 
-def _mt_random(s: Any) -> float:
+def _mt_random(s: _Generator) -> float:
     """CPython's ``random.random()``: 53 bits from two words, ``(a 2^26 + b) / 2^53``."""
     a = _mt_u32(s) >> 5
     b = _mt_u32(s) >> 6
     return float((a * 67108864.0 + b) * (1.0 / 9007199254740992.0))
 
 
-def _grown(column: Any) -> Any:
+def _grown(column: Column) -> Column:
     out = np.empty(2 * column.shape[0], column.dtype)
     out[: column.shape[0]] = column
     return out
@@ -299,7 +348,7 @@ def _floordiv(a: float, b: float) -> float:
     return float(floordiv)
 
 
-def _hash(key: Any, klen: int) -> int:
+def _hash(key: I64, klen: int) -> int:
     """A 64-bit hash of ``key[:klen]`` (FNV-1a over the words, then a splitmix finalizer)."""
     h = -3750763034362895579  # 0xcbf29ce484222325 as int64
     for j in range(klen):
@@ -311,7 +360,7 @@ def _hash(key: Any, klen: int) -> int:
     return h
 
 
-def _price_find(t: Any, key: Any, klen: int) -> int:
+def _price_find(t: _PriceColumns, key: I64, klen: int) -> int:
     h = _hash(key, klen)
     slots = t.slots
     mask = slots.shape[0] - 1
@@ -332,7 +381,7 @@ def _price_find(t: Any, key: Any, klen: int) -> int:
         i = (i + 1) & mask
 
 
-def _place(slots: Any, h: int, e: int) -> None:
+def _place(slots: I64, h: int, e: int) -> None:
     mask = slots.shape[0] - 1
     i = h & mask
     while slots[i] >= 0:
@@ -340,7 +389,7 @@ def _place(slots: Any, h: int, e: int) -> None:
     slots[i] = e
 
 
-def _price_add(t: Any, key: Any, klen: int) -> int:
+def _price_add(t: _PriceColumns, key: I64, klen: int) -> int:
     e = t.entries
     if e == t.dt.shape[0]:  # twice the room, and the index built anew at most half full
         t.dt = _grown(t.dt)
@@ -374,7 +423,7 @@ def _gap_slot(gap: float, mask: int) -> int:
     return (h ^ ((h >> 32) & 0xFFFFFFFF)) & mask
 
 
-def _gap_add(L: Any, gap: float, tokens: float) -> None:
+def _gap_add(L: _GapColumns, gap: float, tokens: float) -> None:
     if 2 * (L.gaps_n + 1) > L.gap_slots.shape[0]:  # twice the room, the index built anew
         L.gap_keys = _grown(L.gap_keys)
         L.gap_tokens = _grown(L.gap_tokens)
@@ -416,7 +465,7 @@ for _fn in _loop.FUNCTIONS:
     overload(_fn, jit_options=_INLINE, strict=False)(_implemented_by(_fn))
 assert {f.__name__ for f in _TWINS} == set(_loop.TWINS) | set(_base.TWINS)
 
-def _pct_sorted_py(s: Any, count: int, q: int) -> float:
+def _pct_sorted_py(s: F64, count: int, q: int) -> float:
     """``batching._pct_sorted``: the q-th percentile of sorted values, interpolated linearly."""
     pos = (count - 1) * q / 100.0
     lo = math.floor(pos)
@@ -424,7 +473,7 @@ def _pct_sorted_py(s: Any, count: int, q: int) -> float:
     return float(s[lo] + (s[hi] - s[lo]) * (pos - lo))
 
 
-def _sample_stats_py(x: Any, s: Any, count: int, two: float) -> tuple[float, float, float, float]:
+def _sample_stats_py(x: F64, s: F64, count: int, two: float) -> tuple[float, float, float, float]:
     """Mean, median, 99th percentile and standard deviation of ``x[:count]`` (``s``: the same values
     sorted, or partitioned at the places the percentiles read), computed as
     ``batching._mean_pct_std`` computes them from a list: sums left to right, percentiles
@@ -466,10 +515,10 @@ def stats(x: F64, count: int) -> tuple[float, float, float, float]:
 
 # --------------------------------------------------------------------------- the loop, per policy
 
-_CORES: dict[type, Any] = {}
+_CORES: dict[type, Dispatcher] = {}
 
 
-def core_for(policy: type[Scheduler]) -> Any:
+def core_for(policy: type[Scheduler]) -> Dispatcher:
     """:func:`servesim.sim.loop.core` compiled for the policy class ``policy`` (cached on disk under
     a name with the policy's, and a digest of every module compiled into it)."""
     got = _CORES.get(policy)

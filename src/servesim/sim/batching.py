@@ -396,7 +396,7 @@ def _simulate(model: StepModel, bench: Benchmark, capacity: int, policy: Schedul
     eng = model.engine
     pos = 1 + (spec.k if spec else 0)
     per_step = spec.tokens_per_step if spec else 1.0
-    column: Callable[[object, int], Any] = list_column
+    column: Callable[[float, int], Any] = list_column
     if compiled:
         from servesim.sim import _engine_loop
 
@@ -551,23 +551,23 @@ class _PriceTable:
     (:class:`servesim.sim.loop.Prices`, compiled or not), each entry's notes, the runs so far."""
 
     def __init__(self, compiled: bool) -> None:
-        table = _loop.Prices()
+        self.table: object = _loop.Prices()  # compiled: its numba structure
         if compiled:
             from servesim.sim import _engine_loop
 
-            table = _engine_loop.struct_of(table)
-        self.table: Any = table
+            self.table = _engine_loop.struct_of(self.table)
         self.notes: list[tuple[str, ...]] = []
         self.runs = 0
 
 
-def _price_table(model: Any, kv_key: tuple[object, ...], compiled: bool) -> _PriceTable:
+def _price_table(model: object, kv_key: tuple[object, ...], compiled: bool) -> _PriceTable:
     """The price table that travels with ``model`` for steps at ``kv_key`` (created on first use,
     started afresh when it holds :data:`_PRICE_CACHE_MAX` entries)."""
-    tables = getattr(model, "_engine_price_tables", None)
+    tables: dict[tuple[tuple[object, ...], bool], _PriceTable] | None = getattr(model, "_engine_price_tables",
+                                                                              None)
     if tables is None:
         tables = {}
-        model._engine_price_tables = tables
+        setattr(model, "_engine_price_tables", tables)  # noqa: B010 - the model's own slot, on any pricer
     table: _PriceTable | None = tables.get((kv_key, compiled))
     if table is None or len(table.notes) >= _PRICE_CACHE_MAX:
         table = tables[(kv_key, compiled)] = _PriceTable(compiled)
@@ -688,12 +688,12 @@ _PRICE_CACHE_MAX = 200_000
 """Most step prices kept per step model (about 40 MB); the cache starts afresh past it."""
 
 
-def _shared_prices(model: Any) -> dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]]:
+def _shared_prices(model: object) -> dict[tuple[object, ...], _Price]:
     """The step-price cache that travels with ``model`` (created on first use)."""
-    cache = getattr(model, "_engine_step_prices", None)
+    cache: dict[tuple[object, ...], _Price] | None = getattr(model, "_engine_step_prices", None)
     if cache is None:
         cache = {}
-        model._engine_step_prices = cache
+        setattr(model, "_engine_step_prices", cache)  # noqa: B010 - the model's own slot, on any pricer
     return cache
 
 

@@ -33,11 +33,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from servesim.hardware.engines import EngineProfile
 
 __all__ = ["EngineState", "Floats", "Ints", "Scheduler", "StepPlan"]
+
+_T = TypeVar("_T")
 
 Ints = list[int]
 """A column of integers (a list when run as Python, an int64 array when compiled)."""
@@ -45,7 +47,7 @@ Floats = list[float]
 """A column of floats (a list when run as Python, a float64 array when compiled)."""
 
 
-def list_column(value: Any, n: int) -> list[Any]:
+def list_column(value: _T, n: int) -> list[_T]:
     """A column of ``n`` values, as the books run in Python."""
     return [value] * n
 
