@@ -200,7 +200,7 @@ def state_bytes(arch: Architecture, engine: str) -> int:
 def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, engine: str) -> float:
     """Each request's recurrent state on one GPU, spread over its tokens (module docstring): the
     request length ``kv_context`` (``for_requests``), else the model's longest context, else one."""
-    if not getattr(arch, "linear_layers", 0):
+    if not arch.linear_layers:
         return 0.0
     tokens = kv_context or arch.context_length or 1
     return float(arch.state_bytes_per_request(tp, state_bytes(arch, engine))) / tokens

@@ -253,8 +253,8 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
 
     gname = canonical_gpu(gpu_name, catalog)
     eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp * dp, dp=dp)
-    arch = find_architecture(model.name) if getattr(model, "experts", 1) > 1 or \
-        getattr(model, "attention", "") == "mla" else _hybrid(model.name)
+    arch = (find_architecture(model.name) if model.experts > 1 or model.attention == "mla"
+            else _hybrid(model.name))
     if arch is None and (dp > 1 or ep > 1):
         raise ParameterError("dp", dp, f"1 with ep 1: --dp and --ep apply to mixture-of-experts models, not "
                              f"{model.name}")
