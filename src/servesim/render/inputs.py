@@ -142,11 +142,7 @@ def fit_text(d: dict[str, Any]) -> str:
         rows.append([f"{o['u']:.2f}", str(o["k"]), f"{o['speedup']:.3f}x",
                      f"{o['speedup_at_measured_k']:.3f}x", band])
     out.append(table(["u", "k*", "speedup at k*", f"speedup at k={d['k']}", "k* over interval"], rows))
-    if d["warnings"]:
-        out.append("")
-        out.append("  warnings:")
-        out += [f"  - {w}" for w in d["warnings"]]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _warnings(d)) + "\n"
 
 def calibrate_text(d: dict[str, Any]) -> str:
     from servesim.render.text import table
@@ -171,8 +167,8 @@ def calibrate_text(d: dict[str, Any]) -> str:
     out.append(f"  rms relative residual: TTFT {d['ttft_rms_rel']:.1%}, TPOT {d['tpot_rms_rel']:.1%}")
     if "saved" in d:
         out.append(f"  saved: {d['saved']}")
-    if d["warnings"]:
-        out.append("")
-        out.append("  warnings:")
-        out += [f"  - {w}" for w in d["warnings"]]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _warnings(d)) + "\n"
+
+
+def _warnings(d: dict[str, Any]) -> list[str]:
+    return ["", "  warnings:", *(f"  - {w}" for w in d["warnings"])] if d["warnings"] else []

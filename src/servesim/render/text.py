@@ -27,16 +27,16 @@ def fit_width(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str
     """The columns that fit ``width``, and how many were dropped.  Detail goes first: columns are left
     out from the right, but never those in ``keep`` (by default the first, which names the row, and
     the last, which holds the answer: the winner, PASS/FAIL, a hazard mark), and at least two stay."""
-    kept, _, dropped = _fit_columns(headers, rows, indent, width, keep)
+    kept, dropped = _fit_columns(headers, rows, indent, width, keep)
     return [headers[i] for i in kept], [[r[i] for i in kept] for r in rows], dropped
 
 
 def _fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str, width: int | None,
-                 keep: Sequence[int]) -> tuple[list[int], list[int], int]:
+                 keep: Sequence[int]) -> tuple[list[int], int]:
     cols = len(headers)
     idx = list(range(cols))
     if width is None:
-        return idx, idx, 0
+        return idx, 0
     fixed = {k % cols for k in keep} if cols else set()
     ws = [max([len(headers[i]), *(len(r[i]) for r in rows)]) for i in range(cols)]
 
@@ -48,7 +48,7 @@ def _fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: 
         if drop is None:
             break
         idx.remove(drop)
-    return idx, idx, cols - len(idx)
+    return idx, cols - len(idx)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ",
@@ -56,7 +56,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
     """Right-aligned columns (those in ``left`` left-aligned) under a rule; on a terminal narrower
     than the table, detail columns are left out from the right, never those in ``keep`` (see
     :func:`fit_width` and :data:`WIDTH`)."""
-    kept, _, dropped = _fit_columns(headers, rows, indent, WIDTH, keep)
+    kept, dropped = _fit_columns(headers, rows, indent, WIDTH, keep)
     lefts = {i % len(headers) for i in left} if headers else set()
     headers = [headers[i] for i in kept]
     rows = [[r[i] for i in kept] for r in rows]
