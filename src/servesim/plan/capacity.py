@@ -151,13 +151,23 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
                       "one request does not fit the KV cache")
 
     k, en, draft_s = _speculation_at(sm, spec, max(1.0, min(b_max, lam * osl * 0.02)), ctx)
+    seen = _kept(sm).cycles
 
     def cycle(b: float, chunk: int) -> float:
+        # the bisections of every rate of a search try the same batches (the same geometric grid,
+        # the same first halvings): each step priced once (_kept)
+        key = (isl, osl, b, chunk, k, draft_s)
+        hit = seen.get(key)
+        if hit is not None:
+            return hit
         chunks = (Chunk(chunk, max(0, isl - chunk) // 2, 1, True),) if chunk > 0 else ()
         if b <= 0 and not chunks:
             return 0.0
         st = sm.step(max(b, 0.0), ctx, chunks, k + 1 if b > 0 else 1, bound=False)
-        return st.total_s + (k * draft_s if b > 0 else 0.0)
+        if len(seen) >= _KEPT_PRICES:
+            seen.clear()
+        seen[key] = t = st.total_s + (k * draft_s if b > 0 else 0.0)
+        return t
 
     def mean_step(b: float) -> tuple[float, float, int, float]:
         """Mean step time per token of decode, phi, chunk, chunk step.
@@ -200,6 +210,38 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
     return Decode(True, hi, t / en, phi, c, tc, k)
 
 
+class _Kept:
+    """What one step model's searches have priced, to be asked again: cycle times by (isl, osl,
+    batch, chunk, k, draft step) and the speculation run at a batch (k, tokens per step, draft step)
+    by (method, k, alpha, batch, context)."""
+
+    def __init__(self, sm: Pricer) -> None:
+        self.sm = sm  # held, so that its id is not reused while this lives
+        self.cycles: dict[tuple[int, int, float, int, int, float], float] = {}
+        self.speculation: dict[tuple[object, ...], tuple[int, float, float]] = {}
+
+
+_KEPT: dict[int, _Kept] = {}
+"""What each step model's searches priced, by the model's identity: a step model is never changed
+once built (``copied`` makes a new one), so a price stays its price."""
+
+_KEPT_MODELS = 256
+"""Step models whose prices are kept (all are forgotten past this many: a plan prices tens)."""
+
+_KEPT_PRICES = 100_000
+"""Cycle times kept per step model (forgotten past this many: an 8-GPU plan prices a few thousand)."""
+
+
+def _kept(sm: Pricer) -> _Kept:
+    """The prices kept for ``sm`` (:data:`_KEPT`), created on first use."""
+    entry = _KEPT.get(id(sm))
+    if entry is None or entry.sm is not sm:
+        if len(_KEPT) >= _KEPT_MODELS:
+            _KEPT.clear()
+        entry = _KEPT[id(sm)] = _Kept(sm)
+    return entry
+
+
 def _speculation_at(sm: Pricer, spec: Spec, batch: float, context: float) -> tuple[int, float, float]:
     """The speculation a decode replica runs at ``batch``: its draft length k, tokens per step E[n]
     and draft step time; (0, 1, 0), plain decoding, without ``spec`` or where it does not pay."""
@@ -209,11 +251,19 @@ def _speculation_at(sm: Pricer, spec: Spec, batch: float, context: float) -> tup
     # alpha a mapping of k to alpha where each k has its own (k searched over its keys)
     method, kk, alpha = (spec, None, None) if isinstance(spec, str) else spec
     per_k = alpha if isinstance(alpha, Mapping) else None
-    s, info = speculation_for(sm, method, batch, context, k=kk,
-                              alpha=None if per_k is not None else cast(float | None, alpha), alphas=per_k)
-    if info["speedup_at_batch"] > 1.0:
-        return s.k, s.tokens_per_step, s.draft_step_s
-    return 0, 1.0, 0.0
+    # kept beside the model's cycle times (_kept): a search's low rates all ask at batch 1, its
+    # high ones at the batch that fits
+    key = (method, kk, tuple(sorted(per_k.items())) if per_k is not None else alpha, batch, context)
+    seen = _kept(sm).speculation
+    hit = seen.get(key)
+    if hit is None:
+        one = None if per_k is not None else cast(float | None, alpha)
+        s, info = speculation_for(sm, method, batch, context, k=kk, alpha=one, alphas=per_k)
+        hit = (s.k, s.tokens_per_step, s.draft_step_s) if info["speedup_at_batch"] > 1.0 else (0, 1.0, 0.0)
+        if len(seen) >= _KEPT_PRICES:
+            seen.clear()
+        seen[key] = hit
+    return hit
 
 
 def _smallest_root(g: Callable[[float], float], b_max: float) -> float | None:
