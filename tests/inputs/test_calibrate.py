@@ -181,6 +181,11 @@ def test_malformed_csv(tmp_path: Path) -> None:
     neg.write_text(text.replace("3.0,333", "-3.0,333"))
     with pytest.raises(InputError, match=r"n\.csv:4: rate_per_s=-3 is invalid: must be > 0"):
         read_points([neg])
+    huge = tmp_path / "f.csv"  # a field over the csv module's limit: one line, as a trace's says it
+    huge.write_text(text.replace("3.0,333", "3.0," + "3" * 200_000, 1))
+    with pytest.raises(InputError, match=r"f\.csv:\d+: a field is longer than 131,072 characters: "
+                                         "not a calibration row"):
+        read_points([huge])
 
 
 def test_malformed_json(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from servesim.model.serving import (
     disaggregated,
     link_crossover,
     mixes,
+    pick_split,
 )
 
 RAG = WORKLOAD_PRESETS["rag"]
@@ -136,6 +137,21 @@ def test_compare_ties_go_to_colocation_and_zero_is_neither():
     assert compare(replace(co, goodput_rps=3.0), replace(same, goodput_rps=3.0 - 1e-6), 3.0) == "colocated"
     assert compare(replace(co, goodput_rps=0.0), replace(same, goodput_rps=0.0), 3.0) == "neither"
     assert compare(replace(co, goodput_rps=1.0), replace(same, goodput_rps=2.0), 3.0) == "disaggregated"
+
+
+def test_pick_split_ranks_goodput_ties_then_stability_headroom_and_ttft():
+    # rate 10: goodputs within 0.01 req/s of the best (5.004) are tied; 4.9 is not.
+    splits = {
+        "a": (5.0, True, 0.7, 0.5, 0.30),  # tied, stable, busiest pool 0.7
+        "b": (5.004, True, 0.9, 0.2, 0.10),  # the best goodput, busiest pool 0.9
+        "c": (4.9, True, 0.1, 0.1, 0.01),  # most headroom, but not tied
+        "d": (5.003, False, 0.2, 1.2, 0.05),  # tied, unstable
+    }
+    assert pick_split(list(splits), 10.0, splits.__getitem__) == "a"
+    splits["e"] = (5.001, True, 0.6, 0.7, 0.50)  # as busy as "a" at its busiest: TTFT decides
+    assert pick_split(list(splits), 10.0, splits.__getitem__) == "a"
+    splits["e"] = (5.001, True, 0.7, 0.7, 0.20)
+    assert pick_split(list(splits), 10.0, splits.__getitem__) == "e"
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from servesim.sim.distributions import (
     Lognormal,
     Mixture,
     TraceArrivals,
+    arrivals_with_cv,
     gamma_arrivals,
     poisson_arrivals,
     scv,
@@ -167,6 +168,16 @@ def test_distributions_sample_their_stated_moments(dist):
     assert x.mean() == pytest.approx(dist.mean, rel=0.02)
     assert x.var() == pytest.approx(dist.variance, rel=0.1, abs=1e-12)
     assert scv(dist) == pytest.approx(dist.variance / dist.mean**2)
+
+
+def test_arrivals_with_cv_is_poisson_at_one_and_gamma_otherwise():
+    rng = np.random.default_rng(3)
+    for cv in (1.0, 0.5, 2.0):
+        a = arrivals_with_cv(4.0, cv)
+        assert a.rate_per_s == pytest.approx(4.0) and a.scv == pytest.approx(cv**2)
+        assert isinstance(a.interarrival_s, Exponential if cv == 1.0 else Gamma)
+        gaps = np.diff(a.times_s(rng, 200_001))
+        assert np.std(gaps) / np.mean(gaps) == pytest.approx(cv, rel=0.03)
 
 
 @pytest.mark.parametrize(
