@@ -241,12 +241,10 @@ def _capacity(args: argparse.Namespace) -> Output:
 
     sets = plan_deploy(args, data, q, cat)
     if getattr(args, "plot", None) is not None:
-        from servesim.render import plots
-        from servesim.render.capacity import plot_pareto
+        from servesim.render.capacity import pareto_figure
+        from servesim.render.plots import save
 
-        fig, axes = plots.figure(1, width_in=8.0)
-        plot_pareto(axes[0], data)
-        plots.save(fig, args.plot)
+        save(pareto_figure(data), args.plot)
     return emit(args, Output(data, capacity_text(data, top=args.top), [{"table": "ranked", **_flat(r)}
                                                                        for r in data["ranked"]]), sets)
 

@@ -8,10 +8,11 @@ from servesim.render.formats import wrap_long_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
     from servesim.render.report import Block
 
-__all__ = ["capacity_report_blocks", "capacity_text", "plot_pareto", "split_label"]
+__all__ = ["capacity_report_blocks", "capacity_text", "pareto_figure", "plot_pareto", "split_label"]
 
 
 def split_label(x: dict[str, Any], sep: str = "") -> str:
@@ -186,10 +187,18 @@ def plot_pareto(ax: Axes, d: dict[str, Any]) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
 
 
+def pareto_figure(d: dict[str, Any]) -> Figure:
+    """The capacity plan's Pareto front (:func:`plot_pareto`) as a figure of its own."""
+    from servesim.render.plots import figure
+
+    fig, axes = figure(1, width_in=8.0)
+    plot_pareto(axes[0], d)
+    return fig
+
 
 def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Block]:
     """The capacity plan as report blocks (HTML and Markdown from the same content)."""
-    from servesim.render.plots import figure, png_bytes
+    from servesim.render.plots import png_bytes
     from servesim.render.report import Block
 
     b: list[Block] = [Block("h1", f"Capacity plan: {d['model']} on {d['gpu']}")]
@@ -232,10 +241,8 @@ def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Block]:
                                else f"{r['speculation']} k={r['speculative_k']}",
                                _n(r["dollars_per_million_output_tokens"], 2), ", ".join(r["hazards"]) or "-")
                               for i, r in enumerate(d["ranked"][:20], start=1))))
-    fig, axes = figure(1, width_in=8.0)
-    plot_pareto(axes[0], d)
     b.append(Block("img", "Output tokens/s per GPU against tokens/s per user", name="pareto.png",
-                   png=png_bytes(fig)))
+                   png=png_bytes(pareto_figure(d))))
     if d["hazards"] and any(r["hazards"] for r in d["ranked"]):
         b.append(Block("h2", "Known hazards"))
         b.append(Block("ul", items=tuple(f"{k}: {v}" for k, v in d["hazards"].items())))
