@@ -34,7 +34,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -446,12 +446,8 @@ class TraceArrays:
 
     def scaled(self, rate_scale: float) -> TraceArrays:
         """The same requests arriving ``rate_scale`` times faster (arrival_s / rate_scale)."""
-        s = check_real("rate_scale", rate_scale, lo=0.0, lo_open=True)
-        return TraceArrays(
-            self.path, self.format, self.arrival_s / s, self.prompt_tokens, self.output_tokens,
-            self.cached_prompt_tokens, self.has_prefix_info, self.block_tokens, self.cache_blocks,
-            self.hit_blocks, self.total_blocks,
-        )
+        scale = check_real("rate_scale", rate_scale, lo=0.0, lo_open=True)
+        return replace(self, arrival_s=self.arrival_s / scale)
 
 
 def load_trace(
