@@ -40,6 +40,7 @@ result to the last bit (``loop``, :data:`LOOPS`).  Nothing here prints.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import sys
@@ -525,17 +526,7 @@ class _Outcome:
     ttft_stats: tuple[float, float, float, float]  # mean, median, p99, std (see _mean_pct_std)
     tpot_stats: tuple[float, float, float, float]
     e2el_stats: tuple[float, float, float, float]
-    itl_sum: float
-    itl_n: float
-    batch_time: float
-    busy_time: float
-    steps: int
-    last_finish: float
-    start: float  # send time of the first measured request
-    measured_done: int
-    out_tokens: int
-    in_tokens: int
-    measured: bool
+    totals: _loop.Totals
     notes: dict[str, None]
     preemptions: int
     median_itl_s: float
@@ -612,6 +603,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         for name, value in _engine_loop.dump(type(policy), books[2]).items():
             setattr(policy, name, value)
         fields = _engine_loop.dump(_loop.LoopState, books[1])
+        totals = _loop.Totals(**{f.name: fields[f.name] for f in dataclasses.fields(_loop.Totals)})
         gn = fields["gaps_n"]
         fields["gaps"] = dict(zip(fields["gap_keys"][:gn].tolist(), fields["gap_tokens"][:gn].tolist(),
                                   strict=True))
@@ -623,6 +615,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
             fields[name] = fields[name][: fields["n_" + name]].tolist()
     else:
         fields = dict(vars(L))
+        totals = L
         fields["preemptions"] = s.preemptions
         ttft_stats = _mean_pct_std(fields["ttft"][: fields["n_ttft"]])
         tpot_stats = _mean_pct_std(fields["tpot"][: fields["n_tpot"]])
@@ -634,11 +627,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
     ttfts = fields["ttft"][: fields["n_ttft"]]
     gaps = fields["gaps"]
     return _Outcome(ttfts=ttfts, ttft_stats=ttft_stats, tpot_stats=tpot_stats, e2el_stats=e2el_stats,
-                    itl_sum=fields["itl_sum"], itl_n=fields["itl_n"], batch_time=fields["batch_time"],
-                    busy_time=fields["busy_time"], steps=fields["steps"], last_finish=fields["last_finish"],
-                    start=fields["start"], measured_done=fields["measured_done"],
-                    out_tokens=fields["out_tokens"], in_tokens=fields["in_tokens"],
-                    measured=fields["measured"], notes=notes, preemptions=fields["preemptions"],
+                    totals=totals, notes=notes, preemptions=fields["preemptions"],
                     median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
                     std_itl_s=_weighted_std(gaps), kept_i=fields["kept_i"], kept_f=fields["kept_f"],
                     n_kept=fields["n_kept"])
@@ -665,21 +654,22 @@ def _mean_pct_std(xs: list[float]) -> tuple[float, float, float, float]:
 def _result(o: _Outcome, capacity: int, policy: Scheduler,
             requests: tuple[tuple[int, float, float, float], ...]) -> BenchResult:
     """The benchmark's report from what the loop left (and each request's times, if kept)."""
-    duration = o.last_finish - o.start
+    t = o.totals
+    duration = t.last_finish - t.start
     ttft_mean, ttft_median, ttft_p99, ttft_std = o.ttft_stats
     tpot_mean, tpot_median, tpot_p99, tpot_std = o.tpot_stats
     e2el_mean, e2el_median, e2el_p99, e2el_std = o.e2el_stats
     return BenchResult(
         mean_ttft_s=ttft_mean, median_ttft_s=ttft_median, p99_ttft_s=ttft_p99,
         mean_tpot_s=tpot_mean, median_tpot_s=tpot_median, p99_tpot_s=tpot_p99,
-        mean_itl_s=o.itl_sum / o.itl_n if o.itl_n else math.nan,
-        output_throughput=o.out_tokens / duration, request_throughput=o.measured_done / duration,
-        duration_s=duration, decode_batch=o.batch_time / o.busy_time if o.busy_time else 0.0,
-        completed=o.measured_done, preemptions=o.preemptions, steps=o.steps, kv_capacity_tokens=capacity,
-        measured=o.measured, notes=tuple(o.notes), std_ttft_s=ttft_std, std_tpot_s=tpot_std,
+        mean_itl_s=t.itl_sum / t.itl_n if t.itl_n else math.nan,
+        output_throughput=t.out_tokens / duration, request_throughput=t.measured_done / duration,
+        duration_s=duration, decode_batch=t.batch_time / t.busy_time if t.busy_time else 0.0,
+        completed=t.measured_done, preemptions=o.preemptions, steps=t.steps, kv_capacity_tokens=capacity,
+        measured=t.measured, notes=tuple(o.notes), std_ttft_s=ttft_std, std_tpot_s=tpot_std,
         median_itl_s=o.median_itl_s, p99_itl_s=o.p99_itl_s, std_itl_s=o.std_itl_s,
         mean_e2el_s=e2el_mean, median_e2el_s=e2el_median, p99_e2el_s=e2el_p99, std_e2el_s=e2el_std,
-        total_input_tokens=o.in_tokens, total_output_tokens=o.out_tokens, scheduler=policy.describe(),
+        total_input_tokens=t.in_tokens, total_output_tokens=t.out_tokens, scheduler=policy.describe(),
         ttfts_s=tuple(o.ttfts), requests=requests,
     )
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from servesim.sim.schedulers.base import EngineState, Floats, Ints, Scheduler, grown, list_column
 
-__all__ = ["DONE", "NEED_PRICE", "NOTHING_FITS", "TOO_MANY_STEPS", "LoopState", "Prices", "core"]
+__all__ = ["DONE", "NEED_PRICE", "NOTHING_FITS", "TOO_MANY_STEPS", "LoopState", "Prices", "Totals", "core"]
 
 # What core returns with.
 DONE = 0
@@ -85,8 +86,27 @@ def price_add(t: Prices, key: list[int], klen: int) -> int:
     return e
 
 
-class LoopState:
-    """The loop's own state: the client, the clock, what the step's price waits on, the statistics."""
+@dataclass(eq=False)
+class Totals:
+    """The loop's running totals: what a run leaves for its report beside its samples (the Python
+    loop's :class:`LoopState` is one; the compiled loop's are read back into one)."""
+
+    itl_sum: float
+    itl_n: float
+    batch_time: float
+    busy_time: float
+    steps: int
+    last_finish: float
+    start: float  # send time of the first measured request
+    measured_done: int
+    out_tokens: int
+    in_tokens: int
+    measured: bool
+
+
+class LoopState(Totals):
+    """The loop's own state: the client, the clock, what the step's price waits on, the statistics
+    (its totals, :class:`Totals`, first)."""
 
     requests: int
     warmup: int
@@ -127,18 +147,7 @@ class LoopState:
     n_tpot: int
     e2el: Floats  # each measured request's end-to-end latency (sent to last token, with the overhead)
     n_e2el: int
-    itl_sum: float
-    itl_n: float
-    batch_time: float
-    busy_time: float
-    steps: int
     done: int
-    last_finish: float
-    start: float  # send time of the first measured request
-    measured_done: int
-    out_tokens: int
-    in_tokens: int
-    measured: bool
     gap_keys: Floats  # the gaps between a sequence's tokens (a step's time) and tokens with each
     gap_tokens: Floats
     gap_slots: Ints
