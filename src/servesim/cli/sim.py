@@ -259,18 +259,9 @@ def _simulate_queue(args: argparse.Namespace) -> Output:
     if args.rate is None:
         raise ParameterError("rate", None, "given in req/s > 0 (or use --preset for a workload)")
     data = queue_summary(
-        servers=args.servers,
-        rate_per_s=args.rate,
-        service=args.service or "exp",
-        service_mean_s=args.service_mean_s,
-        service_cv=args.service_cv,
-        arrival_cv=args.arrival_cv,
-        requests=args.requests or 1_000_000,
-        replications=args.replications or 10,
-        warmup_fraction=args.warmup,
-        seed=args.seed,
-        timing=not args.no_timing,
-    )
+        servers=args.servers, rate_per_s=args.rate, service=args.service or "exp",
+        service_mean_s=args.service_mean_s, service_cv=args.service_cv, arrival_cv=args.arrival_cv,
+        **_run(args, requests=1_000_000, replications=10))
     cis = {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}
     rows = [{**{k: data[k] for k in ("model", "servers", "rate_per_s", "requests", "stable")},
              "quantity": qty, "simulated": data[qty], "ci95_low": data[ci][0], "ci95_high": data[ci][1],
@@ -285,40 +276,29 @@ def _simulate_serving(args: argparse.Namespace) -> Output:
     from servesim.sim.report import serving_summary
 
     if args.service not in (None, "exp", "det"):
-        raise ParameterError(
-            "service", args.service, "exp or det with --preset (prefill time per prompt length)"
-        )
+        raise ParameterError("service", args.service, "exp or det with --preset (prefill time per prompt "
+                             "length)")
     if args.split is not None and sum(args.split) != args.nodes:
-        raise ParameterError(
-            "split", f"{args.split[0]}p/{args.split[1]}d", f"prefill + decode nodes = --nodes ({args.nodes})"
-        )
+        raise ParameterError("split", f"{args.split[0]}p/{args.split[1]}d",
+                             f"prefill + decode nodes = --nodes ({args.nodes})")
     settings = _settings(args)
     from servesim.cli.common import resolve_node, workload_of
 
     data = serving_summary(
-        args.preset,
-        workload=workload_of(args),
-        node_from=lambda wl: resolve_node(args, wl),
-        link=args.link,
-        nodes=args.nodes,
-        beta=args.beta,
-        rate_per_s=args.rate,
-        slo_ttft_s=args.slo_ttft_s,
-        slo_tpot_s=args.slo_tpot_s,
-        split=args.split,
-        prompt_cv=args.prompt_cv,
-        arrival_cv=args.arrival_cv,
-        settings=settings,
-        requests=args.requests or 100_000,
-        replications=args.replications or 5,
-        warmup_fraction=args.warmup,
-        attainment_target=args.attainment_target,
-        seed=args.seed,
-        timing=not args.no_timing,
-    )
+        args.preset, workload=workload_of(args), node_from=lambda wl: resolve_node(args, wl), link=args.link,
+        nodes=args.nodes, beta=args.beta, rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
+        slo_tpot_s=args.slo_tpot_s, split=args.split, prompt_cv=args.prompt_cv, arrival_cv=args.arrival_cv,
+        settings=settings, attainment_target=args.attainment_target,
+        **_run(args, requests=100_000, replications=5))
     rows = [{"preset": data["preset"], "architecture": arch, "source": src, **_csv_safe(data[arch][src])}
             for arch in ("colocated", "disaggregated") for src in ("closed_form", "simulated")]
     return Output(data, text.serving_text(data), rows)
+
+
+def _run(args: argparse.Namespace, *, requests: int, replications: int) -> dict[str, Any]:
+    """The run's size, warm-up, seed and timing (--requests and --replications, else these)."""
+    return {"requests": args.requests or requests, "replications": args.replications or replications,
+            "warmup_fraction": args.warmup, "seed": args.seed, "timing": not args.no_timing}
 
 
 def _engine(args: argparse.Namespace) -> Output:
