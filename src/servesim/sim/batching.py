@@ -306,14 +306,26 @@ def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
     check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
     policy = _policy(model, scheduler, reserve)
     capacity = model.kv_capacity_tokens(memory_bytes)
+    given = lengths
     lengths = _checked_lengths(bench, lengths, prefilled, capacity, policy)
     sends, slots = _client_sends(bench, arrival_times)
+    # the client's own send times and lengths are Python floats and ints: only what a caller gives is
+    # looked at
     compiled = _compiled_loop(loop, policy, bench.prompts) and _compiles(policy, bench, spec) and _plain(
-        sends, lengths)
+        [] if arrival_times is None else sends, given)
     n_total = bench.prompts
-    isls = [bench.isl] * n_total if lengths is None else [p for p, _ in lengths]
-    osls = [bench.osl] * n_total if lengths is None else [o for _, o in lengths]
-    out = _simulate(model, bench, capacity, policy, (sends, isls, osls), slots, spec=spec,
+    columns: tuple[Any, Any, Any]
+    if compiled:  # the compiled loop's columns, as arrays at once
+        if lengths is None:
+            isl, osl = np.full(n_total, bench.isl, np.int64), np.full(n_total, bench.osl, np.int64)
+        else:
+            table = np.array(lengths, np.int64).reshape(n_total, 2)
+            isl, osl = table[:, 0].copy(), table[:, 1].copy()
+        columns = (np.array(sends, np.float64), isl, osl)
+    else:
+        columns = (sends, [bench.isl] * n_total if lengths is None else [p for p, _ in lengths],
+                   [bench.osl] * n_total if lengths is None else [o for _, o in lengths])
+    out = _simulate(model, bench, capacity, policy, columns, slots, spec=spec,
                     max_steps=max_steps, prefilled=prefilled, keep=keep_requests, compiled=compiled,
                     cold_start_s=cold_start_s)
     kept_i, kept_f = out.kept_i, out.kept_f
