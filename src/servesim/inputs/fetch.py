@@ -8,7 +8,8 @@ tests, examples and users work without the network.
 :func:`fetch_trace` downloads a full trace from its public source:
 
 * the URL is pinned to an upstream commit where the file lives in git (Azure,
-  Mooncake), and the download must match the SHA-256 and size recorded here;
+  Mooncake), and the download must match the SHA-256 and size recorded in
+  ``data/traces/sources.toml``;
 * the bytes go to a temporary file in the destination's folder, which is
   checked (not empty, the expected format by :func:`servesim.inputs.traces.detect_format`,
   its first requests parse) and only then renamed onto the destination, so a
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import InputError
 
 __all__ = [
@@ -48,20 +50,11 @@ __all__ = [
 EXCERPT_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
 """Where the excerpts are installed (``servesim/data/traces``)."""
 
-_AZURE_COMMIT = "b469a113cedca53ddc3bdea71a143dc4b7d8700c"
-_MOONCAKE_COMMIT = "3b5a594133958449a1feaf1c9e0fc1b553e34a28"
-_AZURE_RAW = f"https://raw.githubusercontent.com/Azure/AzurePublicDataset/{_AZURE_COMMIT}/data"
-_MOONCAKE_RAW = f"https://raw.githubusercontent.com/kvcache-ai/Mooncake/{_MOONCAKE_COMMIT}/FAST25-release/traces"
-
 
 @dataclass(frozen=True)
 class TraceSource:
-    """One public trace: where it is, what it is, and its shipped excerpt (if any).
-
-    ``sha256`` and ``size`` are those of the file at the pinned URL (None when
-    the source is not pinned, as BurstGPT's release asset).  ``excerpt`` is a
-    file name in :data:`EXCERPT_DIR`, ``excerpt_requests`` its request count.
-    """
+    """One public trace: where it is, what it is, and its shipped excerpt (if any): a
+    ``[source.NAME]`` of ``data/traces/sources.toml`` (whose header says what each field means)."""
 
     name: str
     title: str
@@ -76,38 +69,8 @@ class TraceSource:
 
 
 SOURCES: dict[str, TraceSource] = {
-    s.name: s
-    for s in (
-        TraceSource(
-            "azure-code", "Azure LLM inference trace 2023, code (Splitwise)", "azure",
-            f"{_AZURE_RAW}/AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_code.csv", "CC-BY-4.0",
-            "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6", 320_117,
-            "azure_code_2023_head1000.csv", 1000,
-        ),
-        TraceSource(
-            "azure-conv", "Azure LLM inference trace 2023, conversation (Splitwise)", "azure",
-            f"{_AZURE_RAW}/AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_conv.csv", "CC-BY-4.0",
-            "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8", 719_188,
-            "azure_conv_2023_head1000.csv", 1000,
-        ),
-        TraceSource(
-            "mooncake-conversation", "Mooncake FAST'25 conversation trace", "mooncake",
-            f"{_MOONCAKE_RAW}/conversation_trace.jsonl", "mooncake_conversation_trace.jsonl", "Apache-2.0",
-            "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df", 3_029_533,
-            "mooncake_conversation_head1000.jsonl.gz", 1000,
-        ),
-        TraceSource(
-            "mooncake-synthetic", "Mooncake FAST'25 synthetic trace", "mooncake",
-            f"{_MOONCAKE_RAW}/synthetic_trace.jsonl", "mooncake_synthetic_trace.jsonl", "Apache-2.0",
-            "bd070915a98fc0ed264d7cfef2ce746002eb3076a695ec31ba2674c0111ec131", 1_136_313,
-            "mooncake_synthetic_head1000.jsonl.gz", 1000,
-        ),
-        TraceSource(
-            "burstgpt", "BurstGPT v1.1, trace 1 (Azure OpenAI GPT, failures included)", "burstgpt",
-            "https://github.com/HPMLL/BurstGPT/releases/download/v1.1/BurstGPT_1.csv", "BurstGPT_1.csv",
-            "CC-BY-4.0",
-        ),
-    )
+    name: TraceSource(name, **entry)
+    for name, entry in read_toml(EXCERPT_DIR / "sources.toml")["source"].items()
 }
 """The traces ``servesim trace fetch`` knows, by name."""
 
