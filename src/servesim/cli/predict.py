@@ -500,11 +500,14 @@ def _flagged(args: argparse.Namespace, catalog: Catalog | None, deploy: bool) ->
     if args.concurrency is None and args.rate is None and args.num_prompts is None:
         raise InputError("--max-concurrency (--concurrency), --request-rate (--rate) or --num-prompts is "
                          "required: client slots, send rate, or every one of --num-prompts at once")
-    row = {"model": args.model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype,
-           "kv_dtype": args.kv_dtype,
-           "engine": args.engine, "isl": args.isl, "osl": args.osl, "concurrency": args.concurrency,
-           "rate": args.rate, "num_prompts": args.num_prompts, "deploy": deploy}
-    return _one(args, row, catalog)  # the mode is --mode's
+    return _one(args, _flag_row(args, deploy=deploy), catalog)  # the mode is --mode's
+
+
+def _flag_row(args: argparse.Namespace, **given: object) -> dict[str, Any]:
+    """The row the flags describe (the deployment and the load), with ``given``'s values instead."""
+    names = ("model", "gpu", "tp", "dtype", "kv_dtype", "engine", "isl", "osl", "concurrency", "rate",
+             "num_prompts")
+    return {**{n: getattr(args, n) for n in names}, **given}
 
 
 def _flat(d: dict[str, Any]) -> dict[str, Any]:
@@ -642,14 +645,12 @@ def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
         raise InputError(f"{res.path}: no model_id; give --model")
     from servesim.cli.deploy import emit, wants_deploy
 
-    row = {"model": model, "gpu": args.gpu, "tp": args.tp, "dtype": args.dtype, "kv_dtype": args.kv_dtype,
-           "deploy": wants_deploy(args),
-           "engine": args.engine, "isl": isl, "osl": osl, "concurrency": conc, "rate": rate,
-           "num_prompts": args.num_prompts or res.completed,
-           "burstiness": args.burstiness or res.burstiness,
-           "random_range_ratio": args.random_range_ratio if args.random_range_ratio is not None
-           else res.random_range_ratio,
-           "num_warmups": args.num_warmups if args.num_warmups is not None else res.num_warmups}
+    ratio, warmups = args.random_range_ratio, args.num_warmups
+    row = _flag_row(args, model=model, deploy=wants_deploy(args), isl=isl, osl=osl, concurrency=conc,
+                    rate=rate, num_prompts=args.num_prompts or res.completed,
+                    burstiness=args.burstiness or res.burstiness,
+                    random_range_ratio=res.random_range_ratio if ratio is None else ratio,
+                    num_warmups=res.num_warmups if warmups is None else warmups)
     lengths = res.lengths if res.lengths is not None and len(res.lengths) == row["num_prompts"] else None
     try:
         pred = _one(args, row, catalog, lengths=lengths)
