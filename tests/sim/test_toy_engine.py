@@ -121,3 +121,30 @@ def test_every_engine_of_the_data_file_names_its_policy_class() -> None:
         module, _, cls = policy_of(name).partition(":")
         assert SCHEDULERS[name].__module__ == module and SCHEDULERS[name].__name__ == cls
         assert SCHEDULERS[name].name == name
+
+
+def test_a_kernels_name_is_the_text_this_process_imported(tmp_path: Any, monkeypatch: Any) -> None:
+    """The digest that names a compiled loop on disk is of each module's source as this process
+    imported it: a file edited after the import (another process's work in a shared tree) does not
+    change it, so this process's old kernels are never cached under the new text's name; a module
+    never imported is read as it is now."""
+    import importlib
+    import sys
+
+    from servesim.sim.schedulers import base
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(base, "_SOURCES", {})
+    path = tmp_path / "toy_policy_digest.py"
+    path.write_text("from servesim.sim.schedulers.base import Scheduler\n\n\n"
+                    "class Edited(Scheduler):\n    pass\n")
+    module = importlib.import_module("toy_policy_digest")
+    monkeypatch.setitem(sys.modules, "toy_policy_digest", module)
+    imported = base.source_digest("toy_policy_digest")
+    path.write_text(path.read_text() + "# edited after the import\n")
+    assert base.source_digest("toy_policy_digest") == imported  # the class recorded its module's text
+    fresh = tmp_path / "toy_never_imported.py"
+    fresh.write_text("x = 1\n")
+    before = base.source_digest("toy_never_imported")
+    fresh.write_text("x = 2\n")
+    assert base.source_digest("toy_never_imported") != before

@@ -542,3 +542,6 @@ def compile_kernels(policies: tuple[type[Scheduler], ...] | None = None) -> int:
         core.compile((*sig, nbtypes.float64, nbtypes.int64))
         fresh += sum(core.stats.cache_misses.values())
     return fresh
+
+
+_base.remember_source(__name__)

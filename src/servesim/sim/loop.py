@@ -26,7 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from servesim.sim.schedulers.base import EngineState, Floats, Ints, Scheduler, grown, list_column
+from servesim.sim.schedulers.base import (
+    EngineState,
+    Floats,
+    Ints,
+    Scheduler,
+    grown,
+    list_column,
+    remember_source,
+)
 
 __all__ = ["DONE", "NEED_PRICE", "NOTHING_FITS", "TOO_MANY_STEPS", "LoopState", "Prices", "Totals", "core"]
 
@@ -493,3 +501,5 @@ FUNCTIONS: tuple[Any, ...] = (q7, send, receive, next_send, first_token, admit_p
                               run_step)
 """The loop's functions that the compiled loop compiles from this text (:func:`core` itself, once
 per policy)."""
+
+remember_source(__name__)

@@ -444,6 +444,10 @@ class Scheduler:
     name: ClassVar[str] = ""
     takes_reserve: ClassVar[bool] = False  # has a "reserve" option (admit only what fits whole)
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        remember_source(cls.__module__)  # the policy's text as this process runs it (source_digest)
+
     def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
         self.profile = profile
         self.options: dict[str, Any] = {**dict(profile.scheduler), **(options or {})}
@@ -475,26 +479,48 @@ class Scheduler:
                 "max_running": self.profile.max_num_seqs, "overlap": self.profile.overlap, **self.options}
 
 
-def source_digest(*modules: str) -> str:
-    """A digest of the named modules' source files (found without importing them), in the order
-    given: part of the name of every compiled kernel cached on disk, so that a changed source never
-    loads a stale kernel, and so that :func:`servesim.sim.batching.run_benchmark` can tell whether
-    the kernels it would run are cached without importing numba."""
-    import hashlib
+_SOURCES: dict[str, bytes] = {}
+"""The source file of each module compiled into the loop, as it was when the module was imported
+(:func:`remember_source`)."""
+
+
+def _source(module: str) -> bytes:
+    """``module``'s source file as it is now (found without importing it; its name alone where it
+    has none)."""
     import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+        if origin:
+            with open(origin, "rb") as f:
+                return f.read()
+    except (OSError, ValueError):  # pragma: no cover - no source file (frozen, __main__): the name alone
+        pass
+    return module.encode()
+
+
+def remember_source(module: str) -> None:
+    """Keep ``module``'s source as it is while the module is imported (called at its end; each
+    policy's by :class:`Scheduler` when the class is made), so that :func:`source_digest` names
+    the kernels this process compiles by the text it runs, even if the file is edited before they
+    compile (else a process started before an edit would cache its old kernels under the new
+    text's name, and every later run would load them)."""
+    _SOURCES.setdefault(module, _source(module))
+
+
+def source_digest(*modules: str) -> str:
+    """A digest of the named modules' source files, in the order given (each as this process
+    imported it, :func:`remember_source`, else as it is now, found without importing it): part of
+    the name of every compiled kernel cached on disk, so that a changed source never loads a stale
+    kernel, and so that :func:`servesim.sim.batching.run_benchmark` can tell whether the kernels
+    it would run are cached without importing numba."""
+    import hashlib
 
     h = hashlib.sha256()
     for m in modules:
-        spec = importlib.util.find_spec(m)
-        origin = spec.origin if spec is not None else None
-        try:
-            if origin:
-                with open(origin, "rb") as f:
-                    h.update(f.read())
-            else:
-                h.update(m.encode())
-        except OSError:  # pragma: no cover - no source file (frozen): the name alone
-            h.update(m.encode())
+        got = _SOURCES.get(m)
+        h.update(_source(m) if got is None else got)
     return h.hexdigest()[:12]
 
 
@@ -504,3 +530,6 @@ def core_tag(policy: type) -> str:
     mods = sorted({c.__module__ for c in policy.__mro__ if c is not object}
                   | {"servesim.sim.loop", __name__, "servesim.sim._engine_loop"})
     return f"{policy.__name__}_{source_digest(*mods)}"
+
+
+remember_source(__name__)
