@@ -428,7 +428,7 @@ def _simulate(model: StepModel, bench: Benchmark, capacity: int, policy: Schedul
 
     # a copy of a step model with another engine profile (its host time, say) shares the original's
     # caches: the profile is part of every key
-    kv_key = (pos, getattr(model, "kv_context", None), eng)
+    kv_key = (pos, model.kv_context, eng)
     return _run(s, L, policy, _price_table(model, kv_key, compiled), _step_pricer(model, kv_key, pos),
                 compiled, bench.concurrency)
 
