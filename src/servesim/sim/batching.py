@@ -32,10 +32,12 @@ steady-state window (genai-perf, AIPerf) do; the default 0 counts all, as ``vllm
 bench serve`` does (its own ``--num-warmups`` run before the measured requests, see
 :mod:`servesim.sim.client`).
 
-Deterministic: every tie is broken by send order.  The reference loop here is
-standard library only; :func:`run_benchmark` runs the same loop compiled with numba
-(:mod:`servesim.sim._engine_loop`, imported only then) where that pays, with the same
-result to the last bit (``loop``, :data:`LOOPS`).  Nothing here prints.
+Deterministic: every tie is broken by send order.  The reference loop
+(:mod:`servesim.sim.loop`) is standard library only; :func:`run_benchmark` runs the same loop
+compiled with numba (:mod:`servesim.sim._engine_loop`, imported only then) where that pays, with
+the same result to the last bit (``loop``, :data:`LOOPS`); :func:`run_worker` is the same run
+with its inputs and each request's times as numpy arrays (a disaggregated pool's worker).
+Nothing here prints.
 """
 
 from __future__ import annotations

@@ -37,7 +37,11 @@ system are averaged with the old (damping 1/2) until the mean send time moves le
 without a cap) needs one round.
 
 Deterministic: the router, the fixed point and each worker's loop have no random draw
-beyond the client's seeded lengths and gaps.  Standard library only; nothing here prints.
+beyond the client's seeded lengths and gaps.  Each request's times are numpy arrays, indexed by
+its place in send order (a pool of thousands of requests would spend longer building and reading
+lists of tuples than in its compiled loop); their sums run left to right, as Python adds a list
+(:func:`_sum`), so that every figure is the one a loop over the requests would give, to the bit.
+Nothing here prints.
 """
 
 from __future__ import annotations
