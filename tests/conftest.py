@@ -10,6 +10,9 @@ It also keeps a module's tests that share one of its module-scoped fixtures (a p
 once for the module) in one worker: spread over two workers, each made it again (the report's
 fixture took 24-28 s in each worker, tests/render/test_report.py).  Such tests join the group
 ``module:<path>`` unless they already belong to a group.
+
+Hypothesis runs without its per-example deadline: a deadline is a timed assertion, and on a loaded
+2-core machine it failed tests whose answers were right (speed is measured in benchmarks/).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import os
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("servesim", deadline=None)
+settings.load_profile("servesim")
 
 
 def pytest_configure(config: Any) -> None:
