@@ -11,9 +11,7 @@ from servesim._checks import ParameterError
 from servesim.model.mgc import (
     METHODS,
     GGc,
-    allen_cunneen_mean_wait_s,
     cosmetatos_md_c_mean_wait_s,
-    kimura_mean_wait_s,
 )
 from servesim.model.queueing import MMc
 from servesim.sim.distributions import Deterministic, poisson_arrivals
@@ -34,15 +32,15 @@ def test_every_method_is_erlang_c_for_mmc(c, rho):
 def test_single_server_is_pollaczek_khinchine(rho, cs2):
     # M/G/1: E[W_q] = rho S (1 + c_s^2) / (2 (1 - rho))
     pk = rho * (1 + cs2) / (2 * (1 - rho))
-    assert allen_cunneen_mean_wait_s(1, rho, 1.0, 1.0, cs2) == pytest.approx(pk, rel=1e-12)
-    assert kimura_mean_wait_s(1, rho, 1.0, cs2) == pytest.approx(pk, rel=1e-12)
+    for method in METHODS:
+        assert GGc(1, rho, 1.0, 1.0, cs2, method).mean_wait_s() == pytest.approx(pk, rel=1e-12)
     assert cosmetatos_md_c_mean_wait_s(1, rho, 1.0) == pytest.approx(rho / (2 * (1 - rho)), rel=1e-12)
 
 
 @settings(max_examples=50, deadline=None)
 @given(c=small_servers, rho=stable_utilizations, cs2=service_scvs)
 def test_kimura_interpolates_between_md_c_and_mm_c(c, rho, cs2):
-    w = kimura_mean_wait_s(c, rho * c, 1.0, cs2)
+    w = GGc(c, rho * c, 1.0, 1.0, cs2, "kimura").mean_wait_s()
     w_md = cosmetatos_md_c_mean_wait_s(c, rho * c, 1.0)
     w_mm = MMc(c, rho * c, 1.0).mean_wait_s()
     if cs2 <= 1.0:
@@ -76,7 +74,9 @@ def test_bad_method_and_parameters_are_named():
     with pytest.raises(ParameterError, match="service_scv"):
         GGc(2, 1.0, 1.0, service_scv=-1.0)
     with pytest.raises(ParameterError, match="service_mean_s"):
-        allen_cunneen_mean_wait_s(2, 1.0, 0.0)
+        GGc(2, 1.0, 0.0, method="allen-cunneen")
+    with pytest.raises(ParameterError, match="service_s"):
+        cosmetatos_md_c_mean_wait_s(2, 1.0, 0.0)
 
 
 def test_md_c_approximation_is_close_to_the_simulation():

@@ -50,31 +50,7 @@ from dataclasses import dataclass
 from servesim._checks import check_choice, check_counts, check_fields, check_real
 from servesim.model.queueing import MMc, exp_tail_quantile_s
 
-__all__ = [
-    "METHODS",
-    "GGc",
-    "allen_cunneen_mean_wait_s",
-    "cosmetatos_md_c_mean_wait_s",
-    "kimura_mean_wait_s",
-]
-
-
-def _mmc(servers: int, arrival_rate_per_s: float, service_mean_s: float) -> MMc:
-    s = check_real("service_mean_s", service_mean_s, lo=0.0, lo_open=True)
-    return MMc(servers, arrival_rate_per_s, 1.0 / s)
-
-
-def allen_cunneen_mean_wait_s(
-    servers: int,
-    arrival_rate_per_s: float,
-    service_mean_s: float,
-    arrival_scv: float = 1.0,
-    service_scv: float = 1.0,
-) -> float:
-    """E[W_q] ~= E[W_q(M/M/c)] (c_a^2 + c_s^2) / 2; inf when rho >= 1."""
-    ca2 = check_real("arrival_scv", arrival_scv, lo=0.0)
-    cs2 = check_real("service_scv", service_scv, lo=0.0)
-    return _mmc(servers, arrival_rate_per_s, service_mean_s).mean_wait_s() * (ca2 + cs2) / 2.0
+__all__ = ["METHODS", "GGc", "cosmetatos_md_c_mean_wait_s"]
 
 
 def cosmetatos_md_c_mean_wait_s(servers: int, arrival_rate_per_s: float, service_s: float) -> float:
@@ -88,7 +64,7 @@ def cosmetatos_md_c_mean_wait_s(servers: int, arrival_rate_per_s: float, service
     weakness), so the result is capped at the M/M/c wait: constant service
     never waits longer on average than exponential service of the same mean.
     """
-    q = _mmc(servers, arrival_rate_per_s, service_s)
+    q = MMc(servers, arrival_rate_per_s, 1.0 / check_real("service_s", service_s, lo=0.0, lo_open=True))
     if not q.stable:
         return math.inf
     rho = q.utilization
@@ -100,41 +76,28 @@ def cosmetatos_md_c_mean_wait_s(servers: int, arrival_rate_per_s: float, service
     return min(w_mm, 0.5 * w_mm * correction)
 
 
-def kimura_mean_wait_s(
-    servers: int, arrival_rate_per_s: float, service_mean_s: float, service_scv: float
-) -> float:
-    """M/G/c mean wait by Kimura's interpolation between M/M/c and M/D/c; inf when rho >= 1.
+def _allen_cunneen(q: GGc) -> float:
+    """E[W_q] ~= E[W_q(M/M/c)] (c_a^2 + c_s^2) / 2."""
+    return q.mmc.mean_wait_s() * (q.arrival_scv + q.service_scv) / 2.0
 
-    ``(1 + c_s^2) / (2 c_s^2 / W_MMc + (1 - c_s^2) / W_MDc)``.  For c_s^2 > 1
-    the second term of the denominator is negative (an extrapolation); if it
-    would make the denominator non-positive the Allen-Cunneen value is used.
-    """
-    cs2 = check_real("service_scv", service_scv, lo=0.0)
-    w_mm = _mmc(servers, arrival_rate_per_s, service_mean_s).mean_wait_s()
-    if math.isinf(w_mm):
-        return math.inf
+
+def _kimura(q: GGc) -> float:
+    """``(1 + c_s^2) / (2 c_s^2 / W_MMc + (1 - c_s^2) / W_MDc)``, an M/G/c formula: Allen-Cunneen for
+    non-Poisson arrivals.  For c_s^2 > 1 the second term of the denominator is negative (an
+    extrapolation); if it would make the denominator non-positive the Allen-Cunneen value is used."""
+    if q.arrival_scv != 1.0:
+        return _allen_cunneen(q)
+    cs2, w_mm = q.service_scv, q.mmc.mean_wait_s()
     if w_mm == 0.0:
         return 0.0
-    w_md = cosmetatos_md_c_mean_wait_s(servers, arrival_rate_per_s, service_mean_s)
+    w_md = cosmetatos_md_c_mean_wait_s(q.servers, q.arrival_rate_per_s, q.service_mean_s)
     denom = 2.0 * cs2 / w_mm + (1.0 - cs2) / w_md
     if denom <= 0.0:
         return w_mm * (1.0 + cs2) / 2.0
     return (1.0 + cs2) / denom
 
 
-def _ac(q: GGc) -> float:
-    return allen_cunneen_mean_wait_s(
-        q.servers, q.arrival_rate_per_s, q.service_mean_s, q.arrival_scv, q.service_scv
-    )
-
-
-def _kimura(q: GGc) -> float:
-    if q.arrival_scv != 1.0:  # Kimura is an M/G/c formula: fall back for non-Poisson arrivals
-        return _ac(q)
-    return kimura_mean_wait_s(q.servers, q.arrival_rate_per_s, q.service_mean_s, q.service_scv)
-
-
-METHODS: Mapping[str, Callable[[GGc], float]] = {"allen-cunneen": _ac, "kimura": _kimura}
+METHODS: Mapping[str, Callable[[GGc], float]] = {"allen-cunneen": _allen_cunneen, "kimura": _kimura}
 """Mean-wait approximations by name (a plain mapping: add one by adding an entry)."""
 
 
