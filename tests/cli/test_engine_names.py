@@ -31,15 +31,17 @@ def test_no_module_of_the_command_line_or_the_renderers_writes_an_engine_name(ro
     assert found == []
 
 
-TOY = {"flag": "--toy-whole-prompts", "sets": "whole_prompts", "switch": True,
-       "help": "runs every prompt whole (a test's engine)"}
+TOY = [{"flag": "--toy-whole-prompts", "sets": "whole_prompts", "switch": True,
+        "help": "runs every prompt whole (a test's engine)"},
+       {"flag": "--toy-step-tokens", "sets": "budget", "help": "tokens in a step"}]
 
 
 @pytest.fixture
 def toy_engine(monkeypatch):
-    """engines.toml with a fourth engine, ``toy``, whose one flag is a switch of a scheduler option."""
+    """engines.toml with a fourth engine, ``toy``, with two flags of its own: a switch of a scheduler
+    option, and its step's token budget under a name servesim's ranges (_checks.BOUNDS) do not know."""
     raw = copy.deepcopy(engines._raw())
-    raw["engine"]["toy"] = {"name": "Toy", "flags": [TOY]}
+    raw["engine"]["toy"] = {"name": "Toy", "flags": TOY}
     monkeypatch.setattr(engines, "_raw", lambda: raw)
     predict.engine_flags.cache_clear()
     yield
@@ -54,10 +56,26 @@ def _predict_options() -> dict[str, argparse.Action]:
 
 def test_a_fourth_engine_and_its_flag_reach_predict_from_the_data_file_alone(toy_engine):
     args = build_parser("predict").parse_args(["predict", "--engine", "toy", "--toy-whole-prompts"])
-    assert (args.engine, args.toy_whole_prompts) == ("toy", True)
+    assert (args.engine, args.toy_whole_prompts, args.toy_step_tokens) == ("toy", True, None)
     assert _predict_options()["--toy-whole-prompts"].help == "toy: runs every prompt whole (a test's engine)"
-    settings = predict.engine_settings("toy", {"toy_whole_prompts": True})
+    settings = predict.engine_settings("toy", {"toy_whole_prompts": True, "toy_step_tokens": 64})
     assert settings["scheduler"] == (("whole_prompts", True),)
+    assert settings["max_num_batched_tokens"] == 64
+
+
+@pytest.mark.parametrize(("value", "ok"), [("64", True), ("1000000", True), ("0", False), ("1000001", False),
+                                           ("6.5", False)])
+def test_a_fourth_engines_budget_flag_takes_the_budgets_range(toy_engine, value, ok, capsys):
+    """A flag that sets the step's token budget takes the budget's range, 1-1,000,000 tokens, whatever
+    the engine calls it; out of it, exit status 2 and one line naming the flag."""
+    parser = build_parser("predict")
+    if ok:
+        assert parser.parse_args(["predict", "--toy-step-tokens", value]).toy_step_tokens == int(value)
+        return
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["predict", "--toy-step-tokens", value])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1 and "--toy-step-tokens" in err
     with pytest.raises(ParameterError, match="given only with --engine toy"):
         predict.engine_settings(engines.default_engine(), {"toy_whole_prompts": True})
 

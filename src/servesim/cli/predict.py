@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from servesim.cli.args import (
     engine_of,
     integer,
     link,
+    number,
 )
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 
@@ -230,9 +232,19 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
                         "host overlap")
     eng = p.add_argument_group("engine flags (each applies to one engine; defaults from its source)")
     for engine in ENGINES:
-        for flag, _, switch, text in engine_flags(engine):
-            kind: dict[str, Any] = {"action": "store_true"} if switch else {"type": bounded(_dest(flag))}
+        for flag, sets, switch, text in engine_flags(engine):
+            kind: dict[str, Any] = {"action": "store_true"} if switch else {"type": _flag_type(flag, sets)}
             eng.add_argument(flag, default=None, help=f"{engine}: {text}", **kind)
+
+
+def _flag_type(flag: str, sets: str) -> Callable[[str], float]:
+    """The type of an engine's valued flag: the range of its name in :data:`BOUNDS`, else that of the
+    Deployment field it sets, else (a scheduler option no range names) a share in (0, 1] for a memory
+    share and any finite number for the rest, which the engine profile checks."""
+    name = next((n for n in (_dest(flag), _FIELDS.get(sets, sets)) if n in BOUNDS), None)
+    if name is not None:
+        return bounded(name)
+    return number(0.0, 1.0, lo_open=True) if sets == "memory_fraction" else number(None, None)
 
 
 def _speculation_arguments(p: argparse.ArgumentParser) -> None:
