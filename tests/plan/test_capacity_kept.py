@@ -62,3 +62,20 @@ def test_two_step_models_never_share_a_price(monkeypatch):
     monkeypatch.setattr(capacity, "_KEPT", {})
     assert _capacity(two, m2)[0] == r2
     assert len(capacity._KEPT) == 1 and capacity._KEPT[id(two)].sm is two
+
+
+def test_the_kept_prices_are_bounded_and_forgetting_them_changes_no_answer(monkeypatch):
+    from servesim.plan import capacity
+
+    monkeypatch.setattr(capacity, "_KEPT", {})
+    monkeypatch.setattr(capacity._Kept, "entries", 0)
+    sm, memory = _model(1)
+    free = _capacity(sm, memory)
+    kept_free = capacity._Kept.entries
+    assert kept_free > 200
+    monkeypatch.setattr(capacity, "_KEPT", {})
+    monkeypatch.setattr(capacity._Kept, "entries", 0)
+    monkeypatch.setattr(capacity, "_KEPT_ENTRIES", 100)  # forgotten many times over within one search
+    assert _capacity(sm, memory) == free
+    # one solve of a rate adds at most a few dozen prices past the bound before the next forgets them
+    assert capacity._Kept.entries < 100 + kept_free // 4

@@ -164,9 +164,8 @@ def decode_at_load(sm: Pricer, memory_bytes: float, rate_per_s: float, isl: int,
         if b <= 0 and not chunks:
             return 0.0
         st = sm.step(max(b, 0.0), ctx, chunks, k + 1 if b > 0 else 1, bound=False)
-        if len(seen) >= _KEPT_PRICES:
-            seen.clear()
         seen[key] = t = st.total_s + (k * draft_s if b > 0 else 0.0)
+        _Kept.entries += 1
         return t
 
     def mean_step(b: float) -> tuple[float, float, int, float]:
@@ -215,6 +214,8 @@ class _Kept:
     batch, chunk, k, draft step) and the speculation run at a batch (k, tokens per step, draft step)
     by (method, k, alpha, batch, context)."""
 
+    entries = 0  # kept by every model together (:data:`_KEPT_ENTRIES`)
+
     def __init__(self, sm: Pricer) -> None:
         self.sm = sm  # held, so that its id is not reused while this lives
         self.cycles: dict[tuple[int, int, float, int, int, float], float] = {}
@@ -228,16 +229,18 @@ once built (``copied`` makes a new one), so a price stays its price."""
 _KEPT_MODELS = 256
 """Step models whose prices are kept (all are forgotten past this many: a plan prices tens)."""
 
-_KEPT_PRICES = 100_000
-"""Cycle times kept per step model (forgotten past this many: an 8-GPU plan prices a few thousand)."""
+_KEPT_ENTRIES = 200_000
+"""Prices kept in all, every model's together (all are forgotten past this many, some tens of MB:
+the screen of an 8-GPU plan keeps 10,000-30,000)."""
 
 
 def _kept(sm: Pricer) -> _Kept:
     """The prices kept for ``sm`` (:data:`_KEPT`), created on first use."""
     entry = _KEPT.get(id(sm))
-    if entry is None or entry.sm is not sm:
-        if len(_KEPT) >= _KEPT_MODELS:
+    if entry is None or entry.sm is not sm or _Kept.entries >= _KEPT_ENTRIES:
+        if len(_KEPT) >= _KEPT_MODELS or _Kept.entries >= _KEPT_ENTRIES:
             _KEPT.clear()
+            _Kept.entries = 0
         entry = _KEPT[id(sm)] = _Kept(sm)
     return entry
 
@@ -260,9 +263,8 @@ def _speculation_at(sm: Pricer, spec: Spec, batch: float, context: float) -> tup
         one = None if per_k is not None else cast(float | None, alpha)
         s, info = speculation_for(sm, method, batch, context, k=kk, alpha=one, alphas=per_k)
         hit = (s.k, s.tokens_per_step, s.draft_step_s) if info["speedup_at_batch"] > 1.0 else (0, 1.0, 0.0)
-        if len(seen) >= _KEPT_PRICES:
-            seen.clear()
         seen[key] = hit
+        _Kept.entries += 1
     return hit
 
 
