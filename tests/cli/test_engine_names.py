@@ -89,3 +89,14 @@ def test_each_engines_flag_for_a_deployment_field_is_found_from_the_data():
     for engine in engines.ENGINES:
         assert len(predict.flags_setting("max_num_seqs", engine)) == 1
     assert predict.flags_setting("no_such_field") == ()
+
+
+@pytest.mark.parametrize("argv", [["predict"], ["disagg"], ["roofline", "--model", "m", "--gpu", "g"]])
+def test_engine_takes_each_spelling_engines_toml_lists_and_refuses_others(argv, capsys):
+    parser = build_parser(argv[0])
+    for alias, engine in engines.engine_aliases().items():
+        assert parser.parse_args([*argv, "--engine", alias.upper()]).engine == engine
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args([*argv, "--engine", "tensorrt"])
+    assert exc.value.code == 2
+    assert f"must be one of {', '.join(engines.ENGINES)}" in capsys.readouterr().err

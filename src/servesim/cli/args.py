@@ -179,11 +179,12 @@ def choice(names: Sequence[str], what: str) -> Callable[[str], str]:
 
 
 def engine_name(text: str) -> str:
-    """An argparse type: an engine with a shipped profile (:data:`servesim.hardware.engines.ENGINES`),
-    read only when the flag is given, so that a lab command's parser loads no hardware module."""
-    from servesim.hardware.engines import ENGINES
+    """An argparse type: an engine with a shipped profile (:data:`servesim.hardware.engines.ENGINES`)
+    by its name or another spelling of it (engines.toml ``aliases``: ``tensorrt-llm``), read only when
+    the flag is given, so that a lab command's parser loads no hardware module."""
+    from servesim.hardware.engines import ENGINES, engine_aliases
 
-    return choice(ENGINES, "engine")(text)
+    return engine_aliases().get(text.strip().lower()) or choice(ENGINES, "engine")(text)
 
 
 def add_engine_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
