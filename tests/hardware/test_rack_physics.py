@@ -30,6 +30,7 @@ from servesim.hardware.names import dense_shape
 from servesim.hardware.pricer import model_architecture
 from servesim.hardware.stepmodel import Chunk, StepModel
 from servesim.hardware.topology import kv_path
+from servesim.hardware.wide_ep import mnnvl_alltoall, mnnvl_table
 
 NVLINK = 900e9  # NVLink 5, bytes/s a GPU each way (GB200 / GB300 NVL72: 130 TB/s over 72 GPUs, both ways)
 IB = 100e9  # ConnectX-8 800 Gb/s a GPU between racks (topology.toml)
@@ -213,3 +214,22 @@ def test_dep32_decode_step_of_deepseek_r1_on_gb200_by_hand():
     a2a = next(op for op in st.ops if op.name == "ep dispatch + combine")
     assert "MNNVL" in a2a.note and a2a.count == moe_layers
     assert a2a_layer_s <= a2a.priced_s <= 6 * (a2a_layer_s + 10e-6)
+
+
+@pytest.mark.parametrize("gpu", ["gb200", "gb300"])
+def test_what_is_measured_on_a_rack_is_one_tray(gpu):
+    """topology.toml and the README say: the collectives and DeepEP were timed on one tray of 4; every
+    larger group is a bound and its note says it is not measured; MNNVL's all-to-all was timed across
+    trays on GB200.  Should wider rows be shipped, this test and those two texts change together."""
+    for engine in ("trtllm", "sglang", "vllm"):
+        t = tables_for(gpu, engine)
+        mt, _ = moe_tables(gpu, engine)
+        assert t.allreduce_gpus() == (2, 4) and t.allreduce(4, 2**20).measured
+        assert not t.allreduce(8, 2**20).measured and "not measured" in t.allreduce(8, 2**20).note
+        for op in ("all_gather", "reduce_scatter", "alltoall"):
+            assert not getattr(mt, op)(8, 2**20).measured
+        assert mt.deepep_ep == 4 and not mt.deepep("dispatch", "ll", 128, 7168, 8, 256, 8).measured
+    mt, _ = moe_tables(gpu, "trtllm")
+    assert mnnvl_table(mt, 32) is not None
+    across = mnnvl_alltoall(mt, "fp8_block", 64, 7168, 8, 32)  # EP32: 8 trays
+    assert across is not None and across.measured == (gpu == "gb200")
