@@ -23,11 +23,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.model.kvcache import Link
 
-__all__ = [
-    "FORMATS", "Output", "Parser", "SubParsers", "Subcommands", "add_engine_argument", "add_format",
-    "add_pool_arguments", "bounded", "choice", "engine_name", "engine_of", "integer", "link", "number",
-    "output_dir", "output_file", "plot_path", "wants",
-]
+__all__ = ["FORMATS", "Output", "Parser", "SubParsers", "Subcommands", "add_engine_argument", "add_format",
+           "add_pool_arguments", "bounded", "choice", "engine_name", "engine_of", "integer", "link", "number",
+           "output_dir", "output_file", "plot_path", "wants"]
 
 FORMATS = ("table", "json", "csv")
 
@@ -99,11 +97,8 @@ def number(lo: float | None, hi: float | None, *, lo_open: bool = False, hi_open
             x = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number: must be {valid}") from None
-        bad = (
-            not math.isfinite(x)
-            or (lo is not None and (x < lo or (lo_open and x == lo)))
-            or (hi is not None and (x > hi or (hi_open and x == hi)))
-        )
+        bad = (not math.isfinite(x) or (lo is not None and (x < lo or (lo_open and x == lo)))
+               or (hi is not None and (x > hi or (hi_open and x == hi))))
         if bad:
             raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be {valid}")
         return x * scale

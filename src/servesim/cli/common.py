@@ -18,19 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.pricer import Deployment
     from servesim.model.serving import NodeSpec, Workload
 
-__all__ = [
-    "WorkloadName",
-    "add_disagg_arguments",
-    "add_ep_comm_argument",
-    "check_gpu_dtypes",
-    "ep_comm_of",
-    "gpu_list",
-    "preset_label",
-    "resolve_link_name",
-    "resolve_node",
-    "workload_name",
-    "workload_of",
-]
+__all__ = ["WorkloadName", "add_disagg_arguments", "add_ep_comm_argument", "check_gpu_dtypes", "ep_comm_of",
+           "gpu_list", "preset_label", "resolve_link_name", "resolve_node", "workload_name", "workload_of"]
 
 
 def add_ep_comm_argument(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -21,47 +21,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.plan.search import PlanQuestion
     from servesim.sim.batching import Benchmark
 
-__all__ = [
-    "add_command_arguments",
-    "add_emit_argument",
-    "emit",
-    "plan_deploy",
-    "predict_deploy",
-    "predict_from_commands",
-    "wants_deploy",
-]
+__all__ = ["add_command_arguments", "add_emit_argument", "emit", "plan_deploy", "predict_deploy",
+           "predict_from_commands", "wants_deploy"]
 
 
 def add_emit_argument(p: argparse.ArgumentParser) -> None:
     """``--emit DIR``: the launch and benchmark scripts as files."""
-    p.add_argument(
-        "--emit",
-        type=output_dir,
-        default=None,
-        metavar="DIR",
-        help="write each deployment's engine launch script (vllm serve, python -m "
-        "sglang.launch_server or trtllm-serve with its LLM-API YAML), its benchmark command (the "
-        "client as predicted) and, disaggregated, a Dynamo DynamoGraphDeployment and an llm-d "
-        "values file into DIR, all of them or none (--format json carries them as deploy)",
-    )
+    p.add_argument("--emit", type=output_dir, default=None, metavar="DIR",
+                   help="write each deployment's engine launch script (vllm serve, python -m "
+                   "sglang.launch_server or trtllm-serve with its LLM-API YAML), its benchmark command (the "
+                   "client as predicted) and, disaggregated, a Dynamo DynamoGraphDeployment and an llm-d "
+                   "values file into DIR, all of them or none (--format json carries them as deploy)")
 
 
 def add_command_arguments(p: argparse.ArgumentParser) -> None:
     """predict's ``--engine-command``/``--prefill-command``/``--decode-command``/``--bench-command``."""
     g = p.add_argument_group("launch and benchmark commands (read back instead of the flags above)")
     for name, what in (
-        (
-            "engine",
-            "a colocated replica's launch: vllm serve ..., python -m sglang.launch_server "
-            "... or trtllm-serve ... (a script plan --emit wrote, or @FILE)",
-        ),
+        ("engine", "a colocated replica's launch: vllm serve ..., python -m sglang.launch_server "
+         "... or trtllm-serve ... (a script plan --emit wrote, or @FILE)"),
         ("prefill", "a disaggregated deployment's prefill worker launch (with --decode-command)"),
         ("decode", "a disaggregated deployment's decode worker launch (with --prefill-command)"),
-        (
-            "bench",
-            "the benchmark client's command: vllm bench serve ..., python -m "
-            "sglang.bench_serving ... or InferenceMAX's benchmark_serving.py ... (or @FILE)",
-        ),
+        ("bench", "the benchmark client's command: vllm bench serve ..., python -m "
+         "sglang.bench_serving ... or InferenceMAX's benchmark_serving.py ... (or @FILE)"),
     ):
         g.add_argument(f"--{name}-command", default=None, metavar="TEXT", help=what)
 
@@ -95,10 +77,8 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
     }
     in_way = [name for name in files if (Path(args.emit) / name).is_dir()]
     if in_way:  # a folder where a file goes would stop the renames half way: refuse before writing any
-        raise InputError(
-            f"--emit {args.emit}: {in_way[0]} there is a folder; remove it or emit into another "
-            "folder (nothing was written)"
-        )
+        raise InputError(f"--emit {args.emit}: {in_way[0]} there is a folder; remove it or emit into another "
+                         "folder (nothing was written)")
     written = write_set(args.emit, files)
     names = sorted(written)
     shown = ", ".join(names) if len(names) <= 6 else f"{names[0]}, ..., {names[-1]}"
@@ -127,40 +107,22 @@ def plan_deploy(
     return sets
 
 
-def predict_deploy(
-    out: dict[str, Any],
-    bench: Benchmark,
-    pools: dict[str, Any],
-    spec: dict[str, Any],
-    workers: tuple[int, int] = (1, 1),
-    link_bytes_per_s: float = 0.0,
-    catalog: Catalog | None = None,
-) -> None:
+def predict_deploy(out: dict[str, Any], bench: Benchmark, pools: dict[str, Any], spec: dict[str, Any],
+                   workers: tuple[int, int] = (1, 1), link_bytes_per_s: float = 0.0,
+                   catalog: Catalog | None = None) -> None:
     """``out["deploy"]``: the launch of the deployment ``pools`` (``""`` colocated, else ``prefill`` and
     ``decode``) and the benchmark ``bench`` as predicted, speculation ``spec`` at the draft length
     the prediction ran."""
     from servesim.plan.launch import deploy_colocated, deploy_disaggregated
 
-    kw = {
-        k: v
-        for k, v in spec.items()
-        if k in ("spec", "tree", "draft", "alpha", "acceptance_length", "traffic")
-    }
+    kw = {k: v for k, v in spec.items()
+          if k in ("spec", "tree", "draft", "alpha", "acceptance_length", "traffic")}
     k = (out.get("speculation") or {}).get("k") or out.get("speculative_k") or spec.get("k")
     if "" in pools:
         out["deploy"] = deploy_colocated(pools[""], bench, k=k, catalog=catalog, **kw).as_dict()
     else:
-        out["deploy"] = deploy_disaggregated(
-            pools["prefill"],
-            workers[0],
-            pools["decode"],
-            workers[1],
-            link_bytes_per_s,
-            bench,
-            k=k,
-            catalog=catalog,
-            **kw,
-        ).as_dict()
+        out["deploy"] = deploy_disaggregated(pools["prefill"], workers[0], pools["decode"], workers[1],
+                                             link_bytes_per_s, bench, k=k, catalog=catalog, **kw).as_dict()
 
 
 def predict_from_commands(args: argparse.Namespace, catalog: Catalog | None) -> dict[str, Any] | None:
@@ -173,16 +135,12 @@ def predict_from_commands(args: argparse.Namespace, catalog: Catalog | None) -> 
     from servesim.plan.predict import predict, predict_disaggregated
 
     if given["bench"] is None:
-        raise InputError(
-            "--bench-command is required with --engine-command (or --prefill-command and "
-            "--decode-command): the client run to predict"
-        )
+        raise InputError("--bench-command is required with --engine-command (or --prefill-command and "
+                         "--decode-command): the client run to predict")
     if given["engine"] is None and (given["prefill"] is None or given["decode"] is None):
         missing = "--decode-command" if given["prefill"] is not None else "--prefill-command"
-        raise InputError(
-            f"{missing} is required: a disaggregated deployment needs both pools' launches "
-            "(or give --engine-command for a colocated replica)"
-        )
+        raise InputError(f"{missing} is required: a disaggregated deployment needs both pools' launches "
+                         "(or give --engine-command for a colocated replica)")
     bench = parse_benchmark(_text(given["bench"]))
     hint = {"gpu": args.gpu, "model": args.model, "catalog": catalog}
     if given["engine"] is not None:
@@ -202,13 +160,6 @@ def predict_from_commands(args: argparse.Namespace, catalog: Catalog | None) -> 
     out = predict_disaggregated(
         pre.deployment, wp, dec.deployment, wd, ln.bytes_per_s, bench, catalog=catalog, **dec.speculation
     )
-    predict_deploy(
-        out,
-        bench,
-        {"prefill": pre.deployment, "decode": dec.deployment},
-        dec.speculation,
-        (wp, wd),
-        ln.bytes_per_s,
-        catalog,
-    )
+    predict_deploy(out, bench, {"prefill": pre.deployment, "decode": dec.deployment}, dec.speculation,
+                   (wp, wd), ln.bytes_per_s, catalog)
     return out

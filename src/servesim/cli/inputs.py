@@ -264,13 +264,10 @@ def _trace_fetch(args: argparse.Namespace) -> Output:
     d = res.as_dict()
     s = SOURCES[res.name]
     check = ("matches the pinned sha256" if res.sha256_pinned else "no pinned checksum for this source")
-    lines = [
-        f"FETCHED {res.name}: {s.title} ({res.license})",
-        f"  from    {res.url}",
-        f"  to      {res.path}" + (" (gzip-compressed)" if res.compressed else ""),
-        f"  bytes   {res.bytes:,} downloaded, sha256 {res.sha256} ({check})",
-        f"  format  {res.format}; the first {res.requests_checked} requests parse",
-    ]
+    lines = [f"FETCHED {res.name}: {s.title} ({res.license})", f"  from    {res.url}",
+             f"  to      {res.path}" + (" (gzip-compressed)" if res.compressed else ""),
+             f"  bytes   {res.bytes:,} downloaded, sha256 {res.sha256} ({check})",
+             f"  format  {res.format}; the first {res.requests_checked} requests parse"]
     return Output(d, "\n".join(lines) + "\n", [d])
 
 
@@ -356,12 +353,10 @@ def _fit_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
     }]
     obs = d["observed"]
     for i in range(d["k"]):
-        rows.append({
-            "table": "position", "position": i + 1,
-            "observed_marginal": None if obs["marginal"] is None else obs["marginal"][i],
-            "observed_conditional": None if obs["conditional"] is None else obs["conditional"][i],
-            "iid_marginal": d["iid"]["marginal"][i],
-        })
+        rows.append({"table": "position", "position": i + 1,
+                     "observed_marginal": None if obs["marginal"] is None else obs["marginal"][i],
+                     "observed_conditional": None if obs["conditional"] is None else obs["conditional"][i],
+                     "iid_marginal": d["iid"]["marginal"][i]})
     rows += [{"table": "optimal_k", **o} for o in d["optimal"]]
     return rows
 

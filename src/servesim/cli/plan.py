@@ -149,16 +149,8 @@ def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
                               acceptance_length=args.acceptance_length, traffic=args.traffic,
                               catalog=load_catalog(*args.catalog))
         speculation, k_max = ns.preset, ns.k_max
-    req = PlanRequest(
-        workload=wl,
-        node=node,
-        link=link,
-        nodes=args.nodes,
-        beta=beta,
-        attainment_target=args.attainment,
-        speculation=speculation,
-        k_max=k_max,
-    )
+    req = PlanRequest(workload=wl, node=node, link=link, nodes=args.nodes, beta=beta,
+                      attainment_target=args.attainment, speculation=speculation, k_max=k_max)
     if args.target_rate is not None:
         n = smallest_fleet(req)
         if n is not None:

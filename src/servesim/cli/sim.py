@@ -403,13 +403,9 @@ def _settings(args: argparse.Namespace) -> SimSettings:
     """The simulator settings from the flags shared by --preset and --trace."""
     from servesim.sim.cluster import SimSettings
 
-    return SimSettings(
-        prefill_service="exponential" if args.service == "exp" else "deterministic",
-        link_contention=args.link_contention,
-        kv_streaming=args.kv_streaming,
-        decode_slots=not args.no_decode_slots,
-        slots_per_node=args.decode_slots,
-    )
+    return SimSettings(prefill_service="exponential" if args.service == "exp" else "deterministic",
+                       link_contention=args.link_contention, kv_streaming=args.kv_streaming,
+                       decode_slots=not args.no_decode_slots, slots_per_node=args.decode_slots)
 
 
 def _csv_safe(row: dict[str, Any]) -> dict[str, Any]:
@@ -432,15 +428,9 @@ def _validate(args: argparse.Namespace) -> Output:
 
     bar = Progress(VALIDATE_STAGES, "validating", enabled=not args.quiet)
     try:
-        data = validate_summary(
-            requests=args.requests,
-            serving_requests=args.serving_requests,
-            cycles=args.cycles,
-            replications=args.replications,
-            seed=args.seed,
-            crossover=not args.no_crossover,
-            progress=bar.advance,
-        )
+        data = validate_summary(requests=args.requests, serving_requests=args.serving_requests,
+                                cycles=args.cycles, replications=args.replications, seed=args.seed,
+                                crossover=not args.no_crossover, progress=bar.advance)
     finally:
         bar.close()
     rows = [{"table": "agreement", **r} for r in data["agreement"]]

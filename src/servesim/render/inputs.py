@@ -61,11 +61,9 @@ def sources_text(rows: list[dict[str, Any]]) -> str:
         out.append(f"    excerpt  {excerpt}")
     return "\n".join(out) + "\n"
 
-_INPUT_WORDS = {
-    "per-position": "per-position acceptance counts (maximum likelihood)",
-    "accept-length": "mean accepted length, bonus token included (method of moments)",
-    "accept-rate": "acceptance rate (method of moments)",
-}
+_INPUT_WORDS = {"per-position": "per-position acceptance counts (maximum likelihood)",
+                "accept-length": "mean accepted length, bonus token included (method of moments)",
+                "accept-rate": "acceptance rate (method of moments)"}
 
 _RATES = {
     # the fit's observed acceptance-rate fields, each an engine's definition (the field's first word is

@@ -29,28 +29,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from cycler import cycler
 
-__all__ = [
-    "LINESTYLES",
-    "PALETTE",
-    "REFERENCE",
-    "STYLE",
-    "OperatingPoint",
-    "apply_style",
-    "figure",
-    "legend",
-    "plot_acceptance",
-    "plot_calibration",
-    "plot_goodput_vs_link",
-    "plot_goodput_vs_rate",
-    "plot_roofline_intensity",
-    "plot_roofline_speedup",
-    "plot_speedup_heatmap",
-    "plot_ttft_distribution",
-    "plot_utilization",
-    "png_bytes",
-    "save",
-    "wrap",
-]
+__all__ = ["LINESTYLES", "PALETTE", "REFERENCE", "STYLE", "OperatingPoint", "apply_style", "figure", "legend",
+           "plot_acceptance", "plot_calibration", "plot_goodput_vs_link", "plot_goodput_vs_rate",
+           "plot_roofline_intensity", "plot_roofline_speedup", "plot_speedup_heatmap",
+           "plot_ttft_distribution", "plot_utilization", "png_bytes", "save", "wrap"]
 
 SUFFIXES = (".png", ".svg")
 
@@ -239,10 +221,8 @@ def _thresholds(ax: Axes, lines: Sequence[tuple[float, ColorType, str, str]]) ->
 
 def plot_speedup_heatmap(ax: Axes, s: SpeedupSurface) -> None:
     """Speedup over (alpha, k) with the optimal k of each alpha marked, and the S = 1 contour."""
-    im = ax.imshow(
-        s.speedup, origin="lower", aspect="auto", cmap="viridis",
-        extent=(s.alphas[0], s.alphas[-1], s.ks[0] - 0.5, s.ks[-1] + 0.5),
-    )
+    im = ax.imshow(s.speedup, origin="lower", aspect="auto", cmap="viridis",
+                   extent=(s.alphas[0], s.alphas[-1], s.ks[0] - 0.5, s.ks[-1] + 0.5))
     ax.grid(False)
     ax.figure.colorbar(im, ax=ax, label="speedup vs plain decoding")
     ax.contour(s.alphas, s.ks, s.speedup, levels=[1.0], colors="white", linewidths=1.4)

@@ -101,9 +101,7 @@ def to_html(blocks: list[Block], title: str) -> str:
             out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b.items) + "</ul>")
         elif b.kind == "table":
             head = "".join(f"<th>{e(h)}</th>" for h in b.headers)
-            body = "".join(
-                "<tr>" + "".join(f"<td{_num(c)}>{e(c)}</td>" for c in r) + "</tr>" for r in b.rows
-            )
+            body = "".join("<tr>" + "".join(f"<td{_num(c)}>{e(c)}</td>" for c in r) + "</tr>" for r in b.rows)
             out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
         elif b.kind == "img":
             data = base64.b64encode(b.png).decode("ascii")

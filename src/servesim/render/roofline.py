@@ -65,21 +65,17 @@ def _hardware_lines(d: dict[str, Any]) -> list[str]:
     tp = d["tp"]
     out: list[str] = []
     out.append("[1] Hardware and model")
-    out.append(
-        f"  ridge point     = {fl / 1e12:g}e12 FLOP/s / {bw / 1e12:g}e12 B/s = "
-        f"{d['ridge_flops_per_byte']:.0f} FLOP/byte (at the stated efficiencies: "
-        f"{d['ridge_effective_flops_per_byte']:.0f})"
-    )
+    out.append(f"  ridge point     = {fl / 1e12:g}e12 FLOP/s / {bw / 1e12:g}e12 B/s = "
+               f"{d['ridge_flops_per_byte']:.0f} FLOP/byte (at the stated efficiencies: "
+               f"{d['ridge_effective_flops_per_byte']:.0f})")
     wpp = d["weight_bytes"] / d["params"]
     out.append(
         f"  weights         = {d['params'] / 1e9:g}e9 params x {wpp:g} B = {d['weight_bytes'] / 1e9:.1f} GB, "
         f"{d['weight_bytes_per_gpu'] / 1e9:.1f} GB per GPU"
         + (f" ({d['active_params'] / 1e9:g}e9 active per token)" if d["active_params"] < d["params"] else "")
     )
-    out.append(
-        f"  KV cache        = {d['kv_bytes_per_token']:,.0f} B/token ({d['attention'].upper()}), "
-        f"split over {d['kv_shards']} of the {tp} GPUs"
-    )
+    out.append(f"  KV cache        = {d['kv_bytes_per_token']:,.0f} B/token ({d['attention'].upper()}), "
+               f"split over {d['kv_shards']} of the {tp} GPUs")
     room = d["kv_room_bytes_per_gpu"]
     mem = (f"{a['memory_fraction']:g} x {g['memory_bytes'] / 1e9:.1f} GB - "
            f"{d['weight_bytes_per_gpu'] / 1e9:.1f} GB")
@@ -89,16 +85,12 @@ def _hardware_lines(d: dict[str, Any]) -> list[str]:
     else:
         out.append(f"  memory          = {mem} = {room / 1e9:.1f} GB: DOES NOT FIT (raise --tp)")
     parts = d["decode_step_parts_ms"]
-    out.append(
-        f"  decode, batch 1 = {d['decode_step_ms']:.2f} ms ({d['decode_bound']}-bound): weights "
-        f"{parts['weights']:.2f} + attention {parts['attention']:.2f} + all-reduce "
-        f"{parts['allreduce']:.3f} ms; ~ {d['decode_streamed_bytes_per_gpu'] / 1e9:.2f} GB / "
-        f"({bw / 1e12:g} TB/s x {a['memory_efficiency']:g})"
-    )
-    out.append(
-        f"  prefill         = one {d['context_tokens']:,}-token prompt in {d['prefill_ms']:.1f} ms -> "
-        f"{d['prefill_tokens_per_s']:,.0f} tokens/s ({d['prefill_bound']}-bound)"
-    )
+    out.append(f"  decode, batch 1 = {d['decode_step_ms']:.2f} ms ({d['decode_bound']}-bound): weights "
+               f"{parts['weights']:.2f} + attention {parts['attention']:.2f} + all-reduce "
+               f"{parts['allreduce']:.3f} ms; ~ {d['decode_streamed_bytes_per_gpu'] / 1e9:.2f} GB / "
+               f"({bw / 1e12:g} TB/s x {a['memory_efficiency']:g})")
+    out.append(f"  prefill         = one {d['context_tokens']:,}-token prompt in {d['prefill_ms']:.1f} ms -> "
+               f"{d['prefill_tokens_per_s']:,.0f} tokens/s ({d['prefill_bound']}-bound)")
     return out
 
 
@@ -204,12 +196,10 @@ def _turn_off_lines(d: dict[str, Any]) -> list[str]:
         out.append(f"{head}alpha {p['alpha']:g}: {verdict}" if "acceptance" not in p else
                    f"{head}alpha {p['alpha']:.3g} at k = {p['best_k_batch1']} ({p['acceptance']}): {verdict}")
         draft = f" ({p['draft_model']})" if p["draft_model"] else ""
-        out.append(
-            f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (preset {p['seed_d']:g}), "
-            f"c = {p['c_batch1']:.4f} (preset {p['seed_c']:g}) at B = 1; "
-            f"{p['draft_weight_bytes_per_gpu'] / 1e9:.2f} GB/GPU of weights, "
-            f"max batch {p.get('max_batch_without_draft', d['max_batch']):,} -> {cap:,}"
-        )
+        out.append(f"  {'':<12}draft{draft}: d = {p['d_batch1']:.4f} (preset {p['seed_d']:g}), "
+                   f"c = {p['c_batch1']:.4f} (preset {p['seed_c']:g}) at B = 1; "
+                   f"{p['draft_weight_bytes_per_gpu'] / 1e9:.2f} GB/GPU of weights, "
+                   f"max batch {p.get('max_batch_without_draft', d['max_batch']):,} -> {cap:,}")
     return out
 
 

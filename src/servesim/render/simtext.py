@@ -28,24 +28,17 @@ def _ci(pair: list[float | None], spec: str, samples: int | None, *, probability
 
 def queue_text(d: dict[str, Any]) -> str:
     out = [f"G/G/c SIMULATION: {d['model']} (FCFS), utilization {d['utilization']:.3f}"]
-    out.append(
-        f"  rate {d['rate_per_s']:g} req/s, service {d['service']} mean {d['service_mean_s']:g} s"
-        f" (c_s^2 = {d['service_scv']:.3g}), arrivals c_a^2 = {d['arrival_scv']:.3g}"
-    )
+    out.append(f"  rate {d['rate_per_s']:g} req/s, service {d['service']} mean {d['service_mean_s']:g} s"
+               f" (c_s^2 = {d['service_scv']:.3g}), arrivals c_a^2 = {d['arrival_scv']:.3g}")
     if not d["stable"]:
         out.append("  UNSTABLE: utilization >= 1, waits grow without bound (not simulated)")
         return "\n".join(out) + "\n"
-    out.append(
-        f"  {d['requests']:,} requests in {d['replications']} replications, warm-up"
-        f" {d['warmup_fraction']:g} dropped ({d['measured_requests']:,} measured), seed {d['seed']}"
-    )
+    out.append(f"  {d['requests']:,} requests in {d['replications']} replications, warm-up"
+               f" {d['warmup_fraction']:g} dropped ({d['measured_requests']:,} measured), seed {d['seed']}")
     cf = d["closed_form"]
     rows = []
-    for key, label, spec in (
-        ("mean_wait_s", "mean wait (s)", ".4f"),
-        ("p_wait", "P(wait)", ".4f"),
-        ("wait_p99_s", "p99 wait (s)", ".4f"),
-    ):
+    for key, label, spec in (("mean_wait_s", "mean wait (s)", ".4f"), ("p_wait", "P(wait)", ".4f"),
+                             ("wait_p99_s", "p99 wait (s)", ".4f")):
         ci = d.get(
             {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}[
                 key
@@ -53,14 +46,8 @@ def queue_text(d: dict[str, Any]) -> str:
             [None, None],
         )
         rows.append(
-            [
-                label,
-                _f(d[key], spec),
-                _ci(ci, spec, d.get("replications"), probability=key == "p_wait"),
-                _f(cf["erlang_c"][key], spec),
-                _f(cf["allen_cunneen"][key], spec),
-                _f(cf["kimura"][key], spec),
-            ]
+            [label, _f(d[key], spec), _ci(ci, spec, d.get("replications"), probability=key == "p_wait"),
+             _f(cf["erlang_c"][key], spec), _f(cf["allen_cunneen"][key], spec), _f(cf["kimura"][key], spec)]
         )
     out.append("")
     out.append(table(["", "simulated", "95% interval", "Erlang-C", "Allen-Cunneen", "Kimura"], rows))
@@ -101,20 +88,14 @@ def _serving_header(d: dict[str, Any]) -> list[str]:
     """The simulation's setup: preset, nodes, link, the node's rates, the workload and SLOs, the
     assumptions relaxed and the run's size."""
     w, a = d["workload"], d["assumptions"]
-    out = [
-        f"SERVING SIMULATION: preset {d['preset']}, {d['nodes']} nodes, link {d['link']['name']}"
-        f" ({d['link']['GBps']:g} GB/s), beta={d['beta']:g}"
-    ]
+    out = [f"SERVING SIMULATION: preset {d['preset']}, {d['nodes']} nodes, link {d['link']['name']}"
+           f" ({d['link']['GBps']:g} GB/s), beta={d['beta']:g}"]
     nd = d["node"]
-    out.append(
-        f"  node: {nd['source']}; prefill {nd['prefill_tokens_per_s']:g} tok/s, decode"
-        f" {nd['decode_tokens_per_s']:g} tok/s, TPOT_base {nd['tpot_base_ms']:g} ms"
-    )
-    out.append(
-        f"  rate {w['rate_per_s']:g} req/s; P/O {w['prompt_tokens']}/{w['output_tokens']} tokens;"
-        f" SLOs TTFT <= {w['slo_ttft_ms']:g} ms, TPOT <= {w['slo_tpot_ms']:g} ms;"
-        f" attainment target {w['attainment_target']:.0%}"
-    )
+    out.append(f"  node: {nd['source']}; prefill {nd['prefill_tokens_per_s']:g} tok/s, decode"
+               f" {nd['decode_tokens_per_s']:g} tok/s, TPOT_base {nd['tpot_base_ms']:g} ms")
+    out.append(f"  rate {w['rate_per_s']:g} req/s; P/O {w['prompt_tokens']}/{w['output_tokens']} tokens;"
+               f" SLOs TTFT <= {w['slo_ttft_ms']:g} ms, TPOT <= {w['slo_tpot_ms']:g} ms;"
+               f" attainment target {w['attainment_target']:.0%}")
     slots = a["decode_slots_per_node"]
     out.append(
         f"  prefill {a['prefill_service']}, arrivals {a['arrivals']}, prompts {a['prompt_tokens']},"
@@ -135,31 +116,17 @@ def _serving_comparison(d: dict[str, Any]) -> list[str]:
     for arch in ("colocated", "disaggregated"):
         cf, sm = d[arch]["closed_form"], d[arch]["simulated"]
         rows.append(
-            [
-                f"{arch} {cf['split']} closed",
-                _f(cf["ttft_mean_ms"], ".1f", "unstable"),
-                _f(cf["ttft_p99_ms"], ".1f", "unstable"),
-                f"{cf['tpot_ms']:.2f}",
-                "-",
-                "-",
-                f"{cf['goodput_rps']:.3f}",
-                "-",
-            ]
+            [f"{arch} {cf['split']} closed", _f(cf["ttft_mean_ms"], ".1f", "unstable"),
+             _f(cf["ttft_p99_ms"], ".1f", "unstable"), f"{cf['tpot_ms']:.2f}", "-", "-",
+             f"{cf['goodput_rps']:.3f}", "-"]
         )
         if not sm["stable"]:
             rows.append([f"{arch} {sm['split']} sim", "unstable", "unstable", "-", "-", "-", "0.000", "-"])
             continue
         rows.append(
-            [
-                f"{arch} {sm['split']} sim",
-                _f(sm["ttft_ms"]["mean"], ".1f"),
-                _f(sm["ttft_ms"]["p99"], ".1f"),
-                _f(sm["tpot_ms"]["mean"], ".2f"),
-                _f(sm["tpot_ms"]["p99"], ".2f"),
-                f"{sm['attainment']:.4f}",
-                f"{sm['goodput_rps']:.3f}",
-                f"{sm['goodput_at_target_rps']:.3f}",
-            ]
+            [f"{arch} {sm['split']} sim", _f(sm["ttft_ms"]["mean"], ".1f"), _f(sm["ttft_ms"]["p99"], ".1f"),
+             _f(sm["tpot_ms"]["mean"], ".2f"), _f(sm["tpot_ms"]["p99"], ".2f"), f"{sm['attainment']:.4f}",
+             f"{sm['goodput_rps']:.3f}", f"{sm['goodput_at_target_rps']:.3f}"]
         )
     return [
         table(
@@ -179,13 +146,9 @@ def _serving_latency(d: dict[str, Any]) -> list[str]:
         if not sm["stable"]:
             continue
         rows.append(
-            [
-                f"{arch} {sm['split']}",
-                _lat(sm["ttft_ms"]),
-                _lat(sm["tpot_ms"]),
-                f"{_f(sm['prefill_wait_ms'], '.1f')} / {_f(sm['link_wait_ms'], '.1f')} /"
-                f" {_f(sm['decode_wait_ms'], '.1f')}",
-            ]
+            [f"{arch} {sm['split']}", _lat(sm["ttft_ms"]), _lat(sm["tpot_ms"]),
+             f"{_f(sm['prefill_wait_ms'], '.1f')} / {_f(sm['link_wait_ms'], '.1f')} /"
+             f" {_f(sm['decode_wait_ms'], '.1f')}"]
         )
     out.append(table(["", "TTFT", "TPOT", "wait prefill / link / decode"], rows))
     return out
@@ -199,16 +162,9 @@ def _serving_prefill_queue(d: dict[str, Any]) -> list[str]:
     for arch in ("colocated", "disaggregated"):
         m = d["prefill_queue"][arch]
         rows.append(
-            [
-                f"{arch} c={m['servers']}",
-                f"{m['service_scv']:.3g}",
-                f"{m['arrival_scv']:.3g}",
-                _f(m["erlang_c_ms"], ".2f"),
-                _f(m["allen_cunneen_ms"], ".2f"),
-                _f(m["kimura_ms"], ".2f"),
-                _f(m["simulated_ms"], ".2f"),
-                _ci(m["simulated_ci95_ms"], ".2f", d.get("replications")),
-            ]
+            [f"{arch} c={m['servers']}", f"{m['service_scv']:.3g}", f"{m['arrival_scv']:.3g}",
+             _f(m["erlang_c_ms"], ".2f"), _f(m["allen_cunneen_ms"], ".2f"), _f(m["kimura_ms"], ".2f"),
+             _f(m["simulated_ms"], ".2f"), _ci(m["simulated_ci95_ms"], ".2f", d.get("replications"))]
         )
     out.append(
         table(
@@ -242,25 +198,14 @@ def _validate_ci(r: dict[str, Any], samples: int | None) -> str:
 def validate_text(d: dict[str, Any]) -> str:
     st = d["settings"]
     out = ["VALIDATE: closed forms against the simulation"]
-    out.append(
-        f"  tolerance: exact closed forms {st['exact_tolerance']}; approximations"
-        f" {st['approximation_tolerance']}"
-    )
+    out.append(f"  tolerance: exact closed forms {st['exact_tolerance']}; approximations"
+               f" {st['approximation_tolerance']}")
     out.append(f"  {st['replications']} replications, seed {st['seed']}; {st['warmup']}")
     out.append("")
     out.append(f"[AGREEMENT] {d['agreement_passed']} PASS, {d['agreement_failed']} FAIL")
     rows = [
-        [
-            r["group"],
-            r["case"],
-            r["quantity"],
-            _g(r["closed_form"]),
-            _g(r["simulated"]),
-            _validate_ci(r, st.get("replications")),
-            _g(r["z"]),
-            r["tolerance"],
-            "PASS" if r["pass"] else "FAIL",
-        ]
+        [r["group"], r["case"], r["quantity"], _g(r["closed_form"]), _g(r["simulated"]),
+         _validate_ci(r, st.get("replications")), _g(r["z"]), r["tolerance"], "PASS" if r["pass"] else "FAIL"]
         for r in d["agreement"]
     ]
     out.append(
@@ -281,23 +226,14 @@ def validate_text(d: dict[str, Any]) -> str:
             label = f"{len(groups)}. {r['assumption']}"
         ci = "" if r["change_ci95"] is None else f" +- {r['change_ci95']:.3g}"
         rows.append(
-            [
-                label,
-                r["figure"],
-                _g(r["closed_form"]),
-                _g(r["sim_baseline"]),
-                _g(r["sim_relaxed"]),
-                f"{_g(r['change'])}{ci}",
-                r["sign"],
-            ]
+            [label, r["figure"], _g(r["closed_form"]), _g(r["sim_baseline"]), _g(r["sim_relaxed"]),
+             f"{_g(r['change'])}{ci}", r["sign"]]
         )
     out.append(
         table(["assumption", "figure", "closed", "sim baseline", "sim relaxed", "change", "sign"], rows)
     )
-    out.append(
-        "  change = relaxed - baseline (95% interval from paired replications); sign shown when the"
-        " interval excludes 0"
-    )
+    out.append("  change = relaxed - baseline (95% interval from paired replications); sign shown when the"
+               " interval excludes 0")
     out.append("")
     for i, (_, relaxation, case, baseline) in enumerate(groups, 1):
         out.append(f"  {i}. relaxed: {relaxation}")
@@ -325,20 +261,12 @@ def trace_text(d: dict[str, Any]) -> str:
         # TTFTs measure the trace's length, not the deployment, so they print as "unstable"
         # (the finite run's figures stay in the JSON).
         tt = rp["ttft_ms"] if rp.get("stable", True) else {k: None for k in ("mean", "p50", "p90", "p99")}
-        rows.append([
-            r["deployment"],
-            _f(cf["ttft_mean_ms"], ".0f", "unstable"),
-            _f(tt["mean"], ".0f", "unstable"),
-            _f(tt["p50"], ".0f", "unstable"),
-            _f(tt["p90"], ".0f", "unstable"),
-            _f(tt["p99"], ".0f", "unstable"),
-            f"{cf['tpot_ms']:.1f}",
-            _f(rp["tpot_ms"]["mean"], ".1f"),
-            _f(rp["tpot_ms"]["p99"], ".1f"),
-            f"{cf['goodput_rps']:.3f}",
-            f"{rp['goodput_rps']:.3f}",
-            f"{rp['attainment']:.1%}",
-        ])
+        rows.append([r["deployment"], _f(cf["ttft_mean_ms"], ".0f", "unstable"),
+                     _f(tt["mean"], ".0f", "unstable"), _f(tt["p50"], ".0f", "unstable"),
+                     _f(tt["p90"], ".0f", "unstable"), _f(tt["p99"], ".0f", "unstable"),
+                     f"{cf['tpot_ms']:.1f}", _f(rp["tpot_ms"]["mean"], ".1f"),
+                     _f(rp["tpot_ms"]["p99"], ".1f"), f"{cf['goodput_rps']:.3f}", f"{rp['goodput_rps']:.3f}",
+                     f"{rp['attainment']:.1%}"])
     out.append(table(["deployment", "cf TTFT", "TTFT mean", "p50", "p90", "p99", "cf TPOT", "TPOT mean",
                       "p99", "cf good", "goodput", "attain"], rows))
     out.append("  ms and req/s; cf = closed form from the trace's means; the other columns replay the trace")
@@ -346,10 +274,8 @@ def trace_text(d: dict[str, Any]) -> str:
     out.append("")
     for src in ("closed_form", "replay"):
         x = b[src]
-        out.append(
-            f"  best by {src.replace('_', ' ')}: colocated {x['colocated_goodput_rps']:.3f} req/s vs"
-            f" {x['split']} {x['split_goodput_rps']:.3f} req/s -> {x['winner']}"
-        )
+        out.append(f"  best by {src.replace('_', ' ')}: colocated {x['colocated_goodput_rps']:.3f} req/s vs"
+                   f" {x['split']} {x['split_goodput_rps']:.3f} req/s -> {x['winner']}")
     if "prefix_cache" in d:
         out.append("")
         if d["prefix_cache"] is None:

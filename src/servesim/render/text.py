@@ -6,11 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "FEW_SAMPLES", "MIN_INTERVAL_SAMPLES", "disagg_text", "fmt", "format_interval", "mix_rows",
-    "plan_text", "ranked_rows", "sensitivity_lines",
-    "simulated_lines", "specdec_text", "table",
-]
+__all__ = ["FEW_SAMPLES", "MIN_INTERVAL_SAMPLES", "disagg_text", "fmt", "format_interval", "mix_rows",
+           "plan_text", "ranked_rows", "sensitivity_lines", "simulated_lines", "specdec_text", "table"]
 
 
 WIDTH: int | None = None
@@ -66,10 +63,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
         widths = [max(w, len(cell)) for w, cell in zip(widths, r, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [
-            cell.ljust(w) if i in left_now else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
-        ]
+        parts = [cell.ljust(w) if i in left_now else cell.rjust(w)
+                 for i, (cell, w) in enumerate(zip(cells, widths, strict=True))]
         return (indent + "  ".join(parts)).rstrip()
 
     rule = indent + "  ".join("-" * w for w in widths)
@@ -88,34 +83,20 @@ def mix_rows(s: dict[str, Any]) -> list[list[str]]:
     rows = []
     for r in s["rows"]:
         co, de = r["colocated"], r["disaggregated"]
-        rows.append([
-            r["mix"],
-            f"{r['prompt_tokens']}/{r['output_tokens']}",
-            fmt(co["ttft_ms"], ".0f"),
-            f"{co['tpot_ms']:.1f}",
-            f"{co['goodput_rps']:.3f}",
-            f"{de['prefill_nodes']}p/{de['decode_nodes']}d",
-            fmt(de["ttft_ms"], ".0f"),
-            f"{de['tpot_ms']:.1f}",
-            f"{de['goodput_rps']:.3f}",
-            r["winner"] + (" (tie)" if r["tie"] else ""),
-        ])
+        rows.append([r["mix"], f"{r['prompt_tokens']}/{r['output_tokens']}", fmt(co["ttft_ms"], ".0f"),
+                     f"{co['tpot_ms']:.1f}", f"{co['goodput_rps']:.3f}",
+                     f"{de['prefill_nodes']}p/{de['decode_nodes']}d", fmt(de["ttft_ms"], ".0f"),
+                     f"{de['tpot_ms']:.1f}", f"{de['goodput_rps']:.3f}",
+                     r["winner"] + (" (tie)" if r["tie"] else "")])
     return rows
 
 
 def ranked_rows(s: dict[str, Any]) -> list[list[str]]:
     """The cells of the plan's ranked table (text and report share them)."""
     return [
-        [
-            str(i + 1),
-            c["label"],
-            f"{c['goodput_rps']:.3f}",
-            f"{c['goodput_per_gpu']:.3f}",
-            f"{c['attainment']:.1%}",
-            fmt(c["ttft_ms"], ".0f"),
-            f"{c['tpot_ms']:.1f}",
-            _short(c["binding_constraint"]),
-        ]
+        [str(i + 1), c["label"], f"{c['goodput_rps']:.3f}", f"{c['goodput_per_gpu']:.3f}",
+         f"{c['attainment']:.1%}", fmt(c["ttft_ms"], ".0f"), f"{c['tpot_ms']:.1f}",
+         _short(c["binding_constraint"])]
         for i, c in enumerate(s["ranked"])
     ]
 
@@ -147,34 +128,25 @@ def specdec_text(s: dict[str, Any]) -> str:
     a = s["assumptions"]
     out: list[str] = []
     out.append("SPECULATIVE DECODING ECONOMICS")
-    out.append(
-        "  model: S = sum_{i<=k} alpha^i / (k d + 1 + c k g(u)),  g(u) = 1.001 / (1.001 - u);"
-        " i.i.d. acceptance"
-    )
+    out.append("  model: S = sum_{i<=k} alpha^i / (k d + 1 + c k g(u)),  g(u) = 1.001 / (1.001 - u);"
+               " i.i.d. acceptance")
     if "case" in s:
         c = s["case"]
         out.append("")
-        out.append(
-            f"[0] Your case: alpha={c['alpha']:g} k={c['k']} d={c['d']:g} c={c['c']:g} u={c['u']:g}"
-        )
+        out.append(f"[0] Your case: alpha={c['alpha']:g} k={c['k']} d={c['d']:g} c={c['c']:g} u={c['u']:g}")
         out.append(f"  E[n] = {c['expected_tokens']:.3f} tokens/cycle")
         out.append(f"  T_cycle = {c['cycle_time_target_steps']:.3f} target steps")
         out.append(f"  speedup = {c['speedup']:.3f}x  ({c['verdict']})")
         out.append(f"  optimal k at this u = {c['optimal_k']}")
         be = c["break_even_alpha"]
-        out.append(
-            f"  break-even alpha at k={c['k']} = {be:.3f}"
-            if be < 1.0
-            else f"  break-even alpha at k={c['k']}: none (even alpha = 1 does not pay)"
-        )
+        out.append(f"  break-even alpha at k={c['k']} = {be:.3f}" if be < 1.0
+                   else f"  break-even alpha at k={c['k']}: none (even alpha = 1 does not pay)")
     alphas = sorted({g["alpha"] for g in s["grid"]})
     ks = sorted({g["k"] for g in s["grid"]})
     cell = {(g["k"], g["alpha"]): g for g in s["grid"]}
     out.append("")
-    out.append(
-        f"[1] Speedup grid at u={a['u']:g}, d={a['d']:g}, c={a['c']:g}"
-        "  (rows k, columns alpha; * = optimal k in the column)"
-    )
+    out.append(f"[1] Speedup grid at u={a['u']:g}, d={a['d']:g}, c={a['c']:g}"
+               "  (rows k, columns alpha; * = optimal k in the column)")
     rows = []
     for k in ks:
         r = [str(k)]
@@ -208,17 +180,12 @@ def specdec_text(s: dict[str, Any]) -> str:
         f"[3] Utilization sweep for {sp['name']} (alpha={sp['alpha']:g}, d={sp['d']:g}, c={sp['c']:g}):"
         " when to turn it off"
     )
-    rows = [
-        [f"{r['u']:.2f}", str(r["best_k"]), f"{r['speedup']:.3f}x", r["verdict"]]
-        for r in s["utilization_sweep"]
-    ]
+    rows = [[f"{r['u']:.2f}", str(r["best_k"]), f"{r['speedup']:.3f}x", r["verdict"]]
+            for r in s["utilization_sweep"]]
     out.append(table(["u", "best k", "speedup", "verdict"], rows))
     off = s["turn_off_u"]
-    out.append(
-        f"  turn speculation off above u = {off:.3f} (best-k speedup falls below 1.0)"
-        if off > 0
-        else "  speculation never pays for this preset"
-    )
+    out.append(f"  turn speculation off above u = {off:.3f} (best-k speedup falls below 1.0)" if off > 0
+               else "  speculation never pays for this preset")
     return "\n".join(out) + "\n"
 
 
@@ -262,28 +229,20 @@ def disagg_text(s: dict[str, Any]) -> str:
     out: list[str] = []
     what = s["preset"] if s["preset"].startswith("custom") else f"preset {s['preset']}"
     out.append(f"COLOCATED vs DISAGGREGATED: {what}")
-    out.append(
-        f"  {s['nodes']} nodes of {nd['model']} on {nd['gpus']} GPUs each "
-        f"(prefill {nd['prefill_tokens_per_s']:,.0f} tok/s,"
-        f" decode {nd['decode_tokens_per_s']:,.0f} tok/s, TPOT_base {nd['tpot_base_ms']:.3g} ms),"
-        f" beta={s['beta']:g}, link {s['link']['name']} ({s['link']['GBps']:g} GB/s)"
-    )
-    out.append(
-        f"  rate {w['rate_per_s']:g} req/s; SLOs: TTFT <= {w['slo_ttft_ms']:g} ms,"
-        f" TPOT <= {w['slo_tpot_ms']:g} ms"
-    )
+    out.append(f"  {s['nodes']} nodes of {nd['model']} on {nd['gpus']} GPUs each "
+               f"(prefill {nd['prefill_tokens_per_s']:,.0f} tok/s,"
+               f" decode {nd['decode_tokens_per_s']:,.0f} tok/s, TPOT_base {nd['tpot_base_ms']:.3g} ms),"
+               f" beta={s['beta']:g}, link {s['link']['name']} ({s['link']['GBps']:g} GB/s)")
+    out.append(f"  rate {w['rate_per_s']:g} req/s; SLOs: TTFT <= {w['slo_ttft_ms']:g} ms,"
+               f" TPOT <= {w['slo_tpot_ms']:g} ms")
     out.append(f"  node: {nd['source']}")
     out.append("")
     kv = s["kv_transfer"]
+    out.append(f"[KV] {w['prompt_tokens']}-token prompt = {kv[0]['kv_bytes'] / 1e9:.3f} GB of KV"
+               f" ({nd['kv_bytes_per_token']:,.0f} B/token)")
     out.append(
-        f"[KV] {w['prompt_tokens']}-token prompt = {kv[0]['kv_bytes'] / 1e9:.3f} GB of KV"
-        f" ({nd['kv_bytes_per_token']:,.0f} B/token)"
-    )
-    out.append(
-        table(
-            ["link", "GB/s", "transfer ms"],
-            [[x["link"], f"{x['GBps']:g}", f"{x['transfer_ms']:.1f}"] for x in kv],
-        )
+        table(["link", "GB/s", "transfer ms"],
+              [[x["link"], f"{x['GBps']:g}", f"{x['transfer_ms']:.1f}"] for x in kv])
     )
     out.append("")
     out.append("[MIXES] colocated vs the best disaggregated split (goodput = req/s meeting both SLOs)")
@@ -302,24 +261,16 @@ def disagg_text(s: dict[str, Any]) -> str:
     out.append("[CROSSOVER] link bandwidth at which disaggregation strictly beats colocation (own mix)")
     xo, at = s["crossover_link_GBps"], s["crossover_at"]
     if xo is None:
-        out.append(
-            "  none: at no link bandwidth does the best split serve more goodput than colocation"
-        )
+        out.append("  none: at no link bandwidth does the best split serve more goodput than colocation")
     else:
-        out.append(
-            f"  disaggregation wins when link >= {xo:g} GB/s (best split {at['split']};"
-            f" KV transfer {at['kv_transfer_ms']:.0f} ms of the {w['slo_ttft_ms']:g} ms TTFT budget)"
-        )
+        out.append(f"  disaggregation wins when link >= {xo:g} GB/s (best split {at['split']};"
+                   f" KV transfer {at['kv_transfer_ms']:.0f} ms of the {w['slo_ttft_ms']:g} ms TTFT budget)")
         out.append(f"  exact break-even: {s['crossover_exact_GBps']:.3f} GB/s")
     return "\n".join(out) + "\n"
 
 
-_SENS_NAMES = {
-    "link_GBps": ("link bandwidth", "GB/s"),
-    "rate_per_s": ("arrival rate", "req/s"),
-    "prompt_share": ("prompt share of tokens", ""),
-    "alpha": ("acceptance alpha", ""),
-}
+_SENS_NAMES = {"link_GBps": ("link bandwidth", "GB/s"), "rate_per_s": ("arrival rate", "req/s"),
+               "prompt_share": ("prompt share of tokens", ""), "alpha": ("acceptance alpha", "")}
 
 
 def sensitivity_lines(s: dict[str, Any]) -> list[str]:
@@ -349,11 +300,8 @@ def plan_text(s: dict[str, Any]) -> str:
     )
     out.append(f"  {r['binding_constraint']}")
     sf = s["smallest_fleet"]
-    out.append(
-        f"  smallest fleet meeting the target at {w['rate_per_s']:g} req/s: {sf} nodes"
-        if sf is not None
-        else "  no fleet up to 256 nodes meets the target at this rate"
-    )
+    out.append(f"  smallest fleet meeting the target at {w['rate_per_s']:g} req/s: {sf} nodes"
+               if sf is not None else "  no fleet up to 256 nodes meets the target at this rate")
     out.append("")
     out.append(f"[RANKED] top {len(s['ranked'])} of {s['candidates_evaluated']} deployments")
     rows = ranked_rows(s)
@@ -371,11 +319,9 @@ def plan_text(s: dict[str, Any]) -> str:
 def simulated_lines(sim: dict[str, Any]) -> list[str]:
     """The re-scored candidates: closed-form rank beside simulated rank and figures."""
     st = sim["settings"]
-    out = [
-        f"[SIMULATED] the top {len(sim['rows'])} re-scored by simulation ({st['requests']:,} requests,"
-        f" {st['replications']} replications, seed {st['seed']}; prefill {st['prefill_service']},"
-        f" link contention {st['link_contention']}, decode slots {'on' if st['decode_slots'] else 'off'})"
-    ]
+    out = [f"[SIMULATED] the top {len(sim['rows'])} re-scored by simulation ({st['requests']:,} requests,"
+           f" {st['replications']} replications, seed {st['seed']}; prefill {st['prefill_service']},"
+           f" link contention {st['link_contention']}, decode slots {'on' if st['decode_slots'] else 'off'})"]
     rows = []
     for r in sim["rows"]:
         sm = r["simulated"]
@@ -406,15 +352,8 @@ FEW_SAMPLES = f"n/a (fewer than {MIN_INTERVAL_SAMPLES} samples)"
 """What is shown instead of an interval from fewer than :data:`MIN_INTERVAL_SAMPLES` samples."""
 
 
-def format_interval(
-    low: float | None,
-    high: float | None,
-    spec: str,
-    *,
-    samples: int | None,
-    lower: float = 0.0,
-    upper: float = math.inf,
-) -> str:
+def format_interval(low: float | None, high: float | None, spec: str, *, samples: int | None,
+                    lower: float = 0.0, upper: float = math.inf) -> str:
     """``[low, high]`` clipped to [``lower``, ``upper``] and formatted with ``spec``.
 
     ``-`` when there is no interval (None or non-finite ends: one replication,
