@@ -217,6 +217,26 @@ def dtype_choice(names: Sequence[str], what: str = "dtype") -> Callable[[str], s
     return parse
 
 
+def interval_level(text: str) -> float:
+    """``--interval-level``: a number in (0, 1)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not 0.0 < x < 1.0:
+        raise argparse.ArgumentTypeError(f"interval_level={text!r} is invalid: must be a level in (0, 1), "
+                                         "e.g. 0.8")
+    return x
+
+
+def add_interval_level(p: argparse.ArgumentParser | argparse._ArgumentGroup,
+                       what: str = "every figure") -> None:
+    """``--interval-level``: the level of the prediction interval given with ``what``."""
+    p.add_argument("--interval-level", type=interval_level, default=0.8, metavar="L",
+                   help=f"level of the prediction interval given with {what} (default 0.8: 80%%), "
+                        "from the out-of-sample errors of published runs (servesim/plan/interval.py)")
+
+
 def add_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", type=choice(FORMATS, "format"), default="table",
                    help="output format: table (default), json or csv")

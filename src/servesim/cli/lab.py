@@ -12,6 +12,7 @@ from servesim.cli.args import (
     SubParsers,
     add_engine_argument,
     add_format,
+    add_interval_level,
     choice,
     dtype_choice,
     engine_of,
@@ -20,7 +21,7 @@ from servesim.cli.args import (
     plot_path,
     wants,
 )
-from servesim.cli.common import add_disagg_arguments, preset_label, resolve_node, workload_of
+from servesim.cli.common import add_disagg_arguments, deployment_of, preset_label, resolve_node, workload_of
 from servesim.model import serving, speculative
 from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 
@@ -90,6 +91,7 @@ def _add_specdec(sub: SubParsers) -> None:
 def _add_disagg(sub: SubParsers) -> None:
     dp = sub.add_parser("disagg", help="colocated vs disaggregated serving: TTFT, TPOT, goodput, crossover")
     add_disagg_arguments(dp, list(serving.WORKLOAD_PRESETS))
+    add_interval_level(dp, "each TTFT and TPOT with --model")
     dp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save goodput vs arrival rate and vs link bandwidth")
     add_format(dp)
@@ -143,6 +145,8 @@ def _disagg(args: argparse.Namespace) -> Output:
     )
     data = disagg_summary(preset_label(args, wl), workload=wl, link=ln, nodes=args.nodes, beta=beta,
                           node=node, node_source=source)
+    if args.model is not None and args.calibration is None:
+        data = _with_intervals(args, data)
     if args.plot is not None:
         from servesim.plan.figures import disagg_curves
         from servesim.render.figures import disagg_figure
@@ -151,6 +155,20 @@ def _disagg(args: argparse.Namespace) -> Output:
         save(disagg_figure(disagg_curves(wl, node, args.nodes, beta, ln, data["crossover_exact_GBps"])),
              args.plot)
     return Output(data, render.disagg_text(data), _disagg_rows(data))
+
+
+def _with_intervals(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
+    """``disagg --model``'s figures with their prediction intervals (the node's step model is the one
+    :func:`servesim.cli.common.resolve_node` built: cached)."""
+    from servesim.hardware.catalog import load_catalog
+    from servesim.hardware.pricer import build_step_model
+    from servesim.plan.summary import add_disagg_intervals
+
+    sm, _, _ = build_step_model(deployment_of(args), load_catalog(*args.catalog))
+    w = data["workload"]
+    step = sm.decode_step(1, w["prompt_tokens"] + w["output_tokens"] / 2)
+    return add_disagg_intervals(data, level=args.interval_level, engine=engine_of(args), moe=sm.is_moe,
+                                fallback=not step.measured)
 
 
 def _all(args: argparse.Namespace) -> Output:

@@ -8,7 +8,6 @@ a CSV of deployments, ``--compare`` a saved ``vllm bench serve`` result.
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from functools import cache, partial
 from pathlib import Path
@@ -21,6 +20,7 @@ from servesim.cli.args import (
     SubParsers,
     add_engine_argument,
     add_format,
+    add_interval_level,
     add_pool_arguments,
     bounded,
     choice,
@@ -107,18 +107,6 @@ def engine_settings(engine: str, values: dict[str, Any]) -> dict[str, Any]:
 
 
 
-def _level(text: str) -> float:
-    """``--interval-level``: a number in (0, 1)."""
-    try:
-        x = float(text)
-    except ValueError:
-        x = math.nan
-    if not 0.0 < x < 1.0:
-        raise argparse.ArgumentTypeError(f"interval_level={text!r} is invalid: must be a level in (0, 1), "
-                                         "e.g. 0.8")
-    return x
-
-
 def register(sub: SubParsers) -> None:
     """Add ``predict``: the deployment, the benchmark client, the engine and its flags, speculation,
     the run's inputs, and disaggregated pools."""
@@ -145,9 +133,7 @@ def register(sub: SubParsers) -> None:
     add_emit_argument(p)
     p.add_argument("--catalog", action="append", default=[], metavar="FILE",
                    help="extra catalog TOML (GPUs, models); may be repeated")
-    p.add_argument("--interval-level", type=_level, default=0.8, metavar="L",
-                   help="level of the prediction interval given with every figure (default 0.8: 80%%), "
-                        "from the out-of-sample errors of published runs (servesim/plan/interval.py)")
+    add_interval_level(p)
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bar (one shows on a terminal for work over a second)")
     add_format(p)

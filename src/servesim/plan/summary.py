@@ -472,3 +472,34 @@ def _specdec_row(sm: Pricer, b: int, context: int, at: dict[str, Any]) -> dict[s
     return {"batch": b, "target_step_ms": sm.decode_step(b, context).total_s * 1e3, "k": at["k"],
             "acceptance_length": at["acceptance_length"], "d": at["d"], "c": at["c"],
             "speedup": at["speedup_at_batch"]}
+
+
+def add_disagg_intervals(data: dict[str, Any], *, level: float, engine: str, moe: bool,
+                         fallback: bool) -> dict[str, Any]:
+    """``data`` (a :func:`disagg_summary` of a node priced from measured kernels) with a
+    ``prediction_interval`` on each mix's colocated and disaggregated figures (mean TTFT as
+    ``mean_ttft_ms``, TPOT as ``mean_tpot_ms``: :func:`servesim.plan.interval.prediction_interval`
+    of ``engine`` x ``moe`` at the load each node holds).  The errors are those of the engine model
+    (``predict``) on published runs; these figures are the closed form on that model's node, which
+    ``servesim validate`` checks against simulation, so the basis says so.  The load band: the
+    requests each engine holds, rate per node x its latency (Little's law; a decode node's share of
+    the rate over the decode nodes)."""
+    from servesim.plan.interval import prediction_interval, requests_in_flight
+
+    rate = float(data["workload"]["rate_per_s"])
+    rows = []
+    for row in data["rows"]:
+        out = dict(row)
+        for side, nodes in (("colocated", row["colocated"]["nodes"]),
+                            ("disaggregated", row["disaggregated"].get("decode_nodes") or 0)):
+            fig = dict(row[side])
+            pred = {"mean_ttft_ms": fig["ttft_ms"], "mean_tpot_ms": fig["tpot_ms"]}
+            flight = (requests_in_flight(None, rate / nodes, fig["ttft_ms"], fig["tpot_ms"],
+                                         int(row["output_tokens"])) if nodes and fig["stable"] else math.inf)
+            pi = prediction_interval(pred, level=level, engine=engine, moe=moe, in_flight=flight,
+                                     fallback=fallback)
+            pi["basis"] += "; the figures are the closed form on the engine model's node (servesim validate)"
+            fig["prediction_interval"] = {k: v for k, v in pi.items() if v is not None}
+            out[side] = fig
+        rows.append(out)
+    return {**data, "rows": rows}

@@ -257,6 +257,7 @@ def disagg_text(s: dict[str, Any]) -> str:
     )
     out.append("  TTFT (mean) and TPOT in ms, goodput in req/s; 'unstable': utilization >= 1, goodput 0;")
     out.append("  a tie (goodputs within 0.1% of the rate) goes to colocation, the simpler deployment")
+    out.extend(_mix_interval_lines(s["rows"][0]))
     out.append("")
     out.append("[CROSSOVER] link bandwidth at which disaggregation strictly beats colocation (own mix)")
     xo, at = s["crossover_link_GBps"], s["crossover_at"]
@@ -267,6 +268,22 @@ def disagg_text(s: dict[str, Any]) -> str:
                    f" KV transfer {at['kv_transfer_ms']:.0f} ms of the {w['slo_ttft_ms']:g} ms TTFT budget)")
         out.append(f"  exact break-even: {s['crossover_exact_GBps']:.3f} GB/s")
     return "\n".join(out) + "\n"
+
+
+def _mix_interval_lines(row: dict[str, Any]) -> list[str]:
+    """The own mix's prediction intervals (``disagg --model``), two lines; none without them."""
+    co, de = row["colocated"].get("prediction_interval"), row["disaggregated"].get("prediction_interval")
+    if co is None or de is None:
+        return []
+
+    def rng(pi: dict[str, Any], key: str) -> str:
+        lo_hi = pi.get(key)
+        return "n/a" if lo_hi is None else f"{lo_hi[0]:.3g}-{lo_hi[1]:.3g}"
+
+    cell = co["basis"].split(" for ", 1)[1].split(":", 1)[0]
+    return [f"  {100 * co['level']:g}% prediction interval of the own mix (out-of-sample errors, {cell}):",
+            f"    colocated TTFT {rng(co, 'mean_ttft_ms')} ms, TPOT {rng(co, 'mean_tpot_ms')} ms; "
+            f"disaggregated TTFT {rng(de, 'mean_ttft_ms')} ms, TPOT {rng(de, 'mean_tpot_ms')} ms"]
 
 
 _SENS_NAMES = {"link_GBps": ("link bandwidth", "GB/s"), "rate_per_s": ("arrival rate", "req/s"),
