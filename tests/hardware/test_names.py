@@ -194,8 +194,9 @@ def test_the_formula_gives_the_shipped_dense_counts():
 def test_qwen3_32b_heads_are_wider_than_hidden_over_heads():
     s = model_shape("Qwen/Qwen3-32B")
     assert s.head_dim == 128 and s.hidden // s.heads == 80
-    assert s.q_width == 8192 and s.kv_width == 1024
-    assert model_shape("mistral-small-24b").q_width == 4096  # narrower than its 5120 hidden
+    assert s.heads * s.head_dim == 8192 and s.kv_heads * s.head_dim == 1024
+    m = model_shape("mistral-small-24b")
+    assert m.heads * m.head_dim == 4096  # narrower than its 5120 hidden
 
 
 def test_dense_shape_refuses_moe_and_mla():

@@ -61,14 +61,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim._checks import InputError, ParameterError
 from servesim._textfile import path_kind
 from servesim.hardware.hf_config import Fields, load_json
-from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
+from servesim.hardware.roofline import GPUSpec, ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -77,6 +77,7 @@ __all__ = [
     "MOE_CONFIG_FIELDS",
     "QUANTIZER_ORGS",
     "ModelShape",
+    "attention_kind",
     "canonical_gpu",
     "canonical_model",
     "check_tp",
@@ -111,73 +112,9 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 # --------------------------------------------------------------------------- shapes
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """A transformer's shape as a per-GEMM step model needs it.
-
-    ``intermediate`` is the MLP width (MoE: one routed expert's; 0 = unknown);
-    ``params`` / ``active_params`` are total and per-token parameter counts;
-    ``source`` is ``"catalog"`` or the ``config.json`` path the shape was read from.
-    """
-
-    name: str
-    hf_id: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    gated_mlp: bool
-    vocab: int
-    tied_embeddings: bool
-    params: float
-    active_params: float
-    attention: str
-    qkv_bias: bool = False
-    experts: int = 1
-    experts_per_token: int = 1
-    torch_dtype: str = ""
-    source: str = "catalog"
-    context_length: int = 0  # the longest request (prompt + output) it serves; 0 = unknown
-
-    def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
-            check_int(name, getattr(self, name), lo=1)
-        check_int("intermediate", self.intermediate, lo=0)
-        check_int("context_length", self.context_length, lo=0)
-        experts = check_int("experts", self.experts, lo=1)
-        check_int("experts_per_token", self.experts_per_token, lo=1, hi=experts)
-        check_real("params", self.params, lo=0.0, lo_open=True)
-        check_real("active_params", self.active_params, lo=0.0, hi=self.params, lo_open=True)
-        if self.attention not in ATTENTION_KINDS:
-            raise ParameterError("attention", self.attention, f"one of {', '.join(ATTENTION_KINDS)}")
-
-    @property
-    def q_width(self) -> int:
-        """All query heads' width, ``heads x head_dim`` (not always ``hidden``: Qwen3-32B, Mistral Small)."""
-        return self.heads * self.head_dim
-
-    @property
-    def kv_width(self) -> int:
-        """Width of the K (or V) projection, ``kv_heads x head_dim``."""
-        return self.kv_heads * self.head_dim
-
-    @property
-    def embedding_params(self) -> int:
-        """One ``vocab x hidden`` table (the input embedding, or the LM head)."""
-        return self.vocab * self.hidden
-
-    def spec(self) -> ModelSpec:
-        """The :class:`~servesim.hardware.roofline.ModelSpec` of this shape (BF16 weights and cache)."""
-        return ModelSpec(
-            name=self.name, layers=self.layers, hidden_size=self.hidden, heads=self.heads,
-            kv_heads=self.kv_heads, head_dim=self.head_dim, vocab_size=self.vocab,
-            params=self.params, active_params=self.active_params, attention=self.attention,
-            tied_embeddings=self.tied_embeddings, experts=self.experts,
-            experts_per_token=self.experts_per_token,
-            description=f"{self.hf_id or self.name} read from {self.source}",
-        )
+ModelShape = ModelSpec
+"""A model's shape as a per-GEMM step model needs it: :class:`~servesim.hardware.roofline.ModelSpec`
+with its step-model fields filled in (:func:`model_shape`): one class, the old name kept."""
 
 
 def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
@@ -195,7 +132,8 @@ def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_di
     return tables + layers * (attn + mlp + 2 * h) + h
 
 
-def _attention_kind(heads: int, kv_heads: int) -> str:
+def attention_kind(heads: int, kv_heads: int) -> str:
+    """``mha``, ``mqa`` or ``gqa``: the attention of ``heads`` query heads over ``kv_heads``."""
     if kv_heads == heads:
         return "mha"
     return "mqa" if kv_heads == 1 else "gqa"
@@ -206,37 +144,27 @@ def _from_spec(spec: ModelSpec, extras: Mapping[str, Any], hf_id: str = "") -> M
     context = int(extras.get("context_length", 0))
     if hf_id and hf_id.lower() in {i.lower() for i in extras.get("short_context_ids", ())}:
         context = int(extras["short_context_length"])
-    return ModelShape(
-        context_length=context,
-        name=spec.name, hf_id=hf_id or (ids[0] if ids else ""), layers=spec.layers,
-        hidden=spec.hidden_size, heads=spec.heads, kv_heads=spec.kv_heads, head_dim=spec.head_dim,
-        intermediate=int(extras.get("intermediate_size", 0)), gated_mlp=bool(extras.get("gated_mlp", True)),
-        vocab=spec.vocab_size, tied_embeddings=spec.tied_embeddings, params=spec.params,
-        active_params=spec.active_params, attention=spec.attention,
-        qkv_bias=bool(extras.get("qkv_bias", False)), experts=spec.experts,
-        experts_per_token=spec.experts_per_token,
-    )
+    return replace(spec, context_length=context, hf_id=hf_id or (ids[0] if ids else ""),
+                   intermediate=int(extras.get("intermediate_size", 0)),
+                   gated_mlp=bool(extras.get("gated_mlp", True)),
+                   qkv_bias=bool(extras.get("qkv_bias", False)))
 
 
 _SHAPE_FIELDS = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size", "attention")
-
-# specs built from config.json files, so that model_shape(spec) finds their MLP width again
-_READ_SHAPES: dict[ModelSpec, ModelShape] = {}
 
 
 def model_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
     """The :class:`ModelShape` of a catalog spec, a name, an HF id or a ``config.json`` path.
 
-    A :class:`~servesim.hardware.roofline.ModelSpec` takes its MLP width from the catalog entry
-    of the same name when the two agree on the shape (``intermediate`` is 0 otherwise).
+    A catalog :class:`~servesim.hardware.roofline.ModelSpec` takes its MLP width from the catalog
+    entry of the same name when the two agree on the shape (``intermediate`` is 0 otherwise); a
+    shape read from a ``config.json`` or filled in already is returned as it is.
     """
-    if isinstance(spec_or_name, ModelShape):
-        return spec_or_name
     if isinstance(spec_or_name, str):
         return _resolve(spec_or_name, _catalog(catalog))
     spec = spec_or_name
-    if spec in _READ_SHAPES:
-        return _READ_SHAPES[spec]
+    if spec.source != "catalog" or spec.hf_id or spec.intermediate:
+        return spec
     cat = _catalog(catalog)
     extras: Mapping[str, Any] = {}
     known = cat.models.get(spec.name)
@@ -330,21 +258,17 @@ def read_hf_config(path: str | Path) -> ModelShape:
     if not (isinstance(hf_id, str) and re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", hf_id)):
         hf_id = ""
     name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    shape = ModelShape(
-        name=name or "config", hf_id=hf_id, layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
-        head_dim=head_dim, intermediate=inter, gated_mlp=True, vocab=vocab, tied_embeddings=tied,
-        params=float(params), active_params=float(params), attention=_attention_kind(heads, kv),
-        qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where,
-        context_length=f.int_("max_position_embeddings", "longest sequence", 0, lo=0),
-    )
+    context = f.int_("max_position_embeddings", "longest sequence", 0, lo=0)
+    name = name or "config"
     try:
-        spec = shape.spec()
+        return ModelSpec(
+            name=name, layers=layers, hidden_size=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
+            vocab_size=vocab, params=float(params), active_params=float(params),
+            attention=attention_kind(heads, kv), tied_embeddings=tied,
+            description=f"{hf_id or name} read from {where}", hf_id=hf_id, intermediate=inter,
+            qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where, context_length=context)
     except ParameterError as exc:  # pragma: no cover - the checks above cover ModelSpec's
         raise InputError(f"{where}: {exc}") from None
-    if len(_READ_SHAPES) >= 256:
-        _READ_SHAPES.clear()
-    _READ_SHAPES[spec] = shape
-    return shape
 
 
 # --------------------------------------------------------------------------- model names
@@ -456,7 +380,7 @@ def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpe
     shape = _resolve(name_or_path, cat)
     if shape.source == "catalog":
         return cat.models[shape.name]
-    return shape.spec()  # read_hf_config registered it, so model_shape(spec) finds the shape again
+    return shape
 
 
 def canonical_model(name: str, catalog: Catalog | None = None) -> str:

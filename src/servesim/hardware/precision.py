@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from servesim._checks import ParameterError
 from servesim.hardware.dtypes import BYTES_PER_VALUE, NVFP4_BLOCK
-from servesim.hardware.names import ModelShape, canonical_gpu, model_shape
+from servesim.hardware.names import canonical_gpu
 from servesim.hardware.roofline import ModelSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -186,20 +186,15 @@ def peak_flops(gpu_name: str, dtype: str, catalog: Catalog | None = None) -> flo
     return float(cat.gpu_extras[gpu][_PEAK_FIELD[d]]) * 1e12
 
 
-def _shape(shape: ModelShape | ModelSpec) -> ModelShape:
-    return shape if isinstance(shape, ModelShape) else model_shape(shape)
-
-
-def weight_bytes(shape: ModelShape | ModelSpec, dtype: str) -> float:
+def weight_bytes(shape: ModelSpec, dtype: str) -> float:
     """Bytes of all the weights with ``dtype`` for everything but the BF16 embedding tables.
 
     ``tables x 2 + (params - tables) x bytes_per_value(dtype)``, tables = ``vocab x hidden``
     once if tied to the LM head, else twice (see the module doc).
     """
-    s = _shape(shape)
     d = _normalize("dtype", dtype, WEIGHT_DTYPES)
-    tables = float(s.embedding_params * (1 if s.tied_embeddings else 2))
-    return tables * BYTES_PER_VALUE[TABLE_DTYPE] + (s.params - tables) * BYTES_PER_VALUE[d]
+    tables = float(shape.embedding_params * (1 if shape.tied_embeddings else 2))
+    return tables * BYTES_PER_VALUE[TABLE_DTYPE] + (shape.params - tables) * BYTES_PER_VALUE[d]
 
 
 class _HoldsKV(Protocol):
@@ -212,12 +207,11 @@ def kv_bytes_of(sm: _HoldsKV, tokens: float) -> float:
     return sm.sequence_kv_bytes(tokens)
 
 
-def kv_bytes_per_token(shape: ModelShape | ModelSpec, kv_dtype: str) -> float:
+def kv_bytes_per_token(shape: ModelSpec, kv_dtype: str) -> float:
     """KV-cache bytes of one token over all layers: ``2 x layers x kv_heads x head_dim x bytes``.
 
     For MLA the catalog writes the latent as ``kv_heads x head_dim`` (models.toml), so the
     same formula gives its size.
     """
-    s = _shape(shape)
     d = _normalize("kv_dtype", kv_dtype, KV_DTYPES)
-    return 2.0 * s.layers * s.kv_heads * s.head_dim * BYTES_PER_VALUE[d]
+    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * BYTES_PER_VALUE[d]

@@ -172,7 +172,12 @@ class GPUSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A decoder-only transformer's shape: the fields of models.toml.
+    """A decoder-only transformer's shape: the fields of models.toml, and what a per-GEMM step model
+    needs beside them (the MLP width, ``intermediate``; :func:`servesim.hardware.names.model_shape`).
+    The one model-shape class of the lab, the roofline and the dense step model
+    (``servesim.hardware.names.ModelShape`` is this class); a mixture-of-experts model's per-layer shape
+    is an :class:`~servesim.hardware.architectures.Architecture` (:meth:`~servesim.hardware.architectures.
+    Architecture.model_spec` gives its ModelSpec).
 
     Derived sizes (all parameters are counted over every layer):
 
@@ -205,9 +210,20 @@ class ModelSpec:
     v_head_dim: int = 0
     draft_model: str = ""
     description: str = ""
+    # what a per-GEMM step model needs beside (models.toml's model_extras or the config.json read;
+    # servesim.hardware.names.model_shape fills them in)
+    hf_id: str = ""
+    intermediate: int = 0  # the MLP width (MoE: one routed expert's); 0 = unknown
+    gated_mlp: bool = True
+    qkv_bias: bool = False
+    torch_dtype: str = ""
+    source: str = "catalog"  # "catalog" or the config.json path the shape was read from
+    context_length: int = 0  # the longest request (prompt + output) it serves; 0 = unknown
 
     def __post_init__(self) -> None:
         check_int("layers", self.layers, lo=1)
+        check_int("intermediate", self.intermediate, lo=0)
+        check_int("context_length", self.context_length, lo=0)
         check_int("hidden_size", self.hidden_size, lo=1)
         heads = check_int("heads", self.heads, lo=1)
         kv = check_int("kv_heads", self.kv_heads, lo=1)
@@ -266,6 +282,16 @@ class ModelSpec:
                 )
 
     # sizes ------------------------------------------------------------------------
+
+    @property
+    def hidden(self) -> int:
+        """``hidden_size``, as :class:`~servesim.hardware.architectures.Architecture` names it."""
+        return self.hidden_size
+
+    @property
+    def vocab(self) -> int:
+        """``vocab_size``, as :class:`~servesim.hardware.architectures.Architecture` names it."""
+        return self.vocab_size
 
     @property
     def embedding_params(self) -> float:

@@ -48,7 +48,7 @@ from servesim.hardware import speculation_physics as sp
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.hf_config import MAX_DIM, load_json
 from servesim.hardware.moe_step import MoEStepModel
-from servesim.hardware.names import dense_shape, resolve_model
+from servesim.hardware.names import attention_kind, dense_shape, resolve_model
 from servesim.hardware.pricer import Drafter, Pricer
 from servesim.hardware.speculation_physics import TokenTree
 from servesim.hardware.stepmodel import StepModel
@@ -165,10 +165,11 @@ class EagleHead(StepModel):
         s, c = sm.shape, config or {}
         vocab = int(c.get("draft_vocab_size") or (EAGLE3_DRAFT_VOCAB if eagle3 and not config else
                                                   c.get("vocab_size") or s.vocab))
-        shape = replace(s, layers=1, vocab=vocab,
-                        intermediate=int(c.get("intermediate_size") or s.intermediate),
-                        heads=int(c.get("num_attention_heads") or s.heads),
-                        kv_heads=int(c.get("num_key_value_heads") or s.kv_heads))
+        heads = int(c.get("num_attention_heads") or s.heads)
+        kv_heads = int(c.get("num_key_value_heads") or s.kv_heads)
+        shape = replace(s, layers=1, vocab_size=vocab,
+                        intermediate=int(c.get("intermediate_size") or s.intermediate), heads=heads,
+                        kv_heads=kv_heads, attention=attention_kind(heads, kv_heads))
         super().__init__(shape, sm.gpu, sm.tp, dtype=sm.dtype, kv_dtype=sm.kv_dtype, engine=sm.engine,
                          tables=sm.tables)
         h, d = s.hidden, shape.head_dim
