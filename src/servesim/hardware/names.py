@@ -21,11 +21,10 @@
 An unknown name raises :class:`~servesim._checks.ParameterError` (``name='model'``)
 listing the close matches (:func:`difflib.get_close_matches` over every name and id).
 
-**Shapes.**  :class:`ModelShape` holds everything a per-GEMM step model needs,
-including what :class:`~servesim.hardware.roofline.ModelSpec` does not (the MLP width
-``intermediate``, ``gated_mlp``, ``qkv_bias``, kept in the catalog's
-``model_extras``).  :func:`model_shape` builds one for any model;
-:func:`dense_shape` refuses the ones a dense step model cannot price (MoE, MLA,
+**Shapes.**  :class:`ModelShape` is :class:`~servesim.hardware.roofline.ModelSpec` with what a
+per-GEMM step model needs beside the catalog's fields filled in (the MLP width ``intermediate``,
+``gated_mlp``, ``qkv_bias``, kept in the catalog's ``model_extras``).  :func:`model_shape` builds
+one for any model; :func:`dense_shape` refuses the ones a dense step model cannot price (MoE, MLA,
 unknown MLP width).
 
 **Parameter count of a dense shape** (:func:`dense_params`), with vocabulary ``V``,
