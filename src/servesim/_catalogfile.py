@@ -13,6 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servesim._checks import InputError
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
@@ -60,8 +62,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
     with or without a BOM or BOM-marked UTF-16; a binary file is refused
     naming the line and byte), then parsed by ``tomllib``.
     """
-    from servesim._checks import InputError
-    from servesim._textfile import parse_toml, read_text
+    from servesim._textfile import parse_toml, read_text  # lazy: the lab reads shipped TOML without it
 
     where = f"catalog file {str(path)!r}"
     try:

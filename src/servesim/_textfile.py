@@ -38,7 +38,7 @@ from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from servesim._checks import InputError, describe_range
+from servesim._checks import InputError, OutputError, describe_range
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,8 +93,6 @@ def save_through_temp(path: str | Path, write: Callable[[str], object], what: st
     temporary file and raises :class:`~servesim._checks.OutputError` naming ``path``."""
     import os
     import tempfile
-
-    from servesim._checks import OutputError
 
     p = Path(path)
     tmp = ""

@@ -35,9 +35,9 @@ from servesim.inputs.traces import (
     detect_format,
     iter_requests,
     load_trace,
-    plot_trace,
     summarize_trace,
 )
+from servesim.render.simfigures import plot_trace
 
 HERE = Path(__file__).resolve().parents[1]  # tests/
 FIXTURES = HERE / "data"

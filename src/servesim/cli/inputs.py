@@ -202,7 +202,7 @@ def _estimated_lines(path: str) -> int:
 
 def _trace_summarize(args: argparse.Namespace) -> Output:
     from servesim.cli.progress import Progress
-    from servesim.inputs.traces import load_trace, plot_trace, summarize_trace
+    from servesim.inputs.traces import load_trace, summarize_trace
 
     bar = Progress(_estimated_lines(args.file), "reading trace (lines)")
     done = [0]
@@ -219,6 +219,8 @@ def _trace_summarize(args: argparse.Namespace) -> Output:
     s = summarize_trace(tr, args.window_s)
     data = s.as_dict()
     if args.plot is not None:
+        from servesim.render.simfigures import plot_trace  # matplotlib only when plotting
+
         data["plot"] = str(plot_trace(tr, args.plot, args.window_s))
     row = {k: v for k, v in data.items() if k != "prefix"}
     if data["prefix"] is not None:

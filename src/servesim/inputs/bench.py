@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import BOUNDS, InputError, check_bound
-from servesim._textfile import shown
+from servesim._textfile import read_text, shown
 
 __all__ = [
     "LABEL_COLUMNS",
@@ -95,8 +95,6 @@ _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no":
 
 
 def _read(path: Path, what: str) -> str:
-    from servesim._textfile import read_text
-
     return read_text(path, what=what, max_bytes=MAX_BENCH_FILE_BYTES)
 
 

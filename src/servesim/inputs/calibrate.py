@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import CatalogError, load_file
 from servesim._checks import ParameterError, check_counts, check_fields, check_int, check_real
 from servesim._textfile import MAX_COUNT, parse_json, parse_number, read_text, shown, table_at
 from servesim.inputs.traces import InputError, csv_records
@@ -173,8 +174,6 @@ def load_calibration(path: str | Path) -> tuple[NodeSpec, float]:
     ``node`` that is not a table (a scalar, a list, ``[[node]]``), a missing
     key, a ``model`` that is not a catalog model's name, a value out of range.
     """
-    from servesim._catalogfile import CatalogError, load_file
-
     where = f"calibration file {str(path)!r}"
     table = load_file(path)
     meaning = ", ".join(_NODE_KEYS)

@@ -36,6 +36,8 @@ from typing import IO, Any
 
 from servesim._catalogfile import read_toml
 from servesim._checks import InputError
+from servesim._version import __version__
+from servesim.inputs.traces import detect_format, iter_requests
 
 __all__ = [
     "EXCERPTS",
@@ -144,8 +146,6 @@ def _open_url(src: TraceSource, url: str, timeout_s: float) -> Any:
     import urllib.parse
     import urllib.request
 
-    from servesim._version import __version__
-
     req = urllib.request.Request(url, headers={"User-Agent": f"servesim/{__version__} (trace fetch)"})
     scheme = urllib.parse.urlsplit(url).scheme
     try:
@@ -201,8 +201,6 @@ def _copy(src: TraceSource, url: str, resp: IO[bytes], write: Callable[[bytes], 
 
 def _check_trace(src: TraceSource, url: str, tmp: Path) -> int:
     """The download is the expected format and its first requests parse; returns how many were read."""
-    from servesim.inputs.traces import detect_format, iter_requests
-
     try:
         fmt = detect_format(tmp)
         if fmt != src.format:

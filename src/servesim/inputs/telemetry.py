@@ -98,6 +98,7 @@ from typing import Any
 
 from servesim._catalogfile import engines_file
 from servesim._checks import check_int, check_real
+from servesim._textfile import decode_text, read_text
 from servesim.inputs.traces import InputError
 from servesim.model.speculative import (
     DEFAULT_C,
@@ -231,8 +232,6 @@ def read_exposition(source: str) -> tuple[str, float | None]:
     BOM, BOM-marked UTF-16; anything else is refused naming line and byte).
     """
     import time
-
-    from servesim._textfile import decode_text, read_text
 
     if source == "-":
         buffer = getattr(sys.stdin, "buffer", None)

@@ -22,8 +22,8 @@ value), never the text.  Token counts are integers in [0, 10^9], timestamps
 finite.  Every malformed input raises :class:`InputError` naming the file, the
 line and the field; a trace with nothing to serve (every prompt or every output
 0 tokens) is refused by :func:`load_trace` itself, so every command that reads
-traces refuses it with the same message.  numpy is imported only by the functions that build arrays, and
-matplotlib only by :func:`plot_trace`.
+traces refuses it with the same message.  numpy is imported only by the functions that build
+arrays; the trace's figure is drawn by :func:`servesim.render.simfigures.plot_trace`.
 """
 
 from __future__ import annotations
@@ -41,13 +41,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from servesim._checks import InputError, check_int, check_real
 from servesim._textfile import iter_lines, parse_count, parse_json, parse_number, shown
+from servesim.model.serving import Workload
 
 if TYPE_CHECKING:
 
     import numpy as np
     import numpy.typing as npt
-
-    from servesim.model.serving import Workload
 
 __all__ = [
     "AZURE_HEADER",
@@ -64,7 +63,6 @@ __all__ = [
     "detect_format",
     "iter_requests",
     "load_trace",
-    "plot_trace",
     "summarize_trace",
     "workload_from_trace",
 ]
@@ -696,64 +694,6 @@ def summarize_trace(trace: TraceArrays | str | Path, window_s: float = 60.0) -> 
     )
 
 
-# ---------------------------------------------------------------------------
-# Plot
-
-
-def plot_trace(trace: TraceArrays, out_path: str | Path, window_s: float = 60.0) -> Path:
-    """Write a PNG: arrival rate per window over time, and prompt/output length histograms.
-
-    matplotlib is imported here only, with the non-interactive Agg canvas (no
-    pyplot, no display, no global state).  Returns the path written.
-    """
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    w = check_real("window_s", window_s, lo=0.0, lo_open=True)
-    t = trace.arrival_s
-    # Whole windows only, as in summarize_trace (a trailing partial window would
-    # show a spurious drop); a trace shorter than one window is one bar.
-    nbins = max(1, math.floor(float(t[-1]) / w))
-    counts = np.bincount(np.minimum((t / w).astype(np.int64), nbins), minlength=nbins + 1)[:nbins]
-    fig = Figure(figsize=(11, 3.4), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_rate, ax_p, ax_o = fig.subplots(1, 3)
-    ax_rate.step(np.arange(nbins) * w / 60.0, counts / w, where="post")
-    ax_rate.set_xlabel("time since first request (min)")
-    ax_rate.set_ylabel(f"arrivals/s ({w:g} s windows)")
-    ax_rate.set_title(f"{Path(trace.path).name}: {trace.requests} requests")
-    for ax, data, label in (
-        (ax_p, trace.prompt_tokens, "prompt tokens"),
-        (ax_o, trace.output_tokens, "output tokens"),
-    ):
-        positive = data[data > 0]
-        low = positive.min() if len(positive) else 0
-        if ax is ax_p and trace.has_prefix_info and (trace.cached_prompt_tokens > 0).any():
-            low = min(low, trace.cached_prompt_tokens[trace.cached_prompt_tokens > 0].min())
-        if len(positive) and positive.max() > low:
-            edges = np.geomspace(low, positive.max() + 1, 40)
-            ax.hist(positive, bins=edges, label="all")
-            ax.set_xscale("log")
-            if ax is ax_p and trace.has_prefix_info:
-                cached = trace.cached_prompt_tokens
-                ax.hist(cached[cached > 0], bins=edges, alpha=0.6, label="cached prefix")
-                ax.legend()
-        else:
-            ax.hist(data, bins=10)
-        ax.set_xlabel(label)
-        ax.set_ylabel("requests")
-    import matplotlib.pyplot as plt
-
-    from servesim._textfile import save_through_temp
-
-    try:  # atomically: a failed write leaves the old file as it was
-        return save_through_temp(out_path, lambda tmp: fig.savefig(tmp, dpi=110), "plot")
-    finally:
-        plt.close(fig)
-
-
-
 def workload_from_trace(
     tr: TraceArrays, *, slo_ttft_s: float, slo_tpot_s: float, name: str | None = None
 ) -> Workload:
@@ -764,8 +704,6 @@ def workload_from_trace(
     (burstiness, the length spread, prefix hits) is what ``simulate --trace``
     puts back.
     """
-    from servesim.model.serving import Workload
-
     n = tr.requests
     _check_rate(tr.path, n, float(tr.arrival_s[-1] - tr.arrival_s[0]) if n else 0.0)
     span = float(tr.arrival_s[-1] - tr.arrival_s[0])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from servesim.render import text as texts
 from servesim.render.formats import wrap_long_lines
+from servesim.render.report import Block
+from servesim.render.text import table
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-
-    from servesim.render.report import Block
 
 __all__ = ["capacity_report_blocks", "capacity_text", "pareto_figure", "plot_pareto", "split_label"]
 
@@ -63,8 +64,6 @@ def _n(x: float | None, nd: int = 0) -> str:
 
 
 def capacity_text(d: dict[str, Any], top: int = 10) -> str:
-    from servesim.render.text import table
-
     if isinstance(d["usd_per_gpu_hour"], dict):  # several GPU types
         price = "$/GPU-hour " + ", ".join(f"{g} {v:.2f}" for g, v in d["usd_per_gpu_hour"].items() if v)
     else:
@@ -134,8 +133,6 @@ def _wrapped(text: str) -> str:
     """On a terminal (:data:`servesim.render.text.WIDTH` set), each line longer than the terminal
     wrapped at its words, the continuation indented two more spaces (the tables already fit); else
     ``text`` as it is (files and pipes stay byte-stable)."""
-    from servesim.render import text as texts
-
     width = texts.WIDTH
     if width is None:
         return text
@@ -189,7 +186,7 @@ def plot_pareto(ax: Axes, d: dict[str, Any]) -> None:
 
 def pareto_figure(d: dict[str, Any]) -> Figure:
     """The capacity plan's Pareto front (:func:`plot_pareto`) as a figure of its own."""
-    from servesim.render.plots import figure
+    from servesim.render.plots import figure  # lazy: matplotlib only to draw; plan's table needs none
 
     fig, axes = figure(1, width_in=8.0)
     plot_pareto(axes[0], d)
@@ -198,8 +195,7 @@ def pareto_figure(d: dict[str, Any]) -> Figure:
 
 def capacity_report_blocks(d: dict[str, Any], command: str) -> list[Block]:
     """The capacity plan as report blocks (HTML and Markdown from the same content)."""
-    from servesim.render.plots import png_bytes
-    from servesim.render.report import Block
+    from servesim.render.plots import png_bytes  # lazy: matplotlib only to draw; plan's table needs none
 
     b: list[Block] = [Block("h1", f"Capacity plan: {d['model']} on {d['gpu']}")]
     b.append(Block("p", f"Workload {d['isl']} prompt + {d['osl']} output tokens; "

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from servesim.render.figures import disagg_figure, plan_figure, specdec_figure
+from servesim.render.plots import png_bytes
 from servesim.render.report import Block
 from servesim.render.text import fmt, mix_rows, ranked_rows, sensitivity_lines
 
@@ -117,9 +119,6 @@ def _recommendation_blocks(req: PlanRequest, plan: dict[str, Any]) -> list[Block
 
 def _ranking_blocks(plan: dict[str, Any], curves: Mapping[str, Any]) -> list[Block]:
     """The ranked deployments, how robust the choice is, and the goodput-vs-rate figure."""
-    from servesim.render.figures import plan_figure
-    from servesim.render.plots import png_bytes
-
     r = plan["recommendation"]
     b = [Block("h2", "Ranked deployments")]
     b.append(Block("table", headers=("#", "deployment", "goodput (req/s)", "per GPU", "attainment",
@@ -139,9 +138,6 @@ def _disaggregation_blocks(req: PlanRequest, dis: dict[str, Any], curves: Mappin
                            ttft_png: bytes | None) -> list[Block]:
     """Colocated against disaggregated by prompt/output mix, the KV transfer per link, the crossover
     link bandwidth, its figure and the simulated TTFT distribution when given."""
-    from servesim.render.figures import disagg_figure
-    from servesim.render.plots import png_bytes
-
     wl = req.workload
     b = [Block("h2", "Colocated vs disaggregated, by prompt/output mix")]
     headers: tuple[str, ...] = ("mix", "P/O tokens", "colocated TTFT", "colocated TPOT", "colocated goodput",
@@ -174,9 +170,6 @@ def _disaggregation_blocks(req: PlanRequest, dis: dict[str, Any], curves: Mappin
 def _speculation_blocks(plan: dict[str, Any], spec: dict[str, Any], curves: Mapping[str, Any]) -> list[Block]:
     """The speculative-decoding presets (best k and speedup at u = 0 and 0.7, where to turn it off) and
     their figure."""
-    from servesim.render.figures import specdec_figure
-    from servesim.render.plots import png_bytes
-
     b = [Block("h2", "Speculative decoding")]
     if plan["assumptions"].get("speculation_priced_on") == "model":
         b.append(Block("p", "The ranked deployments above price speculation on the model as predict --spec "

@@ -1,4 +1,4 @@
-"""The figures of each command, drawn from their curves (matplotlib, imported lazily).
+"""The figures of each command, drawn from their curves (matplotlib: import this module only to draw).
 
 ``specdec_figure``, ``disagg_figure``, ``plan_figure`` and ``all_figure`` take the records of
 :mod:`servesim.plan.figures` (computed there; nothing here knows a model) and return a matplotlib
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
+
+from servesim.render import plots
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -72,8 +74,6 @@ class PlanCurves(Protocol):
 
 
 def _specdec_panels(heatmap: Axes, sweep: Axes, curves: SpecdecCurves) -> None:
-    from servesim.render import plots
-
     plots.plot_speedup_heatmap(heatmap, curves.surface)
     plots.plot_utilization(sweep, curves.utilization)
 
@@ -81,16 +81,12 @@ def _specdec_panels(heatmap: Axes, sweep: Axes, curves: SpecdecCurves) -> None:
 def specdec_figure(curves: SpecdecCurves) -> Figure:
     """Speedup heatmap over (alpha, k) with the optimal k, and every preset's utilization sweep
     (``curves``: a :class:`servesim.plan.figures.SpecdecCurves`)."""
-    from servesim.render import plots
-
     fig, axes = plots.figure(2)
     _specdec_panels(axes[0], axes[1], curves)
     return fig
 
 
 def _disagg_panels(by_rate: Axes, by_link: Axes, curves: DisaggCurves) -> None:
-    from servesim.render import plots
-
     plots.plot_goodput_vs_rate(by_rate, curves.by_rate, curves.slo_note, current=curves.rate_point)
     plots.plot_goodput_vs_link(by_link, curves.by_link, curves.crossover_GBps, current=curves.link_point)
 
@@ -99,8 +95,6 @@ def disagg_figure(curves: DisaggCurves) -> Figure:
     """Goodput vs arrival rate (colocated vs best split) and goodput vs link bandwidth, with the
     workload's rate, the link in use and the crossover marked (``curves``: a
     :class:`servesim.plan.figures.DisaggCurves`)."""
-    from servesim.render import plots
-
     fig, axes = plots.figure(2)
     _disagg_panels(axes[0], axes[1], curves)
     return fig
@@ -110,8 +104,6 @@ def plan_figure(curves: PlanCurves) -> Figure:
     """Goodput vs arrival rate for colocated, the best split and the recommended deployment, with the
     planned rate and the recommendation's operating point marked (``curves``: a
     :class:`servesim.plan.figures.PlanCurves`)."""
-    from servesim.render import plots
-
     fig, axes = plots.figure(1, width_in=9.5, height_in=4.6)
     ax = axes[0]
     plots.plot_goodput_vs_rate(ax, curves.by_rate)
@@ -133,8 +125,6 @@ def all_figure(specdec: SpecdecCurves, disagg: Mapping[str, DisaggCurves]) -> Fi
     """Everything ``servesim all`` prices, in one figure: the speedup heatmap and the utilization
     sweep (first row), then goodput vs arrival rate and vs link for each workload preset (one row
     each); the curves of :func:`servesim.plan.figures.all_curves`."""
-    from servesim.render import plots
-
     fig, axes = plots.figure(2, nrows=1 + len(disagg), height_in=4.6)
     _specdec_panels(axes[0], axes[1], specdec)
     for i, (name, curves) in enumerate(disagg.items(), start=1):

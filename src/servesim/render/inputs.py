@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from servesim.render.text import table
+
 __all__ = ["calibrate_text", "fit_text", "sources_text", "trace_text"]
 
 
@@ -13,8 +15,6 @@ def _g(x: float | None, spec: str) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 def trace_text(d: dict[str, Any]) -> str:
-    from servesim.render.text import table
-
     out = [f"TRACE {d['path']} ({d['format']})"]
     lines = [
         ("requests", f"{d['requests']:,}"),
@@ -74,8 +74,6 @@ _RATES = {
 
 
 def fit_text(d: dict[str, Any]) -> str:
-    from servesim.render.text import table
-
     out = [f"ACCEPTANCE FIT {d['source']} ({d['engine']})"]
     n = d["num_drafts"]
     span = ""
@@ -143,8 +141,6 @@ def fit_text(d: dict[str, Any]) -> str:
     return "\n".join(out + _warnings(d)) + "\n"
 
 def calibrate_text(d: dict[str, Any]) -> str:
-    from servesim.render.text import table
-
     nd = d["node"]
     out = [f"CALIBRATION from {len(d['points'])} measured points (the lab's colocated closed form)",
            "  TTFT = W_q(M/M/N) + P/R_p,  TPOT = TPOT_base (1 + beta rho_p),  rho_p = lambda P / (N R_p)",

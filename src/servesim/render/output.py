@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from servesim._checks import InputError
+from servesim._checks import InputError, OutputError
 from servesim._textfile import file_mode
 
 __all__ = ["check_dir", "check_file", "file_mode", "write_atomic", "write_set"]
@@ -110,8 +110,6 @@ def write_atomic(path: str | Path, data: bytes) -> Path:
 
 def write_set(folder: str | Path, files: Mapping[str, bytes]) -> dict[str, Path]:
     """Write every file of ``files`` (name -> bytes) into ``folder``, all or none."""
-    from servesim._checks import OutputError
-
     d = Path(folder)
     temps: list[tuple[str, Path]] = []
     try:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import matplotlib
 
+from servesim._textfile import save_through_temp
+
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -113,7 +115,6 @@ def save(fig: Figure, path: str | Path) -> Path:
     if p.suffix.lower() not in SUFFIXES:
         plt.close(fig)
         raise ValueError(f"--plot={str(p)!r} is invalid: the file must end in .png or .svg")
-    from servesim._textfile import save_through_temp
 
     # A fixed date keeps SVG/PNG bytes identical from run to run.
     meta = {"Date": None} if p.suffix.lower() == ".svg" else {"Software": "servesim"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from servesim.render.capacity import split_label
+
 __all__ = ["compare_text", "disagg_text", "engine_sim_text", "points_text", "predict_text"]
 
 
@@ -89,8 +91,6 @@ def _scheduler(d: dict[str, Any]) -> str:
 
 def _pool(p: dict[str, Any]) -> str:
     """A pool's shape: ``2 x TP8`` or ``1 x TP1 DP8 EP8``."""
-    from servesim.render.capacity import split_label
-
     return f"{p['workers']} x {split_label(p, ' ')}"
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from servesim.render.text import table
+
 __all__ = ["roofline_text"]
 
 
@@ -97,8 +99,6 @@ def _hardware_lines(d: dict[str, Any]) -> list[str]:
 def _intensity_lines(d: dict[str, Any]) -> list[str]:
     """Section [2]: the arithmetic intensity of the weight GEMMs, plain and speculative, by batch,
     against the ridge point."""
-    from servesim.render.text import table
-
     wpp = d["weight_bytes"] / d["params"]
     k = d["intensity_k"]
     out: list[str] = []
@@ -133,8 +133,6 @@ def _intensity_lines(d: dict[str, Any]) -> list[str]:
 
 def _speedup_lines(d: dict[str, Any]) -> list[str]:
     """Section [3]: each preset's speculative speedup and best k by batch, beside the plain step."""
-    from servesim.render.text import table
-
     a = d["assumptions"]
     out: list[str] = []
     names = [p["name"] for p in d["presets"]]
@@ -221,8 +219,6 @@ def _utilization_lines(d: dict[str, Any]) -> list[str]:
 def _tree_lines(d: dict[str, Any]) -> list[str]:
     """Section [6]: chain against tree drafting at equal verify width, and the closing notes on what
     prices which section and what is not modelled."""
-    from servesim.render.text import table
-
     a = d["assumptions"]
     out: list[str] = []
     out.append("")
@@ -249,8 +245,6 @@ def _tree_lines(d: dict[str, Any]) -> list[str]:
 
 def _measured_text(m: dict[str, Any]) -> list[str]:
     """Section [0]: the measured-kernel step model, part by part, beside the speed of light."""
-    from servesim.render.text import table
-
     if not m.get("available"):
         return [f"[0] Measured-kernel step model: not available ({m.get('note', '')})", ""]
     out = [f"[0] Where a decode step's time goes: measured kernels ({m['tables']}),",

@@ -1,4 +1,4 @@
-"""Figures of ``simulate`` and ``validate``, drawn from their result dicts (matplotlib).
+"""Figures of ``simulate`` and ``validate``, drawn from their result dicts, and a trace's (matplotlib).
 
 Drawing only: a theory curve beside a simulation (the Erlang-C wait tail) is computed by the
 caller (:func:`servesim.sim.report.erlang_tail_curve`) and passed in.
@@ -10,20 +10,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from servesim._checks import check_real
+from servesim._textfile import save_through_temp
+from servesim.render import plots
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy.typing as npt
     from matplotlib.axes import Axes
     from matplotlib.container import BarContainer
-    from matplotlib.figure import Figure
 
-__all__ = ["bias_labels", "simulate_figure", "validate_figure"]
+__all__ = ["TraceRecord", "bias_labels", "plot_trace", "simulate_figure", "validate_figure"]
+
+
+class TraceRecord(Protocol):
+    """What :func:`plot_trace` draws of a trace (:class:`servesim.inputs.traces.TraceArrays`)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def has_prefix_info(self) -> bool: ...
+    @property
+    def arrival_s(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def prompt_tokens(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def output_tokens(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def cached_prompt_tokens(self) -> npt.NDArray[np.int64]: ...
 
 
 def _queue(ax: Axes, d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None) -> None:
     """P(W_q > t): the M/M/c tail (``tail``: ``t_s``, ``p``) against the simulated p_wait and percentiles."""
-    from servesim.render import plots
-
     if tail is not None:
         ax.semilogy(tail["t_s"], tail["p"], label="Erlang-C tail C exp(-(c mu - lambda) t)")
     pts = [(0.0, d["p_wait"]), (d["wait_p50_s"], 0.5), (d["wait_p90_s"], 0.1), (d["wait_p99_s"], 0.01)]
@@ -52,8 +79,6 @@ def _paired_bars(ax: Axes, labels: list[str], left: list[float], left_label: str
 
 def _serving(ax: Axes, d: dict[str, Any]) -> None:
     """TTFT mean and p99, closed form vs simulation, per architecture."""
-    from servesim.render import plots
-
     labels, cf, sim = [], [], []
     for arch in ("colocated", "disaggregated"):
         c, s = d[arch]["closed_form"], d[arch]["simulated"]
@@ -71,8 +96,6 @@ def _serving(ax: Axes, d: dict[str, Any]) -> None:
 
 def _trace(ax: Axes, d: dict[str, Any]) -> None:
     """Goodput per deployment: closed form from the trace's means vs the replay."""
-    from servesim.render import plots
-
     labels = [plots.wrap(r["deployment"] + ("" if r["closed_form"]["stable"] else " (closed form unstable)"),
                          22) for r in d["rows"]]
     cf = [float(r["closed_form"]["goodput_rps"]) for r in d["rows"]]
@@ -85,8 +108,6 @@ def _trace(ax: Axes, d: dict[str, Any]) -> None:
 
 def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None = None) -> Figure:
     """The figure of a ``simulate`` result; ``tail`` is the theory curve of a queue run."""
-    from servesim.render import plots
-
     fig, axes = plots.figure(1, width_in=8.0)
     if d["mode"] == "queue":
         _queue(axes[0], d, tail)
@@ -97,8 +118,6 @@ def simulate_figure(d: dict[str, Any], tail: Mapping[str, Sequence[float]] | Non
 
 def _engine(ax: Axes, d: dict[str, Any]) -> None:
     """The engine loop (agg or disagg) beside the closed form at the same rate: mean TTFT and TPOT."""
-    from servesim.render import plots
-
     cf = d.get("closed_form") or {}
     names = ["mean TTFT (ms)", "p99 TTFT (ms)", "mean TPOT (ms)"]
     keys = ["mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms"]
@@ -117,8 +136,6 @@ def bias_labels(bias: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float
     """The bias chart's labels, in full: one ``assumption: figure`` per bar; and per run of bars with the
     same assumption, relaxation and case, its middle row and the relaxation (with the case where one
     assumption is relaxed the same way in several cases), wrapped."""
-    from servesim.render import plots
-
     cases: dict[tuple[str, str], set[str]] = {}
     for r in bias:
         cases.setdefault((r["assumption"], r["relaxation"]), set()).add(r["case"])
@@ -140,8 +157,6 @@ def bias_labels(bias: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float
 
 def validate_figure(d: dict[str, Any]) -> Figure:
     """Agreement as z-scores (|z| <= 4 passes for exact rows) and each assumption's relative bias."""
-    from servesim.render import plots
-
     bias = d["bias"]
     fig, axes = plots.figure(2, width_in=8.0, height_in=max(5.5, 1.8 + 0.3 * len(bias)),
                              width_ratios=(1.0, 1.6))
@@ -187,3 +202,48 @@ def validate_figure(d: dict[str, Any]) -> Figure:
     ax.set_xlabel("change when the assumption is relaxed (%)")
     ax.set_title("Bias of each 'model vs reality' assumption (right: how it is relaxed)")
     return fig
+
+
+def plot_trace(trace: TraceRecord, out_path: str | Path, window_s: float = 60.0) -> Path:
+    """Write a PNG: arrival rate per window over time, and prompt/output length histograms.
+
+    Drawn on the non-interactive Agg canvas (no display); moved here from
+    ``servesim.inputs.traces``, which reads the trace and draws nothing.  Returns the path written.
+    """
+    w = check_real("window_s", window_s, lo=0.0, lo_open=True)
+    t = trace.arrival_s
+    # Whole windows only, as in summarize_trace (a trailing partial window would
+    # show a spurious drop); a trace shorter than one window is one bar.
+    nbins = max(1, math.floor(float(t[-1]) / w))
+    counts = np.bincount(np.minimum((t / w).astype(np.int64), nbins), minlength=nbins + 1)[:nbins]
+    fig = Figure(figsize=(11, 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_rate, ax_p, ax_o = fig.subplots(1, 3)
+    ax_rate.step(np.arange(nbins) * w / 60.0, counts / w, where="post")
+    ax_rate.set_xlabel("time since first request (min)")
+    ax_rate.set_ylabel(f"arrivals/s ({w:g} s windows)")
+    ax_rate.set_title(f"{Path(trace.path).name}: {trace.requests} requests")
+    for ax, data, label in (
+        (ax_p, trace.prompt_tokens, "prompt tokens"),
+        (ax_o, trace.output_tokens, "output tokens"),
+    ):
+        positive = data[data > 0]
+        low = positive.min() if len(positive) else 0
+        if ax is ax_p and trace.has_prefix_info and (trace.cached_prompt_tokens > 0).any():
+            low = min(low, trace.cached_prompt_tokens[trace.cached_prompt_tokens > 0].min())
+        if len(positive) and positive.max() > low:
+            edges = np.geomspace(low, positive.max() + 1, 40)
+            ax.hist(positive, bins=edges, label="all")
+            ax.set_xscale("log")
+            if ax is ax_p and trace.has_prefix_info:
+                cached = trace.cached_prompt_tokens
+                ax.hist(cached[cached > 0], bins=edges, alpha=0.6, label="cached prefix")
+                ax.legend()
+        else:
+            ax.hist(data, bins=10)
+        ax.set_xlabel(label)
+        ax.set_ylabel("requests")
+    try:  # atomically: a failed write leaves the old file as it was
+        return save_through_temp(out_path, lambda tmp: fig.savefig(tmp, dpi=110), "plot")
+    finally:
+        plt.close(fig)

@@ -74,6 +74,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_bound
 
 __all__ = ["CLIENTS", "LENGTH_RULES", "Client", "arrival_times", "default_client", "draw_lengths"]
@@ -296,8 +297,6 @@ class Client:
 @cache
 def _data_file(name: str) -> dict[str, Any]:
     """The data file ``data/<name>.toml`` (read once)."""
-    from servesim._catalogfile import read_toml
-
     return read_toml(Path(__file__).parent / "data" / f"{name}.toml")
 
 
