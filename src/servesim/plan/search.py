@@ -176,10 +176,13 @@ def _confirmed_note(q: PlanQuestion, n: int, off: int = 0, tried: int | None = N
     """``n`` rows confirmed, ``off`` speculative ones left out for not paying, of ``tried`` run through
     the engine model (the rest sustain no rate that meets the SLOs there)."""
     tried = n + off if tried is None else tried
+    failed = tried - n - off
     return {"confirmed": n, "speculation_off": off, "engine_tried": tried,
             "step_model": ("closed form at load screens every deployment; the engine model (predict --rate, "
-                           f"at steady state) runs the best {tried} and {n} hold a rate that meets the SLOs: "
-                           "the rows and the front are its figures")}
+                           f"at steady state) runs the best {tried}: {n} confirmed"
+                           + (f", {off} speculative no faster than without it (left out)" if off else "")
+                           + (f", {failed} hold no rate that meets the SLOs" if failed > 0 else "")
+                           + "; the rows and the front are its figures")}
 
 
 Par = tuple[int, int, int]
