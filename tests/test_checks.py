@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from servesim._checks import ParameterError, check_choice, check_counts, check_fields
+from servesim import _checks
+from servesim._checks import BOUNDS, ParameterError, check_bound, check_choice, check_counts, check_fields
 
 
 @dataclass
@@ -37,3 +38,23 @@ def test_check_choice_lists_the_choices():
     for bad in ("gamma", 1, None):
         with pytest.raises(ParameterError, match="must be one of exp, det"):
             check_choice("service", bad, ("exp", "det"))
+
+
+def test_bounds_are_read_from_their_data_file_on_first_use_once():
+    table = _checks._Bounds()
+    assert "_table" not in vars(table)  # importing _checks parsed nothing
+    assert table["tp"].flag == "--tp"
+    first = vars(table)["_table"]
+    assert table["isl"] is first["isl"]  # the second look-up reads no file again
+
+
+def test_bounds_families_make_every_name_of_their_lists():
+    # 7 statistics x 4 metrics of measured times and 3 throughputs, as points rows and results name them
+    stats = ("mean", "median", "std", "p50", "p90", "p95", "p99")
+    times = [f"{s}_{m}_ms" for s in stats for m in ("ttft", "tpot", "itl", "e2el")]
+    assert len(times) == 28 and all(n in BOUNDS for n in times)
+    assert BOUNDS["p99_e2el_ms"].hi == 1000 * 3600 * 1000  # 1,000 hours in ms
+    assert check_bound("request_throughput", 1e12) == 1e12
+    with pytest.raises(ParameterError, match="total_token_throughput"):
+        check_bound("total_token_throughput", 1.5e12)
+    assert BOUNDS["concurrency"].flag == "--max-concurrency"  # a flag not spelled from the name

@@ -8,9 +8,18 @@ reading code.  Nothing is ever clamped.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+import sys
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import product
 from numbers import Integral, Real
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
 
 __all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_choice",
            "check_counts", "check_fields", "check_int", "check_real", "describe_range"]
@@ -130,62 +139,37 @@ class Bound:
         return f"a number {describe_range(self.lo, self.hi, self.lo_open, self.hi_open)}"
 
 
-_MS = 3.6e9  # a measured time in ms: at most 1,000 hours
-_TOKENS = 1_000_000  # a prompt or an output: at most a million tokens (--isl/--osl)
-BOUNDS: dict[str, Bound] = {
-    # the replica and its pools
-    "tp": Bound("int", 1, 64, "--tp"),
-    "dp": Bound("int", 1, 256, "--dp"),
-    "ep": Bound("int", 1, 256, "--ep"),
-    "prefill_tp": Bound("int", 1, 64, "--prefill-tp"),
-    "decode_tp": Bound("int", 1, 64, "--decode-tp"),
-    "prefill_dp": Bound("int", 1, 256, "--prefill-dp"),
-    "decode_dp": Bound("int", 1, 256, "--decode-dp"),
-    "prefill_ep": Bound("int", 1, 256, "--prefill-ep"),
-    "decode_ep": Bound("int", 1, 256, "--decode-ep"),
-    "prefill_workers": Bound("int", 1, 4096, "--prefill-workers"),
-    "decode_workers": Bound("int", 1, 4096, "--decode-workers"),
-    # the benchmark client
-    "isl": Bound("int", 1, _TOKENS, "--isl"),
-    "osl": Bound("int", 1, _TOKENS, "--osl"),
-    "concurrency": Bound("int", 1, 100_000, "--max-concurrency"),
-    "rate": Bound("real", 1e-6, 1e6, "--request-rate"),  # below, a run's float clock loses its steps
-    "num_prompts": Bound("int", 1, 1_000_000, "--num-prompts"),
-    "num_warmups": Bound("int", 0, 1_000_000, "--num-warmups"),
-    "random_range_ratio": Bound("real", 0.0, 1.0, "--random-range-ratio"),
-    "burstiness": Bound("real", 0.0, 1000.0, "--burstiness", lo_open=True),
-    # the engines' own flags
-    "max_num_batched_tokens": Bound("int", 1, 1_000_000, "--max-num-batched-tokens"),
-    "max_num_seqs": Bound("int", 1, 100_000, "--max-num-seqs"),
-    "gpu_memory_utilization": Bound("real", 0.0, 1.0, "--gpu-memory-utilization", lo_open=True),
-    "chunked_prefill_size": Bound("int", 1, 1_000_000, "--chunked-prefill-size"),
-    "max_running_requests": Bound("int", 1, 100_000, "--max-running-requests"),
-    "max_prefill_tokens": Bound("int", 1, 1_000_000, "--max-prefill-tokens"),
-    "scheduler_recv_interval": Bound("int", 1, 10_000, "--scheduler-recv-interval"),
-    "mem_fraction_static": Bound("real", 0.0, 1.0, "--mem-fraction-static", lo_open=True),
-    "max_num_tokens": Bound("int", 1, 1_000_000, "--max-num-tokens"),
-    "max_batch_size": Bound("int", 1, 100_000, "--max-batch-size"),
-    "free_gpu_memory_fraction": Bound("real", 0.0, 1.0, "--free-gpu-memory-fraction", lo_open=True),
-    # speculation
-    "k": Bound("int", 1, 16, "--k"),
-    "acceptance_length": Bound("real", 1.0, 17.0, "--acceptance-length"),
-    "alpha": Bound("real", 0.0, 1.0, "--alpha", lo_open=True, hi_open=True),
-    "speculative_num_steps": Bound("int", 1, 16, "--speculative-num-steps"),
-    "speculative_eagle_topk": Bound("int", 1, 16, "--speculative-eagle-topk"),
-    # the root and at most 64 drafted tokens (the step models' k, 1-64)
-    "speculative_num_draft_tokens": Bound("int", 2, 65, "--speculative-num-draft-tokens"),
-    # measured results a points row or a saved result carries (times in ms, rates per second)
-    **{f"{stat}_{m}_ms": Bound("real", 0.0, _MS)
-       for stat in ("mean", "median", "std", "p50", "p90", "p95", "p99")
-       for m in ("ttft", "tpot", "itl", "e2el")},
-    **dict.fromkeys(("output_throughput", "request_throughput", "total_token_throughput"),
-                    Bound("real", 0.0, 1e12)),
-}
+class _Bounds(Mapping[str, Bound]):
+    """:data:`BOUNDS`: the table of ``data/catalog/bounds.toml``, read on first use, once."""
+
+    @cached_property
+    def _table(self) -> dict[str, Bound]:
+        data = tomllib.loads((Path(__file__).parent / "data" / "catalog" / "bounds.toml").read_text("utf-8"))
+        table = {name: Bound(**b) for name, b in data["inputs"].items()}
+        for family in data["families"].values():
+            lists = {key: v for key, v in family.items() if isinstance(v, list)}
+            bound = Bound(**family["bound"])
+            for values in product(*lists.values()):  # every name the pattern makes of the lists
+                table[family["pattern"].format(**dict(zip(lists, values, strict=True)))] = bound
+        return table
+
+    def __getitem__(self, name: str) -> Bound:
+        return self._table[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+BOUNDS: Mapping[str, Bound] = _Bounds()
 """Every bounded input of predict, by its name as the Python API, a points column and a saved result
 spell it (``concurrency`` is ``--max-concurrency`` and the result's ``max_concurrency``), with the flag
-that sets it.  The flags' argparse types (:func:`servesim.cli.args.bounded`), the points reader, the
-``--compare`` reader and the API's parameter objects read their ranges here, so one input has one
-range and one message wherever it comes from."""
+that sets it: the data file ``data/catalog/bounds.toml`` (its header says why each range).  The flags'
+argparse types (:func:`servesim.cli.args.bounded`), the points reader, the ``--compare`` reader and
+the API's parameter objects read their ranges here, so one input has one range and one message
+wherever it comes from."""
 
 
 def check_bound(name: str, value: object, where: str = "", label: str = "") -> int | float:
