@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,33 +20,14 @@ from matplotlib.figure import Figure
 
 from servesim._checks import check_real
 from servesim._textfile import save_through_temp
+from servesim._trace import TraceRecord
 from servesim.render import plots
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy.typing as npt
     from matplotlib.axes import Axes
     from matplotlib.container import BarContainer
 
-__all__ = ["TraceRecord", "bias_labels", "plot_trace", "simulate_figure", "validate_figure"]
-
-
-class TraceRecord(Protocol):
-    """What :func:`plot_trace` draws of a trace (:class:`servesim.inputs.traces.TraceArrays`)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def requests(self) -> int: ...
-    @property
-    def has_prefix_info(self) -> bool: ...
-    @property
-    def arrival_s(self) -> npt.NDArray[np.float64]: ...
-    @property
-    def prompt_tokens(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def output_tokens(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def cached_prompt_tokens(self) -> npt.NDArray[np.int64]: ...
+__all__ = ["bias_labels", "plot_trace", "simulate_figure", "validate_figure"]
 
 
 def _queue(ax: Axes, d: dict[str, Any], tail: Mapping[str, Sequence[float]] | None) -> None:

@@ -16,11 +16,11 @@ prefix, as in Mooncake's shared KV store).  The replay then uses
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from servesim._trace import TraceRecord
 from servesim.model.kvcache import Link
 from servesim.model.serving import (
     NodeSpec,
@@ -48,32 +48,10 @@ from servesim.sim.cluster import (
 from servesim.sim.report import node_row, sim_row
 from servesim.sim.stats import DEFAULT_SEED
 
-__all__ = ["TraceLike", "trace_replay_summary"]
+__all__ = ["trace_replay_summary"]
 
 
-class TraceLike(Protocol):
-    """What a replay reads of a trace (:class:`servesim.inputs.traces.TraceArrays` has it): one
-    element per request, in arrival order."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def format(self) -> str: ...
-    @property
-    def requests(self) -> int: ...
-    @property
-    def has_prefix_info(self) -> bool: ...
-    @property
-    def arrival_s(self) -> npt.NDArray[np.float64]: ...
-    @property
-    def prompt_tokens(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def output_tokens(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def cached_prompt_tokens(self) -> npt.NDArray[np.int64]: ...
-
-
-def _requests(tr: TraceLike, prefix_cache: bool) -> Requests:
+def _requests(tr: TraceRecord, prefix_cache: bool) -> Requests:
     prompt = tr.prompt_tokens.astype(np.float64)
     if prefix_cache:
         prompt = np.maximum(prompt - tr.cached_prompt_tokens, 1.0)
@@ -88,7 +66,7 @@ def _fleets(nodes: int, beta: float, link: Link) -> list[Fleet]:
     return out
 
 
-def _trace_row(tr: TraceLike, rate: float) -> dict[str, Any]:
+def _trace_row(tr: TraceRecord, rate: float) -> dict[str, Any]:
     return {
         "path": tr.path,
         "format": tr.format,
@@ -129,7 +107,7 @@ def _fleet_row(fleet: Fleet, nodes: int, cf: ServingResult, s: ServingSim) -> di
 
 
 def trace_replay_summary(
-    tr: TraceLike,
+    tr: TraceRecord,
     node: NodeSpec,
     *,
     workload: Workload,
