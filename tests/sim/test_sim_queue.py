@@ -237,3 +237,11 @@ def test_sorted_and_heap_kernels_give_identical_waits(c):
     kern.fcfs_waits_chunk(ia, sv, np.zeros(c), 0.0, w_heap)
     kern.fcfs_waits_sorted_chunk(ia, sv, np.zeros(c), 0.0, w_sorted)
     np.testing.assert_array_equal(w_heap, w_sorted)
+
+
+def test_the_largest_warmup_below_one_leaves_a_request_to_measure():
+    # floor(3 x 0.9999999999999999) = 2 of 3 dropped: the third is measured (nothing to refuse)
+    frac = math.nextafter(1.0, 0.0)
+    q = simulate_queue(1, poisson_arrivals(0.5), Exponential(1.0), requests=3, replications=1,
+                       warmup_fraction=frac)
+    assert (q.requests, q.measured_requests) == (3, 1)

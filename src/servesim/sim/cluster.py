@@ -653,9 +653,6 @@ def simulate_serving(
     slo_s = (wl.slo_ttft_s, wl.slo_tpot_s)
     if max(util) >= 1.0:
         return _result(fleet, options, rate, slo_s, util, None)
-    if warmup_count(per_rep, options.warmup_fraction) >= per_rep:
-        raise ParameterError("warmup_fraction", options.warmup_fraction,
-                             f"small enough to leave requests to measure out of {per_rep}")
     runs = []
     for rng in replication_rngs(options.seed, options.replications):
         req = sample_requests(wl, rng, per_rep, arrivals=arr, prompt_tokens=options.prompt_tokens,

@@ -128,13 +128,8 @@ def simulate_queue(
         total = check_int("requests", requests, lo=reps)
         per_rep = total // reps
         a_scv = arrivals.scv
-    check_real("warmup_fraction", warmup_fraction, lo=0.0, hi=1.0, hi_open=True)
+    warm = warmup_count(per_rep, warmup_fraction)  # floor(n f) < n: f < 1 leaves some to measure
     bound = None if within_s is None else check_real("within_s", within_s)
-    warm = warmup_count(per_rep, warmup_fraction)
-    if warm >= per_rep:
-        raise ParameterError(
-            "warmup_fraction", warmup_fraction, f"small enough to leave requests to measure out of {per_rep}"
-        )
     rate = arrivals.rate_per_s
     mean_s = service_s.mean
     simulated = not (isinstance(arrivals, RenewalArrivals) and rate * mean_s >= c)

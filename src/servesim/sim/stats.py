@@ -225,7 +225,8 @@ def replication_rngs(seed: int | np.random.Generator, replications: int) -> list
 
 
 def warmup_count(n: int, warmup_fraction: float) -> int:
-    """How many leading requests the warm-up drops: floor(n * fraction)."""
+    """How many leading requests the warm-up drops: floor(n * fraction), below n for every fraction
+    < 1 (the float product rounds below n too), so a replication always keeps one to measure."""
     frac = check_real("warmup_fraction", warmup_fraction, lo=0.0, hi=1.0, hi_open=True)
     return int(n * frac)
 
