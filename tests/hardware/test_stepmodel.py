@@ -51,6 +51,28 @@ def test_parts_sum_to_the_gpu_time_and_host_is_added_without_overlap(name, tp, s
     assert st.tokens == b * pos + sum(c.tokens * c.count for c in chunks)
 
 
+def test_a_step_without_its_bound_is_the_same_step_to_the_bit():
+    """The engine loop's path (``bound=False``: no operation built) sums the same prices in the same
+    order as the operations of the bounded step: every part, the notes and the measured flag equal
+    to the last bit, only the bound and the operations left out; the parts are the operations'
+    prices summed by part (ops.priced_parts), exactly."""
+    from servesim.hardware.ops import priced_parts
+    from servesim.hardware.speculation import EagleHead
+
+    models = [_model(), _model("llama-3-70b", tp=8), _model("llama-3-70b", "h200", 4, dtype="fp8"),
+              _model("llama-3-8b", "mi300x")]  # mi300x: another GPU's tables, every step noted
+    models.append(EagleHead(models[1], eagle3=False))  # five weight GEMMs a layer (its fc)
+    for sm in models:
+        for step in [*STEPS, (3.5, 4000, (), 1), (200, 9000, (Chunk(100, 30000, 3, False),), 3)]:
+            full, cheap = sm.step(*step), sm.step(*step, bound=False)
+            assert cheap.ops == () and cheap.sol_s != cheap.sol_s and full.sol_s > 0
+            assert dataclasses.replace(cheap, sol_s=full.sol_s) == full  # ops are not compared
+            parts = priced_parts(full.ops)
+            assert (full.gemm_s, full.attention_s, full.allreduce_s, full.other_s) == (
+                parts["gemm"], parts["attention"], parts["comm"], parts["other"])
+    assert not models[3].step(4, 100, bound=False).measured and models[3].step(4, 100).notes
+
+
 @pytest.mark.parametrize("host_ms", [1.0, 50.0])  # host hidden behind the GPU, then GPU behind the host
 def test_sglang_overlaps_host_with_the_gpu(host_ms):
     eng = dataclasses.replace(engine_profile("sglang", gpu="h100-sxm"), host_step_s=host_ms * 1e-3)

@@ -93,7 +93,7 @@ from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_h
 from servesim.hardware.engines import EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
-from servesim.hardware.ops import Op, Peaks, StepTime, light_s, priced_parts, ring_bytes
+from servesim.hardware.ops import PARTS, Op, Peaks, StepTime, light_s, ring_bytes
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -308,10 +308,15 @@ class StepModel:
             sec = max(sec - self._quant_s, self._floor_s)
         return sec, lk
 
-    def _gemm_layer(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
-        priced = [self._gemm_s(m, n, k) for n, k in self._gemms]
+    def _gemm_layer(self, m: int) -> tuple[tuple[_Row, ...], bool, tuple[str, ...]]:
+        """The weight GEMMs of every layer at ``m`` rows as :meth:`_rows` lists them (without their
+        work), whether all were measured, and the notes of those that were not."""
+        priced = [self._cache_gemm_one(m, n, k) for n, k in self._gemms]
+        L = self.shape.layers
+        rows = tuple((name, "gemm", L, sec, lk.measured and not self._foreign, None)
+                     for (sec, lk), name in zip(priced, _GEMM_NAMES, strict=False))
         _, ok, notes = self._sum([(lk, 1.0) for _, lk in priced])
-        return sum(sec for sec, _ in priced), ok, tuple(notes)
+        return rows, ok, tuple(notes)
 
     def _decode_attention(self, b: int, ctx: int) -> tuple[float, bool, tuple[str, ...]]:
         lk = self.tables.decode_attention(b, ctx, self.heads, self.kv_heads, self.shape.head_dim,
@@ -395,8 +400,9 @@ class StepModel:
         sum of its operations (:meth:`operations`), as a mixture-of-experts step is.
 
         ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.  With
-        ``bound=False`` the speed-of-light bound is not computed (``sol_s`` is NaN) and the operations
-        are not kept: the engine loop prices many steps and reports no bound.
+        ``bound=False`` the speed-of-light bound is not computed (``sol_s`` is NaN) and no operation
+        is built: the parts are the same prices summed in the same order (:meth:`_rows`), for the
+        engine loop, which prices many steps and reports no bound.
         """
         if bound:  # the public path checks its input; the engine loop passes its own counts
             b = check_real("decode", decode, lo=0.0)
@@ -407,11 +413,12 @@ class StepModel:
         m = b * pos + sum(c.tokens * c.count for c in chunks)
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
-        ops = self.operations(b, ctx, chunks, pos)
-        parts = priced_parts(ops)
+        rows, ok, notes = self._rows(b, ctx, chunks, pos, self._padded(b, chunks, pos), work=bound)
+        parts = {"gemm": 0.0, "attention": 0.0, "comm": 0.0, "other": 0.0, "host": 0.0}
+        for _, kind, count, sec, _, _ in rows:  # ops.priced_parts of the same operations, in their order
+            parts[PARTS[kind]] += count * sec
         gemm, attn, ar, other = parts["gemm"], parts["attention"], parts["comm"], parts["other"]
         gpu = gemm + attn + ar + other
-        ok, notes = self._measured(self._padded(b, chunks, pos)[0], b, ctx, chunks, pos)
         L = self.shape.layers
         kernels = L * (4 + (1 if b > 0 else 0) + len(chunks) + OTHER_KERNELS_PER_LAYER
                        + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
@@ -421,10 +428,11 @@ class StepModel:
             notes.append(self.links_note)
         if self._foreign:
             notes.insert(0, self.tables_note)
+        ops = _as_ops(rows) if bound else ()
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
                         gpu_s=gpu, total_s=total, sol_s=light_s(ops, self.peaks) if bound else math.nan,
                         tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
-                        floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops if bound else ())
+                        floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
 
     def _padded(self, b: float, chunks: tuple[Chunk, ...], pos: int) -> tuple[float, float]:
         """The rows (tokens, sampled rows) the step's kernels run: a decode step replays the CUDA graph
@@ -435,28 +443,6 @@ class StepModel:
             return padded, padded
         return (b * pos + sum(c.tokens * c.count for c in chunks),
                 b * pos + sum(c.count for c in chunks if c.samples))
-
-    def _measured(self, m: float, b: float, ctx: float, chunks: tuple[Chunk, ...],
-                  pos: int) -> tuple[bool, list[str]]:
-        """Whether every lookup of the step lies inside a measured table, and the notes of those that
-        do not (the GEMMs, the LM head, decode attention, each chunk, the all-reduce, in that order)."""
-        mi = max(1, round(m))
-        _, ok, gnotes = self._cache_gemm(mi)
-        notes: list[str] = list(gnotes)
-        samples = m if not chunks and pos == 1 else b * pos + sum(c.count for c in chunks if c.samples)
-        _, ok2, n2 = self._cache_head(max(1, round(samples)))
-        ok, notes = ok and ok2, notes + list(n2)
-        if b > 0:
-            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
-            _, ok2, n2 = self._cache_decode(max(1, math.ceil(b)), cb)
-            ok, notes = ok and ok2, notes + list(n2)
-        for c in chunks:
-            _, ok2, n2 = self._cache_chunk(c.count, c.tokens, c.context)
-            ok, notes = ok and ok2, notes + list(n2)
-        if self.tp > 1:
-            _, ok2, n2 = self._cache_allreduce(mi)
-            ok, notes = ok and ok2, notes + list(n2)
-        return ok, notes
 
     @property
     def peaks(self) -> Peaks:
@@ -473,52 +459,75 @@ class StepModel:
         ring's ``2 (tp - 1) / tp`` of ``m h`` activations on the wire) and the memory-bound kernels
         (norms, RoPE, activation, sampling; launch gaps of an eager step).  A decode step's kernels
         but attention run its CUDA graph's padded rows (:meth:`_padded`)."""
+        padded = self._padded(decode, chunks, positions)
+        return _as_ops(self._rows(decode, context, chunks, positions, padded, work=True)[0])
+
+    def _rows(self, b: float, ctx: float, chunks: tuple[Chunk, ...], pos: int, padded: tuple[float, float], *,
+              work: bool) -> tuple[list[_Row], bool, list[str]]:
+        """The step's operations as rows (name, kind, count, engine price of one, measured, work), in
+        :meth:`operations`' order, with its ``work`` (bytes, FLOPs, wire bytes, the peak's dtype) only
+        where asked for (the speed of light's: the engine loop's steps need the prices alone); whether
+        every lookup lies inside a measured table, and the notes of those that do not (the GEMMs, the
+        LM head, decode attention, each chunk, the all-reduce, in that order)."""
         s = self.shape
-        b, ctx, pos = decode, context, positions
-        m, samples = self._padded(b, chunks, pos)
+        m, samples = padded
         L = s.layers
         mi = max(1, round(m))
-        wb = bytes_per_value(self.dtype)
-        peak = "fp8" if self.dtype == "fp8" else ("fp4" if self.dtype == "fp4" else "bf16")
-        ops: list[Op] = []
-        names = ("qkv proj", "o proj", "gate/up proj", "down proj", "fc")  # fc: an EAGLE head's
-        for (n, k), name in zip(self._gemms, names, strict=False):
-            sec, lk = self._cache_gemm_one(mi, n, k)
-            ops.append(Op(name, "gemm", L, sec, nbytes=n * k * wb + m * (n + k) * ACTIVATION_BYTES,
-                          flops=2.0 * m * n * k, dtype=peak, measured=lk.measured and not self._foreign))
-        kv_layer = self.kv_bytes_per_token_per_gpu / L
+        gemms, ok, gnotes = self._cache_gemm(mi)
+        notes = list(gnotes)
+        if work:  # each weight GEMM's weights at the dtype's bytes, BF16 activations in and out
+            wb = bytes_per_value(self.dtype)
+            peak = "fp8" if self.dtype == "fp8" else ("fp4" if self.dtype == "fp4" else "bf16")
+            rows: list[_Row] = [
+                (name, kind, count, sec, measured,
+                 (n * k * wb + m * (n + k) * ACTIVATION_BYTES, 2.0 * m * n * k, 0.0, peak))
+                for (name, kind, count, sec, measured, _), (n, k) in zip(gemms, self._gemms, strict=True)]
+        else:
+            rows = list(gemms)
+        head_rows = max(1, round(samples))
+        h, head_ok, head_notes = self._cache_head(head_rows)  # listed after attention, noted before it
+        ok = ok and head_ok
+        notes += head_notes
+        kv_layer = self.kv_bytes_per_token_per_gpu / L if work else 0.0
         heads, d = self.heads, s.head_dim
         if b > 0:
             cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
             a = between_batches(lambda n: self._cache_decode(n, cb)[0], b)
-            ok = self._cache_decode(max(1, math.ceil(b)), cb)[1]
+            _, one_ok, one_notes = self._cache_decode(max(1, math.ceil(b)), cb)
+            ok = ok and one_ok
+            notes += one_notes
             pairs = b * pos * (ctx + (pos + 1) / 2)
-            ops.append(Op("attention (decode)", "attention", L, a,
-                          nbytes=kv_layer * b * (ctx + pos), flops=4.0 * heads * d * pairs, measured=ok))
+            rows.append(("attention (decode)", "attention", L, a, one_ok,
+                         (kv_layer * b * (ctx + pos), 4.0 * heads * d * pairs, 0.0, "bf16")
+                         if work else None))
         for c in chunks:
-            a, ok, _ = self._cache_chunk(c.count, c.tokens, c.context)
+            a, one_ok, one_notes = self._cache_chunk(c.count, c.tokens, c.context)
+            ok = ok and one_ok
+            notes += one_notes
             pairs = c.count * c.tokens * (c.context + c.tokens / 2)
-            ops.append(Op("attention (prefill)", "attention", L, a,
-                          nbytes=kv_layer * c.count * (c.context + c.tokens), flops=4.0 * heads * d * pairs,
-                          measured=ok))
-        rows = max(1, round(samples))
-        h, ok, _ = self._cache_head(rows)
+            rows.append(("attention (prefill)", "attention", L, a, one_ok,
+                         (kv_layer * c.count * (c.context + c.tokens), 4.0 * heads * d * pairs, 0.0, "bf16")
+                         if work else None))
         head_n = s.vocab // self.tp
-        ops.append(Op("lm head", "gemm", 1, h,
-                      nbytes=head_n * s.hidden * 2.0 + rows * (head_n + s.hidden) * ACTIVATION_BYTES,
-                      flops=2.0 * samples * head_n * s.hidden, measured=ok))
+        rows.append(("lm head", "gemm", 1, h, head_ok,
+                     (head_n * s.hidden * 2.0 + head_rows * (head_n + s.hidden) * ACTIVATION_BYTES,
+                      2.0 * samples * head_n * s.hidden, 0.0, "bf16") if work else None))
         if self.tp > 1:
-            a, ok, _ = self._cache_allreduce(mi)
+            a, one_ok, one_notes = self._cache_allreduce(mi)
+            ok = ok and one_ok
+            notes += one_notes
             msg = mi * s.hidden * ACTIVATION_BYTES
-            ops.append(Op("all-reduce", "allreduce", 2 * L, a, wire_bytes=ring_bytes(self.tp, msg),
-                          measured=ok))
+            rows.append(("all-reduce", "allreduce", 2 * L, a, one_ok,
+                         (0.0, 0.0, ring_bytes(self.tp, msg), "bf16") if work else None))
         layer, layer_bytes, sampling, logits = self._elementwise(m, samples)
-        ops.append(Op("norms, rope, activation", "elementwise", L, layer, nbytes=layer_bytes))
-        ops.append(Op("sampling", "elementwise", 1, sampling, nbytes=logits))
+        rows.append(("norms, rope, activation", "elementwise", L, layer, True,
+                     (layer_bytes, 0.0, 0.0, "bf16")))
+        rows.append(("sampling", "elementwise", 1, sampling, True, (logits, 0.0, 0.0, "bf16")))
         eager = self._eager_kernels(m, chunks, b)
         if eager:
-            ops.append(Op("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s))
-        return tuple(ops)
+            rows.append(("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s, True,
+                         (0.0, 0.0, 0.0, "bf16")))
+        return rows, ok, notes
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                        positions: int = 1) -> float:
@@ -553,6 +562,25 @@ def copied(model: _M, **attrs: object) -> _M:
     for name, value in attrs.items():
         setattr(run, name, value)
     return run
+
+
+_GEMM_NAMES = ("qkv proj", "o proj", "gate/up proj", "down proj", "fc")  # fc: an EAGLE head's
+
+_Row = tuple[str, str, int, float, bool, tuple[float, float, float, str] | None]
+"""One operation of a dense step before it is an :class:`~servesim.hardware.ops.Op`: name, kind,
+count, engine price of one, measured, and its work (bytes, FLOPs, wire bytes, the peak's dtype) or
+None where the speed of light is not asked for."""
+
+
+def _as_ops(rows: list[_Row]) -> tuple[Op, ...]:
+    """The operations of rows that carry their work (:meth:`StepModel._rows` with ``work=True``)."""
+    ops = []
+    for name, kind, count, sec, ok, work in rows:
+        assert work is not None
+        nbytes, flops, wire, dtype = work
+        ops.append(Op(name, kind, count, sec, nbytes=nbytes, flops=flops, dtype=dtype, wire_bytes=wire,
+                      measured=ok))
+    return tuple(ops)
 
 
 class EngineStep(Protocol):
