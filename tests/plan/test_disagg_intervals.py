@@ -7,7 +7,7 @@ import json
 
 from servesim.cli.main import main
 from servesim.plan.interval import prediction_interval
-from servesim.plan.summary import add_disagg_intervals
+from servesim.plan.lab_model import add_disagg_intervals
 
 
 def _data(rate: float) -> dict:

@@ -118,7 +118,7 @@ def test_specdec_on_a_model_weighs_each_k_at_its_published_acceptance():
     # DeepSeek-R1's MTP (chat): 1.875, 2.58, 2.82, 2.99, 3.01 tokens a step measured at k = 1-5; one
     # i.i.d. alpha (the lab's 0.85) would claim 5.12 at k = 8 and rank k = 8 best at batch 1
     from servesim.hardware.speculation import alpha_for_acceptance_length
-    from servesim.plan.summary import specdec_on_model
+    from servesim.plan.lab_model import specdec_on_model
 
     dep = Deployment("deepseek-ai/DeepSeek-R1", "h200", 8, "fp8", "fp8", "trtllm")
     sm, _, memory = build_step_model(dep)

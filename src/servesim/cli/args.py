@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.model.kvcache import Link
+from servesim._checks import BOUNDS, InputError
+from servesim.model import kvcache
+from servesim.model.kvcache import Link
 
 __all__ = ["FORMATS", "Output", "Parser", "SubParsers", "Subcommands", "add_engine_argument", "add_format",
            "add_pool_arguments", "bounded", "choice", "engine_name", "engine_of", "integer", "link", "number",
@@ -128,8 +129,6 @@ def integer(lo: int, why: str = "", *, hi: int | None = None) -> Callable[[str],
 def bounded(name: str) -> Callable[[str], float]:
     """An argparse type of the flag of ``name`` with its range in :data:`servesim._checks.BOUNDS` (the
     range the points columns, ``--compare`` fields and the API keywords of that name have too)."""
-    from servesim._checks import BOUNDS
-
     b = BOUNDS[name]
     if b.kind == "int":
         return integer(int(b.lo if b.lo is not None else -(2**63)), hi=None if b.hi is None else int(b.hi))
@@ -145,18 +144,16 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 
 def link(text: str) -> Link | LinkName:
     """A shipped link name, a bandwidth in GB/s, or (a name) a link of a user's ``--catalog``."""
-    from servesim.model.kvcache import LINKS, Link
-
-    if text in LINKS:
-        return LINKS[text]
+    if text in kvcache.LINKS:
+        return kvcache.LINKS[text]
     try:
         gbps = float(text)
     except ValueError:
         if _NAME.match(text):
             return LinkName(text)
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a --catalog file,"
-            " or a bandwidth in GB/s > 0"
+            f"{text!r} is not a known link: must be one of {', '.join(kvcache.LINKS)}, a link of a --catalog "
+            "file, or a bandwidth in GB/s > 0"
         ) from None
     if not math.isfinite(gbps) or not 1e-3 <= gbps <= 1e5:
         raise argparse.ArgumentTypeError(f"{text!r} is out of range: must be a bandwidth in GB/s in "
@@ -265,7 +262,6 @@ def output_dir(text: str) -> Path:
 
 
 def _writable(text: str, *, file: bool) -> Path:
-    from servesim._checks import InputError
     from servesim.render.output import check_dir, check_file
 
     try:

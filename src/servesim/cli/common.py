@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import InputError
-from servesim.cli.args import add_engine_argument, choice, dtype_choice, engine_of, integer, link, number
+from servesim.cli.args import (
+    LinkName,
+    add_engine_argument,
+    choice,
+    dtype_choice,
+    engine_of,
+    integer,
+    link,
+    number,
+)
+from servesim.model import kvcache, serving
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -151,16 +161,14 @@ def workload_name(presets: Sequence[str]) -> Callable[[str], str]:
 
 def workload_of(args: argparse.Namespace) -> Workload:
     """The workload ``--preset`` names: shipped, or from the ``--catalog`` files (later ones win)."""
-    from servesim.model.serving import WORKLOAD_PRESETS
-
     name = args.preset
     if not isinstance(name, WorkloadName):
-        return WORKLOAD_PRESETS[name]
+        return serving.WORKLOAD_PRESETS[name]
     from servesim.hardware.catalog import load_catalog
 
     cat = load_catalog(*getattr(args, "catalog", []))
     if str(name) not in cat.workloads:
-        known = [*WORKLOAD_PRESETS, *cat.workloads]
+        known = [*serving.WORKLOAD_PRESETS, *cat.workloads]
         raise InputError(f"--preset={str(name)!r} is not a known workload: must be one of "
                          f"{', '.join(known)}, or a [workload.NAME] of a --catalog file")
     return cat.workloads[str(name)]
@@ -193,8 +201,6 @@ def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[NodeSpec, floa
     the batch the workload's rate keeps running on each of ``--nodes``), then
     the lab's reference node.  ``--beta`` overrides a calibrated beta; the default is 0.5.
     """
-    from servesim.model.serving import DEFAULT_NODE
-
     if args.calibration is not None:
         from servesim.inputs.calibrate import load_calibration
 
@@ -202,7 +208,7 @@ def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[NodeSpec, floa
         return node, beta if args.beta is None else args.beta, f"calibrated ({args.calibration})"
     beta = 0.5 if args.beta is None else args.beta
     if args.model is None and args.gpu is None:
-        return DEFAULT_NODE, beta, "reference node (workloads.toml)"
+        return serving.DEFAULT_NODE, beta, "reference node (workloads.toml)"
     if args.model is None or args.gpu is None:
         raise InputError("--model and --gpu go together (both name catalog entries), "
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
@@ -226,19 +232,16 @@ def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[NodeSpec, floa
 
 def resolve_link_name(args: argparse.Namespace) -> None:
     """Replace a ``--link NAME`` that is not shipped by the link of that name in ``--catalog`` files."""
-    from servesim.cli.args import LinkName
-
     name = getattr(args, "link", None)
     if not isinstance(name, LinkName):
         return
     from servesim.hardware.catalog import load_catalog
-    from servesim.model.kvcache import LINKS
 
     cat = load_catalog(*getattr(args, "catalog", []))
     try:
         args.link = cat.link(str(name)).link()
     except CatalogError:
         raise InputError(
-            f"--link={str(name)!r} is not a known link: must be one of {', '.join(LINKS)}, a link of a "
-            "--catalog file, or a bandwidth in GB/s > 0"
+            f"--link={str(name)!r} is not a known link: must be one of {', '.join(kvcache.LINKS)}, a link of "
+            "a --catalog file, or a bandwidth in GB/s > 0"
         ) from None

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError
-from servesim.cli.args import Output, output_dir
+from servesim.cli.args import LinkName, Output, link, output_dir
+from servesim.render.output import write_set
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -70,7 +71,6 @@ def emit(args: argparse.Namespace, out: Output, sets: list[tuple[str, dict[str, 
     all or none, and say so under the text output; ``out`` unchanged without ``--emit``."""
     if getattr(args, "emit", None) is None:
         return out
-    from servesim.render.output import write_set
 
     files = {
         f"{prefix}{name}": text.encode("utf-8") for prefix, d in sets for name, text in d["files"].items()
@@ -150,7 +150,6 @@ def predict_from_commands(args: argparse.Namespace, catalog: Catalog | None) -> 
         return out
     pre = parse_launch(_text(str(given["prefill"])), **hint)
     dec = parse_launch(_text(str(given["decode"])), **hint)
-    from servesim.cli.args import LinkName, link
 
     wp = int(dec.extra.get("prefill_workers") or pre.extra.get("prefill_workers") or 1)
     wd = int(dec.extra.get("decode_workers") or pre.extra.get("decode_workers") or 1)

@@ -25,7 +25,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from servesim.cli.args import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
+from servesim.cli.progress import Progress
+from servesim.model import kvcache
+from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 from servesim.render import inputs as itext
+from servesim.render.output import write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.cli.args import SubParsers
@@ -116,8 +120,6 @@ def _register_trace(sub: SubParsers) -> None:
 
 def _register_fit_alpha(sub: SubParsers) -> None:
     """``fit-alpha``: the input, the fit's definition, the optimum's costs."""
-    from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
-
     fp = sub.add_parser("fit-alpha", help="acceptance alpha from vLLM/SGLang metrics or a published figure")
     fp.add_argument("files", nargs="*", metavar="FILE",
                     help="one Prometheus scrape (file, '-' for stdin, or http URL), or two for the "
@@ -201,7 +203,6 @@ def _estimated_lines(path: str) -> int:
 
 
 def _trace_summarize(args: argparse.Namespace) -> Output:
-    from servesim.cli.progress import Progress
     from servesim.inputs.traces import load_trace, summarize_trace
 
     bar = Progress(_estimated_lines(args.file), "reading trace (lines)")
@@ -245,7 +246,6 @@ def _trace_fetch(args: argparse.Namespace) -> Output:
         return Output(rows, itext.sources_text(rows), rows)
     if args.name is None:
         raise InputError(f"give a trace NAME ({', '.join(_FETCH_NAMES)}), or --list")
-    from servesim.cli.progress import Progress
 
     bar: list[Progress] = []
 
@@ -338,7 +338,7 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
         data["util_from_batch"] = from_batch
     if args.plot is not None:
         from servesim.inputs.telemetry import acceptance_curve
-        from servesim.render import plots
+        from servesim.render import plots  # matplotlib only when plotting
 
         fig, axes = plots.figure(1)
         plots.plot_acceptance(axes[0], data, acceptance_curve(data))
@@ -372,13 +372,12 @@ def _calibrate(args: argparse.Namespace) -> Output:
 
     from servesim.inputs.calibrate import calibrate, read_points
     from servesim.inputs.traces import InputError
-    from servesim.model.kvcache import MODELS
 
     kv = None
     if args.model is not None:
-        if args.model not in MODELS:
-            raise InputError(f"--model {args.model!r}: unknown; one of {', '.join(MODELS)}")
-        kv = MODELS[args.model]
+        if args.model not in kvcache.MODELS:
+            raise InputError(f"--model {args.model!r}: unknown; one of {', '.join(kvcache.MODELS)}")
+        kv = kvcache.MODELS[args.model]
     points, notes = read_points(args.files, nodes=args.nodes)
     cal = calibrate(points, decode_tokens_per_s=args.decode_tokens_per_s, kv=kv, warnings=notes)
     data = cal.as_dict()
@@ -386,13 +385,12 @@ def _calibrate(args: argparse.Namespace) -> Output:
              "ttft_rms_rel": data["ttft_rms_rel"], "tpot_rms_rel": data["tpot_rms_rel"]}]
     rows += [{"table": "point", **p} for p in data["points"]]
     if args.plot is not None:  # the figure first: a failing plot leaves any saved file untouched
-        from servesim.render import plots
+        from servesim.render import plots  # matplotlib only when plotting
 
         fig, axes = plots.figure(2)
         plots.plot_calibration(axes, data["points"])
         plots.save(fig, args.plot)
     if args.save is not None:  # checked before any work (--save's type); written whole or not at all
-        from servesim.render.output import write_atomic
 
         path = Path(args.save)
         try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from servesim import render
+from servesim._checks import ParameterError
 from servesim.cli.args import (
     ALL_DTYPES,
     Output,
@@ -23,7 +25,10 @@ from servesim.cli.args import (
 )
 from servesim.cli.common import add_disagg_arguments, deployment_of, preset_label, resolve_node, workload_of
 from servesim.model import serving, speculative
+from servesim.model.serving import resolve_scenario
 from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
+from servesim.plan.summary import disagg_summary, specdec_summary
+from servesim.render.text import specdec_model_text
 
 __all__ = ["register"]
 
@@ -108,15 +113,10 @@ def _add_all(sub: SubParsers) -> None:
 
 
 def _specdec(args: argparse.Namespace) -> Output:
-    from servesim import render
-    from servesim.plan.summary import specdec_summary
-
     if args.model is not None or args.gpu is not None:
         return _specdec_model(args)
     for flag in ("acceptance_length", "draft", "traffic"):
         if getattr(args, flag) is not None:
-            from servesim._checks import ParameterError
-
             raise ParameterError(flag, getattr(args, flag), "given with --model and --gpu (the lab's "
                                  "specdec takes --alpha)")
     lab = speculative.lab_preset(args.preset) if args.preset else None  # eagle, ngram: refused
@@ -133,10 +133,6 @@ def _specdec(args: argparse.Namespace) -> Output:
 
 
 def _disagg(args: argparse.Namespace) -> Output:
-    from servesim import render
-    from servesim.model.serving import resolve_scenario
-    from servesim.plan.summary import disagg_summary
-
     # Resolved once: the roofline node is derived here and reused by the figure.
     wl, ln, node, beta, source = resolve_scenario(
         workload_of(args), rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
@@ -162,7 +158,7 @@ def _with_intervals(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
     :func:`servesim.cli.common.resolve_node` built: cached)."""
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.pricer import build_step_model
-    from servesim.plan.summary import add_disagg_intervals
+    from servesim.plan.lab_model import add_disagg_intervals
 
     sm, _, _ = build_step_model(deployment_of(args), load_catalog(*args.catalog))
     w = data["workload"]
@@ -172,14 +168,9 @@ def _with_intervals(args: argparse.Namespace, data: dict[str, Any]) -> dict[str,
 
 
 def _all(args: argparse.Namespace) -> Output:
-    from servesim import render
-    from servesim.model.serving import WORKLOAD_PRESETS
-    from servesim.plan.summary import disagg_summary, specdec_summary
-
     spec = specdec_summary()
-    dis = {name: disagg_summary(name) for name in WORKLOAD_PRESETS}
+    dis = {name: disagg_summary(name) for name in serving.WORKLOAD_PRESETS}
     if args.plot is not None:  # one file, every panel: specdec, then disagg for each preset
-        from servesim.model.speculative import DEFAULT_C, DEFAULT_D
         from servesim.plan.figures import all_curves
         from servesim.render.figures import all_figure
         from servesim.render.plots import save
@@ -194,11 +185,9 @@ def _all(args: argparse.Namespace) -> Output:
 
 def _specdec_model(args: argparse.Namespace) -> Output:
     """``specdec --model M --gpu G``: the preset's speedup by batch from the step model ``predict`` uses."""
-    from servesim._checks import ParameterError
     from servesim.hardware.catalog import builtin_catalog
     from servesim.hardware.pricer import Deployment, build_step_model
-    from servesim.plan.summary import specdec_on_model
-    from servesim.render.text import specdec_model_text
+    from servesim.plan.lab_model import specdec_on_model
 
     if args.model is None or args.gpu is None:
         missing = "model" if args.model is None else "gpu"

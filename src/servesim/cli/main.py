@@ -21,6 +21,9 @@ from servesim._checks import InputError, OutputError, ParameterError
 from servesim._version import __version__
 from servesim.cli.args import Output, Parser, Subcommands
 from servesim.cli.common import resolve_link_name
+from servesim.render import text as render_text
+from servesim.render import to_csv, to_json
+from servesim.render.formats import wrap_long_lines
 
 __all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
 
@@ -169,16 +172,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return 1
     fmt = getattr(args, "format", "table")
     if fmt == "json":
-        from servesim.render import to_json
-
         text = to_json(out.data)
     elif fmt == "csv":
-        from servesim.render import to_csv
-
         text = to_csv(out.csv_rows)
     else:
         text = out.text
-        from servesim.render import text as render_text
 
         if render_text.WIDTH is not None:
             text = _wrap(text, render_text.WIDTH)
@@ -246,15 +244,11 @@ def _fit_terminal() -> None:
     if tty:
         import shutil
 
-        from servesim.render import text
-
-        text.WIDTH = max(40, shutil.get_terminal_size().columns)
+        render_text.WIDTH = max(40, shutil.get_terminal_size().columns)
 
 
 def _wrap(text: str, width: int) -> str:
     """Lines longer than the terminal wrapped at word boundaries, continuations indented."""
-    from servesim.render.formats import wrap_long_lines
-
     return wrap_long_lines(text, width, break_long_words=False)
 
 

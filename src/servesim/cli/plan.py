@@ -9,6 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servesim import render
+from servesim._checks import InputError
+from servesim.cli import progress
 from servesim.cli.args import (
     Output,
     SubParsers,
@@ -21,22 +24,35 @@ from servesim.cli.args import (
     output_dir,
     plot_path,
 )
+from servesim.cli.common import (
+    add_disagg_arguments,
+    check_gpu_dtypes,
+    deployment_of,
+    ep_comm_of,
+    gpu_list,
+    resolve_node,
+    workload_of,
+)
+from servesim.cli.deploy import add_emit_argument, emit, plan_deploy
+from servesim.model import kvcache, serving
+from servesim.model.serving import resolve_scenario
+from servesim.model.speculative import SPEC_METHODS, lab_preset
+from servesim.plan.planner import Plan, PlanRequest, plan_stages, smallest_fleet
+from servesim.plan.planner import plan as plan_one
+from servesim.plan.summary import disagg_summary, plan_summary, specdec_summary
+from servesim.render.capacity import capacity_report_blocks, capacity_text, pareto_figure
+from servesim.render.report import write_report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.cli.progress import Progress
     from servesim.plan.figures import PlanCurves
-    from servesim.plan.planner import Plan, PlanRequest
 
 __all__ = ["register"]
 
 
 def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    from servesim.cli.common import add_disagg_arguments
     from servesim.hardware.acceptance import TRAFFIC_KINDS
-    from servesim.model.serving import WORKLOAD_PRESETS
-    from servesim.model.speculative import SPEC_METHODS
 
-    add_disagg_arguments(p, list(WORKLOAD_PRESETS))
+    add_disagg_arguments(p, list(serving.WORKLOAD_PRESETS))
     p.add_argument("--spec", type=choice([*SPEC_METHODS, "none"], "speculative preset"), default=None,
                    help="speculative preset to consider on each pool, or none (default: mtp for the lab's "
                    "node plan; none with --model, where speculation runs only where asked for, at the "
@@ -103,7 +119,6 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                    help="save goodput vs arrival rate for colocated and the best split")
     add_format(p)
-    from servesim.cli.deploy import add_emit_argument  # launch scripts (issue 50)
 
     add_emit_argument(p)
     p.set_defaults(run=run_plan)
@@ -117,11 +132,6 @@ def register(sub: SubParsers) -> None:
 
 
 def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
-    from servesim.cli.common import resolve_node, workload_of
-    from servesim.model.serving import resolve_scenario
-    from servesim.model.speculative import lab_preset
-    from servesim.plan.planner import PlanRequest, smallest_fleet
-
     wl = workload_of(args)
     preset = args.preset
     if args.trace is not None:
@@ -140,7 +150,6 @@ def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
     speculation, k_max = (None if spec == "none" else lab_preset(spec, on_model=on_model)), args.k_max
     if spec != "none" and args.model is not None and args.calibration is None:
         # a measured-kernel node speculates as predict --spec prices the same model
-        from servesim.cli.common import deployment_of
         from servesim.hardware.catalog import load_catalog
         from servesim.plan.node_speculation import node_speculation
 
@@ -158,21 +167,18 @@ def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
     return req, preset
 
 
-def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Plan, dict[str, Any], Progress]:
+def _plan_data(args: argparse.Namespace, extra_stages: int = 0
+               ) -> tuple[Plan, dict[str, Any], progress.Progress]:
     """The plan (:class:`servesim.plan.planner.Plan`), its summary dict and the progress bar, still open
     when ``extra_stages`` (the report's own steps) remain."""
-    from servesim.cli.progress import Progress
-    from servesim.plan.planner import plan, plan_stages
-    from servesim.plan.summary import plan_summary
-
     req, preset = _request(args)
     simulate = ({"top": args.simulate_top, "requests": args.sim_requests, "seed": args.seed}
                 if args.simulate else None)
     stages = plan_stages(req) + (min(args.simulate_top, 2 * req.nodes) if args.simulate else 0)
-    bar = Progress(stages + extra_stages, "planning" if not extra_stages else "report",
+    bar = progress.Progress(stages + extra_stages, "planning" if not extra_stages else "report",
                    enabled=not args.quiet, ticking=True)
     try:
-        p = plan(req, jobs=args.jobs, ray_address=args.ray, progress=bar.advance)
+        p = plan_one(req, jobs=args.jobs, ray_address=args.ray, progress=bar.advance)
         data = plan_summary(p, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
                             progress=bar.advance, simulate=simulate)
     except BaseException:
@@ -185,12 +191,8 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0) -> tuple[Plan, d
 
 def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
-    from servesim._checks import InputError
-    from servesim.cli.common import check_gpu_dtypes, ep_comm_of, gpu_list, workload_of
     from servesim.hardware.catalog import load_catalog
-    from servesim.model.kvcache import LINKS
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus, screen_steps
-    from servesim.render.capacity import capacity_text
 
     if args.model is None or args.gpu is None:
         raise InputError("--gpus plans on measured kernels: give --model and --gpu too, e.g. "
@@ -203,7 +205,7 @@ def _capacity(args: argparse.Namespace) -> Output:
                                  slo_tpot_s=wl.slo_tpot_s)
     # without --link each GPU type's rows take the KV link of where they sit (plan.search._kv_links:
     # NVLink inside one NVL72 rack, InfiniBand between racks), the RDMA default elsewhere
-    link = LINKS["rdma"] if args.link is None else args.link
+    link = kvcache.LINKS["rdma"] if args.link is None else args.link
     q = PlanQuestion(
         model=args.model, gpu=gpu_list(args.gpu)[0], gpus=args.gpus or 256,
         target_rate_per_s=args.target_rate,
@@ -220,20 +222,16 @@ def _capacity(args: argparse.Namespace) -> Output:
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = gpu_list(args.gpu)
     check_gpu_dtypes(args.model, gpus, args.dtype, args.kv_dtype, cat)  # as predict refuses them
-    from servesim.cli.progress import Progress
-
     steps = sum(screen_steps(replace(q, gpu=g), cat) for g in gpus)  # the screen's, then one a row
-    bar = Progress(steps + min(args.top, 100), "screening, then confirming by the engine model",
+    bar = progress.Progress(steps + min(args.top, 100), "screening, then confirming by the engine model",
                    enabled=not args.quiet, ticking=True)  # on a terminal within 1 s, steps or none
     data = capacity_plan(q, cat, bar.advance) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat,
                                                                                          bar.advance)
     bar.close()
     data["ranked"] = data["ranked"][:max(args.top, 1)] if args.format == "table" else data["ranked"]
-    from servesim.cli.deploy import emit, plan_deploy  # each row's launch and benchmark (issue 50)
 
     sets = plan_deploy(args, data, q, cat)
     if getattr(args, "plot", None) is not None:
-        from servesim.render.capacity import pareto_figure
         from servesim.render.plots import save
 
         save(pareto_figure(data), args.plot)
@@ -242,9 +240,6 @@ def _capacity(args: argparse.Namespace) -> Output:
 
 
 def _capacity_report(args: argparse.Namespace) -> Output:
-    from servesim.render.capacity import capacity_report_blocks
-    from servesim.render.report import write_report
-
     out = _capacity(args)
     command = "servesim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     blocks = capacity_report_blocks(out.data, command)
@@ -271,15 +266,11 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 def _headroom_needs_gpus(args: argparse.Namespace) -> None:
     """``--headroom`` plans a capacity plan's rows below their sustainable rates: refused elsewhere."""
     if args.headroom is not None:
-        from servesim._checks import InputError
-
         raise InputError(f"--headroom {args.headroom:g}: applies with --model M --gpu G --gpus N (a capacity "
                          "plan, whose rows it plans at that share of their sustainable rates)")
 
 
 def run_plan(args: argparse.Namespace) -> Output:
-    from servesim import render
-
     fewest = args.target_rate is not None and args.model is not None and args.isl is not None
     if args.gpus is not None or fewest:
         return _capacity(args)
@@ -288,8 +279,6 @@ def run_plan(args: argparse.Namespace) -> Output:
     for flag, value in (("--k", args.k), ("--acceptance-length", args.acceptance_length),
                         ("--traffic", args.traffic)):
         if value is not None and (lab_node or args.spec in (None, "none")):
-            from servesim._checks import InputError
-
             shown = value if isinstance(value, str) else f"{value:g}"
             raise InputError(f"{flag} {shown}: applies with --model M --gpu G and --spec METHOD (a node "
                              "or capacity plan on measured kernels); the lab's reference or calibrated node "
@@ -315,7 +304,7 @@ def _plan_curves(req: PlanRequest) -> PlanCurves:
 def _report_ttft_png(p: Plan, seed: int) -> bytes | None:
     """Simulated TTFT histogram of the recommendation and the best of the other architecture."""
     from servesim.plan.rescore import ttft_samples
-    from servesim.render import plots
+    from servesim.render import plots  # matplotlib only when plotting
 
     req, ranked = p.request, p.ranked
     best = ranked[0]
@@ -350,18 +339,15 @@ def run_report(args: argparse.Namespace) -> Output:
         bar.close()
 
 
-def _report_rest(args: argparse.Namespace, p: Plan, plan_data: dict[str, Any], bar: Progress) -> Output:
-    from servesim.model.speculative import lab_preset
-    from servesim.plan.summary import disagg_summary, specdec_summary
+def _report_rest(args: argparse.Namespace, p: Plan, plan_data: dict[str, Any],
+                 bar: progress.Progress) -> Output:
     from servesim.render.content import report_blocks
-    from servesim.render.report import write_report
 
     req = p.request
     wl = req.workload
     dis = disagg_summary(plan_data["preset"], workload=wl, link=req.link, nodes=req.nodes, beta=req.beta,
                          node=req.node)
     if req.speculation is not None:  # the mixes table weighs speculation as the plan does
-        from servesim.plan.planner import plan as plan_one
 
         for row in dis["rows"]:
             mix = replace(wl, prompt_tokens=row["prompt_tokens"], output_tokens=row["output_tokens"])

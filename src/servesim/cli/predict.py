@@ -30,7 +30,19 @@ from servesim.cli.args import (
     link,
     number,
 )
+from servesim.cli.common import add_ep_comm_argument, ep_comm_of
+from servesim.cli.deploy import (
+    add_command_arguments,
+    add_emit_argument,
+    emit,
+    predict_deploy,
+    predict_from_commands,
+    wants_deploy,
+)
+from servesim.cli.progress import Progress, working
+from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
+from servesim.render.predict import compare_text, disagg_text, points_text, predict_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -127,7 +139,6 @@ def register(sub: SubParsers) -> None:
     _speculation_arguments(p)
     _input_arguments(p)
     _disagg_arguments(p)
-    from servesim.cli.deploy import add_command_arguments, add_emit_argument  # launch scripts (issue 50)
 
     add_command_arguments(p)
     add_emit_argument(p)
@@ -301,7 +312,6 @@ def _disagg_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{pool}-ep", type=bounded(f"{pool}_ep"), default=None,
                        help=f"disagg, MoE models: expert-parallel ranks of a {pool} worker, 1-256, dividing "
                        f"the experts and its tp x dp (default --ep)")
-    from servesim.cli.common import add_ep_comm_argument
 
     add_ep_comm_argument(p)
     p.add_argument("--eplb-slots", type=int, default=None,
@@ -344,8 +354,6 @@ def _one(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog | None,
          lengths: list[tuple[int, int]] | None = None, *, progress: bool = True) -> dict[str, Any]:
     """Predict one row (flags or a points line): the row's own values first, the flags' after; on a
     terminal, a run of more than a second shows that it is running (``progress``, unless --quiet)."""
-    from servesim.cli.progress import working
-
     with working("predicting", enabled=progress and not args.quiet):
         return _row_prediction(args, row, catalog, lengths)
 
@@ -374,7 +382,6 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Cata
         out = predict(dep, bench, catalog=catalog, lengths=lengths, interval_level=args.interval_level,
                       **spec_kw)
         if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
-            from servesim.cli.deploy import predict_deploy
 
             predict_deploy(out, bench, {"": dep}, spec_kw, catalog=catalog)
     if row.get("labels"):
@@ -388,8 +395,6 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Cata
 def _ep_comm(args: argparse.Namespace) -> dict[str, Any]:
     """``--ep-comm`` as a Deployment keyword: none where the flag is not given, so that the harness's
     recipe or the engine's default decides."""
-    from servesim.cli.common import ep_comm_of
-
     value = ep_comm_of(args)
     slots = getattr(args, "eplb_slots", None)
     out: dict[str, Any] = {} if value is None else {"ep_comm": value}
@@ -401,7 +406,6 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
                 lengths: list[tuple[int, int]] | None) -> dict[str, Any]:
     """A disaggregated row: each pool's tp/dp/ep/workers from its own column or flag, else the
     replica's ``tp``/``dp``/``ep``."""
-    from servesim.model.kvcache import LINKS
     from servesim.plan.predict import harness_deployment, harness_speculation, predict_disaggregated
 
     get = partial(_given, args, row)
@@ -420,7 +424,7 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
                                          ep=get(f"{pool}_ep") or row.get("ep") or args.ep or 1,
                                          pool=pool, workers=workers[pool], peer_workers=workers[peer],
                                          spec=spec["spec"], **common)
-    ln = LINKS["rdma"] if args.link is None else args.link
+    ln = kvcache.LINKS["rdma"] if args.link is None else args.link
     kv_note = ""
     if args.link is None:  # on an NVL72 rack the KV rides NVLink inside one rack, InfiniBand between racks
         from servesim.hardware.kernels import tables_for
@@ -439,7 +443,6 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
     if kv_note:  # which links the KV transfer crosses (hardware.topology.kv_path), the placement's own
         out["notes"] = [kv_note, *out["notes"]]
     if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
-        from servesim.cli.deploy import predict_deploy
 
         predict_deploy(out, bench, pools, spec_kw, (workers["prefill"], workers["decode"]), ln.bytes_per_s,
                        catalog)
@@ -481,12 +484,10 @@ def _run(args: argparse.Namespace) -> Output:
         return _points(args, catalog)
     if args.compare is not None:
         return _compare(args, catalog)
-    from servesim.cli.deploy import emit, predict_from_commands, wants_deploy
 
     data = predict_from_commands(args, catalog)  # --engine-command ... --bench-command ...
     if data is None:
         data = _flagged(args, catalog, wants_deploy(args))
-    from servesim.render.predict import disagg_text, predict_text
 
     out = Output(data, (disagg_text if data["mode"] == "disagg" else predict_text)(data), [_flat(data)])
     return emit(args, out, [("", data["deploy"])] if "deploy" in data else [])
@@ -516,10 +517,7 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _points(args: argparse.Namespace, catalog: Catalog | None) -> Output:
-    from servesim.cli.deploy import emit, wants_deploy
-    from servesim.cli.progress import Progress
     from servesim.inputs.bench import read_points
-    from servesim.render.predict import points_text
 
     if args.compare is not None:
         raise InputError(f"--points {args.points} and --compare {args.compare}: give one (a file of "
@@ -627,7 +625,6 @@ def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) ->
 def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
     from servesim.inputs.bench import read_bench_result
     from servesim.plan.predict import compare_to_measured
-    from servesim.render.predict import compare_text
 
     res = read_bench_result(args.compare)
     _require(args, "gpu")
@@ -641,7 +638,6 @@ def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
     model = args.model or res.model
     if model is None:
         raise InputError(f"{res.path}: no model_id; give --model")
-    from servesim.cli.deploy import emit, wants_deploy
 
     ratio, warmups = args.random_range_ratio, args.num_warmups
     row = _flag_row(args, model=model, deploy=wants_deploy(args), isl=isl, osl=osl, concurrency=conc,

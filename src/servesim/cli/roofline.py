@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from servesim._checks import InputError, ParameterError
 from servesim.cli.args import (
     Output,
     SubParsers,
@@ -20,8 +21,10 @@ from servesim.cli.args import (
     number,
     plot_path,
 )
+from servesim.cli.common import add_ep_comm_argument, ep_comm_of
 from servesim.hardware.speculation import K_MAX
 from servesim.plan.roofline import DEFAULT_BATCHES, DEFAULT_CONTEXT
+from servesim.render.roofline import roofline_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -60,7 +63,6 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--ep", type=integer(1, hi=256), default=1,
                    help="MoE models: expert-parallel ranks, 1-256, dividing the experts and tp x dp "
                    "(the measured view; default 1)")
-    from servesim.cli.common import add_ep_comm_argument
 
     add_ep_comm_argument(p)
     p.add_argument("--batch", type=integer(1, hi=100_000), nargs="+", default=None, metavar="B",
@@ -102,12 +104,10 @@ def register(sub: SubParsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> Output:
-    from servesim.cli.common import ep_comm_of
     from servesim.hardware.catalog import load_catalog
     from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
     from servesim.hardware.roofline import Efficiency
     from servesim.plan.roofline import measured_step_model, measured_view, roofline_summary
-    from servesim.render.roofline import roofline_text
 
     cat = load_catalog(*args.catalog)
     model = _model(args.model, cat)
@@ -116,13 +116,10 @@ def _run(args: argparse.Namespace) -> Output:
     draft_name = args.draft or model.draft_model
     draft = None
     if draft_name:
-        from servesim._checks import ParameterError
-
         try:
             draft = resolve_model(draft_name, cat)
         except ParameterError as exc:
             raise ParameterError("--draft", draft_name, exc.valid) from None
-    from servesim._checks import ParameterError
     from servesim.hardware.precision import check_kv_dtype
 
     check_kv_dtype(args.kv_dtype, args.gpu, cat)  # refused as predict refuses it, MoE models included
@@ -158,7 +155,7 @@ def _run(args: argparse.Namespace) -> Output:
     data["measured"] = measured_view(sm, gpu.memory_bytes, batches=args.batch or DEFAULT_BATCHES,
                                      context_tokens=args.context)
     if args.plot is not None:
-        from servesim.render import plots
+        from servesim.render import plots  # matplotlib only when plotting
 
         fig, axes = plots.figure(2)
         plots.plot_roofline_speedup(axes[0], data["rows"], data["presets"])
@@ -172,7 +169,6 @@ def _model(name: str, cat: Catalog | None) -> ModelSpec:
     """The catalog's spec of ``name``, else the roofline spec of the MoE / MLA config it names
     (a shipped config's id or a config.json path: the same shapes ``predict`` prices), named as
     given so that the measured view finds its architecture again."""
-    from servesim._checks import InputError, ParameterError
     from servesim.hardware.architectures import find_architecture
     from servesim.hardware.names import resolve_model
 

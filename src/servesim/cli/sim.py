@@ -13,7 +13,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from servesim._checks import InputError, ParameterError
 from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
+from servesim.cli.common import add_disagg_arguments, deployment_of, resolve_node, workload_of
+from servesim.cli.progress import Progress, working
+from servesim.model import kvcache, serving
+from servesim.model.serving import resolve_scenario
+from servesim.render import simtext as text
+from servesim.render.predict import engine_sim_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -87,9 +94,6 @@ def register(sub: SubParsers) -> None:
 
 def _register_simulate(sub: SubParsers) -> None:
     """``simulate``: the queue, the serving presets, the run's size, engine mode, trace replay."""
-    from servesim.cli.common import add_disagg_arguments
-    from servesim.model.serving import WORKLOAD_PRESETS
-
     sp = sub.add_parser(
         "simulate",
         help="simulate a G/G/c queue, or (--preset) colocated vs disaggregated serving, "
@@ -99,7 +103,7 @@ def _register_simulate(sub: SubParsers) -> None:
         "colocated and disaggregated deployments (TTFT/TPOT percentiles, goodput) against servesim "
         "disagg's closed form.",
     )
-    add_disagg_arguments(sp, list(WORKLOAD_PRESETS))
+    add_disagg_arguments(sp, list(serving.WORKLOAD_PRESETS))
     sp.set_defaults(preset=None)
     _queue_arguments(sp)
     _serving_arguments(sp)
@@ -231,8 +235,6 @@ def _register_validate(sub: SubParsers) -> None:
 def _simulate(args: argparse.Namespace) -> Output:
     """simulate: engine mode, trace replay, the G/G/c queue or (--preset) the serving simulation; on a
     terminal, a run of more than a second shows that it is running."""
-    from servesim.cli.progress import working
-
     with working("simulating"):
         return _simulated(args)
 
@@ -252,8 +254,6 @@ def _simulated(args: argparse.Namespace) -> Output:
 
 def _simulate_queue(args: argparse.Namespace) -> Output:
     """The G/G/c queue against Erlang-C and the M/G/c approximations."""
-    from servesim._checks import ParameterError
-    from servesim.render import simtext as text
     from servesim.sim.report import queue_summary
 
     if args.rate is None:
@@ -271,8 +271,6 @@ def _simulate_queue(args: argparse.Namespace) -> Output:
 
 def _simulate_serving(args: argparse.Namespace) -> Output:
     """--preset: colocated and disaggregated serving simulated beside the closed form."""
-    from servesim._checks import ParameterError
-    from servesim.render import simtext as text
     from servesim.sim.report import serving_summary
 
     if args.service not in (None, "exp", "det"):
@@ -282,7 +280,6 @@ def _simulate_serving(args: argparse.Namespace) -> Output:
         raise ParameterError("split", f"{args.split[0]}p/{args.split[1]}d",
                              f"prefill + decode nodes = --nodes ({args.nodes})")
     settings = _settings(args)
-    from servesim.cli.common import resolve_node, workload_of
 
     data = serving_summary(
         args.preset, workload=workload_of(args), node_from=lambda wl: resolve_node(args, wl), link=args.link,
@@ -303,10 +300,7 @@ def _run(args: argparse.Namespace, *, requests: int, replications: int) -> dict[
 
 def _engine(args: argparse.Namespace) -> Output:
     """Engine mode: the iteration-level simulator beside the closed form at load."""
-    from servesim._checks import InputError
-    from servesim.cli.common import deployment_of
     from servesim.hardware.catalog import load_catalog
-    from servesim.model.kvcache import LINKS
     from servesim.plan.engine_summary import engine_summary
 
     if args.gpu is None or args.rate is None or args.osl is None:
@@ -318,7 +312,7 @@ def _engine(args: argparse.Namespace) -> Output:
     if args.mode == "agg":
         data = engine_summary(dep, None, replicas=args.replicas, **run)
     else:
-        ln = LINKS["rdma"] if args.link is None else args.link
+        ln = kvcache.LINKS["rdma"] if args.link is None else args.link
         pools = replace(dep, tp=args.prefill_tp or args.tp), replace(dep, tp=args.decode_tp or args.tp)
         data = engine_summary(*pools, prefill_workers=args.prefill_workers,
                               decode_workers=args.decode_workers, link_bytes_per_s=ln.bytes_per_s,
@@ -331,8 +325,6 @@ WALL_CLOCK_KEYS = ("wall_ms", "sim_wall_ms", "sim_wall_s", "sim_requests_per_s")
 
 
 def _engine_output(data: dict[str, Any], *, timing: bool = True) -> Output:
-    from servesim.render.predict import engine_sim_text
-
     if not timing:
         data = _without_timing(data)
 
@@ -352,8 +344,6 @@ def _untimed(v: object) -> object:
 
 def _engine_trace(args: argparse.Namespace) -> Output:
     """A trace replayed through the engine loop, beside the closed form at its means."""
-    from servesim._checks import InputError
-    from servesim.cli.common import deployment_of
     from servesim.hardware.catalog import load_catalog
     from servesim.inputs.traces import load_trace
     from servesim.plan.engine_summary import engine_trace_summary
@@ -374,16 +364,13 @@ def _engine_trace(args: argparse.Namespace) -> Output:
 
 
 def _replay(args: argparse.Namespace) -> Output:
-    from servesim.cli.common import resolve_node
     from servesim.inputs.traces import load_trace, workload_from_trace
-    from servesim.model.serving import WORKLOAD_PRESETS, resolve_scenario
-    from servesim.render import simtext as text
     from servesim.sim.replay import trace_replay_summary
 
     tr = load_trace(args.trace, cache_blocks=args.cache_blocks, rate_scale=args.rate_scale)
-    from servesim.cli.common import workload_of
 
-    base = workload_of(args) if args.preset else WORKLOAD_PRESETS["chat"]  # the SLOs, unless --slo-* say so
+    # the SLOs, unless --slo-* say so
+    base = workload_of(args) if args.preset else serving.WORKLOAD_PRESETS["chat"]
     wl, link, node, beta, source = resolve_scenario(
         workload_from_trace(tr, slo_ttft_s=base.slo_ttft_s, slo_tpot_s=base.slo_tpot_s),
         slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, link=args.link,
@@ -422,9 +409,7 @@ def _csv_safe(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(args: argparse.Namespace) -> Output:
-    from servesim.cli.progress import Progress
     from servesim.plan.validate import VALIDATE_STAGES, validate_summary
-    from servesim.render import simtext as text
 
     bar = Progress(VALIDATE_STAGES, "validating", enabled=not args.quiet)
     try:

@@ -15,6 +15,7 @@ from servesim.model.kvcache import Link
 from servesim.model.serving import WORKLOAD_PRESETS, NodeSpec, Workload, best_split, colocated, disaggregated
 from servesim.model.serving import resolve_scenario as _resolve_scenario
 from servesim.model.speculative import SPECDEC_PRESETS, SpecDecPreset
+from servesim.plan import planner
 from servesim.plan.curves import (
     GoodputCurves,
     SpeedupSurface,
@@ -127,8 +128,6 @@ def plan_curves(wl: Workload, node: NodeSpec, nodes: int, beta: float, link: Lin
     The recommendation is the planner's (:mod:`servesim.plan.planner`) for the same request: pass the
     plan's ``speculation``, ``k_max`` and ``attainment_target`` to mark the same deployment.
     """
-    from servesim.plan import planner
-
     req = planner.PlanRequest(workload=wl, node=node, link=link, nodes=nodes, beta=beta,
                               attainment_target=attainment_target, speculation=speculation, k_max=k_max)
     best = planner._rank(planner.candidates(req), wl.rate_per_s)[0]

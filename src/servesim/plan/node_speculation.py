@@ -35,6 +35,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import check_int, check_real
+from servesim.hardware.pricer import build_step_model
+from servesim.model.speculative import SpecDecPreset
+from servesim.plan.capacity import decode_at_load
+from servesim.plan.predict import speculating_step_model, speculation_setting
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -63,11 +67,6 @@ def node_speculation(dep: Deployment, spec: str, *, isl: int, osl: int, rate_per
 
     Raises ParameterError naming the parameter: a method the model does not have (MTP on a model
     without its module), an acceptance given without its k, a traffic kind with no acceptance."""
-    from servesim.hardware.pricer import build_step_model
-    from servesim.model.speculative import SpecDecPreset
-    from servesim.plan.capacity import decode_at_load
-    from servesim.plan.predict import speculating_step_model, speculation_setting
-
     kmax = check_int("k_max", k_max, lo=1)
     p, o = check_int("isl", isl, lo=1), check_int("osl", osl, lo=1)
     rate = check_real("rate", rate_per_node, lo=0.0)

@@ -23,13 +23,30 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.acceptance import DEFAULT_TRAFFIC, TRAFFIC_KINDS, has_acceptance, preset_for
 from servesim.hardware.engines import EngineProfile, default_engine, kv_follows_checkpoint, pool_scheduler
+from servesim.hardware.names import canonical_gpu
+from servesim.hardware.precision import kv_bytes_of, normalize_dtype
 from servesim.hardware.pricer import Deployment, Drafter, Pricer, build_step_model, model_architecture
-from servesim.hardware.speculation import Speculation, beside_drafter, speculation_for
+from servesim.hardware.speculation import (
+    Speculation,
+    alpha_for_acceptance_length,
+    beside_drafter,
+    draft_model_for,
+    drafter_memory,
+    largest_paying_batch,
+    sglang_tree_for,
+    speculation_for,
+    speedup_curve,
+    turn_off_batch,
+)
 from servesim.hardware.stepmodel import StepModel
+from servesim.model import speculative
+from servesim.plan.capacity import colocated_at_load, decode_at_load, disaggregated_at_load, prefill_at_load
 from servesim.plan.interval import prediction_interval, requests_in_flight
 from servesim.plan.stepview import moe_ms
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
+from servesim.sim.disaggregation import Pool, run_disaggregated
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
@@ -113,9 +130,6 @@ def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str 
     :meth:`~servesim.sim.client.Client.disagg_recipe`, whose decode batches depend on the run's
     speculation ``spec``); a plain client's are the engine's defaults.  ``engine`` None: the default
     engine (:func:`~servesim.hardware.engines.default_engine`)."""
-    from servesim.hardware.names import canonical_gpu
-    from servesim.hardware.precision import normalize_dtype
-
     engine = default_engine() if engine is None else engine
 
     recipe: dict[str, Any] = {}
@@ -170,8 +184,6 @@ def harness_speculation(bench: Benchmark, *, model: str, engine: str, dp: int = 
         return out
     arch = model_architecture(model)
     if all(given.get(n) is None for n in ("alpha", "acceptance_length", "traffic")):
-        from servesim.hardware.acceptance import has_acceptance
-
         kind = bench.client.spec_traffic
         name = arch.name if arch is not None else model
         if kind is not None and has_acceptance(spec, kind, name):
@@ -188,8 +200,6 @@ def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: f
                        traffic: str | None = None) -> tuple[float | None, int | None, str]:
     """The acceptance a speculative prediction runs with: (alpha or None for the lab's preset, the
     draft length or None to search it, where it came from), as :func:`speculation_setting` describes."""
-    from servesim.hardware.speculation import alpha_for_acceptance_length
-
     if acceptance_length is not None:
         if k is None:
             raise ParameterError("k", None, "the draft length the acceptance length was measured at (--k K "
@@ -200,8 +210,6 @@ def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: f
         a = check_real("alpha", alpha, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         source = f"given: alpha {alpha:g}"
     else:
-        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
-
         kind = DEFAULT_TRAFFIC if traffic is None else traffic
         try:
             found = preset_for(spec, kind, family, k=k)
@@ -242,18 +250,10 @@ def speculation_setting(sm: Pricer, spec: str, batch: float, context: float, *, 
     ``speculative_num_draft_tokens``) drafts a token tree instead of a chain
     (:func:`servesim.hardware.speculation.sglang_tree_for`): a measured acceptance length is the
     tree's own (no ``k``), else the acceptance's alpha grows the best tree."""
-    from servesim.hardware.speculation import (
-        draft_model_for,
-        speedup_curve,
-        turn_off_batch,
-    )
-
     if spec == "mtp" and not sm.is_moe:
         raise ParameterError("spec", spec, f"a method {sm.model_name} has: it has no MTP module (DeepSeek-V3 "
                              "family models do); use eagle3, eagle, medusa, ngram or a draft model")
     if traffic is not None:
-        from servesim.hardware.acceptance import TRAFFIC_KINDS
-
         if traffic not in TRAFFIC_KINDS:
             raise ParameterError("traffic", traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
     if acceptance_length is not None and alpha is not None:
@@ -285,8 +285,6 @@ def speculation_setting(sm: Pricer, spec: str, batch: float, context: float, *, 
 
 def _drafter_keys(dm: Drafter, sm: Pricer, k: int) -> dict[str, float]:
     """The drafter's memory beside the target (:func:`servesim.hardware.speculation.drafter_memory`)."""
-    from servesim.hardware.speculation import drafter_memory
-
     w, kv = drafter_memory(dm, sm, k)
     return {"drafter_weight_bytes_per_gpu": w, "drafter_kv_bytes_per_token_per_gpu": kv}
 
@@ -295,8 +293,6 @@ def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tup
                   k: int | None, alpha: float | None, acceptance_length: float | None, draft: str | None,
                   catalog: Catalog | None, kv_max: int, traffic: str | None) -> tuple[Any, dict[str, Any]]:
     """:func:`speculation_setting` for SGLang's EAGLE tree (its three flags in ``tree``)."""
-    from servesim.hardware.speculation import draft_model_for, largest_paying_batch, sglang_tree_for
-
     if spec not in ("eagle", "eagle3", "mtp"):
         raise ParameterError("speculative_eagle_topk", tree[1], f"given with --spec eagle, eagle3 or mtp "
                              f"(SGLang's EAGLE worker drafts trees), not {spec}")
@@ -305,9 +301,6 @@ def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tup
                              "drafts")
     source = None
     if acceptance_length is None and alpha is None:
-        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for
-        from servesim.model.speculative import SPECDEC_PRESETS
-
         kind = DEFAULT_TRAFFIC if traffic is None else traffic
         family = sm.model_name
         try:  # a chain (top-k 1) of `steps` drafts takes a preset measured at k = steps first
@@ -316,7 +309,7 @@ def _tree_setting(sm: Pricer, spec: str, batch: float, context: float, tree: tup
         except ParameterError:
             if spec == "eagle":
                 raise
-            alpha = SPECDEC_PRESETS[spec].alpha
+            alpha = speculative.SPECDEC_PRESETS[spec].alpha
             source = f"preset (the lab's illustration, not a measurement): alpha {alpha:g} grows the tree"
     steps, topk, tokens = tree
     dm = draft_model_for(sm, spec, catalog, draft)
@@ -356,7 +349,6 @@ def _running_batch(sm: Pricer, memory: float, bench: Benchmark, isl: float, osl:
     if bench.rate_per_s is None:
         n = bench.concurrency if bench.concurrency is not None else min(bench.prompts, kv_max * workers)
         return max(1.0, min(float(kv_max), n / workers))
-    from servesim.plan.capacity import decode_at_load
 
     d = decode_at_load(sm, memory, bench.rate_per_s / workers, max(1, round(isl)), max(1, round(osl)),
                        prefill=prefill)
@@ -384,7 +376,6 @@ def _sped_up_batch(sm: Pricer, spec: str, batch: float, bench: Benchmark, contex
     the batch as given, each client holding its request."""
     if bench.rate_per_s is None or setting.get("tree") is not None:
         return batch
-    from servesim.hardware.speculation import draft_model_for, speculation_for
 
     workers = int(setting.pop("workers", 1))  # a disaggregated decode pool's, sharing the rate
     _, info = speculation_setting(sm, spec, batch, context, **setting)
@@ -635,8 +626,6 @@ def speculating_step_model(sm: Pricer, dep: Deployment, spec: str | None, spec_i
 
 def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[bool, str]:
     """Whether one replica serves ``bench.rate_per_s`` in the long run (the closed form at load)."""
-    from servesim.plan.capacity import colocated_at_load
-
     if bench.rate_per_s is None or bench.concurrency is not None:
         return True, ""  # a closed loop (or a capped one) cannot outrun the replica
     isl, osl = bench.mean_lengths()
@@ -648,8 +637,6 @@ def kv_transfer_seconds(sm: Pricer, link_bytes_per_s: float) -> Callable[[int], 
     """``p -> seconds`` to move a ``p``-token prompt's KV cache over the link: every layer's cache in
     the KV dtype, one copy (an MLA model's latent, ``kv_lora_rank + rope`` values a layer; a GQA
     model's ``2 G d``; a sliding-window layer at most its window)."""
-    from servesim.hardware.precision import kv_bytes_of
-
     return lambda p: kv_bytes_of(sm, p) / link_bytes_per_s
 
 
@@ -659,8 +646,6 @@ def _pools_stable(psm: Pricer, wp: int, dsm: Pricer, dmem: float, wd: int, rate:
     pool (M/D/c, :func:`servesim.plan.capacity.prefill_at_load`) below full utilization, and a decode
     worker's batch fixed point within its KV and running limits
     (:func:`servesim.plan.capacity.decode_at_load`).  Returns (stable, why, prefill share)."""
-    from servesim.plan.capacity import decode_at_load, prefill_at_load
-
     i, o = max(1, round(isl)), max(1, round(osl))
     p = prefill_at_load(psm, wp, rate, i)
     if not p.stable:
@@ -694,8 +679,6 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
     (``tp``, ``dp``, ``ep``, dtype) and scheduler.  ``bench.concurrency`` is the whole
     deployment's.  For a dense model the closed form at load
     (:func:`servesim.plan.capacity.disaggregated_at_load`) is reported beside it."""
-    from servesim.sim.disaggregation import Pool, run_disaggregated
-
     check_int("prefill_workers", prefill_workers, lo=1, hi=4096)
     check_int("decode_workers", decode_workers, lo=1, hi=4096)
     prefill, decode = _pool_intake(prefill), _pool_intake(decode)
@@ -766,8 +749,6 @@ def _disaggregated_closed_form(psm: Pricer, wp: int, dsm: Pricer, dmem: float, w
     """The closed form at load beside the engine loop
     (:func:`servesim.plan.capacity.disaggregated_at_load`): mean TTFT and TPOT (ms; None where the
     pools are unstable)."""
-    from servesim.plan.capacity import disaggregated_at_load
-
     cf = disaggregated_at_load(psm, wp, dsm, dmem, wd, link_bytes_per_s, rate, bench.isl, bench.osl, math.inf)
     return {"mean_ttft_ms": cf.ttft_mean_s * 1e3 if cf.stable else None,
             "mean_tpot_ms": cf.tpot_s * 1e3 if cf.stable else None, "stable": cf.stable}

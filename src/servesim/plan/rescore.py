@@ -29,8 +29,11 @@ from servesim.sim.cluster import (
     SimOptions,
     SimSettings,
     decode_slots_per_node,
+    run,
+    sample_requests,
     simulate_serving,
 )
+from servesim.sim.parallel import map_tasks
 from servesim.sim.report import sim_row
 from servesim.sim.stats import DEFAULT_SEED
 
@@ -78,8 +81,6 @@ def rescore(
     progress: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Simulate the closed form's ``top`` candidates and rank them again by the simulation."""
-    from servesim.sim.parallel import map_tasks
-
     chosen = ranked[:top]
     tasks = [(req, c, requests, replications, seed, settings) for c in chosen]
     sims = map_tasks(simulate_candidate, tasks, jobs=jobs, ray_address=ray_address, progress=progress)
@@ -136,8 +137,6 @@ def ttft_samples(
     candidates are skipped: their TTFT grows without bound with the horizon.
     """
     import numpy as np
-
-    from servesim.sim.cluster import run, sample_requests
 
     out: dict[str, list[float]] = {}
     reqs = sample_requests(req.workload, np.random.default_rng(seed), requests)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from servesim.hardware.ops import by_name
 from servesim.hardware.pricer import Pricer
 from servesim.hardware.stepmodel import Chunk, sequences_held
 
@@ -35,7 +36,6 @@ def step_view(sm: Pricer, batches: Sequence[int], context: int, memory_bytes: fl
     """The measured-kernel section of ``servesim roofline`` as plain data (times in ms)."""
     cap_tokens = sm.kv_capacity_tokens(memory_bytes)
     max_batch = sequences_held(sm, memory_bytes, context)
-    from servesim.hardware.ops import by_name
 
     steps = {b: sm.decode_step(b, context) for b in batches}
     rows = [{"batch": b, "fits_memory": b <= max_batch, **st.as_dict(), "moe_ms": moe_ms(st.ops),

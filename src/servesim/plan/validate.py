@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from servesim.hardware.node import step_node
+from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.model import speculative as sd
 from servesim.model.kvcache import LINKS
 from servesim.model.mgc import GGc
@@ -50,6 +52,8 @@ from servesim.model.serving import (
     disaggregated,
     link_crossover,
 )
+from servesim.model.serving import colocated as ref_colocated
+from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
 from servesim.sim.cluster import (
     CLOSED_FORM,
     Colocated,
@@ -69,6 +73,7 @@ from servesim.sim.distributions import (
     poisson_arrivals,
     scv,
 )
+from servesim.sim.engine import simulate_colocated, simulate_disaggregated
 from servesim.sim.queue import simulate_queue
 from servesim.sim.specdec import (
     IidAcceptance,
@@ -317,10 +322,6 @@ ENGINE_REQUESTS = 800
 
 def _engine_cases() -> list[tuple[str, Callable[[], Any], Callable[[int], dict[str, Any]]]]:
     """(label, closed form at rate, simulator at (rate, seed)) for the engine-level checks."""
-    from servesim.hardware.pricer import Deployment, build_step_model
-    from servesim.plan.capacity import colocated_at_load, disaggregated_at_load
-    from servesim.sim.engine import simulate_colocated, simulate_disaggregated
-
     sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4))
     psm, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2))
     isl, osl = 1024, 256
@@ -349,8 +350,6 @@ def _agreement_engine(seed: int) -> list[Row]:
     20% (M/D/1 with a half-step residual against the engine's step boundaries), the decode batch
     within 10%.
     """
-    from servesim.sim.stats import estimate
-
     rows: list[Row] = []
     for label, closed, sim in _engine_cases():
         cf = closed()
@@ -373,12 +372,6 @@ def _bias_engine(seed: int) -> list[Row]:
     ``TPOT_base (1 + beta rho_p)`` at any load; the engine simulator runs the same replica at the
     same rate, its batch set by the traffic.
     """
-    from servesim.hardware.node import step_node
-    from servesim.hardware.pricer import Deployment, build_step_model
-    from servesim.model.serving import colocated as ref_colocated
-    from servesim.sim.engine import simulate_colocated
-    from servesim.sim.stats import estimate
-
     sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4))
     rows: list[Row] = []
     for name in ("chat", "rag"):
