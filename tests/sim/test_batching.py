@@ -260,3 +260,31 @@ def test_a_cold_start_runs_the_same_in_both_loops_and_refuses_a_negative_wait():
     assert a.p99_ttft_s > 0.5 > run_benchmark(sm, bench, H100, loop="python").p99_ttft_s
     with pytest.raises(ParameterError, match="cold_start_s"):
         run_benchmark(sm, bench, H100, cold_start_s=-1.0)
+
+
+# --------------------------------------------------------------------------- the pricer's seam
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "Qwen/Qwen3-30B-A3B"])
+def test_a_run_keeps_its_prices_in_the_pricers_own_slot_and_sets_nothing_on_it(model):
+    """The engine loop keeps its step prices in the slot every pricer declares (Pricer.price_cache),
+    not in attributes it hangs on the pricer: a run leaves the pricer's attributes as they were; a
+    copy with room for a drafter shares the prices (same step prices), and a run on it finds them
+    all (no new price) and gives the same result."""
+    from servesim.hardware.pricer import Deployment, build_step_model
+
+    sm, _, memory = build_step_model(Deployment(model, "h200", 1, dtype="auto"))
+    sm = sm.with_drafter((0.0, 0.0))  # a copy of its own: the shared step model stays as it was
+    sm.step(1, 100, (Chunk(64, 0),))  # its own cached properties filled
+    before = dict(vars(sm))
+    bench = Benchmark(512, 32, concurrency=4, num_prompts=12)
+    first = run_benchmark(sm, bench, memory, loop="python")
+    assert vars(sm).keys() == before.keys() and all(vars(sm)[k] is v for k, v in before.items())
+    kept = sum(map(len, sm.price_cache.steps.values()))
+    assert kept > 0
+    twin = sm.with_drafter((1e9, 0.0))  # a GB of draft weights: less KV room, the same step prices
+    assert twin.price_cache is sm.price_cache
+    assert twin.kv_capacity_tokens(memory) < sm.kv_capacity_tokens(memory)
+    again = run_benchmark(twin, bench, memory, loop="python")
+    assert sum(map(len, sm.price_cache.steps.values())) == kept
+    assert dataclasses.replace(again, kv_capacity_tokens=first.kv_capacity_tokens) == first

@@ -259,7 +259,7 @@ def _table(sm: Any) -> dict[str, Any]:
     """The compiled price table's fields, for the step model's steps at one position."""
     from servesim.sim import _engine_loop, loop
 
-    return _engine_loop.dump(loop.Prices, sm._engine_price_tables[((1, None, sm.engine), True)].table)
+    return _engine_loop.dump(loop.Prices, sm.price_cache.tables[((1, None, sm.engine), True)].table)
 
 
 def test_the_growing_books(monkeypatch):

@@ -85,7 +85,7 @@ from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, e
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
 from servesim.hardware.moe_kernels import moe_tables
-from servesim.hardware.ops import Op, Peaks, light_s, priced_parts, ring_bytes
+from servesim.hardware.ops import Op, Peaks, PriceCache, light_s, priced_parts, ring_bytes
 from servesim.hardware.precision import supported_dtypes
 from servesim.hardware.sparse_attention import dsa_attention_ops
 from servesim.hardware.stepmodel import (
@@ -366,6 +366,7 @@ class MoEStepModel:
         self.ffn_gemm_dtype = self._table_dtype(bool(self._quantized & {"shared_experts", "dense_mlp"}))
         self._choose_gemm_backend(gemm_backend, catalog)
         self._cache_step = lru_cache(maxsize=65536)(self._step)
+        self.price_cache = PriceCache()  # the engine loop's step prices (shared by copies: for_requests)
 
     def _choose_mla_prefill_tables(self) -> None:
         """MLA prefill attention: the engine's own table, or the one its profile names for this GPU

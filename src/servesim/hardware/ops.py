@@ -31,14 +31,15 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.kernels import KernelTables
 
-__all__ = ["KINDS", "PARTS", "Op", "Peaks", "StepTime", "by_name", "light_s", "priced_parts", "ring_bytes"]
+__all__ = ["KINDS", "PARTS", "Op", "Peaks", "PriceCache", "StepPrice", "StepTime", "by_name", "light_s",
+           "priced_parts", "ring_bytes"]
 
 KINDS: tuple[str, ...] = ("gemm", "attention", "mla_bmm", "moe", "two_streams", "allreduce", "allgather",
                           "alltoall", "elementwise", "host")
@@ -151,6 +152,27 @@ class StepTime:
             "speed_of_light_ms": self.sol_s * 1e3, "tokens": self.tokens,
             "measured": self.measured, "notes": list(self.notes),
         }
+
+
+StepPrice = tuple[float, bool, tuple[str, ...]]
+"""What a caller keeps of a :class:`StepTime`: its ``total_s``, ``measured`` and ``notes``."""
+
+
+class PriceCache:
+    """The step prices a caller keeps with one pricer from run to run (the engine loop,
+    :mod:`servesim.sim.batching`, which prices a deployment at many rates): a slot every pricer
+    declares and creates empty, and never reads itself.  Its copies (``with_drafter``,
+    ``for_requests``) share it: their step prices are the original's.
+
+    ``steps`` holds the prices by the caller's key (what else a price depends on: the positions a
+    sequence scores, the KV context, the engine profile), then by the step; ``tables`` the caller's
+    own structures over them (the loop's price tables), opaque here."""
+
+    __slots__ = ("steps", "tables")
+
+    def __init__(self) -> None:
+        self.steps: dict[Hashable, dict[Hashable, StepPrice]] = {}
+        self.tables: dict[Hashable, object] = {}
 
 
 def ring_bytes(gpus: int, nbytes: float) -> float:

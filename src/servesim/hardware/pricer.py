@@ -44,7 +44,7 @@ from servesim.hardware.names import (
     resolve_gpu,
     valid_tps,
 )
-from servesim.hardware.ops import Peaks
+from servesim.hardware.ops import Peaks, PriceCache
 from servesim.hardware.precision import check_kv_dtype, normalize_dtype
 from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
 
@@ -83,6 +83,7 @@ class Pricer(Protocol):
     is_moe: bool  # a mixture-of-experts or MLA model (the lab's closed forms price dense ones only)
     kv_context: int | None  # the request length it was made for (for_requests), None if any
     tables_note: str  # which measured tables price it (another GPU's, scaled, where it has none)
+    price_cache: PriceCache  # what the engine loop keeps of its step prices (the pricer never reads it)
 
     @property
     def model_name(self) -> str: ...

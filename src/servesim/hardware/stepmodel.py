@@ -93,7 +93,7 @@ from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_h
 from servesim.hardware.engines import EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
-from servesim.hardware.ops import PARTS, Op, Peaks, StepTime, light_s, ring_bytes
+from servesim.hardware.ops import PARTS, Op, Peaks, PriceCache, StepTime, light_s, ring_bytes
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -196,6 +196,7 @@ class StepModel:
         self._hulls: dict[int, Hull] = {}
         self._cache_allreduce = lru_cache(maxsize=16384)(self._allreduce)
         self._cache_prompt = lru_cache(maxsize=1024)(self._prompt)
+        self.price_cache = PriceCache()  # the engine loop's step prices (shared by copies: with_drafter)
 
     # ------------------------------------------------------------------ memory
 

@@ -524,7 +524,7 @@ def predict(dep: Deployment, bench: Benchmark, *, spec: str | None = None, k: in
     cold_s, _, fresh = fresh_server_waits(sm, bench)
 
     def run(run_sm: Pricer, speculation: Speculation | None) -> BenchResult:
-        return run_benchmark(run_sm, bench, memory, spec=speculation,  # type: ignore[arg-type]
+        return run_benchmark(run_sm, bench, memory, spec=speculation,
                              lengths=lengths, cold_start_s=cold_s, keep_requests=keep_requests)
 
     res, _, spec_info, cap, kv_max = _spec_rounds(

@@ -9,7 +9,7 @@ Three rooms joined by one short loop:
 * the **scheduler** (:mod:`servesim.sim.schedulers`, one module per engine) decides
   what runs in each step: which decoding sequences step, which prefill chunks run,
   whom to preempt;
-* the **pricer** (:class:`servesim.hardware.stepmodel.StepModel`) says how long the
+* the **pricer** (:class:`servesim.hardware.pricer.Pricer`) says how long the
   step takes on the replica's GPUs; with speculation each decoding sequence runs
   ``k + 1`` positions and ``k`` draft steps are added, and each sequence accepts its
   own drafts, drawn i.i.d. with the preset's alpha (``E[n]`` tokens per step on
@@ -54,8 +54,10 @@ import numpy as np
 import numpy.typing as npt
 
 from servesim._checks import ParameterError, check_bound, check_int, check_real
+from servesim.hardware.ops import StepPrice
+from servesim.hardware.pricer import Pricer
 from servesim.hardware.speculation import Speculation
-from servesim.hardware.stepmodel import Chunk, StepModel
+from servesim.hardware.stepmodel import Chunk
 from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
@@ -278,7 +280,7 @@ _POLICY_HOOKS = ("schedule", "after_step", "quiet_steps", "prepare")
 _simulated = 0  # requests run_benchmark has simulated in this process (for loop="auto")
 
 
-def run_benchmark(model: StepModel, bench: Benchmark, memory_bytes: float, *,
+def run_benchmark(model: Pricer, bench: Benchmark, memory_bytes: float, *,
                   spec: Speculation | None = None, reserve: bool = False,
                   max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
                   prefilled: bool = False, lengths: list[tuple[int, int]] | None = None,
@@ -349,7 +351,7 @@ class RequestTimes:
     last: F64
 
 
-def run_worker(model: StepModel, bench: Benchmark, memory_bytes: float, sends: F64, isl: I64, osl: I64, *,
+def run_worker(model: Pricer, bench: Benchmark, memory_bytes: float, sends: F64, isl: I64, osl: I64, *,
                prefilled: bool, spec: Speculation | None = None, cold_start_s: float = 0.0,
                loop: str = "auto") -> tuple[BenchResult, RequestTimes]:
     """One worker of a disaggregated deployment's pool: :func:`run_benchmark` of ``bench`` with
@@ -380,7 +382,7 @@ def run_worker(model: StepModel, bench: Benchmark, memory_bytes: float, sends: F
     return _result(out, capacity, policy, ()), times
 
 
-def _policy(model: StepModel, scheduler: Scheduler | str | None, reserve: bool) -> Scheduler:
+def _policy(model: Pricer, scheduler: Scheduler | str | None, reserve: bool) -> Scheduler:
     """The run's scheduler policy: ``scheduler``, or the policy of its name or of the step model's
     engine, with the engine's options."""
     if scheduler is not None and not isinstance(scheduler, str):
@@ -403,7 +405,7 @@ def _compiled_loop(loop: str, policy: Scheduler, requests: int) -> bool:
     return loop == "compiled"
 
 
-def _simulate(model: StepModel, bench: Benchmark, capacity: int, policy: Scheduler,
+def _simulate(model: Pricer, bench: Benchmark, capacity: int, policy: Scheduler,
               columns: tuple[Any, Any, Any], slots: int | None, *, spec: Speculation | None, max_steps: int,
               prefilled: bool, keep: bool, compiled: bool, cold_start_s: float) -> _Outcome:
     """The books, the loop's state and the run: ``columns`` are the send times and each request's
@@ -478,19 +480,24 @@ def _client_sends(bench: Benchmark, arrival_times: list[float] | None) -> tuple[
     return sends, bench.concurrency
 
 
-def _step_pricer(model: StepModel, kv_key: tuple[object, ...],
-                 pos: int) -> Callable[[int, int, tuple[tuple[int, int, bool], ...]], _Price]:
+def _step_pricer(model: Pricer, kv_key: tuple[object, ...],
+                 pos: int) -> Callable[[int, int, tuple[tuple[int, int, bool], ...]], StepPrice]:
     """The loop's cached pricer of a step. Step prices are shared by every run on the same step model
-    (a plan's confirmation runs one deployment at many rates): keyed on what the price depends on
-    (``kv_key``: the positions a sequence scores, the KV context, the engine profile), bounded in
-    size."""
-    prices: dict[tuple[object, ...], tuple[float, bool, tuple[str, ...]]] = _shared_prices(model)
+    (a plan's confirmation runs one deployment at many rates), in the pricer's own slot for them
+    (:class:`~servesim.hardware.ops.PriceCache`): by what the price depends on besides the step
+    (``kv_key``: the positions a sequence scores, the KV context, the engine profile), then by the
+    step; at most :data:`_PRICE_CACHE_MAX` of them when a run starts, and as many more in the run."""
+    books = model.price_cache.steps
+    if sum(map(len, books.values())) >= _PRICE_CACHE_MAX:
+        books.clear()
+    prices = books.get(kv_key)
+    if prices is None:
+        prices = books[kv_key] = {}
 
-    def price_of(b: int, qctx: int,
-                 chunks: tuple[tuple[int, int, bool], ...]) -> tuple[float, bool, tuple[str, ...]]:
+    def price_of(b: int, qctx: int, chunks: tuple[tuple[int, int, bool], ...]) -> StepPrice:
         """The cached price of a step of ``b`` decoding sequences at (rounded) context ``qctx`` and
         the prefill ``chunks`` (tokens, rounded cached context, samples)."""
-        key = (kv_key, b, qctx, *chunks) if chunks else (kv_key, b, qctx)
+        key = (b, qctx, *chunks) if chunks else (b, qctx)
         hit = prices.get(key)
         if hit is None:
             st = model.step(b, qctx, tuple(Chunk(q, c, 1, x) for q, c, x in chunks),
@@ -565,26 +572,18 @@ class _PriceTable:
         self.runs = 0
 
 
-def _price_table(model: object, kv_key: tuple[object, ...], compiled: bool) -> _PriceTable:
-    """The price table that travels with ``model`` for steps at ``kv_key`` (created on first use,
-    started afresh when it holds :data:`_PRICE_CACHE_MAX` entries)."""
-    tables: dict[tuple[tuple[object, ...], bool], _PriceTable] | None = getattr(model, "_engine_price_tables",
-                                                                              None)
-    if tables is None:
-        tables = {}
-        setattr(model, "_engine_price_tables", tables)  # noqa: B010 - the model's own slot, on any pricer
-    table: _PriceTable | None = tables.get((kv_key, compiled))
-    if table is None or len(table.notes) >= _PRICE_CACHE_MAX:
+def _price_table(model: Pricer, kv_key: tuple[object, ...], compiled: bool) -> _PriceTable:
+    """The price table that travels with ``model`` for steps at ``kv_key`` in the pricer's slot for
+    them (created on first use, started afresh when it holds :data:`_PRICE_CACHE_MAX` entries)."""
+    tables = model.price_cache.tables
+    table = tables.get((kv_key, compiled))
+    if not isinstance(table, _PriceTable) or len(table.notes) >= _PRICE_CACHE_MAX:
         table = tables[(kv_key, compiled)] = _PriceTable(compiled)
     return table
 
 
-_Price = tuple[float, bool, tuple[str, ...]]
-"""A step's time (seconds), whether it was measured, and its notes."""
-
-
 def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTable,
-         price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]], _Price],
+         price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]], StepPrice],
          compiled: bool, concurrency: int | None) -> _Outcome:
     """Run the loop (:mod:`servesim.sim.loop`), in Python or compiled, pricing the steps its table
     lacks; what it leaves for the result."""
@@ -689,16 +688,8 @@ def _result(o: _Outcome, capacity: int, policy: Scheduler,
 
 
 _PRICE_CACHE_MAX = 200_000
-"""Most step prices kept per step model (about 40 MB); the cache starts afresh past it."""
-
-
-def _shared_prices(model: object) -> dict[tuple[object, ...], _Price]:
-    """The step-price cache that travels with ``model`` (created on first use)."""
-    cache: dict[tuple[object, ...], _Price] | None = getattr(model, "_engine_step_prices", None)
-    if cache is None:
-        cache = {}
-        setattr(model, "_engine_step_prices", cache)  # noqa: B010 - the model's own slot, on any pricer
-    return cache
+"""Most step prices a step model keeps when a run starts (about 40 MB; one run adds at most as
+many): its prices start afresh past it."""
 
 
 def _arrivals(bench: Benchmark) -> list[float]:
