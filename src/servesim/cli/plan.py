@@ -34,6 +34,7 @@ from servesim.cli.common import (
     workload_of,
 )
 from servesim.cli.deploy import add_emit_argument, emit, plan_deploy
+from servesim.hardware.acceptance import TRAFFIC_KINDS
 from servesim.model import kvcache, serving
 from servesim.model.serving import resolve_scenario
 from servesim.model.speculative import SPEC_METHODS, lab_preset
@@ -50,8 +51,6 @@ __all__ = ["register"]
 
 
 def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    from servesim.hardware.acceptance import TRAFFIC_KINDS
-
     add_disagg_arguments(p, list(serving.WORKLOAD_PRESETS))
     p.add_argument("--spec", type=choice([*SPEC_METHODS, "none"], "speculative preset"), default=None,
                    help="speculative preset to consider on each pool, or none (default: mtp for the lab's "

@@ -40,6 +40,10 @@ from servesim.cli.deploy import (
     wants_deploy,
 )
 from servesim.cli.progress import Progress, working
+from servesim.hardware import engines
+from servesim.hardware.acceptance import TRAFFIC_KINDS
+from servesim.hardware.names import canonical_gpu
+from servesim.hardware.precision import KV_DTYPES, normalize_dtype
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 from servesim.render.predict import compare_text, disagg_text, points_text, predict_text
@@ -60,10 +64,8 @@ options)."""
 def engine_flags() -> dict[str, dict[str, tuple[str, str]]]:
     """Each engine's own flags (engines.toml ``[[engine.NAME.flags]]``): engine -> {argument dest: (what
     it sets on the Deployment, the engine's own flag)}."""
-    from servesim.hardware.engines import ENGINES
-    from servesim.hardware.engines import engine_flags as flags_of
-
-    return {eng: {_dest(flag): (sets, flag) for flag, sets, _, _ in flags_of(eng)} for eng in ENGINES}
+    return {eng: {_dest(flag): (sets, flag) for flag, sets, _, _ in engines.engine_flags(eng)}
+            for eng in engines.ENGINES}
 
 
 def _dest(flag: str) -> str:
@@ -153,8 +155,6 @@ def register(sub: SubParsers) -> None:
 
 def _deployment_arguments(p: argparse.ArgumentParser) -> None:
     """The replica: model, GPU, parallelism and dtypes."""
-    from servesim.hardware.precision import KV_DTYPES
-
     p.add_argument("--model", help="catalog name, Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) "
                    "or path to a config.json")
     p.add_argument("--gpu", help="h100-sxm, h200, b200, a100-80gb (also h100_sxm, ...)")
@@ -222,14 +222,12 @@ def _client_arguments(p: argparse.ArgumentParser) -> None:
 
 def _engine_arguments(p: argparse.ArgumentParser) -> None:
     """The engine, and each engine's own flags (engines.toml ``[[engine.NAME.flags]]``)."""
-    from servesim.hardware.engines import ENGINES, default_engine, engine_flags
-
-    names = [f"{e} (default)" if e == default_engine() else e for e in ENGINES]
+    names = [f"{e} (default)" if e == engines.default_engine() else e for e in engines.ENGINES]
     add_engine_argument(p, f"{', '.join(names[:-1])} or {names[-1]}: each engine's scheduler, budgets and "
                         "host overlap")
     eng = p.add_argument_group("engine flags (each applies to one engine; defaults from its source)")
-    for engine in ENGINES:
-        for flag, sets, switch, text in engine_flags(engine):
+    for engine in engines.ENGINES:
+        for flag, sets, switch, text in engines.engine_flags(engine):
             kind: dict[str, Any] = {"action": "store_true"} if switch else {"type": _flag_type(flag, sets)}
             eng.add_argument(flag, default=None, help=f"{engine}: {text}", **kind)
 
@@ -246,8 +244,6 @@ def _flag_type(flag: str, sets: str) -> Callable[[str], float]:
 
 def _speculation_arguments(p: argparse.ArgumentParser) -> None:
     """Speculative decoding: the method, its draft length and acceptance, SGLang's EAGLE tree."""
-    from servesim.hardware.acceptance import TRAFFIC_KINDS
-
     p.add_argument("--spec", type=choice(["none", *SPEC_METHODS], "spec"), default="none",
                    help=f"speculative decoding method: none (default), {', '.join(SPEC_METHODS)} (mtp: a "
                    "model's own MTP module, DeepSeek-V3 family; draft: --draft MODEL)")
@@ -428,7 +424,6 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
     kv_note = ""
     if args.link is None:  # on an NVL72 rack the KV rides NVLink inside one rack, InfiniBand between racks
         from servesim.hardware.kernels import tables_for
-        from servesim.hardware.names import canonical_gpu
         from servesim.hardware.topology import kv_path
 
         gpus = sum(pools[p].tp * pools[p].dp * workers[p] for p in pools)
@@ -565,8 +560,6 @@ def _flag_name(name: str) -> str:
 
 def _same(name: str, a: object, b: object) -> bool:
     if isinstance(a, str) and isinstance(b, str):
-        from servesim.hardware.precision import normalize_dtype
-
         if name in ("dtype", "kv_dtype"):
             return normalize_dtype(a) == normalize_dtype(b)
         return a.strip().lower().replace("_", "-") == b.strip().lower().replace("_", "-")

@@ -22,8 +22,20 @@ from servesim.cli.args import (
     plot_path,
 )
 from servesim.cli.common import add_ep_comm_argument, ep_comm_of
+from servesim.hardware.architectures import find_architecture
+from servesim.hardware.catalog import load_catalog
+from servesim.hardware.engines import default_engine
+from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
+from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES, check_kv_dtype
+from servesim.hardware.roofline import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION, Efficiency
 from servesim.hardware.speculation import K_MAX
-from servesim.plan.roofline import DEFAULT_BATCHES, DEFAULT_CONTEXT
+from servesim.plan.roofline import (
+    DEFAULT_BATCHES,
+    DEFAULT_CONTEXT,
+    measured_step_model,
+    measured_view,
+    roofline_summary,
+)
 from servesim.render.roofline import roofline_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,10 +54,6 @@ reasons leave the measured view out, with the reason, and the pure roofline stan
 
 def register(sub: SubParsers) -> None:
     """Add ``roofline``."""
-    from servesim.hardware.engines import default_engine
-    from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES
-    from servesim.hardware.roofline import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION
-
     eff = DEFAULT_EFFICIENCY
     p = sub.add_parser(
         "roofline",
@@ -104,11 +112,6 @@ def register(sub: SubParsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> Output:
-    from servesim.hardware.catalog import load_catalog
-    from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
-    from servesim.hardware.roofline import Efficiency
-    from servesim.plan.roofline import measured_step_model, measured_view, roofline_summary
-
     cat = load_catalog(*args.catalog)
     model = _model(args.model, cat)
     gpu = resolve_gpu(args.gpu, cat)
@@ -120,7 +123,6 @@ def _run(args: argparse.Namespace) -> Output:
             draft = resolve_model(draft_name, cat)
         except ParameterError as exc:
             raise ParameterError("--draft", draft_name, exc.valid) from None
-    from servesim.hardware.precision import check_kv_dtype
 
     check_kv_dtype(args.kv_dtype, args.gpu, cat)  # refused as predict refuses it, MoE models included
     try:
@@ -169,9 +171,6 @@ def _model(name: str, cat: Catalog | None) -> ModelSpec:
     """The catalog's spec of ``name``, else the roofline spec of the MoE / MLA config it names
     (a shipped config's id or a config.json path: the same shapes ``predict`` prices), named as
     given so that the measured view finds its architecture again."""
-    from servesim.hardware.architectures import find_architecture
-    from servesim.hardware.names import resolve_model
-
     try:
         return resolve_model(name, cat)
     except (ParameterError, InputError) as exc:
