@@ -603,7 +603,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         if status & 7 != _loop.NEED_PRICE:
             break
         klen = status >> 3
-        words = [int(w) for w in key[:klen]]
+        words = key[:klen].tolist() if compiled else [int(w) for w in key[:klen]]  # Python ints
         chunks = tuple((words[j], words[j + 1], bool(words[j + 2])) for j in range(3, klen, 3))
         dt, measured, why = price_of(words[0], words[1], chunks)
         ok = int(measured)
