@@ -22,11 +22,14 @@ moves the batch with the load.  Standard library only; nothing here prints.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.stepmodel import StepModel, StepTime
+from servesim.hardware.stepmodel import StepTime
 from servesim.model.serving import NodeSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from servesim.hardware.pricer import Pricer
 
 __all__ = ["StepNode", "step_node"]
 
@@ -44,7 +47,7 @@ class StepNode:
     source: str
 
 
-def step_node(sm: StepModel, memory_bytes: float, *, prompt_tokens: int, output_tokens: int,
+def step_node(sm: Pricer, memory_bytes: float, *, prompt_tokens: int, output_tokens: int,
               tpot_slo_s: float | None = None, load: tuple[float, float] | None = None) -> StepNode:
     """Derive the node (see the module docstring).  With ``load`` = (requests per second each node
     serves, the decode batch that rate keeps running: the fixed point ``B = rate (O - 1) T(B)`` of

@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
@@ -272,7 +272,7 @@ def moe_dtype(user: str, arch: Architecture, gpu: str, par: Parallelism | None =
     return user
 
 
-Built = tuple[Any, ModelShape | Architecture, float]
+Built = tuple[Pricer, ModelShape | Architecture, float]
 """A pricer (:class:`StepModel` or :class:`MoEStepModel`), the model's shape and each GPU's memory."""
 
 _BUILT: dict[Deployment, Built] = {}

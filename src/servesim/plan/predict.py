@@ -40,7 +40,6 @@ from servesim.hardware.speculation import (
     speedup_curve,
     turn_off_batch,
 )
-from servesim.hardware.stepmodel import StepModel
 from servesim.model import speculative
 from servesim.plan.capacity import colocated_at_load, decode_at_load, disaggregated_at_load, prefill_at_load
 from servesim.plan.interval import prediction_interval, requests_in_flight
@@ -624,7 +623,7 @@ def speculating_step_model(sm: Pricer, dep: Deployment, spec: str | None, spec_i
     return run
 
 
-def _stable_at_rate(sm: StepModel, memory: float, bench: Benchmark) -> tuple[bool, str]:
+def _stable_at_rate(sm: Pricer, memory: float, bench: Benchmark) -> tuple[bool, str]:
     """Whether one replica serves ``bench.rate_per_s`` in the long run (the closed form at load)."""
     if bench.rate_per_s is None or bench.concurrency is not None:
         return True, ""  # a closed loop (or a capped one) cannot outrun the replica

@@ -23,7 +23,7 @@ from typing import Any
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.precision import kv_bytes_of
-from servesim.hardware.stepmodel import StepModel
+from servesim.hardware.pricer import Pricer
 from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 from servesim.sim.client import arrival_times
 from servesim.sim.disaggregation import Pool, run_disaggregated
@@ -31,7 +31,7 @@ from servesim.sim.disaggregation import Pool, run_disaggregated
 __all__ = ["replay_colocated", "simulate_colocated", "simulate_disaggregated"]
 
 
-def simulate_colocated(sm: StepModel, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
+def simulate_colocated(sm: Pricer, memory_bytes: float, replicas: int, rate_per_s: float, isl: int,
                        osl: int, *, requests: int = 2000, seed: int = 0) -> dict[str, Any]:
     """``replicas`` colocated engines at ``rate_per_s`` in all (see the module docstring)."""
     n = check_int("replicas", replicas, lo=1, hi=4096)
@@ -65,7 +65,7 @@ def _merge(per: list[BenchResult], osl: int, wall: float, extra: dict[str, Any])
     }
 
 
-def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_sm: StepModel,
+def simulate_disaggregated(prefill_sm: Pricer, prefill_workers: int, decode_sm: Pricer,
                            decode_memory_bytes: float, decode_workers: int, link_bytes_per_s: float,
                            rate_per_s: float, isl: int, osl: int, *, requests: int = 2000,
                            seed: int = 0, link_contention: bool = False,
@@ -102,7 +102,7 @@ def simulate_disaggregated(prefill_sm: StepModel, prefill_workers: int, decode_s
     }
 
 
-def replay_colocated(sm: StepModel, memory_bytes: float, replicas: int, arrival_s: list[float],
+def replay_colocated(sm: Pricer, memory_bytes: float, replicas: int, arrival_s: list[float],
                      lengths: list[tuple[int, int]], *, seed: int = 0) -> dict[str, Any]:
     """Replay a trace (arrival times, (prompt, output) tokens per request) on colocated replicas.
 
