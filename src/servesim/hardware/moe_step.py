@@ -85,11 +85,10 @@ from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, e
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
 from servesim.hardware.moe_kernels import moe_tables
-from servesim.hardware.ops import Op, Peaks, PriceCache, light_s, priced_parts, ring_bytes
+from servesim.hardware.ops import ACTIVATION_BYTES, Op, Peaks, PriceCache, light_s, priced_parts, ring_bytes
 from servesim.hardware.precision import supported_dtypes
 from servesim.hardware.sparse_attention import dsa_attention_ops
 from servesim.hardware.stepmodel import (
-    ACTIVATION_BYTES,
     OTHER_KERNEL_FLOOR_S,
     SAMPLING_FLOOR_S,
     Chunk,

@@ -38,8 +38,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.kernels import KernelTables
 
-__all__ = ["KINDS", "PARTS", "Op", "Peaks", "PriceCache", "StepPrice", "StepTime", "by_name", "light_s",
-           "priced_parts", "ring_bytes"]
+__all__ = ["ACTIVATION_BYTES", "KINDS", "PARTS", "Op", "Peaks", "PriceCache", "StepPrice", "StepTime",
+           "by_name", "light_s", "priced_parts", "ring_bytes"]
+
+ACTIVATION_BYTES = 2
+"""Bytes of one activation value, in and out of every kernel and in the tensor-parallel all-reduces:
+BF16 whatever the weights' dtype (the one definition; the step models and the roofline import it)."""
 
 KINDS: tuple[str, ...] = ("gemm", "attention", "mla_bmm", "moe", "two_streams", "allreduce", "allgather",
                           "alltoall", "elementwise", "host")

@@ -64,7 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.ops import Op, Peaks, StepTime, light_s, ring_bytes
+from servesim.hardware.ops import ACTIVATION_BYTES, Op, Peaks, StepTime, light_s, ring_bytes
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -95,9 +95,6 @@ __all__ = [
 
 ATTENTION_KINDS: tuple[str, ...] = ("mha", "gqa", "mqa", "mla")
 """Multi-head, grouped-query, multi-query and multi-head latent (DeepSeek) attention."""
-
-ACTIVATION_BYTES = 2.0
-"""Bytes per activation value in the tensor-parallel all-reduces (BF16)."""
 
 ALLREDUCES_PER_LAYER = 2
 """Megatron tensor parallelism: one all-reduce after attention, one after the MLP."""

@@ -93,7 +93,16 @@ from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_h
 from servesim.hardware.engines import EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
-from servesim.hardware.ops import PARTS, Op, Peaks, PriceCache, StepTime, light_s, ring_bytes
+from servesim.hardware.ops import (
+    ACTIVATION_BYTES,
+    PARTS,
+    Op,
+    Peaks,
+    PriceCache,
+    StepTime,
+    light_s,
+    ring_bytes,
+)
 from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
@@ -120,9 +129,6 @@ __all__ = [
     "pricing_tables",
     "prompt_in_chunks",
 ]
-
-ACTIVATION_BYTES = 2
-"""Activations and all-reduce messages are BF16 whatever the weight dtype."""
 
 OTHER_KERNELS_PER_LAYER = 4
 """Two fused residual-add + RMSNorm, RoPE, SiLU-and-multiply."""
