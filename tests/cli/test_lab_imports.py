@@ -78,10 +78,7 @@ def test_the_probe_sees_a_hardware_module_when_one_is_loaded():
 @pytest.mark.parametrize(("argv", "files"), [
     (("all",), LAB_FILES),
     (("disagg",), {"workloads.toml", "links.toml", "models.toml"}),  # not the speculative presets
-    pytest.param(("specdec",), {"speculative.toml"}, marks=pytest.mark.xfail(
-        strict=True, reason="servesim.plan.summary takes DEFAULT_NODE, WORKLOAD_PRESETS and LINKS at its "
-        "import (names imported at its top, a default node=DEFAULT_NODE): the workloads, models and links "
-        "files are read though specdec prints none of them")),
+    (("specdec",), {"speculative.toml"}),  # plan.summary takes the presets and links through their modules
 ])
 def test_a_lab_command_reads_the_data_files_it_prints_from(argv, files):
     assert set(loaded(*argv)["read"]) == files

@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from servesim.cli.args import FORMATS, Output, add_format, choice, integer, number, output_file, plot_path
 from servesim.cli.progress import Progress
+from servesim.hardware.catalog import builtin_catalog
+from servesim.inputs.calibrate import calibrate, read_points
+from servesim.inputs.traces import InputError, load_trace, summarize_trace
 from servesim.model import kvcache
 from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 from servesim.render import inputs as itext
@@ -203,8 +206,6 @@ def _estimated_lines(path: str) -> int:
 
 
 def _trace_summarize(args: argparse.Namespace) -> Output:
-    from servesim.inputs.traces import load_trace, summarize_trace
-
     bar = Progress(_estimated_lines(args.file), "reading trace (lines)")
     done = [0]
 
@@ -235,8 +236,7 @@ def _trace_summarize(args: argparse.Namespace) -> Output:
 
 
 def _trace_fetch(args: argparse.Namespace) -> Output:
-    from servesim.inputs.fetch import SOURCES, fetch_trace
-    from servesim.inputs.traces import InputError
+    from servesim.inputs.fetch import SOURCES, fetch_trace  # reads sources.toml at its import
 
     if args.list:
         rows = [{"name": s.name, "title": s.title, "format": s.format, "license": s.license, "url": s.url,
@@ -286,11 +286,8 @@ def _excerpt(name: str) -> str:
 
 def _fit_alpha(args: argparse.Namespace) -> Output:
     from servesim.inputs.telemetry import counters_from_value, fit_alpha, read_counters
-    from servesim.inputs.traces import InputError
 
     if args.target is not None or args.gpu is not None:  # names first: before any file is read
-        from servesim.hardware.catalog import builtin_catalog
-
         cat = builtin_catalog()
         for flag, value, table in (("--target", args.target, cat.models), ("--gpu", args.gpu, cat.gpus)):
             if value is not None and value not in table:
@@ -313,7 +310,6 @@ def _fit_alpha(args: argparse.Namespace) -> Output:
         counts = read_counters(args.files, model=args.model, interval_s=args.interval_s)
     util, from_batch = args.util, None
     if args.batch is not None:
-        from servesim.hardware.catalog import builtin_catalog
         from servesim.hardware.roofline import utilization
 
         if args.target is None or args.gpu is None:
@@ -370,9 +366,6 @@ def _fit_rows(d: dict[str, Any]) -> list[dict[str, Any]]:
 def _calibrate(args: argparse.Namespace) -> Output:
     from pathlib import Path
 
-    from servesim.inputs.calibrate import calibrate, read_points
-    from servesim.inputs.traces import InputError
-
     kv = None
     if args.model is not None:
         if args.model not in kvcache.MODELS:
@@ -391,7 +384,6 @@ def _calibrate(args: argparse.Namespace) -> Output:
         plots.plot_calibration(axes, data["points"])
         plots.save(fig, args.plot)
     if args.save is not None:  # checked before any work (--save's type); written whole or not at all
-
         path = Path(args.save)
         try:
             write_atomic(path, cal.to_toml().encode("utf-8"))

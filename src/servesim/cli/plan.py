@@ -35,9 +35,12 @@ from servesim.cli.common import (
 )
 from servesim.cli.deploy import add_emit_argument, emit, plan_deploy
 from servesim.hardware.acceptance import TRAFFIC_KINDS
+from servesim.hardware.catalog import load_catalog
+from servesim.inputs.traces import load_trace, workload_from_trace
 from servesim.model import kvcache, serving
 from servesim.model.serving import resolve_scenario
 from servesim.model.speculative import SPEC_METHODS, lab_preset
+from servesim.plan.figures import disagg_curves, plan_curves, specdec_curves
 from servesim.plan.planner import Plan, PlanRequest, plan_stages, smallest_fleet
 from servesim.plan.planner import plan as plan_one
 from servesim.plan.summary import disagg_summary, plan_summary, specdec_summary
@@ -134,8 +137,6 @@ def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
     wl = workload_of(args)
     preset = args.preset
     if args.trace is not None:
-        from servesim.inputs.traces import load_trace, workload_from_trace
-
         tr = load_trace(args.trace, rate_scale=args.rate_scale)
         wl = workload_from_trace(tr, slo_ttft_s=wl.slo_ttft_s, slo_tpot_s=wl.slo_tpot_s)
         preset = f"trace {wl.name}"
@@ -149,7 +150,6 @@ def _request(args: argparse.Namespace) -> tuple[PlanRequest, str]:
     speculation, k_max = (None if spec == "none" else lab_preset(spec, on_model=on_model)), args.k_max
     if spec != "none" and args.model is not None and args.calibration is None:
         # a measured-kernel node speculates as predict --spec prices the same model
-        from servesim.hardware.catalog import load_catalog
         from servesim.plan.node_speculation import node_speculation
 
         ns = node_speculation(deployment_of(args), spec, isl=wl.prompt_tokens, osl=max(1, wl.output_tokens),
@@ -190,7 +190,6 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0
 
 def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
-    from servesim.hardware.catalog import load_catalog
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus, screen_steps
 
     if args.model is None or args.gpu is None:
@@ -198,8 +197,6 @@ def _capacity(args: argparse.Namespace) -> Output:
                          "--model meta-llama/Llama-3.1-70B-Instruct --gpu h100-sxm --gpus 16")
     wl = workload_of(args)
     if args.trace is not None:  # the trace's mean lengths; the capacity search sets the rate
-        from servesim.inputs.traces import load_trace, workload_from_trace
-
         wl = workload_from_trace(load_trace(args.trace, rate_scale=args.rate_scale), slo_ttft_s=wl.slo_ttft_s,
                                  slo_tpot_s=wl.slo_tpot_s)
     # without --link each GPU type's rows take the KV link of where they sit (plan.search._kv_links:
@@ -294,8 +291,6 @@ def run_plan(args: argparse.Namespace) -> Output:
 
 def _plan_curves(req: PlanRequest) -> PlanCurves:
     """The plan figure's curves for a plan request (the same recommendation as the plan)."""
-    from servesim.plan.figures import plan_curves
-
     return plan_curves(req.workload, req.node, req.nodes, req.beta, req.link, speculation=req.speculation,
                        k_max=req.k_max, attainment_target=req.attainment_target)
 
@@ -347,7 +342,6 @@ def _report_rest(args: argparse.Namespace, p: Plan, plan_data: dict[str, Any],
     dis = disagg_summary(plan_data["preset"], workload=wl, link=req.link, nodes=req.nodes, beta=req.beta,
                          node=req.node)
     if req.speculation is not None:  # the mixes table weighs speculation as the plan does
-
         for row in dis["rows"]:
             mix = replace(wl, prompt_tokens=row["prompt_tokens"], output_tokens=row["output_tokens"])
             best = plan_one(replace(req, workload=mix), with_sensitivity=False).ranked[0]
@@ -361,7 +355,6 @@ def _report_rest(args: argparse.Namespace, p: Plan, plan_data: dict[str, Any],
     bar.advance()
     ttft_png = _report_ttft_png(p, args.seed)
     bar.advance()
-    from servesim.plan.figures import disagg_curves, specdec_curves
 
     xo = dis["crossover_exact_GBps"]
     curves = {"plan": _plan_curves(req), "specdec": specdec_curves(0.1, 0.05, 0.0),

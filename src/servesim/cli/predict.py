@@ -42,8 +42,12 @@ from servesim.cli.deploy import (
 from servesim.cli.progress import Progress, working
 from servesim.hardware import engines
 from servesim.hardware.acceptance import TRAFFIC_KINDS
+from servesim.hardware.catalog import load_catalog
+from servesim.hardware.kernels import tables_for
 from servesim.hardware.names import canonical_gpu
 from servesim.hardware.precision import KV_DTYPES, normalize_dtype
+from servesim.hardware.topology import kv_path
+from servesim.inputs.bench import read_bench_result, read_points
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 from servesim.render.predict import compare_text, disagg_text, points_text, predict_text
@@ -328,7 +332,6 @@ def _given(args: argparse.Namespace, row: dict[str, Any], name: str) -> Any:
 def _catalog(args: argparse.Namespace) -> Catalog | None:
     if not args.catalog:
         return None
-    from servesim.hardware.catalog import load_catalog
 
     return load_catalog(*args.catalog)
 
@@ -378,7 +381,6 @@ def _row_prediction(args: argparse.Namespace, row: dict[str, Any], catalog: Cata
         out = predict(dep, bench, catalog=catalog, lengths=lengths, interval_level=args.interval_level,
                       **spec_kw)
         if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
-
             predict_deploy(out, bench, {"": dep}, spec_kw, catalog=catalog)
     if row.get("labels"):
         out = {**row["labels"], **out}
@@ -423,9 +425,6 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
     ln = kvcache.LINKS["rdma"] if args.link is None else args.link
     kv_note = ""
     if args.link is None:  # on an NVL72 rack the KV rides NVLink inside one rack, InfiniBand between racks
-        from servesim.hardware.kernels import tables_for
-        from servesim.hardware.topology import kv_path
-
         gpus = sum(pools[p].tp * pools[p].dp * workers[p] for p in pools)
         t = tables_for(canonical_gpu(row["gpu"], catalog))
         path = kv_path(t.topology, t.nvlink_bytes_per_s, gpus) if t is not None else None
@@ -438,7 +437,6 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
     if kv_note:  # which links the KV transfer crosses (hardware.topology.kv_path), the placement's own
         out["notes"] = [kv_note, *out["notes"]]
     if row.get("deploy"):  # the launch and benchmark commands (servesim.cli.deploy)
-
         predict_deploy(out, bench, pools, spec_kw, (workers["prefill"], workers["decode"]), ln.bytes_per_s,
                        catalog)
     return out
@@ -512,8 +510,6 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _points(args: argparse.Namespace, catalog: Catalog | None) -> Output:
-    from servesim.inputs.bench import read_points
-
     if args.compare is not None:
         raise InputError(f"--points {args.points} and --compare {args.compare}: give one (a file of "
                          "deployments to predict, or a saved result to predict again and compare)")
@@ -616,7 +612,6 @@ def _row_error(args: argparse.Namespace, row: dict[str, Any], exc: Exception) ->
 
 
 def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
-    from servesim.inputs.bench import read_bench_result
     from servesim.plan.predict import compare_to_measured
 
     res = read_bench_result(args.compare)

@@ -17,6 +17,8 @@ from servesim._checks import InputError, ParameterError
 from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
 from servesim.cli.common import add_disagg_arguments, deployment_of, resolve_node, workload_of
 from servesim.cli.progress import Progress, working
+from servesim.hardware.catalog import load_catalog
+from servesim.inputs.traces import load_trace, workload_from_trace
 from servesim.model import kvcache, serving
 from servesim.model.serving import resolve_scenario
 from servesim.render import simtext as text
@@ -300,7 +302,6 @@ def _run(args: argparse.Namespace, *, requests: int, replications: int) -> dict[
 
 def _engine(args: argparse.Namespace) -> Output:
     """Engine mode: the iteration-level simulator beside the closed form at load."""
-    from servesim.hardware.catalog import load_catalog
     from servesim.plan.engine_summary import engine_summary
 
     if args.gpu is None or args.rate is None or args.osl is None:
@@ -344,8 +345,6 @@ def _untimed(v: object) -> object:
 
 def _engine_trace(args: argparse.Namespace) -> Output:
     """A trace replayed through the engine loop, beside the closed form at its means."""
-    from servesim.hardware.catalog import load_catalog
-    from servesim.inputs.traces import load_trace
     from servesim.plan.engine_summary import engine_trace_summary
 
     tr = load_trace(args.trace, rate_scale=args.rate_scale, need_rate=True)
@@ -364,7 +363,6 @@ def _engine_trace(args: argparse.Namespace) -> Output:
 
 
 def _replay(args: argparse.Namespace) -> Output:
-    from servesim.inputs.traces import load_trace, workload_from_trace
     from servesim.sim.replay import trace_replay_summary
 
     tr = load_trace(args.trace, cache_blocks=args.cache_blocks, rate_scale=args.rate_scale)

@@ -42,9 +42,10 @@ from servesim._catalogfile import CatalogError, load_file
 from servesim._checks import ParameterError, check_counts, check_fields, check_int, check_real
 from servesim._textfile import MAX_COUNT, parse_json, parse_number, read_text, shown, table_at
 from servesim.inputs.traces import InputError, csv_records
-from servesim.model.kvcache import MODELS, KVShape
+from servesim.model import kvcache, serving
+from servesim.model.kvcache import KVShape
 from servesim.model.queueing import MMc
-from servesim.model.serving import DEFAULT_NODE, NodeSpec
+from servesim.model.serving import NodeSpec
 
 __all__ = [
     "CSV_COLUMNS",
@@ -186,9 +187,9 @@ def load_calibration(path: str | Path) -> tuple[NodeSpec, float]:
         raise CatalogError(f"{where}: [node] is missing {', '.join(repr(k) for k in missing)} (it needs "
                            f"{meaning})")
     model = n["model"]
-    if not isinstance(model, str) or model not in MODELS:
+    if not isinstance(model, str) or model not in kvcache.MODELS:
         raise CatalogError(f"{where}: [node] key 'model' = {shown(model)} is invalid: must be one of "
-                           f"{', '.join(MODELS)}")
+                           f"{', '.join(kvcache.MODELS)}")
     try:
         # Physical ranges: a node prefills 1 to 10^9 tokens/s, decodes as many, and a decode step takes
         # 1 us to 60 s; beta (the prefill's slowdown of decode) is at most 100, as the flag's.
@@ -196,7 +197,7 @@ def load_calibration(path: str | Path) -> tuple[NodeSpec, float]:
             check_real("prefill_tokens_per_s", n["prefill_tokens_per_s"], lo=1.0, hi=1e9),
             check_real("decode_tokens_per_s", n["decode_tokens_per_s"], lo=1.0, hi=1e9),
             check_real("tpot_base_s", n["tpot_base_s"], lo=1e-6, hi=60.0),
-            MODELS[model],
+            kvcache.MODELS[model],
         )
         beta = check_real("beta", n["beta"], lo=0.0, hi=100.0)
     except ParameterError as exc:
@@ -412,10 +413,9 @@ def calibrate(
             f"calibration needs at least 2 measured points (TTFT/TPOT at two or more rates), got {len(pts)}"
         )
     notes = list(warnings)
-    r_d = check_real("decode_tokens_per_s",
-                     DEFAULT_NODE.decode_tokens_per_s if decode_tokens_per_s is None else decode_tokens_per_s,
-                     lo=0.0, lo_open=True)
-    shape = kv or DEFAULT_NODE.kv
+    r_d = check_real("decode_tokens_per_s", serving.DEFAULT_NODE.decode_tokens_per_s
+                     if decode_tokens_per_s is None else decode_tokens_per_s, lo=0.0, lo_open=True)
+    shape = kv or serving.DEFAULT_NODE.kv
 
     r_p = _fit_prefill(pts)
     rho = np.array([p.rate_per_s * p.prompt_tokens / (p.nodes * r_p) for p in pts])

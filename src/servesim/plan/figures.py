@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from servesim.model import serving, speculative
 from servesim.model.kvcache import Link
-from servesim.model.serving import WORKLOAD_PRESETS, NodeSpec, Workload, best_split, colocated, disaggregated
+from servesim.model.serving import NodeSpec, Workload, best_split, colocated, disaggregated
 from servesim.model.serving import resolve_scenario as _resolve_scenario
-from servesim.model.speculative import SPECDEC_PRESETS, SpecDecPreset
+from servesim.model.speculative import SpecDecPreset
 from servesim.plan import planner
 from servesim.plan.curves import (
     GoodputCurves,
@@ -88,7 +89,8 @@ class PlanCurves:
 
 def specdec_curves(d: float, c: float, u: float) -> SpecdecCurves:
     """The speedup surface at (d, c, u) and the utilization sweep of every preset."""
-    return SpecdecCurves(speedup_surface(d, c, u), [utilization_curve(p) for p in SPECDEC_PRESETS.values()])
+    presets = speculative.SPECDEC_PRESETS.values()
+    return SpecdecCurves(speedup_surface(d, c, u), [utilization_curve(p) for p in presets])
 
 
 def rate_range(wl: Workload, node: NodeSpec, nodes: int, n: int = 80) -> list[float]:
@@ -162,6 +164,6 @@ def all_curves(summaries: Mapping[str, Mapping[str, Any]], d: float, c: float, u
     beta and crossover are read from it)."""
     dis = {}
     for name, s in summaries.items():
-        wl, ln, node, _, _ = _resolve_scenario(WORKLOAD_PRESETS[name])
+        wl, ln, node, _, _ = _resolve_scenario(serving.WORKLOAD_PRESETS[name])
         dis[name] = disagg_curves(wl, node, s["nodes"], s["beta"], ln, s["crossover_exact_GBps"])
     return specdec_curves(d, c, u), dis

@@ -12,11 +12,11 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Unpack
 
+from servesim.model import kvcache, serving
 from servesim.model import speculative as sd
-from servesim.model.kvcache import LINKS, Link
+from servesim.model.kvcache import Link
 from servesim.model.serving import (
     GOODPUT_TIE_FRACTION,
-    WORKLOAD_PRESETS,
     NodeSpec,
     ScenarioArgs,
     ServingResult,
@@ -202,8 +202,8 @@ def disagg_summary(
     the output); ``scenario`` overrides it and gives the link and the node
     (:func:`servesim.model.serving.resolve_scenario`).
     """
-    wl, ln, node, b, source = resolve_scenario(WORKLOAD_PRESETS[preset] if workload is None else workload,
-                                               **scenario)
+    wl, ln, node, b, source = resolve_scenario(
+        serving.WORKLOAD_PRESETS[preset] if workload is None else workload, **scenario)
     return _disagg(wl, preset, ln, nodes, b, node, source)
 
 
@@ -227,7 +227,7 @@ def _disagg(
             }
         )
     kv_bytes = node.kv.bytes_for(wl.prompt_tokens)
-    kv_links = [LINKS[n] for n in KV_TABLE_LINKS]
+    kv_links = [kvcache.LINKS[n] for n in KV_TABLE_LINKS]
     if ln not in kv_links:
         kv_links.append(ln)
     kv_table = [
