@@ -52,7 +52,7 @@ def _grid():
     """Inputs around every recipe: the GPUs, families, engines, shapes and loads the scripts name,
     and each decode table row's own shape (so that the table lookups find their row)."""
     for engine, gpu, family, dtype, spec, (tp, dp) in itertools.product(
-            ("trtllm", "sglang", "vllm"), ("h200", "b200", "h100-sxm", "gb200"),
+            ("trtllm", "sglang", "vllm"), ("h200", "b200", "h100-sxm", "gb200", "gb300", "b300"),
             ("deepseek_v3", "gpt_oss", "minimax_m2"), ("fp8", "fp4"), (None, "mtp"),
             ((8, 1), (4, 1), (1, 8))):
         for isl, osl, c in ((1024, 1024, 64), (1024, 1024, 300), (8192, 1024, 64), (1024, 8192, 128),

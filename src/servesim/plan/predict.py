@@ -137,12 +137,14 @@ def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str 
         family = arch.family if arch is not None else ""
         dtype = str(normalize_dtype(fields.get("dtype") or ""))
         if pool:
+            if dtype == "auto" and arch is not None:  # the recipes key on the checkpoint's (an NVFP4 release)
+                dtype = str(normalize_dtype(arch.checkpoint_dtype))
             recipe = bench.client.disagg_recipe(engine, pool, bench.isl, bench.concurrency,
                                                 gpu=canonical_gpu(gpu), family=family,
                                                 tp=fields.get("tp", 1), dp=fields.get("dp", 1),
                                                 ep=fields.get("ep", 1),
                                                 dtype=dtype, workers=workers, spec=spec,
-                                                peer_workers=peer_workers)
+                                                peer_workers=peer_workers, osl=bench.osl)
         else:
             recipe = bench.client.recipe(engine, bench.isl, bench.concurrency, gpu=canonical_gpu(gpu),
                                          family=family, tp=fields.get("tp", 1), dp=fields.get("dp", 1),

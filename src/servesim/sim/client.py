@@ -218,7 +218,7 @@ class Client:
     def disagg_recipe(self, engine: str, pool: str, isl: int, concurrency: int | None, *, gpu: str = "",
                       family: str = "", tp: int = 1, dp: int = 1, ep: int = 1, dtype: str = "",
                       workers: int = 1, spec: str | None = None,
-                      peer_workers: int | None = None) -> dict[str, object]:
+                      peer_workers: int | None = None, osl: int = 0) -> dict[str, object]:
         """Server settings of one pool (``pool`` ``"prefill"`` or ``"decode"``) of the harness's own
         disaggregated recipes, where the engine's defaults differ (empty for the plain clients and
         the models the recipes do not cover): the keys of :meth:`recipe`, ``overlap``, and
@@ -226,7 +226,8 @@ class Client:
         deployment's, ``workers`` the pool's worker count, ``tp`` and ``dp`` a worker's attention
         tensor and data parallel, ``ep`` its expert parallel, ``spec`` the speculation the run uses
         (the MTP recipes have decode batches of their own), ``peer_workers`` the other pool's worker
-        count where known (SGLang's recipes of one decode shape differ by their prefill pool).
+        count where known (SGLang's recipes of one decode shape differ by their prefill pool),
+        ``osl`` the output length (0: unknown; the 1k8k recipes have decode pools of their own).
 
         InferenceMAX runs DeepSeek-R1 disaggregated with NVIDIA Dynamo from the srt-slurm recipes its
         ``nvidia-master.yaml`` names: section ``disagg`` of ``data/recipes.toml`` (each rule cites its
@@ -234,7 +235,7 @@ class Client:
         :func:`dynamo_sglang_decode`."""
         return self._settings("disagg", engine=engine, pool=pool, isl=isl, concurrency=concurrency, gpu=gpu,
                               family=family, tp=tp, dp=dp, ep=ep, dtype=dtype, workers=workers, spec=spec,
-                              peer_workers=peer_workers)
+                              peer_workers=peer_workers, osl=osl)
 
     @property
     def spec_traffic(self) -> str | None:
@@ -302,13 +303,19 @@ def _data_file(name: str) -> dict[str, Any]:
 
 
 def _recipes_for(name: str, gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
-                 spec: str | None) -> list[dict[str, Any]]:
+                 spec: str | None, osl: int = 1024) -> list[dict[str, Any]]:
     """The rows of ``data/<name>.toml`` for this decode pool: the same GPU, dtype, prompt length,
-    worker shape, worker count and speculation (``None`` and ``"none"`` alike: a row without
-    ``spec``)."""
-    want = (gpu, dtype, isl, tp, dp, workers, "none" if spec in (None, "none") else spec)
-    keys = ("gpu", "dtype", "isl", "tp", "dp", "workers")
-    return [r for r in _data_file(name)["recipes"] if (*(r[x] for x in keys), r.get("spec", "none")) == want]
+    output length (a row without ``osl``: 1024), worker shape, worker count and speculation
+    (``None`` and ``"none"`` alike: a row without ``spec``).  Where the file has no row of that
+    GPU, dtype, prompt and output length at all, the 1,024-token output's rows stand in (e.g. the
+    1k8k recipes of GPUs whose table holds only 1k1k and 8k1k)."""
+    rows = _data_file(name)["recipes"]
+    if not any((r["gpu"], r["dtype"], r["isl"], r.get("osl", 1024)) == (gpu, dtype, isl, osl) for r in rows):
+        osl = 1024
+    want = (gpu, dtype, isl, osl, tp, dp, workers, "none" if spec in (None, "none") else spec)
+    keys = ("gpu", "dtype", "isl")
+    return [r for r in rows if (*(r[x] for x in keys), r.get("osl", 1024), r["tp"], r["dp"], r["workers"],
+                                r.get("spec", "none")) == want]
 
 
 _RECIPE_INPUTS: dict[str, object] = {
@@ -359,23 +366,34 @@ def harness_settings(section: str, **inputs: object) -> dict[str, object]:
     return {k: v for rule in part["rules"] if ev(rule["when"]) for k, v in settings(rule["set"]).items()}
 
 
-def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
-                               concurrency: int, spec: str | None = None) -> int | None:
-    """``max_batch_size`` (one attention-DP rank's running limit) of the decode workers of
-    InferenceMAX's Dynamo + TensorRT-LLM recipe for this pool (``data/dynamo_trtllm_decode.toml``):
-    among the recipes of the same GPU, dtype (``fp8``/``fp4``), prompt length (1024 or 8192),
+def dynamo_trtllm_decode_recipe(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
+                                concurrency: int, spec: str | None = None,
+                                osl: int = 1024) -> dict[str, Any] | None:
+    """The row of ``data/dynamo_trtllm_decode.toml`` (InferenceMAX's Dynamo + TensorRT-LLM recipe
+    of this decode pool: ``max_batch_size`` a rank and, where read from the recipe file, the
+    decode worker's ``memory_fraction`` and ``moe_backend``): among the recipes of the same GPU,
+    dtype (``fp8``/``fp4``), prompt length (1024 or 8192), output length (1024 or 8192),
     worker shape (``tp``, ``dp``), ``workers`` and speculation (``spec``: ``None`` or ``"none"``,
     or ``"mtp"``: its MTP recipes; other methods have none), the one whose benchmark concurrency
     is nearest ``concurrency`` in ratio, if within 2x; ``None`` where no recipe is that near."""
     if concurrency <= 0:
         return None
-    best: tuple[float, int] | None = None
-    for r in _recipes_for("dynamo_trtllm_decode", gpu, dtype, isl, tp, dp, workers, spec):
+    best: tuple[float, dict[str, Any]] | None = None
+    for r in _recipes_for("dynamo_trtllm_decode", gpu, dtype, isl, tp, dp, workers, spec, osl):
         for c in r["concurrency"]:
             d = abs(math.log(concurrency / c))
             if d <= math.log(2) and (best is None or d < best[0]):
-                best = (d, int(r["max_batch_size"]))
+                best = (d, r)
     return None if best is None else best[1]
+
+
+def dynamo_trtllm_decode_batch(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
+                               concurrency: int, spec: str | None = None, osl: int = 1024) -> int | None:
+    """``max_batch_size`` (one attention-DP rank's running limit) of the decode workers of
+    InferenceMAX's Dynamo + TensorRT-LLM recipe for this pool: :func:`dynamo_trtllm_decode_recipe`'s
+    row's; ``None`` where no recipe is near."""
+    row = dynamo_trtllm_decode_recipe(gpu, dtype, isl, tp, dp, workers, concurrency, spec, osl)
+    return None if row is None else int(row["max_batch_size"])
 
 
 def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, workers: int,
@@ -396,7 +414,8 @@ def dynamo_sglang_decode(gpu: str, dtype: str, isl: int, tp: int, dp: int, worke
 
 _RECIPE_FUNCTIONS: dict[str, object] = {
     "min": min, "max": max, "ceil": math.ceil, "log2": math.log2, "startswith": str.startswith,
-    "dynamo_trtllm_decode_batch": dynamo_trtllm_decode_batch, "dynamo_sglang_decode": dynamo_sglang_decode}
+    "dynamo_trtllm_decode_batch": dynamo_trtllm_decode_batch,
+    "dynamo_trtllm_decode_recipe": dynamo_trtllm_decode_recipe, "dynamo_sglang_decode": dynamo_sglang_decode}
 """The functions an expression of ``data/recipes.toml`` may call."""
 
 
