@@ -17,18 +17,16 @@ from servesim.cli.args import (
     add_interval_level,
     choice,
     dtype_choice,
-    engine_of,
     integer,
     number,
     plot_path,
     wants,
 )
-from servesim.cli.common import add_disagg_arguments, deployment_of, preset_label, resolve_node, workload_of
+from servesim.cli.common import add_disagg_arguments, preset_label, resolve_node, workload_of
 from servesim.model import serving, speculative
 from servesim.model.serving import resolve_scenario
 from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX
 from servesim.plan.summary import disagg_summary, specdec_summary
-from servesim.render.text import specdec_model_text
 
 __all__ = ["register"]
 
@@ -124,11 +122,9 @@ def _specdec(args: argparse.Namespace) -> Output:
     data = specdec_summary(u=args.util, d=args.d, c=args.c, preset=args.preset,
                            alpha=args.alpha, k=args.k, k_max=args.k_max)
     if args.plot is not None:
-        from servesim.plan.figures import specdec_curves
-        from servesim.render.figures import specdec_figure
-        from servesim.render.plots import save
+        from servesim.cli.lab_plots import save_specdec  # matplotlib, only with --plot
 
-        save(specdec_figure(specdec_curves(args.d, args.c, args.util)), args.plot)
+        save_specdec(args.d, args.c, args.util, args.plot)
     return Output(data, render.specdec_text(data), _specdec_rows(data))
 
 
@@ -142,40 +138,23 @@ def _disagg(args: argparse.Namespace) -> Output:
     data = disagg_summary(preset_label(args, wl), workload=wl, link=ln, nodes=args.nodes, beta=beta,
                           node=node, node_source=source)
     if args.model is not None and args.calibration is None:
-        data = _with_intervals(args, data)
+        from servesim.cli.lab_on_model import with_intervals  # the pricer, only with --model
+
+        data = with_intervals(args, data)
     if args.plot is not None:
-        from servesim.plan.figures import disagg_curves
-        from servesim.render.figures import disagg_figure
-        from servesim.render.plots import save
+        from servesim.cli.lab_plots import save_disagg  # matplotlib, only with --plot
 
-        save(disagg_figure(disagg_curves(wl, node, args.nodes, beta, ln, data["crossover_exact_GBps"])),
-             args.plot)
+        save_disagg(wl, node, args.nodes, beta, ln, data["crossover_exact_GBps"], args.plot)
     return Output(data, render.disagg_text(data), _disagg_rows(data))
-
-
-def _with_intervals(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
-    """``disagg --model``'s figures with their prediction intervals (the node's step model is the one
-    :func:`servesim.cli.common.resolve_node` built: cached)."""
-    from servesim.hardware.catalog import load_catalog
-    from servesim.hardware.pricer import build_step_model
-    from servesim.plan.lab_model import add_disagg_intervals
-
-    sm, _, _ = build_step_model(deployment_of(args), load_catalog(*args.catalog))
-    w = data["workload"]
-    step = sm.decode_step(1, w["prompt_tokens"] + w["output_tokens"] / 2)
-    return add_disagg_intervals(data, level=args.interval_level, engine=engine_of(args), moe=sm.is_moe,
-                                fallback=not step.measured)
 
 
 def _all(args: argparse.Namespace) -> Output:
     spec = specdec_summary()
     dis = {name: disagg_summary(name) for name in serving.WORKLOAD_PRESETS}
     if args.plot is not None:  # one file, every panel: specdec, then disagg for each preset
-        from servesim.plan.figures import all_curves
-        from servesim.render.figures import all_figure
-        from servesim.render.plots import save
+        from servesim.cli.lab_plots import save_all  # matplotlib, only with --plot
 
-        save(all_figure(*all_curves(dis, DEFAULT_D, DEFAULT_C, 0.0)), args.plot)
+        save_all(dis, args.plot)
     text = "\n".join([render.specdec_text(spec), *(render.disagg_text(d) for d in dis.values())])
     rows = _specdec_rows(spec)
     for d in dis.values():
@@ -185,10 +164,6 @@ def _all(args: argparse.Namespace) -> Output:
 
 def _specdec_model(args: argparse.Namespace) -> Output:
     """``specdec --model M --gpu G``: the preset's speedup by batch from the step model ``predict`` uses."""
-    from servesim.hardware.catalog import builtin_catalog
-    from servesim.hardware.pricer import Deployment, build_step_model
-    from servesim.plan.lab_model import specdec_on_model
-
     if args.model is None or args.gpu is None:
         missing = "model" if args.model is None else "gpu"
         raise ParameterError(missing, None, "given with --" + ("gpu" if missing == "model" else "model") +
@@ -196,14 +171,9 @@ def _specdec_model(args: argparse.Namespace) -> Output:
     if args.plot is not None:
         raise ParameterError("plot", str(args.plot), "left out with --model (roofline --model --plot draws "
                              "the speedup by batch)")
-    sm, _, memory = build_step_model(Deployment(args.model, args.gpu, args.tp, args.dtype, "bf16",
-                                                engine_of(args)), builtin_catalog())
-    data = specdec_on_model(sm, memory, preset=args.preset, context=args.context, alpha=args.alpha,
-                            acceptance_length=args.acceptance_length, k=args.k, draft=args.draft,
-                            traffic=args.traffic)
-    rows = [{"table": "speedup_by_batch", "model": data["model"], "gpu": data["gpu"],
-             "preset": data["preset"], **r} for r in data["rows"]]
-    return Output(data, specdec_model_text(data), rows)
+    from servesim.cli.lab_on_model import specdec_model  # the pricer, only with --model
+
+    return specdec_model(args)
 
 
 def _specdec_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
