@@ -417,7 +417,7 @@ class StepModel:
             pos = check_int("positions", positions, lo=1)
         else:
             b, ctx, pos = decode, context, positions
-        m = b * pos + sum(c.tokens * c.count for c in chunks)
+        m = b * pos + sum(c.tokens * c.count for c in chunks) if chunks else b * pos
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
         rows, ok, notes = self._rows(b, ctx, chunks, pos, self._padded(b, chunks, pos), work=bound)
@@ -429,8 +429,9 @@ class StepModel:
         L = self.shape.layers
         kernels = L * (4 + (1 if b > 0 else 0) + len(chunks) + OTHER_KERNELS_PER_LAYER
                        + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
-        host = self.engine.host_s(b + sum(c.count for c in chunks))
-        total = max(gpu, host) if self.engine.overlap else gpu + host
+        eng = self.engine
+        host = eng.host_s(b + sum(c.count for c in chunks) if chunks else b)
+        total = max(gpu, host) if eng.overlap else gpu + host
         if self.links_note:
             notes.append(self.links_note)
         if self._foreign:
