@@ -100,15 +100,17 @@ def test_rack_decode_memory_and_moe_backend_are_the_recipe_files(gpu, dtype, isl
 
 
 def test_every_rack_attention_dp_row_holds_its_files_memory_and_backend():
-    """The columns are on every attention-DP row of the rack and B300 recipes, within the values their
-    files use (0.6-0.9; DEEPGEMM in FP8, CUTLASS/CUTEDSL/WIDEEP in NVFP4), and on no other row."""
+    """The columns are on every attention-DP row of the rack and B300 recipes and on every 1k8k row,
+    within the values their files use (0.6-0.9; DEEPGEMM in FP8 and CUTLASS/CUTEDSL/WIDEEP in NVFP4
+    with attention DP, TRTLLM without), and on no other row."""
     for r in _data_file("dynamo_trtllm_decode")["recipes"]:
-        rack_dep = r["gpu"] in (*RACK, "b300") and r["dp"] > 1
-        assert ("memory_fraction" in r) == ("moe_backend" in r) == rack_dep, r
-        if rack_dep:
+        held = r["gpu"] in (*RACK, "b300") and (r["dp"] > 1 or r.get("osl") == 8192)
+        assert ("memory_fraction" in r) == ("moe_backend" in r) == held, r
+        if held:
             assert 0.6 <= r["memory_fraction"] <= 0.9, r
             fp4_backends = {"cutlass", "cutedsl", "wideep"}
-            assert r["moe_backend"] in ({"deepgemm"} if r["dtype"] == "fp8" else fp4_backends), r
+            dep = {"deepgemm"} if r["dtype"] == "fp8" else fp4_backends
+            assert r["moe_backend"] in (dep if r["dp"] > 1 else {"trtllm"}), r
 
 
 def test_the_two_gb200_fp4_8k_tep8_matrix_entries_follow_their_files():
@@ -193,3 +195,22 @@ def test_a_gb200_disaggregated_inferencemax_prediction_launches_the_recipes_sett
     assert "--max_num_tokens 16384 " in prefill and 'backend: "DEEPGEMM"' in prefill
     assert "free_gpu_memory_fraction: 0.7" in decode and "--max_batch_size 32 " in decode
     assert 'backend: "DEEPGEMM"' in decode
+
+
+def test_the_1k8k_recipes_are_rows_of_their_own():
+    """gb200-fp8/1k8k/stp/ctx1_gen1_dep32_batch16_eplb0_mtp0_564.yaml: DEP32, max_batch_size 16,
+    free_gpu_memory_fraction 0.75, concurrencies 564 (its ctx worker 0.4); the 1k1k recipe nearest 564
+    clients is ctx1_gen1_dep32_batch32_eplb0_mtp0_1127.yaml (32, 0.7; ctx 0.5).
+    gb200-fp8/1k8k/mtp/ctx1_gen4_tep8_batch2_eplb0_mtp3_8.yaml: TEP8 x 4, 2 a worker, 0.8 with TRTLLM,
+    concurrencies 4 and 8 (the 1k1k and 8k1k tep files run 0.9)."""
+    def pool(name, osl, tp=1, dp=32, conc=564, **kw):
+        return IM.disagg_recipe("trtllm", name, 1024, conc, gpu="gb200", family="deepseek_v3", tp=tp, dp=dp,
+                                ep=tp * dp, dtype="fp8_block", osl=osl, **kw)
+
+    long_out, short_out = pool("decode", 8192), pool("decode", 1024)
+    assert (long_out["max_num_seqs"], long_out["memory_fraction"]) == (16, 0.75)
+    assert (short_out["max_num_seqs"], short_out["memory_fraction"]) == (32, 0.7)
+    ctx = [pool("prefill", o, dp=8)["memory_fraction"] for o in (8192, 1024)]
+    assert ctx == [0.4, 0.5]
+    tep = pool("decode", 8192, tp=8, dp=1, conc=8, workers=4, spec="mtp")
+    assert (tep["max_num_seqs"], tep["memory_fraction"], tep["moe_backend"]) == (2, 0.8, "trtllm")
