@@ -8,6 +8,9 @@ A command module (``servesim.cli.main`` and any module listed in
 ``servesim.cli.main.COMMAND_MODULES``) exposes ``register(sub)``, which adds its
 subparser(s) with ``set_defaults(run=FUNC)``; ``FUNC(args)`` returns an
 :class:`Output`.
+
+This module and :mod:`servesim.cli.common` are on the lab's path (``servesim all``): a type that
+needs the hardware layer (an engine's or a dtype's spelling) imports it inside, when it is used.
 """
 
 from __future__ import annotations

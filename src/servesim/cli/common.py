@@ -1,6 +1,9 @@
 """Flags and their resolution shared by several command groups: the workload, fleet, SLO and node
 flags of ``disagg`` (also on plan, report and simulate), a ``--preset`` or ``--link`` from a
-user's ``--catalog``, and the node those flags name."""
+user's ``--catalog``, and the node those flags name.
+
+On the lab's path (``servesim disagg``): the catalog, the pricer and the planners are imported inside
+the functions that use them, when ``--catalog``, ``--model`` or ``--calibration`` is given."""
 
 from __future__ import annotations
 

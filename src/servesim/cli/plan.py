@@ -175,7 +175,7 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0
                 if args.simulate else None)
     stages = plan_stages(req) + (min(args.simulate_top, 2 * req.nodes) if args.simulate else 0)
     bar = progress.Progress(stages + extra_stages, "planning" if not extra_stages else "report",
-                   enabled=not args.quiet, ticking=True)
+                            enabled=not args.quiet, ticking=True)
     try:
         p = plan_one(req, jobs=args.jobs, ray_address=args.ray, progress=bar.advance)
         data = plan_summary(p, preset=preset, top=args.top, jobs=args.jobs, ray_address=args.ray,
@@ -220,7 +220,7 @@ def _capacity(args: argparse.Namespace) -> Output:
     check_gpu_dtypes(args.model, gpus, args.dtype, args.kv_dtype, cat)  # as predict refuses them
     steps = sum(screen_steps(replace(q, gpu=g), cat) for g in gpus)  # the screen's, then one a row
     bar = progress.Progress(steps + min(args.top, 100), "screening, then confirming by the engine model",
-                   enabled=not args.quiet, ticking=True)  # on a terminal within 1 s, steps or none
+                            enabled=not args.quiet, ticking=True)  # on a terminal within 1 s, steps or none
     data = capacity_plan(q, cat, bar.advance) if len(gpus) == 1 else capacity_plan_gpus(q, gpus, cat,
                                                                                          bar.advance)
     bar.close()
@@ -321,7 +321,6 @@ def _report_biases(seed: int) -> list[dict[str, Any]]:
 
 
 def run_report(args: argparse.Namespace) -> Output:
-
     if args.gpus is not None or (args.target_rate is not None and args.model is not None
                                  and args.isl is not None):
         return _capacity_report(args)

@@ -25,8 +25,6 @@ from servesim.render import simtext as text
 from servesim.render.predict import engine_sim_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.figure import Figure
-
     from servesim.cli.args import SubParsers
     from servesim.sim.cluster import SimSettings
 
@@ -41,36 +39,19 @@ DEFAULT_SEED = 20240601
 _MEMORY_NOTE = " (memory: about 100 bytes a request, so 10^7 is about 1 GB)"
 
 
-def _with_plot(run: Callable[[argparse.Namespace], Output],
-               figure: Callable[[dict[str, Any]], Figure]) -> Callable[[argparse.Namespace], Output]:
-    """Wrap a command so that ``--plot FILE`` saves ``figure(result)``, drawn after the command ran."""
+def _with_plot(run: Callable[[argparse.Namespace], Output], command: str
+               ) -> Callable[[argparse.Namespace], Output]:
+    """Wrap a command so that ``--plot FILE`` saves its figure of the result, drawn after it ran."""
 
     def wrapped(args: argparse.Namespace) -> Output:
         out: Output = run(args)
         if args.plot is not None:
-            from servesim.render.plots import save
+            from servesim.cli.sim_plots import save_figure  # matplotlib, only with --plot
 
-            save(figure(out.data), args.plot)
+            save_figure(command, out.data, args.plot)
         return out
 
     return wrapped
-
-
-def _simulate_figure(data: dict[str, Any]) -> Figure:
-    """simulate's figure; a queue run's carries the Erlang-C wait tail, computed here."""
-    from servesim.render.simfigures import simulate_figure
-
-    if data["mode"] != "queue":
-        return simulate_figure(data)
-    from servesim.sim.report import erlang_tail_curve
-
-    return simulate_figure(data, erlang_tail_curve(data))
-
-
-def _validate_figure(data: dict[str, Any]) -> Figure:
-    from servesim.render.simfigures import validate_figure
-
-    return validate_figure(data)
 
 
 def _split(text: str) -> tuple[int, int]:
@@ -119,7 +100,7 @@ def _register_simulate(sub: SubParsers) -> None:
                     help="save the wait tail (queue), TTFT closed form vs simulated (--preset) or "
                     "goodput per deployment (--trace)")
     add_format(sp)
-    sp.set_defaults(run=_with_plot(_simulate, _simulate_figure))
+    sp.set_defaults(run=_with_plot(_simulate, "simulate"))
 
 
 def _queue_arguments(sp: argparse.ArgumentParser) -> None:
@@ -231,7 +212,7 @@ def _register_validate(sub: SubParsers) -> None:
     vp.add_argument("--plot", type=plot_path, default=None, metavar="FILE.png|svg",
                     help="save the agreement z-scores and the bias of each assumption")
     add_format(vp)
-    vp.set_defaults(run=_with_plot(_validate, _validate_figure))
+    vp.set_defaults(run=_with_plot(_validate, "validate"))
 
 
 def _simulate(args: argparse.Namespace) -> Output:
