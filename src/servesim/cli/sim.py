@@ -244,7 +244,7 @@ def _simulate_queue(args: argparse.Namespace) -> Output:
     data = queue_summary(
         servers=args.servers, rate_per_s=args.rate, service=args.service or "exp",
         service_mean_s=args.service_mean_s, service_cv=args.service_cv, arrival_cv=args.arrival_cv,
-        **_run(args, requests=1_000_000, replications=10))
+        timing=not args.no_timing, **_run(args, requests=1_000_000, replications=10))
     cis = {"mean_wait_s": "mean_wait_ci95_s", "p_wait": "p_wait_ci95", "wait_p99_s": "wait_p99_ci95_s"}
     rows = [{**{k: data[k] for k in ("model", "servers", "rate_per_s", "requests", "stable")},
              "quantity": qty, "simulated": data[qty], "ci95_low": data[ci][0], "ci95_high": data[ci][1],
@@ -254,6 +254,7 @@ def _simulate_queue(args: argparse.Namespace) -> Output:
 
 def _simulate_serving(args: argparse.Namespace) -> Output:
     """--preset: colocated and disaggregated serving simulated beside the closed form."""
+    from servesim.sim.cluster import SimOptions
     from servesim.sim.report import serving_summary
 
     if args.service not in (None, "exp", "det"):
@@ -268,17 +269,17 @@ def _simulate_serving(args: argparse.Namespace) -> Output:
         args.preset, workload=workload_of(args), node_from=lambda wl: resolve_node(args, wl), link=args.link,
         nodes=args.nodes, beta=args.beta, rate_per_s=args.rate, slo_ttft_s=args.slo_ttft_s,
         slo_tpot_s=args.slo_tpot_s, split=args.split, prompt_cv=args.prompt_cv, arrival_cv=args.arrival_cv,
-        settings=settings, attainment_target=args.attainment_target,
-        **_run(args, requests=100_000, replications=5))
+        options=SimOptions(settings=settings, attainment_target=args.attainment_target,
+                           **_run(args, requests=100_000, replications=5)), timing=not args.no_timing)
     rows = [{"preset": data["preset"], "architecture": arch, "source": src, **_csv_safe(data[arch][src])}
             for arch in ("colocated", "disaggregated") for src in ("closed_form", "simulated")]
     return Output(data, text.serving_text(data), rows)
 
 
 def _run(args: argparse.Namespace, *, requests: int, replications: int) -> dict[str, Any]:
-    """The run's size, warm-up, seed and timing (--requests and --replications, else these)."""
+    """The run's size, warm-up and seed (--requests and --replications, else these)."""
     return {"requests": args.requests or requests, "replications": args.replications or replications,
-            "warmup_fraction": args.warmup, "seed": args.seed, "timing": not args.no_timing}
+            "warmup_fraction": args.warmup, "seed": args.seed}
 
 
 def _engine(args: argparse.Namespace) -> Output:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any, Unpack
 
 from servesim._checks import ParameterError
@@ -33,7 +34,7 @@ from servesim.model.serving import best_split as cf_best_split
 from servesim.model.serving import compare as cf_compare
 from servesim.sim import _kernels as kern
 from servesim.sim.cluster import (
-    DEFAULT_SETTINGS,
+    DEFAULT_OPTIONS,
     FleetComparison,
     ServingSim,
     SimOptions,
@@ -328,12 +329,7 @@ def serving_summary(
     split: tuple[int, int] | None = None,
     prompt_cv: float = 0.0,
     arrival_cv: float = 1.0,
-    settings: SimSettings = DEFAULT_SETTINGS,
-    requests: int = 100_000,
-    replications: int = 5,
-    warmup_fraction: float = 0.1,
-    attainment_target: float = 0.9,
-    seed: int = DEFAULT_SEED,
+    options: SimOptions = DEFAULT_OPTIONS,
     timing: bool = True,
     **scenario: Unpack[ScenarioArgs],
 ) -> dict[str, Any]:
@@ -341,7 +337,9 @@ def serving_summary(
 
     ``split`` defaults to the closed form's best split; ``prompt_cv`` > 0 draws
     prompt lengths from a lognormal of the preset's mean; ``arrival_cv`` != 1
-    makes arrivals gamma-bursty.  ``workload`` and ``scenario`` as in
+    makes arrivals gamma-bursty.  ``options`` gives the simulation's settings, size, warm-up,
+    attainment target and seed (its arrivals and lengths are the ones ``arrival_cv`` and
+    ``prompt_cv`` say).  ``workload`` and ``scenario`` as in
     :func:`servesim.plan.summary.disagg_summary`.
     """
     wl, ln, node, beta, source = resolve_scenario(WORKLOAD_PRESETS[preset] if workload is None else workload,
@@ -358,9 +356,8 @@ def serving_summary(
         else Lognormal(float(wl.prompt_tokens), prompt_cv)
     )
     arr = arrivals_with_cv(wl.rate_per_s, arrival_cv)
-    options = SimOptions(settings=settings, arrivals=arr, prompt_tokens=None if prompt_cv == 0.0 else prompt,
-                         requests=requests, replications=replications, warmup_fraction=warmup_fraction,
-                         attainment_target=attainment_target, seed=seed)
+    options = replace(options, arrivals=arr, prompt_tokens=None if prompt_cv == 0.0 else prompt)
+    settings = options.settings
     t0 = time.perf_counter()
     cmp = compare_fleets(wl, node, nodes, ln, beta=beta, split=(cf_de.prefill_nodes, cf_de.decode_nodes),
                          options=options)
@@ -368,16 +365,16 @@ def serving_summary(
     out: dict[str, Any] = {
         "mode": "serving",
         "preset": preset,
-        "assumptions": _assumptions(settings, node, arrival_cv, prompt_cv, warmup_fraction),
+        "assumptions": _assumptions(settings, node, arrival_cv, prompt_cv, options.warmup_fraction),
         "nodes": nodes,
         "beta": beta,
         "node": node_row(node, source),
         "link": {"name": ln.name, "GBps": ln.GBps},
-        "workload": workload_row(wl, attainment_target),
+        "workload": workload_row(wl, options.attainment_target),
         "requests": cmp.colocated.requests + cmp.disaggregated.requests,
         "requests_per_architecture": cmp.colocated.requests,
-        "replications": replications,
-        "seed": seed,
+        "replications": options.replications,
+        "seed": options.seed,
         **_side_by_side(cmp, cf_co, cf_de, wl.rate_per_s, prompt, node, arr.scv, settings),
     }
     if timing:
