@@ -8,7 +8,6 @@ the functions that use them, when ``--catalog``, ``--model`` or ``--calibration`
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -27,11 +26,10 @@ from servesim.cli.args import (
 from servesim.model import kvcache, serving
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.catalog import Catalog
     from servesim.hardware.pricer import Deployment
     from servesim.model.serving import NodeSpec, Workload
 
-__all__ = ["WorkloadName", "add_disagg_arguments", "add_ep_comm_argument", "check_gpu_dtypes", "ep_comm_of",
+__all__ = ["WorkloadName", "add_disagg_arguments", "add_ep_comm_argument", "ep_comm_of",
            "gpu_list", "preset_label", "resolve_link_name", "resolve_node", "workload_name", "workload_of"]
 
 
@@ -68,25 +66,6 @@ def gpu_list(text: str) -> list[str]:
         raise InputError(f"--gpu {text!r}: {', '.join(twice)} given more than once (each GPU of the list is "
                          "searched once)")
     return gpus
-
-
-def check_gpu_dtypes(model: str, gpus: Sequence[str], dtype: str | None, kv_dtype: str,
-                     catalog: Catalog | None = None) -> None:
-    """Refuse ``--dtype`` and ``--kv-dtype`` on a GPU that does not run them, with predict's message
-    (:func:`servesim.hardware.precision.check_dtype` for a dense model, the MoE checkpoint's format
-    for a mixture-of-experts one), instead of a plan of no deployments."""
-    from servesim.hardware.names import canonical_gpu
-    from servesim.hardware.precision import check_dtype, check_kv_dtype
-    from servesim.hardware.pricer import model_architecture, moe_dtype
-
-    arch = model_architecture(model)
-    for g in gpus:
-        if dtype is not None:
-            if arch is None:
-                check_dtype(dtype, g, catalog)
-            else:
-                moe_dtype(dtype, arch, canonical_gpu(g, catalog))
-        check_kv_dtype(kv_dtype, g, catalog)
 
 
 def add_disagg_arguments(p: argparse.ArgumentParser, presets: Sequence[str]) -> None:
@@ -215,22 +194,10 @@ def resolve_node(args: argparse.Namespace, wl: Workload) -> tuple[NodeSpec, floa
     if args.model is None or args.gpu is None:
         raise InputError("--model and --gpu go together (both name catalog entries), "
                          "e.g. --model llama-3-70b --gpu h100-sxm --tp 8")
-    from servesim.hardware.catalog import load_catalog
-    from servesim.hardware.node import step_node
-    from servesim.hardware.pricer import build_step_model
-    from servesim.plan.predict import check_context
+    from servesim.cli.model_node import model_node  # the pricer, only with --model
 
-    cat = load_catalog(*args.catalog)
-    dep = deployment_of(args)
-    sm, shape, memory = build_step_model(dep, cat)
-    check_context(shape, wl.prompt_tokens, wl.prompt_tokens + wl.output_tokens)
-    from servesim.plan.capacity import decode_at_load
-
-    rate = wl.rate_per_s / max(1, int(getattr(args, "nodes", 1) or 1))
-    at = decode_at_load(sm, memory, rate, wl.prompt_tokens, max(1, wl.output_tokens), prefill=False)
-    d = step_node(sm, memory, prompt_tokens=wl.prompt_tokens, output_tokens=wl.output_tokens,
-                  tpot_slo_s=wl.slo_tpot_s, load=(rate, at.batch if at.stable else math.inf))
-    return d.node, beta, d.source
+    node, source = model_node(args, deployment_of(args), wl)
+    return node, beta, source
 
 
 def resolve_link_name(args: argparse.Namespace) -> None:

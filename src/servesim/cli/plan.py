@@ -26,7 +26,6 @@ from servesim.cli.args import (
 )
 from servesim.cli.common import (
     add_disagg_arguments,
-    check_gpu_dtypes,
     deployment_of,
     ep_comm_of,
     gpu_list,
@@ -190,6 +189,7 @@ def _plan_data(args: argparse.Namespace, extra_stages: int = 0
 
 def _capacity(args: argparse.Namespace) -> Output:
     """``plan --gpus N``: the capacity planner of :mod:`servesim.plan.search`."""
+    from servesim.cli.model_node import check_gpu_dtypes
     from servesim.plan.search import PlanQuestion, capacity_plan, capacity_plan_gpus, screen_steps
 
     if args.model is None or args.gpu is None:
