@@ -244,8 +244,6 @@ def add_format(p: argparse.ArgumentParser) -> None:
                    help="write the output to FILE (whole or not at all) instead of standard output")
 
 
-
-
 def plot_path(text: str) -> Path:
     """An argparse type: a .png or .svg file that can be written (checked before any work)."""
     p = Path(text)

@@ -230,7 +230,6 @@ def _trace_summarize(args: argparse.Namespace) -> Output:
     return Output(data, itext.trace_text(data), [row])
 
 
-
 # ---------------------------------------------------------------------------
 # trace fetch
 
@@ -277,7 +276,6 @@ def _excerpt(name: str) -> str:
     from servesim.inputs.fetch import excerpt_path
 
     return str(excerpt_path(name))
-
 
 
 # ---------------------------------------------------------------------------

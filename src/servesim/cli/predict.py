@@ -123,8 +123,6 @@ def engine_settings(engine: str, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-
-
 def register(sub: SubParsers) -> None:
     """Add ``predict``: the deployment, the benchmark client, the engine and its flags, speculation,
     the run's inputs, and disaggregated pools."""
