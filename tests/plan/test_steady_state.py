@@ -160,8 +160,14 @@ def test_the_header_and_the_footer_count_the_same_rows():
 
     note = _confirmed_note(PlanQuestion("llama-3-8b", "h100-sxm", 8, 1, 1, 1.0, 1.0), 7, 0, 10)
     out = capacity_text({**d, **note})
-    assert "of the best 10 run through the engine model, 7 confirmed" in out
-    assert "runs the best 10 and 7 hold" in out
+    assert "of the best 10 run through the engine model, 7 confirmed, 3 sustain no rate" in out
+    assert "runs the best 10: 7 confirmed, 3 hold no rate that meets the SLOs" in out
+    # speculative rows left out are counted alike at the top and the bottom (10 run: 6 kept, 4 left out)
+    note = _confirmed_note(PlanQuestion("llama-3-8b", "h100-sxm", 8, 1, 1, 1.0, 1.0), 6, 4, 10)
+    out = capacity_text({**d, **note, "confirmed": 6})
+    assert "of the best 10 run through the engine model, 6 confirmed, 4 speculative left out" in out
+    assert "runs the best 10: 6 confirmed, 4 speculative no faster than without it (left out)" in out
+    assert "sustain no rate" not in out and "hold no rate" not in out
 
 
 def test_the_screen_reports_progress_before_any_row_is_confirmed():

@@ -82,10 +82,12 @@ def capacity_text(d: dict[str, Any], top: int = 10) -> str:
         how = ", each at the largest rate it holds at steady state"
     else:
         how = ", each at the largest rate it sustains"
-    failed = d.get("engine_tried", 0) - d.get("confirmed", 0) - d.get("speculation_off", 0)
-    if confirmed and failed > 0:
+    off = d.get("speculation_off", 0)
+    failed = d.get("engine_tried", 0) - d.get("confirmed", 0) - off
+    if confirmed and (failed > 0 or off):
         how = (f" screened; of the best {d['engine_tried']} run through the engine model, {d['confirmed']} "
-               f"confirmed and {failed} sustain no rate that meets the SLOs there{how}")
+               f"confirmed" + (f", {failed} sustain no rate that meets the SLOs there" if failed > 0 else "")
+               + (f", {off} speculative left out (no faster than without it)" if off else "") + how)
     elif confirmed:
         how = f" screened; the best {d['confirmed']} confirmed by the engine model{how}"
     out = [f"CAPACITY PLAN  {d['model']} on {goal} x {d['gpu']}, {d['engine']}, "
