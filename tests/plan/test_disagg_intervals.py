@@ -63,3 +63,21 @@ def test_disagg_model_json_and_text(capsys):
     # the lab's own node has no engine model behind it: no interval
     assert main(["disagg", "--format", "json"]) == 0
     assert "prediction_interval" not in capsys.readouterr().out
+
+
+def test_plan_rows_carry_the_asked_level():
+    """``plan --interval-level``: each confirmed row's interval at that level; outside (0, 1) refused."""
+    import pytest
+
+    from servesim._checks import ParameterError
+    from servesim.plan.search import PlanQuestion, capacity_plan
+
+    q = PlanQuestion("llama-3-8b", "h100-sxm", 1, 512, 128, 0.5, 0.03, confirm_top=1, interval_level=0.6)
+    row = capacity_plan(q)["ranked"][0]
+    pi = row["prediction_interval"]
+    assert pi["level"] == 0.6
+    lo, hi = pi["mean_tpot_ms"]
+    assert lo < hi
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ParameterError, match="interval_level"):
+            PlanQuestion("llama-3-8b", "h100-sxm", 1, 512, 128, 0.5, 0.03, interval_level=bad)

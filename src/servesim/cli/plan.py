@@ -16,6 +16,7 @@ from servesim.cli.args import (
     Output,
     SubParsers,
     add_format,
+    add_interval_level,
     bounded,
     choice,
     engine_of,
@@ -84,6 +85,7 @@ def _add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--headroom", type=number(0.0, 1.0, lo_open=True), default=None, metavar="FRACTION",
                    help="with --gpus: plan each deployment at this share of its sustainable rate, in (0, 1] "
                    "(e.g. 0.8: 80%%; default none: at the rate itself)")
+    add_interval_level(p, "each row the engine model confirms (with --gpus)")
     p.add_argument("--top", type=integer(1, hi=10_000), default=10,
                    help="how many ranked deployments to show, 1-10,000 (default 10); with --model, the "
                    "first 100 of them at most are confirmed by the engine model (about 0.3 s each: "
@@ -214,6 +216,7 @@ def _capacity(args: argparse.Namespace) -> Output:
         traffic=args.traffic, ep_comm=ep_comm_of(args),
         headroom=getattr(args, "headroom", None), rate_per_s=getattr(args, "rate", None),
         kv_placement=args.link is None,  # no --link: each row's KV link from its placement (NVL72)
+        interval_level=args.interval_level,
     )
     cat = load_catalog(*args.catalog) if args.catalog else None
     gpus = gpu_list(args.gpu)

@@ -247,12 +247,13 @@ def _run(row: dict[str, Any], q: Question, gpu: str, rate: float, catalog: Catal
                                    "traffic": getattr(q, "traffic", None)}
     bench = _bench(q, rate / _replicas(row), prompts, warmup)
     keep = prompts is not None
+    level = float(getattr(q, "interval_level", 0.8))
     if row["architecture"] == "colocated":
         return predict(dec, bench, spec=spec, catalog=catalog, slo_ttft_s=q.slo_ttft_s, keep_requests=keep,
-                       **acc)
+                       interval_level=level, **acc)
     return predict_disaggregated(pre, row["prefill"]["workers"], dec, row["decode"]["workers"],
                                  q.link_bytes_per_s, bench, spec=spec, catalog=catalog,
-                                 slo_ttft_s=q.slo_ttft_s, keep_requests=keep, **acc)
+                                 slo_ttft_s=q.slo_ttft_s, keep_requests=keep, interval_level=level, **acc)
 
 
 def _meets(d: dict[str, Any], q: Question) -> bool:

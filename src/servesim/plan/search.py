@@ -126,6 +126,7 @@ class PlanQuestion:
     headroom: float | None = None  # plan each row at this share of its sustainable rate (None: at it)
     rate_per_s: float | None = None  # the customer's own rate, shown beside each row's capacity
     kv_placement: bool = True  # each disaggregated row's KV link from where its pools sit (_kv_links)
+    interval_level: float = 0.8  # the level of each confirmed row's prediction interval (plan.interval)
 
     def __post_init__(self) -> None:
         check_int("gpus", self.gpus, lo=1, hi=4096)
@@ -141,6 +142,7 @@ class PlanQuestion:
             check_real("headroom", self.headroom, lo=0.0, hi=1.0, lo_open=True)
         if self.rate_per_s is not None:
             check_real("rate", self.rate_per_s, lo=0.0, hi=1e6, lo_open=True)
+        check_real("interval_level", self.interval_level, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         if self.traffic is not None:
             from servesim.hardware.acceptance import TRAFFIC_KINDS
 
