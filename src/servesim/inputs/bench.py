@@ -1,5 +1,9 @@
 """Serving-benchmark files a user brings to ``predict``: a CSV of deployments to price
-(``--points``) and a saved ``vllm bench serve --save-result`` JSON to compare against (``--compare``).
+(``--points``) and a benchmark tool's saved result to compare against (``--compare``): ``vllm bench
+serve --save-result`` JSON, SGLang ``bench_serving --output-file`` JSONL (the last run appended) or
+InferenceMAX's aggregated record (``utils/process_result.py``: the engine, GPU, parallelism, dtype
+and lengths beside the latencies in seconds); which is which, and where each key is read in the
+tool's source, is ``data/catalog/result_formats.toml``.
 
 Both are read through :func:`servesim._textfile.read_text` (bounded, decoded; a bad byte is named
 by line), and every problem is one :class:`InputError` line naming the file, the line and the
@@ -16,10 +20,12 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import load_builtin
 from servesim._checks import BOUNDS, InputError, check_bound
 from servesim._textfile import read_text, shown
 
@@ -32,6 +38,7 @@ __all__ = [
     "POINT_COLUMNS",
     "POOL_COLUMNS",
     "BenchResult",
+    "model_id_hint",
     "read_bench_result",
     "read_points",
 ]
@@ -249,9 +256,11 @@ def _row(path: Path, line: int, end: int, fields: list[str], header: list[str],
 
 @dataclass(frozen=True)
 class BenchResult:
-    """What a saved ``vllm bench serve`` result says about its run: the model, the mean prompt and
-    output lengths, the clients (``max_concurrency``) or the offered Poisson rate, and every finite
-    top-level number (``metrics``: ``mean_ttft_ms``, ``output_throughput``, ...)."""
+    """What a saved benchmark result says about its run: the model, the prompt and output lengths
+    (the nominal ones where the file records the client's flags, else the means), the clients
+    (``max_concurrency``) or the offered Poisson rate, the tool, engine and deployment where it
+    records them, and every finite top-level number under vLLM's names (``metrics``:
+    ``mean_ttft_ms``, ``output_throughput``, ...)."""
 
     path: str
     model: str | None
@@ -265,9 +274,18 @@ class BenchResult:
     random_range_ratio: float | None = None  # where the file records the client's flags
     num_warmups: int | None = None
     lengths: list[tuple[int, int]] | None = None  # each request's (prompt, output) tokens, if recorded
+    tool: str = ""  # what wrote the file (result_formats.toml ``label``)
+    client: str | None = None  # the benchmark client whose meanings the run takes (the tool's)
+    engine: str | None = None  # the engine the file names (its backend or framework), None: none modelled
+    engine_recorded: str | None = None  # the name as the file writes it ("sglang-oai", "dynamo-trt")
+    gpu: str | None = None  # InferenceMAX's record: its ``hw``
+    deployment: dict[str, Any] = field(default_factory=dict)  # tp, dp, ep, dtype, spec, mode, pools' shapes
+    record: int = 1  # the line read (a JSONL file of runs: the last)
+    records: int = 1
+    notes: tuple[str, ...] = ()  # what was read how (the image, the lengths' meaning)
 
 
-def _lens(path: Path, res: dict[str, Any], name: str, lo: int) -> list[int] | None:
+def _lens(path: Path | str, res: dict[str, Any], name: str, lo: int) -> list[int] | None:
     """The per-request list ``name`` (``input_lens``, ``output_lens``) where the file has one: integers
     of at least ``lo``; anything else is refused, naming the field and the first bad entry."""
     v = res.get(name)
@@ -282,7 +300,7 @@ def _lens(path: Path, res: dict[str, Any], name: str, lo: int) -> list[int] | No
     return v
 
 
-def _mean_len(path: Path, res: dict[str, Any], lens: str, total: str, completed: int | None,
+def _mean_len(path: Path | str, res: dict[str, Any], lens: str, total: str, completed: int | None,
               metrics: dict[str, float]) -> int | None:
     """Mean of the per-request ``lens`` list, else ``total`` / completed; a mean outside ``--isl``'s
     range (a file of no tokens, or of a 10M-token request) is refused, naming the fields."""
@@ -304,7 +322,7 @@ def _mean_len(path: Path, res: dict[str, Any], lens: str, total: str, completed:
     return n
 
 
-def _count(path: Path, res: dict[str, Any], name: str, lo: int) -> int | None:
+def _count(path: Path | str, res: dict[str, Any], name: str, lo: int) -> int | None:
     """An integer count field (``completed``, ``num_prompts``, ``num_warmups``) where the file has one."""
     v = res.get(name)
     if v is None:
@@ -317,7 +335,7 @@ def _count(path: Path, res: dict[str, Any], name: str, lo: int) -> int | None:
     return v
 
 
-def _client_fields(path: Path, res: dict[str, Any]) -> dict[str, Any]:
+def _client_fields(path: Path | str, res: dict[str, Any]) -> dict[str, Any]:
     """What the file says about the client's flags, each checked as the flag is
     (:data:`servesim._checks.BOUNDS`): ``max_concurrency`` null (no cap) or 1-100,000, ``request_rate``
     ``"inf"`` (all at once) or a rate, ``burstiness``, ``random_range_ratio``, ``num_warmups``."""
@@ -352,17 +370,112 @@ _RESULT_RANGES: dict[str, tuple[float, float]] = {
 """Physical ranges of the fields a saved result is read for (times in ms, counts, rates)."""
 
 
-def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
-    """Read a ``vllm bench serve --save-result`` JSON file (one object)."""
-    text = _read(path, what)
+def _formats() -> dict[str, dict[str, Any]]:
+    """The tools' result formats, in the order they are tried (``result_formats.toml``)."""
+    return dict(load_builtin("result_formats.toml")["format"])
+
+
+def _json_records(path: Path, text: str) -> list[tuple[int, Any]]:
+    """The file's JSON values with the line each starts on: one (a JSON file), or one a non-blank line
+    (SGLang's JSONL, a run appended each time)."""
     try:
-        res = json.loads(text)
+        try:
+            return [(1, json.loads(text))]
+        except json.JSONDecodeError as exc:
+            lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+            if exc.msg != "Extra data" or len(lines) < 2:
+                raise
+        out = []
+        for i, line in lines:
+            try:
+                out.append((i, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{i}: not valid JSON (one run a line): {exc}") from None
+        return out
     except (json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{path}: not valid JSON: {exc}") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4,300)
         raise InputError(f"{path}: not a benchmark result: {exc}") from None
-    if not isinstance(res, dict):
-        raise InputError(f"{path}: expected a JSON object (a `vllm bench serve --save-result` file)")
+
+
+_SECONDS_KEY = re.compile(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)")
+
+
+def _true(v: object) -> bool:
+    """InferenceMAX's ``dp_attention``/``disagg``: a JSON boolean or the text "true"/"false"."""
+    return v is True or (isinstance(v, str) and v.strip().lower() == "true")
+
+
+def _shape(where: str, rec: dict[str, Any], prefix: str) -> dict[str, int]:
+    """One pool's tp, dp, ep (and workers) from InferenceMAX's ``{prefix}tp``, ``{prefix}ep``,
+    ``{prefix}dp_attention`` (``{prefix}num_workers``): attention DP over T GPUs is servesim's
+    ``tp 1, dp T``, without it ``tp T, dp 1`` (benchmarks/data/SOURCES.md section 14)."""
+    out: dict[str, int] = {}
+    for key in ("tp", "ep", "num_workers"):
+        v = rec.get(prefix + key)
+        if v is None:
+            continue
+        name = "workers" if key == "num_workers" else key
+        bound = next((b for b in (prefix + name, name) if b in BOUNDS), "tp")
+        out[name] = int(check_bound(bound, v, where, f"field {prefix + key!r}"))
+    if "tp" in out and _true(rec.get(prefix + "dp_attention")):
+        out["tp"], out["dp"] = 1, out["tp"]
+    return out
+
+
+def _inferencemax(where: str, rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """InferenceMAX's aggregated record as the client's result (vLLM's names: each latency in ms, the
+    throughputs of the whole deployment, ``max_concurrency`` = ``conc``), the deployment it records,
+    and notes.  ``utils/process_result.py`` divides ``total_token_throughput`` by the GPUs (single
+    node: ``tp``; multi-node: prefill plus decode GPUs) and ``output_throughput`` by ``tp`` or the
+    decode GPUs; both are multiplied back."""
+    res: dict[str, Any] = {"model_id": rec.get("model"), "max_concurrency": rec.get("conc")}
+    for k, v in rec.items():
+        if _SECONDS_KEY.fullmatch(k) and isinstance(v, (int, float)) and not isinstance(v, bool):
+            res[f"{k}_ms"] = 1000.0 * v  # seconds -> ms
+    dep: dict[str, Any] = {}
+    if _true(rec.get("disagg")) or _true(rec.get("is_multinode")):
+        dep["mode"] = "disagg"
+        for pool in ("prefill", "decode"):
+            dep.update({f"{pool}_{k}": v for k, v in _shape(where, rec, f"{pool}_").items()})
+        pg, out_gpus = rec.get("num_prefill_gpu"), rec.get("num_decode_gpu")
+        gpus = pg + out_gpus if isinstance(pg, int) and isinstance(out_gpus, int) else None
+    else:
+        dep.update(_shape(where, rec, ""))
+        gpus = out_gpus = rec.get("tp")
+    if isinstance(gpus, int) and isinstance(out_gpus, int) and gpus > 0 and out_gpus > 0:
+        for per_gpu, total, n in (("tput_per_gpu", "total_token_throughput", gpus),
+                                  ("output_tput_per_gpu", "output_throughput", out_gpus)):
+            if isinstance(rec.get(per_gpu), (int, float)) and not isinstance(rec.get(per_gpu), bool):
+                res[total] = rec[per_gpu] * n
+    for key, name in (("precision", "dtype"), ("spec_decoding", "spec")):
+        v = rec.get(key)
+        if isinstance(v, str) and v.strip() and v.strip().lower() != "none":
+            dep[name] = v.strip().lower()
+    notes = []
+    if isinstance(rec.get("image"), str):
+        notes.append(f"image {rec['image']}")
+    return res, dep, notes
+
+
+def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
+    """Read a benchmark tool's saved result: ``vllm bench serve --save-result`` JSON (one object),
+    SGLang ``bench_serving --output-file`` JSONL (one run a line: the last is read) or InferenceMAX's
+    aggregated record, told apart by the keys only each writes (``result_formats.toml``)."""
+    text = _read(path, what)
+    records = _json_records(path, text)
+    line, rec = records[-1]
+    where = f"{path}:{line}" if len(records) > 1 else str(path)
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: expected a JSON object (a `vllm bench serve --save-result` file, an "
+                         "sglang.bench_serving JSONL line or an InferenceMAX result)")
+    fmt = next(f for f in _formats().values() if all(k in rec for k in f["markers"]))
+    deployment: dict[str, Any] = {}
+    notes: list[str] = []
+    if fmt.get("seconds"):
+        res, deployment, notes = _inferencemax(where, rec)
+    else:
+        res = {fmt.get("renamed", {}).get(k, k): v for k, v in rec.items()}
     metrics: dict[str, float] = {}
     for k, v in res.items():
         if not isinstance(v, (int, float)) or isinstance(v, bool):
@@ -370,33 +483,42 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
         try:
             x = float(v)
         except OverflowError:
-            raise InputError(f"{path}: field {k!r} is not a finite number") from None
+            raise InputError(f"{where}: field {k!r} is not a finite number") from None
         if not math.isfinite(x):
             continue
         bounds = _RESULT_RANGES.get(k)
         if bounds is not None and not bounds[0] <= x <= bounds[1]:
             lo, hi = bounds
-            raise InputError(f"{path}: field {k!r} = {x:g} is invalid: must be in [{lo:g}, {hi:g}] "
+            raise InputError(f"{where}: field {k!r} = {x:g} is invalid: must be in [{lo:g}, {hi:g}] "
                              f"({'a time in ms' if k.endswith('_ms') else 'a count or a rate'})")
         metrics[k] = x
     ins, outs = res.get("input_lens"), res.get("output_lens")
     if isinstance(ins, list) and isinstance(outs, list) and len(ins) != len(outs):
-        raise InputError(f"{path}: fields 'input_lens' ({len(ins):,} requests) and 'output_lens' "
+        raise InputError(f"{where}: fields 'input_lens' ({len(ins):,} requests) and 'output_lens' "
                          f"({len(outs):,}) differ in length: one entry a request in each")
-    client = _client_fields(path, res)
-    completed, prompts = _count(path, res, "completed", 1), _count(path, res, "num_prompts", 1)
+    client = _client_fields(where, res)
+    completed, prompts = _count(where, res, "completed", 1), _count(where, res, "num_prompts", 1)
     if "completed" in res and completed is None:
-        raise InputError(f"{path}: field 'completed' is null: no request finished")
+        raise InputError(f"{where}: field 'completed' is null: no request finished")
     if completed is not None and prompts is not None and completed > prompts:
-        raise InputError(f"{path}: field 'completed' = {completed} is invalid: must be at most 'num_prompts' "
-                         f"= {prompts} (the requests sent)")
+        raise InputError(f"{where}: field 'completed' = {completed} is invalid: must be at most "
+                         f"'num_prompts' = {prompts} (the requests sent)")
     done = completed if completed is not None else prompts
+    isl, osl = _nominal(where, rec, fmt, notes)
+    if isl is None:
+        isl = _mean_len(where, res, "input_lens", "total_input_tokens", done, metrics)
+    if osl is None:
+        osl = _mean_len(where, res, "output_lens", "total_output_tokens", done, metrics)
     model = res.get("model_id")
+    recorded = rec.get(fmt.get("engine_field", ""))
+    recorded = recorded.strip() if isinstance(recorded, str) and recorded.strip() else None
+    engines: dict[str, str] = load_builtin("result_formats.toml")["engines"]
+    gpu = rec.get("hw") if fmt.get("seconds") else None
     return BenchResult(
         path=str(path),
-        model=model if isinstance(model, str) else None,
-        isl=_mean_len(path, res, "input_lens", "total_input_tokens", done, metrics),
-        osl=_mean_len(path, res, "output_lens", "total_output_tokens", done, metrics),
+        model=model if isinstance(model, str) and model.strip() else None,
+        isl=isl,
+        osl=osl,
         concurrency=client["concurrency"],
         request_rate=client["rate"],
         completed=done,
@@ -405,7 +527,43 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
         random_range_ratio=client["random_range_ratio"],
         num_warmups=client["num_warmups"],
         lengths=_lengths(res),
+        tool=str(fmt["label"]),
+        client=str(fmt["client"]),
+        engine=None if recorded is None else engines.get(recorded.lower()),
+        engine_recorded=recorded,
+        gpu=gpu.strip() if isinstance(gpu, str) and gpu.strip() else None,
+        deployment=deployment,
+        record=len(records),
+        records=len(records),
+        notes=tuple(notes),
     )
+
+
+def _nominal(where: str, rec: dict[str, Any], fmt: dict[str, Any], notes: list[str]
+             ) -> tuple[int | None, int | None]:
+    """The client's own nominal lengths where the file records them (InferenceMAX's ``isl``/``osl``;
+    SGLang's ``random_input_len``/``random_output_len`` of a random dataset, drawn in [max(1, rL), L]:
+    their mean is not the flag), else None (the means of the file's tokens are read instead)."""
+    if fmt.get("seconds"):
+        keys = ("isl", "osl")
+    elif str(rec.get("dataset_name", "")).startswith("random") and "random_input_len" in rec:
+        keys = ("random_input_len", "random_output_len")
+        notes.append(f"lengths: the client's --random-input-len/--random-output-len {rec.get(keys[0])}/"
+                     f"{rec.get(keys[1])} at range ratio {rec.get('random_range_ratio', 0)} (drawn up to "
+                     "them), not the mean tokens")
+    else:
+        return None, None
+    out = [None if rec.get(k) is None else int(check_bound(b, rec.get(k), where, f"field {k!r}"))
+           for k, b in zip(keys, ("isl", "osl"), strict=True)]
+    return out[0], out[1]
+
+
+def model_id_hint(model_id: str) -> str | None:
+    """The Hugging Face id a local checkpoint path names where it is a Hugging Face cache path
+    (``.../models--openai--gpt-oss-120b/snapshots/<hash>/`` -> ``openai/gpt-oss-120b``), else
+    None."""
+    m = re.search(r"models--([^/\\]+?)--([^/\\]+)", model_id)
+    return f"{m.group(1)}/{m.group(2)}" if m else None
 
 
 def _lengths(res: dict[str, Any]) -> list[tuple[int, int]] | None:
