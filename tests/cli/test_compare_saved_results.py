@@ -13,7 +13,6 @@ import pytest
 from servesim.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-_READER = "issue 50 item 4: predict --compare does not read this tool's format yet"
 
 # file, the flags the file does not answer (its model or hardware is not one servesim names from it),
 # the engine and client the file records (None: it records none), the measured mean TTFT in ms as written
@@ -21,11 +20,11 @@ CASES = [
     pytest.param("vllm_bench_result.json", ["--model", "qwen3-8b", "--gpu", "h100-sxm"], "vllm", "vllm",
                  None),
     pytest.param("sglang_bench_serving.jsonl", ["--model", "llama-3-70b", "--gpu", "h200", "--tp", "4"],
-                 "sglang", "sglang", None, marks=pytest.mark.xfail(reason=_READER, strict=False)),
+                 "sglang", "sglang", None),
     pytest.param("inferencemax_bench_result.json", ["--model", "openai/gpt-oss-120b", "--gpu", "h200"], None,
                  None, 327.7923499357712),
     pytest.param("inferencemax_agg_result.json", ["--model", "kimi-k2", "--gpu", "h200", "--tp", "8"], "vllm",
-                 "inferencemax", 317.0863160688896, marks=pytest.mark.xfail(reason=_READER, strict=False)),
+                 "inferencemax", 317.0863160688896),
 ]
 
 

@@ -47,7 +47,7 @@ from servesim.hardware.kernels import tables_for
 from servesim.hardware.names import canonical_gpu
 from servesim.hardware.precision import KV_DTYPES, normalize_dtype
 from servesim.hardware.topology import kv_path
-from servesim.inputs.bench import read_bench_result, read_points
+from servesim.inputs.bench import BenchResult, model_id_hint, read_bench_result, read_points
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 from servesim.render.predict import compare_text, disagg_text, points_text, predict_text
@@ -613,27 +613,20 @@ def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
     from servesim.plan.predict import compare_to_measured
 
     res = read_bench_result(args.compare)
-    _require(args, "gpu")
-    isl, osl = args.isl or res.isl, args.osl or res.osl
-    if isl is None or osl is None:
-        raise InputError(f"{res.path}: cannot tell the prompt/output lengths (no input_lens/"
-                         "total_input_tokens); give --isl and --osl")
-    conc, rate = args.concurrency or res.concurrency, args.rate
-    if rate is None:
-        rate = res.request_rate
-    model = args.model or res.model
-    if model is None:
-        raise InputError(f"{res.path}: no model_id; give --model")
-
-    ratio, warmups = args.random_range_ratio, args.num_warmups
-    row = _flag_row(args, model=model, deploy=wants_deploy(args), isl=isl, osl=osl, concurrency=conc,
-                    rate=rate, num_prompts=args.num_prompts or res.completed,
-                    burstiness=args.burstiness or res.burstiness,
-                    random_range_ratio=res.random_range_ratio if ratio is None else ratio,
-                    num_warmups=res.num_warmups if warmups is None else warmups)
+    row, said = _result_row(args, res)
     lengths = res.lengths if res.lengths is not None and len(res.lengths) == row["num_prompts"] else None
     try:
-        pred = _one(args, row, catalog, lengths=lengths)
+        try:
+            pred = _one(args, row, catalog, lengths=lengths)
+        except ParameterError as exc:  # the file's speculation, on a model servesim gives no such method
+            if exc.name != "spec" or "spec" not in said["read"]:
+                raise
+            said["notes"].append(f"the file records spec_decoding {row['spec']!r}, which servesim cannot "
+                                 f"model for {row['model']} ({exc.valid}): predicted without speculation, "
+                                 "so TPOT and ITL compare a speculative run with a plain one (--spec to "
+                                 "choose)")
+            row = {**row, "spec": None}
+            pred = _one(args, row, catalog, lengths=lengths)
     except (ParameterError, InputError) as exc:
         # the numbers may be the file's (isl and osl its mean lengths): say so, naming the file
         read = [f"{k}={row[k]!r} from {src}" for k, src, flag in (
@@ -642,6 +635,55 @@ def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
             ("num_prompts", "its completed", args.num_prompts)) if flag is None and row.get(k) is not None]
         raise InputError(f"{res.path}: predicting its run ({', '.join(read)}): {exc}") from None
     rows = compare_to_measured(pred, res.metrics)
-    data = {"prediction": pred, "comparison": rows, "result_file": res.path}
+    data = {"prediction": pred, "comparison": rows, "result_file": res.path, "tool": res.tool, **said}
     return emit(args, Output(data, compare_text(data), rows),
                 [("", pred["deploy"])] if "deploy" in pred else [])
+
+
+def _result_row(args: argparse.Namespace, res: BenchResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The row a saved result describes, each value the flag's where given, else the file's; and what
+    was said of it: ``assumed`` (the engine and client, each with where it came from), ``read`` (the
+    file's values taken) and ``notes``."""
+    gpu = args.gpu or res.gpu
+    if gpu is None:
+        raise InputError(f"{res.path}: the file ({res.tool}) does not record the GPU: give --gpu")
+    model = args.model or res.model
+    if model is None:
+        raise InputError(f"{res.path}: the file ({res.tool}) records no model: give --model")
+    local = model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists()
+    if args.model is None and local:
+        hint = model_id_hint(model)
+        raise InputError(f"{res.path}: its model_id {model!r} is a path on the machine that ran it: give "
+                         + (f"--model {hint} (the Hugging Face id the path names)" if hint else
+                            "--model NAME (a catalog name or Hugging Face id; the path ends in "
+                            f"{'/'.join(Path(model).parts[-2:])})"))
+    isl, osl = args.isl or res.isl, args.osl or res.osl
+    if isl is None or osl is None:
+        raise InputError(f"{res.path}: cannot tell the prompt/output lengths (no input_lens/"
+                         "total_input_tokens); give --isl and --osl")
+    rate = res.request_rate if args.rate is None else args.rate
+    ratio, warmups = args.random_range_ratio, args.num_warmups
+    # the deployment the file records (InferenceMAX's record), where no flag sets it (--spec none and
+    # --mode agg are the flags' defaults, so the file's speculation and mode win over them)
+    unset = {"tp": args.tp, "dp": args.dp, "ep": args.ep, "dtype": args.dtype,
+             "spec": None if args.spec == "none" else args.spec,
+             "mode": None if args.mode == "agg" else args.mode}
+    dep = {k: v for k, v in res.deployment.items() if unset.get(k, getattr(args, k, None)) is None}
+    row = _flag_row(args, model=model, gpu=gpu, deploy=wants_deploy(args), isl=isl, osl=osl,
+                    concurrency=args.concurrency or res.concurrency, rate=rate,
+                    num_prompts=args.num_prompts or res.completed,
+                    burstiness=args.burstiness or res.burstiness,
+                    random_range_ratio=res.random_range_ratio if ratio is None else ratio,
+                    num_warmups=res.num_warmups if warmups is None else warmups,
+                    engine=args.engine or res.engine, client=args.client or res.client, **dep)
+    field = f"{res.engine_field} {res.engine_recorded!r}"
+    engine_how = ("--engine" if args.engine else f"the file's {field}" if res.engine else
+                  f"servesim's default: the file's {field} names no engine it models" if res.engine_recorded
+                  else "servesim's default: the file records none")
+    client_how = "--client" if args.client else f"the file's format, {res.tool}"
+    read = {k: v for k, v in (("model", None if args.model else model),
+                              ("gpu", None if args.gpu else res.gpu), *dep.items()) if v is not None}
+    notes = [*res.notes]
+    if res.records > 1:
+        notes.insert(0, f"record {res.record} of {res.records} (the last run appended to the file)")
+    return row, {"assumed": {"engine": engine_how, "client": client_how}, "read": read, "notes": notes}

@@ -278,6 +278,7 @@ class BenchResult:
     client: str | None = None  # the benchmark client whose meanings the run takes (the tool's)
     engine: str | None = None  # the engine the file names (its backend or framework), None: none modelled
     engine_recorded: str | None = None  # the name as the file writes it ("sglang-oai", "dynamo-trt")
+    engine_field: str = ""  # the key that names it (``backend``, ``framework``)
     gpu: str | None = None  # InferenceMAX's record: its ``hw``
     deployment: dict[str, Any] = field(default_factory=dict)  # tp, dp, ep, dtype, spec, mode, pools' shapes
     record: int = 1  # the line read (a JSONL file of runs: the last)
@@ -531,6 +532,7 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
         client=str(fmt["client"]),
         engine=None if recorded is None else engines.get(recorded.lower()),
         engine_recorded=recorded,
+        engine_field=str(fmt.get("engine_field", "")),
         gpu=gpu.strip() if isinstance(gpu, str) and gpu.strip() else None,
         deployment=deployment,
         record=len(records),

@@ -275,9 +275,14 @@ def compare_text(d: dict[str, Any]) -> str:
             else f"{rate:g} req/s" if isinstance(rate, (int, float)) else "every request at once")
     pi = p.get("prediction_interval") or {}
     level = f"{100 * pi['level']:g}% interval" if pi else "interval"
+    how = d.get("assumed") or {}
+    why = f" (engine: {how['engine']}; client: {how['client']})" if how else ""
     out = [f"COMPARE  {d['result_file']}: {p['model']} on {shape}, {p['isl']}/{p['osl']} tokens, {load}",
-           f"  assumed: engine {p.get('engine', '?')}, client {p.get('client', '?')}",
-           f"  {'metric':<20} {'predicted':>12} {'measured':>12} {'error':>8}  {level}: verdict"]
+           f"  assumed: engine {p.get('engine', '?')}, client {p.get('client', '?')}{why}"]
+    if d.get("read"):
+        out.append("  from the file: " + ", ".join(f"{k} {v}" for k, v in d["read"].items()))
+    out += [f"  note: {n}" for n in d.get("notes", ())]
+    out.append(f"  {'metric':<20} {'predicted':>12} {'measured':>12} {'error':>8}  {level}: verdict")
     for r in d["comparison"]:
         err = "n/a" if r["relative_error"] is None else f"{100 * r['relative_error']:+.1f}%"
         verdict = (f"  {_f(r['interval'][0], 2)}-{_f(r['interval'][1], 2)}: {r['verdict']}"
