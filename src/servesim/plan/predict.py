@@ -847,11 +847,16 @@ def compare_to_measured(prediction: dict[str, Any], measured: dict[str, float]) 
     relative error (predicted - measured) / measured (None when the measurement is 0) and, where the
     prediction has an interval for the metric (``prediction_interval``), the interval and a verdict:
     ``inside``, or ``outside by N%`` (how far the measurement lies beyond the nearer bound, relative
-    to that bound)."""
+    to that bound).  A measured metric that an unstable prediction (``stable`` False: the rate is past
+    capacity) leaves out is listed with ``predicted`` None and says so."""
     pi = prediction.get("prediction_interval") or {}
     rows = []
     for key in COMPARED_KEYS:
         m, p = measured.get(key), prediction.get(key)
+        if m is not None and p is None and prediction.get("stable") is False:
+            rows.append({"metric": key, "predicted": None, "measured": m, "relative_error": None,
+                         "verdict": "not predicted: past capacity at this rate, the queue grows"})
+            continue
         if m is None or p is None:
             continue
         row: dict[str, Any] = {"metric": key, "predicted": p, "measured": m,

@@ -286,7 +286,7 @@ def compare_text(d: dict[str, Any]) -> str:
     for r in d["comparison"]:
         err = "n/a" if r["relative_error"] is None else f"{100 * r['relative_error']:+.1f}%"
         verdict = (f"  {_f(r['interval'][0], 2)}-{_f(r['interval'][1], 2)}: {r['verdict']}"
-                   if r.get("verdict") else "")
+                   if r.get("interval") else f"  {r['verdict']}" if r.get("verdict") else "")
         out.append(f"  {r['metric']:<20} {_f(r['predicted'], 2):>12} {_f(r['measured'], 2):>12} {err:>8}"
                    + verdict)
     if not d["comparison"]:
