@@ -2,7 +2,7 @@
 
 A thin layer over :func:`servesim.plan.predict.predict`: flags in, a result dict
 out (``--format json`` prints it as is), a table for people.  ``--points`` runs
-a CSV of deployments, ``--compare`` a saved ``vllm bench serve`` result.
+a CSV of deployments, ``--compare`` a benchmark tool's saved result (vLLM's, SGLang's, InferenceMAX's).
 """
 
 from __future__ import annotations
@@ -292,8 +292,13 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
                    "acceptance_length, alpha, draft, traffic, and measured "
                    "mean_ttft_ms, mean_tpot_ms, ... to compare with); a bad row errs alone")
     p.add_argument("--compare", type=Path, default=None, metavar="RESULT.json",
-                   help="a saved `vllm bench serve` result: predict the same run, print predicted vs "
-                   "measured")
+                   help="a benchmark's saved result (vllm bench serve --save-result JSON, sglang."
+                   "bench_serving --output-file JSONL: its last run, InferenceMAX's result or aggregated "
+                   "record): predict the run it records (engine, client, model, GPU, parallelism, lengths, "
+                   "load; a flag wins, and gives what the file lacks) and print predicted vs measured with a "
+                   "verdict per metric. examples/vllm_bench_result.json is a vLLM-Ascend run on Ascend NPUs, "
+                   "which servesim does not model: on an H100 it shows the format read, not accuracy "
+                   "(servesim's TPOT and ITL 77-85%% below the measured)")
 
 
 def _disagg_arguments(p: argparse.ArgumentParser) -> None:
