@@ -745,3 +745,40 @@ def test_sglang_flashinfer_gemm_prices_block_fp8_linear_layers_from_tensorrt_llm
     assert sm("flashinfer", dtype="fp4").gemm_backend_note == ""
     with pytest.raises(ParameterError, match="gemm_backend"):
         sm("deepgemm")
+
+
+def test_deepseek_nvfp4_decode_experts_on_b200_are_tensorrt_llms_default_kernel_at_the_replicas_tokens():
+    """Issue 48's point checked by hand: DeepSeek-V3.1 NVFP4 on 8 x B200, TensorRT-LLM, EP8, a decode
+    batch of 422.  Every token is routed over the EP group, so the MoE layer is looked up at the
+    replica's 422 tokens both with TP8 attention (every GPU holds them all) and with attention DP8
+    (53 a rank, gathered): 422 x 8 / 256 = 13.2 tokens an expert, every one of a GPU's 32 experts
+    touched, so no price may fall below reading their FP4 weights and block scales (32 x 3 x 7168 x
+    2048 x 0.5625 bytes = 793 MB) at the HBM rate.  TensorRT-LLM's default backend for NVFP4 experts
+    is CUTLASS (``ModelConfig.resolve_moe_backend``: AUTO is TRTLLM only for gpt-oss and DeepSeek-V4),
+    its own table's rows above 256 tokens; moe_config.backend TRTLLM (TRTLLM-gen) is cheaper there."""
+    a = find_architecture("deepseek-ai/DeepSeek-V3.1")
+    assert a is not None
+
+    def sm(par: Parallelism, backend: str | None = None) -> MoEStepModel:
+        return MoEStepModel(a, "b200", par, dtype="fp4", kv_dtype="fp8", moe_backend=backend,
+                            engine=engine_profile("trtllm", gpu="b200", tp=par.tp, dp=par.dp))
+
+    tep, dep = sm(Parallelism(8, 1, 8)), sm(Parallelism(1, 8, 8))
+    local = a.experts // 8
+    touched = local * (1 - (1 - a.experts_per_token / a.experts) ** 422)
+    assert touched > local - 1e-3  # all 32 experts read
+    weights = local * 3 * a.hidden * a.moe_intermediate * BYTES_PER_VALUE["fp4"]  # bytes, scales included
+    weights_s = weights / tep.tables.hbm_bytes_per_s
+    assert 0.09e-3 < weights_s < 0.12e-3  # about 100 us at the B200's 7.7 TB/s
+    own = tep._moe(422)
+    assert own == dep._moe(422) and own[1]  # the same lookup, measured, whichever attention split
+    key = (a.hidden, a.moe_intermediate, a.experts_per_token, a.experts, 1, 8)
+    assert own[0] == pytest.approx(tep._moe_tables.moe("fp4", 422, *key).ms * 1e-3, rel=1e-12)
+    gen = sm(Parallelism(8, 1, 8), "trtllm")._moe(422)
+    assert weights_s < gen[0] < own[0]
+    # the steps price each of the 58 MoE layers at the replica's 422 tokens, not a rank's 53 (cheaper)
+    assert tep._moe(53)[0] < own[0]
+    moe_t = [op for op in tep.step(422, 4500).ops if op.kind == "moe"]
+    assert len(moe_t) == 1 and moe_t[0].seconds == pytest.approx(58 * own[0], rel=1e-9)
+    moe_d = [op for op in dep.step(422, 4500).ops if "moe layer" in op.name]  # beside the shared experts
+    assert len(moe_d) == 1 and moe_d[0].seconds >= 58 * own[0] * (1 - 1e-9)

@@ -401,7 +401,12 @@ class MoEStepModel:
     def _choose_moe_backend(self, moe_backend: str | None) -> None:
         """TensorRT-LLM's MoE backend (``moe_config.backend``, engines.toml ``moe_backends``; ``None``: the
         engine's own table): its experts priced by vLLM 0.24.0's rows of the same kernel on the same GPU
-        (``moe_backend_tables_from``), each backend naming that kernel by the experts' dtype:
+        (``moe_backend_tables_from``), each backend naming that kernel by the experts' dtype.  ``None`` is
+        TensorRT-LLM's own default, ``moe_config.backend`` AUTO, which ``ModelConfig.resolve_moe_backend``
+        (``tensorrt_llm/_torch/model_config.py``) resolves to CUTLASS for DeepSeek's NVFP4 experts (TRTLLM
+        only for gpt-oss and DeepSeek-V4 on Blackwell, and, after NVIDIA/TensorRT-LLM PR #14282, for
+        block-FP8 experts on SM100): the engine's own B200 NVFP4 rows, CUTLASS above 256 tokens (at and
+        below, the TRTLLM-gen rows the deployments switch to, build_kernel_tables.py):
 
         * ``"trtllm"``: block-FP8 experts on TRTLLM-gen kernels at every size.  TensorRT-LLM 1.3.0rc20's B200
           table times block FP8 with its DEEPGEMM backend above 256 tokens (TRTLLM-gen below,
