@@ -79,6 +79,8 @@ def test_inferencemax_record_alone_names_its_deployment(capsys):
     assert "from the file: model moonshotai/Kimi-K2.5, gpu mi355x, tp 8, ep 1, dtype int4, spec mtp" in out
     assert "spec_decoding 'mtp'" in out  # the model has no MTP module: said, and predicted without
     assert _row(out, "mean_tpot_ms")[2] == "17.29"  # 0.017294128568510713 s
+    # its mean ITL 0.04869889880906398 s is 2.8x its TPOT: the verdict points at the speculation
+    assert "likely cause: the measured ITL 48.70 ms is 2.8x its TPOT 17.29" in out
     # a flag wins over the file, and says so
     rc = main(["predict", "--compare", str(EXAMPLES / "inferencemax_agg_result.json"), "--engine", "sglang"])
     out = capsys.readouterr().out

@@ -50,6 +50,7 @@ from servesim.hardware.topology import kv_path
 from servesim.inputs.bench import BenchResult, model_id_hint, read_bench_result, read_points
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
+from servesim.plan.verdict import likely_causes
 from servesim.render.predict import compare_text, disagg_text, points_text, predict_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -640,7 +641,8 @@ def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
             ("num_prompts", "its completed", args.num_prompts)) if flag is None and row.get(k) is not None]
         raise InputError(f"{res.path}: predicting its run ({', '.join(read)}): {exc}") from None
     rows = compare_to_measured(pred, res.metrics)
-    data = {"prediction": pred, "comparison": rows, "result_file": res.path, "tool": res.tool, **said}
+    data = {"prediction": pred, "comparison": rows, "result_file": res.path, "tool": res.tool, **said,
+            "likely_causes": likely_causes(pred, rows, res.metrics)}
     return emit(args, Output(data, compare_text(data), rows),
                 [("", pred["deploy"])] if "deploy" in pred else [])
 

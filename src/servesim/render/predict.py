@@ -291,4 +291,5 @@ def compare_text(d: dict[str, Any]) -> str:
                    + verdict)
     if not d["comparison"]:
         out.append("  (the result file has none of the predicted metrics)")
+    out += [f"  likely cause: {c}" for c in d.get("likely_causes", ())]
     return "\n".join(out) + "\n"
