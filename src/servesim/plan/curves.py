@@ -6,8 +6,9 @@ Standard library only; plotting lives in :mod:`servesim.render.plots`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from servesim._curves import GoodputCurves, SpeedupSurface, UtilizationCurve
 from servesim.model import speculative as sd
 from servesim.model.kvcache import Link
 from servesim.model.serving import NodeSpec, Workload, best_split, colocated
@@ -29,17 +30,6 @@ def geometric_range(lo: float, hi: float, n: int) -> list[float]:
     return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
 
 
-@dataclass(frozen=True)
-class SpeedupSurface:
-    alphas: list[float]
-    ks: list[int]
-    speedup: list[list[float]]  # [k index][alpha index]
-    optimal_k: list[int]  # per alpha
-    d: float
-    c: float
-    u: float
-
-
 def speedup_surface(d: float, c: float, u: float = 0.0, alphas: Sequence[float] | None = None,
                     ks: Sequence[int] = tuple(range(1, 13))) -> SpeedupSurface:
     """S(k, alpha) on a grid, with the optimal k of each alpha column."""
@@ -50,29 +40,12 @@ def speedup_surface(d: float, c: float, u: float = 0.0, alphas: Sequence[float] 
     return SpeedupSurface(al, kl, grid, best, d, c, u)
 
 
-@dataclass(frozen=True)
-class UtilizationCurve:
-    name: str
-    us: list[float]
-    best_k: list[int]
-    speedup: list[float]
-    turn_off_u: float
-
-
 def utilization_curve(p: sd.SpecDecPreset, n: int = 100) -> UtilizationCurve:
     """Best-k speedup of a preset as the compute utilization u rises from 0 to 0.99."""
     us = [0.99 * i / (n - 1) for i in range(n)]
     ks = [sd.optimal_k(p.alpha, p.d, p.c, u) for u in us]
     ss = [sd.speedup(k, p.alpha, p.d, p.c, u) for k, u in zip(ks, us, strict=True)]
     return UtilizationCurve(p.name, us, ks, ss, sd.turn_off_utilization(p.alpha, p.d, p.c))
-
-
-@dataclass(frozen=True)
-class GoodputCurves:
-    x: list[float]
-    colocated: list[float]
-    disaggregated: list[float]
-    splits: list[str]
 
 
 def goodput_vs_rate(wl: Workload, node: NodeSpec, nodes: int, beta: float, link: Link,

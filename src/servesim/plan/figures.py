@@ -8,9 +8,10 @@ curves, the recommended deployment at the planned rate on the plan curve.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from servesim._curves import DisaggCurves, OperatingPoint, PlanCurves, SpecdecCurves
 from servesim.model import serving, speculative
 from servesim.model.kvcache import Link
 from servesim.model.serving import NodeSpec, Workload, best_split, colocated, disaggregated
@@ -18,9 +19,6 @@ from servesim.model.serving import resolve_scenario as _resolve_scenario
 from servesim.model.speculative import SpecDecPreset
 from servesim.plan import planner
 from servesim.plan.curves import (
-    GoodputCurves,
-    SpeedupSurface,
-    UtilizationCurve,
     geometric_range,
     goodput_vs_link,
     goodput_vs_rate,
@@ -39,52 +37,6 @@ __all__ = [
     "rate_range",
     "specdec_curves",
 ]
-
-
-@dataclass(frozen=True)
-class OperatingPoint:
-    """Where a scenario sits on a goodput curve: its x (rate or link) and both architectures' goodput."""
-
-    x: float
-    colocated: float
-    disaggregated: float
-    label: str  # e.g. "current rate 3 req/s"
-
-
-@dataclass(frozen=True)
-class SpecdecCurves:
-    """Speedup over (alpha, k) and every preset's best-k speedup as utilization rises."""
-
-    surface: SpeedupSurface
-    utilization: list[UtilizationCurve]
-
-
-@dataclass(frozen=True)
-class DisaggCurves:
-    """Goodput vs arrival rate and vs link bandwidth, with the scenario's rate and link marked."""
-
-    by_rate: GoodputCurves
-    by_link: GoodputCurves
-    slo_note: str
-    rate_point: OperatingPoint
-    link_point: OperatingPoint
-    crossover_GBps: float | None
-
-
-@dataclass(frozen=True)
-class PlanCurves:
-    """Goodput vs arrival rate for colocated, the best split and the recommended deployment."""
-
-    by_rate: GoodputCurves
-    recommended: list[float]  # the recommendation's goodput at each rate of by_rate.x
-    recommended_label: str  # "recommended: ..." or "recommended (speculation not considered): ..."
-    best_label: str
-    planned_rate: float
-    best_goodput_rps: float
-    best_attainment: float
-    nodes: int
-    slo_note: str
-    attainment_target: float
 
 
 def specdec_curves(d: float, c: float, u: float) -> SpecdecCurves:

@@ -7,70 +7,17 @@ Figure; the command line saves it with ``--plot FILE`` and the report embeds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from servesim._curves import DisaggCurves, PlanCurves, SpecdecCurves
 from servesim.render import plots
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from servesim.render.plots import GoodputCurves, OperatingPoint, SpeedupSurface, UtilizationCurve
-
 __all__ = ["all_figure", "disagg_figure", "plan_figure", "specdec_figure"]
-
-
-class SpecdecCurves(Protocol):
-    """The curves of :class:`servesim.plan.figures.SpecdecCurves`: the speedup surface and every
-    preset's utilization sweep."""
-
-    @property
-    def surface(self) -> SpeedupSurface: ...
-    @property
-    def utilization(self) -> Sequence[UtilizationCurve]: ...
-
-
-class DisaggCurves(Protocol):
-    """The curves of :class:`servesim.plan.figures.DisaggCurves`."""
-
-    @property
-    def by_rate(self) -> GoodputCurves: ...
-    @property
-    def by_link(self) -> GoodputCurves: ...
-    @property
-    def slo_note(self) -> str: ...
-    @property
-    def rate_point(self) -> OperatingPoint: ...
-    @property
-    def link_point(self) -> OperatingPoint: ...
-    @property
-    def crossover_GBps(self) -> float | None: ...
-
-
-class PlanCurves(Protocol):
-    """The curves of :class:`servesim.plan.figures.PlanCurves`."""
-
-    @property
-    def by_rate(self) -> GoodputCurves: ...
-    @property
-    def recommended(self) -> Sequence[float]: ...
-    @property
-    def recommended_label(self) -> str: ...
-    @property
-    def best_label(self) -> str: ...
-    @property
-    def planned_rate(self) -> float: ...
-    @property
-    def best_goodput_rps(self) -> float: ...
-    @property
-    def best_attainment(self) -> float: ...
-    @property
-    def nodes(self) -> int: ...
-    @property
-    def slo_note(self) -> str: ...
-    @property
-    def attainment_target(self) -> float: ...
 
 
 def _specdec_panels(heatmap: Axes, sweep: Axes, curves: SpecdecCurves) -> None:

@@ -15,10 +15,11 @@ import textwrap
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
+from servesim._curves import GoodputCurves, OperatingPoint, SpeedupSurface, UtilizationCurve
 from servesim._textfile import save_through_temp
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,66 +136,6 @@ def png_bytes(fig: Figure) -> bytes:
     finally:
         plt.close(fig)
     return buf.getvalue()
-
-
-# What the plot functions read of their curves: the records of servesim.plan.curves and
-# servesim.plan.figures have these fields (rendering takes plain results and imports no model).
-
-
-class OperatingPoint(Protocol):
-    """Where a scenario sits on a goodput curve: its x (rate or link) and both architectures' goodput."""
-
-    @property
-    def x(self) -> float: ...
-    @property
-    def colocated(self) -> float: ...
-    @property
-    def disaggregated(self) -> float: ...
-    @property
-    def label(self) -> str: ...
-
-
-class GoodputCurves(Protocol):
-    """Colocated and best-split goodput at each x (an arrival rate or a link bandwidth)."""
-
-    @property
-    def x(self) -> Sequence[float]: ...
-    @property
-    def colocated(self) -> Sequence[float]: ...
-    @property
-    def disaggregated(self) -> Sequence[float]: ...
-
-
-class SpeedupSurface(Protocol):
-    """Speedup on an (alpha, k) grid, ``speedup[k index][alpha index]``, and the best k per alpha."""
-
-    @property
-    def alphas(self) -> Sequence[float]: ...
-    @property
-    def ks(self) -> Sequence[int]: ...
-    @property
-    def speedup(self) -> Sequence[Sequence[float]]: ...
-    @property
-    def optimal_k(self) -> Sequence[int]: ...
-    @property
-    def d(self) -> float: ...
-    @property
-    def c(self) -> float: ...
-    @property
-    def u(self) -> float: ...
-
-
-class UtilizationCurve(Protocol):
-    """A preset's best-k speedup at each utilization, and the utilization where it turns off."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def us(self) -> Sequence[float]: ...
-    @property
-    def speedup(self) -> Sequence[float]: ...
-    @property
-    def turn_off_u(self) -> float: ...
 
 
 def _mark(ax: Axes, op: OperatingPoint, colors: tuple[ColorType, ColorType]) -> None:
