@@ -7,7 +7,7 @@ verify step, the bonus token included, as vLLM's spec-decode metrics and SGLang'
 length`` print it) measured at a draft length ``k``; :attr:`AcceptancePreset.alpha` is the i.i.d.
 per-token acceptance with the same mean at that k,
 
-    sum_{i=0}^{k} alpha^i = A        (servesim.hardware.speculation.alpha_for_acceptance_length)
+    sum_{i=0}^{k} alpha^i = A        (:func:`alpha_for_acceptance_length`)
 
 Lookup (:func:`preset_for`): the rows of the method that stand for the traffic kind; among them
 the one whose ``family`` is the longest start of the target's canonical name (a head measured on
@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from servesim._catalogfile import read_toml
-from servesim._checks import ParameterError, check_choice
+from servesim._checks import ParameterError, check_choice, check_int, check_real
 
 __all__ = ["DEFAULT_TRAFFIC", "DERIVED_FIELDS", "FIELDS", "TRAFFIC_KINDS", "AcceptancePreset",
-           "DerivedAcceptance", "has_acceptance", "load_derived", "load_presets", "preset_for", "presets_for",
-           "published_alphas"]
+           "DerivedAcceptance", "alpha_for_acceptance_length", "has_acceptance", "load_derived",
+           "load_presets", "preset_for", "presets_for", "published_alphas"]
 
 TRAFFIC_KINDS: tuple[str, ...] = ("chat", "code", "summarization", "math", "synthetic")
 """Kinds of traffic a preset can stand for (MT-Bench-like chat, HumanEval-like code, CNN/DM-like
@@ -64,6 +64,24 @@ DERIVED_FIELDS: tuple[str, ...] = ("id", "method", "traffic", "family", "from_tr
 """The fields of a ``[[derived]]`` row of the data file (its header says what each means)."""
 
 _DATA = Path(__file__).parent / "data" / "acceptance.toml"
+
+
+def alpha_for_acceptance_length(length: float, k: int) -> float:
+    """The i.i.d. per-token acceptance ``alpha`` whose mean accepted length at draft length ``k`` is
+    ``length``: ``sum_{i=0}^{k} alpha^i = length`` (increasing in alpha; bisection to 1e-12).
+
+    ``length`` is in ``[1, k + 1]``: 1 when no draft is ever accepted (alpha 0), ``k + 1`` when
+    every one is (alpha 1)."""
+    kk = check_int("k", k, lo=1, hi=64)
+    a = check_real("acceptance_length", length, lo=1.0, hi=kk + 1.0)
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid**i for i in range(kk + 1)) < a:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 @dataclass(frozen=True)
@@ -90,8 +108,6 @@ class AcceptancePreset:
     @property
     def alpha(self) -> float:
         """The i.i.d. per-token acceptance with mean accepted length ``length`` at ``k``."""
-        from servesim.hardware.speculation import alpha_for_acceptance_length
-
         return alpha_for_acceptance_length(self.length, self.k)
 
     def describe(self, traffic: str) -> str:

@@ -36,15 +36,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from servesim._catalogfile import CatalogError, load_builtin, load_file
 from servesim._checks import ParameterError, check_fields, check_int, check_real
 from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.model.kvcache import Link
-    from servesim.model.serving import Workload
+from servesim.model.kvcache import Link
+from servesim.model.serving import Workload
 
 __all__ = [
     "BUILTIN_FILES",
@@ -190,8 +188,6 @@ class LinkSpec:
 
     def link(self) -> Link:
         """The :class:`servesim.model.kvcache.Link` at ``GBps`` (the seed's convention)."""
-        from servesim.model.kvcache import Link
-
         return Link(self.name, self.GBps * 1e9, self.description)
 
 
@@ -359,8 +355,6 @@ def _link(name: str, e: Mapping[str, Any]) -> LinkSpec:
 
 
 def _workload(name: str, e: Mapping[str, Any]) -> Workload:
-    from servesim.model.serving import Workload
-
     return Workload(name, e["prompt_tokens"], e["output_tokens"], e["rate_per_s"], e["slo_ttft_s"],
                     e["slo_tpot_s"])
 

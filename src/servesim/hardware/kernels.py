@@ -100,6 +100,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.engines import (
@@ -675,8 +676,6 @@ class KernelTables(GPUSystem):
 
 @cache
 def _nccl_latency() -> dict[str, float]:
-    from servesim._catalogfile import read_toml
-
     return {k: float(v) for k, v in read_toml(Path(__file__).parent / "data" / "nccl_latency.toml").items()}
 
 

@@ -62,15 +62,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servesim._checks import InputError, ParameterError
 from servesim._textfile import path_kind
+from servesim.hardware.catalog import Catalog, builtin_catalog
 from servesim.hardware.hf_config import Fields, load_json
 from servesim.hardware.roofline import GPUSpec, ModelSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "MOE_CONFIG_FIELDS",
@@ -101,11 +99,7 @@ _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
 
 
 def _catalog(catalog: Catalog | None) -> Catalog:
-    if catalog is not None:
-        return catalog
-    from servesim.hardware.catalog import builtin_catalog
-
-    return builtin_catalog()
+    return catalog if catalog is not None else builtin_catalog()
 
 
 # --------------------------------------------------------------------------- shapes

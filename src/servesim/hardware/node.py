@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.roofline import largest_batch_within
 from servesim.hardware.stepmodel import StepTime
+from servesim.model.kvcache import KVShape
 from servesim.model.serving import NodeSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,8 +56,6 @@ def step_node(sm: Pricer, memory_bytes: float, *, prompt_tokens: int, output_tok
     :func:`servesim.plan.capacity.decode_at_load`, inf where none fits), TPOT_base is the decode step at
     that batch (at least one sequence, at most the node's batch), so that the lab's TPOT agrees with
     the engine model's at that rate; the decode capacity stays the node's largest batch over its step."""
-    from servesim.model.kvcache import KVShape
-
     p = check_int("prompt_tokens", prompt_tokens, lo=1)
     o = check_int("output_tokens", output_tokens, lo=0)
     final_ctx, mean_ctx = p + o, p + o / 2.0
@@ -76,8 +76,6 @@ def step_node(sm: Pricer, memory_bytes: float, *, prompt_tokens: int, output_tok
     if tpot_slo_s is not None:
         slo = check_real("tpot_slo_s", tpot_slo_s, lo=0.0, lo_open=True)
         if tpot(b) > slo:
-            from servesim.hardware.roofline import largest_batch_within
-
             b, why = largest_batch_within(tpot, b, slo), "tpot_slo"
     prefill = sm.prompt_s(p)  # the prompt in budget-sized chunks, each behind the ones before it
     dec = sm.decode_step(b, mean_ctx)

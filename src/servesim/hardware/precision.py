@@ -32,15 +32,13 @@ Standard library only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from servesim._checks import ParameterError
+from servesim.hardware.catalog import Catalog, builtin_catalog
 from servesim.hardware.dtypes import BYTES_PER_VALUE, NVFP4_BLOCK
 from servesim.hardware.names import canonical_gpu
 from servesim.hardware.roofline import ModelSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -111,11 +109,7 @@ def normalize_dtype(text: object) -> object:
 
 
 def _catalog(catalog: Catalog | None) -> Catalog:
-    if catalog is not None:
-        return catalog
-    from servesim.hardware.catalog import builtin_catalog
-
-    return builtin_catalog()
+    return catalog if catalog is not None else builtin_catalog()
 
 
 def _normalize(name: str, dtype: object, allowed: tuple[str, ...]) -> str:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
+from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
 from servesim.hardware.architectures import LINEAR_PARTS, Architecture, find_architecture
 from servesim.hardware.engines import (
-    ENGINES,
     EP_COMMS,
     EngineProfile,
     default_engine,
@@ -186,8 +186,8 @@ class Deployment:
         if self.gemm_backend is not None and self.gemm_backend not in GEMM_BACKENDS:
             raise ParameterError("gemm_backend", self.gemm_backend,
                                  f"None (the engine's default) or one of {', '.join(GEMM_BACKENDS)}")
-        if self.engine not in ENGINES:
-            raise ParameterError("engine", self.engine, f"one of {', '.join(ENGINES)}")
+        if self.engine not in engines.ENGINES:
+            raise ParameterError("engine", self.engine, f"one of {', '.join(engines.ENGINES)}")
 
 
 def _memory_share_that_fits(eng: EngineProfile, weight_bytes: float, reserve_bytes: float,

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware import speculation_physics as sp
+from servesim.hardware.acceptance import alpha_for_acceptance_length  # re-exported (plan.predict)
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.hf_config import MAX_DIM, load_json
 from servesim.hardware.moe_step import MoEStepModel
@@ -52,7 +53,8 @@ from servesim.hardware.names import attention_kind, dense_shape, resolve_model
 from servesim.hardware.pricer import Drafter, Pricer
 from servesim.hardware.speculation_physics import TokenTree
 from servesim.hardware.stepmodel import StepModel
-from servesim.model.speculative import SPEC_METHODS, SPECDEC_PRESETS
+from servesim.model import speculative  # speculative.SPECDEC_PRESETS: read on first use
+from servesim.model.speculative import SPEC_METHODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -74,24 +76,6 @@ NGRAM_HOST_S = 20e-6
 """Host time of one n-gram (prompt-lookup) proposal step (estimate)."""
 NGRAM_HOST_S_PER_SEQ = 2e-6
 """Host time per sequence of one n-gram proposal step (estimate)."""
-
-
-def alpha_for_acceptance_length(length: float, k: int) -> float:
-    """The i.i.d. per-token acceptance ``alpha`` whose mean accepted length at draft length ``k`` is
-    ``length``: ``sum_{i=0}^{k} alpha^i = length`` (increasing in alpha; bisection to 1e-12).
-
-    ``length`` is in ``[1, k + 1]``: 1 when no draft is ever accepted (alpha 0), ``k + 1`` when
-    every one is (alpha 1)."""
-    kk = check_int("k", k, lo=1, hi=64)
-    a = check_real("acceptance_length", length, lo=1.0, hi=kk + 1.0)
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if sum(mid**i for i in range(kk + 1)) < a:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 @dataclass(frozen=True)
@@ -339,7 +323,7 @@ def speculation_for(sm: Pricer, preset: str, batch: float, context: float, *, k:
         if preset in ("eagle", "ngram"):
             raise ParameterError("spec", preset, "given with its measured acceptance (--acceptance-length A "
                                  "at --k K, or --alpha): the lab has no preset for it")
-        alpha = SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
+        alpha = speculative.SPECDEC_PRESETS["small-draft" if preset == "draft" else preset].alpha
     b = max(1.0, batch)
     dm = draft if draft is not None else draft_model_for(sm, preset, catalog)
     target = sm.decode_step(b, context).total_s

@@ -86,9 +86,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from servesim._checks import ParameterError, check_int, check_real
+from servesim.hardware.catalog import Catalog, builtin_catalog
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.engines import EngineProfile, default_engine, engine_profile
 from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrowed_tables, engine_tables
@@ -111,9 +112,6 @@ from servesim.hardware.precision import (
     weight_bytes,
 )
 from servesim.hardware.topology import links_note
-
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.catalog import Catalog
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -629,8 +627,6 @@ def pricing_tables(gpu: str, engine: str, tables: KernelTables | None = None, *,
     if t is not None:
         return t, note, False
     if catalog is None:
-        from servesim.hardware.catalog import builtin_catalog
-
         catalog = builtin_catalog()
     try:
         name = canonical_gpu(gpu, catalog)

@@ -34,6 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 
 __all__ = ["CROSS_RACK_DEP_SIZES", "KINDS", "NVLINK_KV_EFFICIENCY", "RACK_DEP_SIZES", "KVPath", "Topology",
@@ -108,8 +109,6 @@ class Topology:
 
 @cache
 def _entries() -> dict[str, Any]:
-    from servesim._catalogfile import read_toml
-
     return read_toml(_FILE)
 
 
