@@ -361,8 +361,7 @@ def _report_rest(args: argparse.Namespace, p: Plan, plan_data: dict[str, Any],
     xo = dis["crossover_exact_GBps"]
     curves = {"plan": _plan_curves(req), "specdec": specdec_curves(0.1, 0.05, 0.0),
               "disagg": disagg_curves(wl, req.node, req.nodes, req.beta, req.link, xo)}
-    blocks = report_blocks(req, plan_data, dis, spec, curves, command=command, biases=biases,
-                           ttft_png=ttft_png)
+    blocks = report_blocks(plan_data, dis, spec, curves, command=command, biases=biases, ttft_png=ttft_png)
     title = f"servesim report: {plan_data['preset']} on {req.nodes} nodes"
     written = write_report(blocks, args.out, title)
     bar.advance()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from servesim.render.figures import disagg_figure, plan_figure, specdec_figure
 from servesim.render.plots import png_bytes
@@ -35,43 +35,11 @@ CAVEATS: tuple[tuple[str, str], ...] = (
 )
 
 
-class _Workload(Protocol):
-    """What the report shows of a workload (:class:`servesim.model.serving.Workload`)."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def rate_per_s(self) -> float: ...
-    @property
-    def slo_ttft_s(self) -> float: ...
-    @property
-    def slo_tpot_s(self) -> float: ...
-
-
-class _Link(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-class PlanRequest(Protocol):
-    """What the report shows of the plan's request (:class:`servesim.plan.planner.PlanRequest`)."""
-
-    @property
-    def workload(self) -> _Workload: ...
-    @property
-    def link(self) -> _Link: ...
-    @property
-    def nodes(self) -> int: ...
-    @property
-    def attainment_target(self) -> float: ...
-
-
 def _g4(x: float | None) -> str:
     return f"{x:.4g}" if x is not None else "-"
 
 
 def report_blocks(
-    req: PlanRequest,
     plan: dict[str, Any],
     dis: dict[str, Any],
     spec: dict[str, Any],
@@ -81,11 +49,13 @@ def report_blocks(
     biases: list[dict[str, Any]] | None = None,  # the bias rows of validate_summary
     ttft_png: bytes | None = None,
 ) -> list[Block]:
-    """Assemble the report from the plan, disagg and specdec summaries; ``curves`` holds the ``plan``,
-    ``disagg`` and ``specdec`` figures' curves (:mod:`servesim.plan.figures`), drawn here."""
-    b = _recommendation_blocks(req, plan)
+    """Assemble the report from the plan, disagg and specdec summaries (the plan's workload, nodes,
+    link and attainment target as :func:`servesim.plan.summary.plan_summary` writes them); ``curves``
+    holds the ``plan``, ``disagg`` and ``specdec`` figures' curves (:mod:`servesim.plan.figures`),
+    drawn here."""
+    b = _recommendation_blocks(plan)
     b += _ranking_blocks(plan, curves)
-    b += _disaggregation_blocks(req, dis, curves, ttft_png)
+    b += _disaggregation_blocks(plan, dis, curves, ttft_png)
     b += _speculation_blocks(plan, spec, curves)
     b += _caveat_blocks(biases)
     b.append(Block("h2", "Reproduce"))
@@ -93,12 +63,12 @@ def report_blocks(
     return b
 
 
-def _recommendation_blocks(req: PlanRequest, plan: dict[str, Any]) -> list[Block]:
+def _recommendation_blocks(plan: dict[str, Any]) -> list[Block]:
     """The title, the question and the recommended deployment with its goodput, latencies, binding
     constraint and smallest fleet."""
-    wl = req.workload
-    r = plan["recommendation"]
-    b: list[Block] = [Block("h1", f"Deployment report: {plan['preset']} traffic on {req.nodes} nodes")]
+    wl = plan["workload"]
+    r, target = plan["recommendation"], plan["assumptions"]["attainment_target"]
+    b: list[Block] = [Block("h1", f"Deployment report: {plan['preset']} traffic on {plan['nodes']} nodes")]
     b.append(Block("h2", "The question"))
     b.append(Block("p", plan["question"]))
 
@@ -106,12 +76,12 @@ def _recommendation_blocks(req: PlanRequest, plan: dict[str, Any]) -> list[Block
     b.append(Block("p", f"Deploy {r['label']}."))
     fleet = plan["smallest_fleet"]
     b.append(Block("ul", items=(
-        f"Goodput {r['goodput_rps']:.3f} req/s of {wl.rate_per_s:g} offered "
+        f"Goodput {r['goodput_rps']:.3f} req/s of {wl['rate_per_s']:g} offered "
         f"({r['goodput_per_gpu']:.3f} per GPU); {r['attainment']:.2%} of requests meet both SLOs.",
-        f"Mean TTFT {fmt(r['ttft_ms'], '.0f')} ms (SLO {wl.slo_ttft_s * 1e3:g} ms); "
-        f"TPOT {r['tpot_ms']:.1f} ms (SLO {wl.slo_tpot_s * 1e3:g} ms).",
+        f"Mean TTFT {fmt(r['ttft_ms'], '.0f')} ms (SLO {wl['slo_ttft_ms']:g} ms); "
+        f"TPOT {r['tpot_ms']:.1f} ms (SLO {wl['slo_tpot_ms']:g} ms).",
         f"Binding constraint: {r['binding_constraint']}.",
-        (f"Smallest fleet that meets the {req.attainment_target:.0%} target at this rate: {fleet} nodes."
+        (f"Smallest fleet that meets the {target:.0%} target at this rate: {fleet} nodes."
          if fleet is not None else "No fleet up to 256 nodes meets the target at this rate."),
     )))
     return b
@@ -134,11 +104,11 @@ def _ranking_blocks(plan: dict[str, Any], curves: Mapping[str, Any]) -> list[Blo
     return b
 
 
-def _disaggregation_blocks(req: PlanRequest, dis: dict[str, Any], curves: Mapping[str, Any],
+def _disaggregation_blocks(plan: dict[str, Any], dis: dict[str, Any], curves: Mapping[str, Any],
                            ttft_png: bytes | None) -> list[Block]:
     """Colocated against disaggregated by prompt/output mix, the KV transfer per link, the crossover
     link bandwidth, its figure and the simulated TTFT distribution when given."""
-    wl = req.workload
+    wl, link = plan["workload"], plan["link"]["name"]
     b = [Block("h2", "Colocated vs disaggregated, by prompt/output mix")]
     headers: tuple[str, ...] = ("mix", "P/O tokens", "colocated TTFT", "colocated TPOT", "colocated goodput",
                                 "best split", "split TTFT", "split TPOT", "split goodput", "winner")
@@ -148,7 +118,7 @@ def _disaggregation_blocks(req: PlanRequest, dis: dict[str, Any], curves: Mappin
         rows = [(*r, x["with_speculation"]["label"], f"{x['with_speculation']['goodput_rps']:.3f}")
                 for r, x in zip(rows, dis["rows"], strict=True)]
     b.append(Block("table", headers=headers, rows=tuple(rows)))
-    kv_header = f"KV transfer of a {wl.prompt_tokens}-token prompt (ms)"
+    kv_header = f"KV transfer of a {wl['prompt_tokens']}-token prompt (ms)"
     b.append(Block("table", headers=("link", "GB/s", kv_header),
                    rows=tuple((k["link"], f"{k['GBps']:g}", f"{k['transfer_ms']:.1f}")
                               for k in dis["kv_transfer"])))
@@ -158,8 +128,9 @@ def _disaggregation_blocks(req: PlanRequest, dis: dict[str, Any], curves: Mappin
         f"(exact break-even {dis['crossover_exact_GBps']:.3f} GB/s)."
         if xo is not None else
         "At no link bandwidth does the best split serve more goodput than colocation.")))
-    b.append(Block("img", f"Goodput vs arrival rate and vs link bandwidth, at {wl.rate_per_s:g} req/s over "
-                          f"{req.link.name} (marked), with the crossover", name="disaggregation.png",
+    b.append(Block("img", "Goodput vs arrival rate and vs link bandwidth, at "
+                          f"{wl['rate_per_s']:g} req/s over {link} (marked), with the crossover",
+                   name="disaggregation.png",
                    png=png_bytes(disagg_figure(curves["disagg"]))))
     if ttft_png is not None:
         b.append(Block("img", "Simulated TTFT, cumulative distribution: the SLO (dashed) and the fraction of "
