@@ -49,6 +49,7 @@ from numba.core.typing.templates import Signature
 from numba.experimental.structref import StructRefProxy
 
 from servesim.sim import loop as _loop
+from servesim.sim.schedulers import SCHEDULERS
 from servesim.sim.schedulers import base as _base
 from servesim.sim.schedulers.base import EngineState, Scheduler
 
@@ -533,8 +534,6 @@ def core_for(policy: type[Scheduler]) -> Dispatcher:
 def compile_kernels(policies: tuple[type[Scheduler], ...] | None = None) -> int:
     """Compile (or load from numba's disk cache) the loop for each shipped policy (or each of
     ``policies``), e.g. before timing a run; how many were compiled afresh."""
-    from servesim.sim.schedulers import SCHEDULERS
-
     fresh = 0
     for cls in policies or tuple(SCHEDULERS.values()):
         core = core_for(cls)

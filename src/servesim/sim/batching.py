@@ -45,9 +45,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -251,12 +253,7 @@ def _kernels_cached(policy: type[Scheduler] | None = None) -> bool:
     shipped policy) from the current sources (its index file, named by
     :func:`servesim.sim.schedulers.base.core_tag`).  Looked up once a process per class: past that,
     ``run_benchmark`` would search the folder on every run."""
-    import os
-    from pathlib import Path
-
     if policy is None:
-        from servesim.sim.schedulers import SCHEDULERS
-
         return all(_kernels_cached(cls) for cls in SCHEDULERS.values())
     got = _CACHED_CORES.get(policy)
     if got is not None:
@@ -415,7 +412,7 @@ def _simulate(model: Pricer, bench: Benchmark, capacity: int, policy: Scheduler,
     per_step = spec.tokens_per_step if spec else 1.0
     column: Callable[[float, int], Any] = list_column
     if compiled:
-        from servesim.sim import _engine_loop
+        from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
 
         column = _engine_loop.column
     s = EngineState(capacity, eng.max_num_seqs, eng.max_num_batched_tokens, pos, per_step, bench.prompts,
@@ -565,7 +562,7 @@ class _PriceTable:
     def __init__(self, compiled: bool) -> None:
         self.table: object = _loop.Prices()  # compiled: its numba structure
         if compiled:
-            from servesim.sim import _engine_loop
+            from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
 
             self.table = _engine_loop.struct_of(self.table)
         self.notes: list[tuple[str, ...]] = []
@@ -593,7 +590,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
     books: tuple[Any, ...] = (s, L, policy)
     key: Any = L.key
     if compiled:
-        from servesim.sim import _engine_loop
+        from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
 
         core = _engine_loop.core_for(type(policy))
         books = tuple(_engine_loop.struct_of(x) for x in books)
@@ -650,7 +647,7 @@ def sample_stats(xs: F64) -> tuple[float, float, float, float]:
     """:func:`_mean_pct_std` of the values ``xs``: compiled (:func:`servesim.sim._engine_loop.stats`,
     the same bits) where the compiled loop is loaded already, else in Python."""
     if "servesim.sim._engine_loop" in sys.modules:
-        from servesim.sim import _engine_loop
+        from servesim.sim import _engine_loop  # loaded already; importing it would switch loop='auto'
 
         return _engine_loop.stats(np.ascontiguousarray(xs, np.float64), xs.shape[0])
     return _mean_pct_std(xs.tolist())
