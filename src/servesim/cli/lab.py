@@ -12,6 +12,7 @@ from servesim.cli.args import (
     ALL_DTYPES,
     Output,
     SubParsers,
+    add_disagg_arguments,
     add_engine_argument,
     add_format,
     add_interval_level,
@@ -22,7 +23,7 @@ from servesim.cli.args import (
     plot_path,
     wants,
 )
-from servesim.cli.common import add_disagg_arguments, preset_label, resolve_node, workload_of
+from servesim.cli.common import preset_label, resolve_node, workload_of
 from servesim.model import serving, speculative
 from servesim.model.serving import resolve_scenario
 from servesim.model.speculative import DEFAULT_C, DEFAULT_D, DEFAULT_K_MAX

@@ -15,24 +15,19 @@ from servesim.cli import progress
 from servesim.cli.args import (
     Output,
     SubParsers,
+    add_disagg_arguments,
     add_format,
     add_interval_level,
     bounded,
     choice,
     engine_of,
+    gpu_list,
     integer,
     number,
     output_dir,
     plot_path,
 )
-from servesim.cli.common import (
-    add_disagg_arguments,
-    deployment_of,
-    ep_comm_of,
-    gpu_list,
-    resolve_node,
-    workload_of,
-)
+from servesim.cli.common import deployment_of, ep_comm_of, resolve_node, workload_of
 from servesim.cli.deploy import add_emit_argument, emit, plan_deploy
 from servesim.hardware.acceptance import TRAFFIC_KINDS
 from servesim.hardware.catalog import load_catalog

@@ -19,6 +19,7 @@ from servesim.cli.args import (
     Output,
     SubParsers,
     add_engine_argument,
+    add_ep_comm_argument,
     add_format,
     add_interval_level,
     add_pool_arguments,
@@ -30,7 +31,7 @@ from servesim.cli.args import (
     link,
     number,
 )
-from servesim.cli.common import add_ep_comm_argument, ep_comm_of
+from servesim.cli.common import ep_comm_of
 from servesim.cli.deploy import (
     add_command_arguments,
     add_emit_argument,

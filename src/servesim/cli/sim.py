@@ -14,8 +14,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError
-from servesim.cli.args import Output, add_format, add_pool_arguments, choice, integer, number, plot_path
-from servesim.cli.common import add_disagg_arguments, deployment_of, resolve_node, workload_of
+from servesim.cli.args import (
+    Output,
+    add_disagg_arguments,
+    add_format,
+    add_pool_arguments,
+    choice,
+    integer,
+    number,
+    plot_path,
+)
+from servesim.cli.common import deployment_of, resolve_node, workload_of
 from servesim.cli.progress import Progress, working
 from servesim.hardware.catalog import load_catalog
 from servesim.inputs.traces import load_trace, workload_from_trace
