@@ -64,9 +64,12 @@ from dataclasses import dataclass
 from typing import cast
 
 from servesim._checks import check_int, check_real
+from servesim.hardware.precision import kv_bytes_of
 from servesim.hardware.pricer import Pricer
 from servesim.hardware.speculation import speculation_for
 from servesim.hardware.stepmodel import Chunk
+from servesim.model.mgc import cosmetatos_md_c_mean_wait_s
+from servesim.model.queueing import MMc
 
 __all__ = ["Decode", "LoadPoint", "Prefill", "colocated_at_load", "decode_at_load", "disaggregated_at_load",
            "max_rate", "prefill_at_load", "wait_quantile"]
@@ -293,9 +296,6 @@ def _smallest_root(g: Callable[[float], float], b_max: float) -> float | None:
 
 def prefill_at_load(sm: Pricer, workers: int, rate_per_s: float, isl: int) -> Prefill:
     """A prefill pool of ``workers`` replicas at ``rate_per_s`` (M/D/c; see the module docstring)."""
-    from servesim.model.mgc import cosmetatos_md_c_mean_wait_s
-    from servesim.model.queueing import MMc
-
     c = check_int("prefill_workers", workers, lo=1)
     s = sm.prompt_s(isl)
     lam = rate_per_s
@@ -349,8 +349,6 @@ def disaggregated_at_load(prefill_sm: Pricer, prefill_workers: int, decode_sm: P
     d = decode_at_load(decode_sm, decode_memory_bytes, rate_per_s / wd, isl, osl, prefill=False, spec=spec)
     if not d.stable:
         return _unstable(rate_per_s, f"decode pool: {d.reason}", p.utilization)
-    from servesim.hardware.precision import kv_bytes_of
-
     xfer = kv_bytes_of(decode_sm, isl) / link_bytes_per_s
     base = p.service_s + xfer + prefill_sm.engine.request_overhead_s
     mean = base + p.wait_mean_s

@@ -52,14 +52,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim._checks import InputError, ParameterError
+from servesim.hardware.pricer import Deployment
+from servesim.plan.predict import predict, predict_disaggregated
+from servesim.sim.batching import Benchmark
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     from numpy.typing import NDArray
 
     from servesim.hardware.catalog import Catalog
-    from servesim.hardware.pricer import Deployment
-    from servesim.sim.batching import Benchmark
 
 __all__ = ["BISECT_STEPS", "CONVERGED", "LONGEST_PROMPTS", "STEADY_PROMPTS", "STEADY_START", "STEADY_STEPS",
            "WARMUP_PROMPTS",
@@ -209,8 +210,6 @@ def steady_window(requests: list[tuple[int, float, float, float]], outputs: list
 
 def row_deployments(row: dict[str, Any], q: Question, gpu: str) -> tuple[Deployment, Deployment]:
     """The prefill and decode :class:`~servesim.plan.predict.Deployment` of a plan row."""
-    from servesim.hardware.pricer import Deployment
-
     def dep(pool: dict[str, Any]) -> Deployment:
         return Deployment(q.model, gpu, pool["tp"], dtype=pool.get("dtype_flag", pool["dtype"]),
                           kv_dtype=q.kv_dtype, engine=q.engine, dp=pool.get("dp", 1), ep=pool.get("ep", 1),
@@ -226,8 +225,6 @@ def _replicas(row: dict[str, Any]) -> int:
 
 
 def _bench(q: Question, rate: float, prompts: int | None = None, warmup: int = 0) -> Benchmark:
-    from servesim.sim.batching import Benchmark
-
     return Benchmark(isl=q.isl, osl=q.osl, rate_per_s=rate, num_prompts=prompts, warmup=warmup)
 
 
@@ -235,8 +232,6 @@ def _run(row: dict[str, Any], q: Question, gpu: str, rate: float, catalog: Catal
          prompts: int | None = None, warmup: int = 0) -> dict[str, Any]:
     """``predict --rate`` of the row at ``rate`` (its whole deployment's), SLO attainment included;
     with ``prompts``, that many requests, the first ``warmup`` left out, each request's times kept."""
-    from servesim.plan.predict import predict, predict_disaggregated
-
     pre, dec = row_deployments(row, q, gpu)
     spec = None if row["speculation"] == "none" else row["speculation"]
     # the k the screen picked where it searched k (no --k), which predict prices at the acceptance

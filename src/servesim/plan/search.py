@@ -41,15 +41,22 @@ Nothing here prints.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
+from servesim.hardware.acceptance import DEFAULT_TRAFFIC, TRAFFIC_KINDS, published_alphas
+from servesim.hardware.catalog import Catalog, builtin_catalog
 from servesim.hardware.engines import default_engine, display_name, engine_hazards, engine_profile
+from servesim.hardware.kernels import KernelTables, tables_for
 from servesim.hardware.names import canonical_gpu, check_tp, dense_shape, resolve_gpu, valid_tps
 from servesim.hardware.precision import supported_dtypes, supported_kv_dtypes
-from servesim.hardware.pricer import Pricer
+from servesim.hardware.pricer import Deployment, Pricer, build_step_model, model_architecture
+from servesim.hardware.speculation import K_MAX
+from servesim.hardware.topology import kv_path, rack_dep_sizes
 from servesim.plan.capacity import (
     LoadPoint,
     colocated_at_load,
@@ -57,13 +64,16 @@ from servesim.plan.capacity import (
     disaggregated_at_load,
     max_rate,
     prefill_at_load,
+    wait_quantile,
 )
+from servesim.plan.confirm import confirm_row, operating_point
+from servesim.plan.predict import check_context, kv_transfer_seconds, resolve_acceptance
+from servesim.sim import batching, parallel  # parallel.map_tasks through its module: a test patches it
+from servesim.sim.schedulers import SCHEDULERS
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.architectures import Architecture
-    from servesim.hardware.catalog import Catalog
     from servesim.hardware.engines import EngineProfile
-    from servesim.hardware.kernels import KernelTables
     from servesim.hardware.names import ModelShape
 
 # and HAZARDS (module __getattr__)
@@ -73,9 +83,7 @@ __all__ = ["PlanQuestion", "capacity_plan", "capacity_plan_gpus", "hazards_for",
 def __getattr__(name: str) -> dict[str, dict[str, str]]:
     """``HAZARDS``: each shipped engine's hazard texts (:func:`hazards_for`), read on first use."""
     if name == "HAZARDS":
-        from servesim.hardware.engines import ENGINES
-
-        return {e: hazards_for(e) for e in ENGINES}
+        return {e: hazards_for(e) for e in engines.ENGINES}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -144,15 +152,11 @@ class PlanQuestion:
             check_real("rate", self.rate_per_s, lo=0.0, hi=1e6, lo_open=True)
         check_real("interval_level", self.interval_level, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         if self.traffic is not None:
-            from servesim.hardware.acceptance import TRAFFIC_KINDS
-
             if self.traffic not in TRAFFIC_KINDS:
                 raise ParameterError("traffic", self.traffic, f"one of {', '.join(TRAFFIC_KINDS)}")
 
 
 def _price(gpu: str, catalog: Catalog | None) -> tuple[float | None, str]:
-    from servesim.hardware.catalog import builtin_catalog
-
     cat = catalog if catalog is not None else builtin_catalog()
     extras = getattr(cat, "gpu_extras", {}).get(gpu, {})
     p = extras.get("usd_per_gpu_hour")
@@ -196,9 +200,6 @@ def _shapes(q: PlanQuestion, catalog: Catalog | None) -> tuple[Any, bool, list[P
     TP 1-8 for a dense model; for an MoE model, TP, TP with expert parallel over the same GPUs, and
     attention data parallel with expert parallel (DP x EP), on 1-8 GPUs and on ``NODES`` whole nodes
     (the GPU's node size in its kernel tables), within the budget."""
-    from servesim.hardware.pricer import model_architecture
-    from servesim.plan.predict import check_context
-
     arch = model_architecture(q.model)
     check_context(arch if arch is not None else dense_shape(q.model, catalog), q.isl, q.isl + q.osl)
     if arch is None:
@@ -219,8 +220,6 @@ def _shapes(q: PlanQuestion, catalog: Catalog | None) -> tuple[Any, bool, list[P
 def _rack_dep_sizes(q: PlanQuestion, catalog: Catalog | None, experts: int) -> tuple[int, ...]:
     """Wide-EP sizes inside the GPU's NVLink domain and, where the budget holds them, across domains
     (``servesim.hardware.topology.rack_dep_sizes``)."""
-    from servesim.hardware.topology import rack_dep_sizes
-
     tables = _tables(q, catalog)
     return rack_dep_sizes(tables.topology, experts, q.gpus) if tables is not None else ()
 
@@ -228,8 +227,6 @@ def _rack_dep_sizes(q: PlanQuestion, catalog: Catalog | None, experts: int) -> t
 def _tables(q: PlanQuestion, catalog: Catalog | None) -> KernelTables | None:
     """The kernel tables of ``q.gpu`` for its engine (their topology, NVLink rate); None for a GPU
     without them (a --catalog GPU)."""
-    from servesim.hardware.kernels import tables_for
-
     try:
         return tables_for(canonical_gpu(q.gpu, catalog), q.engine)
     except ParameterError:
@@ -249,8 +246,6 @@ def _kv_links(q: PlanQuestion, catalog: Catalog | None) -> Callable[[int], KVLin
     on a multi-node NVLink domain (``servesim.hardware.topology.kv_path``: NVLink inside one NVL72
     rack, InfiniBand between racks) and ``q.kv_placement`` asks for it; else ``q``'s link for every
     size (an HGX node, a --link the user gave)."""
-    from servesim.hardware.topology import kv_path
-
     fixed: KVLink = (q.link_bytes_per_s, f"KV transfer over the P/D link {q.link_name} at "
                      f"{q.link_bytes_per_s / 1e9:g} GB/s")
     tables = _tables(q, catalog) if q.kv_placement else None
@@ -270,8 +265,6 @@ def _link_keys(q: PlanQuestion, catalog: Catalog | None) -> dict[str, Any]:
     tables = _tables(q, catalog) if q.kv_placement else None
     if tables is None or not tables.topology.mnnvl:
         return out
-    from servesim.hardware.topology import kv_path
-
     t = tables.topology
     inside = kv_path(t, tables.nvlink_bytes_per_s, min(q.gpus, t.domain_gpus))
     assert inside is not None  # a multi-node NVLink domain
@@ -300,8 +293,6 @@ def _row_links(q: PlanQuestion, catalog: Catalog | None, row: dict[str, Any], kv
 
 def _node_gpus(q: PlanQuestion, catalog: Catalog | None) -> int:
     """GPUs in one node of ``q.gpu`` (its kernel tables' system; the largest one-node size where none)."""
-    from servesim.hardware.kernels import tables_for
-
     try:
         tables = tables_for(canonical_gpu(q.gpu, catalog), q.engine)
     except ParameterError:
@@ -394,14 +385,9 @@ def _spec_choice(q: PlanQuestion, shape: ModelShape | Architecture) -> SpecChoic
     confirm.py); None without speculation."""
     if q.spec is None:
         return None
-    from servesim.plan.predict import resolve_acceptance
-
     alpha, k, _ = resolve_acceptance(q.spec, shape.name, k=q.k, acceptance_length=q.acceptance_length,
                                      traffic=q.traffic)
     if q.k is None and q.acceptance_length is None:
-        from servesim.hardware.acceptance import DEFAULT_TRAFFIC, published_alphas
-        from servesim.hardware.speculation import K_MAX
-
         alphas = published_alphas(q.spec, q.traffic or DEFAULT_TRAFFIC, shape.name, range(1, K_MAX + 1))
         if alphas is not None:
             return (q.spec, None, alphas)
@@ -422,8 +408,6 @@ class _Models:
     def __call__(self, par: Par, dtype: str, chunk: int) -> Pricer | None:
         q, key = self.q, (par, dtype, chunk)
         if key not in self.built:
-            from servesim.hardware.pricer import Deployment, build_step_model
-
             tp, dp, ep = par
             try:
                 if not self.moe:
@@ -537,8 +521,6 @@ class _PrefillAt:
         self._cap: dict[tuple[int, float], float] = {}
 
     def xfer(self, link: KVLink) -> float:
-        from servesim.plan.predict import kv_transfer_seconds
-
         if link[0] not in self._xfer:
             self._xfer[link[0]] = kv_transfer_seconds(self.psm, link[0])(self.q.isl)
         return self._xfer[link[0]]
@@ -653,8 +635,6 @@ def _disagg_point(psm: Pricer, pw: int, dsm: Pricer, mem: float, dw: int, q: Pla
     if not psm.is_moe and not dsm.is_moe:
         return disaggregated_at_load(psm, pw, dsm, mem, dw, q.link_bytes_per_s, rate, q.isl, q.osl,
                                      q.slo_ttft_s, spec=spec)
-    from servesim.plan.capacity import wait_quantile
-
     p = prefill_at_load(psm, pw, rate, q.isl)
     d = decode_at_load(dsm, mem, rate / dw, q.isl, q.osl, prefill=False)
     if not p.stable or not d.stable:
@@ -706,10 +686,6 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
     """The closed form's best rows confirmed by the engine model (:mod:`servesim.plan.confirm`), ranked
     again, the Pareto front of their engine-model operating points (1, 1/2, 1/4, 1/8 of each
     confirmed rate), and how many speculative rows were left out for not paying."""
-    import os
-
-    from servesim.sim.parallel import map_tasks
-
     jobs = max(1, min(2, os.cpu_count() or 1, q.confirm_top))
     tasks = [(r, q, r.get("gpu") or gname, catalog) for r in rows[:max(1, q.confirm_top)]]
     if _compiled_loop(len(tasks), q.engine) and jobs > 1 and tasks:
@@ -718,7 +694,7 @@ def _confirmed(rows: list[dict[str, Any]], q: PlanQuestion, gname: str, catalog:
     # costs several plain ones: each run sets its speculation; a colocated one runs its prompts'
     # chunks beside the decode batch); the results in the rows' order
     order = sorted(range(len(tasks)), key=lambda i: -_confirm_cost(tasks[i][0]))
-    ran = map_tasks(_confirm_task, [tasks[i] for i in order], jobs=jobs, progress=progress)
+    ran = parallel.map_tasks(_confirm_task, [tasks[i] for i in order], jobs=jobs, progress=progress)
     done = [d for _, d in sorted(zip(order, ran, strict=True), key=lambda x: x[0])]
     out: list[dict[str, Any]] = []
     pts: list[dict[str, Any]] = []
@@ -764,13 +740,10 @@ def _compiled_loop(rows: int, engine: str) -> bool:
     a second to load; without the cache of ``engine``'s policy compiled from the current sources,
     compiling costs more than the Python loop saves, and the Python loop runs).  The same results to
     the last bit either way.  Whether it loaded it."""
-    from servesim.sim import batching
-    from servesim.sim.schedulers import SCHEDULERS
-
     policy = SCHEDULERS.get(engine)
     if rows * _REQUESTS_PER_ROW >= batching.AUTO_COMPILE_REQUESTS and policy is not None \
             and batching._kernels_cached(policy):
-        import servesim.sim._engine_loop  # noqa: F401
+        import servesim.sim._engine_loop  # noqa: F401  # here on purpose: loaded, loop='auto' compiles
         return True
     return False
 
@@ -789,8 +762,6 @@ def _load_compiled_loop(task: tuple[dict[str, Any], PlanQuestion, str, Catalog |
     otherwise pay again.  The run is the cheapest of ``task``'s row's own (its front's point at an
     eighth of its rate), so its step prices are ones that row's confirmation asks for; its result
     is not used (prices are kept exactly, so every row's figures are the same to the last bit)."""
-    from servesim.plan.confirm import operating_point
-
     row, _, gname, _ = task
     try:
         operating_point(row, q, gname, row["max_rate_rps"] / 8, catalog)
@@ -818,8 +789,6 @@ def _speculation_off(rows: list[dict[str, Any]], pts: list[dict[str, Any]]
 def _confirm_task(row: dict[str, Any], q: PlanQuestion, gname: str, catalog: Catalog | None
                   ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """One row confirmed and its operating points (a task of its own: rows confirm in parallel)."""
-    from servesim.plan.confirm import confirm_row, operating_point
-
     if row.get("kv_link_GBps") is not None:  # its own KV link where its size places it (_kv_links)
         q = replace(q, link_bytes_per_s=row["kv_link_GBps"] * 1e9)
     c = confirm_row(row, q, gname, catalog)
