@@ -360,7 +360,7 @@ def plan(
     the Ray cluster at ``ray_address`` (see :mod:`servesim.sim.parallel`);
     ``progress`` is called once per finished stage.
     """
-    from servesim.sim.parallel import map_tasks
+    from servesim.sim.parallel import map_tasks  # lazy: servesim.sim imports numba; plan --help imports us
 
     check_int("nodes", req.nodes, lo=2)
     tick = progress or (lambda: None)

@@ -7,16 +7,24 @@ measured-kernel step model's view beside them (:func:`measured_view`).  Renderin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.architectures import Architecture
-    from servesim.hardware.catalog import Catalog
-    from servesim.hardware.moe_step import MoEStepModel
-    from servesim.hardware.ops import StepTime
-    from servesim.hardware.pricer import Pricer
-    from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
-    from servesim.hardware.stepmodel import StepModel
+from servesim._checks import InputError, ParameterError
+from servesim.hardware import roofline as rl
+from servesim.hardware import speculation as spm
+from servesim.hardware import speculation_physics as sp
+from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for, published_alphas
+from servesim.hardware.architectures import Architecture, find_architecture
+from servesim.hardware.catalog import Catalog
+from servesim.hardware.engines import engine_profile
+from servesim.hardware.moe_step import MoEStepModel, Parallelism
+from servesim.hardware.names import canonical_gpu, dense_shape
+from servesim.hardware.ops import StepTime
+from servesim.hardware.pricer import Pricer, moe_dtype
+from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
+from servesim.hardware.stepmodel import StepModel, sequences_held
+from servesim.model import speculative  # speculative.SPECDEC_PRESETS: speculative.toml, read on first use
+from servesim.plan.stepview import step_view
 
 __all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAB_UTILIZATIONS", "measured_step_model", "measured_view",
            "roofline_summary"]
@@ -58,13 +66,10 @@ def roofline_summary(
     same figures ``predict --spec`` uses (one speedup per model, GPU, batch, method, k and
     acceptance); without one (or a ValueError saying why there is none) by the pure roofline.
     """
-    from servesim.hardware import roofline as rl
-    from servesim.hardware.speculation_physics import PRESET_DRAFT_KINDS
-
     eff = rl.DEFAULT_EFFICIENCY if efficiency is None else efficiency
     frac = rl.DEFAULT_MEMORY_FRACTION if memory_fraction is None else memory_fraction
     L = float(context_tokens)  # the context length, as in the formulas
-    kinds = dict(PRESET_DRAFT_KINDS)
+    kinds = dict(sp.PRESET_DRAFT_KINDS)
 
     step1 = rl.decode_step(model, gpu, tp=tp, batch=1, context_tokens=L, efficiency=eff)
     pre = rl.prefill_step(model, gpu, tp=tp, prompt_tokens=context_tokens, efficiency=eff)
@@ -111,8 +116,6 @@ def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int],
     """One row per decode batch: the roofline's step time, utilization, bound and the intensities of a
     plain and a (k+1)-position verify step; the speculation figures are left empty (None) for the step
     model to fill."""
-    from servesim.hardware import roofline as rl
-
     rows: list[Row] = []
     for b in batches:
         cost = rl.decode_cost(model, tp=tp, batch=b, context_tokens=context)
@@ -141,12 +144,10 @@ def _preset_entries(model: ModelSpec, draft: ModelSpec | None, kinds: dict[str, 
                     step_model: Pricer | ValueError | None) -> list[Row]:
     """One entry per speculation preset: its lab alpha, d and c, and whether it can be priced here
     (a separate drafter needs a draft model, every preset a step model), with the reason when not."""
-    from servesim.model.speculative import SPECDEC_PRESETS
-
     presets: list[Row] = []
     for name, kind in kinds.items():
-        alpha = SPECDEC_PRESETS[name].alpha
-        seed = SPECDEC_PRESETS[name]
+        alpha = speculative.SPECDEC_PRESETS[name].alpha
+        seed = speculative.SPECDEC_PRESETS[name]
         separate = kind == "separate"
         entry: Row = {"name": name, "kind": kind, "alpha": alpha, "seed_d": seed.d, "seed_c": seed.c,
                       "draft_model": draft.name if (separate and draft is not None) else None}
@@ -185,8 +186,6 @@ def _assumptions(eff: Efficiency, frac: float, pricer: str, draft_overhead_s: fl
 def _model_figures(model: ModelSpec, gpu: GPUSpec, tp: int, eff: Efficiency, room: float, cap: int) -> Row:
     """The GPU's peaks and ridge points, the model's weights and KV cache per token and per GPU, the KV
     room and the largest batch that fits."""
-    from servesim.hardware import roofline as rl
-
     return {
         "gpu_peaks": {
             "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
@@ -210,8 +209,6 @@ def _model_figures(model: ModelSpec, gpu: GPUSpec, tp: int, eff: Efficiency, roo
 
 def _pass_figures(step1: StepTime, pre: StepTime, context_tokens: int, gpu: GPUSpec, eff: Efficiency) -> Row:
     """The batch-1 decode step (its parts, bound and bytes streamed) and the prefill of one prompt."""
-    from servesim.hardware import roofline as rl
-
     return {
         "decode_step_ms": step1.total_s * 1e3,
         "decode_step_parts_ms": {
@@ -229,9 +226,6 @@ def _pass_figures(step1: StepTime, pre: StepTime, context_tokens: int, gpu: GPUS
 def _hybrid(name: str) -> Architecture | None:
     """The architecture of a dense model with gated-delta-net layers (Qwen3.5-27B: the MoE step model
     prices it, with no experts), else None."""
-    from servesim._checks import InputError
-    from servesim.hardware.architectures import find_architecture
-
     try:
         arch = find_architecture(name)
     except InputError:  # a dense config.json: the dense reader's
@@ -245,12 +239,6 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
     """The measured-kernel step model of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with its
     own step model, ``ep``-way expert parallel and the attention-DP ranks' exchange ``ep_comm``,
     :data:`servesim.hardware.engines.EP_COMMS`).  Raises ValueError saying why there is none."""
-    from servesim._checks import ParameterError
-    from servesim.hardware.architectures import find_architecture
-    from servesim.hardware.engines import engine_profile
-    from servesim.hardware.names import canonical_gpu, dense_shape
-    from servesim.hardware.stepmodel import StepModel
-
     gname = canonical_gpu(gpu_name, catalog)
     eng = engine_profile(engine, gpu=gname, memory_gib=gpu.memory_bytes / 2**30, tp=tp * dp, dp=dp)
     arch = (find_architecture(model.name) if model.experts > 1 or model.attention == "mla"
@@ -259,9 +247,6 @@ def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, 
         raise ParameterError("dp", dp, f"1 with ep 1: --dp and --ep apply to mixture-of-experts models, not "
                              f"{model.name}")
     if arch is not None:  # the MoE / MLA step model of its split (speculation: its own MTP module)
-        from servesim.hardware.moe_step import MoEStepModel, Parallelism
-        from servesim.hardware.pricer import moe_dtype
-
         # bf16 (the command's default) means the checkpoint's own format; fp8 / fp4 as predict reads them
         par = Parallelism(tp, dp, ep)
         own = moe_dtype("auto" if dtype == "bf16" else dtype, arch, gname, par)
@@ -274,8 +259,6 @@ def measured_view(sm: Pricer, memory_bytes: float, *, batches: Sequence[int] = D
                   context_tokens: int = DEFAULT_CONTEXT) -> dict[str, Any]:
     """The measured-kernel step model's view (:func:`servesim.plan.stepview.step_view`) of ``sm``,
     or why there is none (``sm`` a ValueError: ``available`` False and a ``note``)."""
-    from servesim.plan.stepview import step_view
-
     if isinstance(sm, ValueError):
         return {"available": False, "note": str(sm)}
     return {"available": True, **step_view(sm, batches, context_tokens, memory_bytes)}
@@ -290,11 +273,6 @@ def _step_model_speculation(sm: Pricer, rows: list[Row], presets: list[Row], con
     (``priced_step_ms``, ``priced_tokens_per_s``), and the drafter's memory as ``predict`` takes it
     (:func:`servesim.hardware.speculation.drafter_memory`: its weights and KV out of the KV cache of
     ``memory_bytes`` GPUs, the batch that still fits at ``context``)."""
-    from servesim.hardware import speculation as spm
-    from servesim.hardware import speculation_physics as sp
-    from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for, published_alphas
-    from servesim.hardware.stepmodel import sequences_held
-
     plain_cap = sequences_held(sm, memory_bytes, context)
 
     for r in rows:
