@@ -51,13 +51,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from servesim._checks import InputError, ParameterError
 from servesim.hardware.pricer import Deployment
 from servesim.plan.predict import predict, predict_disaggregated
 from servesim.sim.batching import Benchmark
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
     from numpy.typing import NDArray
 
     from servesim.hardware.catalog import Catalog
@@ -165,8 +166,6 @@ class Steady:
 
 def _occupancy(starts: NDArray[np.float64], ends: NDArray[np.float64], t0: float, t1: float) -> float:
     """Time-mean number of the spans [``starts``, ``ends``) (numpy arrays) open over [t0, t1]."""
-    import numpy as np
-
     if t1 <= t0:
         return 0.0
     return float(np.clip(np.minimum(ends, t1) - np.maximum(starts, t0), 0.0, None).sum()) / (t1 - t0)
@@ -178,8 +177,6 @@ def steady_window(requests: list[tuple[int, float, float, float]], outputs: list
     in seconds, ``outputs`` each request's output tokens by index, the first ``warmup`` (by send
     order) the warm-up; ``ttft_offset_s`` is what the engine adds to ``first - sent`` (its
     per-request overhead); ``decode_workers`` divides the decode batch (a disaggregated pool's)."""
-    import numpy as np
-
     n = len(requests)
     if not 0 <= warmup < n - 1:
         raise ParameterError("warmup", warmup, f"in [0, {n - 2}]: fewer than the run's {n} requests")

@@ -168,8 +168,6 @@ def capacity_plan(q: PlanQuestion, catalog: Catalog | None = None,
     """Rank every deployment by goodput per GPU (see the module docstring); plain dicts out.
     ``progress()`` is called :func:`screen_steps` times while the screen runs, then as each confirmed
     row is done."""
-    from dataclasses import replace
-
     out = _screen(replace(q, confirm=False), catalog, progress, front=not q.confirm)
     if q.confirm:
         tried = min(len(out["ranked"]), max(1, q.confirm_top))
@@ -649,8 +647,6 @@ def _disagg_point(psm: Pricer, pw: int, dsm: Pricer, mem: float, dw: int, q: Pla
 def capacity_plan_gpus(q: PlanQuestion, gpus: list[str], catalog: Catalog | None = None,
                        progress: Callable[[], None] | None = None) -> dict[str, Any]:
     """:func:`capacity_plan` for each GPU type, merged: one ranking and one Pareto front over all."""
-    from dataclasses import replace
-
     plans = [_screen(replace(q, gpu=g, confirm=False), catalog, progress, front=not q.confirm) for g in gpus]
     out = dict(plans[0])
     rows = [r for p in plans for r in p["ranked"]]

@@ -9,6 +9,7 @@ optional extra (``pip install 'servesim[ray]'``), imported only when asked for.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 from servesim._checks import ParameterError, check_int
@@ -37,8 +38,6 @@ def map_tasks(
             out.append(fn(*a))
             tick()
         return out
-    from concurrent.futures import ProcessPoolExecutor
-
     with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
         futures = [pool.submit(fn, *a) for a in args]
         results = []
