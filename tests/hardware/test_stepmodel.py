@@ -73,6 +73,39 @@ def test_a_step_without_its_bound_is_the_same_step_to_the_bit():
     assert not models[3].step(4, 100, bound=False).measured and models[3].step(4, 100).notes
 
 
+def test_the_engine_loops_price_is_the_steps_to_the_bit():
+    """The engine loop's price of a step (``StepModel.step_price``: no StepTime, no rows) is
+    ``step(..., bound=False)``'s total, measured flag and notes, equal to the last bit, on models
+    whose every part shows (quantized GEMMs, all-reduces, another GPU's tables and their notes, eager
+    launches, host added or overlapped, sampled and unsampled chunks, verify steps); and
+    ``step_price_of`` routes a model whose ``step`` was replaced through that ``step``."""
+    from servesim.hardware.pricer import step_price_of
+
+    no_overlap = engine_profile("vllm", gpu="h100-sxm", overlap=False)
+    models = [_model(), _model("llama-3-70b", tp=8), _model("llama-3-70b", "h200", 4, dtype="fp8"),
+              _model("llama-3-8b", "mi300x"), _model("llama-3-70b", tp=4, engine=no_overlap)]
+    steps = [(1, 1024, (), 1), (64, 3000, (), 1), (0, 0, ((2048, 0, True),), 1), (37, 5000, (), 1),
+             (16, 2048, ((512, 1536, False), (300, 0, True), (300, 0, True)), 1), (8, 700, (), 5),
+             (600, 100, (), 1), (200, 9000, ((100, 30000, False),), 3), (3, 40, ((1, 8128, True),), 1)]
+    for sm in models:
+        for b, ctx, raw, pos in steps:
+            st = sm.step(b, ctx, tuple(Chunk(q, c, 1, x) for q, c, x in raw), pos, bound=False)
+            want = (st.total_s, st.measured, st.notes)
+            assert sm.step_price(b, ctx, raw, pos) == want
+            assert step_price_of(sm)(b, ctx, raw, pos) == want
+    assert not models[3].step_price(4, 100)[1] and models[3].step_price(4, 100)[2]  # borrowed tables
+    sm, seen = _model(), []
+    real = sm.step
+
+    def counted(*a: object, **k: object) -> object:
+        seen.append(a)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    sm.step = counted  # type: ignore[method-assign]
+    assert step_price_of(sm)(4, 100, ((8, 0, True),), 1) == _model().step_price(4, 100, ((8, 0, True),))
+    assert seen == [(4, 100, (Chunk(8, 0, 1, True),), 1)]
+
+
 @pytest.mark.parametrize("host_ms", [1.0, 50.0])  # host hidden behind the GPU, then GPU behind the host
 def test_sglang_overlaps_host_with_the_gpu(host_ms):
     eng = dataclasses.replace(engine_profile("sglang", gpu="h100-sxm"), host_step_s=host_ms * 1e-3)

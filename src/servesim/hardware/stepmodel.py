@@ -192,6 +192,7 @@ class StepModel:
             (s.hidden, s.intermediate // tp),
         )
         self._cache_gemm = lru_cache(maxsize=4096)(self._gemm_layer)
+        self._cache_gemm_sum = lru_cache(maxsize=4096)(self._gemm_sum)
         self._cache_gemm_one = lru_cache(maxsize=16384)(self._gemm_s)
         self._cache_decode = lru_cache(maxsize=65536)(self._decode_attention)
         self._cache_head = lru_cache(maxsize=4096)(self._head)
@@ -388,12 +389,12 @@ class StepModel:
         return (OTHER_KERNELS_PER_LAYER * OTHER_KERNEL_FLOOR_S + nbytes / bw, nbytes,
                 SAMPLING_FLOOR_S + logits / bw, logits)
 
-    def _eager_kernels(self, m: float, chunks: tuple[Chunk, ...], seqs: float = 0.0) -> int:
+    def _eager_kernels(self, m: float, prefill: bool, seqs: float = 0.0) -> int:
         """Kernels that pay the eager launch gap: every kernel of a step too large for a CUDA graph
         (:meth:`~servesim.hardware.engines.EngineProfile.graph_size`), or with a prefill where
         graphs run decode only; none otherwise."""
-        if (self.engine.graph_size(m, seqs, bool(chunks)) > self.engine.cuda_graph_max_tokens
-                or (chunks and self.engine.cuda_graph_decode_only)):
+        if (self.engine.graph_size(m, seqs, prefill) > self.engine.cuda_graph_max_tokens
+                or (prefill and self.engine.cuda_graph_decode_only)):
             return self.shape.layers * (4 + 2 + OTHER_KERNELS_PER_LAYER + (2 if self.tp > 1 else 0))
         return 0
 
@@ -439,6 +440,76 @@ class StepModel:
                         gpu_s=gpu, total_s=total, sol_s=light_s(ops, self.peaks) if bound else math.nan,
                         tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
                         floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
+
+    def step_price(self, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
+                   positions: int = 1) -> tuple[float, bool, tuple[str, ...]]:
+        """What the engine loop asks of a step: ``step(decode, context, chunks, positions,
+        bound=False)``'s ``(total_s, measured, notes)`` for chunks given as (tokens, context,
+        samples) of one prompt each, without building its :class:`StepTime` or its operations' rows:
+        the same prices summed in the same order (:meth:`_rows`, then :meth:`step`'s parts), so to
+        the last bit (``tests/hardware/test_stepmodel.py`` compares the two)."""
+        b, ctx, pos = decode, context, positions
+        L = self.shape.layers
+        eng = self.engine
+        if chunks:
+            m: float = b * pos + sum(q for q, _, _ in chunks)
+            samples: float = b * pos + sum(1 for _, _, x in chunks if x)
+        elif pos == 1:
+            m = samples = eng.graph_batch(b)
+        else:
+            m = samples = b * pos
+        if m <= 0:
+            raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
+        mi = max(1, round(m))
+        gemm, ok, gnotes = self._cache_gemm_sum(mi)
+        h, head_ok, head_notes = self._cache_head(max(1, round(samples)))
+        ok = ok and head_ok
+        notes = [*gnotes, *head_notes]
+        attn = 0.0
+        if b > 0:
+            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
+            decode_s = self._cache_decode
+            a = between_batches(lambda n: decode_s(n, cb)[0], b)
+            _, one_ok, one_notes = decode_s(max(1, math.ceil(b)), cb)
+            ok = ok and one_ok
+            notes += one_notes
+            attn += L * a
+        for q, c, _ in chunks:
+            a, one_ok, one_notes = self._cache_chunk(1, q, c)
+            ok = ok and one_ok
+            notes += one_notes
+            attn += L * a
+        gemm += 1 * h  # the LM head, after the layers' GEMMs (as _rows lists it)
+        comm = 0.0
+        if self.tp > 1:
+            a, one_ok, one_notes = self._cache_allreduce(mi)
+            ok = ok and one_ok
+            notes += one_notes
+            comm += 2 * L * a
+        layer, _, sampling, _ = self._elementwise(m, samples)
+        other = 0.0
+        other += L * layer
+        other += 1 * sampling
+        eager = self._eager_kernels(m, bool(chunks), b)
+        if eager:
+            other += eager * eng.eager_kernel_s
+        gpu = gemm + attn + comm + other
+        host = eng.host_s(b + len(chunks) if chunks else b)
+        total = max(gpu, host) if eng.overlap else gpu + host
+        if self.links_note:
+            notes.append(self.links_note)
+        if self._foreign:
+            notes.insert(0, self.tables_note)
+        return total, ok, tuple(dict.fromkeys(notes))
+
+    def _gemm_sum(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
+        """The weight GEMMs of every layer at ``m`` rows summed as :meth:`step` sums them (from 0.0,
+        in :meth:`_rows`' order), whether all were measured, and the notes of those that were not."""
+        rows, ok, notes = self._cache_gemm(m)
+        total = 0.0
+        for _, _, count, sec, _, _ in rows:
+            total += count * sec
+        return total, ok, notes
 
     def _padded(self, b: float, chunks: tuple[Chunk, ...], pos: int) -> tuple[float, float]:
         """The rows (tokens, sampled rows) the step's kernels run: a decode step replays the CUDA graph
@@ -529,7 +600,7 @@ class StepModel:
         rows.append(("norms, rope, activation", "elementwise", L, layer, True,
                      (layer_bytes, 0.0, 0.0, "bf16")))
         rows.append(("sampling", "elementwise", 1, sampling, True, (logits, 0.0, 0.0, "bf16")))
-        eager = self._eager_kernels(m, chunks, b)
+        eager = self._eager_kernels(m, bool(chunks), b)
         if eager:
             rows.append(("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s, True,
                          (0.0, 0.0, 0.0, "bf16")))

@@ -57,9 +57,8 @@ import numpy.typing as npt
 
 from servesim._checks import ParameterError, check_bound, check_int, check_real
 from servesim.hardware.ops import StepPrice
-from servesim.hardware.pricer import Pricer
+from servesim.hardware.pricer import Pricer, step_price_of
 from servesim.hardware.speculation import Speculation
-from servesim.hardware.stepmodel import Chunk
 from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
@@ -490,6 +489,7 @@ def _step_pricer(model: Pricer, kv_key: tuple[object, ...],
     prices = books.get(kv_key)
     if prices is None:
         prices = books[kv_key] = {}
+    price = step_price_of(model)
 
     def price_of(b: int, qctx: int, chunks: tuple[tuple[int, int, bool], ...]) -> StepPrice:
         """The cached price of a step of ``b`` decoding sequences at (rounded) context ``qctx`` and
@@ -497,9 +497,7 @@ def _step_pricer(model: Pricer, kv_key: tuple[object, ...],
         key = (b, qctx, *chunks) if chunks else (b, qctx)
         hit = prices.get(key)
         if hit is None:
-            st = model.step(b, qctx, tuple(Chunk(q, c, 1, x) for q, c, x in chunks),
-                            pos if b > 0 else 1, bound=False)
-            hit = (st.total_s, st.measured, st.notes)
+            hit = price(b, qctx, chunks, pos if b > 0 else 1)
             if len(prices) >= _PRICE_CACHE_MAX:
                 prices.clear()
             prices[key] = hit
