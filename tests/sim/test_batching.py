@@ -18,7 +18,7 @@ import pytest
 from servesim._checks import ParameterError
 from servesim.hardware.names import dense_shape, resolve_gpu
 from servesim.hardware.stepmodel import Chunk, StepModel
-from servesim.sim.batching import Benchmark, BenchResult, Speculation, run_benchmark
+from servesim.sim.batching import Benchmark, BenchResult, Speculation, _gap_stats, run_benchmark
 
 H100 = resolve_gpu("h100-sxm").memory_bytes
 
@@ -288,3 +288,14 @@ def test_a_run_keeps_its_prices_in_the_pricers_own_slot_and_sets_nothing_on_it(m
     again = run_benchmark(twin, bench, memory, loop="python")
     assert sum(map(len, sm.price_cache.steps.values())) == kept
     assert dataclasses.replace(again, kv_capacity_tokens=first.kv_capacity_tokens) == first
+
+
+def test_the_gaps_between_tokens_give_their_weighted_percentiles_and_spread():
+    """Gaps held by token counts, by hand: 0.1 s by 2 tokens, 0.2 and 0.3 s by one each (4 in all).
+    Running counts in sorted order 2, 3, 4: the median (2 of 4) is the first to reach 2, 0.1 s; the
+    99th (3.96) is reached only at 0.3 s.  Mean 0.7 / 4 = 0.175 s; squared deviations weighted
+    (0.125² + 2 x 0.075² + 0.025²) / 4 = 0.006875."""
+    med, p99, std = _gap_stats([0.3, 0.1, 0.2], [1.0, 2.0, 1.0])
+    assert (med, p99) == (0.1, 0.3)
+    assert std == pytest.approx(0.006875 ** 0.5, rel=1e-12)
+    assert all(math.isnan(x) for x in _gap_stats([], []))

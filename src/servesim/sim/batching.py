@@ -42,9 +42,11 @@ Nothing here prints.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import math
+import operator
 import os
 import sys
 from collections.abc import Callable
@@ -194,26 +196,23 @@ def _pct_sorted(s: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _weighted_pct(weights: dict[float, float], q: float) -> float:
-    """The q-th percentile of values held with the given weights (the lower value at a tie)."""
-    total = sum(weights.values())
+def _gap_stats(gaps: list[float], tokens: list[float]) -> tuple[float, float, float]:
+    """The median, 99th percentile and population standard deviation of the gaps between tokens
+    ``gaps`` (distinct), each held by ``tokens[i]`` tokens (NaN: none): a percentile is the first gap
+    in sorted order whose running count of tokens reaches q% of them all (the lower value at a tie);
+    the running counts and the sums add left to right, the sums in the order given (the run's)."""
+    total = sum(tokens)
     if total <= 0:
-        return math.nan
-    acc = 0.0
-    for v in sorted(weights):
-        acc += weights[v]
-        if acc >= total * q / 100.0:
-            return v
-    return max(weights)  # pragma: no cover - rounding at q = 100
-
-
-def _weighted_std(weights: dict[float, float]) -> float:
-    """Population standard deviation of values held with the given weights (NaN: none)."""
-    total = sum(weights.values())
-    if total <= 0:
-        return math.nan
-    m = sum(v * w for v, w in weights.items()) / total
-    return math.sqrt(sum(w * (v - m) ** 2 for v, w in weights.items()) / total)
+        return math.nan, math.nan, math.nan
+    order = sorted(range(len(gaps)), key=gaps.__getitem__)
+    held = list(itertools.accumulate(tokens[i] for i in order))  # non-decreasing: counts are >= 0
+    pct = []
+    for q in (50, 99):
+        i = bisect.bisect_left(held, total * q / 100.0)
+        pct.append(gaps[order[i]] if i < len(held) else max(gaps))  # past the end: rounding at q = 100
+    mean = sum(map(operator.mul, gaps, tokens)) / total
+    spread = sum(map(operator.mul, tokens, [(v - mean) ** 2 for v in gaps]))
+    return pct[0], pct[1], math.sqrt(spread / total)
 
 
 def _std(xs: list[float]) -> float:
@@ -577,6 +576,28 @@ def _price_table(model: Pricer, kv_key: tuple[object, ...], compiled: bool) -> _
     return table
 
 
+_ENTRY_POINTS: dict[type[Scheduler], Callable[..., int]] = {}
+
+
+def _entry_point(policy: type[Scheduler]) -> Callable[..., int]:
+    """The compiled loop's core for the policy class ``policy``
+    (:func:`servesim.sim._engine_loop.core_for`) at the one signature :func:`_run` calls it with (the
+    four books' structures, the price as a float, whether it was measured as an int), as numba's
+    entry point of that compiled version: called directly, it skips the dispatcher's typing of six
+    arguments at each of the run's re-entries (one per step price the table lacks): 2-3 us each,
+    0.5-0.9 ms of the ~9 ms that 5,000 requests at 6 req/s on Llama-3-70B TP4 took with ~270 new
+    prices (``benchmarks/bench_engine.py``'s heaviest case)."""
+    got = _ENTRY_POINTS.get(policy)
+    if got is None:
+        from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
+
+        books = (EngineState, _loop.LoopState, policy, _loop.Prices)
+        sig = (*(_engine_loop.struct_type(c) for c in books), _engine_loop.nbtypes.float64,
+               _engine_loop.nbtypes.int64)
+        got = _ENTRY_POINTS[policy] = _engine_loop.core_for(policy).compile(sig)
+    return got
+
+
 def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTable,
          price_of: Callable[[int, int, tuple[tuple[int, int, bool], ...]], StepPrice],
          compiled: bool, concurrency: int | None) -> _Outcome:
@@ -590,7 +611,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
     if compiled:
         from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
 
-        core = _engine_loop.core_for(type(policy))
+        core = _entry_point(type(policy))
         books = tuple(_engine_loop.struct_of(x) for x in books)
     dt, ok = 0.0, -1
     while True:
@@ -613,8 +634,8 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         fields = _engine_loop.dump(_loop.LoopState, books[1])
         totals = _loop.Totals(**{f.name: fields[f.name] for f in dataclasses.fields(_loop.Totals)})
         gn = fields["gaps_n"]
-        fields["gaps"] = dict(zip(fields["gap_keys"][:gn].tolist(), fields["gap_tokens"][:gn].tolist(),
-                                  strict=True))
+        gaps: tuple[list[float], list[float]] = (fields["gap_keys"][:gn].tolist(),
+                                                 fields["gap_tokens"][:gn].tolist())
         fields["preemptions"] = _engine_loop.dump(EngineState, books[0])["preemptions"]
         ttft_stats = _engine_loop.stats(fields["ttft"], fields["n_ttft"])
         tpot_stats = _engine_loop.stats(fields["tpot"], fields["n_tpot"])
@@ -625,6 +646,7 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         fields = dict(vars(L))
         totals = L
         fields["preemptions"] = s.preemptions
+        gaps = list(L.gaps), list(L.gaps.values())
         ttft_stats = _mean_pct_std(fields["ttft"][: fields["n_ttft"]])
         tpot_stats = _mean_pct_std(fields["tpot"][: fields["n_tpot"]])
         e2el_stats = _mean_pct_std(fields["e2el"][: fields["n_e2el"]])
@@ -633,12 +655,11 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
         for why in table.notes[e]:
             notes[why] = None
     ttfts = fields["ttft"][: fields["n_ttft"]]
-    gaps = fields["gaps"]
+    median_itl, p99_itl, std_itl = _gap_stats(*gaps)
     return _Outcome(ttfts=ttfts, ttft_stats=ttft_stats, tpot_stats=tpot_stats, e2el_stats=e2el_stats,
                     totals=totals, notes=notes, preemptions=fields["preemptions"],
-                    median_itl_s=_weighted_pct(gaps, 50), p99_itl_s=_weighted_pct(gaps, 99),
-                    std_itl_s=_weighted_std(gaps), kept_i=fields["kept_i"], kept_f=fields["kept_f"],
-                    n_kept=fields["n_kept"])
+                    median_itl_s=median_itl, p99_itl_s=p99_itl, std_itl_s=std_itl,
+                    kept_i=fields["kept_i"], kept_f=fields["kept_f"], n_kept=fields["n_kept"])
 
 
 def sample_stats(xs: F64) -> tuple[float, float, float, float]:
