@@ -193,6 +193,8 @@ class StepModel:
         )
         self._cache_gemm = lru_cache(maxsize=4096)(self._gemm_layer)
         self._cache_gemm_sum = lru_cache(maxsize=4096)(self._gemm_sum)
+        self._cache_padded_parts = lru_cache(maxsize=16384)(self._padded_parts)
+        self._cache_decode_part = lru_cache(maxsize=65536)(self._decode_part)
         self._cache_gemm_one = lru_cache(maxsize=16384)(self._gemm_s)
         self._cache_decode = lru_cache(maxsize=65536)(self._decode_attention)
         self._cache_head = lru_cache(maxsize=4096)(self._head)
@@ -449,28 +451,21 @@ class StepModel:
         the same prices summed in the same order (:meth:`_rows`, then :meth:`step`'s parts), so to
         the last bit (``tests/hardware/test_stepmodel.py`` compares the two)."""
         b, ctx, pos = decode, context, positions
-        L = self.shape.layers
-        eng = self.engine
         if chunks:
             m: float = b * pos + sum(q for q, _, _ in chunks)
             samples: float = b * pos + sum(1 for _, _, x in chunks if x)
         elif pos == 1:
-            m = samples = eng.graph_batch(b)
+            m = samples = self.engine.graph_batch(b)
         else:
             m = samples = b * pos
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
-        mi = max(1, round(m))
-        gemm, ok, gnotes = self._cache_gemm_sum(mi)
-        h, head_ok, head_notes = self._cache_head(max(1, round(samples)))
-        ok = ok and head_ok
-        notes = [*gnotes, *head_notes]
+        gemm, comm, other, ok, first, last = self._cache_padded_parts(m, samples, bool(chunks), b)
+        notes = list(first)
+        L = self.shape.layers
         attn = 0.0
         if b > 0:
-            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
-            decode_s = self._cache_decode
-            a = between_batches(lambda n: decode_s(n, cb)[0], b)
-            _, one_ok, one_notes = decode_s(max(1, math.ceil(b)), cb)
+            a, one_ok, one_notes = self._cache_decode_part(b, ctx, pos)
             ok = ok and one_ok
             notes += one_notes
             attn += L * a
@@ -479,21 +474,9 @@ class StepModel:
             ok = ok and one_ok
             notes += one_notes
             attn += L * a
-        gemm += 1 * h  # the LM head, after the layers' GEMMs (as _rows lists it)
-        comm = 0.0
-        if self.tp > 1:
-            a, one_ok, one_notes = self._cache_allreduce(mi)
-            ok = ok and one_ok
-            notes += one_notes
-            comm += 2 * L * a
-        layer, _, sampling, _ = self._elementwise(m, samples)
-        other = 0.0
-        other += L * layer
-        other += 1 * sampling
-        eager = self._eager_kernels(m, bool(chunks), b)
-        if eager:
-            other += eager * eng.eager_kernel_s
+        notes += last
         gpu = gemm + attn + comm + other
+        eng = self.engine
         host = eng.host_s(b + len(chunks) if chunks else b)
         total = max(gpu, host) if eng.overlap else gpu + host
         if self.links_note:
@@ -502,14 +485,53 @@ class StepModel:
             notes.insert(0, self.tables_note)
         return total, ok, tuple(dict.fromkeys(notes))
 
+    def _padded_parts(self, m: float, samples: float, prefill: bool,
+                      b: float) -> tuple[float, float, float, bool, tuple[str, ...], tuple[str, ...]]:
+        """The parts of a step that depend on its padded rows ``m`` and sampled rows ``samples``
+        alone (and, for its launch gaps, on whether it prefills and its decoding sequences ``b``),
+        each summed as :meth:`step` sums its rows (from 0.0, in :meth:`_rows`' order): the GEMMs (the
+        layers', then the LM head), the all-reduces, the other kernels; whether all were measured;
+        the notes that come before attention's (GEMMs, LM head) and after it (all-reduce)."""
+        L = self.shape.layers
+        mi = max(1, round(m))
+        gemm, ok, gnotes = self._cache_gemm_sum(mi)
+        h, head_ok, head_notes = self._cache_head(max(1, round(samples)))
+        ok = ok and head_ok
+        gemm += 1 * h  # the LM head, after the layers' GEMMs (as _rows lists it)
+        comm = 0.0
+        last: tuple[str, ...] = ()
+        if self.tp > 1:
+            a, ar_ok, last = self._cache_allreduce(mi)
+            ok = ok and ar_ok
+            comm += 2 * L * a
+        layer, _, sampling, _ = self._elementwise(m, samples)
+        other = 0.0
+        other += L * layer
+        other += 1 * sampling
+        eager = self._eager_kernels(m, prefill, b)
+        if eager:
+            other += eager * self.engine.eager_kernel_s
+        return gemm, comm, other, ok, (*gnotes, *head_notes), last
+
+    def _decode_part(self, b: int, ctx: int, pos: int) -> tuple[float, bool, tuple[str, ...]]:
+        """One layer's decode attention of ``b`` sequences at context ``ctx`` scoring ``pos``
+        positions each, as :meth:`_rows` prices it, whether it was measured, and its notes."""
+        cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
+        decode_s = self._cache_decode
+        a = between_batches(lambda n: decode_s(n, cb)[0], b)
+        _, ok, notes = decode_s(max(1, math.ceil(b)), cb)
+        return a, ok, notes
+
     def _gemm_sum(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
         """The weight GEMMs of every layer at ``m`` rows summed as :meth:`step` sums them (from 0.0,
         in :meth:`_rows`' order), whether all were measured, and the notes of those that were not."""
-        rows, ok, notes = self._cache_gemm(m)
+        priced = [self._cache_gemm_one(m, n, k) for n, k in self._gemms]
+        L = self.shape.layers
         total = 0.0
-        for _, _, count, sec, _, _ in rows:
-            total += count * sec
-        return total, ok, notes
+        for sec, _ in priced:
+            total += L * sec
+        _, ok, notes = self._sum([(lk, 1.0) for _, lk in priced])
+        return total, ok, tuple(notes)
 
     def _padded(self, b: float, chunks: tuple[Chunk, ...], pos: int) -> tuple[float, float]:
         """The rows (tokens, sampled rows) the step's kernels run: a decode step replays the CUDA graph
