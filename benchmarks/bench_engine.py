@@ -83,14 +83,18 @@ def _old_worker(run_benchmark: Callable[..., Any]) -> Callable[..., Any]:
 def main() -> int:
     import _baseline_engine
 
+    from servesim.hardware.catalog import builtin_catalog
     from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.sim import _engine_loop
     from servesim.sim.batching import run_benchmark, run_worker
     from servesim.sim.engine import simulate_colocated, simulate_disaggregated
 
     def models() -> tuple[Any, Any, float]:
-        sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4))
-        psm, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2))
+        # the catalog given: built anew each call (build_step_model keeps one per deployment only for
+        # the shipped catalog by default, which would hand both loops the same, already warmed, models)
+        cat = builtin_catalog()
+        sm, _, mem = build_step_model(Deployment("llama-3-70b", "h100-sxm", 4), cat)
+        psm, _, _ = build_step_model(Deployment("llama-3-70b", "h100-sxm", 2), cat)
         return sm, psm, mem
 
     # The compiled loop's first call: numba compiles it (or loads it from its disk cache).
@@ -103,6 +107,7 @@ def main() -> int:
     # Each loop prices with step models of its own, shared by its cases in order (as one process
     # simulating them one after the other would), so both start with every step price uncached.
     own = {"old": models(), "new": models()}
+    assert own["old"][0] is not own["new"][0]
     t0 = time.perf_counter()
     for i in range(1000):
         own["old"][0].step(1 + i % 64, 2000 + i)
