@@ -48,7 +48,7 @@ from servesim.hardware.kernels import tables_for
 from servesim.hardware.names import canonical_gpu
 from servesim.hardware.precision import KV_DTYPES, normalize_dtype
 from servesim.hardware.topology import kv_path
-from servesim.inputs.bench import BenchResult, model_id_hint, read_bench_result, read_points
+from servesim.inputs.bench import MeasuredResult, model_id_hint, read_bench_result, read_points
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 from servesim.plan.verdict import likely_causes
@@ -648,7 +648,7 @@ def _compare(args: argparse.Namespace, catalog: Catalog | None) -> Output:
                 [("", pred["deploy"])] if "deploy" in pred else [])
 
 
-def _result_row(args: argparse.Namespace, res: BenchResult) -> tuple[dict[str, Any], dict[str, Any]]:
+def _result_row(args: argparse.Namespace, res: MeasuredResult) -> tuple[dict[str, Any], dict[str, Any]]:
     """The row a saved result describes, each value the flag's where given, else the file's; and what
     was said of it: ``assumed`` (the engine and client, each with where it came from), ``read`` (the
     file's values taken) and ``notes``."""

@@ -37,7 +37,7 @@ __all__ = [
     "OPTIONAL_COLUMNS",
     "POINT_COLUMNS",
     "POOL_COLUMNS",
-    "BenchResult",
+    "MeasuredResult",
     "model_id_hint",
     "read_bench_result",
     "read_points",
@@ -255,7 +255,7 @@ def _row(path: Path, line: int, end: int, fields: list[str], header: list[str],
 
 
 @dataclass(frozen=True)
-class BenchResult:
+class MeasuredResult:
     """What a saved benchmark result says about its run: the model, the prompt and output lengths
     (the nominal ones where the file records the client's flags, else the means), the clients
     (``max_concurrency``) or the offered Poisson rate, the tool, engine and deployment where it
@@ -459,7 +459,7 @@ def _inferencemax(where: str, rec: dict[str, Any]) -> tuple[dict[str, Any], dict
     return res, dep, notes
 
 
-def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
+def read_bench_result(path: Path, what: str = "--compare") -> MeasuredResult:
     """Read a benchmark tool's saved result: ``vllm bench serve --save-result`` JSON (one object),
     SGLang ``bench_serving --output-file`` JSONL (one run a line: the last is read) or InferenceMAX's
     aggregated record, told apart by the keys only each writes (``result_formats.toml``)."""
@@ -515,7 +515,7 @@ def read_bench_result(path: Path, what: str = "--compare") -> BenchResult:
     recorded = recorded.strip() if isinstance(recorded, str) and recorded.strip() else None
     engines: dict[str, str] = load_builtin("result_formats.toml")["engines"]
     gpu = rec.get("hw") if fmt.get("seconds") else None
-    return BenchResult(
+    return MeasuredResult(
         path=str(path),
         model=model if isinstance(model, str) and model.strip() else None,
         isl=isl,
