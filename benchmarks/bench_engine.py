@@ -66,16 +66,16 @@ def _old_worker(run_benchmark: Callable[..., Any]) -> Callable[..., Any]:
     run, count in the old loop's time: they are what a pool of it costs)."""
     import numpy as np
 
-    from servesim.sim.batching import RequestTimes
+    from servesim.sim.batching import WorkerTimes
 
     def worker(model: Any, bench: Any, memory_bytes: float, sends: Any, isl: Any, osl: Any, *,
-               prefilled: bool, spec: Any = None, cold_start_s: float = 0.0) -> tuple[Any, RequestTimes]:
+               prefilled: bool, spec: Any = None, cold_start_s: float = 0.0) -> tuple[Any, WorkerTimes]:
         assert cold_start_s == 0.0  # a warm deployment here: the baseline loop predates cold starts
         res = run_benchmark(model, bench, memory_bytes, arrival_times=sends.tolist(),
                             lengths=list(zip(isl.tolist(), osl.tolist(), strict=True)), prefilled=prefilled,
                             keep_requests=True, spec=spec)
         index, sent, first, last = (np.array(c) for c in zip(*res.requests, strict=True))
-        return res, RequestTimes(index.astype(np.int64), sent, first, last)
+        return res, WorkerTimes(index.astype(np.int64), sent, first, last)
 
     return worker
 

@@ -66,7 +66,7 @@ from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
 from servesim.sim.schedulers.base import core_tag, list_column
 
-__all__ = ["LOOPS", "BenchResult", "Benchmark", "RequestTimes", "Speculation", "run_benchmark", "run_worker"]
+__all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "WorkerTimes", "run_benchmark", "run_worker"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -336,7 +336,7 @@ def run_benchmark(model: Pricer, bench: Benchmark, memory_bytes: float, *,
 
 
 @dataclass(frozen=True)
-class RequestTimes:
+class WorkerTimes:
     """Each request's times in a run of :func:`run_worker`, in finishing order: its place in send
     order (``index``), when it was sent, its first and its last token (seconds from the run's start)."""
 
@@ -348,7 +348,7 @@ class RequestTimes:
 
 def run_worker(model: Pricer, bench: Benchmark, memory_bytes: float, sends: F64, isl: I64, osl: I64, *,
                prefilled: bool, spec: Speculation | None = None, cold_start_s: float = 0.0,
-               loop: str = "auto") -> tuple[BenchResult, RequestTimes]:
+               loop: str = "auto") -> tuple[BenchResult, WorkerTimes]:
     """One worker of a disaggregated deployment's pool: :func:`run_benchmark` of ``bench`` with
     ``arrival_times`` ``sends`` and ``lengths`` ``zip(isl, osl)`` (the step model's own engine and
     scheduler, the requests kept), given and given back as arrays: the report (its ``requests``
@@ -373,7 +373,7 @@ def run_worker(model: Pricer, bench: Benchmark, memory_bytes: float, sends: F64,
                     prefilled=prefilled, keep=True, compiled=compiled, cold_start_s=cold_start_s)
     k = out.n_kept
     kf = np.asarray(out.kept_f, np.float64)[:3 * k]
-    times = RequestTimes(np.asarray(out.kept_i, np.int64)[:k], kf[0::3], kf[1::3], kf[2::3])
+    times = WorkerTimes(np.asarray(out.kept_i, np.int64)[:k], kf[0::3], kf[1::3], kf[2::3])
     return _result(out, capacity, policy, ()), times
 
 
