@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from servesim.cli.main import main
-from servesim.render.predict import disagg_text, predict_text
+from servesim.render.predict import predict_disagg_text, predict_text
 
 # Llama-3-70B on 8 x H100 with a draft model at k = 3, 2.5 tokens a step: it pays at batch 1
 # (1.38x) and not at 256 (0.7x), so it turns off in between
@@ -104,7 +104,7 @@ def test_predict_disagg_prints_its_speculation() -> None:
             "--prefill-tp", "1", "--decode-tp", "1", "--isl", "1000", "--osl", "200", "--concurrency", "16",
             "--num-prompts", "64", "--spec", "eagle3")
     d = _json(*args)
-    shown = disagg_text(d)
+    shown = predict_disagg_text(d)
     line = next(x for x in shown.splitlines() if x.startswith("  speculation eagle3"))
     assert f"k={d['speculative_k']}" in line and f"at batch {d['speculation']['batch']:,.1f}:" in line
     assert abs(d["speculation"]["batch"] - d["decode_batch"]) <= max(0.5, 0.1 * d["speculation"]["batch"])

@@ -52,7 +52,7 @@ from servesim.inputs.bench import MeasuredResult, model_id_hint, read_bench_resu
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 from servesim.plan.verdict import likely_causes
-from servesim.render.predict import compare_text, disagg_text, points_text, predict_text
+from servesim.render.predict import compare_text, points_text, predict_disagg_text, predict_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
@@ -487,7 +487,8 @@ def _run(args: argparse.Namespace) -> Output:
     if data is None:
         data = _flagged(args, catalog, wants_deploy(args))
 
-    out = Output(data, (disagg_text if data["mode"] == "disagg" else predict_text)(data), [_flat(data)])
+    text = (predict_disagg_text if data["mode"] == "disagg" else predict_text)(data)
+    out = Output(data, text, [_flat(data)])
     return emit(args, out, [("", data["deploy"])] if "deploy" in data else [])
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from servesim.render.capacity import split_label
 
-__all__ = ["compare_text", "disagg_text", "engine_sim_text", "points_text", "predict_text"]
+__all__ = ["compare_text", "engine_sim_text", "points_text", "predict_disagg_text", "predict_text"]
 
 
 def engine_sim_text(d: dict[str, Any]) -> str:
@@ -101,7 +101,7 @@ def _running_cap(pool: dict[str, Any]) -> str:
     return f" (at most {cap:,} running)" if isinstance(cap, int) else ""
 
 
-def disagg_text(d: dict[str, Any]) -> str:
+def predict_disagg_text(d: dict[str, Any]) -> str:
     p, q = d["prefill"], d["decode"]
     if d.get("num_prompts") is not None:
         load = f"benchmark: {_load(d)}"
