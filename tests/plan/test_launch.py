@@ -27,7 +27,7 @@ from servesim.plan.launch import (
     deploy_colocated,
     deploy_disaggregated,
     engine_command,
-    engine_flags,
+    flag_lists,
     flag_profile,
     options_file,
     row_deploy,
@@ -124,7 +124,7 @@ BENCHES = [
 
 
 def test_every_list_names_its_source() -> None:
-    data = engine_flags()
+    data = flag_lists()
     tables = (
         [data[e] for e in ("vllm", "sglang", "trtllm")]
         + [data["trtllm"]["llm_api"]]

@@ -23,7 +23,7 @@ from servesim.plan.launch import (
     benchmark_command,
     deploy_colocated,
     engine_command,
-    engine_flags,
+    flag_lists,
     program,
     unknown_flags,
 )
@@ -37,11 +37,11 @@ LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 def test_every_engine_and_client_has_an_entry_whose_program_is_its_flag_lists() -> None:
     data = launch_data()
     for engine in engines_module.ENGINES:
-        assert program(engine) == engine_flags()[engine]["program"], engine
+        assert program(engine) == flag_lists()[engine]["program"], engine
         assert 0 < data["engine"][engine]["port"] < 65536
-    assert set(data["client"]) == set(engine_flags()["client"])
+    assert set(data["client"]) == set(flag_lists()["client"])
     for client in data["client"]:
-        assert program(f"client.{client}") == engine_flags()["client"][client]["program"]
+        assert program(f"client.{client}") == flag_lists()["client"][client]["program"]
 
 
 def _names(entry: dict[str, object]) -> Iterator[str]:
@@ -112,7 +112,7 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fourth engine: one launch entry and its flag list (and, for its engine profile, vLLM's
     engines.toml entry under its name)."""
     monkeypatch.setitem(launch_data()["engine"], "toy", TOY)
-    monkeypatch.setitem(engine_flags(), "toy", TOY_FLAGS)
+    monkeypatch.setitem(flag_lists(), "toy", TOY_FLAGS)
     monkeypatch.setitem(engines_module._raw()["engine"], "toy", engines_module._raw()["engine"]["vllm"])
     monkeypatch.setattr(pricer, "ENGINES", (*engines_module.ENGINES, "toy"), raising=False)
 

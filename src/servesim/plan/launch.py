@@ -72,8 +72,8 @@ __all__ = [
     "deploy_colocated",
     "deploy_disaggregated",
     "engine_command",
-    "engine_flags",
     "engine_launch",
+    "flag_lists",
     "flag_profile",
     "options_file",
     "program",
@@ -94,7 +94,7 @@ HEADS = {
 
 
 @cache
-def engine_flags() -> dict[str, Any]:
+def flag_lists() -> dict[str, Any]:
     """The engines' and clients' flag lists with their provenance (``data/engine_flags.toml``)."""
     return read_toml(_DATA)
 
@@ -125,7 +125,7 @@ def options_file(engine: str) -> str | None:
 def _flag_table(program: str) -> dict[str, Any]:
     """``program``'s table of data/engine_flags.toml (an engine, or ``client.NAME``), following a
     client's ``flags = "client.OTHER"`` to that client's list."""
-    data = engine_flags()
+    data = flag_lists()
     if not program.startswith("client."):
         return dict(data[program])
     table = data["client"][program.split(".", 1)[1]]
