@@ -43,9 +43,9 @@ def toy_engine(monkeypatch):
     raw = copy.deepcopy(engines._raw())
     raw["engine"]["toy"] = {"name": "Toy", "flags": TOY}
     monkeypatch.setattr(engines, "_raw", lambda: raw)
-    predict.engine_flags.cache_clear()
+    predict.flag_dests.cache_clear()
     yield
-    predict.engine_flags.cache_clear()
+    predict.flag_dests.cache_clear()
 
 
 def _predict_options() -> dict[str, argparse.Action]:

@@ -67,7 +67,7 @@ options)."""
 
 
 @cache
-def engine_flags() -> dict[str, dict[str, tuple[str, str]]]:
+def flag_dests() -> dict[str, dict[str, tuple[str, str]]]:
     """Each engine's own flags (engines.toml ``[[engine.NAME.flags]]``): engine -> {argument dest: (what
     it sets on the Deployment, the engine's own flag)}."""
     return {eng: {_dest(flag): (sets, flag) for flag, sets, _, _ in engines.engine_flags(eng)}
@@ -80,7 +80,7 @@ def _dest(flag: str) -> str:
 
 def _owners() -> dict[str, tuple[str, str]]:
     """Each engine flag's dest -> (its engine, the flag)."""
-    return {dest: (eng, flag) for eng, flags in engine_flags().items() for dest, (_, flag) in flags.items()}
+    return {dest: (eng, flag) for eng, flags in flag_dests().items() for dest, (_, flag) in flags.items()}
 
 
 def _client(text: str) -> str:
@@ -102,7 +102,7 @@ def _rate(text: str) -> float | None:
 def engine_settings(engine: str, values: dict[str, Any]) -> dict[str, Any]:
     """The Deployment fields the engine flags in ``values`` set; a flag of another engine is an error
     naming it and the engine it belongs to."""
-    owners, flags = _owners(), engine_flags()
+    owners, flags = _owners(), flag_dests()
     out: dict[str, Any] = {"max_num_batched_tokens": None, "max_num_seqs": None, "scheduler": (),
                            "overlap": None}
     options: dict[str, Any] = {}
@@ -544,7 +544,7 @@ def _points(args: argparse.Namespace, catalog: Catalog | None) -> Output:
 
 _ROW_FLAGS: dict[str, object] = {
     # a points column that a flag also sets -> the flag's default (a flag at its default was not given);
-    # and every engine's own flags (engine_flags), default None
+    # and every engine's own flags (flag_dests), default None
     **dict.fromkeys(("model", "gpu", "tp", "dp", "ep", "dtype", "kv_dtype", "engine", "isl", "osl",
                      "concurrency", "rate", "num_prompts", "num_warmups", "client", "random_range_ratio",
                      "burstiness", "warm_server", "k", "acceptance_length", "alpha", "draft", "traffic",
@@ -591,7 +591,7 @@ def flags_setting(field: str, engine: str | None = None) -> tuple[str, ...]:
     (``max_num_seqs`` -> ``max_num_seqs``, ``max_running_requests``, ``max_batch_size``); () for a field
     no engine flag sets."""
     target = next((t for t, f in _FIELDS.items() if f == field), None)
-    return tuple(dest for eng, flags in engine_flags().items() for dest, (sets, _) in flags.items()
+    return tuple(dest for eng, flags in flag_dests().items() for dest, (sets, _) in flags.items()
                  if target is not None and sets == target and engine in (None, eng))
 
 
