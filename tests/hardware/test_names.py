@@ -32,12 +32,12 @@ from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
     check_kv_dtype,
-    kv_bytes_per_token,
     peak_flops,
     supported_dtypes,
     weight_bytes,
 )
-from servesim.model.kvcache import MODELS
+from servesim.hardware.stepmodel import StepModel
+from servesim.model.kvcache import MODELS, kv_bytes_per_token
 
 CAT = builtin_catalog()
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
@@ -516,9 +516,15 @@ def test_weight_bytes_keep_the_tables_in_bf16():
 
 
 def test_kv_bytes_per_token():
-    assert kv_bytes_per_token(model_shape("llama-3-70b"), "bf16") == 327_680
-    assert kv_bytes_per_token(CAT.model("llama-3-70b"), "fp8") == 163_840
-    assert kv_bytes_per_token(model_shape("deepseek-v3"), "bf16") == 70_272  # the MLA latent
+    def kv(s, dtype):
+        return kv_bytes_per_token(s.layers, s.kv_heads, s.head_dim, bytes_per_value(dtype))
+
+    assert kv(model_shape("llama-3-70b"), "bf16") == 327_680
+    assert kv(CAT.model("llama-3-70b"), "fp8") == 163_840
+    assert kv(model_shape("deepseek-v3"), "bf16") == 70_272  # the MLA latent
+    sm = StepModel(model_shape("llama-3-70b"), "H100", 4, kv_dtype="fp8")
+    assert sm.sequence_kv_bytes(10) == 10 * 163_840  # the step model's copy, over all GPUs
+    assert sm.kv_bytes_per_token_per_gpu == 163_840 / 4  # 8 KV heads over TP4: 2 a GPU
 
 
 # ----------------------------------------------------------------------------- tensor parallelism

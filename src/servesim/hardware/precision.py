@@ -49,7 +49,6 @@ __all__ = [
     "check_dtype",
     "check_kv_dtype",
     "kv_bytes_of",
-    "kv_bytes_per_token",
     "normalize_dtype",
     "peak_flops",
     "supported_dtypes",
@@ -199,13 +198,3 @@ def kv_bytes_of(sm: _HoldsKV, tokens: float) -> float:
     """KV-cache bytes of one sequence's ``tokens`` tokens over all layers, in the step model ``sm``'s
     KV dtype and layout: what a disaggregated deployment sends over its link."""
     return sm.sequence_kv_bytes(tokens)
-
-
-def kv_bytes_per_token(shape: ModelSpec, kv_dtype: str) -> float:
-    """KV-cache bytes of one token over all layers: ``2 x layers x kv_heads x head_dim x bytes``.
-
-    For MLA the catalog writes the latent as ``kv_heads x head_dim`` (models.toml), so the
-    same formula gives its size.
-    """
-    d = _normalize("kv_dtype", kv_dtype, KV_DTYPES)
-    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * BYTES_PER_VALUE[d]

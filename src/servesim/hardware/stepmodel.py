@@ -108,10 +108,10 @@ from servesim.hardware.precision import (
     bytes_per_value,
     check_dtype,
     check_kv_dtype,
-    kv_bytes_per_token,
     weight_bytes,
 )
 from servesim.hardware.topology import links_note
+from servesim.model.kvcache import kv_bytes_per_token
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -173,6 +173,9 @@ class StepModel:
         self.tp = tp
         self.dtype = check_dtype(dtype, gpu, catalog)
         self.kv_dtype = check_kv_dtype(kv_dtype, gpu, catalog)
+        self._kv_token_bytes = kv_bytes_per_token(shape.layers, shape.kv_heads, shape.head_dim,
+                                                  bytes_per_value(self.kv_dtype))
+        """KV bytes of one token over all layers (an MLA model's latent: ``kv_heads x head_dim``)."""
         self.engine = engine if engine is not None else engine_profile(default_engine(), gpu=gpu)
         self.tables, self.tables_note, self._foreign = pricing_tables(gpu, self.engine.name, tables,
                                                                       catalog=catalog)
@@ -214,12 +217,12 @@ class StepModel:
     @property
     def kv_bytes_per_token_per_gpu(self) -> float:
         """KV bytes one token holds on each GPU: the KV heads each GPU keeps (replicated past G)."""
-        return kv_bytes_per_token(self.shape, self.kv_dtype) * self.kv_heads / self.shape.kv_heads
+        return self._kv_token_bytes * self.kv_heads / self.shape.kv_heads
 
     def sequence_kv_bytes(self, tokens: float) -> float:
         """KV bytes of one sequence's ``tokens`` tokens over all layers and GPUs (what a disaggregated
         deployment sends over its link)."""
-        return kv_bytes_per_token(self.shape, self.kv_dtype) * tokens
+        return self._kv_token_bytes * tokens
 
     drafter_bytes: tuple[float, float] = (0.0, 0.0)
     """A speculative drafter's (weight bytes per GPU, KV bytes per token per GPU) sharing the GPUs
