@@ -43,7 +43,7 @@ DONE = 0
 NEED_PRICE = 1  # the step's key is in L.key[:L.klen]: price it and call again with the price
 TOO_MANY_STEPS = 3
 NOTHING_FITS = 4
-PLANNED = -1  # plan's: a step is planned
+PLANNED = -1  # next_step's: a step is planned
 
 _INF = math.inf
 
@@ -126,7 +126,7 @@ class LoopState(Totals):
     prefilled_watermark: float
     recv_every: int  # the scheduler's receive interval
     late: bool  # an overlap (async) scheduler: a request sent while a step runs enters the step after next
-    step_start: float  # when the step just run started (the late scheduler's horizon; see plan)
+    step_start: float  # when the step just run started (the late scheduler's horizon; see next_step)
     run: int  # this run's number on the price table
     # the client
     sends: Floats  # send times, in send order
@@ -306,7 +306,7 @@ def admit_prefilled(s: EngineState, L: LoopState) -> None:
     s.plan_step(True, preempted)
 
 
-def plan(s: EngineState, L: LoopState, p: Scheduler) -> int:
+def next_step(s: EngineState, L: LoopState, p: Scheduler) -> int:
     """Plan the next step into the books and its price's key into ``L.key``: :data:`PLANNED`, or
     how the loop ends (it waits for the next send by itself)."""
     while True:
@@ -471,7 +471,7 @@ def core(s: EngineState, L: LoopState, p: Scheduler, t: Prices, dt_in: float, ok
     the price as ``dt_in`` and whether it was measured as ``ok_in`` (-1: no price given)."""
     while True:
         if L.phase == 0:
-            status = plan(s, L, p)
+            status = next_step(s, L, p)
             if status != PLANNED:
                 return status
             L.phase = 1
@@ -497,7 +497,7 @@ def core(s: EngineState, L: LoopState, p: Scheduler, t: Prices, dt_in: float, ok
         run_step(s, L, p, t.dt[e])
 
 
-FUNCTIONS: tuple[Any, ...] = (q7, send, receive, next_send, first_token, admit_prefilled, plan,
+FUNCTIONS: tuple[Any, ...] = (q7, send, receive, next_send, first_token, admit_prefilled, next_step,
                               run_step)
 """The loop's functions that the compiled loop compiles from this text (:func:`core` itself, once
 per policy)."""
