@@ -181,10 +181,10 @@ COLUMN_CASES = [("tp", "0"), ("dp", "0"), ("ep", "0"), ("prefill_workers", "0"),
 def test_wrong_answer_a_points_cell_the_flag_refuses_is_refused(tmp_path, column, cell):
     """tp=0 became tp 1, num_prompts=0 became 160, k=17 and 2,000,000-token budgets ran, negative
     and 1e308 measurements were compared with."""
-    from servesim.inputs.bench import read_points
+    from servesim.inputs.bench import read_point_rows
 
     path = _points(tmp_path, f"model,gpu,isl,osl,{column}\nllama-3-8b,h100-sxm,64,8,{cell}\n")
-    (row,) = read_points(path)
+    (row,) = read_point_rows(path)
     bound = BOUNDS[column]
     value = float(cell) if bound.kind == "real" else int(cell)
     assert row == {"error": f"{path}:2:5: column {column!r} = {value!r} is invalid: must be {bound.valid}"}
@@ -233,11 +233,11 @@ def test_wrong_answer_the_api_keywords_share_the_ranges():
 
 def test_wrong_answer_an_unterminated_quote_errs_alone(tmp_path):
     """A stray quote swallowed the rows after it silently."""
-    from servesim.inputs.bench import read_points
+    from servesim.inputs.bench import read_point_rows
 
     path = _points(tmp_path, 'model,gpu,isl,osl,concurrency\nllama-3-8b,"h100-sxm,64,8,2\n'
                    "llama-3-8b,h100-sxm,64,8,2\nllama-3-8b,h200,128,8,4\n")
-    bad, a, b = read_points(path)
+    bad, a, b = read_point_rows(path)
     assert bad["error"].startswith(f"{path}:2:2: a quote opened in column 'gpu' is not closed on its line")
     assert (a["line"], a["gpu"], b["line"], b["gpu"], b["isl"]) == (3, "h100-sxm", 4, "h200", 128)
 

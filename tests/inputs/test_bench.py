@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servesim._checks import InputError
-from servesim.inputs.bench import read_bench_result, read_points
+from servesim.inputs.bench import read_bench_result, read_point_rows
 from servesim.plan.predict import compare_to_measured
 
 
@@ -19,7 +19,7 @@ def test_points_parse_numbers_and_keep_going_past_a_bad_row(tmp_path):
                     "llama-3-8b,h100-sxm,1,bf16,1024,256,16,\n"
                     "llama-3-8b,h100-sxm,two,bf16,1024,256,16,\n"
                     "llama-3-8b,,1,bf16,1024,256,,2.5\n")
-    good, bad_int, empty = read_points(path)
+    good, bad_int, empty = read_point_rows(path)
     assert good["tp"] == 1 and good["isl"] == 1024 and good["concurrency"] == 16 and good["rate"] is None
     assert good["line"] == 2 and good["engine"] is None
     assert bad_int == {"error": f"{path}:3:3: column 'tp' = 'two' is invalid: must be an integer"}
@@ -30,13 +30,13 @@ def test_points_without_a_required_column_are_refused(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("model,gpu,tp,dtype,isl,concurrency\nx,y,1,bf16,10,1\n")
     with pytest.raises(InputError, match=r":1: missing column\(s\) osl"):
-        read_points(path)
+        read_point_rows(path)
 
 
 def test_rate_may_stand_in_for_concurrency(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("model,gpu,tp,dtype,isl,osl,rate\nx,y,1,bf16,10,5,0.5\n")
-    (row,) = read_points(path)
+    (row,) = read_point_rows(path)
     assert row["rate"] == 0.5 and row["concurrency"] is None
 
 

@@ -48,7 +48,7 @@ from servesim.hardware.kernels import tables_for
 from servesim.hardware.names import canonical_gpu
 from servesim.hardware.precision import KV_DTYPES, normalize_dtype
 from servesim.hardware.topology import kv_path
-from servesim.inputs.bench import MeasuredResult, model_id_hint, read_bench_result, read_points
+from servesim.inputs.bench import MeasuredResult, model_id_hint, read_bench_result, read_point_rows
 from servesim.model import kvcache
 from servesim.model.speculative import SPEC_METHODS  # the one list every command takes
 from servesim.plan.verdict import likely_causes
@@ -520,8 +520,8 @@ def _points(args: argparse.Namespace, catalog: Catalog | None) -> Output:
         raise InputError(f"--points {args.points} and --compare {args.compare}: give one (a file of "
                          "deployments to predict, or a saved result to predict again and compare)")
     # a required column a flag gives may be left out: the flag fills every row
-    rows = read_points(args.points, given=frozenset(n for n in ("model", "gpu", "isl", "osl")
-                                                    if getattr(args, n, None) is not None))
+    rows = read_point_rows(args.points, given=frozenset(n for n in ("model", "gpu", "isl", "osl")
+                                                        if getattr(args, n, None) is not None))
     bar = Progress(len(rows), "predicting", enabled=not args.quiet, ticking=True)
     results: list[dict[str, Any]] = []
     sets: list[tuple[str, dict[str, Any]]] = []  # each row's launch and benchmark files, for --emit

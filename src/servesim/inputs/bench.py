@@ -40,7 +40,7 @@ __all__ = [
     "MeasuredResult",
     "model_id_hint",
     "read_bench_result",
-    "read_points",
+    "read_point_rows",
 ]
 
 MAX_BENCH_FILE_BYTES = 16 * 2**20
@@ -173,8 +173,8 @@ def _records(path: Path, text: str) -> list[tuple[int, int, list[str]]]:
     return out
 
 
-def read_points(path: Path, what: str = "--points",
-                given: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def read_point_rows(path: Path, what: str = "--points",
+                    given: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The rows of a points CSV, in order, as ``{column: value}`` (ints and floats parsed and their
     ranges checked as the flags' are, an empty cell None), with ``line`` (its line) and ``columns``
     (each column's 1-based position); a row with a bad or missing required field is
@@ -220,7 +220,7 @@ def read_points(path: Path, what: str = "--points",
 
 def _row(path: Path, line: int, end: int, fields: list[str], header: list[str],
          columns: dict[str, tuple[int, str]], given: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """One record of a points file as a row (see :func:`read_points`)."""
+    """One record of a points file as a row (see :func:`read_point_rows`)."""
     if end > line:  # a quote opened on this line runs over the next ones
         col = next((i + 1 for i, f in enumerate(fields) if "\n" in f or "\r" in f), len(fields))
         name = header[col - 1] if col <= len(header) else "?"
