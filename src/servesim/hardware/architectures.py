@@ -127,9 +127,9 @@ from pathlib import Path
 from typing import Any
 
 from servesim._checks import InputError, ParameterError, check_int, check_real
-from servesim._textfile import path_kind
+from servesim._textfile import path_kind, shown
 from servesim.hardware.dtypes import BYTES_PER_VALUE
-from servesim.hardware.hf_config import MAX_DIM, Fields, load_json, shown
+from servesim.hardware.hf_config import MAX_DIM, QUOTED, Fields, load_json
 from servesim.hardware.precision import normalize_dtype
 from servesim.hardware.roofline import ModelSpec
 
@@ -695,9 +695,9 @@ def _family(where: str, top: Fields) -> tuple[str, Fields]:
         field = "architectures" if archs else "model_type"
         value = archs if archs else model_type
         raise InputError(
-            f"{where}: field {field!r} = {shown(value)} (model_type {model_type!r}) is not a supported "
-            f"mixture-of-experts / MLA family: supported families: {supported}; dense models are read by "
-            "servesim.hardware.names.read_hf_config")
+            f"{where}: field {field!r} = {shown(value, QUOTED)} (model_type {model_type!r}) is not a "
+            f"supported mixture-of-experts / MLA family: supported families: {supported}; dense models are "
+            "read by servesim.hardware.names.read_hf_config")
     nested = any(a in _NESTED for a in archs) or model_type in _NESTED
     if nested or (top.has("text_config") and not top.has("hidden_size")):
         return family, top.child("text_config")
@@ -937,7 +937,7 @@ def _matcher(where: str, field: str, patterns: Sequence[object]) -> Callable[[st
     regexes: list[re.Pattern[str]] = []
     for pat in patterns:
         if not isinstance(pat, str) or not pat or len(pat) > _MAX_PATTERN:
-            raise InputError(f"{where}: field {field!r} holds {shown(pat)}: must be module names "
+            raise InputError(f"{where}: field {field!r} holds {shown(pat, QUOTED)}: must be module names "
                              f"(strings of 1 to {_MAX_PATTERN} characters)")
         if pat.startswith("re:"):
             try:
@@ -982,7 +982,7 @@ def _cfg_quant(where: str, q: Fields) -> _Quant:
         return _compressed_tensors(where, q)
     if method == "modelopt":
         return _modelopt(where, q, "quant_algo", ("exclude_modules", "ignore"))
-    raise InputError(f"{where}: field {q.name('quant_method')!r} = {shown(method or None)} is not "
+    raise InputError(f"{where}: field {q.name('quant_method')!r} = {shown(method or None, QUOTED)} is not "
                      "supported: must be 'fp8', 'mxfp4', 'compressed-tensors' or 'modelopt'")
 
 
@@ -1024,7 +1024,8 @@ def _modelopt(where: str, q: Fields, algo_key: str, exclude_keys: tuple[str, ...
     algo = q.str_(algo_key).upper()
     dtypes = {"NVFP4": "fp4", "FP8": "fp8", "FP8_BLOCK": "fp8_block", "MXFP4": "mxfp4", "W4A16_AWQ": "int4"}
     if algo not in dtypes:
-        raise InputError(f"{where}: field {q.name(algo_key)!r} = {shown(q.data.get(algo_key))} is not "
+        bad = shown(q.data.get(algo_key), QUOTED)
+        raise InputError(f"{where}: field {q.name(algo_key)!r} = {bad} is not "
                          f"supported: must be one of {', '.join(dtypes)}")
     patterns: list[str] = []
     for key in exclude_keys:

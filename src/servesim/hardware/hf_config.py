@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from servesim._checks import InputError
-from servesim._textfile import parse_json, path_kind, read_text
+from servesim._textfile import parse_json, path_kind, read_text, shown
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_DIM", "Fields", "load_json", "shown"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DIM", "QUOTED", "Fields", "load_json"]
 
 MAX_CONFIG_BYTES = 1 << 20
 """A ``config.json`` larger than this (1 MiB) is refused unread: real ones are a few KiB."""
+
+QUOTED = 80
+"""How much of a bad field's ``repr`` an error quotes (``_textfile.shown``'s width): a longer one is
+cut there, its length said."""
 
 MAX_DIM = 1 << 24
 """The largest integer a ``config.json`` shape field may hold (16,777,216: beyond any real model)."""
@@ -46,12 +50,6 @@ def load_json(path: Path) -> tuple[str, dict[str, Any]]:
     return where, data
 
 
-def shown(value: object) -> str:
-    """``repr(value)``, cut to 80 characters (a field's value as an error quotes it)."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 class Fields:
     """Typed access to one JSON object of a config, errors naming the file and the field."""
 
@@ -62,7 +60,7 @@ class Fields:
         return f"{self.prefix}{key}"
 
     def bad(self, key: str, value: object, must: str) -> InputError:
-        return InputError(f"{self.where}: field {self.name(key)!r} = {shown(value)} is invalid: "
+        return InputError(f"{self.where}: field {self.name(key)!r} = {shown(value, QUOTED)} is invalid: "
                           f"must be {must}")
 
     def has(self, key: str) -> bool:
