@@ -372,7 +372,7 @@ def _replay(args: argparse.Namespace) -> Output:
     )
     rows = [{"deployment": r["deployment"], "architecture": r["architecture"],
              "closed_form": r["closed_form"], "replay": _csv_safe(r["replay"])} for r in data["rows"]]
-    return Output(data, text.trace_text(data), rows)
+    return Output(data, text.replay_text(data), rows)
 
 
 def _settings(args: argparse.Namespace) -> SimSettings:

@@ -11,7 +11,7 @@ from typing import Any
 
 from servesim.render.text import format_interval, table
 
-__all__ = ["queue_text", "serving_text", "trace_text", "validate_text"]
+__all__ = ["queue_text", "replay_text", "serving_text", "validate_text"]
 
 
 def _f(x: object, spec: str, none: str = "-") -> str:
@@ -242,7 +242,7 @@ def validate_text(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def trace_text(d: dict[str, Any]) -> str:
+def replay_text(d: dict[str, Any]) -> str:
     t, w, nd = d["trace"], d["workload"], d["node"]
     out = [
         f"TRACE REPLAY: {t['path']} ({t['format']}, {t['requests']:,} requests, {t['rate_per_s']:.3f} req/s)",
