@@ -20,8 +20,9 @@ __all__ = ["specdec_model", "with_intervals"]
 
 
 def with_intervals(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
-    """``disagg --model``'s figures with their prediction intervals (the node's step model is the one
-    :func:`servesim.cli.common.resolve_node` built: cached)."""
+    """``disagg --model``'s figures with their prediction intervals.  The node's step model is built
+    again (with ``--catalog`` build_step_model keeps none; its kernel tables are loaded once, so this
+    costs under a millisecond)."""
     sm, _, _ = build_step_model(deployment_of(args), load_catalog(*args.catalog))
     w = data["workload"]
     step = sm.decode_step(1, w["prompt_tokens"] + w["output_tokens"] / 2)

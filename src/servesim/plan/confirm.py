@@ -122,6 +122,8 @@ class Question(Protocol):
     def ep_comm(self) -> str | None: ...
     @property
     def headroom(self) -> float | None: ...
+    @property
+    def interval_level(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ def _run(row: dict[str, Any], q: Question, gpu: str, rate: float, catalog: Catal
                                    "traffic": getattr(q, "traffic", None)}
     bench = _bench(q, rate / _replicas(row), prompts, warmup)
     keep = prompts is not None
-    level = float(getattr(q, "interval_level", 0.8))
+    level = q.interval_level
     if row["architecture"] == "colocated":
         return predict(dec, bench, spec=spec, catalog=catalog, slo_ttft_s=q.slo_ttft_s, keep_requests=keep,
                        interval_level=level, **acc)
