@@ -29,6 +29,7 @@ Standard library only; nothing here prints.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -54,14 +55,6 @@ DEFAULT_TRAFFIC = "chat"
 
 METHODS: tuple[str, ...] = ("small-draft", "mtp", "medusa", "eagle", "eagle3", "ngram")
 """Methods a preset may be for (servesim.hardware.speculation.METHODS; ``draft`` is ``small-draft``)."""
-
-FIELDS: tuple[str, ...] = ("id", "method", "traffic", "family", "default", "length", "k", "target", "draft",
-                           "engine", "temperature", "dataset", "source", "where", "short", "note")
-"""The fields of a row of the data file (its header says what each means)."""
-
-DERIVED_FIELDS: tuple[str, ...] = ("id", "method", "traffic", "family", "from_traffic", "draft_ratio",
-                                   "fitted_to", "source", "where", "short", "note")
-"""The fields of a ``[[derived]]`` row of the data file (its header says what each means)."""
 
 _DATA = Path(__file__).parent / "data" / "acceptance.toml"
 
@@ -145,6 +138,15 @@ class DerivedAcceptance:
                        short=(f"{base.short} {base.length:g}, its accepted drafts x {self.draft_ratio:g} "
                               f"{self.short}"),
                        note=f"{base.note} Derived ({self.id}): {self.note}")
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(AcceptancePreset))
+"""The fields of a ``[[preset]]`` row of the data file: :class:`AcceptancePreset`'s (the file's header
+says what each means)."""
+
+DERIVED_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DerivedAcceptance))
+"""The fields of a ``[[derived]]`` row of the data file: :class:`DerivedAcceptance`'s (the file's header
+says what each means)."""
 
 
 def _check_fields(raw: dict[str, Any], fields: tuple[str, ...], where: str) -> None:
