@@ -96,10 +96,10 @@ from servesim.hardware.kernels import KernelTables, Lookup, ScaledTables, borrow
 from servesim.hardware.names import ModelShape, canonical_gpu, check_tp
 from servesim.hardware.ops import (
     ACTIVATION_BYTES,
-    PARTS,
     Op,
     Peaks,
     PriceCache,
+    StepPrice,
     StepTime,
     light_s,
     ring_bytes,
@@ -194,7 +194,6 @@ class StepModel:
             ((2 if s.gated_mlp else 1) * s.intermediate // tp, s.hidden),
             (s.hidden, s.intermediate // tp),
         )
-        self._cache_gemm = lru_cache(maxsize=4096)(self._gemm_layer)
         self._cache_gemm_sum = lru_cache(maxsize=4096)(self._gemm_sum)
         self._cache_padded_parts = lru_cache(maxsize=16384)(self._padded_parts)
         self._cache_decode_part = lru_cache(maxsize=65536)(self._decode_part)
@@ -319,16 +318,6 @@ class StepModel:
             sec = max(sec - self._quant_s, self._floor_s)
         return sec, lk
 
-    def _gemm_layer(self, m: int) -> tuple[tuple[_Row, ...], bool, tuple[str, ...]]:
-        """The weight GEMMs of every layer at ``m`` rows as :meth:`_rows` lists them (without their
-        work), whether all were measured, and the notes of those that were not."""
-        priced = [self._cache_gemm_one(m, n, k) for n, k in self._gemms]
-        L = self.shape.layers
-        rows = tuple((name, "gemm", L, sec, lk.measured and not self._foreign, None)
-                     for (sec, lk), name in zip(priced, _GEMM_NAMES, strict=False))
-        _, ok, notes = self._sum([(lk, 1.0) for _, lk in priced])
-        return rows, ok, tuple(notes)
-
     def _decode_attention(self, b: int, ctx: int) -> tuple[float, bool, tuple[str, ...]]:
         lk = self.tables.decode_attention(b, ctx, self.heads, self.kv_heads, self.shape.head_dim,
                                           self.kv_dtype)
@@ -410,10 +399,10 @@ class StepModel:
         """A step with ``decode`` sequences at mean ``context`` and the given prefill ``chunks``: the
         sum of its operations (:meth:`operations`), as a mixture-of-experts step is.
 
-        ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.  With
+        ``positions`` > 1 verifies ``positions - 1`` drafts per decoding sequence.  The parts are
+        :meth:`_priced`'s, the one sum the engine loop's :meth:`step_price` reads too; with
         ``bound=False`` the speed-of-light bound is not computed (``sol_s`` is NaN) and no operation
-        is built: the parts are the same prices summed in the same order (:meth:`_rows`), for the
-        engine loop, which prices many steps and reports no bound.
+        is built (the engine loop's closed forms price many steps and report no bound).
         """
         if bound:  # the public path checks its input; the engine loop passes its own counts
             b = check_real("decode", decode, lo=0.0)
@@ -424,43 +413,32 @@ class StepModel:
         m = b * pos + sum(c.tokens * c.count for c in chunks) if chunks else b * pos
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
-        rows, ok, notes = self._rows(b, ctx, chunks, pos, self._padded(b, chunks, pos), work=bound)
-        parts = {"gemm": 0.0, "attention": 0.0, "comm": 0.0, "other": 0.0, "host": 0.0}
-        for _, kind, count, sec, _, _ in rows:  # ops.priced_parts of the same operations, in their order
-            parts[PARTS[kind]] += count * sec
-        gemm, attn, ar, other = parts["gemm"], parts["attention"], parts["comm"], parts["other"]
-        gpu = gemm + attn + ar + other
+        keys = tuple((c.tokens, c.context, c.count, c.samples) for c in chunks)
+        gemm, attn, ar, other, gpu, host, total, ok, notes = self._priced(b, ctx, keys, pos)
         L = self.shape.layers
         kernels = L * (4 + (1 if b > 0 else 0) + len(chunks) + OTHER_KERNELS_PER_LAYER
                        + (2 if self.tp > 1 else 0)) + 2  # the layers' kernels, the LM head, sampling
-        eng = self.engine
-        host = eng.host_s(b + sum(c.count for c in chunks) if chunks else b)
-        total = max(gpu, host) if eng.overlap else gpu + host
-        if self.links_note:
-            notes.append(self.links_note)
-        if self._foreign:
-            notes.insert(0, self.tables_note)
-        ops = _as_ops(rows) if bound else ()
+        ops = _as_ops(self._rows(b, ctx, keys, pos)) if bound else ()
         return StepTime(gemm_s=gemm, attention_s=attn, allreduce_s=ar, other_s=other, host_s=host,
                         gpu_s=gpu, total_s=total, sol_s=light_s(ops, self.peaks) if bound else math.nan,
-                        tokens=m, measured=ok, notes=tuple(dict.fromkeys(notes)),
-                        floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
+                        tokens=m, measured=ok, notes=notes, floor_s=kernels * OTHER_KERNEL_FLOOR_S, ops=ops)
 
     def step_price(self, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
-                   positions: int = 1) -> tuple[float, bool, tuple[str, ...]]:
-        """What the engine loop asks of a step: ``step(decode, context, chunks, positions,
-        bound=False)``'s ``(total_s, measured, notes)`` for chunks given as (tokens, context,
-        samples) of one prompt each, without building its :class:`StepTime` or its operations' rows:
-        the same prices summed in the same order (:meth:`_rows`, then :meth:`step`'s parts), so to
-        the last bit (``tests/hardware/test_stepmodel.py`` compares the two)."""
-        b, ctx, pos = decode, context, positions
-        if chunks:
-            m: float = b * pos + sum(q for q, _, _ in chunks)
-            samples: float = b * pos + sum(1 for _, _, x in chunks if x)
-        elif pos == 1:
-            m = samples = self.engine.graph_batch(b)
-        else:
-            m = samples = b * pos
+                   positions: int = 1) -> StepPrice:
+        """What the engine loop asks of a step (the :class:`~servesim.hardware.pricer.Pricer` seam):
+        ``step(decode, context, chunks, positions, bound=False)``'s ``(total_s, measured, notes)``
+        for chunks given as (tokens, context, samples) of one prompt each, from the same sum
+        (:meth:`_priced`) without building the :class:`StepTime`."""
+        keys = tuple((q, c, 1, x) for q, c, x in chunks) if chunks else ()
+        return self._priced(decode, context, keys, positions)[6:]
+
+    def _priced(self, b: float, ctx: float, chunks: _Chunks, pos: int) -> _Parts:
+        """A step's parts (GEMMs, attention, all-reduces, other kernels), GPU, host and total time,
+        whether every lookup was measured, and its notes: the one sum of a dense step, each part from
+        0.0 in :meth:`_rows`' order (``tests/hardware/test_stepmodel.py`` holds the operations'
+        prices summed by part to it, to the last bit).  ``chunks`` as (tokens, context, count,
+        samples)."""
+        m, samples = self._padded(b, chunks, pos)
         if m <= 0:
             raise ParameterError("tokens", m, "> 0: a step needs a decoding sequence or a prefill chunk")
         gemm, comm, other, ok, first, last = self._cache_padded_parts(m, samples, bool(chunks), b)
@@ -472,29 +450,29 @@ class StepModel:
             ok = ok and one_ok
             notes += one_notes
             attn += L * a
-        for q, c, _ in chunks:
-            a, one_ok, one_notes = self._cache_chunk(1, q, c)
+        for q, c, n, _ in chunks:
+            a, one_ok, one_notes = self._cache_chunk(n, q, c)
             ok = ok and one_ok
             notes += one_notes
             attn += L * a
         notes += last
         gpu = gemm + attn + comm + other
         eng = self.engine
-        host = eng.host_s(b + len(chunks) if chunks else b)
+        host = eng.host_s(b + sum(n for _, _, n, _ in chunks) if chunks else b)
         total = max(gpu, host) if eng.overlap else gpu + host
         if self.links_note:
             notes.append(self.links_note)
         if self._foreign:
             notes.insert(0, self.tables_note)
-        return total, ok, tuple(dict.fromkeys(notes))
+        return gemm, attn, comm, other, gpu, host, total, ok, tuple(dict.fromkeys(notes))
 
     def _padded_parts(self, m: float, samples: float, prefill: bool,
                       b: float) -> tuple[float, float, float, bool, tuple[str, ...], tuple[str, ...]]:
         """The parts of a step that depend on its padded rows ``m`` and sampled rows ``samples``
         alone (and, for its launch gaps, on whether it prefills and its decoding sequences ``b``),
-        each summed as :meth:`step` sums its rows (from 0.0, in :meth:`_rows`' order): the GEMMs (the
-        layers', then the LM head), the all-reduces, the other kernels; whether all were measured;
-        the notes that come before attention's (GEMMs, LM head) and after it (all-reduce)."""
+        each summed from 0.0 in :meth:`_rows`' order: the GEMMs (the layers', then the LM head), the
+        all-reduces, the other kernels; whether all were measured; the notes that come before
+        attention's (GEMMs, LM head) and after it (all-reduce)."""
         L = self.shape.layers
         mi = max(1, round(m))
         gemm, ok, gnotes = self._cache_gemm_sum(mi)
@@ -516,9 +494,10 @@ class StepModel:
             other += eager * self.engine.eager_kernel_s
         return gemm, comm, other, ok, (*gnotes, *head_notes), last
 
-    def _decode_part(self, b: int, ctx: int, pos: int) -> tuple[float, bool, tuple[str, ...]]:
+    def _decode_part(self, b: float, ctx: float, pos: int) -> tuple[float, bool, tuple[str, ...]]:
         """One layer's decode attention of ``b`` sequences at context ``ctx`` scoring ``pos``
-        positions each, as :meth:`_rows` prices it, whether it was measured, and its notes."""
+        positions each (between the whole batches around ``b``), whether it was measured, and its
+        notes."""
         cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
         decode_s = self._cache_decode
         a = between_batches(lambda n: decode_s(n, cb)[0], b)
@@ -526,8 +505,8 @@ class StepModel:
         return a, ok, notes
 
     def _gemm_sum(self, m: int) -> tuple[float, bool, tuple[str, ...]]:
-        """The weight GEMMs of every layer at ``m`` rows summed as :meth:`step` sums them (from 0.0,
-        in :meth:`_rows`' order), whether all were measured, and the notes of those that were not."""
+        """The weight GEMMs of every layer at ``m`` rows summed from 0.0 in :meth:`_rows`' order,
+        whether all were measured, and the notes of those that were not."""
         priced = [self._cache_gemm_one(m, n, k) for n, k in self._gemms]
         L = self.shape.layers
         total = 0.0
@@ -536,15 +515,17 @@ class StepModel:
         _, ok, notes = self._sum([(lk, 1.0) for _, lk in priced])
         return total, ok, tuple(notes)
 
-    def _padded(self, b: float, chunks: tuple[Chunk, ...], pos: int) -> tuple[float, float]:
+    def _padded(self, b: float, chunks: _Chunks, pos: int) -> tuple[float, float]:
         """The rows (tokens, sampled rows) the step's kernels run: a decode step replays the CUDA graph
         of the smallest captured batch that holds its sequences (one above every captured size runs
         eagerly, as it is), whose padded rows run every kernel but attention (no cache to read)."""
-        if not chunks and pos == 1:
-            padded = self.engine.graph_batch(b)
-            return padded, padded
-        return (b * pos + sum(c.tokens * c.count for c in chunks),
-                b * pos + sum(c.count for c in chunks if c.samples))
+        if not chunks:
+            if pos == 1:
+                padded = self.engine.graph_batch(b)
+                return padded, padded
+            return b * pos, b * pos
+        return (b * pos + sum(q * n for q, _, n, _ in chunks),
+                b * pos + sum(n for _, _, n, x in chunks if x))
 
     @property
     def peaks(self) -> Peaks:
@@ -561,66 +542,48 @@ class StepModel:
         ring's ``2 (tp - 1) / tp`` of ``m h`` activations on the wire) and the memory-bound kernels
         (norms, RoPE, activation, sampling; launch gaps of an eager step).  A decode step's kernels
         but attention run its CUDA graph's padded rows (:meth:`_padded`)."""
-        padded = self._padded(decode, chunks, positions)
-        return _as_ops(self._rows(decode, context, chunks, positions, padded, work=True)[0])
+        keys = tuple((c.tokens, c.context, c.count, c.samples) for c in chunks)
+        return _as_ops(self._rows(decode, context, keys, positions))
 
-    def _rows(self, b: float, ctx: float, chunks: tuple[Chunk, ...], pos: int, padded: tuple[float, float], *,
-              work: bool) -> tuple[list[_Row], bool, list[str]]:
-        """The step's operations as rows (name, kind, count, engine price of one, measured, work), in
-        :meth:`operations`' order, with its ``work`` (bytes, FLOPs, wire bytes, the peak's dtype) only
-        where asked for (the speed of light's: the engine loop's steps need the prices alone); whether
-        every lookup lies inside a measured table, and the notes of those that do not (the GEMMs, the
-        LM head, decode attention, each chunk, the all-reduce, in that order)."""
+    def _rows(self, b: float, ctx: float, chunks: _Chunks, pos: int) -> list[_Row]:
+        """The step's operations as rows (name, kind, count, engine price of one, measured, work: bytes,
+        FLOPs, wire bytes, the peak's dtype), in :meth:`operations`' order, each priced by the lookup
+        :meth:`_priced` sums."""
         s = self.shape
-        m, samples = padded
+        m, samples = self._padded(b, chunks, pos)
         L = s.layers
         mi = max(1, round(m))
-        gemms, ok, gnotes = self._cache_gemm(mi)
-        notes = list(gnotes)
-        if work:  # each weight GEMM's weights at the dtype's bytes, BF16 activations in and out
-            wb = bytes_per_value(self.dtype)
-            peak = "fp8" if self.dtype == "fp8" else ("fp4" if self.dtype == "fp4" else "bf16")
-            rows: list[_Row] = [
-                (name, kind, count, sec, measured,
-                 (n * k * wb + m * (n + k) * ACTIVATION_BYTES, 2.0 * m * n * k, 0.0, peak))
-                for (name, kind, count, sec, measured, _), (n, k) in zip(gemms, self._gemms, strict=True)]
-        else:
-            rows = list(gemms)
-        head_rows = max(1, round(samples))
-        h, head_ok, head_notes = self._cache_head(head_rows)  # listed after attention, noted before it
-        ok = ok and head_ok
-        notes += head_notes
-        kv_layer = self.kv_bytes_per_token_per_gpu / L if work else 0.0
+        # each weight GEMM's weights at the dtype's bytes, BF16 activations in and out
+        wb = bytes_per_value(self.dtype)
+        peak = "fp8" if self.dtype == "fp8" else ("fp4" if self.dtype == "fp4" else "bf16")
+        rows: list[_Row] = []
+        for (n, k), name in zip(self._gemms, _GEMM_NAMES, strict=False):
+            sec, lk = self._cache_gemm_one(mi, n, k)
+            rows.append((name, "gemm", L, sec, lk.measured and not self._foreign,
+                         (n * k * wb + m * (n + k) * ACTIVATION_BYTES, 2.0 * m * n * k, 0.0, peak)))
+        kv_layer = self.kv_bytes_per_token_per_gpu / L
         heads, d = self.heads, s.head_dim
         if b > 0:
-            cb = max(1, bucket_context(ctx + (pos - 1) / 2 + 1))
-            a = between_batches(lambda n: self._cache_decode(n, cb)[0], b)
-            _, one_ok, one_notes = self._cache_decode(max(1, math.ceil(b)), cb)
-            ok = ok and one_ok
-            notes += one_notes
+            a, one_ok, _ = self._cache_decode_part(b, ctx, pos)
             pairs = b * pos * (ctx + (pos + 1) / 2)
             rows.append(("attention (decode)", "attention", L, a, one_ok,
-                         (kv_layer * b * (ctx + pos), 4.0 * heads * d * pairs, 0.0, "bf16")
-                         if work else None))
-        for c in chunks:
-            a, one_ok, one_notes = self._cache_chunk(c.count, c.tokens, c.context)
-            ok = ok and one_ok
-            notes += one_notes
-            pairs = c.count * c.tokens * (c.context + c.tokens / 2)
+                         (kv_layer * b * (ctx + pos), 4.0 * heads * d * pairs, 0.0, "bf16")))
+        for q, c, count, _ in chunks:
+            a, one_ok, _ = self._cache_chunk(count, q, c)
+            pairs = count * q * (c + q / 2)
             rows.append(("attention (prefill)", "attention", L, a, one_ok,
-                         (kv_layer * c.count * (c.context + c.tokens), 4.0 * heads * d * pairs, 0.0, "bf16")
-                         if work else None))
+                         (kv_layer * count * (c + q), 4.0 * heads * d * pairs, 0.0, "bf16")))
+        head_rows = max(1, round(samples))
+        h, head_ok, _ = self._cache_head(head_rows)
         head_n = s.vocab // self.tp
         rows.append(("lm head", "gemm", 1, h, head_ok,
                      (head_n * s.hidden * 2.0 + head_rows * (head_n + s.hidden) * ACTIVATION_BYTES,
-                      2.0 * samples * head_n * s.hidden, 0.0, "bf16") if work else None))
+                      2.0 * samples * head_n * s.hidden, 0.0, "bf16")))
         if self.tp > 1:
-            a, one_ok, one_notes = self._cache_allreduce(mi)
-            ok = ok and one_ok
-            notes += one_notes
+            a, one_ok, _ = self._cache_allreduce(mi)
             msg = mi * s.hidden * ACTIVATION_BYTES
             rows.append(("all-reduce", "allreduce", 2 * L, a, one_ok,
-                         (0.0, 0.0, ring_bytes(self.tp, msg), "bf16") if work else None))
+                         (0.0, 0.0, ring_bytes(self.tp, msg), "bf16")))
         layer, layer_bytes, sampling, logits = self._elementwise(m, samples)
         rows.append(("norms, rope, activation", "elementwise", L, layer, True,
                      (layer_bytes, 0.0, 0.0, "bf16")))
@@ -629,7 +592,7 @@ class StepModel:
         if eager:
             rows.append(("launch gaps (eager step)", "elementwise", eager, self.engine.eager_kernel_s, True,
                          (0.0, 0.0, 0.0, "bf16")))
-        return rows, ok, notes
+        return rows
 
     def speed_of_light(self, decode: float, context: float, chunks: tuple[Chunk, ...] = (),
                        positions: int = 1) -> float:
@@ -668,18 +631,22 @@ def copied(model: _M, **attrs: object) -> _M:
 
 _GEMM_NAMES = ("qkv proj", "o proj", "gate/up proj", "down proj", "fc")  # fc: an EAGLE head's
 
-_Row = tuple[str, str, int, float, bool, tuple[float, float, float, str] | None]
+_Row = tuple[str, str, int, float, bool, tuple[float, float, float, str]]
 """One operation of a dense step before it is an :class:`~servesim.hardware.ops.Op`: name, kind,
-count, engine price of one, measured, and its work (bytes, FLOPs, wire bytes, the peak's dtype) or
-None where the speed of light is not asked for."""
+count, engine price of one, measured, and its work (bytes, FLOPs, wire bytes, the peak's dtype)."""
+
+_Chunks = tuple[tuple[int, int, int, bool], ...]
+"""A step's prefill chunks inside :class:`StepModel`: (tokens, context, count, samples) of each."""
+
+_Parts = tuple[float, float, float, float, float, float, float, bool, tuple[str, ...]]
+"""A priced dense step (:meth:`StepModel._priced`): GEMMs, attention, all-reduces, other kernels,
+GPU, host, total (s), measured, notes."""
 
 
 def _as_ops(rows: list[_Row]) -> tuple[Op, ...]:
-    """The operations of rows that carry their work (:meth:`StepModel._rows` with ``work=True``)."""
+    """The operations of a step's rows (:meth:`StepModel._rows`)."""
     ops = []
-    for name, kind, count, sec, ok, work in rows:
-        assert work is not None
-        nbytes, flops, wire, dtype = work
+    for name, kind, count, sec, ok, (nbytes, flops, wire, dtype) in rows:
         ops.append(Op(name, kind, count, sec, nbytes=nbytes, flops=flops, dtype=dtype, wire_bytes=wire,
                       measured=ok))
     return tuple(ops)
