@@ -310,3 +310,38 @@ def test_trtllm_refuses_a_whole_prompt_over_one_attention_dp_ranks_budget():
     with pytest.raises(ParameterError, match="max_num_tokens=8192 is invalid: must be at least the longest "
                                              "prompt \\(9000 tokens\\)"):
         run_benchmark(sm, Benchmark(9000, 16, concurrency=1, num_prompts=2), memory, loop="python")
+
+
+READS = """
+import json, servesim._catalogfile as files
+read = []
+_read_toml = files.read_toml
+def recording(path):
+    read.append(path.name)
+    return _read_toml(path)
+files.read_toml = recording
+from servesim.sim.schedulers import SCHEDULERS
+at_import = list(read)
+first = SCHEDULERS["sglang"].__name__
+names = list(SCHEDULERS)
+print(json.dumps([at_import, first, names, read]))
+"""
+
+
+def test_the_policies_read_the_engines_data_file_on_first_lookup_once():
+    """Importing the policies reads no data file (issue 47 item 7: ``servesim all`` and the lab's
+    other commands import no engine data they do not print from); the first lookup reads
+    engines.toml, once, and later ones read nothing more (a fresh interpreter, so that no other test
+    has read it before)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.cli_helpers import ROOT
+
+    res = subprocess.run([sys.executable, "-c", READS], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    at_import, first, names, read = json.loads(res.stdout.splitlines()[-1])
+    assert at_import == []
+    assert first == "SglangScheduler" and names == ["vllm", "sglang", "trtllm"]  # engines.toml's order
+    assert read == ["engines.toml"]

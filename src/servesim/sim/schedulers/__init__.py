@@ -4,16 +4,18 @@ Each policy reads the replica's books (:class:`~servesim.sim.schedulers.base.Eng
 and plans the next step; :func:`servesim.sim.batching.run_benchmark` prices and runs it, in
 Python or compiled from the same text (:mod:`servesim.sim._engine_loop`).  Adding an engine is
 one new module and its entry in ``hardware/data/engines.toml`` (``policy = "module:Class"``), from
-which :data:`SCHEDULERS` is built.
+which :data:`SCHEDULERS` is filled on its first lookup.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from servesim._checks import ParameterError
-from servesim.hardware.engines import ENGINES, EngineProfile, policy_of
+from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
+from servesim.hardware.engines import EngineProfile, policy_of
 from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
 
 __all__ = ["SCHEDULERS", "EngineState", "Scheduler", "StepPlan", "make_scheduler"]
@@ -27,8 +29,37 @@ def _policy(spec: str) -> type[Scheduler]:
     return cls
 
 
-SCHEDULERS: dict[str, type[Scheduler]] = {name: _policy(policy_of(name)) for name in ENGINES}
-"""Policy of each engine, by the engine's name (engines.toml ``policy``; a test may add its own)."""
+class _Policies(MutableMapping[str, type[Scheduler]]):
+    """The policy of each engine by its name, from engines.toml (``policy``) on the first lookup, so
+    that importing the policies reads no data file (issue 47 item 7: data files are read on first use,
+    once); a test may add its own."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, type[Scheduler]] | None = None
+
+    def _loaded(self) -> dict[str, type[Scheduler]]:
+        if self._by_name is None:
+            self._by_name = {name: _policy(policy_of(name)) for name in engines.ENGINES}
+        return self._by_name
+
+    def __getitem__(self, name: str) -> type[Scheduler]:
+        return self._loaded()[name]
+
+    def __setitem__(self, name: str, cls: type[Scheduler]) -> None:
+        self._loaded()[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+SCHEDULERS: MutableMapping[str, type[Scheduler]] = _Policies()
+"""Policy of each engine, by the engine's name, in engines.toml's order (read on the first lookup)."""
 
 
 def make_scheduler(name: str, profile: EngineProfile, options: dict[str, Any] | None = None) -> Scheduler:
