@@ -10,21 +10,14 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import (
-    BYTES_PER_VALUE,
-    CHECKPOINT_DTYPES,
-    LINEAR_PARTS,
-    MOE_FAMILIES,
-    Architecture,
-    find_architecture,
-    read_architecture,
-    shipped_ids,
-)
+from servesim.hardware.architectures import find_architecture, read_architecture, shipped_ids
+from servesim.hardware.dtypes import BYTES_PER_VALUE
+from servesim.hardware.shape import CHECKPOINT_DTYPES, LINEAR_PARTS, MOE_FAMILIES, ModelShape
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "servesim" / "data" / "model_configs"
 
 
-def _arch(name: str) -> Architecture:
+def _arch(name: str) -> ModelShape:
     arch = find_architecture(name)
     assert arch is not None, name
     return arch
@@ -95,7 +88,7 @@ def test_every_shipped_config_parses(hf_id: str) -> None:
         assert arch.experts == arch.experts_per_token == 0 and arch.active_params == arch.params
         return
     assert arch.experts > 1 and 1 <= arch.experts_per_token < arch.experts
-    assert arch.input_embedding_params < arch.active_matmul_params < arch.active_params < arch.params
+    assert arch.embedding_params < arch.active_matmul_params < arch.active_params < arch.params
     assert "experts" in (arch.quantized_parts or ())
     assert arch.weight_bytes("bf16") == pytest.approx(2 * arch.params)
     assert arch.kv_bytes_per_token(2.0) > 0
@@ -175,7 +168,7 @@ def test_deepseek_v3_mla_kv_and_layers() -> None:
     assert (ds.q_lora_rank, ds.kv_lora_rank, ds.qk_nope_head_dim, ds.qk_rope_head_dim, ds.v_head_dim) == (
         1536, 512, 128, 64, 128)
     assert (ds.experts, ds.experts_per_token, ds.moe_intermediate) == (256, 8, 2048)
-    assert ds.dense_intermediate == 18432
+    assert ds.intermediate == 18432
     assert (ds.shared_experts, ds.shared_intermediate, ds.mtp_layers) == (1, 2048, 1)
     assert ds.kv_heads == 1 and ds.layer_windows == (0,) * 61
     # one latent of 512 + the 64-wide RoPE key per layer, one copy for all 128 heads
@@ -189,8 +182,8 @@ def test_deepseek_fp8_block_weight_bytes() -> None:
     b = ds.breakdown()
     bf16_parts = b["embed"] + b["lm_head"] + b["norms"] + b["router"] + b["biases"]
     linear = ds.params - bf16_parts
-    assert ds.checkpoint_bytes == pytest.approx(linear * (1 + 4 / 16384) + 2 * bf16_parts)
-    assert 670e9 < ds.checkpoint_bytes < 676e9
+    assert ds.weight_bytes() == pytest.approx(linear * (1 + 4 / 16384) + 2 * bf16_parts)
+    assert 670e9 < ds.weight_bytes() < 676e9
 
 
 def test_deepseek_v31_nvfp4_keeps_the_attention_down_projections_in_bf16() -> None:
@@ -205,7 +198,7 @@ def test_deepseek_v31_nvfp4_keeps_the_attention_down_projections_in_bf16() -> No
     assert dataclass_shape(nv) == dataclass_shape(ds)
 
 
-def dataclass_shape(a: Architecture) -> tuple[object, ...]:
+def dataclass_shape(a: ModelShape) -> tuple[object, ...]:
     return (a.layers, a.hidden, a.vocab, a.heads, a.kv_lora_rank, a.layer_moe, a.experts, a.params)
 
 
@@ -220,7 +213,7 @@ def test_kimi_k25_nested_text_config_and_int4_experts() -> None:
     assert (k25.checkpoint_dtype, k25.quantized_parts) == ("int4", ("experts",))
     b = k25.breakdown()
     int4 = b["experts"] * (0.5 + 2 / 32) + (k25.params - b["experts"]) * 2
-    assert k25.checkpoint_bytes == pytest.approx(int4)
+    assert k25.weight_bytes() == pytest.approx(int4)
     k2 = _arch("moonshotai/Kimi-K2-Instruct")
     assert dataclass_shape(k2) == dataclass_shape(k25)
     assert k2.checkpoint_dtype == "fp8_block"
@@ -243,8 +236,8 @@ def test_gpt_oss_120b_windows_experts_sinks_mxfp4() -> None:
     assert g.kv_bytes_per_token(2, context=L) == pytest.approx((18 + 18 * 128 / L) * per_layer * 2)
     # MXFP4 experts (4 bits + an E8M0 scale per 32), the rest bf16: about the 65 GB download
     b = g.breakdown()
-    assert g.checkpoint_bytes == pytest.approx(b["experts"] * (0.5 + 1 / 32) + (g.params - b["experts"]) * 2)
-    assert 64e9 < g.checkpoint_bytes < 66e9
+    assert g.weight_bytes() == pytest.approx(b["experts"] * (0.5 + 1 / 32) + (g.params - b["experts"]) * 2)
+    assert 64e9 < g.weight_bytes() < 66e9
 
 
 def test_llama4_chunked_attention_and_interleaved_moe() -> None:
@@ -255,7 +248,7 @@ def test_llama4_chunked_attention_and_interleaved_moe() -> None:
     assert scout.layer_windows == mav.layer_windows == windows
     assert scout.attention_chunk == 8192 and scout.sliding_window == 0
     assert scout.layer_moe == (True,) * 48 and (scout.experts, scout.experts_per_token) == (16, 1)
-    assert mav.layer_moe == (False, True) * 24 and mav.dense_intermediate == 16384
+    assert mav.layer_moe == (False, True) * 24 and mav.intermediate == 16384
     assert (mav.shared_experts, mav.shared_intermediate) == (1, 8192)
     per_layer = 2 * 8 * 128
     assert scout.kv_bytes_per_token(2) == 48 * per_layer * 2
@@ -291,9 +284,8 @@ def test_bytes_per_value() -> None:
 def test_one_bytes_per_value_table() -> None:
     """Every pricer reads the same table (servesim.hardware.dtypes): the copies once disagreed on
     fp8_block (1.0 against 1 + 4/128^2) and int4 (0.515625 against Kimi-K2.5's groups of 32)."""
-    from servesim.hardware import architectures, dtypes, moe_step, precision
+    from servesim.hardware import dtypes, moe_step, precision
 
-    assert architectures.BYTES_PER_VALUE is dtypes.BYTES_PER_VALUE
     assert precision.BYTES_PER_VALUE is dtypes.BYTES_PER_VALUE
     assert moe_step.BYTES_PER_VALUE is dtypes.BYTES_PER_VALUE
     assert not hasattr(moe_step, "MOE_DTYPES")  # the copy that was
@@ -308,13 +300,13 @@ def test_parameters_are_checked() -> None:
     with pytest.raises(ParameterError, match="dtype='fp16'"):
         g.weight_bytes("fp16")
     with pytest.raises(ParameterError, match="experts_per_token"):
-        Architecture(name="x", hf_id="", family="mixtral", layers=1, hidden=8, vocab=8, tied_embeddings=False,
-                     attention="gqa", heads=2, kv_heads=1, head_dim=4, layer_windows=(0,), layer_moe=(True,),
-                     experts=2, experts_per_token=3, moe_intermediate=8)
+        ModelShape(name="x", hf_id="", family="mixtral", layers=1, hidden=8, vocab=8, tied_embeddings=False,
+                   attention="mqa", heads=2, kv_heads=1, head_dim=4, layer_windows=(0,), layer_moe=(True,),
+                   experts=2, experts_per_token=3, moe_intermediate=8)
     with pytest.raises(ParameterError, match="family"):
-        Architecture(name="x", hf_id="", family="llama", layers=1, hidden=8, vocab=8, tied_embeddings=False,
-                     attention="gqa", heads=2, kv_heads=1, head_dim=4, layer_windows=(0,), layer_moe=(True,),
-                     experts=2, experts_per_token=1, moe_intermediate=8)
+        ModelShape(name="x", hf_id="", family="llama", layers=1, hidden=8, vocab=8, tied_embeddings=False,
+                   attention="mqa", heads=2, kv_heads=1, head_dim=4, layer_windows=(0,), layer_moe=(True,),
+                   experts=2, experts_per_token=1, moe_intermediate=8)
 
 
 # --------------------------------------------------------------------------- names

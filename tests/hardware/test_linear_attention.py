@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import Architecture, find_architecture, read_architecture
+from servesim.hardware.architectures import find_architecture, read_architecture
+from servesim.hardware.shape import ModelShape
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.kernels import tables_for
 from servesim.hardware.linear_attention import (
@@ -31,7 +32,7 @@ from servesim.hardware.stepmodel import Chunk
 DATA = Path(__file__).resolve().parents[2] / "src" / "servesim" / "data" / "model_configs"
 
 
-def _arch(name: str) -> Architecture:
+def _arch(name: str) -> ModelShape:
     arch = find_architecture(name)
     assert arch is not None, name
     return arch
@@ -165,7 +166,7 @@ def _tables() -> list[tuple[str, str, GDNTable, Any]]:
     return out
 
 
-def _shaped(hk: int, hv: int, engine: str) -> tuple[Architecture, int]:
+def _shaped(hk: int, hv: int, engine: str) -> tuple[ModelShape, int]:
     """Qwen3.5-397B's gated delta net with ``hk`` x ``hv`` heads on each of ``tp`` GPUs."""
     tp = 16 // hk
     a = _arch("Qwen/Qwen3.5-397B-A17B")

@@ -55,8 +55,8 @@ def test_weights_per_gpu_split_as_the_parallelism_says(name: str, par: Paralleli
         expect += size if part in ("norms", "router", "biases") else size / par.tp
     assert sm.weight_bytes_per_gpu == pytest.approx(expect, rel=1e-12)
     # The whole replica holds at least the checkpoint (replicated attention makes it more with DP).
-    assert sm.weight_bytes_per_gpu * par.gpus >= 0.99 * arch.checkpoint_bytes if hasattr(
-        arch, "checkpoint_bytes") and sm.dtype == arch.checkpoint_dtype else True
+    assert sm.weight_bytes_per_gpu * par.gpus >= 0.99 * arch.weight_bytes() if (
+        sm.dtype == arch.checkpoint_dtype) else True
 
 
 def test_deepseek_r1_fits_eight_h200_not_eight_h100() -> None:

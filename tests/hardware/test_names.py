@@ -156,8 +156,12 @@ def test_model_shapes_carry_the_mlp_width_and_flags():
     assert (q72.intermediate, q72.qkv_bias) == (29568, True)
     assert model_shape("qwen2.5-7b").intermediate == 18944
     mx = model_shape("mixtral-8x7b")
-    assert (mx.intermediate, mx.experts, mx.experts_per_token) == (14336, 8, 2)
-    assert model_shape("deepseek-v3").attention == "mla"
+    # models.toml's intermediate_size of a MoE entry is one routed expert's width
+    assert (mx.moe_intermediate, mx.intermediate, mx.experts, mx.experts_per_token) == (14336, 0, 8, 2)
+    ds = model_shape("deepseek-v3")
+    # MLA: the catalog writes head_dim in the K+V form of the latent (2 x 288 = 512 + 64); the shape
+    # holds the query/key head width, qk_nope_head_dim + qk_rope_head_dim, as the config.json reader
+    assert (ds.attention, ds.head_dim, ds.moe_intermediate) == ("mla", 128 + 64, 2048)
 
 
 def test_every_shipped_model_has_its_mlp_width_and_ids():
@@ -310,7 +314,7 @@ def test_qwen3_32b_config_has_head_dim_128():
 def test_resolve_model_takes_a_config_path_or_its_directory(tmp_path):
     spec = resolve_model(str(FIXTURES / "qwen3-32b.json"))
     assert (spec.name, spec.head_dim, spec.heads, spec.attention) == ("qwen3-32b", 128, 64, "gqa")
-    assert spec.kv_bytes_per_token == CAT.model("qwen3-32b").kv_bytes_per_token
+    assert spec.kv_bytes_per_token() == CAT.model("qwen3-32b").kv_bytes_per_token()
     assert dense_shape(spec).intermediate == 25600  # the spec finds its shape again
     d = tmp_path / "Llama-3.1-8B-Instruct"
     d.mkdir()
@@ -517,11 +521,13 @@ def test_weight_bytes_keep_the_tables_in_bf16():
 
 def test_kv_bytes_per_token():
     def kv(s, dtype):
-        return kv_bytes_per_token(s.layers, s.kv_heads, s.head_dim, bytes_per_value(dtype))
+        return s.kv_bytes_per_token(bytes_per_value(dtype))
 
-    assert kv(model_shape("llama-3-70b"), "bf16") == 327_680
+    assert kv(model_shape("llama-3-70b"), "bf16") == 327_680 == 2 * 80 * 8 * 128 * 2
     assert kv(CAT.model("llama-3-70b"), "fp8") == 163_840
-    assert kv(model_shape("deepseek-v3"), "bf16") == 70_272  # the MLA latent
+    assert kv(model_shape("deepseek-v3"), "bf16") == 70_272 == 61 * (512 + 64) * 2  # the MLA latent
+    lab = MODELS["deepseek-v3"]  # the lab's K+V form of the same latent (servesim.model.kvcache)
+    assert kv_bytes_per_token(lab.layers, lab.kv_heads, lab.head_dim, 2) == 70_272
     sm = StepModel(model_shape("llama-3-70b"), "H100", 4, kv_dtype="fp8")
     assert sm.sequence_kv_bytes(10) == 10 * 163_840  # the step model's copy, over all GPUs
     assert sm.kv_bytes_per_token_per_gpu == 163_840 / 4  # 8 KV heads over TP4: 2 a GPU
@@ -550,7 +556,7 @@ def test_tp_rule():
     with pytest.raises(ParameterError, match=r"tp=7 .* one of 1, 2, 4, 28$"):
         check_tp(q7, 7)
     assert valid_tps(model_shape("falcon-7b")) == (1, 71)  # MQA: the one KV head replicates
-    assert check_tp(CAT.model("llama-3-8b"), 8) == 8  # a ModelSpec works too
+    assert check_tp(CAT.model("llama-3-8b"), 8) == 8  # the catalog's own shape works too
     assert 40 in valid_tps(model_shape("qwen3-14b")) and 16 not in valid_tps(model_shape("qwen3-14b"))
 
 

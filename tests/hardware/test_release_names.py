@@ -19,8 +19,8 @@ def test_kimi_k2_thinking_is_k2_with_int4_experts() -> None:
     # int4 experts (0.515625 B/value with group scales) against K2's block FP8 everywhere: the
     # checkpoint is well under K2's ~1.03 TB and above the experts' 4-bit floor
     experts = th.breakdown()["experts"]
-    assert th.checkpoint_bytes < 0.6 * k2.checkpoint_bytes
-    assert th.checkpoint_bytes > experts * 0.5
+    assert th.weight_bytes() < 0.6 * k2.weight_bytes()
+    assert th.weight_bytes() > experts * 0.5
 
 
 @pytest.mark.parametrize("name", ["Qwen/Qwen3-235B-A22B-Instruct-2507",

@@ -102,13 +102,13 @@ def test_allreduce_is_the_ring_formula():
 def test_kv_bytes_per_token_by_attention_kind(name, kind, hand):
     m = CAT.model(name)
     assert m.attention == kind
-    assert m.kv_bytes_per_token == hand
+    assert m.kv_bytes_per_token() == hand
     assert MODELS[name].bytes_per_token == hand  # servesim.model.kvcache reads the same file
 
 
 def test_every_catalog_model_agrees_with_kvcache():
     for name, m in CAT.models.items():
-        assert m.kv_bytes_per_token == MODELS[name].bytes_per_token, name
+        assert m.kv_bytes_per_token() == MODELS[name].bytes_per_token, name
 
 
 def test_mla_cache_is_replicated_across_tp_and_gqa_split():
@@ -146,7 +146,7 @@ def test_batch_to_memory_cap():
     ctx = 4096
     cap = rl.max_batch(L70, H100, tp=8, context_tokens=ctx)
     room = rl.kv_room_bytes(L70, H100, tp=8)
-    per_seq = ctx * L70.kv_bytes_per_token / 8
+    per_seq = ctx * L70.kv_bytes_per_token() / 8
     assert cap * per_seq <= room < (cap + 1) * per_seq
     # hand: 0.9 x 81,559 MiB - 141.1 GB / 8 over 4096 x 40,960 B
     hand = (0.9 * 79.6 * 2**30 - 70.55e9 * 2 / 8) / (4096 * 327680 / 8)

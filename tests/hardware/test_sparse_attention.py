@@ -6,20 +6,21 @@ import dataclasses
 
 import pytest
 
-from servesim.hardware.architectures import Architecture, find_architecture
+from servesim.hardware.architectures import find_architecture
+from servesim.hardware.shape import ModelShape
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.sparse_attention import DSA_FLOOR_S, DSA_MULTIPLE, dsa_table, indexer_work
 from servesim.hardware.stepmodel import Chunk
 
 
-def _arch(name: str) -> Architecture:
+def _arch(name: str) -> ModelShape:
     arch = find_architecture(name)
     assert arch is not None, name
     return arch
 
 
-def _model(arch: Architecture, gpu: str, engine: str, kv: str = "fp8", tp: int = 8) -> MoEStepModel:
+def _model(arch: ModelShape, gpu: str, engine: str, kv: str = "fp8", tp: int = 8) -> MoEStepModel:
     return MoEStepModel(arch, gpu, Parallelism(tp, 1, 1), engine=engine_profile(engine, gpu=gpu), kv_dtype=kv)
 
 

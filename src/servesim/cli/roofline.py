@@ -7,6 +7,7 @@ The numbers are :func:`servesim.plan.roofline.roofline_summary`'s, the text
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from servesim._checks import InputError, ParameterError
@@ -40,7 +41,7 @@ from servesim.render.roofline import roofline_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
-    from servesim.hardware.roofline import ModelSpec
+    from servesim.hardware.shape import ModelShape
 
 __all__ = ["register"]
 
@@ -167,7 +168,7 @@ def _run(args: argparse.Namespace) -> Output:
     return Output(data, roofline_text(data), _rows(data))
 
 
-def _model(name: str, cat: Catalog | None) -> ModelSpec:
+def _model(name: str, cat: Catalog | None) -> ModelShape:
     """The catalog's spec of ``name``, else the roofline spec of the MoE / MLA config it names
     (a shipped config's id or a config.json path: the same shapes ``predict`` prices), named as
     given so that the measured view finds its architecture again."""
@@ -180,7 +181,7 @@ def _model(name: str, cat: Catalog | None) -> ModelSpec:
             arch = None
         if arch is None:
             raise exc from None
-        return arch.model_spec(name)
+        return replace(arch, name=name)
 
 
 def _rows(d: dict[str, Any]) -> list[Row]:

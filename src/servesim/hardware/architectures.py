@@ -1,6 +1,7 @@
-"""Shapes of mixture-of-experts and MLA models, read from their Hugging Face ``config.json``.
+"""Shapes of mixture-of-experts, MLA and hybrid models, read from their Hugging Face ``config.json``.
 
-:func:`read_architecture` builds an :class:`Architecture` from a ``config.json`` (and the
+:func:`read_architecture` builds a :class:`~servesim.hardware.shape.ModelShape` with its per-layer
+detail (``layer_moe``, ``layer_windows``, ``layer_linear``) from a ``config.json`` (and the
 ``hf_quant_config.json`` beside it, where a ModelOpt checkpoint has one);
 :func:`find_architecture` looks up the configs shipped in ``servesim/data/model_configs``
 (copied from ai-dynamo/aiconfigurator, see the ``NOTICE.md`` there) by Hugging Face id,
@@ -60,14 +61,12 @@ input embedding (``V h``) and the LM head (``V h``, unless tied).
   (H_I), ``index_head_dim`` (d_I), ``index_topk``.  DeepSeek-V4 (``DeepseekV4ForCausalLM``) is refused
   in one line naming why.
 
-**Parameters.**  :attr:`Architecture.params` is the sum of :meth:`Architecture.breakdown`
-(MTP modules excluded: :attr:`Architecture.mtp_params`; vision towers are not modelled).
-:attr:`Architecture.active_params` is what one token uses: the routed experts scaled by
-``k / E``, every other weight once, the input embedding included (servesim's convention,
-:class:`~servesim.hardware.roofline.ModelSpec`'s; Mistral, Meta and Qwen publish theirs so).
-:attr:`Architecture.active_matmul_params` leaves out the input table, from which a token
-only gathers a row (what a token multiplies by; DeepSeek, OpenAI, Moonshot and MiniMax
-publish theirs so).
+**Parameters** are the sum of :meth:`~servesim.hardware.shape.ModelShape.breakdown` (MTP modules
+excluded; vision towers are not modelled); ``active_params`` counts the routed experts scaled by
+``k / E``, every other weight once, the input embedding included (Mistral, Meta and Qwen publish
+theirs so; ``active_matmul_params`` leaves the input table out, as DeepSeek, OpenAI, Moonshot and
+MiniMax publish theirs).  The KV cache per token, the recurrent state of a gated-delta-net layer and
+the weight bytes per dtype are :class:`~servesim.hardware.shape.ModelShape`'s.
 
 **Names** (:func:`find_architecture`, case-insensitive): the shipped configs' Hugging Face ids
 (:func:`shipped_ids`); re-releases of the same shape (``deepseek-ai/DeepSeek-R1-0528``,
@@ -79,39 +78,16 @@ publish theirs so).
 repository name (``deepseek-r1``, ``gpt-oss-120b``, ``qwen3-235b-a22b``, ``kimi-k2.5``) and a few
 short names (``kimi-k2``, ``mixtral-8x7b``, ``llama-4-scout``, ``llama-4-maverick``).
 
-**KV cache per token** (:meth:`Architecture.kv_bytes_per_token`): MLA stores one latent
-``kv_lora_rank + qk_rope_head_dim`` values per layer (one copy for all heads, the
-compressed KV and the shared RoPE key); GQA ``2 G d`` values per layer.  A layer with a
-window ``w`` (sliding, or Llama-4's chunk) holds at most ``w`` tokens, so over a sequence
-of ``L`` tokens it costs ``min(L, w) / L`` of a full layer per token.  A chunked layer
-really holds ``L mod w`` tokens (the current chunk), at most ``w``: the bound is what an
-engine must reserve (vLLM's chunked-local-attention spec reserves a chunk).
-
-A gated-delta-net layer holds no KV: each request keeps a fixed state instead
-(:meth:`Architecture.state_bytes_per_request`); a DSA layer adds its indexer's FP8 key, ``d_I + 4``
-bytes (:attr:`Architecture.indexer_bytes_per_token`), whatever the KV dtype.
-
 **Checkpoint dtype** (``checkpoint_dtype``) from ``quantization_config`` (in
 ``text_config`` or the top level) or ``hf_quant_config.json``: ``fp8`` with a
 ``weight_block_size`` -> ``fp8_block`` (without -> ``fp8``); ``mxfp4`` -> ``mxfp4``;
 ``compressed-tensors`` groups of 4-bit integers -> ``int4`` (4-bit floats -> ``fp4``,
 8-bit floats -> ``fp8`` / ``fp8_block``); ModelOpt ``NVFP4`` -> ``fp4``, ``FP8`` -> ``fp8``;
 no quantization -> ``bf16``.  ``quantized_parts`` lists the linear layers
-(:data:`LINEAR_PARTS`) the checkpoint stores in that dtype: those its
+(:data:`~servesim.hardware.shape.LINEAR_PARTS`) the checkpoint stores in that dtype: those its
 ``modules_to_not_convert`` / ``ignore`` / ``exclude_modules`` lists (names, ``*`` globs,
 ``re:`` regular expressions) leave out in no decoder layer, and, for compressed-tensors,
 that its ``targets`` select.  Every linear layer of a bf16 checkpoint is listed.
-
-**Weight bytes** (:meth:`Architecture.weight_bytes`): the requested dtype's bytes per
-value (:data:`BYTES_PER_VALUE`, scales included) for the experts and the other
-``quantized_parts``; bf16 for the rest, the embeddings, LM head, norms, biases and router.
-
-* ``fp8_block``: 1 byte + one FP32 scale per 128 x 128 block = ``1 + 4 / 16384``;
-* ``fp8``: 1 byte (per-tensor or per-channel scales not counted, as in
-  :mod:`servesim.hardware.precision`);
-* ``fp4`` (NVFP4): 4 bits + one FP8 scale per 16 values = ``0.5 + 1/16``;
-* ``mxfp4``: 4 bits + one E8M0 scale per 32 values = ``0.5 + 1/32``;
-* ``int4``: 4 bits + one BF16 scale per group of 32 = ``0.5 + 2/32``.
 
 Standard library only; nothing prints.
 """
@@ -126,448 +102,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from servesim._checks import InputError, ParameterError, check_int, check_real
+from servesim._checks import InputError, ParameterError
 from servesim._textfile import path_kind, shown
-from servesim.hardware.dtypes import BYTES_PER_VALUE
-from servesim.hardware.hf_config import MAX_DIM, QUOTED, Fields, load_json
-from servesim.hardware.precision import normalize_dtype
-from servesim.hardware.roofline import ModelSpec
+from servesim.hardware.hf_config import QUOTED, Fields, load_json
+from servesim.hardware.shape import LINEAR_PARTS, MOE_FAMILIES, ModelShape, attention_kind
 
 __all__ = [
-    "BYTES_PER_VALUE",
-    "CHECKPOINT_DTYPES",
     "FP4_RELEASE_PARTS",
-    "LINEAR_PARTS",
-    "MOE_FAMILIES",
-    "Architecture",
     "find_architecture",
     "read_architecture",
     "shipped_ids",
 ]
 
-MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax_m2", "mixtral", "llama4",
-                                 "qwen3_5_moe", "qwen3_5")
-"""The model families :func:`read_architecture` reads (``qwen3_5``: Qwen3.5's dense hybrid models, no
-experts: every layer a dense MLP beside a gated delta net or full attention)."""
-
-CHECKPOINT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4")
-"""Weight dtypes a checkpoint is stored in, or :meth:`Architecture.weight_bytes` prices."""
-
-LINEAR_PARTS: tuple[str, ...] = (
-    "q_proj", "k_proj", "v_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj",
-    "experts", "shared_experts", "dense_mlp", "in_proj_qkvz", "in_proj_ba", "out_proj", "indexer",
-)
-"""Linear layers a checkpoint may quantize (the keys of :meth:`Architecture.breakdown` that may
-take a dtype other than bf16)."""
-
-_ATTENTION_KINDS = ("mla", "gqa")
-_QK_NORMS = ("", "per_head", "per_layer")
 _MAX_PATTERN = 1000
-
-
-# --------------------------------------------------------------------------- the shape
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """A mixture-of-experts (and/or MLA) transformer's shape, as its ``config.json`` gives it.
-
-    Attention: ``attention`` is ``"mla"`` or ``"gqa"``.  For MLA ``kv_heads`` is 1 (one
-    latent per token, shared by the heads and replicated on every tensor-parallel rank) and
-    ``head_dim`` is the query/key head width ``qk_nope_head_dim + qk_rope_head_dim``.
-    ``layer_windows[i]`` is 0 for full attention, else the most tokens layer ``i`` attends
-    to (``sliding_window``, or ``attention_chunk`` for Llama-4's chunked layers).
-
-    FFN: ``layer_moe[i]`` says whether layer ``i`` is a MoE layer (else a dense MLP of
-    ``dense_intermediate``); a MoE layer holds ``experts`` routed experts of
-    ``moe_intermediate`` (``experts_per_token`` used) and ``shared_experts`` always-on
-    experts of ``shared_intermediate`` each.
-
-    Quantization: ``checkpoint_dtype`` and ``quantized_parts`` (see the module doc; ``None``
-    = every linear part).  ``source`` is the file the shape was read from.
-    """
-
-    name: str
-    hf_id: str
-    family: str
-    layers: int
-    hidden: int
-    vocab: int
-    tied_embeddings: bool
-    attention: str
-    heads: int
-    kv_heads: int
-    head_dim: int
-    layer_windows: tuple[int, ...]
-    layer_moe: tuple[bool, ...]
-    experts: int
-    experts_per_token: int
-    moe_intermediate: int
-    dense_intermediate: int = 0
-    shared_experts: int = 0
-    shared_intermediate: int = 0
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_nope_head_dim: int = 0
-    qk_rope_head_dim: int = 0
-    v_head_dim: int = 0
-    sliding_window: int = 0
-    attention_chunk: int = 0
-    attention_sinks: bool = False
-    attention_bias: bool = False
-    qk_norm: str = ""
-    router_bias: bool = False
-    expert_bias: bool = False
-    mtp_layers: int = 0
-    checkpoint_dtype: str = "bf16"
-    quantized_parts: tuple[str, ...] | None = None
-    checkpoint_kv_dtype: str = ""  # the KV dtype its quantization config states (fp8), else ""
-    source: str = ""
-    context_length: int = 0  # max_position_embeddings: the longest request it serves (0 = unknown)
-    # hybrid linear attention (Qwen3.5): layer_linear[i] True = a gated-delta-net layer, no KV cache
-    layer_linear: tuple[bool, ...] = ()
-    linear_key_heads: int = 0
-    linear_value_heads: int = 0
-    linear_key_head_dim: int = 0
-    linear_value_head_dim: int = 0
-    linear_conv_kernel: int = 0
-    ssm_state_bytes: int = 0  # bytes of one recurrent-state value (mamba_ssm_dtype)
-    attn_output_gate: bool = False  # full-attention q_proj also outputs a sigmoid gate of H d
-    shared_expert_gate: bool = False  # a sigmoid gate (h -> 1) on the shared expert's output
-    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the lightning indexer's heads, width and top-k
-    index_heads: int = 0
-    index_head_dim: int = 0
-    index_topk: int = 0
-
-    def __post_init__(self) -> None:
-        if self.family not in MOE_FAMILIES:
-            raise ParameterError("family", self.family, f"one of {', '.join(MOE_FAMILIES)}")
-        if self.attention not in _ATTENTION_KINDS:
-            raise ParameterError("attention", self.attention, "'mla' or 'gqa'")
-        for name in ("layers", "hidden", "vocab", "heads", "kv_heads", "head_dim"):
-            check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
-        moe = any(self.layer_moe) if isinstance(self.layer_moe, tuple) else True
-        for name in ("experts", "moe_intermediate"):  # 0 only for a model without MoE layers
-            check_int(name, getattr(self, name), lo=1 if moe else 0, hi=MAX_DIM)
-        check_int("experts_per_token", self.experts_per_token, lo=1 if moe else 0, hi=self.experts)
-        for name in ("dense_intermediate", "shared_experts", "shared_intermediate", "q_lora_rank",
-                     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                     "sliding_window", "attention_chunk", "mtp_layers", "context_length"):
-            check_int(name, getattr(self, name), lo=0, hi=MAX_DIM)
-        if self.attention == "mla":
-            for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-                check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
-        elif self.heads % self.kv_heads:
-            raise ParameterError("kv_heads", self.kv_heads, f"a divisor of heads ({self.heads})")
-        if len(self.layer_windows) != self.layers:
-            raise ParameterError("layer_windows", self.layer_windows, f"{self.layers} windows, one per layer")
-        allowed = {0, self.sliding_window, self.attention_chunk}
-        for w in self.layer_windows:
-            if isinstance(w, bool) or not isinstance(w, int) or w not in allowed:
-                raise ParameterError("layer_windows", self.layer_windows,
-                                     "0 (full attention), sliding_window or attention_chunk per layer")
-        if len(self.layer_moe) != self.layers or not all(isinstance(m, bool) for m in self.layer_moe):
-            raise ParameterError("layer_moe", self.layer_moe, f"{self.layers} booleans, one per layer")
-        if not all(self.layer_moe):
-            check_int("dense_intermediate", self.dense_intermediate, lo=1, hi=MAX_DIM)
-        if self.shared_experts:
-            check_int("shared_intermediate", self.shared_intermediate, lo=1, hi=MAX_DIM)
-        self._check_attention_kinds()
-        if self.qk_norm not in _QK_NORMS:
-            raise ParameterError("qk_norm", self.qk_norm, "'', 'per_head' or 'per_layer'")
-        if self.checkpoint_dtype not in CHECKPOINT_DTYPES:
-            raise ParameterError("checkpoint_dtype", self.checkpoint_dtype,
-                                 f"one of {', '.join(CHECKPOINT_DTYPES)}")
-        present = tuple(p for p in LINEAR_PARTS if self._linear_counts()[p])
-        if self.quantized_parts is None:
-            object.__setattr__(self, "quantized_parts", present)
-        elif not set(self.quantized_parts) <= set(present):
-            raise ParameterError("quantized_parts", self.quantized_parts,
-                                 f"linear parts of this model: a subset of {', '.join(present)}")
-
-    def _check_attention_kinds(self) -> None:
-        for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-                     "linear_conv_kernel", "ssm_state_bytes", "index_heads", "index_head_dim", "index_topk"):
-            check_int(name, getattr(self, name), lo=0, hi=MAX_DIM)
-        if self.layer_linear:
-            kinds = self.layer_linear
-            if len(kinds) != self.layers or not all(isinstance(v, bool) for v in kinds):
-                raise ParameterError("layer_linear", self.layer_linear,
-                                     f"{self.layers} booleans, one per layer")
-            if any(self.layer_linear):
-                for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim",
-                             "linear_value_head_dim", "linear_conv_kernel", "ssm_state_bytes"):
-                    check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
-                if self.linear_value_heads % self.linear_key_heads:
-                    raise ParameterError("linear_value_heads", self.linear_value_heads,
-                                         f"a multiple of linear_key_heads ({self.linear_key_heads})")
-        if self.index_heads or self.index_head_dim or self.index_topk:
-            if self.attention != "mla":
-                raise ParameterError("index_heads", self.index_heads,
-                                     "0: sparse attention is read for MLA only")
-            for name in ("index_heads", "index_head_dim", "index_topk"):
-                check_int(name, getattr(self, name), lo=1, hi=MAX_DIM)
-
-    # ----------------------------------------------------------------- counts
-
-    @property
-    def linear_layers(self) -> int:
-        """Gated-delta-net (linear attention) layers: no KV cache, a fixed recurrent state each."""
-        return sum(self.layer_linear)
-
-    @property
-    def attention_layers(self) -> int:
-        """Layers of softmax attention (full, windowed or sparse): the ones that keep a KV cache."""
-        return self.layers - self.linear_layers
-
-    @property
-    def sparse(self) -> bool:
-        """DeepSeek Sparse Attention: an indexer picks ``index_topk`` cached tokens per query."""
-        return self.index_topk > 0
-
-    def _linear_attention_linear(self) -> dict[str, int]:
-        """One gated-delta-net layer's projections (Qwen3.5 ``linear_attn``): ``in_proj_qkv`` (q and k
-        of ``Hk dk`` each, v of ``Hv dv``) with ``in_proj_z`` (the output gate, ``Hv dv``) as
-        ``in_proj_qkvz``, ``in_proj_b`` and ``in_proj_a`` (one value per value head each) as
-        ``in_proj_ba``, and ``out_proj`` ``Hv dv -> h``."""
-        h = self.hidden
-        k = self.linear_key_heads * self.linear_key_head_dim
-        v = self.linear_value_heads * self.linear_value_head_dim
-        return {"in_proj_qkvz": h * (2 * k + 2 * v), "in_proj_ba": h * 2 * self.linear_value_heads,
-                "out_proj": v * h}
-
-    @property
-    def linear_conv_dim(self) -> int:
-        """Channels of a gated-delta-net layer's causal convolution: q, k and v (``2 Hk dk + Hv dv``)."""
-        return (2 * self.linear_key_heads * self.linear_key_head_dim
-                + self.linear_value_heads * self.linear_value_head_dim)
-
-    def _indexer_linear(self) -> int:
-        """One DSA layer's lightning-indexer projections: ``wq_b`` (``q_lora -> H_I d_I``), ``wk``
-        (``h -> d_I``) and ``weights_proj`` (``h -> H_I``)."""
-        if not self.sparse:
-            return 0
-        return (self.q_lora_rank * self.index_heads * self.index_head_dim + self.hidden * self.index_head_dim
-                + self.hidden * self.index_heads)
-
-    @property
-    def moe_layers(self) -> int:
-        return sum(self.layer_moe)
-
-    @property
-    def dense_layers(self) -> int:
-        return self.layers - self.moe_layers
-
-    def _attention_linear(self) -> dict[str, int]:
-        """One layer's attention projections, by part."""
-        h, H = self.hidden, self.heads
-        if self.attention == "mla":
-            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            out = {"kv_a_proj": h * (self.kv_lora_rank + self.qk_rope_head_dim),
-                   "kv_b_proj": self.kv_lora_rank * H * (self.qk_nope_head_dim + self.v_head_dim),
-                   "o_proj": H * self.v_head_dim * h}
-            if self.q_lora_rank:
-                out |= {"q_a_proj": h * self.q_lora_rank, "q_b_proj": self.q_lora_rank * H * qk}
-            else:
-                out["q_proj"] = h * H * qk
-            return out
-        q, kv = H * self.head_dim, self.kv_heads * self.head_dim
-        gate = 2 if self.attn_output_gate else 1  # q_proj's second half is the output gate
-        return {"q_proj": h * q * gate, "k_proj": h * kv, "v_proj": h * kv, "o_proj": q * h}
-
-    def _attention_norms(self) -> int:
-        if self.attention == "mla":
-            # q_a_layernorm, kv_a_layernorm; DSA's indexer k_norm is a LayerNorm (weight and bias)
-            return self.q_lora_rank + self.kv_lora_rank + 2 * self.index_head_dim
-        if self.qk_norm == "per_head":
-            return 2 * self.head_dim
-        if self.qk_norm == "per_layer":
-            return (self.heads + self.kv_heads) * self.head_dim
-        return 0
-
-    def _attention_biases(self) -> int:
-        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        biases = q + 2 * kv + self.hidden if self.attention_bias else 0
-        return biases + (self.heads if self.attention_sinks else 0)
-
-    def _linear_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(LINEAR_PARTS, 0)
-        for part, n in self._attention_linear().items():
-            counts[part] = n * self.attention_layers
-        if self.linear_layers:
-            for part, n in self._linear_attention_linear().items():
-                counts[part] = n * self.linear_layers
-        counts["indexer"] = self._indexer_linear() * self.layers
-        g = 3 * self.hidden  # gated MLP: gate, up, down
-        counts["experts"] = self.moe_layers * self.experts * g * self.moe_intermediate
-        counts["shared_experts"] = self.moe_layers * self.shared_experts * g * self.shared_intermediate
-        counts["dense_mlp"] = self.dense_layers * g * self.dense_intermediate
-        return counts
-
-    def breakdown(self) -> dict[str, int]:
-        """Parameters by part: :data:`LINEAR_PARTS` plus ``embed``, ``lm_head``, ``norms``,
-        ``biases`` (attention and expert biases, sinks) and ``router`` (gate and routing bias)."""
-        h, E = self.hidden, self.experts
-        out = self._linear_counts()
-        out["embed"] = self.vocab * h
-        out["lm_head"] = 0 if self.tied_embeddings else self.vocab * h
-        # a gated-delta-net layer normalizes each value head's output (RMSNormGated of d_v)
-        out["norms"] = (self.layers * 2 * h + self.attention_layers * self._attention_norms()
-                        + self.linear_layers * self.linear_value_head_dim + h)
-        expert_bias = E * (2 * self.moe_intermediate + h) if self.expert_bias else 0
-        # a gated-delta-net layer's dt_bias and A_log: one value per value head each
-        out["biases"] = (self.attention_layers * self._attention_biases() + self.moe_layers * expert_bias
-                         + self.linear_layers * 2 * self.linear_value_heads)
-        out["router"] = self.moe_layers * (h * E + (E if self.router_bias else 0)
-                                           + (h if self.shared_expert_gate else 0))
-        # the depthwise causal convolution over q, k and v (no bias)
-        out["conv1d"] = self.linear_layers * self.linear_conv_dim * self.linear_conv_kernel
-        return out
-
-    @property
-    def params(self) -> float:
-        """Total parameters (MTP modules excluded; see the module doc)."""
-        return float(sum(self.breakdown().values()))
-
-    @property
-    def input_embedding_params(self) -> int:
-        return self.vocab * self.hidden
-
-    @property
-    def active_params(self) -> float:
-        """Parameters one token uses: all but the routed experts, plus ``k / E`` of those (input
-        embedding included, as :class:`~servesim.hardware.roofline.ModelSpec` counts it)."""
-        parts = self.breakdown()
-        routed = parts["experts"]
-        if self.expert_bias:
-            routed += self.moe_layers * self.experts * (2 * self.moe_intermediate + self.hidden)
-        if not self.experts:
-            return float(sum(parts.values()))
-        return float(sum(parts.values())) - routed * (1.0 - self.experts_per_token / self.experts)
-
-    @property
-    def active_matmul_params(self) -> float:
-        """Parameters one token multiplies by (2 FLOPs each): :attr:`active_params` without the
-        untied input embedding table, from which a token only gathers a row."""
-        return self.active_params - (0.0 if self.tied_embeddings else self.input_embedding_params)
-
-    @property
-    def mtp_params(self) -> float:
-        """Parameters of the multi-token-prediction modules, DeepSeek's layout: each one MoE decoder
-        layer, the ``2h x h`` projection and three norms (embedding and head shared, not counted).
-
-        DeepSeek-V3: 11.61e9; its checkpoint also stores copies of the embedding and head in the MTP
-        layer (1.85e9) and FP32 block scales (0.04e9): 671.03 + 13.50 = 684.5e9, the published 685B.
-        """
-        if not self.mtp_layers:
-            return 0.0
-        h, E = self.hidden, self.experts
-        layer = (sum(self._attention_linear().values()) + self._indexer_linear() + 2 * h
-                 + self._attention_norms()
-                 + self._attention_biases()
-                 + E * 3 * h * self.moe_intermediate + self.shared_experts * 3 * h * self.shared_intermediate
-                 + (0 if self.moe_layers else 3 * h * self.dense_intermediate)
-                 + h * E + (E if self.router_bias else 0))
-        return float(self.mtp_layers * (layer + 2 * h * h + 3 * h))
-
-    # ----------------------------------------------------------------- bytes
-
-    def kv_bytes_per_token(self, kv_dtype_bytes: float, context: int | None = None) -> float:
-        """KV-cache bytes of one token over all layers (see the module doc).
-
-        ``kv_dtype_bytes`` is the bytes of one cached value (2 for bf16, 1 for fp8).  Without
-        ``context`` every layer holds the token; with it, the average per token over a sequence
-        of ``context`` tokens, a windowed layer holding at most its window.
-        """
-        b = check_real("kv_dtype_bytes", kv_dtype_bytes, lo=0.0, lo_open=True)
-        n = None if context is None else check_int("context", context, lo=1)
-        if self.attention == "mla":
-            per_layer = float(self.kv_lora_rank + self.qk_rope_head_dim)
-        else:
-            per_layer = 2.0 * self.kv_heads * self.head_dim
-        held = 0.0
-        for i, w in enumerate(self.layer_windows):
-            if self.layer_linear and self.layer_linear[i]:
-                continue  # a gated-delta-net layer keeps a fixed state, not a KV cache
-            held += 1.0 if (w == 0 or n is None or n <= w) else w / n
-        return per_layer * held * b + self.indexer_bytes_per_token
-
-    @property
-    def indexer_bytes_per_token(self) -> float:
-        """DSA's indexer cache of one token over all layers: its key of ``index_head_dim`` values in
-        FP8 and one FP32 scale per 128 of them, whatever the KV dtype (vLLM
-        ``model_executor/models/deepseek_v2.py`` ``DeepseekV32IndexerCache``: ``head_dim + head_dim //
-        quant_block_size * 4`` bytes, block 128; SGLang's ``NSATokenToKVPool`` index_k buffer the
-        same).  0 for dense attention."""
-        if not self.sparse:
-            return 0.0
-        return float(self.layers * (self.index_head_dim + self.index_head_dim // 128 * 4))
-
-    def state_bytes_per_request(self, tp: int = 1, ssm_state_bytes: int | None = None) -> float:
-        """The fixed recurrent state one request holds on each of ``tp`` tensor-parallel GPUs, over all
-        gated-delta-net layers: the causal convolution's last ``K - 1`` inputs of its ``conv_dim / tp``
-        channels in BF16 and the ``Hv / tp`` heads' ``d_v x d_k`` state in ``mamba_ssm_dtype`` (vLLM
-        ``layers/mamba/mamba_utils.py`` ``MambaStateShapeCalculator.gated_delta_net_state_shape`` and
-        ``MambaStateDtypeCalculator.gated_delta_net_state_dtype``; Qwen3.5's config asks float32).
-        ``ssm_state_bytes`` overrides the state's bytes per value (an engine that keeps it in the
-        model's dtype).  It does not grow with the request's length."""
-        t = check_int("tp", tp, lo=1)
-        s = self.ssm_state_bytes if ssm_state_bytes is None else check_int("ssm_state_bytes", ssm_state_bytes,
-                                                                         lo=1, hi=8)
-        if not self.linear_layers:
-            return 0.0
-        conv = self.linear_conv_dim / t * (self.linear_conv_kernel - 1) * 2.0
-        ssm = (self.linear_value_heads / t * self.linear_value_head_dim * self.linear_key_head_dim
-               * s)
-        return float(self.linear_layers * (conv + ssm))
-
-    def model_spec(self, name: str | None = None) -> ModelSpec:
-        """The roofline's :class:`~servesim.hardware.roofline.ModelSpec` of this shape (named ``name``,
-        else :attr:`name`): its parameters, active parameters and experts, MLA's latent written as
-        one KV head of ``(kv_lora_rank + qk_rope_head_dim) / 2`` values each for K and V (the
-        catalog's DeepSeek-V3 entry does the same), the checkpoint's mean bytes per parameter.
-        Sliding windows are not a ModelSpec field: its KV counts every layer in full (a gated-delta-net
-        layer too, which holds none: the step model's KV is the one to read for Qwen3.5); a model
-        without experts is one of a single expert."""
-        mla = self.attention == "mla"
-        params = self.params
-        return ModelSpec(
-            name=name or self.name, layers=self.layers, hidden_size=self.hidden, heads=self.heads,
-            kv_heads=1 if mla else self.kv_heads,
-            head_dim=(self.kv_lora_rank + self.qk_rope_head_dim) // 2 if mla else self.head_dim,
-            vocab_size=self.vocab, params=params, active_params=min(self.active_params, params),
-            attention="mla" if mla else ("mha" if self.kv_heads == self.heads else "gqa"),
-            weight_bytes_per_param=self.checkpoint_bytes / params, tied_embeddings=self.tied_embeddings,
-            experts=max(1, self.experts), experts_per_token=max(1, self.experts_per_token),
-            kv_lora_rank=self.kv_lora_rank, qk_rope_head_dim=self.qk_rope_head_dim,
-            qk_nope_head_dim=self.qk_nope_head_dim, v_head_dim=self.v_head_dim,
-            description=f"{self.family} read from {self.source or 'its config.json'}")
-
-    def weight_bytes(self, dtype: str) -> float:
-        """Bytes of the weights with ``dtype`` (one of :data:`CHECKPOINT_DTYPES`) for the experts and
-        the other ``quantized_parts``, bf16 for everything else (MTP modules excluded)."""
-        key = str(normalize_dtype(dtype)) if isinstance(dtype, str) else ""
-        if key not in BYTES_PER_VALUE:
-            raise ParameterError("dtype", dtype, f"one of {', '.join(repr(d) for d in CHECKPOINT_DTYPES)}")
-        quantized = {"experts", *(self.quantized_parts or ())}
-        total = 0.0
-        for part, n in self.breakdown().items():
-            total += n * (BYTES_PER_VALUE[key] if part in quantized else BYTES_PER_VALUE["bf16"])
-        return total
-
-    @property
-    def checkpoint_bytes(self) -> float:
-        """:meth:`weight_bytes` in the checkpoint's own dtype."""
-        return self.weight_bytes(self.checkpoint_dtype)
-
-    @property
-    def quant_scope(self) -> str:
-        """``"all_linear"``, ``"experts"`` (only the routed experts) or ``"partial"`` (others)."""
-        present = [p for p, n in self._linear_counts().items() if n]
-        parts = set(self.quantized_parts or ())
-        if parts >= set(present):
-            return "all_linear"
-        return "experts" if parts == {"experts"} else "partial"
 
 
 # --------------------------------------------------------------------------- families
@@ -732,7 +279,7 @@ def _common_gqa(f: Fields) -> dict[str, Any]:
     if not f.has("head_dim") and hidden % heads:
         raise InputError(f"{f.where}: missing required field {f.name('head_dim')!r} (hidden_size "
                          f"{hidden} is not a multiple of num_attention_heads {heads})")
-    return {"hidden": hidden, "heads": heads, "kv_heads": kv, "attention": "gqa",
+    return {"hidden": hidden, "heads": heads, "kv_heads": kv, "attention": attention_kind(heads, kv),
             "head_dim": f.int_("head_dim", "width of one head", default=hidden // heads),
             "attention_bias": f.bool_("attention_bias", False)}
 
@@ -773,7 +320,7 @@ def _deepseek(f: Fields, layers: int) -> dict[str, Any]:
         "v_head_dim": f.int_("v_head_dim", "per-head value width"),
         "layer_windows": (0,) * layers, "layer_moe": layer_moe,
         **_moe(f, "n_routed_experts", "moe_intermediate_size"),
-        "dense_intermediate": _dense_width(f, layer_moe, "intermediate_size"),
+        "intermediate": _dense_width(f, layer_moe, "intermediate_size"),
         "router_bias": f.str_("topk_method") == "noaux_tc",  # e_score_correction_bias
         "mtp_layers": f.int_("num_nextn_predict_layers", "MTP modules", default=0, lo=0),
     }
@@ -800,7 +347,7 @@ def _qwen3_moe(f: Fields, layers: int) -> dict[str, Any]:
     else:
         window, windows = 0, (0,) * layers
     out |= {"layer_moe": layer_moe, "sliding_window": window, "layer_windows": windows,
-            "dense_intermediate": _dense_width(f, layer_moe, "intermediate_size")}
+            "intermediate": _dense_width(f, layer_moe, "intermediate_size")}
     return out
 
 
@@ -860,7 +407,7 @@ def _llama4(f: Fields, layers: int) -> dict[str, Any]:
     return out | {
         "layer_moe": layer_moe, "attention_chunk": chunk, "layer_windows": windows,
         "shared_experts": 1, "shared_intermediate": out["moe_intermediate"],
-        "dense_intermediate": _dense_width(f, layer_moe, "intermediate_size_mlp"),
+        "intermediate": _dense_width(f, layer_moe, "intermediate_size_mlp"),
     }
 
 
@@ -914,7 +461,7 @@ def _qwen3_5(f: Fields, layers: int) -> dict[str, Any]:
     out = _common_gqa(f) | {"qk_norm": "per_head"}
     return out | _linear_attention(f, layers) | {
         "layer_moe": (False,) * layers, "layer_windows": (0,) * layers, "experts": 0, "experts_per_token": 0,
-        "moe_intermediate": 0, "dense_intermediate": f.int_("intermediate_size", "the MLP width"),
+        "moe_intermediate": 0, "intermediate": f.int_("intermediate_size", "the MLP width"),
         "attn_output_gate": f.bool_("attn_output_gate", False),
         "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
 
@@ -1047,10 +594,10 @@ def _quantization(where: str, top: Fields, text: Fields, quant_file: Path | None
     return None
 
 
-def _quantized_parts(family: str, model_type: str, arch: Architecture, quant: _Quant) -> tuple[str, ...]:
+def _quantized_parts(family: str, model_type: str, arch: ModelShape, quant: _Quant) -> tuple[str, ...]:
     """The linear parts stored quantized in every decoder layer that has them."""
     prefix = _PREFIX.get(model_type, _PREFIX.get(family, "model.layers"))
-    counts = arch._linear_counts()
+    counts = arch.linear_counts()
     modules = _MODULES[family]
     out = []
     for part in LINEAR_PARTS:
@@ -1084,8 +631,8 @@ def _quant_sibling(p: Path) -> Path | None:
     return sibling if path_kind(sibling) == "file" else None
 
 
-def read_architecture(path: str | Path) -> Architecture:
-    """The :class:`Architecture` of a ``config.json`` file, or of a directory holding one.
+def read_architecture(path: str | Path) -> ModelShape:
+    """The :class:`ModelShape` of a ``config.json`` file, or of a directory holding one.
 
     An ``hf_quant_config.json`` beside it (``X_hf_quant_config.json`` beside
     ``X_config.json``) gives the checkpoint's quantization.  Every problem raises
@@ -1110,10 +657,10 @@ def read_architecture(path: str | Path) -> Architecture:
     tied_key = "tie_word_embeddings"
     tied = text.bool_(tied_key, top.bool_(tied_key, False))
     try:
-        arch = Architecture(name=name or "config", hf_id=hf_id, family=family, layers=layers,
-                            vocab=text.int_("vocab_size", "vocabulary size"), tied_embeddings=tied,
-                            context_length=text.int_("max_position_embeddings", "longest sequence", 0, lo=0),
-                            source=where, **shape)
+        arch = ModelShape(name=name or "config", hf_id=hf_id, family=family, layers=layers,
+                          vocab=text.int_("vocab_size", "vocabulary size"), tied_embeddings=tied,
+                          context_length=text.int_("max_position_embeddings", "longest sequence", 0, lo=0),
+                          source=where, description=f"{family} read from {where}", **shape)
         quant = _quantization(where, top, text, _quant_sibling(p))
         if quant is not None:
             parts = _quantized_parts(family, top.str_("model_type"), arch, quant)
@@ -1212,12 +759,12 @@ def _index() -> Mapping[str, tuple[str, str]]:
 
 
 @lru_cache(maxsize=64)
-def _read_shipped(hf_id: str) -> Architecture:
+def _read_shipped(hf_id: str) -> ModelShape:
     return read_architecture(_shipped()[hf_id.lower()][1])
 
 
-def find_architecture(name: str) -> Architecture | None:
-    """The :class:`Architecture` of a shipped config by Hugging Face id, alias or short name
+def find_architecture(name: str) -> ModelShape | None:
+    """The :class:`ModelShape` of a shipped config by Hugging Face id, alias or short name
     (case-insensitive), or of a ``config.json`` path; ``None`` for an unknown name.
 
     Text ending in ``.json`` or starting with ``/``, ``./``, ``../`` or ``~`` is a path (and an
@@ -1261,7 +808,7 @@ FP4_RELEASE_PARTS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _repackaged(text: str) -> Architecture | None:
+def _repackaged(text: str) -> ModelShape | None:
     """A quantized re-packaging of a shipped model (``nvidia/DeepSeek-R1-0528-FP4-v2``,
     ``RedHatAI/...-FP8-dynamic``, ``...-AWQ``): the base model's shape with the checkpoint's
     dtype read from the name (FP4/NVFP4 -> NVFP4, MXFP4, FP8 -> per-channel FP8, FP8-block,

@@ -8,7 +8,7 @@ A catalog file holds any of three tables of entries::
 
 (the shipped gpus.toml, models.toml and links.toml document every field).  Each
 entry is checked field by field (kind, bounds, unknown names), then as a whole
-(:class:`servesim.hardware.roofline.ModelSpec` checks the attention shape against its
+(:class:`servesim.hardware.shape.ModelShape` checks the attention shape against its
 kind, MoE sizes, ...).  Every problem raises :class:`servesim._catalogfile.CatalogError`
 naming the file, the entry and the field, e.g.::
 
@@ -18,7 +18,7 @@ A user's entries are added to the shipped ones; an entry with a shipped name
 replaces it.
 
 Some optional fields describe a model or GPU beyond what
-:class:`~servesim.hardware.roofline.ModelSpec` and :class:`~servesim.hardware.roofline.GPUSpec`
+:class:`~servesim.hardware.shape.ModelShape` and :class:`~servesim.hardware.roofline.GPUSpec`
 hold (``intermediate_size``, ``gated_mlp``, ``qkv_bias`` and ``hf_ids`` of a
 model, ``fp8_TFLOPS``, ``fp4_TFLOPS``, ``usd_per_gpu_hour`` and ``price_source``
 of a GPU: :data:`EXTRA_FIELDS`).  They are checked like every field and kept
@@ -40,7 +40,8 @@ from typing import Any, TypeVar
 
 from servesim._catalogfile import CatalogError, load_builtin, load_file
 from servesim._checks import ParameterError, check_fields, check_int, check_real
-from servesim.hardware.roofline import ATTENTION_KINDS, GPUSpec, ModelSpec
+from servesim.hardware.roofline import GPUSpec
+from servesim.hardware.shape import ATTENTION_KINDS, ModelShape
 from servesim.model.kvcache import Link
 from servesim.model.serving import Workload
 
@@ -196,7 +197,7 @@ class Catalog:
     """GPUs, models and links by name."""
 
     gpus: Mapping[str, GPUSpec] = field(default_factory=dict)
-    models: Mapping[str, ModelSpec] = field(default_factory=dict)
+    models: Mapping[str, ModelShape] = field(default_factory=dict)
     links: Mapping[str, LinkSpec] = field(default_factory=dict)
     # the EXTRA_FIELDS an entry sets, by entry name (every entry of a file has one, maybe empty)
     gpu_extras: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -214,7 +215,7 @@ class Catalog:
     def gpu(self, name: str) -> GPUSpec:
         return _lookup(self.gpus, name, "GPU")
 
-    def model(self, name: str) -> ModelSpec:
+    def model(self, name: str) -> ModelShape:
         return _lookup(self.models, name, "model")
 
     def link(self, name: str) -> LinkSpec:
@@ -318,7 +319,25 @@ def _gpu(name: str, e: Mapping[str, Any]) -> GPUSpec:
     )
 
 
-def _model(name: str, e: Mapping[str, Any]) -> ModelSpec:
+def _head_dim(e: Mapping[str, Any]) -> int:
+    """The shape's head width: ``head_dim``, or for MLA the query/key head width ``qk_nope_head_dim +
+    qk_rope_head_dim`` (models.toml writes MLA's cached latent in the K+V form of
+    servesim.model.kvcache, ``2 x kv_heads x head_dim = kv_lora_rank + qk_rope_head_dim``: checked)."""
+    head_dim: int = e["head_dim"]
+    rank, rope, nope = (e.get(k, 0) for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim"))
+    if e["attention"] != "mla" or not (rank and rope and nope):
+        return head_dim
+    if 2 * e["kv_heads"] * head_dim != rank + rope:
+        raise ParameterError(
+            "head_dim", head_dim,
+            f"such that 2 x kv_heads x head_dim = kv_lora_rank + qk_rope_head_dim = "
+            f"{rank + rope} for attention 'mla' (the cached latent in the K+V form "
+            f"servesim.model.kvcache uses; e.g. kv_heads = 1, head_dim = {(rank + rope) / 2:g})",
+        )
+    return int(nope + rope)
+
+
+def _model(name: str, e: Mapping[str, Any]) -> ModelShape:
     passthrough = {
         k: e[k]
         for k in (
@@ -328,14 +347,14 @@ def _model(name: str, e: Mapping[str, Any]) -> ModelSpec:
         )
         if k in e
     }
-    return ModelSpec(
+    return ModelShape(
         name=name,
         layers=e["layers"],
-        hidden_size=e["hidden_size"],
+        hidden=e["hidden_size"],
         heads=e["heads"],
         kv_heads=e["kv_heads"],
-        head_dim=e["head_dim"],
-        vocab_size=e["vocab_size"],
+        head_dim=_head_dim(e),
+        vocab=e["vocab_size"],
         params=e["params"],
         active_params=e.get("active_params", e["params"]),
         attention=e["attention"],

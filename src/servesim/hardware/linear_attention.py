@@ -1,10 +1,10 @@
 """Gated-delta-net (linear attention) layers as operations of a step, priced from measured tables.
 
 Qwen3.5 (and Qwen3-Next) run a gated delta net in three of every four layers and full attention in the
-fourth (:class:`~servesim.hardware.architectures.Architecture` ``layer_linear``).  A gated-delta-net
+fourth (:class:`~servesim.hardware.shape.ModelShape` ``layer_linear``).  A gated-delta-net
 layer keeps no KV cache: each request holds a fixed recurrent state, ``Hv / T`` heads of ``d_v x d_k``
 values in ``mamba_ssm_dtype`` and the causal convolution's last ``K - 1`` inputs
-(:meth:`~servesim.hardware.architectures.Architecture.state_bytes_per_request`), whatever its length.
+(:meth:`~servesim.hardware.shape.ModelShape.state_bytes_per_request`), whatever its length.
 
 **Operations of a hybrid step** (:func:`hybrid_attention_ops`, the attention part of
 :class:`~servesim.hardware.moe_step.MoEStepModel`'s operation list; the MoE layers, LM head and
@@ -39,7 +39,7 @@ prefill, :data:`GDN_CHUNK_S` for each chunk of 64 tokens of each sequence (the c
 them in order: a serial latency no bandwidth removes), which the tests check over the tables' grids
 (:func:`gdn_ceiling_s`).
 
-**KV capacity**: only the full-attention layers hold KV (``Architecture.kv_bytes_per_token`` skips the
+**KV capacity**: only the full-attention layers hold KV (``ModelShape.kv_bytes_per_token`` skips the
 others); each request's state is counted on top, spread over the request's tokens
 (:func:`state_bytes_per_token`: the request length the step model is made for, ``for_requests``, else
 the model's longest context), so that ``tokens x (KV + state / tokens)`` is what a request holds.
@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from servesim.hardware import engines
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.ops import Op
+from servesim.hardware.shape import ModelShape
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.architectures import Architecture
     from servesim.hardware.engines import EngineProfile
     from servesim.hardware.kernels import KernelTables
     from servesim.hardware.stepmodel import Chunk
@@ -189,7 +189,7 @@ def gdn_table(gpu: str, engine: str, heads: tuple[int, int] | None = None) -> GD
     return None
 
 
-def state_bytes(arch: Architecture, engine: str) -> int:
+def state_bytes(arch: ModelShape, engine: str) -> int:
     """Bytes of one recurrent-state value as ``engine`` keeps it: engines.toml ``ssm_state_bytes``
     (:func:`servesim.hardware.engines.ssm_state_bytes`: TensorRT-LLM's BF16, with its source), else the
     config's ``mamba_ssm_dtype``, which vLLM and SGLang follow."""
@@ -197,7 +197,7 @@ def state_bytes(arch: Architecture, engine: str) -> int:
     return arch.ssm_state_bytes if own is None else own
 
 
-def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, engine: str) -> float:
+def state_bytes_per_token(arch: ModelShape, tp: int, kv_context: int | None, engine: str) -> float:
     """Each request's recurrent state on one GPU, spread over its tokens (module docstring): the
     request length ``kv_context`` (``for_requests``), else the model's longest context, else one."""
     if not arch.linear_layers:
@@ -206,7 +206,7 @@ def state_bytes_per_token(arch: Architecture, tp: int, kv_context: int | None, e
     return float(arch.state_bytes_per_request(tp, state_bytes(arch, engine))) / tokens
 
 
-def gdn_work(arch: Architecture, tp: int, rows: float, chunks: Sequence[Chunk],
+def gdn_work(arch: ModelShape, tp: int, rows: float, chunks: Sequence[Chunk],
              ssm_bytes: int | None = None) -> tuple[float, float]:
     """One gated-delta-net layer's HBM bytes and FLOPs on one GPU (the speed of light, module
     docstring) for ``rows`` decoding sequences (one token each) and the prefill ``chunks``, the state
@@ -249,7 +249,7 @@ class LayerPricer(Protocol):
     step model that lists them (:class:`~servesim.hardware.moe_step.MoEStepModel`, which imports them:
     hence a protocol): its shape, ranks, GPU, engine and tables, and its GEMM and attention lookups."""
 
-    arch: Architecture
+    arch: ModelShape
     gpu: str
     dtype: str
     kv_dtype: str

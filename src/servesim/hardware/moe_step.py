@@ -78,7 +78,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.architectures import CHECKPOINT_DTYPES, FP4_RELEASE_PARTS, LINEAR_PARTS, Architecture
+from servesim.hardware.architectures import FP4_RELEASE_PARTS
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
 from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, engine_profile, moe_backends
@@ -87,6 +87,7 @@ from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.ops import ACTIVATION_BYTES, Op, Peaks, PriceCache, light_s, priced_parts, ring_bytes
 from servesim.hardware.precision import supported_dtypes
+from servesim.hardware.shape import CHECKPOINT_DTYPES, LINEAR_PARTS, ModelShape
 from servesim.hardware.sparse_attention import dsa_attention_ops
 from servesim.hardware.stepmodel import (
     OTHER_KERNEL_FLOOR_S,
@@ -190,7 +191,7 @@ matmuls are of the same count as a GQA layer's fused QKV path plus its QK norms)
 
 
 
-def block_fp8_splits(arch: Architecture, par: Parallelism, quantized: frozenset[str] | set[str]) -> list[str]:
+def block_fp8_splits(arch: ModelShape, par: Parallelism, quantized: frozenset[str] | set[str]) -> list[str]:
     """The block-FP8 weights that ``par`` would cut inside a 128 x 128 scale block, each as
     ``"name width / ranks = per-rank"``.  An engine loads a block-quantized linear layer split
     over ``n`` tensor-parallel ranks only if every rank's share of the split dimension is a whole
@@ -204,14 +205,14 @@ def block_fp8_splits(arch: Architecture, par: Parallelism, quantized: frozenset[
     splits = (("experts", "expert width", arch.moe_intermediate, par.moe_tp, "MoE TP"),
               ("shared_experts", "shared-expert width",
                arch.shared_intermediate if arch.shared_experts else 0, par.tp, "tp"),
-              ("dense_mlp", "dense-MLP width", arch.dense_intermediate if arch.dense_layers else 0,
+              ("dense_mlp", "dense-MLP width", arch.intermediate if arch.dense_layers else 0,
                par.tp, "tp"))
     return [f"{what} {width} / {name} {ranks} = {width // ranks}"
             for part, what, width, ranks, name in splits
             if part in quantized and width and width % ranks == 0 and (width // ranks) % FP8_BLOCK]
 
 
-def check_block_fp8_split(arch: Architecture, par: Parallelism, quantized: frozenset[str] | set[str]) -> None:
+def check_block_fp8_split(arch: ModelShape, par: Parallelism, quantized: frozenset[str] | set[str]) -> None:
     """Refuse a split that cuts a block-FP8 scale block (:func:`block_fp8_splits`), naming the
     expert-parallel sizes of the same GPUs that would load."""
     bad = block_fp8_splits(arch, par, quantized)
@@ -285,7 +286,7 @@ class _Batch:
     graph: bool
 
 
-def _eplb(arch: Architecture, par: Parallelism, slots: int) -> tuple[Architecture, str]:
+def _eplb(arch: ModelShape, par: Parallelism, slots: int) -> tuple[ModelShape, str]:
     """The architecture as an EPLB deployment places it, and the note: ``slots`` redundant expert
     slots (SGLang ``--ep-num-redundant-experts``, vLLM ``--num-redundant-experts`` of its EPLB config,
     TensorRT-LLM ``moe_config.load_balancer.num_slots`` less the experts) give each of the ``ep`` ranks
@@ -312,12 +313,12 @@ def _eplb(arch: Architecture, par: Parallelism, slots: int) -> tuple[Architectur
 class MoEStepModel:
     """Prices steps of one replica of an MoE or MLA model (see the module docstring).
 
-    ``arch`` is a :class:`servesim.hardware.architectures.Architecture`; ``dtype`` the
+    ``arch`` is a :class:`servesim.hardware.shape.ModelShape`; ``dtype`` the
     weights' precision (``None``: the checkpoint's), applied to the experts and, unless
     the checkpoint keeps them in BF16, to the other linear layers.
     """
 
-    def __init__(self, arch: Architecture, gpu: str, par: Parallelism, *, dtype: str | None = None,
+    def __init__(self, arch: ModelShape, gpu: str, par: Parallelism, *, dtype: str | None = None,
                  kv_dtype: str = "bf16", engine: EngineProfile | None = None,
                  tables: KernelTables | None = None, catalog: Catalog | None = None,
                  moe_activations: str | None = None, moe_backend: str | None = None,
@@ -448,7 +449,7 @@ class MoEStepModel:
         if self.dtype == "bf16":
             return frozenset()
         if self.dtype == arch.checkpoint_dtype:
-            assert arch.quantized_parts is not None  # Architecture.__post_init__ fills it in
+            assert arch.quantized_parts is not None  # ModelShape.__post_init__ fills it in
             return frozenset(arch.quantized_parts)
         if self.dtype in ("mxfp4", "int4"):
             return frozenset({"experts"})  # weight-only 4-bit formats quantize the experts
@@ -489,8 +490,8 @@ class MoEStepModel:
     # ------------------------------------------------------------------ checks
 
     @staticmethod
-    def _check(arch: Architecture, par: Parallelism) -> None:
-        if arch.attention == "gqa":
+    def _check(arch: ModelShape, par: Parallelism) -> None:
+        if arch.attention != "mla":
             if arch.heads % par.tp or (arch.kv_heads % par.tp and par.tp % arch.kv_heads):
                 raise ParameterError("tp", par.tp, f"a divisor of the {arch.heads} query heads whose KV "
                                      "heads "
@@ -909,7 +910,7 @@ class MoEStepModel:
         n_moe = _n_moe(a)
         n_dense = a.layers - n_moe
         if not n_moe:  # no expert layers (Qwen3.5's dense hybrids): every layer's MLP
-            return [self._mlp_op("dense mlp", n_dense, m, a.dense_intermediate)]
+            return [self._mlp_op("dense mlp", n_dense, m, a.intermediate)]
         moe_t, good, note = self._moe(x.m_all)
         if x.chunks and self._moe_prefill_scale != 1.0:
             moe_t *= self._moe_prefill_scale
@@ -945,7 +946,7 @@ class MoEStepModel:
                 ops.append(shared)
             ops.append(router)
         if n_dense:
-            ops.append(self._mlp_op("dense mlp", n_dense, m, a.dense_intermediate))
+            ops.append(self._mlp_op("dense mlp", n_dense, m, a.intermediate))
         return ops
 
     def _head_op(self, x: _Batch) -> Op:
@@ -1193,6 +1194,6 @@ def _busiest_rank(chunks: tuple[Chunk, ...], dp: int) -> tuple[Chunk, ...]:
     return tuple(Chunk(q, c, 1, x) for q, c, x in held[top])
 
 
-def _n_moe(arch: Architecture) -> int:
+def _n_moe(arch: ModelShape) -> int:
     """MoE layers of ``arch`` (the others are dense)."""
     return sum(1 for x in arch.layer_moe if x)

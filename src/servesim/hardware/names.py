@@ -1,7 +1,7 @@
 """Names of models and GPUs: catalog names, Hugging Face ids, ``config.json`` files, GPU aliases.
 
 **Models.**  :func:`resolve_model` turns what a user types into a
-:class:`~servesim.hardware.roofline.ModelSpec`:
+:class:`~servesim.hardware.shape.ModelShape`:
 
 * a catalog name (``llama-3-70b``; exact, then case-insensitive);
 * a Hugging Face id listed in an entry's ``hf_ids`` (``meta-llama/Llama-3.1-8B-Instruct``),
@@ -21,11 +21,10 @@
 An unknown name raises :class:`~servesim._checks.ParameterError` (``name='model'``)
 listing the close matches (:func:`difflib.get_close_matches` over every name and id).
 
-**Shapes.**  :class:`ModelShape` is :class:`~servesim.hardware.roofline.ModelSpec` with what a
-per-GEMM step model needs beside the catalog's fields filled in (the MLP width ``intermediate``,
-``gated_mlp``, ``qkv_bias``, kept in the catalog's ``model_extras``).  :func:`model_shape` builds
-one for any model; :func:`dense_shape` refuses the ones a dense step model cannot price (MoE, MLA,
-unknown MLP width).
+**Shapes.**  :func:`model_shape` fills in what a per-GEMM step model needs beside the catalog's
+fields (the MLP width ``intermediate``, or a MoE entry's ``moe_intermediate``, ``gated_mlp``,
+``qkv_bias``, kept in the catalog's ``model_extras``) for any model; :func:`dense_shape` refuses the
+ones a dense step model cannot price (MoE, MLA, unknown MLP width).
 
 **Parameter count of a dense shape** (:func:`dense_params`), with vocabulary ``V``,
 width ``h``, ``H`` query heads and ``G`` KV heads of width ``d``, MLP width ``I``::
@@ -68,7 +67,8 @@ from servesim._checks import InputError, ParameterError
 from servesim._textfile import path_kind
 from servesim.hardware.catalog import Catalog, builtin_catalog
 from servesim.hardware.hf_config import Fields, load_json
-from servesim.hardware.roofline import GPUSpec, ModelSpec
+from servesim.hardware.roofline import GPUSpec
+from servesim.hardware.shape import ModelShape, attention_kind
 
 __all__ = [
     "MOE_CONFIG_FIELDS",
@@ -105,11 +105,6 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 # --------------------------------------------------------------------------- shapes
 
 
-ModelShape = ModelSpec
-"""A model's shape as a per-GEMM step model needs it: :class:`~servesim.hardware.roofline.ModelSpec`
-with its step-model fields filled in (:func:`model_shape`): one class, the old name kept."""
-
-
 def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
                  intermediate: int, vocab: int, tied_embeddings: bool, gated_mlp: bool = True,
                  qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False,
@@ -125,38 +120,33 @@ def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_di
     return tables + layers * (attn + mlp + 2 * h) + h
 
 
-def attention_kind(heads: int, kv_heads: int) -> str:
-    """``mha``, ``mqa`` or ``gqa``: the attention of ``heads`` query heads over ``kv_heads``."""
-    if kv_heads == heads:
-        return "mha"
-    return "mqa" if kv_heads == 1 else "gqa"
-
-
-def _from_spec(spec: ModelSpec, extras: Mapping[str, Any], hf_id: str = "") -> ModelShape:
+def _from_spec(spec: ModelShape, extras: Mapping[str, Any], hf_id: str = "") -> ModelShape:
     ids = extras.get("hf_ids", ())
     context = int(extras.get("context_length", 0))
     if hf_id and hf_id.lower() in {i.lower() for i in extras.get("short_context_ids", ())}:
         context = int(extras["short_context_length"])
+    width = int(extras.get("intermediate_size", 0))  # models.toml: a MoE entry's is a routed expert's
+    moe = spec.experts > 1
     return replace(spec, context_length=context, hf_id=hf_id or (ids[0] if ids else ""),
-                   intermediate=int(extras.get("intermediate_size", 0)),
+                   intermediate=0 if moe else width, moe_intermediate=width if moe else 0,
                    gated_mlp=bool(extras.get("gated_mlp", True)),
                    qkv_bias=bool(extras.get("qkv_bias", False)))
 
 
-_SHAPE_FIELDS = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size", "attention")
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "attention")
 
 
-def model_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
+def model_shape(spec_or_name: ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
     """The :class:`ModelShape` of a catalog spec, a name, an HF id or a ``config.json`` path.
 
-    A catalog :class:`~servesim.hardware.roofline.ModelSpec` takes its MLP width from the catalog
+    A catalog shape takes its MLP width from the catalog
     entry of the same name when the two agree on the shape (``intermediate`` is 0 otherwise); a
     shape read from a ``config.json`` or filled in already is returned as it is.
     """
     if isinstance(spec_or_name, str):
         return _resolve(spec_or_name, _catalog(catalog))
     spec = spec_or_name
-    if spec.source != "catalog" or spec.hf_id or spec.intermediate:
+    if spec.source != "catalog" or spec.hf_id or spec.intermediate or spec.moe_intermediate:
         return spec
     cat = _catalog(catalog)
     extras: Mapping[str, Any] = {}
@@ -166,7 +156,7 @@ def model_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | N
     return _from_spec(spec, extras)
 
 
-def dense_shape(spec_or_name: ModelSpec | ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
+def dense_shape(spec_or_name: ModelShape | str, catalog: Catalog | None = None) -> ModelShape:
     """:func:`model_shape`, refusing what a dense per-GEMM step model cannot price.
 
     Raises :class:`ParameterError` (``name='model'``) for a mixture of experts or
@@ -254,13 +244,13 @@ def read_hf_config(path: str | Path) -> ModelShape:
     context = f.int_("max_position_embeddings", "longest sequence", 0, lo=0)
     name = name or "config"
     try:
-        return ModelSpec(
-            name=name, layers=layers, hidden_size=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
-            vocab_size=vocab, params=float(params), active_params=float(params),
+        return ModelShape(
+            name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
+            vocab=vocab, params=float(params), active_params=float(params),
             attention=attention_kind(heads, kv), tied_embeddings=tied,
             description=f"{hf_id or name} read from {where}", hf_id=hf_id, intermediate=inter,
             qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where, context_length=context)
-    except ParameterError as exc:  # pragma: no cover - the checks above cover ModelSpec's
+    except ParameterError as exc:  # pragma: no cover - the checks above cover ModelShape's
         raise InputError(f"{where}: {exc}") from None
 
 
@@ -361,8 +351,8 @@ def _resolve(name_or_path: str, cat: Catalog) -> ModelShape:
     raise _unknown_model(text, cat)
 
 
-def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSpec:
-    """The :class:`~servesim.hardware.roofline.ModelSpec` a name, HF id or ``config.json`` path names.
+def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelShape:
+    """The :class:`~servesim.hardware.shape.ModelShape` a name, HF id or ``config.json`` path names.
 
     A catalog name or HF id returns the catalog's own spec (``catalog`` defaults to the
     shipped one); a ``config.json`` builds one (BF16, dense; :func:`read_hf_config`).
@@ -388,22 +378,18 @@ def canonical_model(name: str, catalog: Catalog | None = None) -> str:
 # --------------------------------------------------------------------------- tensor parallelism
 
 
-_Heads = ModelShape | ModelSpec
-
-
 def _tp_ok(heads: int, kv: int, tp: int) -> bool:
     return heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
 
 
-def valid_tps(shape: _Heads) -> tuple[int, ...]:
+def valid_tps(shape: ModelShape) -> tuple[int, ...]:
     """Every tensor-parallel size :func:`check_tp` accepts for this model, ascending."""
     return tuple(t for t in range(1, shape.heads + 1) if _tp_ok(shape.heads, shape.kv_heads, t))
 
 
-def check_tp(shape: _Heads, tp: int) -> int:
+def check_tp(shape: ModelShape, tp: int) -> int:
     """Return ``tp`` after checking it splits the model's heads (vLLM's rule, see the module doc).
 
-    ``shape`` is a :class:`ModelShape` or a :class:`~servesim.hardware.roofline.ModelSpec`.
     Raises :class:`ParameterError` (``name='tp'``) listing the valid sizes.
     """
     heads, kv = shape.heads, shape.kv_heads
@@ -417,7 +403,7 @@ def check_tp(shape: _Heads, tp: int) -> int:
     return tp
 
 
-def kv_replication(shape: _Heads, tp: int) -> int:
+def kv_replication(shape: ModelShape, tp: int) -> int:
     """How many GPUs hold each KV head at ``tp``: ``tp / kv_heads`` past the KV heads, else 1."""
     check_tp(shape, tp)
     return max(1, tp // shape.kv_heads)

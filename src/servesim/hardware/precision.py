@@ -38,7 +38,7 @@ from servesim._checks import ParameterError
 from servesim.hardware.catalog import Catalog, builtin_catalog
 from servesim.hardware.dtypes import BYTES_PER_VALUE, NVFP4_BLOCK
 from servesim.hardware.names import canonical_gpu
-from servesim.hardware.roofline import ModelSpec
+from servesim.hardware.shape import ModelShape
 
 __all__ = [
     "BYTES_PER_VALUE",
@@ -179,7 +179,7 @@ def peak_flops(gpu_name: str, dtype: str, catalog: Catalog | None = None) -> flo
     return float(cat.gpu_extras[gpu][_PEAK_FIELD[d]]) * 1e12
 
 
-def weight_bytes(shape: ModelSpec, dtype: str) -> float:
+def weight_bytes(shape: ModelShape, dtype: str) -> float:
     """Bytes of all the weights with ``dtype`` for everything but the BF16 embedding tables.
 
     ``tables x 2 + (params - tables) x bytes_per_value(dtype)``, tables = ``vocab x hidden``

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
 from servesim._textfile import path_kind
 from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
-from servesim.hardware.architectures import LINEAR_PARTS, Architecture, find_architecture
+from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import (
     EP_COMMS,
     EngineProfile,
@@ -47,6 +47,7 @@ from servesim.hardware.names import (
 )
 from servesim.hardware.ops import Peaks, PriceCache, StepPrice
 from servesim.hardware.precision import check_kv_dtype, normalize_dtype
+from servesim.hardware.shape import LINEAR_PARTS
 from servesim.hardware.stepmodel import Chunk, StepModel, StepTime
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -222,7 +223,7 @@ def _memory_share_that_fits(eng: EngineProfile, weight_bytes: float, reserve_byt
     return f"{flag} {math.ceil(f_min * 100) / 100:.2f} or more"
 
 
-def model_architecture(model: str) -> Architecture | None:
+def model_architecture(model: str) -> ModelShape | None:
     """The MoE / MLA architecture ``model`` names (a shipped config or a config.json path), or None
     for a dense model."""
     try:
@@ -256,7 +257,7 @@ names that release: DeepSeek-V3/R1 and Kimi-K2 (``quantization_config`` ``fp8`` 
 (block FP8 checkpoints).  Others (gpt-oss, Mixtral, Llama-4) take per-tensor FP8."""
 
 
-def moe_dtype(user: str, arch: Architecture, gpu: str, par: Parallelism | None = None) -> str:
+def moe_dtype(user: str, arch: ModelShape, gpu: str, par: Parallelism | None = None) -> str:
     """The weight format ``--dtype`` names for an MoE checkpoint: ``auto`` its own; ``fp8`` block
     FP8 where the checkpoint or its publisher's FP8 release is block-quantized
     (:data:`BLOCK_FP8_FAMILIES`: ``fp8`` on Qwen3-235B-A22B-Instruct-2507 is Qwen's own -FP8
@@ -292,7 +293,7 @@ def moe_dtype(user: str, arch: Architecture, gpu: str, par: Parallelism | None =
     return user
 
 
-Built = tuple[Pricer, ModelShape | Architecture, float]
+Built = tuple[Pricer, ModelShape, float]
 """A pricer (:class:`StepModel` or :class:`MoEStepModel`), the model's shape and each GPU's memory."""
 
 _BUILT: dict[Deployment, Built] = {}

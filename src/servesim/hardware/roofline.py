@@ -17,7 +17,7 @@ other, so their times add:
   add) for the parameters a token uses; the bytes are every weight the pass
   must stream once, shared by all ``T`` tokens of the pass;
 * **attention** over the KV cache: FLOPs per token per cached position
-  (:meth:`ModelSpec.attention_flops_per_position`), bytes the cache read;
+  (:meth:`ModelShape.attention_flops_per_position`), bytes the cache read;
 * the **tensor-parallel all-reduces**: two per layer (after attention and
   after the MLP, Megatron-style) of ``T x hidden`` BF16 activations; a ring
   all-reduce sends ``2 (tp - 1) / tp`` of the message from each GPU.
@@ -63,18 +63,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from servesim._checks import ParameterError, check_int, check_real
+from servesim._checks import check_int, check_real
 from servesim.hardware.ops import ACTIVATION_BYTES, Op, Peaks, StepTime, light_s, ring_bytes
+from servesim.hardware.shape import ModelShape
 
 __all__ = [
     "ACTIVATION_BYTES",
     "ALLREDUCES_PER_LAYER",
-    "ATTENTION_KINDS",
     "DEFAULT_EFFICIENCY",
     "DEFAULT_MEMORY_FRACTION",
     "Efficiency",
     "GPUSpec",
-    "ModelSpec",
     "PassCost",
     "allreduce_bytes",
     "batch_for_utilization",
@@ -92,9 +91,6 @@ __all__ = [
     "step_time",
     "utilization",
 ]
-
-ATTENTION_KINDS: tuple[str, ...] = ("mha", "gqa", "mqa", "mla")
-"""Multi-head, grouped-query, multi-query and multi-head latent (DeepSeek) attention."""
 
 ALLREDUCES_PER_LAYER = 2
 """Megatron tensor parallelism: one all-reduce after attention, one after the MLP."""
@@ -167,226 +163,6 @@ class GPUSpec:
         return self.flops_per_s / self.hbm_bytes_per_s
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """A decoder-only transformer's shape: the fields of models.toml, and what a per-GEMM step model
-    needs beside them (the MLP width, ``intermediate``; :func:`servesim.hardware.names.model_shape`).
-    The one model-shape class of the lab, the roofline and the dense step model
-    (``servesim.hardware.names.ModelShape`` is this class); a mixture-of-experts model's per-layer shape
-    is an :class:`~servesim.hardware.architectures.Architecture` (:meth:`~servesim.hardware.architectures.
-    Architecture.model_spec` gives its ModelSpec).
-
-    Derived sizes (all parameters are counted over every layer):
-
-    * embedding tables: ``vocab x hidden`` each, one if tied to the LM head, else two;
-    * ``matmul_params = params - (untied input table)``: the weights a decode step
-      streams (the input table is only gathered, B rows per step);
-    * MoE: with E routed experts of which k are used per token,
-      ``params = shared + E p_e`` and ``active = shared + k p_e``, so
-      ``p_e = (params - active) / (E - k)`` (one expert slot summed over layers).
-    """
-
-    name: str
-    layers: int
-    hidden_size: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab_size: int
-    params: float
-    active_params: float
-    attention: str = "gqa"
-    bytes_per_value: float = 2.0
-    weight_bytes_per_param: float = 2.0
-    tied_embeddings: bool = False
-    experts: int = 1
-    experts_per_token: int = 1
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    draft_model: str = ""
-    description: str = ""
-    # what a per-GEMM step model needs beside (models.toml's model_extras or the config.json read;
-    # servesim.hardware.names.model_shape fills them in)
-    hf_id: str = ""
-    intermediate: int = 0  # the MLP width (MoE: one routed expert's); 0 = unknown
-    gated_mlp: bool = True
-    qkv_bias: bool = False
-    torch_dtype: str = ""
-    source: str = "catalog"  # "catalog" or the config.json path the shape was read from
-    context_length: int = 0  # the longest request (prompt + output) it serves; 0 = unknown
-
-    def __post_init__(self) -> None:
-        check_int("layers", self.layers, lo=1)
-        check_int("intermediate", self.intermediate, lo=0)
-        check_int("context_length", self.context_length, lo=0)
-        check_int("hidden_size", self.hidden_size, lo=1)
-        heads = check_int("heads", self.heads, lo=1)
-        kv = check_int("kv_heads", self.kv_heads, lo=1)
-        check_int("head_dim", self.head_dim, lo=1)
-        check_int("vocab_size", self.vocab_size, lo=1)
-        params = check_real("params", self.params, lo=0.0, lo_open=True)
-        check_real("bytes_per_value", self.bytes_per_value, lo=0.0, lo_open=True)
-        check_real("weight_bytes_per_param", self.weight_bytes_per_param, lo=0.0, lo_open=True)
-        experts = check_int("experts", self.experts, lo=1)
-        per_token = check_int("experts_per_token", self.experts_per_token, lo=1, hi=experts)
-        if self.attention not in ATTENTION_KINDS:
-            raise ParameterError("attention", self.attention, f"one of {', '.join(ATTENTION_KINDS)}")
-        tables = self.embedding_params * (1 if self.tied_embeddings else 2)
-        if params <= tables:
-            raise ParameterError(
-                "params", self.params,
-                f"> {tables:.4g}, the embedding tables alone (vocab_size x hidden_size"
-                f"{'' if self.tied_embeddings else ' x 2, untied'})",
-            )
-        if per_token == experts:
-            active = check_real("active_params", self.active_params, lo=params, hi=params)
-        else:
-            active = check_real("active_params", self.active_params, lo=tables, hi=params, lo_open=True,
-                                hi_open=True)
-            if params - self.routed_params < tables:
-                raise ParameterError(
-                    "active_params", active,
-                    f"large enough that the shared (non-expert) part, params - experts x "
-                    f"(params - active) / (experts - experts_per_token), covers the embedding "
-                    f"tables ({tables:.4g})",
-                )
-        self._check_attention(heads, kv)
-
-    def _check_attention(self, heads: int, kv: int) -> None:
-        kind = self.attention
-        if kind == "mha" and kv != heads:
-            raise ParameterError("kv_heads", kv, f"equal to heads ({heads}) for attention 'mha'")
-        if kind == "mqa" and kv != 1:
-            raise ParameterError("kv_heads", kv, "1 for attention 'mqa'")
-        if kind == "gqa" and not (1 < kv < heads and heads % kv == 0):
-            raise ParameterError(
-                "kv_heads", kv, f"a divisor of heads ({heads}) strictly between 1 and {heads} for "
-                "attention 'gqa' (use 'mqa' for 1, 'mha' for all)",
-            )
-        if kind == "mla":
-            rank = check_int("kv_lora_rank", self.kv_lora_rank, lo=1)
-            rope = check_int("qk_rope_head_dim", self.qk_rope_head_dim, lo=1)
-            check_int("qk_nope_head_dim", self.qk_nope_head_dim, lo=1)
-            check_int("v_head_dim", self.v_head_dim, lo=1)
-            if 2 * kv * self.head_dim != rank + rope:
-                raise ParameterError(
-                    "head_dim", self.head_dim,
-                    f"such that 2 x kv_heads x head_dim = kv_lora_rank + qk_rope_head_dim = "
-                    f"{rank + rope} for attention 'mla' (the cached latent in the K+V form "
-                    f"servesim.model.kvcache uses; e.g. kv_heads = 1, head_dim = {(rank + rope) / 2:g})",
-                )
-
-    # sizes ------------------------------------------------------------------------
-
-    @property
-    def hidden(self) -> int:
-        """``hidden_size``, as :class:`~servesim.hardware.architectures.Architecture` names it."""
-        return self.hidden_size
-
-    @property
-    def vocab(self) -> int:
-        """``vocab_size``, as :class:`~servesim.hardware.architectures.Architecture` names it."""
-        return self.vocab_size
-
-    @property
-    def embedding_params(self) -> float:
-        """One vocab x hidden table (the input embedding, or the LM head)."""
-        return float(self.vocab_size * self.hidden_size)
-
-    @property
-    def head_params(self) -> float:
-        """The LM head: hidden -> vocab logits."""
-        return self.embedding_params
-
-    @property
-    def matmul_params(self) -> float:
-        """Weights a pass streams: all but the untied input table (only B rows are gathered)."""
-        return self.params - (0.0 if self.tied_embeddings else self.embedding_params)
-
-    @property
-    def active_matmul_params(self) -> float:
-        """Weights one token multiplies by: 2 FLOPs each per token."""
-        return self.active_params - (0.0 if self.tied_embeddings else self.embedding_params)
-
-    @property
-    def expert_params(self) -> float:
-        """One routed expert slot over all layers: (params - active) / (E - k); 0 if dense."""
-        if self.experts == self.experts_per_token:
-            return 0.0
-        return (self.params - self.active_params) / (self.experts - self.experts_per_token)
-
-    @property
-    def routed_params(self) -> float:
-        """All routed experts: E p_e."""
-        return self.experts * self.expert_params
-
-    @property
-    def weight_bytes(self) -> float:
-        """Resident weights: params x bytes per parameter."""
-        return self.params * self.weight_bytes_per_param
-
-    @property
-    def kv_bytes_per_token(self) -> float:
-        """KV-cache bytes one token adds, summed over layers.
-
-        MHA/GQA/MQA: ``2 (K and V) x layers x kv_heads x head_dim x bytes``;
-        MLA: ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes`` (one latent
-        and one decoupled RoPE key, shared by all heads).  Both equal
-        ``servesim.model.kvcache.kv_bytes_per_token`` of the catalog shape.
-        """
-        if self.attention == "mla":
-            return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * self.bytes_per_value
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_value
-
-    def kv_shards(self, tp: int) -> int:
-        """Over how many of the tp GPUs the KV cache is split (the rest replicate it).
-
-        Tensor parallelism splits heads: with kv_heads >= tp each GPU holds
-        kv_heads / tp of them; with fewer, each KV head is replicated.  MLA's
-        latent is shared by all heads, so every GPU holds all of it.
-        """
-        if self.attention == "mla":
-            return 1
-        return min(tp, self.kv_heads)
-
-    def attention_flops_per_position(self, *, absorbed: bool = True) -> float:
-        """FLOPs one query token spends on one cached position, over all layers.
-
-        MHA/GQA/MQA: ``QK^T`` is 2 heads head_dim, ``AV`` the same: ``4 layers
-        heads head_dim``.  MLA in its absorbed form (decode; the up-projections
-        folded into the query and output) scores against the 576-wide latent+RoPE
-        key and sums 512-wide latent values: ``2 layers heads (2 rank + rope)``;
-        in the naive form (prefill) it works with per-head keys of nope + rope and
-        values of v_head_dim: ``2 layers heads (nope + rope + v)``.
-        """
-        if self.attention != "mla":
-            return 4.0 * self.layers * self.heads * self.head_dim
-        if absorbed:
-            width = 2 * self.kv_lora_rank + self.qk_rope_head_dim
-        else:
-            width = self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim
-        return 2.0 * self.layers * self.heads * width
-
-    def weight_bytes_streamed(self, tokens: float) -> float:
-        """Weight bytes a pass of ``tokens`` tokens reads from HBM (all GPUs together).
-
-        Dense: every matmul weight once.  MoE: the shared part plus the experts
-        the tokens touch; with uniform independent top-k routing an expert is
-        missed by all T tokens with probability ``(1 - k/E)^T``, so
-        ``E (1 - (1 - k/E)^T)`` experts per layer are read (k at T = 1, all E as
-        T grows).
-        """
-        t = check_real("tokens", tokens, lo=0.0)
-        if self.expert_params == 0.0:
-            return self.matmul_params * self.weight_bytes_per_param
-        miss: float = (1.0 - self.experts_per_token / self.experts) ** t
-        touched = self.experts * (1.0 - miss)
-        shared = self.matmul_params - self.routed_params
-        return (shared + touched * self.expert_params) * self.weight_bytes_per_param
-
-
 # --------------------------------------------------------------------------- pass costs
 
 
@@ -423,24 +199,24 @@ def _check_tp(tp: int) -> int:
     return check_int("tp", tp, lo=1)
 
 
-def allreduce_bytes(model: ModelSpec, tp: int, tokens: float) -> float:
+def allreduce_bytes(model: ModelShape, tp: int, tokens: float) -> float:
     """Bytes each GPU sends in a pass: layers x 2 all-reduces x 2 (tp-1)/tp x T hidden x 2 B."""
     tp = _check_tp(tp)
     if tp == 1:
         return 0.0
-    message = tokens * model.hidden_size * ACTIVATION_BYTES  # one activation tensor
+    message = tokens * model.hidden * ACTIVATION_BYTES  # one activation tensor
     return model.layers * ALLREDUCES_PER_LAYER * ring_bytes(tp, message)
 
 
 def decode_cost(
-    model: ModelSpec, *, tp: int, batch: float, context_tokens: float, positions: int = 1
+    model: ModelShape, *, tp: int, batch: float, context_tokens: float, positions: int = 1
 ) -> PassCost:
     """One decode (or verify) pass: ``batch`` sequences, ``positions`` new tokens each.
 
     ``positions = 1`` is a plain decode step; ``positions = k + 1`` verifies k
     drafts plus the bonus position.  With ``T = batch x positions``:
 
-    * weights: :meth:`ModelSpec.weight_bytes_streamed` (T) / tp;
+    * weights: :meth:`ModelShape.weight_bytes_streamed` (T) / tp;
     * GEMM FLOPs: 2 x active matmul params x T / tp;
     * KV: each sequence reads its ``context_tokens`` cached tokens once for all
       its positions and writes ``positions`` new ones, / kv_shards;
@@ -455,8 +231,8 @@ def decode_cost(
     pos = check_int("positions", positions, lo=1)
     tokens = b * pos
     shards = model.kv_shards(tp)
-    kv_read = b * ctx * model.kv_bytes_per_token
-    kv_write = tokens * model.kv_bytes_per_token
+    kv_read = b * ctx * model.kv_bytes_per_token()
+    kv_write = tokens * model.kv_bytes_per_token()
     attended = ctx + (pos + 1) / 2.0  # mean positions each new token attends to
     return PassCost(
         tokens=tokens,
@@ -468,7 +244,7 @@ def decode_cost(
     )
 
 
-def prefill_cost(model: ModelSpec, *, tp: int, prompt_tokens: int, sequences: int = 1) -> PassCost:
+def prefill_cost(model: ModelShape, *, tp: int, prompt_tokens: int, sequences: int = 1) -> PassCost:
     """One prefill pass over ``sequences`` prompts of ``prompt_tokens`` tokens.
 
     * GEMM FLOPs: 2 x (active matmul params - LM head) per prompt token, plus
@@ -481,13 +257,13 @@ def prefill_cost(model: ModelSpec, *, tp: int, prompt_tokens: int, sequences: in
     p = check_int("prompt_tokens", prompt_tokens, lo=1)
     n = check_int("sequences", sequences, lo=1)
     tokens = float(n * p)
-    body = model.active_matmul_params - model.head_params
-    linear = 2.0 * (body * tokens + model.head_params * n)
+    body = model.active_matmul_params - model.embedding_params
+    linear = 2.0 * (body * tokens + model.embedding_params * n)
     pairs = n * p * (p + 1) / 2.0
     return PassCost(
         tokens=tokens,
         weight_bytes=model.weight_bytes_streamed(tokens) / tp,
-        kv_bytes=tokens * model.kv_bytes_per_token / model.kv_shards(tp),
+        kv_bytes=tokens * model.kv_bytes_per_token() / model.kv_shards(tp),
         linear_flops=linear / tp,
         attention_flops=pairs * model.attention_flops_per_position(absorbed=False) / tp,
         comm_bytes=allreduce_bytes(model, tp, tokens),
@@ -525,7 +301,7 @@ def gemm_bound(step: StepTime, gpu: GPUSpec, efficiency: Efficiency = DEFAULT_EF
 
 
 def decode_step(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -540,7 +316,7 @@ def decode_step(
 
 
 def prefill_step(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -552,7 +328,7 @@ def prefill_step(
 
 
 def prefill_tokens_per_s(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -572,7 +348,7 @@ def ridge_flops_per_byte(gpu: GPUSpec, efficiency: Efficiency | None = None) -> 
 
 
 def utilization(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -593,7 +369,7 @@ def utilization(
 
 def batch_for_utilization(
     u: float,
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -633,7 +409,7 @@ def batch_for_utilization(
 
 
 def kv_room_bytes(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -648,11 +424,11 @@ def kv_room_bytes(
     tp = _check_tp(tp)
     frac = check_real("memory_fraction", memory_fraction, lo=0.0, hi=1.0, lo_open=True)
     extra = check_real("extra_weight_bytes", extra_weight_bytes, lo=0.0)
-    return frac * gpu.memory_bytes - model.weight_bytes / tp - extra
+    return frac * gpu.memory_bytes - model.weight_bytes() / tp - extra
 
 
 def max_batch(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     *,
     tp: int,
@@ -664,7 +440,7 @@ def max_batch(
     """Largest batch of ``context_tokens``-long sequences whose KV cache fits beside the weights.
 
     floor(room / (context x KV bytes per token per GPU)); KV per GPU is the
-    model's bytes/token over :meth:`ModelSpec.kv_shards`, plus
+    model's bytes/token over :meth:`ModelShape.kv_shards`, plus
     ``extra_kv_bytes_per_token`` (per GPU, e.g. a draft model's cache).  0 when
     not even one sequence fits.
     """
@@ -672,7 +448,7 @@ def max_batch(
     extra_kv = check_real("extra_kv_bytes_per_token", extra_kv_bytes_per_token, lo=0.0)
     room = kv_room_bytes(model, gpu, tp=tp, memory_fraction=memory_fraction,
                          extra_weight_bytes=extra_weight_bytes)
-    per_seq = ctx * (model.kv_bytes_per_token / model.kv_shards(tp) + extra_kv)
+    per_seq = ctx * (model.kv_bytes_per_token() / model.kv_shards(tp) + extra_kv)
     if room <= 0.0:
         return 0
     return int(room // per_seq)

@@ -44,7 +44,7 @@ kept tokens' latents (:meth:`MoEStepModel._attention_work` at a window of ``inde
 indexer's engine price lies between its bound and ``DSA_MULTIPLE x bound + DSA_FLOOR_S``.
 
 **Memory**: the indexer's key cache, ``d_I + 4`` bytes a token a layer whatever the KV dtype, is part of
-a token's KV (:attr:`~servesim.hardware.architectures.Architecture.indexer_bytes_per_token`).
+a token's KV (:attr:`~servesim.hardware.shape.ModelShape.indexer_bytes_per_token`).
 
 Standard library only; nothing prints.
 """
@@ -66,7 +66,7 @@ from servesim.hardware.ops import Op
 from servesim.hardware.stepmodel import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.architectures import Architecture
+    from servesim.hardware.shape import ModelShape
 
 __all__ = ["DSA_FLOOR_S", "DSA_LAUNCH_S", "DSA_MULTIPLE", "DSATable", "dsa_attention_ops", "dsa_table",
            "indexer_work", "sparse_chunk_s"]
@@ -108,7 +108,7 @@ def dsa_table(gpu: str, engine: str) -> DSATable | None:
     return DSATable(folder, engine, entry) if "dsa_decode" in entry else None
 
 
-def indexer_work(arch: Architecture, rows: float, context: float,
+def indexer_work(arch: ModelShape, rows: float, context: float,
                  chunks: tuple[Chunk, ...] = ()) -> tuple[float, float]:
     """The indexer's HBM bytes and FLOPs on one GPU: ``rows`` decoding queries over ``context`` cached
     keys each, and each chunk's ``q`` queries over ``c + q / 2`` keys (its cache read once)."""
@@ -168,7 +168,7 @@ def sparse_chunk_s(model: LayerPricer, ch: Chunk) -> tuple[float, bool]:
     return total + block * (ch.tokens - dense) / k * (2.0 / 3.0), ok and block_ok
 
 
-def _times_the_indexer(grid: Grid, arch: Architecture, hbm_bytes_per_s: float) -> bool:
+def _times_the_indexer(grid: Grid, arch: ModelShape, hbm_bytes_per_s: float) -> bool:
     """Whether every batch the table timed past the top-k grows at least by reading the indexer's
     keys past it at the HBM peak: one that grows less does not time the indexer over the whole cache
     (TensorRT-LLM 1.3.0rc20's rows are flat from 2,048 cached tokens on)."""

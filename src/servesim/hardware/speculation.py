@@ -151,7 +151,7 @@ class EagleHead(StepModel):
                                                   c.get("vocab_size") or s.vocab))
         heads = int(c.get("num_attention_heads") or s.heads)
         kv_heads = int(c.get("num_key_value_heads") or s.kv_heads)
-        shape = replace(s, layers=1, vocab_size=vocab,
+        shape = replace(s, layers=1, vocab=vocab,
                         intermediate=int(c.get("intermediate_size") or s.intermediate), heads=heads,
                         kv_heads=kv_heads, attention=attention_kind(heads, kv_heads))
         super().__init__(shape, sm.gpu, sm.tp, dtype=sm.dtype, kv_dtype=sm.kv_dtype, engine=sm.engine,
@@ -500,7 +500,7 @@ def drafter_memory(dm: Drafter, sm: Pricer, k: int) -> tuple[float, float]:
     own weights and every layer's KV; an EAGLE/EAGLE-3 head or the lab's one-layer MTP: one
     decoder layer (its GEMMs as priced), EAGLE-3's ``fc`` and own LM head (the target's embedding
     is shared) and one layer of KV; a mixture-of-experts target's MTP module: its
-    :attr:`~servesim.hardware.architectures.Architecture.mtp_params` (its routed experts over every
+    :attr:`~servesim.hardware.shape.ModelShape.mtp_params` (its routed experts over every
     GPU, the rest over the attention TP ranks);
     Medusa: ``k`` heads of ``h x h`` and an LM head each, no KV; n-gram: nothing."""
     inner = getattr(dm, "drafter", dm)

@@ -48,7 +48,6 @@ from servesim.sim.batching import Benchmark, BenchResult, run_benchmark
 from servesim.sim.disaggregation import Pool, run_disaggregated
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.architectures import Architecture
     from servesim.hardware.catalog import Catalog
     from servesim.hardware.names import ModelShape
     from servesim.sim.disaggregation import DisaggResult
@@ -398,7 +397,7 @@ def _same_batch(run_batch: float, priced_batch: float) -> bool:
     return abs(b - priced_batch) <= max(0.5, 0.1 * priced_batch)
 
 
-def check_context(shape: ModelShape | Architecture, isl: int, longest: int) -> None:
+def check_context(shape: ModelShape, isl: int, longest: int) -> None:
     """Refuse requests longer than the model serves: ``longest`` prompt + output tokens against its
     context length (config.json's ``max_position_embeddings``, which vLLM and SGLang take as the
     default ``max_model_len``; engines reject a longer request outright).  Unknown (0): no check."""
@@ -424,7 +423,7 @@ def _client_keys(bench: Benchmark) -> dict[str, Any]:
     }
 
 
-def _longest_fits(shape: ModelShape | Architecture, bench: Benchmark, lengths: list[tuple[int, int]] | None,
+def _longest_fits(shape: ModelShape, bench: Benchmark, lengths: list[tuple[int, int]] | None,
                   cap: int) -> int:
     """The longest request (prompt and output tokens), checked against the model's context and the
     replica's KV cache of ``cap`` tokens."""

@@ -14,14 +14,15 @@ from servesim.hardware import roofline as rl
 from servesim.hardware import speculation as spm
 from servesim.hardware import speculation_physics as sp
 from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for, published_alphas
-from servesim.hardware.architectures import Architecture, find_architecture
+from servesim.hardware.architectures import find_architecture
 from servesim.hardware.catalog import Catalog
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.names import canonical_gpu, dense_shape
 from servesim.hardware.ops import StepTime
 from servesim.hardware.pricer import Pricer, moe_dtype
-from servesim.hardware.roofline import Efficiency, GPUSpec, ModelSpec
+from servesim.hardware.roofline import Efficiency, GPUSpec
+from servesim.hardware.shape import ModelShape
 from servesim.hardware.stepmodel import StepModel, sequences_held
 from servesim.model import speculative  # speculative.SPECDEC_PRESETS: speculative.toml, read on first use
 from servesim.plan.stepview import step_view
@@ -39,7 +40,7 @@ Row = dict[str, Any]
 
 
 def roofline_summary(
-    model: ModelSpec,
+    model: ModelShape,
     gpu: GPUSpec,
     tp: int,
     *,
@@ -47,7 +48,7 @@ def roofline_summary(
     context_tokens: int = DEFAULT_CONTEXT,
     k: int = 4,
     k_max: int = 16,
-    draft: ModelSpec | None = None,
+    draft: ModelShape | None = None,
     draft_overhead_s: float = 0.0,
     efficiency: Efficiency | None = None,
     memory_fraction: float | None = None,
@@ -56,7 +57,7 @@ def roofline_summary(
 ) -> dict[str, Any]:
     """Everything ``servesim roofline`` shows, as plain data (times in ms, sizes in bytes or GB).
 
-    ``model`` and ``gpu`` are :class:`servesim.hardware.roofline.ModelSpec` / ``GPUSpec``;
+    ``model`` and ``gpu`` are :class:`servesim.hardware.shape.ModelShape` / ``GPUSpec``;
     ``draft`` is the separate draft model of the small-draft preset (the CLI
     passes ``--draft`` or the model's own ``draft_model``); without one that
     preset is reported as unavailable.
@@ -111,7 +112,7 @@ def roofline_summary(
     }
 
 
-def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int], context: float, k: int,
+def _batch_rows(model: ModelShape, gpu: GPUSpec, tp: int, batches: Sequence[int], context: float, k: int,
                 eff: Efficiency, cap: int, kinds: dict[str, str]) -> list[Row]:
     """One row per decode batch: the roofline's step time, utilization, bound and the intensities of a
     plain and a (k+1)-position verify step; the speculation figures are left empty (None) for the step
@@ -140,7 +141,7 @@ def _batch_rows(model: ModelSpec, gpu: GPUSpec, tp: int, batches: Sequence[int],
     return rows
 
 
-def _preset_entries(model: ModelSpec, draft: ModelSpec | None, kinds: dict[str, str], by_step_model: bool,
+def _preset_entries(model: ModelShape, draft: ModelShape | None, kinds: dict[str, str], by_step_model: bool,
                     step_model: Pricer | ValueError | None) -> list[Row]:
     """One entry per speculation preset: its lab alpha, d and c, and whether it can be priced here
     (a separate drafter needs a draft model, every preset a step model), with the reason when not."""
@@ -183,7 +184,7 @@ def _assumptions(eff: Efficiency, frac: float, pricer: str, draft_overhead_s: fl
     }
 
 
-def _model_figures(model: ModelSpec, gpu: GPUSpec, tp: int, eff: Efficiency, room: float, cap: int) -> Row:
+def _model_figures(model: ModelShape, gpu: GPUSpec, tp: int, eff: Efficiency, room: float, cap: int) -> Row:
     """The GPU's peaks and ridge points, the model's weights and KV cache per token and per GPU, the KV
     room and the largest batch that fits."""
     return {
@@ -197,10 +198,10 @@ def _model_figures(model: ModelSpec, gpu: GPUSpec, tp: int, eff: Efficiency, roo
         "ridge_effective_flops_per_byte": rl.ridge_flops_per_byte(gpu, eff),
         "params": model.params,
         "active_params": model.active_params,
-        "weight_bytes": model.weight_bytes,
-        "weight_bytes_per_gpu": model.weight_bytes / tp,
+        "weight_bytes": model.weight_bytes(),
+        "weight_bytes_per_gpu": model.weight_bytes() / tp,
         "attention": model.attention,
-        "kv_bytes_per_token": model.kv_bytes_per_token,
+        "kv_bytes_per_token": model.kv_bytes_per_token(),
         "kv_shards": model.kv_shards(tp),
         "kv_room_bytes_per_gpu": room,
         "max_batch": cap,
@@ -223,7 +224,7 @@ def _pass_figures(step1: StepTime, pre: StepTime, context_tokens: int, gpu: GPUS
     }
 
 
-def _hybrid(name: str) -> Architecture | None:
+def _hybrid(name: str) -> ModelShape | None:
     """The architecture of a dense model with gated-delta-net layers (Qwen3.5-27B: the MoE step model
     prices it, with no experts), else None."""
     try:
@@ -233,7 +234,7 @@ def _hybrid(name: str) -> Architecture | None:
     return arch if arch is not None and arch.linear_layers else None
 
 
-def measured_step_model(model: ModelSpec, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
+def measured_step_model(model: ModelShape, gpu: GPUSpec, gpu_name: str, tp: int, *, engine: str, dtype: str,
                         kv_dtype: str, catalog: Catalog | None = None, dp: int = 1, ep: int = 1,
                         ep_comm: str | None = None) -> StepModel | MoEStepModel:
     """The measured-kernel step model of a model on ``tp x dp`` GPUs (dense on ``tp``, or MoE with its
@@ -265,7 +266,7 @@ def measured_view(sm: Pricer, memory_bytes: float, *, batches: Sequence[int] = D
 
 
 def _step_model_speculation(sm: Pricer, rows: list[Row], presets: list[Row], context: float, *, k_max: int,
-                            draft: ModelSpec | None, overhead_s: float, catalog: Catalog | None,
+                            draft: ModelShape | None, overhead_s: float, catalog: Catalog | None,
                             memory_bytes: float) -> None:
     """Replace the roofline's speculation figures in ``rows`` and ``presets`` by ``sm``'s
     (:mod:`servesim.hardware.speculation`: the draft's real cost, the verify pass of k + 1

@@ -72,7 +72,6 @@ from servesim.sim import batching, parallel  # parallel.map_tasks through its mo
 from servesim.sim.schedulers import SCHEDULERS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from servesim.hardware.architectures import Architecture
     from servesim.hardware.engines import EngineProfile
     from servesim.hardware.names import ModelShape
 
@@ -376,7 +375,7 @@ def _checked_gpu(q: PlanQuestion, shape: Any, moe: bool, pars: list[Par],
     return gname, gspec.memory_bytes, tuple(dtypes)
 
 
-def _spec_choice(q: PlanQuestion, shape: ModelShape | Architecture) -> SpecChoice:
+def _spec_choice(q: PlanQuestion, shape: ModelShape) -> SpecChoice:
     """The speculation the screen prices, as predict resolves it: ``(method, k, alpha)``, or
     ``(method, None, alphas)`` where no k is asked for (each deployment then screens every k at the
     acceptance published at, or nearest, it, and the engine model confirms the k it picked:

@@ -1,0 +1,87 @@
+"""One model-shape class (servesim.hardware.shape.ModelShape): both readers build it, one set of names,
+derived figures computed one way, one validation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from servesim._checks import ParameterError
+from servesim.hardware import architectures, roofline
+from servesim.hardware.architectures import find_architecture
+from servesim.hardware.names import model_shape, read_hf_config
+from servesim.hardware.shape import ModelShape
+
+from .test_names import FIXTURES
+
+SAME = ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "attention", "experts",
+        "experts_per_token", "moe_intermediate", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+        "v_head_dim")
+
+
+def _arch(name: str) -> ModelShape:
+    a = find_architecture(name)
+    assert a is not None, name
+    return a
+
+
+def test_one_class_one_name_per_quantity() -> None:
+    """The catalog, the dense config.json reader and the MoE config.json reader give the same class;
+    the old classes and the second names of a quantity are gone."""
+    shapes = (model_shape("llama-3-8b"), read_hf_config(FIXTURES / "qwen3-32b.json"), _arch("deepseek-r1"))
+    assert {type(s) for s in shapes} == {ModelShape}
+    assert not hasattr(roofline, "ModelSpec") and not hasattr(architectures, "Architecture")
+    fields = {f.name for f in dataclasses.fields(ModelShape)}
+    assert {"hidden", "vocab", "intermediate", "moe_intermediate"} <= fields
+    for gone in ("hidden_size", "vocab_size", "dense_intermediate", "model_spec", "checkpoint_bytes",
+                 "head_params", "input_embedding_params"):
+        assert not hasattr(shapes[2], gone), gone
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "deepseek-v3"])
+def test_catalog_and_config_readers_agree(name: str) -> None:
+    """A model in both the catalog (models.toml: counts, no layers) and the shipped configs (per layer)
+    has the same shape, the same KV cache per token, and parameters within the catalog's rounding."""
+    cat, cfg = model_shape(name), _arch(name)
+    assert not cat.layer_moe and len(cfg.layer_moe) == cfg.layers  # per-layer detail only from config.json
+    assert {f: getattr(cat, f) for f in SAME} == {f: getattr(cfg, f) for f in SAME}
+    assert cat.kv_bytes_per_token(2.0) == cfg.kv_bytes_per_token(2.0)
+    assert cat.params == pytest.approx(cfg.params, rel=1e-3)  # 46.7e9 and 671e9: three figures
+
+
+def test_derived_figures_follow_the_breakdown() -> None:
+    """Where the layers are known, params is the breakdown's sum, active params scale the routed experts
+    by k / E, and dataclasses.replace derives them again (a value passed in is replaced)."""
+    m = _arch("mixtral-8x7b")  # 32 MoE layers of 8 experts, 2 per token, 3 x 4096 x 14336 each
+    expert = 3 * 4096 * 14336
+    assert m.params == sum(m.breakdown().values())
+    assert m.params - m.active_params == pytest.approx(32 * expert * (8 - 2), rel=1e-12)
+    fewer = dataclasses.replace(m, experts=4, params=1.0)
+    # four experts fewer in each layer, and four router columns of 4096 fewer
+    assert m.params - fewer.params == 32 * 4 * (expert + 4096)
+    assert fewer.params - fewer.active_params == pytest.approx(32 * expert * (4 - 2), rel=1e-12)
+    assert m.weight_bytes() == pytest.approx(m.weight_bytes("bf16"), rel=1e-12) == pytest.approx(2 * m.params)
+
+
+def test_kv_without_per_layer_detail_counts_every_layer() -> None:
+    """A catalog shape holds KV in every layer (2 x layers x kv_heads x head_dim x bytes); the same shape
+    told that half its layers are gated delta nets holds half, and a window caps a layer's share."""
+    s = model_shape("llama-3-8b")  # 32 layers, 8 KV heads of 128
+    assert s.kv_bytes_per_token() == 2 * 32 * 8 * 128 * 2 == s.kv_bytes_per_token(2.0, context=10**6)
+    windowed = dataclasses.replace(s, sliding_window=1024, layer_windows=(1024, 0) * 16)
+    assert windowed.kv_bytes_per_token(2.0, context=4096) == pytest.approx(2 * 8 * 128 * 2 * (16 + 16 / 4))
+    assert windowed.kv_bytes_per_token(2.0, context=1024) == s.kv_bytes_per_token()
+
+
+def test_one_validation_names_the_field() -> None:
+    s = model_shape("llama-3-8b")
+    bad = (({"layer_moe": (True,)}, "layer_moe"), ({"layer_windows": (0, 0)}, "layer_windows"),
+           ({"kv_heads": 3}, "kv_heads"), ({"hidden": 0}, "hidden"), ({"family": "x"}, "family"),
+           ({"params": 1e6}, "params"), ({"experts": 0, "experts_per_token": 1}, "experts_per_token"))
+    for change, field in bad:
+        with pytest.raises(ParameterError) as info:
+            dataclasses.replace(s, **change)
+        assert info.value.name == field, change
+    with pytest.raises(ParameterError, match="moe_intermediate"):  # a MoE layer needs an expert width
+        dataclasses.replace(_arch("mixtral-8x7b"), moe_intermediate=0)
