@@ -150,6 +150,21 @@ def scheduler_of(row: dict[str, str]) -> tuple[tuple[str, float | bool], ...]:
     return ()
 
 
+def serving_loop(row: dict[str, str]) -> bool:
+    """Whether the row's server answered through the engine's serving loop
+    (:mod:`servesim.sim.frontend`: ``trtllm-serve``'s one Python process): not TensorRT-LLM's
+    TensorRT (C++) backend behind Triton or NIM (:func:`overlap_of`), whose front end is C++, nor
+    ``trtllm-bench``, which runs the executor in-process without a server."""
+    if "trtllm-bench" in row.get("note", ""):
+        return False
+    return not (row["engine"] == "trtllm" and overlap_of(row) is False)
+
+
+def _without_serving_loop(sm: Any) -> None:
+    """``sm``'s engine without a serving loop (its front end costs nothing on the loop)."""
+    sm.engine = replace(sm.engine, front_end_response_s=0.0, front_end_request_s=0.0)
+
+
 def campaign(row: dict[str, str]) -> str:
     """The row's source campaign: its id without the running number (``trt014-007`` -> ``trt014``)."""
     return row["id"].rsplit("-", 1)[0]
@@ -199,6 +214,8 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
     sm, _, memory = build_step_model(dep)
     if host is not None:
         sm.engine = replace(sm.engine, host_step_s=host[0], host_per_seq_s=host[1])
+    if not serving_loop(row):
+        _without_serving_loop(sm)
     res = run_benchmark(sm, bench, memory)
     return {"ttft": res.mean_ttft_s * 1e3, "tpot": res.mean_tpot_s * 1e3, "itl": res.mean_itl_s * 1e3,
             "tput": res.output_throughput, "median_ttft": res.median_ttft_s * 1e3,
@@ -282,6 +299,8 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
                              r["kv_dtype"] or "bf16", r["engine"] or "vllm", max_num_batched_tokens=budget,
                              overlap=overlap_of(r), dp=dp, ep=ep, scheduler=scheduler_of(r))
             sm, _, mem = build_step_model(dep)
+            if not serving_loop(r):
+                _without_serving_loop(sm)
             bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000)
             res = run_benchmark(sm, bench, mem)
         except Exception as exc:  # report and go on: this is a survey

@@ -35,7 +35,8 @@ says how a continuous-batching engine forms its steps:
   TensorRT-LLM's ``enable_chunked_prefill``;
 * ``request_overhead_s``: time a request spends outside the engine loop before
   its first token reaches the client (HTTP, tokenization, detokenization and
-  streaming), added to its TTFT;
+  streaming), added to its TTFT; ``front_end_*``: the serving process's event loop as a queue
+  whose wait grows with the output tokens a second (:mod:`servesim.sim.frontend`);
 * ``cold_start`` and ``kv_connect_s``: what a freshly started server pays once, in the first
   wave of a harness that measures one (``Client.fresh_server``): the kernels its first batched
   prefill compiles (:meth:`EngineProfile.cold_start_s`), and in a disaggregated deployment the
@@ -147,6 +148,11 @@ class EngineProfile:
     reserved_bytes: float
     fraction_of_free: bool = False
     request_overhead_s: float = 0.0
+    # the serving process's event loop (servesim.sim.frontend): its time per streamed response and per
+    # new request, and the stream interval each benchmark client's harness launches it with (else 1)
+    front_end_response_s: float = 0.0
+    front_end_request_s: float = 0.0
+    front_end_stream_intervals: tuple[tuple[str, int], ...] = ()
     description: str = ""
     cuda_graph_decode_only: bool = False
     cuda_graph_counts_sequences: bool = False
@@ -185,6 +191,10 @@ class EngineProfile:
         check_real("memory_fraction", self.memory_fraction, lo=0.0, hi=1.0, lo_open=True)
         check_real("reserved_bytes", self.reserved_bytes, lo=0.0)
         check_real("request_overhead_s", self.request_overhead_s, lo=0.0)
+        check_real("front_end_response_s", self.front_end_response_s, lo=0.0, hi=0.1)
+        check_real("front_end_request_s", self.front_end_request_s, lo=0.0, hi=1.0)
+        for client, interval in self.front_end_stream_intervals:
+            check_int(f"front_end_stream_intervals[{client}]", interval, lo=1, hi=100_000)
         check_real("eager_mla_layer_host_s", self.eager_mla_layer_host_s, lo=0.0, hi=0.1)
         for family, dtype, factor in self.moe_prefill_scale:
             check_real(f"moe_prefill_scale[{family}, {dtype}]", factor, lo=1.0, hi=4.0)
@@ -497,6 +507,10 @@ def _table_fields(
         eager_kernel_s=float(e["eager_kernel_us"]) * 1e-6,
         fraction_of_free=bool(e.get("fraction_of_free", False)),
         request_overhead_s=float(e.get("request_overhead_us", 0.0)) * 1e-6,
+        front_end_response_s=float(e.get("front_end", {}).get("response_us", 0.0)) * 1e-6,
+        front_end_request_s=float(e.get("front_end", {}).get("request_us", 0.0)) * 1e-6,
+        front_end_stream_intervals=tuple(sorted((str(c), int(n)) for c, n in
+                                                e.get("front_end", {}).get("stream_interval", {}).items())),
         description=str(e.get("label", name)),
         cuda_graph_decode_only=bool(e.get("cuda_graph_decode_only", False)),
         cuda_graph_counts_sequences=bool(e.get("cuda_graph_counts_sequences", False)),

@@ -63,6 +63,7 @@ from servesim.hardware.pricer import Pricer, step_price_of
 from servesim.hardware.speculation import Speculation
 from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
+from servesim.sim.frontend import serve_loop, settle
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
 from servesim.sim.schedulers.base import core_tag, list_column
 
@@ -280,7 +281,8 @@ def run_benchmark(model: Pricer, bench: Benchmark, memory_bytes: float, *,
                   max_steps: int = 5_000_000, arrival_times: list[float] | None = None,
                   prefilled: bool = False, lengths: list[tuple[int, int]] | None = None,
                   scheduler: Scheduler | str | None = None, keep_requests: bool = False,
-                  loop: str = "auto", cold_start_s: float = 0.0) -> BenchResult:
+                  loop: str = "auto", cold_start_s: float = 0.0,
+                  overhead_s: float | None = None) -> BenchResult:
     """Run ``bench`` against one replica priced by ``model`` (see the module docstring).
 
     ``scheduler`` is a policy or an engine's name (default: the step model's engine,
@@ -299,10 +301,16 @@ def run_benchmark(model: Pricer, bench: Benchmark, memory_bytes: float, *,
     ``cold_start_s``: the engine takes no step before this time (a freshly started server compiling
     the kernels of shapes its own warm-up did not run, ``EngineProfile.cold_start_s``); requests
     sent meanwhile wait, and their TTFT counts the wait.
+    ``overhead_s``: the client sees every token this much later (default: the engine's
+    ``request_overhead_s`` plus, for an engine with a serving loop, that loop's wait at the run's
+    throughput, :func:`servesim.sim.frontend.settle`, which runs the benchmark again: not with a
+    policy instance given as ``scheduler``, whose state a second run would inherit).
     """
     if loop not in LOOPS:
         raise ParameterError("loop", loop, f"one of {', '.join(LOOPS)}")
     check_real("cold_start_s", cold_start_s, lo=0.0, hi=3600.0)
+    serve = (None if overhead_s is not None or prefilled or isinstance(scheduler, Scheduler)
+             else serve_loop(model.engine, bench.client.name))
     policy = _policy(model, scheduler, reserve)
     capacity = model.kv_capacity_tokens(memory_bytes)
     given = lengths
@@ -326,13 +334,22 @@ def run_benchmark(model: Pricer, bench: Benchmark, memory_bytes: float, *,
                    [bench.osl] * n_total if lengths is None else [o for _, o in lengths])
     out = _simulate(model, bench, capacity, policy, columns, slots, spec=spec,
                     max_steps=max_steps, prefilled=prefilled, keep=keep_requests, compiled=compiled,
-                    cold_start_s=cold_start_s)
+                    cold_start_s=cold_start_s, overhead_s=overhead_s)
     kept_i, kept_f = out.kept_i, out.kept_f
     if compiled:
         kept_i, kept_f = cast(I64, kept_i).tolist(), cast(F64, kept_f).tolist()
     k = out.n_kept
     requests = tuple(zip(kept_i[:k], kept_f[0:3 * k:3], kept_f[1:3 * k:3], kept_f[2:3 * k:3], strict=True))
-    return _result(out, capacity, policy, requests)
+    res = _result(out, capacity, policy, requests)
+    if serve is None:
+        return res
+
+    def again(o: float) -> BenchResult:  # the same run with the serving loop's wait settled at o
+        return run_benchmark(model, bench, memory_bytes, spec=spec, reserve=reserve, max_steps=max_steps,
+                             arrival_times=arrival_times, prefilled=prefilled, lengths=given,
+                             scheduler=scheduler, keep_requests=keep_requests, loop=loop,
+                             cold_start_s=cold_start_s, overhead_s=o)
+    return settle(again, res, model.engine.request_overhead_s, serve, closed=slots is not None)[1]
 
 
 @dataclass(frozen=True)
@@ -402,7 +419,8 @@ def _compiled_loop(loop: str, policy: Scheduler, requests: int) -> bool:
 
 def _simulate(model: Pricer, bench: Benchmark, capacity: int, policy: Scheduler,
               columns: tuple[Any, Any, Any], slots: int | None, *, spec: Speculation | None, max_steps: int,
-              prefilled: bool, keep: bool, compiled: bool, cold_start_s: float) -> _Outcome:
+              prefilled: bool, keep: bool, compiled: bool, cold_start_s: float,
+              overhead_s: float | None = None) -> _Outcome:
     """The books, the loop's state and the run: ``columns`` are the send times and each request's
     prompt and output tokens (lists for the Python loop; lists or arrays for the compiled one)."""
     eng = model.engine
@@ -420,7 +438,8 @@ def _simulate(model: Pricer, bench: Benchmark, capacity: int, policy: Scheduler,
     policy.prepare(s)
     sends, isls, osls = columns
     L = _loop.LoopState(s, sends, slots, isls, osls, warmup=bench.warmup, max_steps=max_steps,
-                        prefilled=prefilled, keep=keep, overhead_s=eng.request_overhead_s,
+                        prefilled=prefilled, keep=keep,
+                        overhead_s=eng.request_overhead_s if overhead_s is None else overhead_s,
                         spec_add_s=spec.k * spec.draft_step_s if spec else 0.0,
                         prefilled_watermark=_PREFILLED_WATERMARK, recv_every=policy.recv_interval(),
                         clock_start_s=float(cold_start_s), late=eng.overlap, column=column)
