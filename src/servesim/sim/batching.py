@@ -65,7 +65,7 @@ from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
 from servesim.sim.frontend import serve_loop, settle
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, make_scheduler
-from servesim.sim.schedulers.base import core_tag, list_column
+from servesim.sim.schedulers.base import Options, core_tag, list_column
 
 __all__ = ["LOOPS", "BenchResult", "Benchmark", "Speculation", "WorkerTimes", "run_benchmark", "run_worker"]
 
@@ -401,7 +401,7 @@ def _policy(model: Pricer, scheduler: Scheduler | str | None, reserve: bool) -> 
         return scheduler
     eng = model.engine
     name = scheduler or eng.name
-    options = {"reserve": True} if reserve and SCHEDULERS[name].takes_reserve else None
+    options: Options | None = {"reserve": True} if reserve and SCHEDULERS[name].takes_reserve else None
     return make_scheduler(name, eng, options)
 
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Any
 
 from servesim._checks import ParameterError
 from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
 from servesim.hardware.engines import EngineProfile, policy_of
-from servesim.sim.schedulers.base import EngineState, Scheduler, StepPlan
+from servesim.sim.schedulers.base import EngineState, Options, Scheduler, StepPlan
 
 __all__ = ["SCHEDULERS", "EngineState", "Scheduler", "StepPlan", "make_scheduler"]
 
@@ -62,7 +61,7 @@ SCHEDULERS: MutableMapping[str, type[Scheduler]] = _Policies()
 """Policy of each engine, by the engine's name, in engines.toml's order (read on the first lookup)."""
 
 
-def make_scheduler(name: str, profile: EngineProfile, options: dict[str, Any] | None = None) -> Scheduler:
+def make_scheduler(name: str, profile: EngineProfile, options: Options | None = None) -> Scheduler:
     """The policy ``name`` for an engine of ``profile``, with the engine's own options."""
     cls = SCHEDULERS.get(name)
     if cls is None:

@@ -37,7 +37,7 @@ from typing import Any, ClassVar, TypeVar
 
 from servesim.hardware.engines import EngineProfile
 
-__all__ = ["EngineState", "Floats", "Ints", "Scheduler", "StepPlan"]
+__all__ = ["EngineState", "Floats", "Ints", "Options", "Scheduler", "StepPlan"]
 
 _T = TypeVar("_T")
 
@@ -66,6 +66,10 @@ def grown(column: list[Any]) -> list[Any]:
 
 TWINS: tuple[str, ...] = ("draw", "grown")
 """Functions here whose compiled implementation differs in text (same result, bit for bit)."""
+
+Options = dict[str, float | bool]
+"""A policy's options by name (the engine's: ``EngineProfile.scheduler``, and a run's own: vLLM's
+``reserve``), each a number or a switch."""
 
 HEAP_START = 2
 """The finish heap starts with room for this many entries per request (it grows when preemptions
@@ -448,9 +452,9 @@ class Scheduler:
         super().__init_subclass__(**kwargs)
         remember_source(cls.__module__)  # the policy's text as this process runs it (source_digest)
 
-    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, profile: EngineProfile, options: Options | None = None) -> None:
         self.profile = profile
-        self.options: dict[str, Any] = {**dict(profile.scheduler), **(options or {})}
+        self.options: Options = {**dict(profile.scheduler), **(options or {})}
 
     def prepare(self, s: EngineState) -> None:
         """Set up the books before the first step (default: nothing)."""

@@ -38,11 +38,11 @@ Defaults (``server_args.py``, ``_handle_gpu_memory_settings``): chunked prefill 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from servesim._checks import check_int
 from servesim.hardware.engines import EngineProfile
-from servesim.sim.schedulers.base import EngineState, Scheduler
+from servesim.sim.schedulers.base import EngineState, Options, Scheduler
 
 __all__ = ["SglangScheduler"]
 
@@ -66,7 +66,7 @@ class SglangScheduler(Scheduler):
     min_ratio: float
     decay: float
 
-    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, profile: EngineProfile, options: Options | None = None) -> None:
         super().__init__(profile, options)
         o = self.options
         o.setdefault("max_prefill_tokens", 16384)

@@ -48,11 +48,11 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.engines import EngineProfile
-from servesim.sim.schedulers.base import EngineState, Scheduler
+from servesim.sim.schedulers.base import EngineState, Options, Scheduler
 
 __all__ = ["TrtllmScheduler"]
 
@@ -75,7 +75,7 @@ class TrtllmScheduler(Scheduler):
     batch_waited: int  # iterations contexts have waited for enough tokens (batch waiting)
     visible: int  # waiting requests the executor has been handed (item 5)
 
-    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, profile: EngineProfile, options: Options | None = None) -> None:
         super().__init__(profile, options)
         o = self.options
         o.setdefault("enable_chunked_prefill", False)

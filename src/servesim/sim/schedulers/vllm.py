@@ -24,10 +24,10 @@ only when its whole prompt and output fit beside everything promised.  Defaults
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from servesim.hardware.engines import EngineProfile
-from servesim.sim.schedulers.base import EngineState, Scheduler
+from servesim.sim.schedulers.base import EngineState, Options, Scheduler
 
 __all__ = ["VllmScheduler"]
 
@@ -42,7 +42,7 @@ class VllmScheduler(Scheduler):
     takes_reserve: ClassVar[bool] = True  # run_benchmark(reserve=True) sets the option below
     reserve: bool  # admit only what fits whole (not vLLM's behaviour; kept for comparisons)
 
-    def __init__(self, profile: EngineProfile, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, profile: EngineProfile, options: Options | None = None) -> None:
         super().__init__(profile, options)
         self.reserve = bool(self.options.get("reserve", False))
 
