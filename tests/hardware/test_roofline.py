@@ -252,7 +252,7 @@ def test_step_node_batch_choices_and_refusal():
         ({"experts_per_token": 3}, "experts_per_token"),
     ],
 )
-def test_model_spec_rejects_inconsistent_shapes(change, field):
+def test_model_shape_rejects_inconsistent_shapes(change, field):
     with pytest.raises(ParameterError) as info:
         replace(L70, **change)
     assert info.value.name == field

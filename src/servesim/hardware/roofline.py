@@ -17,7 +17,7 @@ other, so their times add:
   add) for the parameters a token uses; the bytes are every weight the pass
   must stream once, shared by all ``T`` tokens of the pass;
 * **attention** over the KV cache: FLOPs per token per cached position
-  (:meth:`ModelShape.attention_flops_per_position`), bytes the cache read;
+  (:meth:`~servesim.hardware.shape.ModelShape.attention_flops_per_position`), bytes the cache read;
 * the **tensor-parallel all-reduces**: two per layer (after attention and
   after the MLP, Megatron-style) of ``T x hidden`` BF16 activations; a ring
   all-reduce sends ``2 (tp - 1) / tp`` of the message from each GPU.
@@ -216,7 +216,7 @@ def decode_cost(
     ``positions = 1`` is a plain decode step; ``positions = k + 1`` verifies k
     drafts plus the bonus position.  With ``T = batch x positions``:
 
-    * weights: :meth:`ModelShape.weight_bytes_streamed` (T) / tp;
+    * weights: :meth:`~servesim.hardware.shape.ModelShape.weight_bytes_streamed` (T) / tp;
     * GEMM FLOPs: 2 x active matmul params x T / tp;
     * KV: each sequence reads its ``context_tokens`` cached tokens once for all
       its positions and writes ``positions`` new ones, / kv_shards;
@@ -440,7 +440,7 @@ def max_batch(
     """Largest batch of ``context_tokens``-long sequences whose KV cache fits beside the weights.
 
     floor(room / (context x KV bytes per token per GPU)); KV per GPU is the
-    model's bytes/token over :meth:`ModelShape.kv_shards`, plus
+    model's bytes/token over :meth:`~servesim.hardware.shape.ModelShape.kv_shards`, plus
     ``extra_kv_bytes_per_token`` (per GPU, e.g. a draft model's cache).  0 when
     not even one sequence fits.
     """

@@ -41,9 +41,11 @@ roofline, the dense and the MoE step models, speculation and the planners all re
 **KV cache per token** (:meth:`ModelShape.kv_bytes_per_token`): MLA stores one latent
 ``kv_lora_rank + qk_rope_head_dim`` values per layer (one copy for all heads); MHA / GQA / MQA
 ``2 kv_heads head_dim`` values per layer.  A layer with a window ``w`` holds at most ``w`` tokens,
-so over a sequence of ``L`` tokens it costs ``min(L, w) / L`` of a full layer per token; a
-gated-delta-net layer holds none (a fixed state instead, :meth:`ModelShape.state_bytes_per_request`);
-a DSA layer adds its indexer's FP8 key, ``d_I + 4`` bytes, whatever the KV dtype.
+so over a sequence of ``L`` tokens it costs ``min(L, w) / L`` of a full layer per token (a chunked
+layer, Llama-4's, really holds ``L mod w``, at most ``w``: the bound is what an engine must reserve,
+as vLLM's chunked-local-attention spec reserves a chunk); a gated-delta-net layer holds none (a
+fixed state instead, :meth:`ModelShape.state_bytes_per_request`); a DSA layer adds its indexer's FP8
+key, ``d_I + 4`` bytes, whatever the KV dtype.
 
 MLA: ``kv_heads`` is 1 (one latent per token, shared by the heads, replicated on every
 tensor-parallel rank) and ``head_dim`` the query/key head width ``qk_nope_head_dim +
