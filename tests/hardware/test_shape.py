@@ -11,6 +11,7 @@ from servesim._checks import ParameterError
 from servesim.hardware import architectures, roofline
 from servesim.hardware.architectures import find_architecture
 from servesim.hardware.names import model_shape, read_hf_config
+from servesim.hardware.precision import weight_bytes
 from servesim.hardware.shape import ModelShape
 
 from .test_names import FIXTURES
@@ -85,3 +86,16 @@ def test_one_validation_names_the_field() -> None:
         assert info.value.name == field, change
     with pytest.raises(ParameterError, match="moe_intermediate"):  # a MoE layer needs an expert width
         dataclasses.replace(_arch("mixtral-8x7b"), moe_intermediate=0)
+
+
+def test_weight_bytes_by_dtype_one_method() -> None:
+    """Weights in a dtype: the catalog's shape keeps its two embedding tables in bf16 and the rest in the
+    dtype (precision.weight_bytes is this method, after reading the user's spelling); a shape with its
+    layers known keeps norms, router and tables in bf16 and only the quantized parts in the dtype."""
+    s = model_shape("llama-3-8b")  # untied: 2 tables of 128,256 x 4,096
+    tables = 2 * 128256 * 4096
+    assert s.weight_bytes("fp8") == 2 * tables + (s.params - tables) * 1 == weight_bytes(s, "FP8")
+    assert s.weight_bytes("bf16") == 2 * s.params == s.weight_bytes()
+    m = _arch("mixtral-8x7b")
+    linear = sum(m.linear_counts().values())
+    assert m.weight_bytes("fp8") == pytest.approx(linear * 1 + (m.params - linear) * 2, rel=1e-12)

@@ -62,9 +62,6 @@ WEIGHT_DTYPES: tuple[str, ...] = ("bf16", "fp8", "fp4")
 KV_DTYPES: tuple[str, ...] = ("bf16", "fp8")
 """KV-cache precisions."""
 
-TABLE_DTYPE = "bf16"
-"""The precision embedding tables and the LM head keep in quantized checkpoints."""
-
 _ALIASES: Mapping[str, str] = {
     "bfloat16": "bf16", "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8", "float8_e4m3fn": "fp8",
     "nvfp4": "fp4", "float4": "fp4",
@@ -180,14 +177,10 @@ def peak_flops(gpu_name: str, dtype: str, catalog: Catalog | None = None) -> flo
 
 
 def weight_bytes(shape: ModelShape, dtype: str) -> float:
-    """Bytes of all the weights with ``dtype`` for everything but the BF16 embedding tables.
-
-    ``tables x 2 + (params - tables) x bytes_per_value(dtype)``, tables = ``vocab x hidden``
-    once if tied to the LM head, else twice (see the module doc).
-    """
-    d = _normalize("dtype", dtype, WEIGHT_DTYPES)
-    tables = float(shape.embedding_params * (1 if shape.tied_embeddings else 2))
-    return tables * BYTES_PER_VALUE[TABLE_DTYPE] + (shape.params - tables) * BYTES_PER_VALUE[d]
+    """Bytes of all the weights with ``dtype`` (one of :data:`WEIGHT_DTYPES`, as users spell it) for
+    everything but the BF16 embedding tables: :meth:`~servesim.hardware.shape.ModelShape.weight_bytes`,
+    ``tables x 2 + (params - tables) x bytes_per_value(dtype)`` (see the module doc)."""
+    return shape.weight_bytes(_normalize("dtype", dtype, WEIGHT_DTYPES))
 
 
 class _HoldsKV(Protocol):

@@ -493,16 +493,21 @@ class ModelShape:
         """Bytes of the weights (MTP modules excluded).
 
         Without ``dtype``: the checkpoint's, ``params x weight_bytes_per_param``.  With one of
-        :data:`CHECKPOINT_DTYPES` (any case), from the per-layer breakdown: that dtype's bytes per
-        value (:data:`~servesim.hardware.dtypes.BYTES_PER_VALUE`, scales included) for the routed
-        experts and the other ``quantized_parts``, bf16 for everything else (embeddings, LM head,
-        norms, biases, router).
+        :data:`CHECKPOINT_DTYPES` (any case), that dtype's bytes per value
+        (:data:`~servesim.hardware.dtypes.BYTES_PER_VALUE`, scales included) for the linear layers
+        and bf16 for the rest: from the per-layer breakdown where it is known (the routed experts and
+        the other ``quantized_parts`` in ``dtype``; embeddings, LM head, norms, biases and router in
+        bf16), else ``tables x 2 + (params - tables) x bytes(dtype)``, tables = ``vocab x hidden``
+        once if tied to the LM head, else twice.
         """
         if dtype is None:
             return self.params * self.weight_bytes_per_param
         key = dtype.strip().lower() if isinstance(dtype, str) else ""
         if key not in CHECKPOINT_DTYPES:
             raise ParameterError("dtype", dtype, f"one of {', '.join(repr(d) for d in CHECKPOINT_DTYPES)}")
+        if not self.layer_moe:
+            tables = float(self.embedding_params * (1 if self.tied_embeddings else 2))
+            return tables * BYTES_PER_VALUE["bf16"] + (self.params - tables) * BYTES_PER_VALUE[key]
         quantized = {"experts", *(self.quantized_parts or ())}
         total = 0.0
         for part, n in self.breakdown().items():
