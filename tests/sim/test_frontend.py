@@ -98,3 +98,10 @@ def test_the_engine_loop_with_the_serving_loop_against_without() -> None:
     assert 0.0 < added <= w_without * 1.5  # the wait, shrunk by the throughput it lowers
     assert with_loop.completed == without.completed
     assert with_loop.mean_tpot_s == pytest.approx(without.mean_tpot_s, rel=0.1)  # the tokens' pace holds
+
+
+def test_the_note_says_how_busy_and_how_long() -> None:
+    # 10,000 tok/s and 40 req/s: busy 86% (0.861924); a 36.8 ms wait
+    line = LOOP.note("TensorRT-LLM (trtllm-serve)", 10_000.0, 40.0, 0.03683)
+    assert "busy 86% at 10,000 tok/s (stream interval 1)" in line and "36.8 ms later" in line
+    assert "busy 100%" in LOOP.note("x", 50_000.0, 0.0, 1.0)  # past saturation it says full, not more

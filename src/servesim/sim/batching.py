@@ -349,7 +349,17 @@ def run_benchmark(model: Pricer, bench: Benchmark, memory_bytes: float, *,
                              arrival_times=arrival_times, prefilled=prefilled, lengths=given,
                              scheduler=scheduler, keep_requests=keep_requests, loop=loop,
                              cold_start_s=cold_start_s, overhead_s=o)
-    return settle(again, res, model.engine.request_overhead_s, serve, closed=slots is not None)[1]
+    o, settled = settle(again, res, model.engine.request_overhead_s, serve, closed=slots is not None)
+    wait = o - model.engine.request_overhead_s
+    if wait < NOTE_SERVING_LOOP_S:
+        return settled
+    note = serve.note(model.engine.description or model.engine.name, settled.output_throughput,
+                      settled.request_throughput, wait)
+    return dataclasses.replace(settled, notes=(*settled.notes, note))
+
+
+NOTE_SERVING_LOOP_S = 1e-3
+"""A serving loop's wait (:mod:`servesim.sim.frontend`) a run's notes name from this long."""
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ at the same clients a deployment on more GPUs (a higher TP) streams faster and q
 
 The loop's work (:class:`ServeLoop`), each a p50 measured on an nsys capture of a TensorRT-LLM
 decode worker with ``num_postprocess_workers: 0`` (NVIDIA ``ai-dynamo/dynamo``
-``egress_experiments/costs.py``, ``Costs``): a streamed response 85.34 us (``_handle_response``
-23.97 + building the response 50.65 + sending it 10.72), a new request 213.10 us (its four
-pre-submit stages 58.46 + ``engine_submit`` 154.64).  The same file measures 1.94 us a response
-on ``trtllm-serve``'s loop with four post-processing workers, which take the rest off it.
+``egress_experiments/costs.py``, ``Costs``): a streamed response 85.34 us (TensorRT-LLM's own
+``_handle_response`` 23.97, then that worker's building of the response 50.65 and sending it
+10.72, which stand in for ``trtllm-serve``'s chat post-processing and SSE write: no capture of
+those is published), a new request 213.10 us (its four pre-submit stages 58.46 + ``engine_submit``
+154.64).  The same file gives 1.94 us a response on ``trtllm-serve``'s loop with four
+post-processing workers, which take the rest off it.  Not fitted to any benchmark.
 
 The wait (:meth:`ServeLoop.wait_s`).  Every ``stream_interval`` engine steps the executor hands
 the loop one response per decoding request, a burst of ``S = b x response_s`` (``b`` the decode
@@ -69,6 +71,13 @@ class ServeLoop:
     def load(self, output_tok_per_s: float, requests_per_s: float) -> float:
         """The loop's busy share: responses a second times their time, plus requests."""
         return output_tok_per_s / self.stream_interval * self.response_s + requests_per_s * self.request_s
+
+    def note(self, who: str, output_tok_per_s: float, requests_per_s: float, wait_s: float) -> str:
+        """The line a prediction carries where the loop's wait counts (``who``: the engine's label)."""
+        rho = self.load(output_tok_per_s, requests_per_s)
+        return (f"serving loop: {who}'s one serving process is busy {100 * min(rho, 1.0):.0f}% at "
+                f"{output_tok_per_s:,.0f} tok/s (stream interval {self.stream_interval}), so each request's "
+                f"tokens reach the client {1e3 * wait_s:.1f} ms later (servesim.sim.frontend)")
 
     def wait_s(self, output_tok_per_s: float, requests_per_s: float, decode_batch: float) -> float:
         """A request's wait on the loop, in and out (the module docstring's ``W``)."""
