@@ -34,7 +34,8 @@ about a minute on one core, the disaggregated one about six.
 (``benchmarks/data/inferencex_dsr1_mtp.csv``, SOURCES.md section 14: 130 colocated on 8 x H200 and
 8 x B200, TensorRT-LLM and SGLang; 220 disaggregated, on H100 as well), with ``--spec mtp`` and
 the harness's own speculation (:func:`servesim.plan.predict.harness_speculation`: TensorRT-LLM at
-``num_nextn_predict_layers`` 3, or 1 with attention DP; SGLang as EAGLE 2/1/3) and its MTP
+``num_nextn_predict_layers`` 3, or 1 with attention DP, a disaggregated decode pool at its recipe
+file's own depth, 1-3; SGLang as EAGLE 2/1/3) and its MTP
 recipes, on the client's synthetic traffic (random-token prompts in the chat template): the
 acceptance is the chat preset's with a share of its drafts accepted that was fitted to the
 colocated MTP runs (``hardware/data/acceptance.toml``, ``[[derived]]``), so that of those runs is
@@ -72,17 +73,19 @@ def predict_row(row: dict[str, str]) -> dict[str, float]:
                       client=Client("inferencemax"))
     spec = row.get("spec") or None
     common = {"model": MODEL, "gpu": row["gpu"], "dtype": row["dtype"], "engine": row["engine"], "spec": spec}
-    how = harness_speculation(bench, model=MODEL, engine=row["engine"], dp=int(row["dp"]), spec=spec)
     if row["mode"] == "agg":
         dep = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]), **common)
+        how = harness_speculation(bench, model=MODEL, engine=row["engine"], dp=int(row["dp"]), spec=spec)
         out = predict(dep, bench, **how)
-    else:  # each pool with its srt-slurm recipe (Client.disagg_recipe)
+    else:  # each pool with its srt-slurm recipe (Client.disagg_recipe), the MTP depth the decode pool's
         pw, dw = int(row["prefill_workers"]), int(row["decode_workers"])
         prefill = harness_deployment(bench, tp=int(row["prefill_tp"]), dp=int(row["prefill_dp"]),
                                      ep=int(row["prefill_ep"]), pool="prefill", workers=pw, peer_workers=dw,
                                      **common)
         decode = harness_deployment(bench, tp=int(row["tp"]), dp=int(row["dp"]), ep=int(row["ep"]),
                                     pool="decode", workers=dw, peer_workers=pw, **common)
+        how = harness_speculation(bench, model=MODEL, engine=row["engine"], spec=spec, decode=decode,
+                                  decode_workers=dw)
         out = predict_disaggregated(prefill, pw, decode, dw, LINKS["rdma"].bytes_per_s, bench, **how)
     return {"ttft": float(out["mean_ttft_ms"]), "tpot": float(out["mean_tpot_ms"]),
             "median_ttft": float(out["median_ttft_ms"]), "p99_ttft": float(out["p99_ttft_ms"]),

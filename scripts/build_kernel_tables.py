@@ -230,28 +230,33 @@ decode attention alone).  Each holds:
     the one the engine's own dispatch chose (vLLM's collector builds ``FusedMoE`` and logs the
     backend vLLM's oracle selected; e.g. Hopper fp8_block runs Triton without EP and FlashInfer
     CUTLASS with it), so no point has two sources and none is chosen here; NOTICE.md lists them
-    per file.  One exception, TensorRT-LLM's MoE backends: on the B200 it measured NVFP4 twice,
-    with the default CUTLASS kernels and with the TRTLLM-gen kernels (``moe_torch_flow_min_latency``,
-    timed without the finalize kernel).  Deployments of DeepSeek-R1 FP4 on Blackwell set
-    ``moe_config.backend: TRTLLM`` below a few hundred concurrent requests and CUTLASS above
-    (NVIDIA's DeepSeek-R1 guides; InferenceMAX ``benchmarks/dsr1_fp4_b200_trt.sh`` switches to
-    CUTLASS from 256 concurrent requests; aiconfigurator takes the min-latency kernel at <= 128
-    tokens).  So up to 256 tokens a
-    point is the faster of CUTLASS and TRTLLM-gen plus its finalize (``finalize_ms``: the top-k
-    BF16 outputs read and the rows written at HBM speed, at least one 3 us kernel), above it
-    CUTLASS; the two kernels agree with the FlashInfer TRTLLM-gen rows SGLang and vLLM measured on
-    the same GPU (DeepSeek-V3 shape, TP8, 4 tokens: 32 us TensorRT-LLM min-latency, 31 us SGLang,
-    85 us CUTLASS).  Block FP8 likewise runs on TRTLLM-gen kernels under that backend
-    (InferenceMAX ``dsr1_fp8_b200_trt.sh``: TRTLLM below 256 clients, DeepGEMM above), which
-    TensorRT-LLM's own B200 table did not time (only DeepGEMM): its points at <= 256 tokens
-    without expert parallelism are the faster of DeepGEMM and SGLang's FlashInfer TRTLLM-gen rows
-    of the same GPU and shape (``BORROW_TRTLLM_GEN``; SGLang's EP rows are handed ready-made
-    routing, a different layer, and are not borrowed).
+    per file.  One exception, TensorRT-LLM's MoE backends (``moe_config.backend``): on the B200
+    and the GB200 it measured NVFP4 twice, with the CUTLASS kernels (``moe_torch_flow_cutlass``,
+    CUTLASS being ``MoeConfig.backend``'s default in ``tensorrt_llm/llmapi/llm_args.py``, and what
+    ``ModelConfig.resolve_moe_backend`` resolves AUTO to for DeepSeek) and with the TRTLLM-gen
+    kernels (``moe_torch_flow_min_latency``, the ``TRTLLM`` backend, timed without the finalize
+    kernel: aiconfigurator ``collector/trtllm/collect_moe.py`` runs it with ``do_finalize=False``).
+    Each backend is priced by its own rows: the ``fp4`` grid is CUTLASS's alone, and the TRTLLM-gen
+    rows are a table of their own, ``moe.backends.trtllm`` (the same grid format and fitted
+    efficiencies, every measured token count, each point plus its finalize: ``finalize_ms``, the
+    top-k BF16 outputs read and the rows written at HBM speed, at least one 3 us kernel), which
+    :mod:`servesim.hardware.moe_kernels` hands a deployment whose ``moe_config.backend`` is TRTLLM
+    (a recipe rule: InferenceMAX ``benchmarks/dsr1_fp4_b200_trt.sh`` sets TRTLLM below 256 clients
+    at 1k input and up to 32 at 8k/1k, CUTLASS above; the Dynamo recipes name theirs).  The two
+    agree with the FlashInfer TRTLLM-gen rows SGLang and vLLM measured on the same GPU (DeepSeek-V3
+    shape, TP8, 4 tokens: 32 us TensorRT-LLM TRTLLM-gen, 31 us SGLang, 85 us CUTLASS).  Until
+    this build the ``fp4`` grid took the faster of the two up to 256 tokens, which priced the
+    default CUTLASS backend by TRTLLM-gen's rows.  Block FP8 runs on TRTLLM-gen kernels under
+    that backend too (InferenceMAX ``dsr1_fp8_b200_trt.sh``: TRTLLM below 256 clients, DeepGEMM
+    above), which TensorRT-LLM's own B200 table did not time (only DeepGEMM): its points at <= 256
+    tokens without expert parallelism are still the faster of DeepGEMM and SGLang's FlashInfer
+    TRTLLM-gen rows of the same GPU and shape (``BORROW_TRTLLM_GEN``; SGLang's EP rows are handed
+    ready-made routing, a different layer, and are not borrowed).
   - Rows dropped: non-gated (ReLU^2) shapes (NONGATED_SHAPES, the Nemotron-3 / Nemotron-H shapes
     TensorRT-LLM labels ``moe_torch_flow_nongated``; vLLM and SGLang measured the same shapes
     unlabelled, and their rows read 1.4-1.5x HBM if counted as 3 GEMMs: every model servesim
-    prices is gated); TensorRT-LLM's ``moe_torch_flow_min_latency`` NVFP4 rows above 256 tokens
-    or of the other routing distributions (the rest are merged, above); on the B200
+    prices is gated); TensorRT-LLM's ``moe_torch_flow_min_latency`` NVFP4 rows of the other
+    routing distributions (the rest are the TRTLLM backend's table, above); on the B200
     vLLM table, 972 rows of a preview build (``0.1.dev19262``, Kimi-K3) whose version is not the
     table's; the Kimi-K3 rows timed with SiLU standing in for its SiTU activation (kernel sources
     ending ``_situ_as_silu``, vLLM and SGLang on Hopper; SGLang's leave gaps in num_tokens where
@@ -861,9 +866,9 @@ MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4
 MOE_ORDER = ("bf16", "fp8", "fp8_block", "fp4", "mxfp4", "int4", "mxfp4_mxfp8")
 MOE_UNMAPPED: dict[str, str] = {}  # upstream moe_dtypes servesim has no name for (none now)
 # TensorRT-LLM's TRTLLM-gen NVFP4 MoE (moe_config.backend TRTLLM, min-latency mode), timed without its
-# finalize: used up to the deployments' cut-over to CUTLASS (MIN_LATENCY_MAX_TOKENS), plus finalize_ms
+# finalize: the TRTLLM backend's own table (moe.backends.trtllm), each point plus finalize_ms
 MIN_LATENCY_SOURCE = "moe_torch_flow_min_latency"
-MIN_LATENCY_MAX_TOKENS = 256
+MIN_LATENCY_MAX_TOKENS = 256  # the borrowed block-FP8 TRTLLM-gen rows (BORROW_TRTLLM_GEN) stop here
 FINALIZE_FLOOR_MS = 0.003  # one small CUDA-graphed kernel
 # TensorRT-LLM's TRTLLM backend runs block-FP8 MoE on TRTLLM-gen kernels too, which its own B200 table
 # did not time (only DeepGEMM): the same kernels as FlashInfer ships them, timed by SGLang on the same
@@ -967,6 +972,9 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             (float(r["latency"]), f"{r['kernel_source']} ({r['framework']} {r['version']})"))
     dropped: dict[str, int] = defaultdict(int)
     kept_rows: list[dict[str, Any]] = []
+    # TensorRT-LLM's TRTLLM-gen rows (moe_config.backend TRTLLM), a table of their own ("backends")
+    gen_pts: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     for r in rows:
         shape4 = (r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"])
         if r["distribution"] not in (MOE_DISTRIBUTION, *MOE_OTHER_DISTRIBUTIONS):
@@ -980,15 +988,13 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
         elif r["moe_dtype"] in MOE_UNMAPPED:
             why = f"moe_dtype {r['moe_dtype']}"
         elif r["kernel_source"] == MIN_LATENCY_SOURCE:
-            if r["distribution"] == MOE_DISTRIBUTION and int(r["num_tokens"]) <= MIN_LATENCY_MAX_TOKENS:
-                key = moe_key(r)
+            if r["distribution"] == MOE_DISTRIBUTION:  # the TRTLLM backend's own rows, plus the finalize
                 t = int(r["num_tokens"])
                 ms = float(r["latency"]) + finalize_ms(t, int(r["hidden_size"]), int(r["topk"]),
                                                        float(system["mem_bw"]))
-                fast[MOE_DTYPES[r["moe_dtype"]]][key][t].append((ms, MIN_LATENCY_SOURCE))
+                gen_pts[MOE_DTYPES[r["moe_dtype"]]][moe_key(r)][t].append(ms)
                 continue
-            why = (f"kernel_source {MIN_LATENCY_SOURCE} above {MIN_LATENCY_MAX_TOKENS} tokens or not "
-                   f"{MOE_DISTRIBUTION}")
+            why = f"kernel_source {MIN_LATENCY_SOURCE} not {MOE_DISTRIBUTION}"
         elif r["kernel_source"] in MOE_DROPPED_SOURCES:
             why = f"kernel_source {r['kernel_source']}"
         else:
@@ -1005,9 +1011,30 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
     hbm = float(system["mem_bw"])
     merge_trtllm_gen(pts, src, fast, hbm)
     tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
+    filled: dict[str, int] = {}
+    dtypes, eff = moe_grids(pts, src, tokens, system, stats, label, filled)
+    table = {"distribution": MOE_DISTRIBUTION, "tokens": tokens, "dtypes": dtypes,
+             "dropped_rows": dict(sorted(dropped.items()))}
+    if gen_pts:  # TensorRT-LLM's TRTLLM-gen rows, priced apart (module docstring, "MoE backends")
+        if {t for by in gen_pts.values() for d in by.values() for t in d} - set(tokens):
+            raise SystemExit(f"{label}: {MIN_LATENCY_SOURCE} rows at token counts the table lacks")
+        gen_src = {name: dict.fromkeys(by, f"{MIN_LATENCY_SOURCE} + finalize")
+                   for name, by in gen_pts.items()}
+        gen_dtypes, gen_eff = moe_grids(gen_pts, gen_src, tokens, system, stats, label, filled)
+        table["backends"] = {"trtllm": {"dtypes": gen_dtypes, "efficiency": gen_eff}}
+    if filled:  # only where a gap was found, so that the tables built before stay byte-identical
+        table["filled_from_next_count"] = sorted(filled)
+    return table, eff, moe_evidence(kept_rows, hbm, label)
+
+
+def moe_grids(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
+              tokens: list[int], system: dict[str, float | str], stats: dict[str, list[float]], label: str,
+              filled: dict[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per servesim dtype of ``pts``: the grids over ``tokens`` of each measured shape (repeats'
+    median, the monotone envelope, an interior gap filled from the next count and recorded in
+    ``filled``), their kernel sources and the fitted efficiencies."""
     dtypes: dict[str, Any] = {}
     eff: dict[str, Any] = {}
-    filled: dict[str, int] = {}
     for name in [d for d in MOE_ORDER if d in pts]:
         sources = sorted(set(src[name].values()))
         shapes: dict[str, list[float | None]] = {}
@@ -1026,19 +1053,15 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
                         "source_of": {key: sources.index(src[name][key]) for key in shapes},
                         "shapes": shapes}
         eff[name] = moe_fit(name, shapes, tokens, system)
-    table = {"distribution": MOE_DISTRIBUTION, "tokens": tokens, "dtypes": dtypes,
-             "dropped_rows": dict(sorted(dropped.items()))}
-    if filled:  # only where a gap was found, so that the tables built before stay byte-identical
-        table["filled_from_next_count"] = sorted(filled)
-    return table, eff, moe_evidence(kept_rows, hbm, label)
+    return dtypes, eff
 
 
 def merge_trtllm_gen(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
                       fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]], hbm: float) -> None:
-    """TensorRT-LLM's TRTLLM-gen MoE points at <= MIN_LATENCY_MAX_TOKENS tokens (its own min-latency
-    NVFP4 rows plus their finalize kernel, or the FlashInfer TRTLLM-gen rows another engine measured
-    on the same GPU) in place of the default kernel's point of the same shape and tokens where
-    that is faster (module docstring, "TensorRT-LLM's MoE backends")."""
+    """TensorRT-LLM's TRTLLM-gen block-FP8 MoE points at <= MIN_LATENCY_MAX_TOKENS tokens (the
+    FlashInfer TRTLLM-gen rows another engine measured on the same GPU, BORROW_TRTLLM_GEN) in place
+    of the default kernel's point of the same shape and tokens where that is faster (module
+    docstring, "TensorRT-LLM's MoE backends")."""
     for name, by_key in fast.items():
         for key, by_t in by_key.items():
             if key not in pts[name]:
@@ -1600,6 +1623,9 @@ def moe_notice_lines(moe_docs: dict[str, dict[str, Any]], sizes: dict[str, int])
     lines = []
     for file, d in moe_docs.items():
         per = "; ".join(f"{name}: {', '.join(t['kernel_sources'])}" for name, t in d["moe"]["dtypes"].items())
+        for backend, part in d["moe"].get("backends", {}).items():  # a backend's own rows, priced apart
+            per += "; " + "; ".join(f"{name} (moe_config.backend {backend.upper()}): "
+                                    f"{', '.join(t['kernel_sources'])}" for name, t in part["dtypes"].items())
         mla = d["mla"]["kernel_source"] if "mla" in d else "none measured"
         bmm = (", ".join(f"{k}: {v}" for k, v in d["mla_bmm"]["kernel_source"].items()) if "mla_bmm" in d
                else "none")

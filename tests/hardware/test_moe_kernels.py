@@ -60,9 +60,9 @@ MOE_POINTS = [
     # h100_sxm/moe_vllm_0.24.0_moe_perf.parquet rows 646, 773 (w4a16_mxfp4, gpt-oss-120b, one GPU)
     ("h100_sxm", "vllm", "mxfp4", 2880, 2880, 4, 128, 1, 1, 1, 0.06273919939994813),
     ("h100_sxm", "vllm", "mxfp4", 2880, 2880, 4, 128, 1, 1, 64, 0.5297152042388916),
-    # b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet (nvfp4): above 256 tokens the default CUTLASS
-    # kernel's row (1024 tokens: CUTLASS 0.33647, TRTLLM-gen min-latency 0.23291 is not used there);
-    # at <= 256 tokens the TRTLLM-gen row plus its finalize (test_trtllm_fp4_takes_trtllm_gen below)
+    # b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet row 73107 (nvfp4): the default CUTLASS kernel's row
+    # at every token count (1024 tokens: CUTLASS 0.33647; the TRTLLM-gen min-latency row 93654, 0.23291,
+    # is the TRTLLM backend's own table: test_trtllm_fp4_backends_are_priced_apart below)
     ("b200_sxm", "trtllm", "fp4", *DSV3, 1, 8, 1024, 0.3364736080169678),
     # a100_sxm/moe_vllm_0.14.0_moe_perf.parquet rows 0, 142 (bfloat16, Mixtral-8x7B)
     ("a100_sxm", "vllm", "bf16", 4096, 14336, 2, 8, 1, 1, 1, 0.4540544033050537),
@@ -153,27 +153,53 @@ def test_moe_points_read_back(gpu: str, engine: str, dtype: str, h: int, i: int,
 @pytest.mark.parametrize(("tp", "ep", "tokens", "cutlass", "trtllm_gen"), [
     (1, 8, 1, 0.04848639965057373, 0.035750401020050046),
     (8, 1, 4, 0.0847104012966156, 0.031788799166679385),
+    # b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet rows 73107 and 93654, 200844 and 167418
+    (1, 8, 1024, 0.3364736080169678, 0.23290879726409913),
+    (1, 4, 1024, 0.5619071960449219, 0.2749504089355469),
 ])
-def test_trtllm_fp4_takes_trtllm_gen(tp: int, ep: int, tokens: int, cutlass: float,
-                                    trtllm_gen: float) -> None:
-    # TensorRT-LLM's B200 NVFP4 MoE at <= 256 tokens is its TRTLLM-gen (min-latency) row plus the
-    # finalize it was timed without: 3 us + the top-k BF16 outputs read and the rows written at the
-    # B200's 7.7 TB/s (system.yaml mem_bw): 2 x tokens x 7168 x (8 + 1) bytes.
+def test_trtllm_fp4_backends_are_priced_apart(tp: int, ep: int, tokens: int, cutlass: float,
+                                              trtllm_gen: float) -> None:
+    # TensorRT-LLM's B200 NVFP4 MoE: the table's own rows are its default CUTLASS kernel at every token
+    # count; moe_config.backend TRTLLM is its TRTLLM-gen (min-latency) row plus the finalize it was timed
+    # without: 3 us + the top-k BF16 outputs read and the rows written at the B200's 7.7 TB/s
+    # (system.yaml mem_bw): 2 x tokens x 7168 x (8 + 1) bytes.
     finalize = 0.003 + 2 * tokens * 7168 * 9 / 7.7e12 * 1e3
-    want = min(cutlass, trtllm_gen + finalize)
-    assert want < 0.8 * cutlass  # the faster kernel is the one kept, and by a margin
-    lk = _t("b200_sxm", "trtllm").moe("fp4", tokens, *DSV3, tp, ep)
-    assert lk.measured and abs(lk.ms - want) <= 5e-4 * want, (lk.ms, want)  # 4 significant digits
+    t = _t("b200_sxm", "trtllm")
+    own = t.moe("fp4", tokens, *DSV3, tp, ep)
+    assert own.measured and abs(own.ms - cutlass) <= 5e-4 * cutlass, (own.ms, cutlass)  # 4 significant digits
+    gen_tables = t.backend("trtllm")
+    assert gen_tables is not None and t.moe_backends == {"trtllm": ("fp4",)}
+    gen = gen_tables.moe("fp4", tokens, *DSV3, tp, ep)
+    want = trtllm_gen + finalize
+    assert gen.measured and abs(gen.ms - want) <= 5e-4 * want, (gen.ms, want)
+    assert gen.ms < 0.8 * own.ms  # TRTLLM-gen is the faster kernel at these shapes, by a margin
+    assert gen_tables.moe("bf16", tokens, *DSV3, tp, ep) == t.moe("bf16", tokens, *DSV3, tp, ep)  # rest alike
     # the same TRTLLM-gen kernels, as FlashInfer ships them, measured by SGLang on the same GPU
-    sg = _t("b200_sxm", "sglang").moe("fp4", tokens, *DSV3, tp, ep)
-    assert 0.7 < lk.ms / sg.ms < 1.4, (lk.ms, sg.ms)
+    if tokens <= 4:
+        sg = _t("b200_sxm", "sglang").moe("fp4", tokens, *DSV3, tp, ep)
+        assert 0.7 < gen.ms / sg.ms < 1.4, (gen.ms, sg.ms)
+
+
+def test_trtllm_backend_tables_only_where_measured() -> None:
+    # the TRTLLM-gen NVFP4 rows were timed on the B200 and the GB200 (moe_torch_flow_min_latency), not on
+    # the GB300 or B300, and by TensorRT-LLM only
+    assert _t("gb200", "trtllm").backend("trtllm") is not None
+    for gpu, engine in (("gb300", "trtllm"), ("b300_sxm", "trtllm"), ("b200_sxm", "vllm"),
+                        ("h200_sxm", "trtllm")):
+        assert _t(gpu, engine).backend("trtllm") is None, (gpu, engine)
+    assert _t("b200_sxm", "trtllm").backend("cutlass") is None
+    sources = _t("b200_sxm", "trtllm").sources["moe"]["fp4"]
+    assert sources == ["moe_torch_flow_cutlass"]  # no TRTLLM-gen row priced as the default backend
 
 
 def test_trtllm_fp4_never_cheaper_with_more_tokens() -> None:
-    t = _t("b200_sxm", "trtllm")
-    for tp, ep in ((8, 1), (4, 1), (1, 8), (1, 4), (2, 4)):
-        ms = [t.moe("fp4", n, *DSV3, tp, ep).ms for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)]
-        assert all(b >= a for a, b in itertools.pairwise(ms)), (tp, ep, ms)
+    base = _t("b200_sxm", "trtllm")
+    gen = base.backend("trtllm")
+    assert gen is not None
+    for t in (base, gen):
+        for tp, ep in ((8, 1), (4, 1), (1, 8), (1, 4), (2, 4)):
+            ms = [t.moe("fp4", n, *DSV3, tp, ep).ms for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)]
+            assert all(b >= a for a, b in itertools.pairwise(ms)), (tp, ep, ms)
 
 
 def test_moe_glitch_takes_the_larger_points_envelope() -> None:

@@ -559,33 +559,42 @@ def test_trtllm_moe_backend_prices_block_fp8_experts_on_trtllm_gen_kernels():
         assert gen.prefill_step(8192).gpu_s >= gen.speed_of_light(0.0, 0.0, chunks)
         assert gen.prefill_step(8192).gpu_s <= STEP_CEILING * gen.speed_of_light(0.0, 0.0, chunks)
     assert sm(Parallelism(8, 1, 8), "deepgemm")._moe(8192) == sm(Parallelism(8, 1, 8), None)._moe(8192)
-    assert sm(Parallelism(8), "trtllm", gpu="h200").moe_backend_note == ""
+    # no TRTLLM-gen block-FP8 rows on Hopper: the table's own CUTLASS rows, and a note says so
+    hopper = sm(Parallelism(8), "trtllm", gpu="h200")
+    assert hopper._moe(8192) == sm(Parallelism(8), None, gpu="h200")._moe(8192)
+    assert "no TRTLLM fp8_block MoE rows measured on h200" in hopper.moe_backend_note
+    assert "moe_torch_flow_cutlass" in hopper.moe_backend_note
     assert sm(Parallelism(8), "trtllm", engine="sglang").moe_backend_note == ""
     with pytest.raises(ParameterError, match="moe_backend"):
-        sm(Parallelism(8), "cutlass")
+        sm(Parallelism(8), "vanilla")  # a TensorRT-LLM backend servesim does not take
 
 
 def test_trtllm_moe_backend_prices_nvfp4_experts_on_trtllm_gen_kernels():
     """moe_config.backend TRTLLM with NVFP4 experts (the Dynamo B200 FP4 ctx recipes): TensorRT-LLM's own
-    B200 table is its CUTLASS kernels above 256 tokens, so the experts are priced from vLLM's rows of
-    FlashInfer's TRTLLM-gen NVFP4 kernel: on EP4 at 8,192 tokens 1.07 against 1.38 ms in the tables,
-    with a note, within the step's bounds; the default backend keeps the own table."""
+    B200 tables time its TRTLLM-gen kernel apart from its default CUTLASS one, so the experts are priced
+    by those rows (b200_sxm/moe_trtllm_1.3.0rc20_moe_perf.parquet on EP4 at 8,192 tokens: 0.866 ms
+    TRTLLM-gen, row 167424, plus its finalize, against 1.382 ms CUTLASS, row 200850), with a note, within
+    the step's bounds; the default backend and CUTLASS keep the own table.  On the GB300, where
+    TensorRT-LLM timed no TRTLLM-gen rows, vLLM's rows of FlashInfer's TRTLLM-gen NVFP4 kernel."""
     a = find_architecture("deepseek-ai/DeepSeek-R1")
     assert a is not None
     par = Parallelism(1, 4, 4)
 
-    def sm(backend: str | None) -> MoEStepModel:
-        return MoEStepModel(a, "b200", par, dtype="fp4", kv_dtype="fp8", moe_backend=backend,
-                            engine=engine_profile("trtllm", gpu="b200", tp=1, dp=4))
+    def sm(backend: str | None, gpu: str = "b200") -> MoEStepModel:
+        return MoEStepModel(a, gpu, par, dtype="fp4", kv_dtype="fp8", moe_backend=backend,
+                            engine=engine_profile("trtllm", gpu=gpu, tp=1, dp=4))
 
-    own, gen = sm(None), sm("trtllm")
-    ratio = gen._moe(8192)[0] / own._moe(8192)[0]
-    assert 0.65 < ratio < 0.9
-    assert own.moe_backend_note == ""
-    assert "trtllmnvfp4" in gen.moe_backend_note and "vLLM" in gen.moe_backend_note
+    own, gen, cutlass = sm(None), sm("trtllm"), sm("cutlass")
+    finalize = 0.003 + 2 * 8192 * 7168 * 9 / 7.7e12 * 1e3  # ms: build_kernel_tables.finalize_ms
+    assert gen._moe(8192)[0] * 1e3 == pytest.approx(0.8664447784423828 + finalize, rel=1e-3)
+    assert own._moe(8192)[0] * 1e3 == pytest.approx(1.3822208404541017, rel=1e-3)
+    assert cutlass._moe(8192) == own._moe(8192) and cutlass.moe_backend_note == own.moe_backend_note == ""
+    assert "moe_torch_flow_min_latency" in gen.moe_backend_note and "own measured" in gen.moe_backend_note
     chunks = (Chunk(8192, 0),)
     step = gen.step(0.0, 0.0, chunks)
     assert gen.speed_of_light(0.0, 0.0, chunks) <= step.gpu_s <= STEP_CEILING * step.bound_s
+    borrowed = sm("trtllm", gpu="gb300")
+    assert "vLLM" in borrowed.moe_backend_note or "no TRTLLM" in borrowed.moe_backend_note
 
 
 def test_trtllm_triton_moe_backend_prices_mxfp4_experts_on_openais_triton_kernels():
@@ -610,7 +619,9 @@ def test_trtllm_triton_moe_backend_prices_mxfp4_experts_on_openais_triton_kernel
     assert "oaitritonmxfp4" in tri.moe_backend_note and own.moe_backend_note == ""
     st = tri.decode_step(256, 1500)
     assert tri.speed_of_light(256, 1500) <= st.gpu_s <= STEP_CEILING * tri.speed_of_light(256, 1500)
-    assert sm("triton", gpu="b200").moe_backend_note == ""
+    # on the B200 vLLM's MXFP4 rows are FlashInfer's: TensorRT-LLM's own rows, and a note says so
+    b200 = sm("triton", gpu="b200")
+    assert b200._moe(256) == sm(None, gpu="b200")._moe(256) and "no TRITON mxfp4" in b200.moe_backend_note
 
 
 def test_piecewise_cuda_graphs_lift_the_eager_prefill_floor():
@@ -776,6 +787,7 @@ def test_deepseek_nvfp4_decode_experts_on_b200_are_tensorrt_llms_default_kernel_
     assert own[0] == pytest.approx(tep._moe_tables.moe("fp4", 422, *key).ms * 1e-3, rel=1e-12)
     gen = sm(Parallelism(8, 1, 8), "trtllm")._moe(422)
     assert weights_s < gen[0] < own[0]
+    assert "cutlass" in tep._moe_tables.moe_source("fp4", key)  # the default backend's own rows
     # the steps price each of the 58 MoE layers at the replica's 422 tokens, not a rank's 53 (cheaper)
     assert tep._moe(53)[0] < own[0]
     moe_t = [op for op in tep.step(422, 4500).ops if op.kind == "moe"]

@@ -348,15 +348,16 @@ def test_inferencemax_trtllm_b200_fp8_recipes_name_their_moe_backend():
     """dsr1_fp8_b200_trt.sh: moe_config.backend TRTLLM, DEEPGEMM from 256 clients at 1k input; the
     Dynamo ctx recipes: TRTLLM without expert parallel, DEEPGEMM with EP8; the gen recipes TRTLLM
     without EP and at 8k, DEEPGEMM with EP8 at 1k; none for H200 or SGLang.  In FP4 the colocated
-    script keeps the engine's own table, the Dynamo ctx workers and the tensor-parallel gen workers
-    run TRTLLM (recipes/trtllm/b200-fp4) and the attention-DP gen workers CUTLASS (the own table)."""
+    script (dsr1_fp4_b200_trt.sh) runs TRTLLM below 256 clients, the Dynamo ctx workers and the
+    tensor-parallel gen workers run TRTLLM (recipes/trtllm/b200-fp4) and the attention-DP gen workers
+    CUTLASS (ctx1_gen2_dep8_batch128_eplb0_mtp0.yaml)."""
     im = Client("inferencemax")
     kw = {"gpu": "b200", "family": "deepseek_v3", "dtype": "fp8"}
     assert im.recipe("trtllm", 1024, 64, tp=8, **kw)["moe_backend"] == "trtllm"
     assert im.recipe("trtllm", 1024, 256, tp=8, **kw)["moe_backend"] == "deepgemm"
     assert im.recipe("trtllm", 8192, 256, tp=8, **kw)["moe_backend"] == "trtllm"
-    assert "moe_backend" not in im.recipe("trtllm", 1024, 64, tp=8, gpu="b200", family="deepseek_v3",
-                                          dtype="fp4")
+    assert im.recipe("trtllm", 1024, 64, tp=8, gpu="b200", family="deepseek_v3", dtype="fp4")["moe_backend"] \
+        == "trtllm"
     assert "moe_backend" not in im.recipe("trtllm", 1024, 64, tp=8, gpu="h200", family="deepseek_v3",
                                           dtype="fp8")
     assert "moe_backend" not in im.recipe("sglang", 1024, 64, tp=8, **kw)
@@ -366,8 +367,8 @@ def test_inferencemax_trtllm_b200_fp8_recipes_name_their_moe_backend():
                                       tp=8 if e == 1 else 1, ep=e, **kw)["moe_backend"]
            for isl in (1024, 8192) for e in (1, 8)}
     assert gen == {(1024, 1): "trtllm", (1024, 8): "deepgemm", (8192, 1): "trtllm", (8192, 8): "trtllm"}
-    assert "moe_backend" not in im.disagg_recipe("trtllm", "decode", 8192, 128, dp=8, ep=8, gpu="b200",
-                                                 family="deepseek_v3", dtype="fp4")
+    assert im.disagg_recipe("trtllm", "decode", 8192, 128, dp=8, ep=8, gpu="b200", family="deepseek_v3",
+                            dtype="fp4")["moe_backend"] == "cutlass"
     fp4 = {"gpu": "b200", "family": "deepseek_v3", "dtype": "fp4"}
     assert im.disagg_recipe("trtllm", "prefill", 8192, 1606, dp=4, ep=4, **fp4)["moe_backend"] == "trtllm"
     tep = im.disagg_recipe("trtllm", "decode", 1024, 90, tp=8, ep=8, workers=5, **fp4)

@@ -83,11 +83,12 @@ def test_every_rule_fires_somewhere(monkeypatch):
                         lambda name: marked if name == "recipes" else _data_file(name))
     fired: set[str] = set()
     for kind, inputs in _grid():
-        sections = ("disagg",) if kind == "disagg" else ("recipe", "mtp", "speculation")
-        for s in sections:
+        sections = ("disagg", "speculation") if kind == "disagg" else ("recipe", "mtp", "speculation")
+        for s in sections:  # the speculation section takes a decode pool's inputs (Client.spec_recipe)
+            spec_keys = ("engine", "spec", "family", "dp", "pool", "gpu", "dtype", "isl", "osl", "tp",
+                         "workers", "concurrency")
             fired |= set(harness_settings(s, **inputs)) if s != "speculation" else set(
-                harness_settings(s, engine=inputs["engine"], spec=inputs["spec"], family=inputs["family"],
-                                 dp=inputs["dp"]))
+                harness_settings(s, **{k: v for k, v in inputs.items() if k in spec_keys}))
     assert {f"{s}{i}" for s, i, _ in _rules()} - fired == set()
 
 

@@ -435,7 +435,8 @@ def _disagg_row(args: argparse.Namespace, row: dict[str, Any], catalog: Catalog 
         path = kv_path(t.topology, t.nvlink_bytes_per_s, gpus) if t is not None else None
         if path is not None:
             ln, kv_note = type(ln)(path.name, path.bytes_per_s, path.note), path.note
-    spec_kw = harness_speculation(bench, model=row["model"], engine=engine, dp=pools["decode"].dp, **spec)
+    spec_kw = harness_speculation(bench, model=row["model"], engine=engine, decode=pools["decode"],
+                                  decode_workers=workers["decode"], **spec)
     out = predict_disaggregated(pools["prefill"], workers["prefill"], pools["decode"], workers["decode"],
                                 ln.bytes_per_s, bench, catalog=catalog, lengths=lengths,
                                 interval_level=args.interval_level, **spec_kw)

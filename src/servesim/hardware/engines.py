@@ -346,6 +346,13 @@ def moe_backends() -> dict[str, dict[str, str]]:
             for backend, kernels in entry.get("moe_backends", {}).items()}
 
 
+def moe_backend_stand_ins() -> dict[str, str]:
+    """The MoE backends no table measured, each with the measured backend that prices it (engines.toml
+    ``moe_backend_stand_ins``: TensorRT-LLM's CUTEDSL and WIDEEP as CUTLASS)."""
+    return {str(b): str(s) for entry in _raw()["engine"].values()
+            for b, s in entry.get("moe_backend_stand_ins", {}).items()}
+
+
 def engine_hazards(name: str) -> dict[str, str]:
     """Engine ``name``'s known hazards of features in combination (``spec+prefix-cache``,
     ``spec+disagg``), each a caveat citing the engine's own issue reports (engines.toml

@@ -34,6 +34,13 @@ every change: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` reb
   experts, so fewer weights are read), 0.93-1.05 x at 65-1024 tokens, and 1.01-1.11 x (EP1) or
   1.10-1.43 x (EP > 1) above 1024 (per table and class, NOTICE.md).  Balanced rows are not kept
   (vLLM's and SGLang's balanced DeepSeek-V3 rows read only about half the experts).
+
+  **Backends**: an engine that timed one dtype with two of its MoE backends keeps each backend's own
+  rows.  TensorRT-LLM 1.3.0rc20 on the B200 and GB200 timed NVFP4 with its default CUTLASS kernels
+  (the table's ``fp4`` rows) and with its TRTLLM-gen kernels (``moe.backends.trtllm``, each point
+  plus the finalize kernel it was timed without): :meth:`MoETables.backend` gives the tables with
+  that backend's rows, which :mod:`servesim.hardware.moe_step` prices a deployment's
+  ``moe_config.backend`` by.
 * **core MLA** (:meth:`MoETables.mla_decode`, :meth:`MoETables.mla_prefill`): DeepSeek-style
   multi-head latent attention, by KV dtype and query heads per GPU, over batch x context (decode)
   or batch x prompt (prefill): only the attention kernel of the engine's MLA backend (the
@@ -251,9 +258,34 @@ class MoETables(GPUSystem):
         self._shape_keys: dict[str, tuple[tuple[int, ...], ...]] = {
             d: tuple(tuple(int(x) for x in k.split(",")) for k in t["shapes"])
             for d, t in moe["dtypes"].items()}
+        self.backend_name: str = ""
+        """The MoE backend whose own rows this view holds (:meth:`backend`); ``""``: the engine's table."""
+        self.moe_backends: dict[str, tuple[str, ...]] = {
+            b: tuple(d for d in MOE_DTYPES if d in t["dtypes"]) for b, t in moe.get("backends", {}).items()}
+        """The MoE backends this engine measured apart (``moe.backends``: TensorRT-LLM's TRTLLM-gen
+        NVFP4 rows on the B200 and GB200, ``trtllm``), each with its dtypes."""
+        self._views: dict[str, MoETables] = {}
 
     def __repr__(self) -> str:
         return f"MoETables({self.name!r}: {self.device}, {self.engine})"
+
+    def backend(self, name: str) -> MoETables | None:
+        """These tables with the MoE rows of backend ``name`` in place of the engine's own for the
+        dtypes that backend measured (the rest, MLA and communication unchanged), or None where
+        ``name`` was not measured apart (:attr:`moe_backends`).  E.g. ``backend("trtllm")`` of
+        TensorRT-LLM's B200 tables prices NVFP4 experts by its TRTLLM-gen rows, where the tables'
+        own ``fp4`` rows are its default CUTLASS kernels (``scripts/build_kernel_tables.py``)."""
+        if name not in self.moe_backends:
+            return None
+        view = self._views.get(name)
+        if view is None:
+            doc, part = self._doc, self._doc["moe"]["backends"][name]
+            moe = {**doc["moe"], "dtypes": {**doc["moe"]["dtypes"], **part["dtypes"]}}
+            eff = {**doc["efficiency"], "moe": {**doc["efficiency"]["moe"], **part["efficiency"]}}
+            view = MoETables({**doc, "moe": moe, "efficiency": eff})
+            view.backend_name = name
+            self._views[name] = view
+        return view
 
     # ------------------------------------------------------------------ MoE
 
@@ -268,6 +300,12 @@ class MoETables(GPUSystem):
         t = self._doc["moe"]["dtypes"][dtype]
         i = t.get("source_of", {}).get(",".join(str(x) for x in shape))
         return "" if i is None else str(t["kernel_sources"][i])
+
+    def nearest_moe_source(self, dtype: str, shape: tuple[int, ...]) -> str:
+        """The kernel that timed ``shape`` of ``dtype``, or where it was not measured, the kernel of the
+        nearest measured shape :meth:`moe` prices it from."""
+        self._check_dtype(dtype)
+        return self.moe_source(dtype, shape) or self.moe_source(dtype, self._moe_grid(dtype, shape)[1])
 
     def _check_dtype(self, dtype: str) -> None:
         if dtype not in self.moe_dtypes:

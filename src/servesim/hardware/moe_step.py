@@ -81,7 +81,14 @@ from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.architectures import FP4_RELEASE_PARTS
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
-from servesim.hardware.engines import EP_COMMS, EngineProfile, default_engine, engine_profile, moe_backends
+from servesim.hardware.engines import (
+    EP_COMMS,
+    EngineProfile,
+    default_engine,
+    engine_profile,
+    moe_backend_stand_ins,
+    moe_backends,
+)
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
 from servesim.hardware.moe_kernels import moe_tables
@@ -401,47 +408,68 @@ class MoEStepModel:
 
     def _choose_moe_backend(self, moe_backend: str | None) -> None:
         """TensorRT-LLM's MoE backend (``moe_config.backend``, engines.toml ``moe_backends``; ``None``: the
-        engine's own table): its experts priced by vLLM 0.24.0's rows of the same kernel on the same GPU
-        (``moe_backend_tables_from``), each backend naming that kernel by the experts' dtype.  ``None`` is
-        TensorRT-LLM's own default, ``moe_config.backend`` AUTO, which ``ModelConfig.resolve_moe_backend``
-        (``tensorrt_llm/_torch/model_config.py``) resolves to CUTLASS for DeepSeek's NVFP4 experts (TRTLLM
-        only for gpt-oss and DeepSeek-V4 on Blackwell, and, after NVIDIA/TensorRT-LLM PR #14282, for
-        block-FP8 experts on SM100): the engine's own B200 NVFP4 rows, CUTLASS above 256 tokens (at and
-        below, the TRTLLM-gen rows the deployments switch to, build_kernel_tables.py):
+        engine's default).  Each backend is priced by its own measured rows where they exist, in this order:
 
-        * ``"trtllm"``: block-FP8 experts on TRTLLM-gen kernels at every size.  TensorRT-LLM 1.3.0rc20's B200
-          table times block FP8 with its DEEPGEMM backend above 256 tokens (TRTLLM-gen below,
-          build_kernel_tables.py ``BORROW_TRTLLM_GEN``); vLLM's rows are FlashInfer's TRTLLM-gen block-FP8 MoE
-          (``vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic``: the same kernels, its own routing,
-          expert parallel included).  They differ most with expert parallelism on many tokens: DeepSeek-V3's
-          layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on TRTLLM-gen (SGLang's rows of the
-          same kernel: 2.49 ms); on TP8 1.73 and 1.33 ms.
-        * ``"triton"``: MXFP4 experts on OpenAI's ``triton_kernels`` (TensorRT-LLM's ``TritonFusedMoE``, W4A16
-          on Hopper), the kernel of vLLM's ``vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic``
-          rows, which measured the tensor-parallel shapes TensorRT-LLM's Hopper table lacks (it timed expert
-          parallel only, so its TP rows are derived). NVFP4 experts likewise: TensorRT-LLM's own B200 table is
-          its CUTLASS kernels above 256 tokens (build_kernel_tables.py), vLLM's rows FlashInfer's TRTLLM-gen
-          NVFP4 MoE (``vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic``),
-          about 25% faster on EP4 at 8k-16k tokens (1.07 against 1.38 ms at 8,192) and twice as fast on TP8.
-        * ``"deepgemm"``: TensorRT-LLM's own block-FP8 table as it is."""
-        arch, par = self.arch, self.par
+        1. the engine's own table's rows of that backend (``MoETables.backend``: TensorRT-LLM 1.3.0rc20's
+           TRTLLM-gen NVFP4 rows on the B200 and GB200, timed apart from its CUTLASS rows);
+        2. vLLM 0.24.0's rows of the same kernel on the same GPU (``moe_backend_tables_from``), each backend
+           naming that kernel by the experts' dtype: ``"trtllm"`` block FP8 by FlashInfer's TRTLLM-gen
+           block-FP8 MoE (``vllm_fp8moe_flashinfer_trtllm_...``: the same kernels, expert parallel
+           included; DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on
+           TRTLLM-gen), NVFP4 where TensorRT-LLM timed no TRTLLM-gen rows (GB300, B300) by FlashInfer's
+           TRTLLM-gen NVFP4 MoE; ``"triton"`` MXFP4 experts by OpenAI's ``triton_kernels``
+           (``..._triton_oaitritonmxfp4...``, TensorRT-LLM's ``TritonFusedMoE``);
+        3. the engine's own table (``None`` and ``"cutlass"``: the default, CUTLASS, in
+           ``tensorrt_llm/llmapi/llm_args.py`` ``MoeConfig.backend``, and what
+           ``ModelConfig.resolve_moe_backend`` (``_torch/model_config.py``) resolves AUTO to for DeepSeek;
+           its block-FP8 rows on Blackwell are DEEPGEMM's, ``"deepgemm"``).  A backend no table measured
+           is priced as the nearest measured one (engines.toml ``moe_backend_stand_ins``: CUTEDSL and WIDEEP
+           as CUTLASS), and where the rows used are another kernel than the backend named, a note says so."""
         self.moe_backend = moe_backend
         self.moe_backend_note = ""
-        borrow = moe_backends().get(moe_backend or "", {}).get(self.dtype)
-        backend = (moe_backend or "").upper()
-        source_engine = self.engine.moe_backend_tables_from
-        if borrow is not None and source_engine and self._moe_tables is not None:
-            gen = moe_tables(self.gpu, source_engine)[0]
-            key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp,
-                   par.ep)
+        if moe_backend is None or self._moe_tables is None or not self.engine.moe_backend_tables_from:
+            return  # the default, or an engine without moe_config.backend (its own table as it is)
+        arch, par = self.arch, self.par
+        backend = moe_backend.upper()
+        key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp, par.ep)
+        own = self._moe_tables.backend(moe_backend)
+        if own is not None and self.dtype in own.moe_backends.get(moe_backend, ()):
+            self._a8_tables, self.moe_kernel_dtype = own, self.dtype
+            self.moe_backend_note = (f"{self.dtype} experts on TensorRT-LLM's {backend} MoE backend priced "
+                                     f"by its own measured {own.nearest_moe_source(self.dtype, key)} rows on "
+                                     f"{self.gpu} ({own.engine})")
+        else:
+            borrow = moe_backends().get(moe_backend, {}).get(self.dtype)
+            source_engine = self.engine.moe_backend_tables_from
+            gen = moe_tables(self.gpu, source_engine)[0] if borrow is not None and source_engine else None
             source = (gen.moe_source(self.dtype, key) if gen is not None and gen is not self._moe_tables
                       and self.dtype in gen.moe_dtypes else "")
-            if gen is not None and borrow in source:
+            if gen is not None and borrow is not None and borrow in source:
                 self._a8_tables, self.moe_kernel_dtype = gen, self.dtype
                 self.moe_backend_note = (f"{self.dtype} experts on TensorRT-LLM's {backend} MoE "
                                          f"backend priced by {gen.engine}'s measured {source} kernel on "
                                          f"{self.gpu} (moe_config.backend {backend})")
-                self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
+            else:
+                self.moe_backend_note = self._nearest_backend_note(moe_backend, key)
+        if self.moe_backend_note:
+            self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
+
+    def _nearest_backend_note(self, moe_backend: str, key: tuple[int, ...]) -> str:
+        """Where ``moe_backend`` is priced by the engine's own rows: what they are when they are not that
+        backend's (a backend no table measured, or one the table did not time for these experts)."""
+        tab = self._moe_tables
+        if tab is None or self.dtype not in tab.moe_dtypes:
+            return ""
+        backend, stand_in = moe_backend.upper(), moe_backend_stand_ins().get(moe_backend, moe_backend)
+        source = tab.nearest_moe_source(self.dtype, key)
+        if moe_backend != stand_in:
+            return (f"moe_config.backend {backend}: no measured {backend} MoE table; its {self.dtype} "
+                    f"experts are priced as {stand_in.upper()}, the nearest measured backend ({tab.engine}'s "
+                    f"{source} rows on {self.gpu})")
+        if stand_in in source.lower():
+            return ""
+        return (f"moe_config.backend {backend}: no {backend} {self.dtype} MoE rows measured on {self.gpu}; "
+                f"priced by the nearest measured backend, {tab.engine}'s {source} rows")
 
     def _quantized_parts(self) -> frozenset[str]:
         """The linear layers stored in :attr:`dtype` (the rest stay BF16)."""

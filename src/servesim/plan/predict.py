@@ -134,10 +134,8 @@ def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str 
     if bench.client.name == "inferencemax":  # the one harness with recipes
         arch = model_architecture(model)
         family = arch.family if arch is not None else ""
-        dtype = str(normalize_dtype(fields.get("dtype") or ""))
+        dtype = _recipe_dtype(fields.get("dtype"), arch)  # auto: the checkpoint's (FP8, an NVFP4 release)
         if pool:
-            if dtype == "auto" and arch is not None:  # the recipes key on the checkpoint's (an NVFP4 release)
-                dtype = str(normalize_dtype(arch.checkpoint_dtype))
             recipe = bench.client.disagg_recipe(engine, pool, bench.isl, bench.concurrency,
                                                 gpu=canonical_gpu(gpu), family=family,
                                                 tp=fields.get("tp", 1), dp=fields.get("dp", 1),
@@ -171,13 +169,15 @@ def harness_deployment(bench: Benchmark, *, model: str, gpu: str, kv_dtype: str 
 
 
 def harness_speculation(bench: Benchmark, *, model: str, engine: str, dp: int = 1,
-                        spec: str | None = None, **given: Any) -> dict[str, Any]:
+                        spec: str | None = None, decode: Deployment | None = None, decode_workers: int = 1,
+                        **given: Any) -> dict[str, Any]:
     """The speculation arguments of :func:`predict` / :func:`predict_disaggregated` for ``spec``:
     those ``given`` (``k``, ``tree``, ``alpha``, ``acceptance_length``, ``traffic``, ...), or where
     none of ``k``, ``tree``, ``alpha`` and ``acceptance_length`` is, the harness's own recipe's ``k``
-    or ``tree`` (:meth:`servesim.sim.client.Client.spec_recipe`; InferenceMAX's DeepSeek-R1 MTP);
-    and where neither an acceptance nor a ``traffic`` is given, the traffic kind the harness sends
-    (:attr:`servesim.sim.client.Client.spec_traffic`) if the acceptance presets cover it for the
+    or ``tree`` (:meth:`servesim.sim.client.Client.spec_recipe`; InferenceMAX's DeepSeek-R1 MTP; with
+    ``decode``, a disaggregated run's decode pool of ``decode_workers`` workers, that pool's recipe's
+    depth); and where neither an acceptance nor a ``traffic`` is given, the traffic kind the harness
+    sends (:attr:`servesim.sim.client.Client.spec_traffic`) if the acceptance presets cover it for the
     target."""
     out = {"spec": spec, **given}
     if spec in (None, "none"):
@@ -190,9 +190,23 @@ def harness_speculation(bench: Benchmark, *, model: str, engine: str, dp: int = 
             out["traffic"] = kind
     if any(given.get(n) is not None for n in ("k", "tree", "alpha", "acceptance_length")):
         return out
+    pool: dict[str, Any] = {}
+    if decode is not None:  # the decode pool's own recipe (its file's num_nextn_predict_layers)
+        pool = {"pool": "decode", "gpu": canonical_gpu(decode.gpu),
+                "dtype": _recipe_dtype(decode.dtype, arch),
+                "isl": bench.isl, "osl": bench.osl, "tp": decode.tp, "workers": decode_workers,
+                "concurrency": bench.concurrency}
+        dp = decode.dp
     out.update(bench.client.spec_recipe(engine, spec, family=arch.family if arch is not None else "",
-                                        dp=dp))
+                                        dp=dp, **pool))
     return out
+
+
+def _recipe_dtype(dtype: object, arch: ModelShape | None) -> str:
+    """The dtype a harness recipe keys on: ``dtype`` normalized, ``auto`` read as the checkpoint's
+    (DeepSeek-R1's block FP8, an NVFP4 release's FP4)."""
+    name = str(normalize_dtype(dtype or ""))
+    return str(normalize_dtype(arch.checkpoint_dtype)) if name == "auto" and arch is not None else name
 
 
 def resolve_acceptance(spec: str, family: str, *, k: int | None = None, alpha: float | None = None,

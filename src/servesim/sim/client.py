@@ -248,8 +248,9 @@ class Client:
         leave it to ``--traffic``."""
         return str(self._data["spec_traffic"]) or None
 
-    def spec_recipe(self, engine: str, spec: str | None, *, family: str = "",
-                    dp: int = 1) -> dict[str, object]:
+    def spec_recipe(self, engine: str, spec: str | None, *, family: str = "", dp: int = 1,
+                    pool: str = "", gpu: str = "", dtype: str = "", isl: int = 0, osl: int = 0,
+                    tp: int = 1, workers: int = 1, concurrency: int | None = None) -> dict[str, object]:
         """The speculation settings of the harness's own recipe for ``spec`` (empty where it has none):
         ``k`` (a chain of k drafts) or ``tree`` (SGLang's ``speculative_num_steps``,
         ``speculative_eagle_topk``, ``speculative_num_draft_tokens``).
@@ -257,8 +258,14 @@ class Client:
         InferenceMAX runs DeepSeek-R1's MTP module with TensorRT-LLM at ``num_nextn_predict_layers``
         1 with attention DP and 3 without (``dsr1_*_trt_mtp.sh``), and with SGLang as EAGLE with 2
         steps, top-k 1 and 3 draft tokens (``dsr1_fp{4,8}_b200_mtp.sh``): section ``speculation`` of
-        ``data/recipes.toml``."""
-        return self._settings("speculation", engine=engine, spec=spec, family=family, dp=dp)
+        ``data/recipes.toml``.  For a disaggregated decode pool (``pool`` ``"decode"`` with the
+        pool's ``gpu``, ``dtype``, ``tp``, ``dp``, ``workers`` and the run's ``isl``, ``osl`` and
+        ``concurrency``, as :meth:`disagg_recipe` takes them) the depth of its Dynamo recipe file
+        where the file states it (``mtp`` of its row of ``data/dynamo_trtllm_decode.toml``: 1, 2 or
+        3, e.g. 3 in most DEP32 files, 1 in the DEP8 ones with batches of 256 and more)."""
+        return self._settings("speculation", engine=engine, spec=spec, family=family, dp=dp, pool=pool,
+                              gpu=gpu, dtype=dtype, isl=isl, osl=osl, tp=tp, workers=workers,
+                              concurrency=concurrency)
 
     def recipe(self, engine: str, isl: int, concurrency: int | None, *, gpu: str = "",
                family: str = "", tp: int = 1, dp: int = 1, dtype: str = "",
@@ -371,7 +378,8 @@ def dynamo_trtllm_decode_recipe(gpu: str, dtype: str, isl: int, tp: int, dp: int
                                 osl: int = 1024) -> dict[str, Any] | None:
     """The row of ``data/dynamo_trtllm_decode.toml`` (InferenceMAX's Dynamo + TensorRT-LLM recipe
     of this decode pool: ``max_batch_size`` a rank and, where read from the recipe file, the
-    decode worker's ``memory_fraction`` and ``moe_backend``): among the recipes of the same GPU,
+    decode worker's ``memory_fraction`` and ``moe_backend``, and of an MTP recipe its ``mtp``:
+    ``num_nextn_predict_layers``): among the recipes of the same GPU,
     dtype (``fp8``/``fp4``), prompt length (1024 or 8192), output length (1024 or 8192),
     worker shape (``tp``, ``dp``), ``workers`` and speculation (``spec``: ``None`` or ``"none"``,
     or ``"mtp"``: its MTP recipes; other methods have none), the one whose benchmark concurrency
