@@ -290,6 +290,30 @@ def test_a_run_keeps_its_prices_in_the_pricers_own_slot_and_sets_nothing_on_it(m
     assert dataclasses.replace(again, kv_capacity_tokens=first.kv_capacity_tokens) == first
 
 
+@pytest.mark.parametrize("model", ["llama-3-8b", "Qwen/Qwen3-30B-A3B"])
+@pytest.mark.parametrize("loop", ["python", "compiled"])
+def test_the_loop_prices_each_new_step_once_through_the_pricers_step_price(model, loop):
+    """The engine loop asks a pricer (dense or MoE alike) for a step's price through ``step_price``,
+    the Pricer seam: one call a price it keeps, none for a step it has seen (counted on the class
+    with patch.object, which sees every call on any instance)."""
+    from unittest import mock
+
+    from servesim.hardware.catalog import builtin_catalog
+    from servesim.hardware.pricer import Deployment, build_step_model
+
+    # the catalog given: a model built anew, whose price cache no other test has filled
+    sm, _, memory = build_step_model(Deployment(model, "h200", 1, dtype="auto"), builtin_catalog())
+    kind = type(sm)
+    bench = Benchmark(512, 32, concurrency=4, num_prompts=12)
+    with mock.patch.object(kind, "step_price", autospec=True, side_effect=kind.step_price) as priced:
+        run_benchmark(sm, bench, memory, loop=loop)
+        new = sum(map(len, sm.price_cache.steps.values()))
+        assert priced.call_count == new >= 2  # at least a prefill step and a decode step
+        run_benchmark(sm, bench, memory, loop=loop)  # every step seen: nothing priced again
+        assert priced.call_count == new
+    assert all(c.args[0] is sm for c in priced.call_args_list)
+
+
 def test_the_gaps_between_tokens_give_their_weighted_percentiles_and_spread():
     """Gaps held by token counts, by hand: 0.1 s by 2 tokens, 0.2 and 0.3 s by one each (4 in all).
     Running counts in sorted order 2, 3, 4: the median (2 of 4) is the first to reach 2, 0.1 s; the

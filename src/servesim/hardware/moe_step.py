@@ -92,7 +92,16 @@ from servesim.hardware.engines import (
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
 from servesim.hardware.moe_kernels import moe_tables
-from servesim.hardware.ops import ACTIVATION_BYTES, Op, Peaks, PriceCache, light_s, priced_parts, ring_bytes
+from servesim.hardware.ops import (
+    ACTIVATION_BYTES,
+    Op,
+    Peaks,
+    PriceCache,
+    StepPrice,
+    light_s,
+    priced_parts,
+    ring_bytes,
+)
 from servesim.hardware.precision import supported_dtypes
 from servesim.hardware.shape import CHECKPOINT_DTYPES, LINEAR_PARTS, ModelShape
 from servesim.hardware.sparse_attention import dsa_attention_ops
@@ -844,6 +853,15 @@ class MoEStepModel:
                             st.total_s, light_s(st.ops, self.peaks), st.tokens, st.measured, st.notes,
                             st.floor_s, st.ops)
         return st
+
+    def step_price(self, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
+                   positions: int = 1) -> StepPrice:
+        """What the engine loop asks of a step (the :class:`~servesim.hardware.pricer.Pricer` seam):
+        ``step(decode, context, chunks, positions, bound=False)``'s ``(total_s, measured, notes)``,
+        for chunks given as (tokens, context, samples) of one prompt each."""
+        st = self.step(decode, context, tuple(Chunk(q, c, 1, x) for q, c, x in chunks), positions,
+                       bound=False)
+        return st.total_s, st.measured, st.notes
 
     @property
     def peaks(self) -> Peaks:

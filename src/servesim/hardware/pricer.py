@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -54,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from servesim.hardware.catalog import Catalog
 
 __all__ = ["BLOCK_FP8_FAMILIES", "Deployment", "Drafter", "Pricer", "build_step_model",
-           "model_architecture", "moe_dtype", "step_price_of"]
+           "model_architecture", "moe_dtype"]
 
 
 class GpuTime(Protocol):
@@ -112,6 +111,13 @@ class Pricer(Protocol):
     def step(self, decode: float = 0.0, context: float = 0.0, chunks: tuple[Chunk, ...] = (),
              positions: int = 1, *, bound: bool = True) -> StepTime: ...
 
+    def step_price(self, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
+                   positions: int = 1) -> StepPrice:
+        """What the engine loop asks of a step: ``step(decode, context, chunks, positions,
+        bound=False)``'s ``(total_s, measured, notes)``, the chunks as (tokens, cached context,
+        samples) of one prompt each (a dense model sums it without building the StepTime)."""
+        ...
+
     def decode_step(self, batch: float, context: float, positions: int = 1) -> StepTime: ...
 
     def prompt_s(self, tokens: int) -> float: ...
@@ -123,25 +129,6 @@ class Pricer(Protocol):
     def with_drafter(self, drafter_bytes: tuple[float, float]) -> Pricer:
         """A copy whose KV cache makes room for a drafter's (weight, KV per token) bytes per GPU."""
         ...
-
-
-def step_price_of(model: Pricer) -> Callable[[int, int, tuple[tuple[int, int, bool], ...], int], StepPrice]:
-    """How the engine loop prices a step on ``model``: ``price(decode, context, chunks, positions)``,
-    the chunks as (tokens, cached context, samples) of one prompt each, giving
-    ``model.step(..., bound=False)``'s (total_s, measured, notes).  A dense :class:`StepModel` sums
-    the same prices without building the :class:`StepTime` (:meth:`StepModel.step_price`, the same
-    figures to the last bit); another pricer, or one whose ``step`` was replaced on the instance,
-    through its ``step``."""
-    if type(model) is StepModel and "step" not in vars(model):
-        return model.step_price
-
-    def price(decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...],
-              positions: int) -> StepPrice:
-        st = model.step(decode, context, tuple(Chunk(q, c, 1, x) for q, c, x in chunks), positions,
-                        bound=False)
-        return st.total_s, st.measured, st.notes
-
-    return price
 
 
 @dataclass(frozen=True)

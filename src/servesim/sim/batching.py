@@ -59,7 +59,7 @@ import numpy.typing as npt
 
 from servesim._checks import ParameterError, check_bound, check_int, check_real
 from servesim.hardware.ops import StepPrice
-from servesim.hardware.pricer import Pricer, step_price_of
+from servesim.hardware.pricer import Pricer
 from servesim.hardware.speculation import Speculation
 from servesim.sim import loop as _loop
 from servesim.sim.client import Client, arrival_times, draw_lengths
@@ -517,7 +517,7 @@ def _step_pricer(model: Pricer, kv_key: tuple[object, ...],
     prices = books.get(kv_key)
     if prices is None:
         prices = books[kv_key] = {}
-    price = step_price_of(model)
+    price = model.step_price
 
     def price_of(b: int, qctx: int, chunks: tuple[tuple[int, int, bool], ...]) -> StepPrice:
         """The cached price of a step of ``b`` decoding sequences at (rounded) context ``qctx`` and
