@@ -746,7 +746,9 @@ def predict_disaggregated(prefill: Deployment, prefill_workers: int, decode: Dep
         "step_model": ("engine loop per worker on the measured-kernel step models "
                        f"({dsm.tables_note})" + ("" if res.measured else ", with roofline fallback")),
         "cold_start_s": cold_s, "kv_connect_s": connect_s,
-        "notes": distinct_notes([*_pricing_notes(psm), *fresh, *res.notes]),  # its own first
+        # its own first: the prefill pool's, then the decode pool's where they differ (its MoE backend)
+        "notes": distinct_notes([*_pricing_notes(psm), *(n for n in _pricing_notes(dsm) if n not in
+                                                         _pricing_notes(psm)), *fresh, *res.notes]),
     }
     if not psm.is_moe and not dsm.is_moe and bench.rate_per_s is not None and \
             speculation is None:  # the closed form's speculation is the lab's presets only
