@@ -10,7 +10,7 @@ import pytest
 from servesim._checks import ParameterError
 from servesim.hardware import architectures, roofline
 from servesim.hardware.architectures import find_architecture
-from servesim.hardware.names import model_shape, read_hf_config
+from servesim.hardware.names import dense_params, model_shape, read_hf_config
 from servesim.hardware.precision import weight_bytes
 from servesim.hardware.shape import ModelShape
 
@@ -99,3 +99,17 @@ def test_weight_bytes_by_dtype_one_method() -> None:
     m = _arch("mixtral-8x7b")
     linear = sum(m.linear_counts().values())
     assert m.weight_bytes("fp8") == pytest.approx(linear * 1 + (m.params - linear) * 2, rel=1e-12)
+
+
+def test_one_parameter_formula_for_dense_layers() -> None:
+    """names.dense_params (the dense config.json reader's count) is the breakdown of dense layers: a
+    two-layer MQA model with a plain MLP, Q/K/V biases and MLP biases, counted by hand."""
+    n = dense_params(layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4, intermediate=16, vocab=10,
+                     tied_embeddings=False, gated_mlp=False, qkv_bias=True, mlp_bias=True)
+    tables = 10 * 8 * 2
+    attention = 8 * 8 + 2 * 8 * 4 + 8 * 8 + (8 + 2 * 4)  # Q, K, V, O and the Q, K, V biases
+    mlp = 2 * 8 * 16 + (16 + 8)  # up, down and their biases
+    assert n == tables + 2 * (attention + mlp + 2 * 8) + 8 == 1176
+    assert dense_params(layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4, intermediate=16, vocab=10,
+                        tied_embeddings=True, o_bias=True, qkv_bias=True) == (
+        10 * 8 + 2 * (8 * 8 + 2 * 8 * 4 + 8 * 8 + (8 + 2 * 4 + 8) + 3 * 8 * 16 + 2 * 8) + 8)

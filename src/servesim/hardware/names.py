@@ -109,15 +109,16 @@ def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_di
                  intermediate: int, vocab: int, tied_embeddings: bool, gated_mlp: bool = True,
                  qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False,
                  qk_norm: bool = False) -> int:
-    """Parameters of a dense decoder (the formula of the module doc), exactly."""
-    h, q, kv, inter = hidden, heads * head_dim, kv_heads * head_dim, intermediate
-    attn = h * q + 2 * h * kv + q * h
-    attn += (q + 2 * kv if qkv_bias else 0) + (h if o_bias else 0) + (2 * head_dim if qk_norm else 0)
-    mlp = (3 if gated_mlp else 2) * h * inter
-    if mlp_bias:
-        mlp += (2 * inter if gated_mlp else inter) + h
-    tables = vocab * h * (1 if tied_embeddings else 2)
-    return tables + layers * (attn + mlp + 2 * h) + h
+    """Parameters of a dense decoder (the formula of the module doc), exactly: the
+    :meth:`~servesim.hardware.shape.ModelShape.breakdown` of its layers, every one a dense MLP
+    (``o_bias``: the Q, K, V and O projections all carry biases; ``qkv_bias`` alone: Q, K and V)."""
+    shape = ModelShape(name="dense", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                       head_dim=head_dim, vocab=vocab, attention=attention_kind(heads, kv_heads),
+                       tied_embeddings=tied_embeddings, intermediate=intermediate, gated_mlp=gated_mlp,
+                       mlp_bias=mlp_bias, qkv_bias=qkv_bias, attention_bias=o_bias,
+                       qk_norm="per_head" if qk_norm else "", experts=0, experts_per_token=0,
+                       layer_moe=(False,) * layers)
+    return int(shape.params)
 
 
 def _from_spec(spec: ModelShape, extras: Mapping[str, Any], hf_id: str = "") -> ModelShape:

@@ -155,6 +155,7 @@ class ModelShape:
     # FFN
     intermediate: int = 0  # a dense MLP's width; 0 = unknown (or no dense layer)
     gated_mlp: bool = True
+    mlp_bias: bool = False  # biases on a dense MLP's projections
     experts: int = 1
     experts_per_token: int = 1
     moe_intermediate: int = 0  # one routed expert's width
@@ -165,7 +166,7 @@ class ModelShape:
     shared_expert_gate: bool = False  # a sigmoid gate (h -> 1) on the shared expert's output
     mtp_layers: int = 0
     # attention
-    qkv_bias: bool = False
+    qkv_bias: bool = False  # Q, K and V biases (Qwen2)
     attention_bias: bool = False  # Q, K, V and O biases (gpt-oss)
     attention_sinks: bool = False
     qk_norm: str = ""
@@ -401,7 +402,8 @@ class ModelShape:
 
     def _attention_biases(self) -> int:
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        biases = q + 2 * kv + self.hidden if self.attention_bias else 0
+        biases = q + 2 * kv if (self.attention_bias or self.qkv_bias) else 0
+        biases += self.hidden if self.attention_bias else 0
         return biases + (self.heads if self.attention_sinks else 0)
 
     def linear_counts(self) -> dict[str, int]:
@@ -416,7 +418,8 @@ class ModelShape:
         g = 3 * self.hidden  # gated MLP: gate, up, down
         counts["experts"] = self.moe_layers * self.experts * g * self.moe_intermediate
         counts["shared_experts"] = self.moe_layers * self.shared_experts * g * self.shared_intermediate
-        counts["dense_mlp"] = self.dense_layers * g * self.intermediate
+        mlp = g if self.gated_mlp else 2 * self.hidden  # a plain MLP (Falcon): up, down
+        counts["dense_mlp"] = self.dense_layers * mlp * self.intermediate
         return counts
 
     def breakdown(self) -> dict[str, int]:
@@ -431,9 +434,11 @@ class ModelShape:
         out["norms"] = (self.layers * 2 * h + self.attention_layers * self._attention_norms()
                         + self.linear_layers * self.linear_value_head_dim + h)
         expert_bias = E * (2 * self.moe_intermediate + h) if self.expert_bias else 0
+        # a dense MLP's biases: gate and up (or up alone) of I each, down of h
+        mlp_biases = ((2 if self.gated_mlp else 1) * self.intermediate + h) if self.mlp_bias else 0
         # a gated-delta-net layer's dt_bias and A_log: one value per value head each
         out["biases"] = (self.attention_layers * self._attention_biases() + self.moe_layers * expert_bias
-                         + self.linear_layers * 2 * self.linear_value_heads)
+                         + self.dense_layers * mlp_biases + self.linear_layers * 2 * self.linear_value_heads)
         out["router"] = self.moe_layers * (h * E + (E if self.router_bias else 0)
                                            + (h if self.shared_expert_gate else 0))
         # the depthwise causal convolution over q, k and v (no bias)
