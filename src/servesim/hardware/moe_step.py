@@ -419,15 +419,16 @@ class MoEStepModel:
         """TensorRT-LLM's MoE backend (``moe_config.backend``, engines.toml ``moe_backends``; ``None``: the
         engine's default).  Each backend is priced by its own measured rows where they exist, in this order:
 
-        1. the engine's own table's rows of that backend (``MoETables.backend``: TensorRT-LLM 1.3.0rc20's
-           TRTLLM-gen NVFP4 rows on the B200 and GB200, timed apart from its CUTLASS rows);
-        2. vLLM 0.24.0's rows of the same kernel on the same GPU (``moe_backend_tables_from``), each backend
-           naming that kernel by the experts' dtype: ``"trtllm"`` block FP8 by FlashInfer's TRTLLM-gen
-           block-FP8 MoE (``vllm_fp8moe_flashinfer_trtllm_...``: the same kernels, expert parallel
-           included; DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on
-           TRTLLM-gen), NVFP4 where TensorRT-LLM timed no TRTLLM-gen rows (GB300, B300) by FlashInfer's
-           TRTLLM-gen NVFP4 MoE; ``"triton"`` MXFP4 experts by OpenAI's ``triton_kernels``
-           (``..._triton_oaitritonmxfp4...``, TensorRT-LLM's ``TritonFusedMoE``);
+        1. vLLM 0.24.0's rows of the same kernel on the same GPU and shape (``moe_backend_tables_from``),
+           each backend naming that kernel by the experts' dtype, which time the whole layer, routing and
+           finalize included: ``"trtllm"`` block FP8 by FlashInfer's TRTLLM-gen block-FP8 MoE
+           (``vllm_fp8moe_flashinfer_trtllm_...``: the same kernels, expert parallel included;
+           DeepSeek-V3's layer at 8,192 tokens on EP8 is 0.76 ms on DEEPGEMM and 2.54 ms on TRTLLM-gen),
+           NVFP4 by FlashInfer's TRTLLM-gen NVFP4 MoE; ``"triton"`` MXFP4 experts by OpenAI's
+           ``triton_kernels`` (``..._triton_oaitritonmxfp4...``, TensorRT-LLM's ``TritonFusedMoE``);
+        2. where vLLM did not time that kernel at the shape, the engine's own table's rows of that backend
+           (``MoETables.backend``: TensorRT-LLM 1.3.0rc20's TRTLLM-gen NVFP4 rows on the B200 and GB200,
+           timed apart from its CUTLASS rows and without the finalize kernel, which the build adds);
         3. the engine's own table (``None`` and ``"cutlass"``: the default, CUTLASS, in
            ``tensorrt_llm/llmapi/llm_args.py`` ``MoeConfig.backend``, and what
            ``ModelConfig.resolve_moe_backend`` (``_torch/model_config.py``) resolves AUTO to for DeepSeek;
@@ -441,25 +442,24 @@ class MoEStepModel:
         arch, par = self.arch, self.par
         backend = moe_backend.upper()
         key = (arch.hidden, arch.moe_intermediate, arch.experts_per_token, arch.experts, par.moe_tp, par.ep)
+        borrow = moe_backends().get(moe_backend, {}).get(self.dtype)
+        source_engine = self.engine.moe_backend_tables_from
+        gen = moe_tables(self.gpu, source_engine)[0] if borrow is not None else None
+        source = (gen.moe_source(self.dtype, key) if gen is not None and gen is not self._moe_tables
+                  and self.dtype in gen.moe_dtypes else "")
         own = self._moe_tables.backend(moe_backend)
-        if own is not None and self.dtype in own.moe_backends.get(moe_backend, ()):
+        if gen is not None and borrow is not None and borrow in source:
+            self._a8_tables, self.moe_kernel_dtype = gen, self.dtype
+            self.moe_backend_note = (f"{self.dtype} experts on TensorRT-LLM's {backend} MoE "
+                                     f"backend priced by {gen.engine}'s measured {source} kernel on "
+                                     f"{self.gpu} (moe_config.backend {backend})")
+        elif own is not None and self.dtype in own.moe_backends.get(moe_backend, ()):
             self._a8_tables, self.moe_kernel_dtype = own, self.dtype
             self.moe_backend_note = (f"{self.dtype} experts on TensorRT-LLM's {backend} MoE backend priced "
                                      f"by its own measured {own.nearest_moe_source(self.dtype, key)} rows on "
                                      f"{self.gpu} ({own.engine})")
         else:
-            borrow = moe_backends().get(moe_backend, {}).get(self.dtype)
-            source_engine = self.engine.moe_backend_tables_from
-            gen = moe_tables(self.gpu, source_engine)[0] if borrow is not None and source_engine else None
-            source = (gen.moe_source(self.dtype, key) if gen is not None and gen is not self._moe_tables
-                      and self.dtype in gen.moe_dtypes else "")
-            if gen is not None and borrow is not None and borrow in source:
-                self._a8_tables, self.moe_kernel_dtype = gen, self.dtype
-                self.moe_backend_note = (f"{self.dtype} experts on TensorRT-LLM's {backend} MoE "
-                                         f"backend priced by {gen.engine}'s measured {source} kernel on "
-                                         f"{self.gpu} (moe_config.backend {backend})")
-            else:
-                self.moe_backend_note = self._nearest_backend_note(moe_backend, key)
+            self.moe_backend_note = self._nearest_backend_note(moe_backend, key)
         if self.moe_backend_note:
             self.moe_note = f"{self.moe_note}; {self.moe_backend_note}"
 
