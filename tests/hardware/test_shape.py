@@ -113,3 +113,15 @@ def test_one_parameter_formula_for_dense_layers() -> None:
     assert dense_params(layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4, intermediate=16, vocab=10,
                         tied_embeddings=True, o_bias=True, qkv_bias=True) == (
         10 * 8 + 2 * (8 * 8 + 2 * 8 * 4 + 8 * 8 + (8 + 2 * 4 + 8) + 3 * 8 * 16 + 2 * 8) + 8)
+
+
+def test_roofline_prices_the_kv_cache_the_shape_holds() -> None:
+    """The roofline reads the shape's KV per token: a gated-delta-net layer holds none (Qwen3.5-27B: 16
+    full-attention layers of 64, 4 KV heads of 256) and a DSA layer adds its indexer key (DeepSeek-V3.2:
+    128 FP8 values and one FP32 scale), as the MoE step model counts them."""
+    q = _arch("Qwen/Qwen3.5-27B")
+    assert q.kv_bytes_per_token() == 16 * 2 * 4 * 256 * 2
+    cost = roofline.decode_cost(q, tp=1, batch=1, context_tokens=1000)
+    assert cost.kv_bytes == (1000 + 1) * 16 * 2 * 4 * 256 * 2  # read 1,000 cached tokens, write one
+    ds = _arch("deepseek-ai/DeepSeek-V3.2")
+    assert ds.kv_bytes_per_token() == 61 * ((512 + 64) * 2 + 128 + 4)
