@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import find_architecture, read_architecture, shipped_ids
+from servesim.hardware.architectures import find_architecture, read_config, shipped_ids
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.shape import CHECKPOINT_DTYPES, LINEAR_PARTS, MOE_FAMILIES, ModelShape
 
@@ -93,7 +93,7 @@ def test_every_shipped_config_parses(hf_id: str) -> None:
     assert arch.weight_bytes("bf16") == pytest.approx(2 * arch.params)
     assert arch.kv_bytes_per_token(2.0) > 0
     assert find_architecture(hf_id.lower()) == arch == find_architecture(hf_id.upper())
-    assert read_architecture(arch.source) == arch
+    assert read_config(arch.source) == arch
 
 
 # --------------------------------------------------------------------------- published totals
@@ -361,7 +361,7 @@ def test_a_users_own_config(tmp_path: Path) -> None:
              "_name_or_path": "me/Small-V3"}
     del data["quantization_config"]
     path = _write(tmp_path / "small-v3" / "config.json", data)
-    for arch in (read_architecture(path), read_architecture(path.parent), find_architecture(str(path)),
+    for arch in (read_config(path), read_config(path.parent), find_architecture(str(path)),
                  find_architecture(str(path.parent))):
         assert arch is not None
         assert (arch.layers, arch.experts, arch.moe_layers, arch.checkpoint_dtype) == (30, 64, 29, "bf16")
@@ -371,14 +371,14 @@ def test_a_users_own_config(tmp_path: Path) -> None:
     quant = tmp_path / "nvfp4"
     shutil.copy(DATA / "nvidia--DeepSeek-V3.1-NVFP4_config.json", _write(quant / "config.json", {}))
     shutil.copy(DATA / "nvidia--DeepSeek-V3.1-NVFP4_hf_quant_config.json", quant / "hf_quant_config.json")
-    assert read_architecture(quant).quantized_parts == _arch("nvidia/DeepSeek-V3.1-NVFP4").quantized_parts
+    assert read_config(quant).quantized_parts == _arch("nvidia/DeepSeek-V3.1-NVFP4").quantized_parts
     assert find_architecture(str(quant / "config.json")) is not None
 
 
 def test_a_users_gqa_config_with_its_own_layer_types(tmp_path: Path) -> None:
     data = _config("openai/gpt-oss-20b")
     data["layer_types"] = ["full_attention"] * 24
-    arch = read_architecture(_write(tmp_path / "config.json", data))
+    arch = read_config(_write(tmp_path / "config.json", data))
     assert arch.layer_windows == (0,) * 24 and arch.kv_bytes_per_token(1, context=10**6) == 24 * 2 * 8 * 64
 
 
@@ -390,7 +390,7 @@ def _error(tmp_path: Path, data: object, *fragments: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     with pytest.raises(InputError) as err:
-        read_architecture(path)
+        read_config(path)
     message = str(err.value)
     assert str(path) in message
     for fragment in fragments:
@@ -398,10 +398,14 @@ def _error(tmp_path: Path, data: object, *fragments: str) -> None:
 
 
 def test_unknown_architecture(tmp_path: Path) -> None:
-    llama = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096}
-    _error(tmp_path, llama, "'architectures'", "LlamaForCausalLM", *MOE_FAMILIES, "read_hf_config")
-    _error(tmp_path, {"model_type": "deepseek_v2"}, "'model_type'", "deepseek_v2", "deepseek_v3")
-    _error(tmp_path, {"hidden_size": 8}, "missing required field 'architectures'")
+    dense = ("llama", "mistral", "qwen2", "qwen3", "LlamaForCausalLM", "Qwen2ForCausalLM")
+    falcon = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 4544}
+    _error(tmp_path, falcon, "'architectures'", "FalconForCausalLM", *MOE_FAMILIES, *dense)
+    _error(tmp_path, {"model_type": "deepseek_v2"}, "'model_type'", "deepseek_v2", "deepseek_v3", *dense)
+    _error(tmp_path, {"hidden_size": 8, "num_experts": 8}, "missing required field 'architectures'",
+           *MOE_FAMILIES, *dense)
+    # neither field and no experts: a Llama-style dense decoder, its own fields then required
+    _error(tmp_path, {"hidden_size": 8}, "missing required field 'num_hidden_layers'")
 
 
 def test_missing_and_bad_fields(tmp_path: Path) -> None:
@@ -427,7 +431,7 @@ def test_files_that_are_not_configs(tmp_path: Path) -> None:
     _error(tmp_path, '{"architectures": ["MixtralForCausalLM"], ', "not valid JSON")
     _error(tmp_path, "[1, 2]", "must be a JSON object")
     with pytest.raises(InputError, match="no such file"):
-        read_architecture(tmp_path / "missing" / "config.json")
+        read_config(tmp_path / "missing" / "config.json")
     with pytest.raises(InputError, match="no such file"):
         find_architecture(str(tmp_path / "missing.json"))
 

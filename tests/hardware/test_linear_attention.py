@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import find_architecture, read_architecture
-from servesim.hardware.shape import ModelShape
+from servesim.hardware.architectures import find_architecture, read_config
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.kernels import tables_for
 from servesim.hardware.linear_attention import (
@@ -27,6 +26,7 @@ from servesim.hardware.linear_attention import (
     state_bytes,
 )
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
+from servesim.hardware.shape import ModelShape
 from servesim.hardware.stepmodel import Chunk
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "servesim" / "data" / "model_configs"
@@ -134,7 +134,7 @@ def test_refused_architectures_say_why_in_one_line(tmp_path: Path) -> None:
                               "num_key_value_heads": 1, "vocab_size": 129280, "n_routed_experts": 256,
                               "num_experts_per_tok": 6, "moe_intermediate_size": 2048}))
     with pytest.raises(InputError, match="DeepSeek-V4 is not priced") as exc:
-        read_architecture(v4)
+        read_config(v4)
     assert "\n" not in str(exc.value) and "hyper-connections" in str(exc.value)
     args = ["predict", "--model", str(v4), "--gpu", "h200", "--tp", "8", "--isl", "1024", "--osl", "1024",
             "--concurrency", "32"]
@@ -152,7 +152,7 @@ def test_bad_layer_types_name_the_field(tmp_path: Path) -> None:
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
     with pytest.raises(InputError, match="layer_types"):
-        read_architecture(p)
+        read_config(p)
 
 
 # --------------------------------------------------------------------------- the operation

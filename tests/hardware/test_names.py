@@ -10,17 +10,16 @@ import pytest
 
 from servesim._catalogfile import CatalogError, load_builtin
 from servesim._checks import InputError, ParameterError
+from servesim.hardware.architectures import dense_params, read_config
 from servesim.hardware.catalog import builtin_catalog, load_catalog
 from servesim.hardware.names import (
     ModelShape,
     canonical_gpu,
     canonical_model,
     check_tp,
-    dense_params,
     dense_shape,
     kv_replication,
     model_shape,
-    read_hf_config,
     resolve_gpu,
     resolve_model,
     valid_tps,
@@ -292,7 +291,7 @@ def test_bad_gpu_peak_fields(tmp_path):
 
 
 def test_llama_3_1_8b_config_matches_the_catalog_shape():
-    s = read_hf_config(FIXTURES / "llama-3.1-8b.json")
+    s = read_config(FIXTURES / "llama-3.1-8b.json")
     c = model_shape("llama-3-8b")
     for f in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "gated_mlp", "vocab",
               "tied_embeddings", "attention", "qkv_bias"):
@@ -304,7 +303,7 @@ def test_llama_3_1_8b_config_matches_the_catalog_shape():
 
 
 def test_qwen3_32b_config_has_head_dim_128():
-    s = read_hf_config(FIXTURES / "qwen3-32b.json")
+    s = read_config(FIXTURES / "qwen3-32b.json")
     assert (s.head_dim, s.heads, s.kv_heads, s.hidden) == (128, 64, 8, 5120)
     assert (s.intermediate, s.layers) == (25600, 64)
     assert s.params == 32_762_123_264  # QK norms counted, no biases
@@ -330,14 +329,14 @@ def test_qwen2_config_counts_its_qkv_biases(tmp_path):
     f.write_text(json.dumps({"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
                              "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
                              "vocab_size": 152064, "tie_word_embeddings": False}))
-    s = read_hf_config(f)
+    s = read_config(f)
     assert s.qkv_bias and s.params == 7_615_616_512
 
 
 def test_malformed_config_names_file_and_field():
     path = FIXTURES / "malformed.json"
     with pytest.raises(InputError) as info:
-        read_hf_config(path)
+        read_config(path)
     assert str(info.value) == (f"{path}: field 'hidden_size' = -1 is invalid: must be an integer in "
                                "[1, 16777216] (the model width)")
 
@@ -349,7 +348,7 @@ def _bad(tmp_path, content: bytes | str, name: str = "config.json") -> str:
     else:
         f.write_bytes(content)
     with pytest.raises(InputError) as info:
-        read_hf_config(f)
+        read_config(f)
     msg = str(info.value)
     assert msg.startswith(f"{f}: ")
     return msg
@@ -367,15 +366,21 @@ GOOD = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, 
         ({"vocab_size": True}, "field 'vocab_size' = True is invalid: must be an integer in [1, "),
         ({"intermediate_size": "512"}, "field 'intermediate_size' = '512' is invalid"),
         ({"num_attention_heads": 10**30}, "must be an integer in [1, 16777216] (query heads)"),
-        ({"num_key_value_heads": 3}, "field 'num_key_value_heads' = 3 is invalid: must divide "
+        ({"num_key_value_heads": 3}, "field 'num_key_value_heads' = 3 is invalid: must be a divisor of "
                                      "num_attention_heads (4)"),
-        ({"hidden_size": 250}, "field 'head_dim' is missing and hidden_size (250) is not a multiple"),
+        ({"hidden_size": 250}, "missing required field 'head_dim' (hidden_size 250 is not a multiple"),
         ({"tie_word_embeddings": "yes"},
          "field 'tie_word_embeddings' = 'yes' is invalid: must be true or false"),
         ({"torch_dtype": 16}, "field 'torch_dtype' = 16 is invalid: must be a string"),
-        ({"num_local_experts": 8}, "field 'num_local_experts' = 8: a mixture-of-experts config"),
-        ({"n_routed_experts": 256}, "field 'n_routed_experts' = 256: a mixture-of-experts config"),
-        ({"kv_lora_rank": 512}, "field 'kv_lora_rank' = 512: multi-head latent attention"),
+        # experts or a latent KV cache without a family that reads them: every family listed
+        ({"num_local_experts": 8}, "missing required field 'architectures' (or 'model_type')"),
+        ({"n_routed_experts": 256}, "supported families: llama (LlamaForCausalLM); mistral"),
+        ({"kv_lora_rank": 512}, "deepseek_v3 (DeepseekV3ForCausalLM"),
+        ({"model_type": "llama", "num_local_experts": 8}, "field 'num_local_experts' = 8 is invalid: must be "
+                                                          "absent, 0 or 1 in a dense model's config"),
+        ({"architectures": ["FalconForCausalLM"]},
+         "field 'architectures' = ['FalconForCausalLM'] (model_type '') is not a supported family: supported "
+         "families: llama"),
     ],
 )
 def test_bad_config_fields(tmp_path, change, expected):
@@ -396,23 +401,25 @@ def test_bad_config_files(tmp_path):
         resolve_model(str(tmp_path / "empty-dir"))  # an explicit path that does not exist
     (tmp_path / "d").mkdir()
     with pytest.raises(InputError, match=r"config.json: no such file"):
-        read_hf_config(tmp_path / "d")
+        read_config(tmp_path / "d")
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path):
     f = tmp_path / "bom.json"
     f.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD).encode())
-    s = read_hf_config(f)
+    s = read_config(f)
     assert s.head_dim == 64 and s.kv_heads == 4 and s.attention == "mha" and s.name == "bom"
 
 
-def test_moe_config_is_rejected():
+def test_a_moe_config_path_is_read_and_only_the_dense_step_model_refuses_it():
+    """One reader: a model given as a MoE config.json resolves to its per-layer shape (what predict
+    prices with the MoE step model); dense_shape, whose caller prices dense layers only, refuses it."""
     path = FIXTURES / "qwen3-30b-a3b.json"
-    with pytest.raises(InputError) as info:
-        resolve_model(str(path))
-    msg = str(info.value)
-    assert msg.startswith(f"{path}: field 'num_experts' = 128: a mixture-of-experts config")
-    assert "mixtral-8x7b" in msg
+    s = resolve_model(str(path))
+    assert (s.family, s.experts, s.experts_per_token, s.moe_layers, s.source) == (
+        "qwen3_moe", 128, 8, 48, str(path))
+    with pytest.raises(ParameterError, match=r"is a mixture of experts \(128 experts, 8 per token\)"):
+        dense_shape(str(path))
 
 
 # ----------------------------------------------------------------------------- GPUs

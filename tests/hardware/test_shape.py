@@ -9,8 +9,8 @@ import pytest
 
 from servesim._checks import ParameterError
 from servesim.hardware import architectures, roofline
-from servesim.hardware.architectures import find_architecture
-from servesim.hardware.names import dense_params, model_shape, read_hf_config
+from servesim.hardware.architectures import dense_params, find_architecture, read_config
+from servesim.hardware.names import model_shape
 from servesim.hardware.precision import weight_bytes
 from servesim.hardware.shape import ModelShape
 
@@ -28,9 +28,9 @@ def _arch(name: str) -> ModelShape:
 
 
 def test_one_class_one_name_per_quantity() -> None:
-    """The catalog, the dense config.json reader and the MoE config.json reader give the same class;
+    """The catalog and the config.json reader (a dense and an MoE config) give the same class;
     the old classes and the second names of a quantity are gone."""
-    shapes = (model_shape("llama-3-8b"), read_hf_config(FIXTURES / "qwen3-32b.json"), _arch("deepseek-r1"))
+    shapes = (model_shape("llama-3-8b"), read_config(FIXTURES / "qwen3-32b.json"), _arch("deepseek-r1"))
     assert {type(s) for s in shapes} == {ModelShape}
     assert not hasattr(roofline, "ModelSpec") and not hasattr(architectures, "Architecture")
     fields = {f.name for f in dataclasses.fields(ModelShape)}
@@ -102,8 +102,8 @@ def test_weight_bytes_by_dtype_one_method() -> None:
 
 
 def test_one_parameter_formula_for_dense_layers() -> None:
-    """names.dense_params (the dense config.json reader's count) is the breakdown of dense layers: a
-    two-layer MQA model with a plain MLP, Q/K/V biases and MLP biases, counted by hand."""
+    """architectures.dense_params (a dense family's count in the config.json reader) is the breakdown
+    of dense layers: a two-layer MQA model with a plain MLP, Q/K/V biases and MLP biases, counted by hand."""
     n = dense_params(layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4, intermediate=16, vocab=10,
                      tied_embeddings=False, gated_mlp=False, qkv_bias=True, mlp_bias=True)
     tables = 10 * 8 * 2

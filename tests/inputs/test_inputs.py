@@ -27,8 +27,8 @@ from servesim._textfile import (
     read_text,
     table_at,
 )
+from servesim.hardware.architectures import read_config
 from servesim.hardware.catalog import load_catalog
-from servesim.hardware.names import read_hf_config
 from servesim.inputs.calibrate import load_calibration, read_points
 from servesim.inputs.telemetry import fit_alpha, parse_exposition, read_counters
 from servesim.inputs.traces import load_trace, summarize_trace, workload_from_trace
@@ -283,7 +283,7 @@ def test_deeply_nested_json_is_refused(tmp_path: Path) -> None:
         load_trace(moon)
     cfg = _write(tmp_path, "config.json", "[" * 100_000)
     with pytest.raises(InputError, match="not valid JSON: nested too deeply"):
-        read_hf_config(cfg)
+        read_config(cfg)
 
 
 def test_parse_json_messages() -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import ParameterError
-from servesim.hardware.architectures import find_architecture
+from servesim.hardware.architectures import find_architecture, read_config
 from servesim.hardware.catalog import load_catalog
-from servesim.hardware.names import model_shape, read_hf_config
+from servesim.hardware.names import model_shape
 from servesim.plan.predict import check_context
 from tests.cli_helpers import run_cli
 
@@ -36,10 +36,10 @@ def test_config_json_gives_max_position_embeddings(tmp_path):
            "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 2048}
     f = tmp_path / "config.json"
     f.write_text(json.dumps(cfg))
-    assert read_hf_config(f).context_length == 2048
+    assert read_config(f).context_length == 2048
     del cfg["max_position_embeddings"]
     f.write_text(json.dumps(cfg))
-    assert read_hf_config(f).context_length == 0  # unknown: not checked
+    assert read_config(f).context_length == 0  # unknown: not checked
 
 
 def test_check_context_names_the_length_at_fault():

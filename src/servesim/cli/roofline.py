@@ -169,19 +169,20 @@ def _run(args: argparse.Namespace) -> Output:
 
 
 def _model(name: str, cat: Catalog | None) -> ModelShape:
-    """The catalog's spec of ``name``, else the roofline spec of the MoE / MLA config it names
-    (a shipped config's id or a config.json path: the same shapes ``predict`` prices), named as
-    given so that the measured view finds its architecture again."""
+    """The shape ``name`` names (a catalog model, a shipped config's id or a config.json path: the
+    same shapes ``predict`` prices); one with per-layer detail is named as given, so that the
+    measured view finds its architecture again."""
     try:
-        return resolve_model(name, cat)
-    except (ParameterError, InputError) as exc:
+        shape = resolve_model(name, cat)
+    except ParameterError as exc:
         try:
             arch = find_architecture(name)
         except InputError:
             arch = None
         if arch is None:
             raise exc from None
-        return replace(arch, name=name)
+        shape = arch
+    return replace(shape, name=name) if shape.family else shape
 
 
 def _rows(d: dict[str, Any]) -> list[Row]:

@@ -1,11 +1,23 @@
-"""Shapes of mixture-of-experts, MLA and hybrid models, read from their Hugging Face ``config.json``.
+"""The one reader of a Hugging Face ``config.json``: every family servesim prices, dense or per layer.
 
-:func:`read_architecture` builds a :class:`~servesim.hardware.shape.ModelShape` with its per-layer
-detail (``layer_moe``, ``layer_windows``, ``layer_linear``) from a ``config.json`` (and the
-``hf_quant_config.json`` beside it, where a ModelOpt checkpoint has one);
+:func:`read_config` builds a :class:`~servesim.hardware.shape.ModelShape` from a ``config.json``
+(and the ``hf_quant_config.json`` beside it, where a ModelOpt checkpoint has one) through one family
+table: the first ``architectures`` class the table names, else ``model_type``, picks the entry whose
+reader gives the shape's fields.  Dense decoders (``llama``, ``mistral``, ``qwen2``, ``qwen3``; a config
+naming neither field and no experts is read as ``llama``) keep no per-layer detail: their counts are
+:func:`dense_params`'.  Mixture-of-experts, MLA and hybrid families fill in the per-layer detail
+(``layer_moe``, ``layer_windows``, ``layer_linear``) and the checkpoint's quantization.
 :func:`find_architecture` looks up the configs shipped in ``servesim/data/model_configs``
 (copied from ai-dynamo/aiconfigurator, see the ``NOTICE.md`` there) by Hugging Face id,
-alias or short name.  Dense models are :func:`servesim.hardware.names.read_hf_config`'s.
+alias or short name.  An unsupported family is refused naming every supported one
+(:func:`supported_families`).
+
+**Dense families** (``LlamaForCausalLM``, ``MistralForCausalLM``, ``Qwen2ForCausalLM``,
+``Qwen3ForCausalLM``): required ``hidden_size``, ``num_attention_heads``, ``num_hidden_layers``,
+``intermediate_size``, ``vocab_size``; optional ``num_key_value_heads`` (default: the heads),
+``head_dim`` (default ``hidden_size / num_attention_heads``), ``tie_word_embeddings``,
+``attention_bias`` (Q, K, V and O biases), ``mlp_bias``; Qwen2 always has Q, K, V biases, Qwen3
+per-head Q/K RMSNorms.  Experts or an MLA ``kv_lora_rank`` in a dense family's config are refused.
 
 **Notation.**  ``h`` width (``hidden_size``), ``V`` vocabulary, ``H`` query heads, ``G`` KV
 heads of width ``d``, ``E`` routed experts of width ``I`` (``k`` per token), ``S`` shared
@@ -68,6 +80,11 @@ theirs so; ``active_matmul_params`` leaves the input table out, as DeepSeek, Ope
 MiniMax publish theirs).  The KV cache per token, the recurrent state of a gated-delta-net layer and
 the weight bytes per dtype are :class:`~servesim.hardware.shape.ModelShape`'s.
 
+**Name and id of a file** (:func:`_identity`, every family): the id a shipped file's name gives
+(``org--repo_config.json``, named by its repository in lower case), else a valid ``_name_or_path``,
+named by the directory holding ``config.json`` or the file's stem.  ``torch_dtype`` (or ``dtype``)
+as written; ``max_position_embeddings`` the context length.
+
 **Names** (:func:`find_architecture`, case-insensitive): the shipped configs' Hugging Face ids
 (:func:`shipped_ids`); re-releases of the same shape (``deepseek-ai/DeepSeek-R1-0528``,
 ``DeepSeek-V3-0324``, ``DeepSeek-V3.1`` / ``-Terminus`` / ``-Base``: V3's shape and block FP8;
@@ -78,8 +95,8 @@ the weight bytes per dtype are :class:`~servesim.hardware.shape.ModelShape`'s.
 repository name (``deepseek-r1``, ``gpt-oss-120b``, ``qwen3-235b-a22b``, ``kimi-k2.5``) and a few
 short names (``kimi-k2``, ``mixtral-8x7b``, ``llama-4-scout``, ``llama-4-maverick``).
 
-**Checkpoint dtype** (``checkpoint_dtype``) from ``quantization_config`` (in
-``text_config`` or the top level) or ``hf_quant_config.json``: ``fp8`` with a
+**Checkpoint dtype** (``checkpoint_dtype``, per-layer families; a dense family's stays bf16) from
+``quantization_config`` (in ``text_config`` or the top level) or ``hf_quant_config.json``: ``fp8`` with a
 ``weight_block_size`` -> ``fp8_block`` (without -> ``fp8``); ``mxfp4`` -> ``mxfp4``;
 ``compressed-tensors`` groups of 4-bit integers -> ``int4`` (4-bit floats -> ``fp4``,
 8-bit floats -> ``fp8`` / ``fp8_block``); ModelOpt ``NVFP4`` -> ``fp4``, ``FP8`` -> ``fp8``;
@@ -105,13 +122,17 @@ from typing import Any
 from servesim._checks import InputError, ParameterError
 from servesim._textfile import path_kind, shown
 from servesim.hardware.hf_config import QUOTED, Fields, load_json
-from servesim.hardware.shape import LINEAR_PARTS, MOE_FAMILIES, ModelShape, attention_kind
+from servesim.hardware.shape import LINEAR_PARTS, ModelShape, attention_kind
 
 __all__ = [
+    "DENSE_DEFAULT",
     "FP4_RELEASE_PARTS",
+    "MOE_CONFIG_FIELDS",
+    "dense_params",
     "find_architecture",
-    "read_architecture",
+    "read_config",
     "shipped_ids",
+    "supported_families",
 ]
 
 _MAX_PATTERN = 1000
@@ -119,29 +140,26 @@ _MAX_PATTERN = 1000
 
 # --------------------------------------------------------------------------- families
 
-_ARCH_FAMILY: Mapping[str, str] = {
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "KimiK25ForConditionalGeneration": "deepseek_v3",
-    "Qwen3MoeForCausalLM": "qwen3_moe",
-    "GptOssForCausalLM": "gpt_oss",
-    "MiniMaxM2ForCausalLM": "minimax_m2",
-    "MixtralForCausalLM": "mixtral",
-    "Llama4ForConditionalGeneration": "llama4",
-    "Llama4ForCausalLM": "llama4",
-    "DeepseekV32ForCausalLM": "deepseek_v3",
-    "GlmMoeDsaForCausalLM": "deepseek_v3",
-    "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
-    "Qwen3_5MoeForCausalLM": "qwen3_5_moe",
-    "Qwen3_5ForConditionalGeneration": "qwen3_5",
-    "Qwen3_5ForCausalLM": "qwen3_5",
-}
-_TYPE_FAMILY: Mapping[str, str] = {
-    "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "kimi_k25": "deepseek_v3",
-    "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss", "minimax_m2": "minimax_m2", "mixtral": "mixtral",
-    "llama4": "llama4", "llama4_text": "llama4", "deepseek_v32": "deepseek_v3", "glm_moe_dsa": "deepseek_v3",
-    "qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_5": "qwen3_5",
-    "qwen3_5_text": "qwen3_5",
-}
+@dataclass(frozen=True)
+class _Family:
+    """One entry of the family table: the reader of its text model's fields, the ``architectures``
+    class names and ``model_type`` values that name it, and whether the shape it reads holds the
+    per-layer detail (``family`` set, quantization read) or is a dense decoder's counts."""
+
+    read: Callable[[Fields, int], dict[str, Any]]
+    classes: tuple[str, ...]
+    model_types: tuple[str, ...]
+    per_layer: bool = True
+
+
+# Filled in below the readers: family -> entry (dense families first, then MOE_FAMILIES' order).
+_FAMILIES: dict[str, _Family] = {}
+DENSE_DEFAULT = "llama"
+"""The family of a config that names neither ``architectures`` nor ``model_type`` and declares no
+experts or latent KV cache: a Llama-style dense decoder."""
+MOE_CONFIG_FIELDS: tuple[str, ...] = ("num_experts", "num_local_experts", "n_routed_experts")
+"""``config.json`` fields that mark a mixture of experts (Qwen-MoE, Mixtral, DeepSeek)."""
+
 _NESTED = ("KimiK25ForConditionalGeneration", "Llama4ForConditionalGeneration", "kimi_k25", "llama4",
            "Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", "Qwen3_5ForConditionalGeneration", "qwen3_5")
 
@@ -222,29 +240,39 @@ _PREFIX: Mapping[str, str] = {
 }
 
 
+def supported_families() -> str:
+    """Every family :func:`read_config` reads, each with the class names that name it (for messages)."""
+    return "; ".join(f"{name} ({', '.join(fam.classes)})" for name, fam in _FAMILIES.items())
+
+
+def _declares_moe(f: Fields) -> bool:
+    """Whether a config's fields declare routed experts or a latent (MLA) KV cache."""
+    return f.has("kv_lora_rank") or any(f.data.get(k) not in (None, 0, 1) for k in MOE_CONFIG_FIELDS)
+
+
 def _family(where: str, top: Fields) -> tuple[str, Fields]:
-    """(family, the fields of the text model) of a config."""
+    """(family, the fields of the text model) of a config: its first ``architectures`` class the
+    table names, else its ``model_type``; neither field and no experts: :data:`DENSE_DEFAULT`."""
     archs = top.list_("architectures", str, "class names")
     model_type = top.str_("model_type")
     refused = next((_REFUSED_ARCHS[a] for a in archs if a in _REFUSED_ARCHS), None)
     refused = refused or (model_type if model_type in _REFUSED else None)
     if refused is not None:
         raise InputError(f"{where}: {_REFUSED[refused]}")
-    family = next((_ARCH_FAMILY[a] for a in archs if a in _ARCH_FAMILY), None)
+    by_class = {c: name for name, fam in _FAMILIES.items() for c in fam.classes}
+    by_type = {t: name for name, fam in _FAMILIES.items() for t in fam.model_types}
+    family = next((by_class[a] for a in archs if a in by_class), None) or by_type.get(model_type)
+    if family is None and not archs and not model_type and not _declares_moe(top):
+        family = DENSE_DEFAULT
     if family is None:
-        family = _TYPE_FAMILY.get(model_type)
-    if family is None:
-        supported = "; ".join(
-            f"{fam} ({', '.join(a for a, f in _ARCH_FAMILY.items() if f == fam)})" for fam in MOE_FAMILIES)
         if not archs and not model_type:
             raise InputError(f"{where}: missing required field 'architectures' (or 'model_type'): the model "
-                             f"class; supported families: {supported}")
+                             f"class; supported families: {supported_families()}")
         field = "architectures" if archs else "model_type"
         value = archs if archs else model_type
         raise InputError(
             f"{where}: field {field!r} = {shown(value, QUOTED)} (model_type {model_type!r}) is not a "
-            f"supported mixture-of-experts / MLA family: supported families: {supported}; dense models are "
-            "read by servesim.hardware.names.read_hf_config")
+            f"supported family: supported families: {supported_families()}")
     nested = any(a in _NESTED for a in archs) or model_type in _NESTED
     if nested or (top.has("text_config") and not top.has("hidden_size")):
         return family, top.child("text_config")
@@ -466,11 +494,85 @@ def _qwen3_5(f: Fields, layers: int) -> dict[str, Any]:
         "mtp_layers": f.int_("mtp_num_hidden_layers", "MTP layers", default=0, lo=0)}
 
 
-_READERS: Mapping[str, Callable[[Fields, int], dict[str, Any]]] = {
-    "deepseek_v3": _deepseek, "qwen3_moe": _qwen3_moe, "gpt_oss": _gpt_oss,
-    "minimax_m2": _minimax_m2, "mixtral": _mixtral, "llama4": _llama4, "qwen3_5_moe": _qwen3_5_moe,
-    "qwen3_5": _qwen3_5,
-}
+def _dense(qkv_bias: bool = False, qk_norm: bool = False) -> Callable[[Fields, int], dict[str, Any]]:
+    """The reader of a dense Llama-style decoder: GQA (``attention_bias``: Q, K, V and O biases),
+    a gated MLP of ``intermediate_size`` (``mlp_bias``) in every layer; ``qkv_bias``: the family's
+    Q, K and V biases (Qwen2); ``qk_norm``: its per-head Q and K RMSNorms (Qwen3).  The shape keeps
+    no per-layer detail: ``params`` is :func:`dense_params`' count, ``active_params`` the same."""
+
+    def read(f: Fields, layers: int) -> dict[str, Any]:
+        for key in MOE_CONFIG_FIELDS:
+            if f.data.get(key) not in (None, 0, 1):
+                raise f.bad(key, f.data[key], "absent, 0 or 1 in a dense model's config (a mixture of "
+                            "experts is read by its own family, named in 'architectures')")
+        if f.has("kv_lora_rank"):
+            raise f.bad("kv_lora_rank", f.data["kv_lora_rank"], "absent in a dense model's config "
+                        "(multi-head latent attention is read by the deepseek_v3 family)")
+        gqa = _common_gqa(f)
+        inter = f.int_("intermediate_size", "the MLP width")
+        o_bias = gqa.pop("attention_bias")  # a dense shape's qkv_bias; the O bias is counted in params
+        mlp_bias = f.bool_("mlp_bias", False)
+        tied = f.bool_("tie_word_embeddings", False)
+        params = float(dense_params(layers=layers, hidden=gqa["hidden"], heads=gqa["heads"],
+                                    kv_heads=gqa["kv_heads"], head_dim=gqa["head_dim"], intermediate=inter,
+                                    vocab=f.int_("vocab_size", "vocabulary size"), tied_embeddings=tied,
+                                    qkv_bias=o_bias or qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+                                    qk_norm=qk_norm))
+        return gqa | {"intermediate": inter, "qkv_bias": o_bias or qkv_bias, "params": params,
+                      "active_params": params}
+
+    return read
+
+
+def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
+                 intermediate: int, vocab: int, tied_embeddings: bool, gated_mlp: bool = True,
+                 qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False,
+                 qk_norm: bool = False) -> int:
+    """Parameters of a dense decoder, exactly: the :meth:`~servesim.hardware.shape.ModelShape.breakdown`
+    of its layers, every one a dense MLP (``o_bias``: the Q, K, V and O projections all carry biases;
+    ``qkv_bias`` alone: Q, K and V).  With vocabulary ``V``, width ``h``, ``H`` query heads and ``G``
+    KV heads of width ``d``, MLP width ``I``::
+
+        V h (x 2 if the LM head is untied)                       embedding tables
+        + layers x ( h H d + 2 h G d + H d h                     Q, K, V, O projections
+                   + 3 h I   (2 h I if the MLP is not gated)     gate, up, down
+                   + 2 h                                         two RMSNorm weights
+                   + (H d + 2 G d if qkv_bias)                   Q, K, V biases (Qwen2)
+                   + (2 d if qk_norm) )                          per-head Q and K RMSNorm (Qwen3)
+        + h                                                      final norm
+
+    which gives the checkpoints' own counts exactly (Llama-3.1-8B 8,030,261,248;
+    Qwen3-32B 32,762,123,264)."""
+    shape = ModelShape(name="dense", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                       head_dim=head_dim, vocab=vocab, attention=attention_kind(heads, kv_heads),
+                       tied_embeddings=tied_embeddings, intermediate=intermediate, gated_mlp=gated_mlp,
+                       mlp_bias=mlp_bias, qkv_bias=qkv_bias, attention_bias=o_bias,
+                       qk_norm="per_head" if qk_norm else "", experts=0, experts_per_token=0,
+                       layer_moe=(False,) * layers)
+    return int(shape.params)
+
+
+_FAMILIES.update({
+    # dense decoders: the counts of dense_params, no per-layer detail
+    "llama": _Family(_dense(), ("LlamaForCausalLM",), ("llama",), per_layer=False),
+    "mistral": _Family(_dense(), ("MistralForCausalLM",), ("mistral",), per_layer=False),
+    "qwen2": _Family(_dense(qkv_bias=True), ("Qwen2ForCausalLM",), ("qwen2",), per_layer=False),
+    "qwen3": _Family(_dense(qk_norm=True), ("Qwen3ForCausalLM",), ("qwen3",), per_layer=False),
+    # mixture-of-experts, MLA and hybrid decoders, per layer (shape.MOE_FAMILIES)
+    "deepseek_v3": _Family(_deepseek, ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration",
+                                       "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"),
+                           ("deepseek_v3", "kimi_k2", "kimi_k25", "deepseek_v32", "glm_moe_dsa")),
+    "qwen3_moe": _Family(_qwen3_moe, ("Qwen3MoeForCausalLM",), ("qwen3_moe",)),
+    "gpt_oss": _Family(_gpt_oss, ("GptOssForCausalLM",), ("gpt_oss",)),
+    "minimax_m2": _Family(_minimax_m2, ("MiniMaxM2ForCausalLM",), ("minimax_m2",)),
+    "mixtral": _Family(_mixtral, ("MixtralForCausalLM",), ("mixtral",)),
+    "llama4": _Family(_llama4, ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"),
+                      ("llama4", "llama4_text")),
+    "qwen3_5_moe": _Family(_qwen3_5_moe, ("Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"),
+                           ("qwen3_5_moe", "qwen3_5_moe_text")),
+    "qwen3_5": _Family(_qwen3_5, ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"),
+                       ("qwen3_5", "qwen3_5_text")),
+})
 
 
 # --------------------------------------------------------------------------- quantization
@@ -631,14 +733,41 @@ def _quant_sibling(p: Path) -> Path | None:
     return sibling if path_kind(sibling) == "file" else None
 
 
-def read_architecture(path: str | Path) -> ModelShape:
-    """The :class:`ModelShape` of a ``config.json`` file, or of a directory holding one.
+def _identity(p: Path, top: Fields, text: Fields) -> tuple[str, str]:
+    """(name, hf_id) of a config file: the id a shipped file's name gives (``org--repo_config.json``),
+    else a valid ``_name_or_path`` (the text model's, then the top level's), else none; the name is
+    a shipped file's repository in lower case, else the directory holding ``config.json``, else the
+    file's stem."""
+    m = _SHIPPED_NAME.fullmatch(p.name)
+    if m:
+        return m["repo"].lower(), f"{m['org']}/{m['repo']}"
+    hf_id = text.str_("_name_or_path") or top.str_("_name_or_path")
+    name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+    return name or "config", hf_id if _HF_ID.fullmatch(hf_id) else ""
 
-    An ``hf_quant_config.json`` beside it (``X_hf_quant_config.json`` beside
-    ``X_config.json``) gives the checkpoint's quantization.  Every problem raises
-    :class:`~servesim._checks.InputError` naming the file and the field: a file that is
-    missing or not JSON, an unknown ``architectures`` / ``model_type`` (the message lists
-    :data:`MOE_FAMILIES`), a missing or invalid shape field.
+
+def _torch_dtype(top: Fields, text: Fields) -> str:
+    """The checkpoint's ``torch_dtype`` (or ``dtype``, its newer name) as written, the text model's first."""
+    for f in (text, top):
+        for key in ("torch_dtype", "dtype"):
+            if f.has(key):
+                return f.str_(key)
+    return ""
+
+
+def read_config(path: str | Path) -> ModelShape:
+    """The :class:`ModelShape` of a Hugging Face ``config.json`` file, or of a directory holding one:
+    the one reader of every family servesim prices, dense or per layer (:func:`supported_families`).
+
+    The family is the first ``architectures`` class the family table names, else ``model_type``
+    (a config with neither and no experts is read as a Llama-style dense decoder); its reader gives
+    the shape's fields.  Dense families (``llama``, ``mistral``, ``qwen2``, ``qwen3``) keep no
+    per-layer detail (``family`` ""; ``params`` from :func:`dense_params`); the others fill it in and
+    read the checkpoint's quantization from ``quantization_config`` or an ``hf_quant_config.json``
+    beside the file (``X_hf_quant_config.json`` beside ``X_config.json``).  Name and id:
+    :func:`_identity`'s rule.  Every problem raises :class:`~servesim._checks.InputError` naming the
+    file and the field: a file that is missing or not JSON, an unknown ``architectures`` /
+    ``model_type`` (the message lists every supported family), a missing or invalid field.
     """
     p = Path(path).expanduser()
     if path_kind(p) == "dir":
@@ -646,22 +775,19 @@ def read_architecture(path: str | Path) -> ModelShape:
     where, data = load_json(p)
     top = Fields(where, data)
     family, text = _family(where, top)
+    entry = _FAMILIES[family]
     layers = text.int_("num_hidden_layers", "decoder layers")
-    shape = _READERS[family](text, layers)
-    m = _SHIPPED_NAME.fullmatch(p.name)
-    hf_id = f"{m['org']}/{m['repo']}" if m else text.str_("_name_or_path") or top.str_("_name_or_path")
-    if not _HF_ID.fullmatch(hf_id):
-        hf_id = ""
-    name = hf_id.rpartition("/")[2].lower() if hf_id else (
-        p.parent.name if p.name == "config.json" and p.parent.name else p.stem)
+    shape = entry.read(text, layers)
+    name, hf_id = _identity(p, top, text)
     tied_key = "tie_word_embeddings"
     tied = text.bool_(tied_key, top.bool_(tied_key, False))
     try:
-        arch = ModelShape(name=name or "config", hf_id=hf_id, family=family, layers=layers,
+        arch = ModelShape(name=name, hf_id=hf_id, family=family if entry.per_layer else "", layers=layers,
                           vocab=text.int_("vocab_size", "vocabulary size"), tied_embeddings=tied,
                           context_length=text.int_("max_position_embeddings", "longest sequence", 0, lo=0),
-                          source=where, description=f"{family} read from {where}", **shape)
-        quant = _quantization(where, top, text, _quant_sibling(p))
+                          torch_dtype=_torch_dtype(top, text), source=where,
+                          description=f"{hf_id or name} read from {where}", **shape)
+        quant = _quantization(where, top, text, _quant_sibling(p)) if entry.per_layer else None
         if quant is not None:
             parts = _quantized_parts(family, top.str_("model_type"), arch, quant)
             if "experts" not in parts and arch.experts:
@@ -760,7 +886,7 @@ def _index() -> Mapping[str, tuple[str, str]]:
 
 @lru_cache(maxsize=64)
 def _read_shipped(hf_id: str) -> ModelShape:
-    return read_architecture(_shipped()[hf_id.lower()][1])
+    return read_config(_shipped()[hf_id.lower()][1])
 
 
 def find_architecture(name: str) -> ModelShape | None:
@@ -777,7 +903,7 @@ def find_architecture(name: str) -> ModelShape | None:
     if not text:
         return None
     if text.lower().endswith(".json") or text.startswith(_PATH_PREFIXES):
-        return read_architecture(text)
+        return read_config(text)
     refused = _REFUSED_IDS.get(text.lower()) or _REFUSED_IDS.get(text.lower().rpartition("/")[2])
     if refused is not None:
         raise ParameterError("model", text, f"a model servesim prices: {_REFUSED[refused]}")
@@ -793,7 +919,7 @@ def find_architecture(name: str) -> ModelShape | None:
     if repacked is not None:
         return repacked
     if path_kind(text) == "dir" and path_kind(Path(text).expanduser() / "config.json") == "file":
-        return read_architecture(text)
+        return read_config(text)
     return None
 
 

@@ -13,8 +13,9 @@
   matched, from a quantizing organisation (:data:`QUANTIZER_ORGS`) or the model's own.
   The *shape* is returned; the weight dtype is a separate choice
   (:mod:`servesim.hardware.precision`);
-* the path of a Hugging Face ``config.json`` (or of a directory holding one) of a dense
-  Llama / Qwen2 / Qwen3 / Mistral-style model (:func:`read_hf_config`).  Text ending in
+* the path of a Hugging Face ``config.json`` (or of a directory holding one) of any family
+  servesim reads, dense or mixture of experts
+  (:func:`servesim.hardware.architectures.read_config`).  Text ending in
   ``.json`` or starting with ``/``, ``./``, ``../`` or ``~`` is always a path; any other
   text is looked up as a name first and read as a directory only when no name matches.
 
@@ -25,20 +26,6 @@ listing the close matches (:func:`difflib.get_close_matches` over every name and
 fields (the MLP width ``intermediate``, or a MoE entry's ``moe_intermediate``, ``gated_mlp``,
 ``qkv_bias``, kept in the catalog's ``model_extras``) for any model; :func:`dense_shape` refuses the
 ones a dense step model cannot price (MoE, MLA, unknown MLP width).
-
-**Parameter count of a dense shape** (:func:`dense_params`), with vocabulary ``V``,
-width ``h``, ``H`` query heads and ``G`` KV heads of width ``d``, MLP width ``I``::
-
-    V h (x 2 if the LM head is untied)                       embedding tables
-    + layers x ( h H d + 2 h G d + H d h                     Q, K, V, O projections
-               + 3 h I   (2 h I if the MLP is not gated)     gate, up, down
-               + 2 h                                         two RMSNorm weights
-               + (H d + 2 G d if qkv_bias)                   Q, K, V biases (Qwen2)
-               + (2 d if qk_norm) )                          per-head Q and K RMSNorm (Qwen3)
-    + h                                                      final norm
-
-which gives the checkpoints' own counts exactly (Llama-3.1-8B 8,030,261,248;
-Qwen3-32B 32,762,123,264).
 
 **Tensor parallelism.**  :func:`check_tp` applies vLLM's rule: ``tp`` divides the
 attention heads, and either divides the KV heads or is a multiple of them (each
@@ -60,36 +47,29 @@ import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from servesim._checks import InputError, ParameterError
+from servesim._checks import ParameterError
 from servesim._textfile import path_kind
+from servesim.hardware.architectures import read_config
 from servesim.hardware.catalog import Catalog, builtin_catalog
-from servesim.hardware.hf_config import Fields, load_json
 from servesim.hardware.roofline import GPUSpec
 from servesim.hardware.shape import ModelShape, attention_kind
 
 __all__ = [
-    "MOE_CONFIG_FIELDS",
     "QUANTIZER_ORGS",
     "ModelShape",
     "attention_kind",
     "canonical_gpu",
     "canonical_model",
     "check_tp",
-    "dense_params",
     "dense_shape",
     "kv_replication",
     "model_shape",
-    "read_hf_config",
     "resolve_gpu",
     "resolve_model",
     "valid_tps",
 ]
-
-MOE_CONFIG_FIELDS: tuple[str, ...] = ("num_experts", "num_local_experts", "n_routed_experts")
-"""``config.json`` fields that mark a mixture of experts (Qwen-MoE, Mixtral, DeepSeek)."""
 
 QUANTIZER_ORGS: tuple[str, ...] = ("nvidia", "redhatai", "neuralmagic", "amd")
 """Organisations whose FP8 / FP4 re-packagings of a catalog checkpoint resolve to its shape."""
@@ -103,22 +83,6 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 
 
 # --------------------------------------------------------------------------- shapes
-
-
-def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
-                 intermediate: int, vocab: int, tied_embeddings: bool, gated_mlp: bool = True,
-                 qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False,
-                 qk_norm: bool = False) -> int:
-    """Parameters of a dense decoder (the formula of the module doc), exactly: the
-    :meth:`~servesim.hardware.shape.ModelShape.breakdown` of its layers, every one a dense MLP
-    (``o_bias``: the Q, K, V and O projections all carry biases; ``qkv_bias`` alone: Q, K and V)."""
-    shape = ModelShape(name="dense", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                       head_dim=head_dim, vocab=vocab, attention=attention_kind(heads, kv_heads),
-                       tied_embeddings=tied_embeddings, intermediate=intermediate, gated_mlp=gated_mlp,
-                       mlp_bias=mlp_bias, qkv_bias=qkv_bias, attention_bias=o_bias,
-                       qk_norm="per_head" if qk_norm else "", experts=0, experts_per_token=0,
-                       layer_moe=(False,) * layers)
-    return int(shape.params)
 
 
 def _from_spec(spec: ModelShape, extras: Mapping[str, Any], hf_id: str = "") -> ModelShape:
@@ -182,77 +146,6 @@ def dense_shape(spec_or_name: ModelShape | str, catalog: Catalog | None = None) 
             "(config.json's intermediate_size, the MLP width)",
         )
     return s
-
-
-# --------------------------------------------------------------------------- config.json
-
-
-def read_hf_config(path: str | Path) -> ModelShape:
-    """The shape of a dense Llama / Qwen2 / Qwen3 / Mistral-style model from its ``config.json``.
-
-    ``path`` is the file or a directory holding ``config.json``.  Required fields:
-    ``hidden_size``, ``num_attention_heads``, ``num_hidden_layers``, ``intermediate_size``,
-    ``vocab_size``; optional: ``num_key_value_heads`` (default: the heads),
-    ``head_dim`` (default ``hidden_size / num_attention_heads``), ``tie_word_embeddings``
-    (default false), ``attention_bias``, ``mlp_bias``, ``torch_dtype`` (or ``dtype``),
-    ``model_type`` (``qwen2``: Q, K, V biases; ``qwen3``: QK norms).  The parameter count
-    is :func:`dense_params`.  A mixture of experts (:data:`MOE_CONFIG_FIELDS`) or an MLA
-    config (``kv_lora_rank``) is refused.  Every problem raises
-    :class:`~servesim._checks.InputError` naming the file and the field.
-    """
-    p = Path(path).expanduser()
-    if path_kind(p) == "dir":
-        p = p / "config.json"
-    where, data = load_json(p)
-    f = Fields(where, data)
-    for key in MOE_CONFIG_FIELDS:
-        if data.get(key) not in (None, 0, 1):
-            raise InputError(
-                f"{where}: field {key!r} = {data[key]!r}: a mixture-of-experts config; only dense models "
-                "(Llama, Qwen2, Qwen3, Mistral style) are read from config.json: use a catalog MoE model "
-                "(mixtral-8x7b, deepseek-v3) or add a [model.NAME] entry with --catalog FILE"
-            )
-    if data.get("kv_lora_rank") is not None:
-        raise InputError(f"{where}: field 'kv_lora_rank' = {data['kv_lora_rank']!r}: multi-head latent "
-                         "attention (DeepSeek); only dense models with per-head K and V are read from "
-                         "config.json: use the catalog's deepseek-v3 or add a [model.NAME] entry")
-    hidden = f.int_("hidden_size", "the model width")
-    heads = f.int_("num_attention_heads", "query heads")
-    layers = f.int_("num_hidden_layers", "decoder layers")
-    inter = f.int_("intermediate_size", "the MLP width")
-    vocab = f.int_("vocab_size", "vocabulary size")
-    kv = f.int_("num_key_value_heads", "KV heads", default=heads)
-    if heads % kv:
-        raise InputError(f"{where}: field 'num_key_value_heads' = {kv} is invalid: must divide "
-                         f"num_attention_heads ({heads})")
-    if data.get("head_dim") is None and hidden % heads:
-        raise InputError(f"{where}: field 'head_dim' is missing and hidden_size ({hidden}) is not a "
-                         f"multiple of num_attention_heads ({heads}): add head_dim")
-    head_dim = f.int_("head_dim", "width of one head", default=hidden // heads)
-    tied = f.bool_("tie_word_embeddings", False)
-    model_type = f.str_("model_type")
-    attention_bias = f.bool_("attention_bias", False)
-    qkv_bias = attention_bias or model_type == "qwen2"  # Qwen2 always has Q, K, V biases (not O)
-    mlp_bias = f.bool_("mlp_bias", False)
-    torch_dtype = f.str_("torch_dtype" if f.has("torch_dtype") else "dtype")
-    params = dense_params(layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
-                          intermediate=inter, vocab=vocab, tied_embeddings=tied, qkv_bias=qkv_bias,
-                          o_bias=attention_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3")
-    hf_id = data.get("_name_or_path", "")
-    if not (isinstance(hf_id, str) and re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", hf_id)):
-        hf_id = ""
-    name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    context = f.int_("max_position_embeddings", "longest sequence", 0, lo=0)
-    name = name or "config"
-    try:
-        return ModelShape(
-            name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=head_dim,
-            vocab=vocab, params=float(params), active_params=float(params),
-            attention=attention_kind(heads, kv), tied_embeddings=tied,
-            description=f"{hf_id or name} read from {where}", hf_id=hf_id, intermediate=inter,
-            qkv_bias=qkv_bias, torch_dtype=torch_dtype, source=where, context_length=context)
-    except ParameterError as exc:  # pragma: no cover - the checks above cover ModelShape's
-        raise InputError(f"{where}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- model names
@@ -342,13 +235,13 @@ def _resolve(name_or_path: str, cat: Catalog) -> ModelShape:
                              "a catalog model, a Hugging Face id or a config.json path (a non-empty string)")
     text = name_or_path.strip()
     if _looks_like_path(text):
-        return read_hf_config(text)
+        return read_config(text)
     found = _lookup_name(text, cat)
     if found is not None:
         name, hf_id = found
         return _from_spec(cat.models[name], cat.model_extras.get(name, {}), hf_id)
     if path_kind(text) == "dir":
-        return read_hf_config(text)
+        return read_config(text)
     raise _unknown_model(text, cat)
 
 
@@ -356,7 +249,7 @@ def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSha
     """The :class:`~servesim.hardware.shape.ModelShape` a name, HF id or ``config.json`` path names.
 
     A catalog name or HF id returns the catalog's own spec (``catalog`` defaults to the
-    shipped one); a ``config.json`` builds one (BF16, dense; :func:`read_hf_config`).
+    shipped one); a ``config.json`` builds one (:func:`~servesim.hardware.architectures.read_config`).
     Raises :class:`ParameterError` (``name='model'``, with close matches) for an unknown
     name and :class:`~servesim._checks.InputError` for a bad file.
     """

@@ -13,14 +13,11 @@ Nothing here prints.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from servesim._checks import BOUNDS, InputError, ParameterError, check_bound, check_int, check_real
-from servesim._textfile import path_kind
+from servesim._checks import BOUNDS, ParameterError, check_bound, check_int, check_real
 from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
 from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import (
@@ -37,7 +34,6 @@ from servesim.hardware.moe_step import (
     block_fp8_splits,
 )
 from servesim.hardware.names import (
-    MOE_CONFIG_FIELDS,
     ModelShape,
     canonical_gpu,
     dense_shape,
@@ -211,29 +207,10 @@ def _memory_share_that_fits(eng: EngineProfile, weight_bytes: float, reserve_byt
 
 
 def model_architecture(model: str) -> ModelShape | None:
-    """The MoE / MLA architecture ``model`` names (a shipped config or a config.json path), or None
-    for a dense model."""
-    try:
-        return find_architecture(model)
-    except InputError:
-        if _is_moe_config(model):
-            raise
-        return None  # a dense config.json: the dense reader names what is wrong with it
-
-
-def _is_moe_config(path: str) -> bool:
-    """Whether the config.json at ``path`` declares experts or a latent (MLA) KV cache."""
-    p = Path(path).expanduser()
-    p = p / "config.json" if path_kind(p) == "dir" else p
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(data, dict):
-        return False
-    data = data.get("text_config", data) if isinstance(data.get("text_config"), dict) else data
-    return data.get("kv_lora_rank") is not None or any(data.get(k) not in (None, 0, 1)
-                                                       for k in MOE_CONFIG_FIELDS)
+    """The per-layer (MoE / MLA / hybrid) shape ``model`` names (a shipped config or a config.json
+    path), or None for a dense model (a catalog name, or a dense config.json: :func:`dense_shape`'s)."""
+    arch = find_architecture(model)
+    return arch if arch is not None and arch.family else None
 
 
 BLOCK_FP8_FAMILIES = frozenset({"deepseek_v3", "qwen3_moe", "minimax_m2"})
