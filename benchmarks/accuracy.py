@@ -111,7 +111,7 @@ def parallelism_of(row: dict[str, str]) -> tuple[int, int]:
 
 def family_of(model: str) -> str:
     """The row's model family for the summary: the MoE family where the model is one, else dense."""
-    from servesim.hardware.architectures import find_architecture
+    from servesim.hardware.model_config import find_architecture
 
     try:
         arch = find_architecture(model)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servesim.hardware.architectures import find_architecture
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.names import resolve_gpu
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"

@@ -69,7 +69,7 @@ def test_roofline_prices_a_moe_config_as_predict_does(capsys, tmp_path):
     import shutil
 
     from servesim.cli.main import main
-    from servesim.hardware.architectures import _shipped
+    from servesim.hardware.model_config import _shipped
 
     _, src = _shipped()["qwen/qwen3-235b-a22b"]
     cfg = tmp_path / "config.json"

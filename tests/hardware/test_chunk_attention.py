@@ -14,9 +14,9 @@ import itertools
 
 import pytest
 
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.chunk_attention import chunk_attention_s, on_hull, prefill_hull
 from servesim.hardware.engines import engine_profile
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.names import dense_shape
 from servesim.hardware.stepmodel import Chunk, StepModel, bucket_context

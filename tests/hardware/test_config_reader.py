@@ -1,5 +1,5 @@
 """One config.json reader (issue 47 item 2): dense families are entries of the same family table as the
-mixture-of-experts, MLA and hybrid ones (servesim.hardware.architectures.read_config), and a dense
+mixture-of-experts, MLA and hybrid ones (servesim.hardware.model_config.read_config), and a dense
 config gives the shape the dense reader it replaced gave, field for field.
 
 ``_dense_reader_before`` restates that reader (``names.read_hf_config`` until this change) on its own
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError
-from servesim.hardware import architectures
-from servesim.hardware.architectures import dense_params, read_config, supported_families
+from servesim.hardware import model_config
+from servesim.hardware.model_config import dense_params, read_config, supported_families
 from servesim.hardware.shape import MOE_FAMILIES, ModelShape, attention_kind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def test_a_dense_config_in_a_directory_and_its_qwen2_biases(tmp_path: Path) -> N
 def test_one_family_table_dense_and_per_layer() -> None:
     """The table's per-layer entries are exactly the shapes' MoE / MLA / hybrid families, in order, and
     the message of an unsupported family names every entry, dense ones included."""
-    table = architectures._FAMILIES
+    table = model_config._FAMILIES
     assert tuple(k for k, fam in table.items() if fam.per_layer) == MOE_FAMILIES
     assert {k for k, fam in table.items() if not fam.per_layer} == {"llama", "mistral", "qwen2", "qwen3"}
     listed = supported_families()

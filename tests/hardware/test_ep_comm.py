@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from servesim._checks import ParameterError
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import EP_COMMS, engine_profile
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.pricer import Deployment

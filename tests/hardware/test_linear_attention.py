@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import find_architecture, read_config
 from servesim.hardware.engines import engine_profile
 from servesim.hardware.kernels import tables_for
 from servesim.hardware.linear_attention import (
@@ -25,6 +24,7 @@ from servesim.hardware.linear_attention import (
     gdn_work,
     state_bytes,
 )
+from servesim.hardware.model_config import find_architecture, read_config
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.shape import ModelShape
 from servesim.hardware.stepmodel import Chunk

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from servesim._checks import ParameterError
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import engine_profile, moe_backend_stand_ins, moe_backends
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 
 

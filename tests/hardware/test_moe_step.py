@@ -13,9 +13,9 @@ import itertools
 import pytest
 
 from servesim._checks import ParameterError
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.engines import engine_profile
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.names import resolve_gpu
 from servesim.hardware.ops import priced_parts
@@ -475,7 +475,7 @@ def test_block_fp8_splits_only_into_whole_scale_blocks():
     dense MLPs (576);
     MiniMax-M2.5's 1536-wide experts split 4 ways (384) but not 8 (192) -- its cookbook runs
     TP8 with EP8.  BF16 weights split any way the widths divide."""
-    from servesim.hardware.architectures import LINEAR_PARTS
+    from servesim.hardware.model_config import LINEAR_PARTS
     from servesim.hardware.moe_step import block_fp8_splits
 
     ds = find_architecture("deepseek-ai/DeepSeek-R1")

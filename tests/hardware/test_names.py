@@ -10,8 +10,8 @@ import pytest
 
 from servesim._catalogfile import CatalogError, load_builtin
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import dense_params, read_config
 from servesim.hardware.catalog import builtin_catalog, load_catalog
+from servesim.hardware.model_config import dense_params, read_config
 from servesim.hardware.names import (
     ModelShape,
     canonical_gpu,

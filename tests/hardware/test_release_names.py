@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from servesim.hardware.architectures import find_architecture
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.pricer import moe_dtype
 
 

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from servesim._checks import ParameterError
-from servesim.hardware import architectures, roofline
-from servesim.hardware.architectures import dense_params, find_architecture, read_config
+from servesim.hardware import model_config, roofline
+from servesim.hardware.model_config import dense_params, find_architecture, read_config
 from servesim.hardware.names import model_shape
 from servesim.hardware.precision import weight_bytes
 from servesim.hardware.shape import ModelShape
@@ -32,7 +32,7 @@ def test_one_class_one_name_per_quantity() -> None:
     the old classes and the second names of a quantity are gone."""
     shapes = (model_shape("llama-3-8b"), read_config(FIXTURES / "qwen3-32b.json"), _arch("deepseek-r1"))
     assert {type(s) for s in shapes} == {ModelShape}
-    assert not hasattr(roofline, "ModelSpec") and not hasattr(architectures, "Architecture")
+    assert not hasattr(roofline, "ModelSpec") and not hasattr(model_config, "Architecture")
     fields = {f.name for f in dataclasses.fields(ModelShape)}
     assert {"hidden", "vocab", "intermediate", "moe_intermediate"} <= fields
     for gone in ("hidden_size", "vocab_size", "dense_intermediate", "model_spec", "checkpoint_bytes",

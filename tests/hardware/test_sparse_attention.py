@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from servesim.hardware.architectures import find_architecture
-from servesim.hardware.shape import ModelShape
 from servesim.hardware.engines import engine_profile
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
+from servesim.hardware.shape import ModelShape
 from servesim.hardware.sparse_attention import DSA_FLOOR_S, DSA_MULTIPLE, dsa_table, indexer_work
 from servesim.hardware.stepmodel import Chunk
 

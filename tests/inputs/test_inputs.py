@@ -27,8 +27,8 @@ from servesim._textfile import (
     read_text,
     table_at,
 )
-from servesim.hardware.architectures import read_config
 from servesim.hardware.catalog import load_catalog
+from servesim.hardware.model_config import read_config
 from servesim.inputs.calibrate import load_calibration, read_points
 from servesim.inputs.telemetry import fit_alpha, parse_exposition, read_counters
 from servesim.inputs.traces import load_trace, summarize_trace, workload_from_trace

@@ -9,8 +9,8 @@ import pytest
 
 from servesim._catalogfile import CatalogError
 from servesim._checks import ParameterError
-from servesim.hardware.architectures import find_architecture, read_config
 from servesim.hardware.catalog import load_catalog
+from servesim.hardware.model_config import find_architecture, read_config
 from servesim.hardware.names import model_shape
 from servesim.plan.predict import check_context
 from tests.cli_helpers import run_cli

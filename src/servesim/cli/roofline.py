@@ -23,9 +23,9 @@ from servesim.cli.args import (
     plot_path,
 )
 from servesim.cli.common import add_ep_comm_argument, ep_comm_of
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.catalog import load_catalog
 from servesim.hardware.engines import default_engine
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.names import check_tp, resolve_gpu, resolve_model
 from servesim.hardware.precision import KV_DTYPES, WEIGHT_DTYPES, check_kv_dtype
 from servesim.hardware.roofline import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION, Efficiency

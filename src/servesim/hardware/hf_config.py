@@ -2,7 +2,7 @@
 
 :func:`load_json` reads the file (at most :data:`MAX_CONFIG_BYTES`, a JSON object or an error
 naming the file); :class:`Fields` gives typed access to its fields, each error naming the file and
-the field.  The model config reader (:func:`servesim.hardware.architectures.read_config`, every
+the field.  The model config reader (:func:`servesim.hardware.model_config.read_config`, every
 family) and the EAGLE head reader (:mod:`servesim.hardware.speculation`) all read through them.
 
 Standard library only; nothing prints.

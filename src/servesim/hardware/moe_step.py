@@ -78,7 +78,6 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from servesim._checks import ParameterError, check_int, check_real
-from servesim.hardware.architectures import FP4_RELEASE_PARTS
 from servesim.hardware.chunk_attention import Hull, chunk_attention_s, prefill_hull
 from servesim.hardware.dtypes import BYTES_PER_VALUE, FP8_BLOCK
 from servesim.hardware.engines import (
@@ -91,6 +90,7 @@ from servesim.hardware.engines import (
 )
 from servesim.hardware.kernels import KernelTables, Lookup, tables_for
 from servesim.hardware.linear_attention import hybrid_attention_ops, state_bytes_per_token
+from servesim.hardware.model_config import FP4_RELEASE_PARTS
 from servesim.hardware.moe_kernels import moe_tables
 from servesim.hardware.ops import (
     ACTIVATION_BYTES,

@@ -15,7 +15,7 @@
   (:mod:`servesim.hardware.precision`);
 * the path of a Hugging Face ``config.json`` (or of a directory holding one) of any family
   servesim reads, dense or mixture of experts
-  (:func:`servesim.hardware.architectures.read_config`).  Text ending in
+  (:func:`servesim.hardware.model_config.read_config`).  Text ending in
   ``.json`` or starting with ``/``, ``./``, ``../`` or ``~`` is always a path; any other
   text is looked up as a name first and read as a directory only when no name matches.
 
@@ -51,8 +51,8 @@ from typing import Any
 
 from servesim._checks import ParameterError
 from servesim._textfile import path_kind
-from servesim.hardware.architectures import read_config
 from servesim.hardware.catalog import Catalog, builtin_catalog
+from servesim.hardware.model_config import read_config
 from servesim.hardware.roofline import GPUSpec
 from servesim.hardware.shape import ModelShape, attention_kind
 
@@ -249,7 +249,7 @@ def resolve_model(name_or_path: str, catalog: Catalog | None = None) -> ModelSha
     """The :class:`~servesim.hardware.shape.ModelShape` a name, HF id or ``config.json`` path names.
 
     A catalog name or HF id returns the catalog's own spec (``catalog`` defaults to the
-    shipped one); a ``config.json`` builds one (:func:`~servesim.hardware.architectures.read_config`).
+    shipped one); a ``config.json`` builds one (:func:`~servesim.hardware.model_config.read_config`).
     Raises :class:`ParameterError` (``name='model'``, with close matches) for an unknown
     name and :class:`~servesim._checks.InputError` for a bad file.
     """

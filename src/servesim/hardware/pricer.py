@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from servesim._checks import BOUNDS, ParameterError, check_bound, check_int, check_real
 from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.engines import (
     EP_COMMS,
     EngineProfile,
@@ -27,6 +26,7 @@ from servesim.hardware.engines import (
     engine_profile,
     moe_backends,
 )
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_step import (
     GEMM_BACKENDS,
     MoEStepModel,
@@ -280,7 +280,7 @@ def build_step_model(dep: Deployment, catalog: Catalog | None = None) -> Built:
 def _build_step_model(dep: Deployment, catalog: Catalog | None = None) -> Built:
     """The step model of ``dep``, the model's shape and each GPU's memory in bytes.
 
-    A mixture-of-experts or MLA model (:mod:`servesim.hardware.architectures`) gets the
+    A mixture-of-experts or MLA model (:mod:`servesim.hardware.model_config`) gets the
     operation-list step model of :mod:`servesim.hardware.moe_step` on ``tp x dp`` GPUs with
     ``ep``-way expert parallelism; a dense model the per-GEMM :class:`StepModel` on ``tp``."""
     arch = model_architecture(dep.model)

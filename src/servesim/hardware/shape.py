@@ -2,7 +2,7 @@
 
 **Design.**  One frozen dataclass describes any decoder-only model servesim prices: a catalog entry
 (models.toml, :mod:`servesim.hardware.catalog`) and a ``config.json`` of any family, dense or
-mixture-of-experts, MLA or hybrid (:func:`servesim.hardware.architectures.read_config`) build it; the
+mixture-of-experts, MLA or hybrid (:func:`servesim.hardware.model_config.read_config`) build it; the
 roofline, the dense and the MoE step models, speculation and the planners all read it.
 
 * **One name per quantity**, Hugging Face's where short (``hidden``, ``vocab``, ``heads``,
@@ -75,7 +75,7 @@ ATTENTION_KINDS: tuple[str, ...] = ("mha", "gqa", "mqa", "mla")
 
 MOE_FAMILIES: tuple[str, ...] = ("deepseek_v3", "qwen3_moe", "gpt_oss", "minimax_m2", "mixtral", "llama4",
                                  "qwen3_5_moe", "qwen3_5")
-"""The model families :func:`servesim.hardware.architectures.read_config` reads per layer (``qwen3_5``:
+"""The model families :func:`servesim.hardware.model_config.read_config` reads per layer (``qwen3_5``:
 Qwen3.5's dense hybrid models, no experts: every layer a dense MLP beside a gated delta net or full
 attention).  A shape's ``family`` is one of them, or ``""`` (a catalog or dense ``config.json`` model)."""
 

@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from servesim._catalogfile import read_toml
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import _ALIASES
 from servesim.hardware.engines import display_name, engine_profile
+from servesim.hardware.model_config import _ALIASES
 from servesim.hardware.moe_step import Parallelism
 from servesim.hardware.names import _catalog, canonical_gpu, canonical_model, resolve_gpu
 from servesim.hardware.pricer import Deployment, model_architecture, moe_dtype

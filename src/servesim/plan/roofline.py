@@ -14,9 +14,9 @@ from servesim.hardware import roofline as rl
 from servesim.hardware import speculation as spm
 from servesim.hardware import speculation_physics as sp
 from servesim.hardware.acceptance import DEFAULT_TRAFFIC, preset_for, published_alphas
-from servesim.hardware.architectures import find_architecture
 from servesim.hardware.catalog import Catalog
 from servesim.hardware.engines import engine_profile
+from servesim.hardware.model_config import find_architecture
 from servesim.hardware.moe_step import MoEStepModel, Parallelism
 from servesim.hardware.names import canonical_gpu, dense_shape
 from servesim.hardware.ops import StepTime

@@ -1,4 +1,4 @@
-"""MoE and MLA shapes from Hugging Face config.json files (servesim.hardware.architectures)."""
+"""Shapes from Hugging Face config.json files, every family by one reader (hardware.model_config)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from servesim._checks import InputError, ParameterError
-from servesim.hardware.architectures import find_architecture, read_config, shipped_ids
 from servesim.hardware.dtypes import BYTES_PER_VALUE
+from servesim.hardware.model_config import find_architecture, read_config, shipped_ids
 from servesim.hardware.shape import CHECKPOINT_DTYPES, LINEAR_PARTS, MOE_FAMILIES, ModelShape
 
 DATA = Path(__file__).resolve().parents[2] / "src" / "servesim" / "data" / "model_configs"
@@ -444,7 +444,7 @@ def test_files_that_are_not_configs(tmp_path: Path) -> None:
     ("someone/MiniMax-M2.5-AWQ", "minimax_m2", "int4"),
 ])
 def test_a_quantized_repackaging_is_its_base_model_in_the_checkpoints_dtype(name, family, dtype):
-    from servesim.hardware.architectures import find_architecture
+    from servesim.hardware.model_config import find_architecture
 
     arch = find_architecture(name)
     base = find_architecture(name.rpartition("/")[2].rsplit("-", 2 if name.endswith("-v2") or
