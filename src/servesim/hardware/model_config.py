@@ -152,8 +152,6 @@ class _Family:
     per_layer: bool = True
 
 
-# Filled in below the readers: family -> entry (dense families first, then MOE_FAMILIES' order).
-_FAMILIES: dict[str, _Family] = {}
 DENSE_DEFAULT = "llama"
 """The family of a config that names neither ``architectures`` nor ``model_type`` and declares no
 experts or latent KV cache: a Llama-style dense decoder."""
@@ -552,8 +550,8 @@ def dense_params(*, layers: int, hidden: int, heads: int, kv_heads: int, head_di
     return int(shape.params)
 
 
-_FAMILIES.update({
-    # dense decoders: the counts of dense_params, no per-layer detail
+_FAMILIES: Mapping[str, _Family] = {
+    # family -> entry; dense decoders first (the counts of dense_params, no per-layer detail)
     "llama": _Family(_dense(), ("LlamaForCausalLM",), ("llama",), per_layer=False),
     "mistral": _Family(_dense(), ("MistralForCausalLM",), ("mistral",), per_layer=False),
     "qwen2": _Family(_dense(qkv_bias=True), ("Qwen2ForCausalLM",), ("qwen2",), per_layer=False),
@@ -572,7 +570,7 @@ _FAMILIES.update({
                            ("qwen3_5_moe", "qwen3_5_moe_text")),
     "qwen3_5": _Family(_qwen3_5, ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"),
                        ("qwen3_5", "qwen3_5_text")),
-})
+}
 
 
 # --------------------------------------------------------------------------- quantization

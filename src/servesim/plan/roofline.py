@@ -229,7 +229,7 @@ def _hybrid(name: str) -> ModelShape | None:
     prices it, with no experts), else None."""
     try:
         arch = find_architecture(name)
-    except InputError:  # a dense config.json: the dense reader's
+    except InputError:  # a config.json that does not read: no hybrid architecture to price
         return None
     return arch if arch is not None and arch.linear_layers else None
 
