@@ -248,11 +248,10 @@ decode attention alone).  Each holds:
     this build the ``fp4`` grid took the faster of the two up to 256 tokens, which priced the
     default CUTLASS backend by TRTLLM-gen's rows.  Block FP8 runs on TRTLLM-gen kernels under
     that backend too (InferenceMAX ``dsr1_fp8_b200_trt.sh``: TRTLLM below 256 clients, DeepGEMM
-    above), which TensorRT-LLM's own Blackwell tables did not time (only DeepGEMM): the ``fp8_block``
-    grid is DeepGEMM's alone, and :mod:`servesim.hardware.moe_step` prices the TRTLLM backend's
-    block-FP8 experts from vLLM's rows of the same FlashInfer kernels.  Until this build its points
-    at <= 256 tokens without expert parallelism were the faster of DeepGEMM and SGLang's FlashInfer
-    TRTLLM-gen rows, which priced DEEPGEMM (and the default) by TRTLLM-gen's rows.
+    above), which TensorRT-LLM's own B200 table did not time (only DeepGEMM): its points at <= 256
+    tokens without expert parallelism are still the faster of DeepGEMM and SGLang's FlashInfer
+    TRTLLM-gen rows of the same GPU and shape (``BORROW_TRTLLM_GEN``; SGLang's EP rows are handed
+    ready-made routing, a different layer, and are not borrowed).
   - Rows dropped: non-gated (ReLU^2) shapes (NONGATED_SHAPES, the Nemotron-3 / Nemotron-H shapes
     TensorRT-LLM labels ``moe_torch_flow_nongated``; vLLM and SGLang measured the same shapes
     unlabelled, and their rows read 1.4-1.5x HBM if counted as 3 GEMMs: every model servesim
@@ -869,7 +868,12 @@ MOE_UNMAPPED: dict[str, str] = {}  # upstream moe_dtypes servesim has no name fo
 # TensorRT-LLM's TRTLLM-gen NVFP4 MoE (moe_config.backend TRTLLM, min-latency mode), timed without its
 # finalize: the TRTLLM backend's own table (moe.backends.trtllm), each point plus finalize_ms
 MIN_LATENCY_SOURCE = "moe_torch_flow_min_latency"
+MIN_LATENCY_MAX_TOKENS = 256  # the borrowed block-FP8 TRTLLM-gen rows (BORROW_TRTLLM_GEN) stop here
 FINALIZE_FLOOR_MS = 0.003  # one small CUDA-graphed kernel
+# TensorRT-LLM's TRTLLM backend runs block-FP8 MoE on TRTLLM-gen kernels too, which its own B200 table
+# did not time (only DeepGEMM): the same kernels as FlashInfer ships them, timed by SGLang on the same
+# GPU, without expert parallelism (its EP rows are handed ready-made routing: not the same layer)
+BORROW_TRTLLM_GEN = dict.fromkeys(BLACKWELL, ("sglang", "sglang_flashinfer_trtllm_moe"))
 MOE_DROPPED_SOURCES = {
     "moe_torch_flow_nongated": "non-gated (ReLU^2, Nemotron-H) MoE rows of TensorRT-LLM: the key has no "
                                "activation field and every model servesim prices is gated (SwiGLU)",
@@ -952,13 +956,20 @@ def parse_shape(key: str) -> tuple[int, ...]:
 
 
 def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats: dict[str, list[float]],
-              label: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+              label: str, borrowed: Sequence[dict[str, Any]] = ()) -> tuple[dict[str, Any], dict[str, Any],
+                                                                           list[str]]:
     """The MoE grids of one engine on one GPU: per servesim dtype and measured shape
     ``hidden,inter,topk,experts,moe_tp,moe_ep``, latency over num_tokens (MOE_DISTRIBUTION rows),
     the fitted efficiencies per dtype, and evidence lines (plausibility, distributions)."""
     pts: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     src: dict[str, dict[str, str]] = defaultdict(dict)
+    fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    for r in borrowed:  # TRTLLM-gen points another engine measured (build_moe_table)
+        key = moe_key(r)
+        fast[MOE_DTYPES[r["moe_dtype"]]][key][int(r["num_tokens"])].append(
+            (float(r["latency"]), f"{r['kernel_source']} ({r['framework']} {r['version']})"))
     dropped: dict[str, int] = defaultdict(int)
     kept_rows: list[dict[str, Any]] = []
     # TensorRT-LLM's TRTLLM-gen rows (moe_config.backend TRTLLM), a table of their own ("backends")
@@ -998,6 +1009,7 @@ def build_moe(rows: list[dict[str, Any]], system: dict[str, float | str], stats:
             continue
         dropped[why] += 1
     hbm = float(system["mem_bw"])
+    merge_trtllm_gen(pts, src, fast, hbm)
     tokens = sorted({t for by in pts.values() for d in by.values() for t in d})
     filled: dict[str, int] = {}
     dtypes, eff = moe_grids(pts, src, tokens, system, stats, label, filled)
@@ -1042,6 +1054,29 @@ def moe_grids(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, 
                         "shapes": shapes}
         eff[name] = moe_fit(name, shapes, tokens, system)
     return dtypes, eff
+
+
+def merge_trtllm_gen(pts: dict[str, dict[str, dict[int, list[float]]]], src: dict[str, dict[str, str]],
+                      fast: dict[str, dict[str, dict[int, list[tuple[float, str]]]]], hbm: float) -> None:
+    """TensorRT-LLM's TRTLLM-gen block-FP8 MoE points at <= MIN_LATENCY_MAX_TOKENS tokens (the
+    FlashInfer TRTLLM-gen rows another engine measured on the same GPU, BORROW_TRTLLM_GEN) in place
+    of the default kernel's point of the same shape and tokens where that is faster (module
+    docstring, "TensorRT-LLM's MoE backends")."""
+    for name, by_key in fast.items():
+        for key, by_t in by_key.items():
+            if key not in pts[name]:
+                continue  # a shape TensorRT-LLM's own kernels were not measured on: not added
+            used: set[str] = set()
+            for t, vals in by_t.items():
+                if t not in pts[name][key]:  # both sources are cut at MIN_LATENCY_MAX_TOKENS already
+                    continue
+                ms = statistics.median(v for v, _ in vals)
+                if ms < statistics.median(pts[name][key][t]):
+                    pts[name][key][t] = [ms]
+                    used.add(vals[0][1])
+            if used:
+                cap = MIN_LATENCY_MAX_TOKENS
+                src[name][key] = f"{src[name][key]} + {', '.join(sorted(used))} (<= {cap} tokens)"
 
 
 def finalize_ms(tokens: int, hidden: int, topk: int, hbm: float) -> float:
@@ -1448,7 +1483,14 @@ def build_moe_table(folder: Path, gpu: str, engine: str,
     if len(devices) != 1 or len(versions) != 1:
         raise SystemExit(f"{label}: mixed devices {devices} or versions {versions}")
     nccl_rows = read_rows(one_file(folder, "comm_nccl_*_nccl_perf.parquet"))
-    moe, moe_eff, evidence = build_moe(moe_rows, system, stats, label)
+    borrowed: list[dict[str, Any]] = []
+    if engine == "trtllm" and gpu in BORROW_TRTLLM_GEN:
+        path = one_file(folder, f"moe_{BORROW_TRTLLM_GEN[gpu][0]}_*_moe_perf.parquet")
+        borrowed = [r for r in read_rows(path)
+                    if r["kernel_source"] == BORROW_TRTLLM_GEN[gpu][1] and r["moe_dtype"] == "fp8_block"
+                    and r["distribution"] == MOE_DISTRIBUTION and int(r["moe_ep_size"]) == 1
+                    and int(r["num_tokens"]) <= MIN_LATENCY_MAX_TOKENS]
+    moe, moe_eff, evidence = build_moe(moe_rows, system, stats, label, borrowed)
     for v in sorted({r["version"] for r in other}):
         why = f"version {v} (not the table's {version})"
         moe["dropped_rows"][why] = sum(r["version"] == v for r in other)
