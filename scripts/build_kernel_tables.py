@@ -251,7 +251,11 @@ decode attention alone).  Each holds:
     above), which TensorRT-LLM's own B200 table did not time (only DeepGEMM): its points at <= 256
     tokens without expert parallelism are still the faster of DeepGEMM and SGLang's FlashInfer
     TRTLLM-gen rows of the same GPU and shape (``BORROW_TRTLLM_GEN``; SGLang's EP rows are handed
-    ready-made routing, a different layer, and are not borrowed).
+    ready-made routing, a different layer, and are not borrowed).  That prices the DEEPGEMM backend
+    there by TRTLLM-gen's rows; DeepGEMM's own rows alone were tried and not kept: the 18 colocated
+    B200 FP8 TP8 MTP runs of ``benchmarks/inferencex.py --mtp`` (``dsr1_fp8_b200_trt_mtp.sh``:
+    MOE_BACKEND DEEPGEMM) went from 10.1% to 40.4% median |TPOT error| (+40% signed), DeepGEMM's TP8
+    rows at 1-256 tokens being 0.098-0.40 ms against SGLang's TRTLLM-gen 0.035-0.27 ms.
   - Rows dropped: non-gated (ReLU^2) shapes (NONGATED_SHAPES, the Nemotron-3 / Nemotron-H shapes
     TensorRT-LLM labels ``moe_torch_flow_nongated``; vLLM and SGLang measured the same shapes
     unlabelled, and their rows read 1.4-1.5x HBM if counted as 3 GEMMs: every model servesim
