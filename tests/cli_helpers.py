@@ -8,6 +8,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+RECORD_TOML_READS = """
+import servesim._catalogfile as files
+read = []
+_read_toml = files.read_toml
+def recording(path):
+    read.append(path.name)
+    return _read_toml(path)
+files.read_toml = recording
+"""
+"""A fresh interpreter's first lines: every TOML data file servesim reads is appended to ``read``."""
+
 
 def run_cli(*args: str, entry: tuple[str, ...] = ("-m", "servesim")) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -19,19 +19,10 @@ import pytest
 
 from servesim.cli.args import ALL_DTYPES, Parser, dtype_choice
 from servesim.cli.main import COMMAND_MODULES, COMMANDS, build_parser
-from tests.cli_helpers import ROOT
+from tests.cli_helpers import RECORD_TOML_READS, ROOT
 
-PROBE = """
+PROBE = RECORD_TOML_READS + """
 import contextlib, io, json, sys
-import servesim._catalogfile as files
-
-read = []
-_read_toml = files.read_toml
-def recording(path):
-    read.append(path.name)
-    return _read_toml(path)
-files.read_toml = recording
-
 from servesim.cli.main import main
 
 with contextlib.redirect_stdout(io.StringIO()):

@@ -9,6 +9,9 @@ all its tokens, and a run is reproducible byte for byte.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from functools import cache
 
 import pytest
@@ -20,6 +23,7 @@ from servesim.hardware.stepmodel import StepModel
 from servesim.sim.batching import Benchmark, run_benchmark
 from servesim.sim.client import Client
 from servesim.sim.schedulers import SCHEDULERS, EngineState, Scheduler, StepPlan, make_scheduler
+from tests.cli_helpers import RECORD_TOML_READS, ROOT
 
 H100 = resolve_gpu("h100-sxm").memory_bytes
 
@@ -312,14 +316,8 @@ def test_trtllm_refuses_a_whole_prompt_over_one_attention_dp_ranks_budget():
         run_benchmark(sm, Benchmark(9000, 16, concurrency=1, num_prompts=2), memory, loop="python")
 
 
-READS = """
-import json, servesim._catalogfile as files
-read = []
-_read_toml = files.read_toml
-def recording(path):
-    read.append(path.name)
-    return _read_toml(path)
-files.read_toml = recording
+READS = RECORD_TOML_READS + """
+import json
 from servesim.sim.schedulers import SCHEDULERS
 at_import = list(read)
 first = SCHEDULERS["sglang"].__name__
@@ -333,12 +331,6 @@ def test_the_policies_read_the_engines_data_file_on_first_lookup_once():
     other commands import no engine data they do not print from); the first lookup reads
     engines.toml, once, and later ones read nothing more (a fresh interpreter, so that no other test
     has read it before)."""
-    import json
-    import subprocess
-    import sys
-
-    from tests.cli_helpers import ROOT
-
     res = subprocess.run([sys.executable, "-c", READS], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 0, res.stderr
     at_import, first, names, read = json.loads(res.stdout.splitlines()[-1])
