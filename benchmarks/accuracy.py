@@ -8,15 +8,18 @@ of TTFT, TPOT and output throughput, overall and per source.
     python benchmarks/accuracy.py             # the table and the summary
     python benchmarks/accuracy.py --fit       # also scan the two host-time constants
     python benchmarks/accuracy.py --frontend  # and the first-token path's candidate mechanisms
+    python benchmarks/accuracy.py --frontend loop  # only the serving-loop candidate
 
 ``--fit`` scans the engine's host time per step (fixed part and per-sequence
 part) on a small grid and prints the median TPOT error for each: the only
 constants fitted to these measurements (``hardware/data/engines.toml``).
 Rows the model cannot price (an unknown model or GPU) are listed and skipped.
 ``--frontend`` fits each candidate term of the first-token path (:func:`frontend_term_ms`:
-tokenization, the front end's burst of a step's chunks, the front end as a queue) leave-one-source-out
-beside the per-engine request overhead and in its place, and prints the out-of-sample TTFT error of
-each per engine, client and load band (:func:`frontend_scan`).
+tokenization, the front end's burst of a step's chunks, the front end as a queue, and
+:mod:`servesim.sim.frontend`'s serving loop on the engines whose loop has no measured cost)
+leave-one-source-out beside the per-engine request overhead and in its place, and prints the
+out-of-sample TTFT error of each per engine, client and load band (:func:`frontend_scan`);
+``--frontend KIND ...`` scans those named.
 
 A second section reads ``benchmarks/data/published_speculative.csv``: published
 runs with and without speculative decoding, each with its measured acceptance
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import re
 import statistics
@@ -517,9 +521,44 @@ FRONTEND_GRID_US: dict[str, tuple[float, ...]] = {
     "tokenize-py": (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0),
     "burst-py": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0),
     "queue-py": (0.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
+    "loop": (0.0, 5.0, 10.0, 20.0, 30.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
 }
 """The scan of each front-end candidate's one cost (microseconds: a prompt token, an output chunk);
-``-py``: the term applies to the Python front ends only (not TensorRT-LLM's C++ backend)."""
+``-py``: the term applies to the Python front ends only (not TensorRT-LLM's C++ backend); ``loop``:
+:mod:`servesim.sim.frontend`'s serving loop at a fitted cost a streamed response, on the engines whose
+loop has no measured cost (:func:`loop_candidate_ms`)."""
+
+
+@functools.cache
+def _loop_of(engine: str) -> tuple[bool, tuple[tuple[str, int], ...]]:
+    """Whether ``engine``'s serving loop has a measured cost (engines.toml ``front_end``), and the
+    stream interval each benchmark client's harness launches it with."""
+    from servesim.hardware.engines import engine_profile
+
+    eng = engine_profile(engine)
+    return (eng.front_end_response_s > 0 or eng.front_end_request_s > 0), eng.front_end_stream_intervals
+
+
+def loop_candidate_ms(x: dict[str, Any], response_us: float) -> float:
+    """The serving loop's wait (:meth:`servesim.sim.frontend.ServeLoop.wait_s`, ms) for result ``x``
+    at ``response_us`` a streamed response, for a row whose engine answers through a Python serving
+    process with no measured cost of its own (engines.toml ``front_end`` without ``response_us``):
+    one response every ``stream_interval`` steps per decoding request (the interval the row's client
+    launches the engine with, ``front_end.stream_interval``; 1 by default), at the predicted output
+    tok/s, ``output tok/s / output length`` requests a second and ``in_flight`` decoding requests.
+    Open loop: the wait at the throughput predicted without it, an upper bound on what
+    :func:`servesim.sim.frontend.settle` settles at in a closed loop.  0 for an engine whose loop is
+    measured (already in the prediction) and a row without a serving loop (:func:`serving_loop`)."""
+    from servesim.sim.frontend import ServeLoop
+
+    measured, intervals = _loop_of(x["row"]["engine"])
+    if measured or response_us <= 0 or not serving_loop(x["row"]):
+        return 0.0
+    interval = dict(intervals).get(x["pred"]["client"], 1)
+    tput = x["pred"]["tput"] if math.isfinite(x["pred"]["tput"]) else 0.0
+    b = x["in_flight"] if math.isfinite(x["in_flight"]) else 1.0
+    lam = tput / max(float(x["row"]["osl"]), 1.0)
+    return 1e3 * ServeLoop(response_us * 1e-6, 0.0, interval).wait_s(tput, lam, b)
 
 
 def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
@@ -544,6 +583,8 @@ def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
 
     ``KIND-py`` is ``KIND`` on the Python front ends only (vLLM's and SGLang's API servers and
     ``trtllm-serve``), none on TensorRT-LLM's C++ backend behind Triton or NIM (:func:`overlap_of`)."""
+    if kind == "loop":
+        return loop_candidate_ms(x, cost_us)
     c_ms = cost_us * 1e-3
     if kind.endswith("-py"):  # Python front ends only: TensorRT-LLM's C++ backend (Triton, NIM) has none
         if x["row"]["engine"] == "trtllm" and overlap_of(x["row"]) is False:
@@ -559,11 +600,13 @@ def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
     return step_ms / 2 + rho * step_ms / (1 - rho)
 
 
-def frontend_scan(results: list[dict[str, Any]]) -> list[str]:
-    """Each front-end candidate (:func:`frontend_term_ms`) fitted leave-one-source-out, its cost
-    shared by the engines, with the per-engine overhead refitted beside it (``+ overhead``) and in
-    its place (``alone``): the out-of-sample median |error| of TTFT overall and per engine, client
-    and load band, beside the overhead alone.  Never-fitted sources take the fit on every other."""
+def frontend_scan(results: list[dict[str, Any]], kinds: list[str] | None = None) -> list[str]:
+    """Each front-end candidate (:func:`frontend_term_ms`; ``kinds``, default all of
+    :data:`FRONTEND_GRID_US`) fitted leave-one-source-out, its cost shared by the engines, with the
+    per-engine overhead refitted beside it (``+ overhead``) and in its place (``alone``): the
+    out-of-sample median |error| of TTFT overall and per engine, client and load band, beside the
+    overhead alone, and the cost and overheads fitted on every source.  Never-fitted sources take
+    the fit on every other."""
     xs = [x for x in results if "t0" in x]
     never = set(NEVER_FITTED.values())
     sources = sorted({x["source"] for x in xs})
@@ -584,7 +627,7 @@ def frontend_scan(results: list[dict[str, Any]]) -> list[str]:
         assert best is not None
         return best[1], best[2]
 
-    def oos(kind: str, with_overhead: bool) -> tuple[dict[int, float], float]:
+    def oos(kind: str, with_overhead: bool) -> tuple[dict[int, float], tuple[float, dict[str, float]]]:
         fit_on = [x for x in xs if x["source"] not in never]
         full = fit(fit_on, kind, with_overhead)
         errs: dict[int, float] = {}
@@ -595,7 +638,7 @@ def frontend_scan(results: list[dict[str, Any]]) -> list[str]:
                 if x["source"] == src:
                     t = x["t0"] + frontend_term_ms(kind, x, c) + offs.get(group(x), 0.0)
                     errs[id(x)] = (t - x["m"]) / x["m"]
-        return errs, full[0]
+        return errs, full
 
     def line(label: str, errs: dict[int, float]) -> str:
         parts = [f"all {100 * statistics.median(abs(e) for e in errs.values()):5.1f}%"]
@@ -610,11 +653,14 @@ def frontend_scan(results: list[dict[str, Any]]) -> list[str]:
     lines = [f"first-token path candidates, TTFT out of sample (median |error|; n={len(xs)}; the cost "
              "fitted leave-one-source-out on the grid FRONTEND_GRID_US, shared by the engines):",
              line("overhead per engine (shipped form)", base)]
-    for kind in FRONTEND_GRID_US:
+    for kind in kinds or FRONTEND_GRID_US:
         for with_overhead in (True, False):
-            errs, c = oos(kind, with_overhead)
+            errs, (c, offs) = oos(kind, with_overhead)
             label = f"{kind} {'+ overhead' if with_overhead else 'alone'} ({c:g} us)"
             lines.append(line(label, errs))
+            if with_overhead:
+                lines.append(f"  {'':<34} fitted on every source: {c:g} us, overhead "
+                             + ", ".join(f"{g} {o:g} ms" for g, o in sorted(offs.items())))
     return lines
 
 
@@ -741,8 +787,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec-data", type=Path, default=SPEC_DATA, help="published speculative runs")
     ap.add_argument("--fit", action="store_true", help="scan the host-time constants")
     ap.add_argument("--quiet", action="store_true", help="summary only")
-    ap.add_argument("--frontend", action="store_true",
-                    help="scan the first-token path's candidate mechanisms out of sample (frontend_scan)")
+    ap.add_argument("--frontend", nargs="*", default=None, choices=sorted(FRONTEND_GRID_US), metavar="KIND",
+                    help="scan the first-token path's candidate mechanisms out of sample (frontend_scan): "
+                         "the KINDs named, else all of " + ", ".join(FRONTEND_GRID_US))
     ap.add_argument("--write-intervals", action="store_true",
                     help="write the out-of-sample errors to src/servesim/plan/data/prediction_errors.json")
     args = ap.parse_args(argv)
@@ -828,8 +875,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(speculative_section(spec_results, spec_skipped, args.quiet)))
     if args.fit:
         print("\n" + "\n".join(host_loso(rows)))
-    if args.frontend:
-        print("\n" + "\n".join(frontend_scan(results)))
+    if args.frontend is not None:
+        print("\n" + "\n".join(frontend_scan(results, args.frontend)))
     return 0
 
 

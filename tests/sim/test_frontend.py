@@ -56,6 +56,11 @@ def test_the_shipped_loop_is_trtllm_serves_own_and_the_harness_stream_interval()
     assert default is not None and default.stream_interval == 1  # trtllm-serve's default
     assert harness is not None and harness.stream_interval == 10  # InferenceMAX's scripts
     assert serve_loop(engine_profile("vllm"), "vllm") is None
+    # SGLang: InferenceMAX's --stream-interval 10 recorded, but no measured cost, so no loop is priced
+    sgl = engine_profile("sglang")
+    assert dict(sgl.front_end_stream_intervals) == {"inferencemax": 10}
+    assert sgl.front_end_response_s == sgl.front_end_request_s == 0.0
+    assert serve_loop(sgl, "inferencemax") is None and serve_loop(sgl, "sglang") is None
 
 
 @dataclass(frozen=True)

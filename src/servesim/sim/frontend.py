@@ -36,6 +36,13 @@ chunk for the rest of its burst and the work ahead on the way out:
 (``rho`` capped at :data:`RHO_CAP`).  The client sees every token ``W`` later (the engine loop's
 ``overhead_s``, beside the engine's fitted ``request_overhead_s``), so in a closed loop the wait
 lowers the throughput that causes it: :func:`settle` finds the overhead where the two agree.
+
+An engine's loop is its engines.toml ``front_end`` costs: vLLM's API server (``AsyncLLM``'s output
+handler, ``OutputProcessor.process_outputs`` and the OpenAI chunk build, one asyncio loop) and
+SGLang's ``TokenizerManager.handle_loop`` have the same shape but no published cost a response
+(vLLM PR #27869 bounds it at 29.3 us), and none tried lowered their out-of-sample TTFT error
+(``benchmarks/accuracy.py --frontend loop``; README, "How close is it?"), so they have none:
+:func:`serve_loop` gives None, and their ``front_end`` holds only the harnesses' stream intervals.
 """
 
 from __future__ import annotations
