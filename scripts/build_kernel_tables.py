@@ -304,6 +304,38 @@ decode attention alone).  Each holds:
     the build.
   - Monotone envelope along num_tokens, GLITCH = 1.0, rounding to 4 significant digits, as for
     the dense tables.
+  - Sibling GPUs.  The B200 and the GB200 are one GPU die (Blackwell) in two products, as are the B300
+    and the GB300 (Blackwell Ultra): an HGX part and the same GPU in a Grace superchip of an NVL72 rack
+    at a higher power limit, with the same HBM3e (``scripts/gpu_siblings.toml`` lists the pairs with
+    NVIDIA's datasheets; system.yaml: the same sm_version, 100 and 103).  Each MoE series (kernel
+    source, dtype, shape and layout, each backend's apart) of one GPU is compared with the same series
+    of its sibling: the median ratio over the token counts both measured (at least SIBLING_MIN_POINTS =
+    3).  Over a whole table the pair agrees to within a few %: the median of those ratios (B200 / GB200)
+    is 1.047 (vLLM), 1.039 (SGLang), 1.043 (TensorRT-LLM); B300 / GB300 1.030, 1.027, 1.023.  Around it,
+    vLLM's and SGLang's series stay within 1.04-1.05 x (99th percentile of max(r / median, median / r);
+    SGLang B200 / GB200 1.15 x, seven Triton BF16 series on the GB200 up to 1.5 x), while TensorRT-LLM
+    1.3.0rc20's have a long tail on both pairs: 95th percentile 1.29-1.32 x, 99th 1.73-1.76 x, up to
+    2.0-2.1 x, all in its CUTLASS MoE kernels (``moe_torch_flow_cutlass``: BF16, FP8, NVFP4) but two
+    MXFP4 x MXFP8 series (``moe_torch_flow``) on the B200 and two on the B300, none in DeepGEMM or
+    TRTLLM-gen.  E.g. DeepSeek-V3's NVFP4 layer at EP8, 256 tokens: 0.291 ms on the B200 (2.9 x the
+    0.100 ms of its 803 MB of weights and activations at 8 TB/s), 0.151 ms on the GB200; its B200 /
+    GB200 medians by layout: TP1 EP1 1.76, EP4 1.84, EP8 1.71, EP16 1.65, TP2 EP1 1.68, TP2 EP8 1.50,
+    TP4 EP1 1.58, while TP1 EP2 1.04, TP8 1.05, EP32 0.99.  One die cannot run the same kernel 1.7 x
+    slower in one product at some layouts and not at their neighbours: it is the collected row
+    (plausibly a poorly tuned tactic), not the hardware.  So where the table-wide median ratio m lies
+    within SIBLING_TABLE_BAND = 0.9-1.1, a series more than SIBLING_SLOW = 1.3 x its sibling's over m
+    (ratio / m > 1.3; for the sibling's side m / ratio > 1.3), in log terms five times the controls'
+    99th percentile, is replaced by the sibling's series times m (its own points where the sibling
+    measured none), never under its speed of light (bytes at the full HBM bandwidth or FLOPs at the full
+    peak, as for the fitted efficiencies: 39 B200 and 6 B300 points are held there, where the sibling's
+    power-law row reads fewer experts than uniform routing would touch), kept monotone, and the table's
+    fitted efficiencies are refit.  Replaced: TensorRT-LLM on the B200 109 series (52 NVFP4, 27 FP8, 28
+    BF16, 2 MXFP4 x MXFP8; 1.36-2.11 x), on the GB200 18 (1.27-1.86 x), on the B300 76 (9 NVFP4, 38 FP8,
+    27 BF16, 2 MXFP4 x MXFP8; 1.34-2.13 x), on the GB300 22 (1.27-1.84 x); SGLang on the GB200 7 Triton
+    BF16 series (1.25-1.46 x); none of vLLM's.  Each ``_moe`` file lists its replaced series under
+    ``moe.sibling_substitutions`` (the sibling, the median ratio used, the threshold, and per series the
+    backend, dtype, shape, kernel source and measured ratio); NOTICE.md lists them all, and servesim's
+    lookups of such a shape carry a note.
 
 * Core MLA (``context_mla_perf``, ``generation_mla_perf``; ``mla_dtype`` bfloat16 only): the
   attention kernel of the engine's MLA backend for DeepSeek-V3's dimensions (kv_lora_rank 512,
@@ -401,6 +433,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the backport (pyproject's tomli dependency)
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "kernels"
@@ -1612,6 +1649,139 @@ def nccl_unit_evidence(rows: list[dict[str, Any]], system: dict[str, float | str
     return f"{gpu} NCCL: " + "; ".join(parts)
 
 
+# --------------------------------------------------------------------------- sibling GPUs
+
+SIBLINGS_FILE = Path(__file__).resolve().parent / "gpu_siblings.toml"  # pairs of one die (sources there)
+SIBLING_SLOW = 1.3  # a series this many times its sibling's, over the table-wide median ratio, is replaced
+SIBLING_TABLE_BAND = (0.9, 1.1)  # ... only where the table-wide median ratio of the pair lies in this band
+SIBLING_MIN_POINTS = 3  # token counts both GPUs measured, at least
+
+
+def sibling_pairs(path: Path = SIBLINGS_FILE) -> list[tuple[str, str]]:
+    """The (gpu, sibling) pairs of ``gpu_siblings.toml``: one GPU die in two products."""
+    with path.open("rb") as fh:
+        doc = tomllib.load(fh)
+    pairs = [(str(p["gpu"]), str(p["sibling"])) for p in doc.get("pair", [])]
+    for a, b in pairs:
+        if a not in GPUS or b not in GPUS or a == b:
+            raise SystemExit(f"{path.name}: pair {a!r} / {b!r} must name two of {', '.join(GPUS)}")
+    return pairs
+
+
+def moe_series(doc: dict[str, Any]) -> dict[tuple[str, str, str], tuple[str, list[float | None]]]:
+    """Every MoE series of a ``_moe`` document: (backend, dtype, shape key) -> (kernel source, grid over
+    ``moe.tokens``); backend ``""`` is the engine's own table, else ``moe.backends``' key."""
+    parts = [("", doc["moe"]), *doc["moe"].get("backends", {}).items()]
+    out: dict[tuple[str, str, str], tuple[str, list[float | None]]] = {}
+    for backend, part in parts:
+        for name, t in part["dtypes"].items():
+            for key, grid in t["shapes"].items():
+                out[(backend, name, key)] = (t["kernel_sources"][t["source_of"][key]], grid)
+    return out
+
+
+def series_ratio(a: list[float | None], b: list[float | None]) -> tuple[float, int]:
+    """Median of ``a / b`` over the token counts both measured, and how many there were."""
+    ratios = [x / y for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    return (statistics.median(ratios) if ratios else math.nan), len(ratios)
+
+
+def moe_light_ms(name: str, tokens: float, key: str, system: dict[str, float | str]) -> float:
+    """An MoE point's speed of light on ``system``'s GPU, ms: its bytes (moe_roofline_parts) at the full
+    HBM bandwidth or its FLOPs at the dtype's full tensor-core peak, whichever takes longer."""
+    h, i, k, e, tp, ep = parse_shape(key)
+    nbytes, flops, _ = moe_roofline_parts(name, tokens, h, i, k, e, tp, ep)
+    peak = float(system.get(MOE_PEAK_KEY[name], system["bfloat16_tc_flops"]))
+    return 1e3 * max(nbytes / float(system["mem_bw"]), flops / peak)
+
+
+def no_faster_than_light(ms: float, light_ms: float, digits: int) -> float:
+    """``ms`` rounded to ``digits`` significant digits, or where that is under ``light_ms`` (the point's
+    speed of light) ``light_ms`` rounded up to them, so that neither rounding here nor the 3-digit
+    rounding of COARSE_GPUS (:func:`coarse`) puts a point below its speed of light."""
+    out = float(f"{ms:.{digits - 1}e}")
+    if out >= light_ms:
+        return out
+    step = 10.0 ** (math.floor(math.log10(light_ms)) - digits + 1)
+    return float(f"{math.ceil(light_ms / step) * step:.{digits - 1}e}")
+
+
+def substitute_siblings(moe_docs: dict[str, dict[str, Any]], systems: dict[str, dict[str, float | str]],
+                        pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """Replace, in place, each MoE series of a GPU that runs more than SIBLING_SLOW x the same series
+    of its sibling (one die, ``gpu_siblings.toml``) once the pair's table-wide median ratio is taken
+    out, by the sibling's series times that median ratio (module docstring, "Sibling GPUs"); refit the
+    changed tables' efficiencies; record every substitution under ``moe.sibling_substitutions`` and
+    return the lines NOTICE.md lists them with.  Both GPUs of a pair are compared on the tables as
+    built, before either is changed."""
+    lines: list[str] = []
+    for gpu_a, gpu_b in pairs:
+        for engine in ENGINES:
+            fa, fb = moe_file(gpu_a, engine), moe_file(gpu_b, engine)
+            if fa not in moe_docs or fb not in moe_docs:
+                continue
+            da, db = moe_docs[fa], moe_docs[fb]
+            if da["moe"]["tokens"] != db["moe"]["tokens"]:
+                raise SystemExit(f"{fa} / {fb}: different num_tokens grids")
+            tokens = da["moe"]["tokens"]
+            sa, sb = moe_series(da), moe_series(db)
+            ratios: dict[tuple[str, str, str], float] = {}
+            for key, (src_a, grid_a) in sa.items():
+                if key in sb and sb[key][0] == src_a:  # the same kernel, dtype, shape and layout
+                    r, n = series_ratio(grid_a, sb[key][1])
+                    if n >= SIBLING_MIN_POINTS:
+                        ratios[key] = r
+            label = f"{ENGINE_LABEL[engine]} {gpu_a} / {gpu_b}"
+            if not ratios:
+                lines.append(f"{label}: no MoE series measured on both")
+                continue
+            m = float(f"{statistics.median(ratios.values()):.4g}")
+            lo, hi = SIBLING_TABLE_BAND
+            head = (f"{label}: {len(ratios)} MoE series of the same kernel, dtype, shape and layout; "
+                    f"table-wide median ratio {m:.4g}")
+            if not lo <= m <= hi:
+                lines.append(f"{head}: outside {lo:g}-{hi:g}, no series replaced")
+                continue
+            lines.append(head)
+            # gpu_a's series are gpu_b's x m where they run > SIBLING_SLOW x m x gpu_b's; gpu_b's are
+            # gpu_a's / m where they run > SIBLING_SLOW / m x gpu_a's (ratio a / b under m / SIBLING_SLOW)
+            for gpu, sib, doc, scale, series, slow in (
+                    (gpu_a, gpu_b, da, m, sb, {k: r / m for k, r in ratios.items()}),
+                    (gpu_b, gpu_a, db, float(f"{1.0 / m:.4g}"), sa, {k: m / r for k, r in ratios.items()})):
+                flagged = sorted((k for k, x in slow.items() if x > SIBLING_SLOW),
+                                 key=lambda k: (k[0], MOE_ORDER.index(k[1]), parse_shape(k[2])))
+                lines.append(f"  {gpu}: {len(flagged)} of {len(slow)} series above {SIBLING_SLOW:g} x "
+                             f"{sib}'s (over the median), replaced by {sib}'s x {scale:.4g}")
+                if not flagged:
+                    continue
+                digits = 3 if gpu in COARSE_GPUS else SIG_DIGITS
+                rows = []
+                for backend, name, key in flagged:
+                    part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
+                    source, sib_grid = series[(backend, name, key)]
+                    grid: list[float | None] = []
+                    for t, own, w in zip(tokens, part["dtypes"][name]["shapes"][key], sib_grid, strict=True):
+                        # a count the sibling did not measure keeps the GPU's own point
+                        grid.append(own if w is None else no_faster_than_light(
+                            w * scale, moe_light_ms(name, t, key, systems[gpu]), digits))
+                    part["dtypes"][name]["shapes"][key] = envelope(grid, [len(tokens)], [0])
+                    r = ratios[(backend, name, key)]
+                    rows.append({"backend": backend, "dtype": name, "shape": key, "kernel_source": source,
+                                 "ratio": float(f"{r if gpu == gpu_a else 1.0 / r:.4g}")})
+                    lines.append(f"    {(backend.upper() + ' backend ') if backend else ''}{name} {key} "
+                                 f"({source}): {rows[-1]['ratio']:.3g} x {sib}'s")
+                doc["moe"]["sibling_substitutions"] = {
+                    "sibling": sib, "table_median_ratio": float(f"{scale:.4g}"), "threshold": SIBLING_SLOW,
+                    "series_compared": len(ratios), "rows": rows}
+                for backend in sorted({r["backend"] for r in rows}):
+                    part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
+                    shapes = {n: t["shapes"] for n, t in part["dtypes"].items()}
+                    eff = (doc["efficiency"]["moe"] if not backend else part["efficiency"])
+                    for name in {r["dtype"] for r in rows if r["backend"] == backend}:
+                        eff[name] = moe_fit(name, shapes[name], tokens, systems[gpu])
+    return lines
+
+
 # --------------------------------------------------------------------------- NOTICE
 
 
@@ -1641,7 +1811,7 @@ def moe_notice_lines(moe_docs: dict[str, dict[str, Any]], sizes: dict[str, int])
 
 def notice(docs: dict[str, dict[str, Any]], sizes: dict[str, int], evidence: str,
            skipped: dict[str, str], moe_docs: dict[str, dict[str, Any]] | None = None,
-           moe_evidence_text: str = "") -> str:
+           moe_evidence_text: str = "", sibling_text: str = "") -> str:
     moe_docs = moe_docs or {}
     src_lines = []
     for file, d in docs.items():
@@ -1714,6 +1884,18 @@ MoE, MLA and expert-parallel communication (`_moe` files; MoE routing {MOE_DISTR
 ```
 {moe_evidence_text}
 ```
+
+## Sibling GPUs: MoE series replaced by their sibling's (computed by the script)
+
+Pairs of one die (`scripts/gpu_siblings.toml`: {", ".join(f"{a} / {b}" for a, b in sibling_pairs())}); each
+MoE series (kernel, dtype, shape and layout) of one GPU against the same series of its sibling, median
+ratio over the token counts both measured; a series more than {SIBLING_SLOW:g} x its sibling's over the
+pair's table-wide median ratio is its sibling's times that median ratio (never under its speed of light),
+and each `_moe` file lists its replaced series under `moe.sibling_substitutions`.
+
+```
+{sibling_text}
+```
 """
 
 
@@ -1755,9 +1937,10 @@ def build(source: Path) -> tuple[dict[str, bytes], dict[str, dict[str, Any]], st
     skipped: dict[str, str] = {}
     evidence = []
     moe_ev: list[str] = []
+    systems: dict[str, dict[str, float | str]] = {}
     for gpu in GPUS:
         nccl_rows = read_rows(one_file(source / gpu, "comm_nccl_*_nccl_perf.parquet"))
-        system = read_system(source / gpu / "system.yaml")
+        system = systems[gpu] = read_system(source / gpu / "system.yaml")
         evidence.append(unit_evidence(nccl_rows, system, gpu))
         moe_ev.append(nccl_unit_evidence(nccl_rows, system, gpu))
         for line in (mla_fallback_evidence(source / gpu, gpu), deepep_evidence(source / gpu, system, gpu)):
@@ -1782,12 +1965,15 @@ def build(source: Path) -> tuple[dict[str, bytes], dict[str, dict[str, Any]], st
                 moe_ev.extend(lines)
                 mfile = moe_file(gpu, engine)
                 moe_docs[mfile] = mdoc
-                blobs[mfile] = encode(mdoc)
+    sibling_lines = substitute_siblings(moe_docs, systems, sibling_pairs())
+    for mfile, mdoc in moe_docs.items():
+        blobs[mfile] = encode(mdoc)
     ev_text = "\n".join(evidence)
     sizes = {f: len(blobs[f]) for f in [*docs, *moe_docs]}
-    blobs["NOTICE.md"] = notice(docs, sizes, ev_text, skipped, moe_docs, "\n".join(moe_ev)).encode()
+    blobs["NOTICE.md"] = notice(docs, sizes, ev_text, skipped, moe_docs, "\n".join(moe_ev),
+                                "\n".join(sibling_lines)).encode()
     blobs[LICENSE_FILE] = (source / LICENSE_FILE).read_bytes()
-    return blobs, {**docs, **moe_docs}, ev_text + "\n" + "\n".join(moe_ev), stats, skipped
+    return (blobs, {**docs, **moe_docs}, "\n".join([ev_text, *moe_ev, *sibling_lines]), stats, skipped)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,12 @@ every change: ``data/kernels/NOTICE.md``; ``scripts/build_kernel_tables.py`` reb
   plus the finalize kernel it was timed without): :meth:`MoETables.backend` gives the tables with
   that backend's rows, which :mod:`servesim.hardware.moe_step` prices a deployment's
   ``moe_config.backend`` by.
+
+  **Sibling GPUs**: a series (kernel, dtype, shape, layout) that one GPU of a die measured far slower
+  than the same die's other product did (B200 / GB200, B300 / GB300: TensorRT-LLM 1.3.0rc20's CUTLASS
+  MoE rows, e.g. DeepSeek-V3 NVFP4 EP8 on the B200 at 1.7 x the GB200's) holds the sibling's rows
+  times the two tables' median ratio (``moe.sibling_substitutions``, NOTICE.md); a lookup of such a
+  shape is still ``measured`` and its note says so.
 * **core MLA** (:meth:`MoETables.mla_decode`, :meth:`MoETables.mla_prefill`): DeepSeek-style
   multi-head latent attention, by KV dtype and query heads per GPU, over batch x context (decode)
   or batch x prompt (prefill): only the attention kernel of the engine's MLA backend (the
@@ -265,6 +271,17 @@ class MoETables(GPUSystem):
         """The MoE backends this engine measured apart (``moe.backends``: TensorRT-LLM's TRTLLM-gen
         NVFP4 rows on the B200 and GB200, ``trtllm``), each with its dtypes."""
         self._views: dict[str, MoETables] = {}
+        subs = moe.get("sibling_substitutions")
+        self._sibling_notes: dict[tuple[str, str, tuple[int, ...]], str] = {}
+        """(backend, dtype, shape) -> the note of a series the build replaced by its sibling GPU's."""
+        for r in subs["rows"] if subs else ():
+            shape = tuple(int(x) for x in r["shape"].split(","))
+            sib = subs["sibling"]
+            self._sibling_notes[(r["backend"], r["dtype"], shape)] = (
+                f"moe {r['dtype']} hidden/inter/topk/experts/tp/ep {'/'.join(str(x) for x in shape)} on "
+                f"{self.name} ({self.engine}): measured {r['ratio']:g} x the same kernel on {sib} (the "
+                f"same GPU die; a collection artifact), priced as {sib}'s rows x "
+                f"{subs['table_median_ratio']:g}, the two tables' median ratio (NOTICE.md, sibling GPUs)")
 
     def __repr__(self) -> str:
         return f"MoETables({self.name!r}: {self.device}, {self.engine})"
@@ -306,6 +323,13 @@ class MoETables(GPUSystem):
         nearest measured shape :meth:`moe` prices it from."""
         self._check_dtype(dtype)
         return self.moe_source(dtype, shape) or self.moe_source(dtype, self._moe_grid(dtype, shape)[1])
+
+    def _sibling_note(self, dtype: str, shape: tuple[int, ...]) -> str:
+        """The note of a measured ``shape`` of ``dtype`` whose rows are its sibling GPU's (``""`` if none)."""
+        if not self._sibling_notes:
+            return ""
+        backend = self.backend_name if dtype in self.moe_backends.get(self.backend_name, ()) else ""
+        return self._sibling_notes.get((backend, dtype, shape), "")
 
     def _check_dtype(self, dtype: str) -> None:
         if dtype not in self.moe_dtypes:
@@ -358,12 +382,14 @@ class MoETables(GPUSystem):
         grid, got = self._moe_grid(dtype, key)
         e = self.efficiency["moe"][dtype]
         how = f"at fitted {_pct(e.memory)} of HBM / {_pct(e.compute)} of peak"
+        sibling = self._sibling_note(dtype, got)  # rows the build took from the same die's other GPU
         if got == key:
             v = grid.interp((t,))
             if v is not None:
-                return Lookup(v, True)
-            return grid.estimate((t,), lambda p: self.moe_roofline_ms(dtype, p[0], *key),
-                                 f"moe {dtype} {'/'.join(str(x) for x in key)}", how)
+                return Lookup(v, True, sibling)
+            lk = grid.estimate((t,), lambda p: self.moe_roofline_ms(dtype, p[0], *key),
+                               f"moe {dtype} {'/'.join(str(x) for x in key)}", how)
+            return lk if not sibling else Lookup(lk.ms, lk.measured, f"{lk.note}; {sibling}")
         shape = "/".join(str(x) for x in got)
         derived = self._derived_moe_grid(dtype, key, got, grid)
         twin = self._twin(dtype, key, got)
@@ -373,6 +399,8 @@ class MoETables(GPUSystem):
         note = (f"moe {dtype} hidden/inter/topk/experts/tp/ep {'/'.join(str(x) for x in key)} not measured "
                 f"on {self.name} ({self.engine}): nearest measured {shape} scaled by {how_scaled} at "
                 "each measured token count (kept monotone)")
+        if sibling:
+            note = f"{note}; {sibling}"
         if v is not None:
             return Lookup(v, False, note)
         lk = derived.estimate((t,), lambda p: self.moe_roofline_ms(dtype, p[0], *key), f"moe {dtype}", how)
