@@ -4,22 +4,16 @@ the engines whose loop has no measured cost (:func:`loop_candidate_ms`), against
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-ACCURACY = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy.py"
+from tests.bench_helpers import load_benchmark
 
 
 def _accuracy() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("servesim_accuracy_loop_candidate", ACCURACY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("accuracy")
 
 
 def _result(engine: str, client: str = "inferencemax", note: str = "", tput: float = 5000.0,

@@ -3,31 +3,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from servesim.hardware.pricer import Deployment, build_step_model
 from servesim.hardware.stepmodel import StepModel
+from tests.bench_helpers import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 LLAMA_8B_LAYERS = 32
 
 
 def _decode_terms() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))  # decode_terms imports accuracy from beside it
-    try:
-        spec = importlib.util.spec_from_file_location("servesim_decode_terms_benchmark",
-                                                      BENCHMARKS / "decode_terms.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_benchmark("decode_terms")
 
 
 def _model(tp: int) -> StepModel:
