@@ -95,6 +95,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_int, check_real
 from servesim.hardware.dtypes import BYTES_PER_VALUE
 from servesim.hardware.engines import kernel_file_stem, mla_fallback, tables_fallback
@@ -133,8 +134,6 @@ _BMM = (128, 512)
 @cache
 def _deepep_rdma_table() -> dict[str, Any]:
     """DeepEP's published low-latency RDMA latencies (``data/deepep_rdma.toml``), ranks as ints."""
-    from servesim._catalogfile import read_toml
-
     raw = read_toml(Path(__file__).parent / "data" / "deepep_rdma.toml")
     return {**raw, "dispatch": {int(k): float(v) for k, v in raw["dispatch"].items()},
             "combine": {int(k): float(v) for k, v in raw["combine"].items()}}
