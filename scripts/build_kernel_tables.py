@@ -329,7 +329,13 @@ decode attention alone).  Each holds:
     measured none), never under its speed of light (bytes at the full HBM bandwidth or FLOPs at the full
     peak, as for the fitted efficiencies: 39 B200 and 6 B300 points are held there, where the sibling's
     power-law row reads fewer experts than uniform routing would touch), kept monotone, and the table's
-    fitted efficiencies are refit.  Replaced: TensorRT-LLM on the B200 109 series (52 NVFP4, 27 FP8, 28
+    fitted efficiencies are refit.  Stretches: inside a series whose median ratio stays under that, a
+    run of at least SIBLING_STRETCH = 3 consecutive token counts both measured, each more than
+    SIBLING_SLOW x its sibling's over m, is replaced point by point the same way (the rest of the series
+    kept; the series' monotone envelope taken again), listed with the token counts of the stretch.
+    E.g. TensorRT-LLM's TRTLLM-gen NVFP4 rows for DeepSeek-V3 at EP64 on the B200 run 1.37-1.82 x the
+    GB200's at 80-320 tokens (a stretch), 0.86-1.21 x at 1-64 and 0.96-1.34 x from 384.  Whole series
+    replaced: TensorRT-LLM on the B200 109 series (52 NVFP4, 27 FP8, 28
     BF16, 2 MXFP4 x MXFP8; 1.36-2.11 x), on the GB200 18 (1.27-1.86 x), on the B300 76 (9 NVFP4, 38 FP8,
     27 BF16, 2 MXFP4 x MXFP8; 1.34-2.13 x), on the GB300 22 (1.27-1.84 x); SGLang on the GB200 7 Triton
     BF16 series (1.25-1.46 x); none of vLLM's.  Each ``_moe`` file lists its replaced series under
@@ -1655,6 +1661,7 @@ SIBLINGS_FILE = Path(__file__).resolve().parent / "gpu_siblings.toml"  # pairs o
 SIBLING_SLOW = 1.3  # a series this many times its sibling's, over the table-wide median ratio, is replaced
 SIBLING_TABLE_BAND = (0.9, 1.1)  # ... only where the table-wide median ratio of the pair lies in this band
 SIBLING_MIN_POINTS = 3  # token counts both GPUs measured, at least
+SIBLING_STRETCH = 3  # consecutive shared token counts each above SIBLING_SLOW: a stretch, replaced pointwise
 
 
 def sibling_pairs(path: Path = SIBLINGS_FILE) -> list[tuple[str, str]]:
@@ -1684,6 +1691,25 @@ def series_ratio(a: list[float | None], b: list[float | None]) -> tuple[float, i
     """Median of ``a / b`` over the token counts both measured, and how many there were."""
     ratios = [x / y for x, y in zip(a, b, strict=True) if x is not None and y is not None]
     return (statistics.median(ratios) if ratios else math.nan), len(ratios)
+
+
+def slow_stretches(a: list[float | None], b: list[float | None], slow: float) -> list[list[int]]:
+    """The runs of at least SIBLING_STRETCH consecutive token counts both measured (indices into the
+    grids) at each of which ``a / b > slow``; a count only one of them measured breaks no run."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for j, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x is None or y is None:
+            continue
+        if x / y > slow:
+            run.append(j)
+            continue
+        if len(run) >= SIBLING_STRETCH:
+            runs.append(run)
+        run = []
+    if len(run) >= SIBLING_STRETCH:
+        runs.append(run)
+    return runs
 
 
 def moe_light_ms(name: str, tokens: float, key: str, system: dict[str, float | str]) -> float:
@@ -1748,28 +1774,51 @@ def substitute_siblings(moe_docs: dict[str, dict[str, Any]], systems: dict[str, 
             for gpu, sib, doc, scale, series, slow in (
                     (gpu_a, gpu_b, da, m, sb, {k: r / m for k, r in ratios.items()}),
                     (gpu_b, gpu_a, db, float(f"{1.0 / m:.4g}"), sa, {k: m / r for k, r in ratios.items()})):
-                flagged = sorted((k for k, x in slow.items() if x > SIBLING_SLOW),
-                                 key=lambda k: (k[0], MOE_ORDER.index(k[1]), parse_shape(k[2])))
+                order = {k: (k[0], MOE_ORDER.index(k[1]), parse_shape(k[2])) for k in slow}
+                flagged = sorted((k for k, x in slow.items() if x > SIBLING_SLOW), key=order.__getitem__)
+                # a stretch: SIBLING_STRETCH or more consecutive shared counts each > SIBLING_SLOW x
+                # the sibling's over the median, inside a series whose median ratio is not
+                own_series = sa if gpu == gpu_a else sb
+                stretches = {k: runs for k in sorted(set(slow) - set(flagged), key=order.__getitem__)
+                             if (runs := slow_stretches(own_series[k][1], series[k][1],
+                                                        SIBLING_SLOW * scale))}
                 lines.append(f"  {gpu}: {len(flagged)} of {len(slow)} series above {SIBLING_SLOW:g} x "
-                             f"{sib}'s (over the median), replaced by {sib}'s x {scale:.4g}")
-                if not flagged:
+                             f"{sib}'s (over the median), replaced by {sib}'s x {scale:.4g}; stretches of "
+                             f"{SIBLING_STRETCH}+ token counts above it in {len(stretches)} more, replaced "
+                             f"point by point")
+                if not flagged and not stretches:
                     continue
                 digits = 3 if gpu in COARSE_GPUS else SIG_DIGITS
                 rows = []
-                for backend, name, key in flagged:
+                for backend, name, key in sorted([*flagged, *stretches], key=order.__getitem__):
                     part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
                     source, sib_grid = series[(backend, name, key)]
+                    at = ({j for run in stretches[(backend, name, key)] for j in run}
+                          if (backend, name, key) in stretches else set(range(len(tokens))))
                     grid: list[float | None] = []
-                    for t, own, w in zip(tokens, part["dtypes"][name]["shapes"][key], sib_grid, strict=True):
-                        # a count the sibling did not measure keeps the GPU's own point
-                        grid.append(own if w is None else no_faster_than_light(
+                    for j, (t, own, w) in enumerate(zip(tokens, part["dtypes"][name]["shapes"][key], sib_grid,
+                                                        strict=True)):
+                        # a count the sibling did not measure, or outside a stretch, keeps the GPU's own point
+                        grid.append(own if w is None or j not in at else no_faster_than_light(
                             w * scale, moe_light_ms(name, t, key, systems[gpu]), digits))
                     part["dtypes"][name]["shapes"][key] = envelope(grid, [len(tokens)], [0])
-                    r = ratios[(backend, name, key)]
+                    if (backend, name, key) in stretches:
+                        own_grid = own_series[(backend, name, key)][1]
+                        r = statistics.median(x / y for j, (x, y) in enumerate(zip(own_grid, sib_grid,
+                                                                                    strict=True))
+                                              if j in at and x is not None and y is not None)
+                        counts = [tokens[j] for j in sorted(at)]
+                    else:
+                        r = ratios[(backend, name, key)]
+                        r = r if gpu == gpu_a else 1.0 / r
+                        counts = []
                     rows.append({"backend": backend, "dtype": name, "shape": key, "kernel_source": source,
-                                 "ratio": float(f"{r if gpu == gpu_a else 1.0 / r:.4g}")})
+                                 "ratio": float(f"{r:.4g}")})
+                    if counts:
+                        rows[-1]["stretch"] = counts
+                    where = (f", stretch at {', '.join(str(c) for c in counts)} tokens" if counts else "")
                     lines.append(f"    {(backend.upper() + ' backend ') if backend else ''}{name} {key} "
-                                 f"({source}): {rows[-1]['ratio']:.3g} x {sib}'s")
+                                 f"({source}): {rows[-1]['ratio']:.3g} x {sib}'s{where}")
                 doc["moe"]["sibling_substitutions"] = {
                     "sibling": sib, "table_median_ratio": float(f"{scale:.4g}"), "threshold": SIBLING_SLOW,
                     "series_compared": len(ratios), "rows": rows}
@@ -1891,7 +1940,9 @@ Pairs of one die (`scripts/gpu_siblings.toml`: {", ".join(f"{a} / {b}" for a, b 
 MoE series (kernel, dtype, shape and layout) of one GPU against the same series of its sibling, median
 ratio over the token counts both measured; a series more than {SIBLING_SLOW:g} x its sibling's over the
 pair's table-wide median ratio is its sibling's times that median ratio (never under its speed of light),
-and each `_moe` file lists its replaced series under `moe.sibling_substitutions`.
+and so is, point by point, a stretch of {SIBLING_STRETCH} or more consecutive shared token counts each above
+that in any other series ('stretch at' lists the counts); each `_moe` file lists its replaced series and
+stretches under `moe.sibling_substitutions` (a stretch's row with its `stretch` token counts).
 
 ```
 {sibling_text}

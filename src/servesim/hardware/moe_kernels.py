@@ -276,10 +276,11 @@ class MoETables(GPUSystem):
         for r in subs["rows"] if subs else ():
             shape = tuple(int(x) for x in r["shape"].split(","))
             sib = subs["sibling"]
+            at = f" at {'/'.join(str(n) for n in r['stretch'])} tokens" if "stretch" in r else ""
             self._sibling_notes[(r["backend"], r["dtype"], shape)] = (
                 f"moe {r['dtype']} hidden/inter/topk/experts/tp/ep {'/'.join(str(x) for x in shape)} on "
-                f"{self.name} ({self.engine}): measured {r['ratio']:g} x the same kernel on {sib} (the "
-                f"same GPU die; a collection artifact), priced as {sib}'s rows x "
+                f"{self.name} ({self.engine}): measured {r['ratio']:g} x the same kernel on {sib}{at} (the "
+                f"same GPU die; a collection artifact), priced{' there' if at else ''} as {sib}'s rows x "
                 f"{subs['table_median_ratio']:g}, the two tables' median ratio (NOTICE.md, sibling GPUs)")
 
     def __repr__(self) -> str:
