@@ -8,6 +8,7 @@ import pytest
 
 from servesim import _checks
 from servesim._checks import BOUNDS, ParameterError, check_bound, check_choice, check_counts, check_fields
+from servesim._lazy import OnFirstUse
 
 
 @dataclass
@@ -41,7 +42,7 @@ def test_check_choice_lists_the_choices():
 
 
 def test_bounds_are_read_from_their_data_file_on_first_use_once():
-    table = _checks._Bounds()
+    table = OnFirstUse(_checks._read_bounds)  # as BOUNDS is built
     assert "_table" not in vars(table)  # importing _checks parsed nothing
     assert table["tp"].flag == "--tp"
     first = vars(table)["_table"]

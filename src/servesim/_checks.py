@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from itertools import product
 from numbers import Integral, Real
 from pathlib import Path
@@ -20,6 +19,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
+
+from servesim._lazy import OnFirstUse
 
 __all__ = ["BOUNDS", "Bound", "InputError", "OutputError", "ParameterError", "check_bound", "check_choice",
            "check_counts", "check_fields", "check_int", "check_real", "describe_range"]
@@ -139,31 +140,20 @@ class Bound:
         return f"a number {describe_range(self.lo, self.hi, self.lo_open, self.hi_open)}"
 
 
-class _Bounds(Mapping[str, Bound]):
-    """:data:`BOUNDS`: the table of ``data/catalog/bounds.toml``, read on first use, once."""
-
-    @cached_property
-    def _table(self) -> dict[str, Bound]:
-        data = tomllib.loads((Path(__file__).parent / "data" / "catalog" / "bounds.toml").read_text("utf-8"))
-        table = {name: Bound(**b) for name, b in data["inputs"].items()}
-        for family in data["families"].values():
-            lists = {key: v for key, v in family.items() if isinstance(v, list)}
-            bound = Bound(**family["bound"])
-            for values in product(*lists.values()):  # every name the pattern makes of the lists
-                table[family["pattern"].format(**dict(zip(lists, values, strict=True)))] = bound
-        return table
-
-    def __getitem__(self, name: str) -> Bound:
-        return self._table[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._table)
+def _read_bounds() -> dict[str, Bound]:
+    """The table of ``data/catalog/bounds.toml``: each input's bound, and every name a family's pattern
+    makes of its lists."""
+    data = tomllib.loads((Path(__file__).parent / "data" / "catalog" / "bounds.toml").read_text("utf-8"))
+    table = {name: Bound(**b) for name, b in data["inputs"].items()}
+    for family in data["families"].values():
+        lists = {key: v for key, v in family.items() if isinstance(v, list)}
+        bound = Bound(**family["bound"])
+        for values in product(*lists.values()):  # every name the pattern makes of the lists
+            table[family["pattern"].format(**dict(zip(lists, values, strict=True)))] = bound
+    return table
 
 
-BOUNDS: Mapping[str, Bound] = _Bounds()
+BOUNDS: Mapping[str, Bound] = OnFirstUse(_read_bounds)  # read on first use, once
 """Every bounded input of predict, by its name as the Python API, a points column and a saved result
 spell it (``concurrency`` is ``--max-concurrency`` and the result's ``max_concurrency``), with the flag
 that sets it: the data file ``data/catalog/bounds.toml`` (its header says why each range).  The flags'

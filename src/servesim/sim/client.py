@@ -68,7 +68,7 @@ import ast
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -77,26 +77,16 @@ from typing import Any
 
 from servesim._catalogfile import read_toml
 from servesim._checks import ParameterError, check_bound
+from servesim._lazy import OnFirstUse
 
 __all__ = ["CLIENTS", "LENGTH_RULES", "Client", "arrival_times", "default_client", "draw_lengths"]
 
-class _Labels(Mapping[str, str]):
-    """The benchmark clients of ``data/clients.toml`` and what each is, read when first used."""
-
-    def _table(self) -> dict[str, str]:
-        return {name: str(c["label"]) for name, c in _clients().items()}
-
-    def __getitem__(self, name: str) -> str:
-        return self._table()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
+def _labels() -> dict[str, str]:
+    """The benchmark clients of ``data/clients.toml`` and what each is."""
+    return {name: str(c["label"]) for name, c in _clients().items()}
 
 
-CLIENTS: Mapping[str, str] = _Labels()
+CLIENTS: Mapping[str, str] = OnFirstUse(_labels)  # read when first used
 """Benchmark clients whose meanings servesim follows, and what each is (``data/clients.toml``)."""
 
 

@@ -10,9 +10,10 @@ which :data:`SCHEDULERS` is filled on its first lookup.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, MutableMapping
+from collections.abc import MutableMapping
 
 from servesim._checks import ParameterError
+from servesim._lazy import MutableOnFirstUse
 from servesim.hardware import engines  # engines.ENGINES: engines.toml, read on first use
 from servesim.hardware.engines import EngineProfile, policy_of
 from servesim.sim.schedulers.base import EngineState, Options, Scheduler, StepPlan
@@ -28,36 +29,14 @@ def _policy(spec: str) -> type[Scheduler]:
     return cls
 
 
-class _Policies(MutableMapping[str, type[Scheduler]]):
-    """The policy of each engine by its name, from engines.toml (``policy``) on the first lookup, so
-    that importing the policies reads no data file (issue 47 item 7: data files are read on first use,
-    once); a test may add its own."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, type[Scheduler]] | None = None
-
-    def _loaded(self) -> dict[str, type[Scheduler]]:
-        if self._by_name is None:
-            self._by_name = {name: _policy(policy_of(name)) for name in engines.ENGINES}
-        return self._by_name
-
-    def __getitem__(self, name: str) -> type[Scheduler]:
-        return self._loaded()[name]
-
-    def __setitem__(self, name: str, cls: type[Scheduler]) -> None:
-        self._loaded()[name] = cls
-
-    def __delitem__(self, name: str) -> None:
-        del self._loaded()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._loaded())
-
-    def __len__(self) -> int:
-        return len(self._loaded())
+def _policies() -> dict[str, type[Scheduler]]:
+    """The policy of each engine by its name, from engines.toml (``policy``)."""
+    return {name: _policy(policy_of(name)) for name in engines.ENGINES}
 
 
-SCHEDULERS: MutableMapping[str, type[Scheduler]] = _Policies()
+# filled on the first lookup, so that importing the policies reads no data file (issue 47 item 7: data
+# files are read on first use, once); a test may add its own
+SCHEDULERS: MutableMapping[str, type[Scheduler]] = MutableOnFirstUse(_policies)
 """Policy of each engine, by the engine's name, in engines.toml's order (read on the first lookup)."""
 
 
