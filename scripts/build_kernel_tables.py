@@ -1771,63 +1771,80 @@ def substitute_siblings(moe_docs: dict[str, dict[str, Any]], systems: dict[str, 
             lines.append(head)
             # gpu_a's series are gpu_b's x m where they run > SIBLING_SLOW x m x gpu_b's; gpu_b's are
             # gpu_a's / m where they run > SIBLING_SLOW / m x gpu_a's (ratio a / b under m / SIBLING_SLOW)
-            for gpu, sib, doc, scale, series, slow in (
-                    (gpu_a, gpu_b, da, m, sb, {k: r / m for k, r in ratios.items()}),
-                    (gpu_b, gpu_a, db, float(f"{1.0 / m:.4g}"), sa, {k: m / r for k, r in ratios.items()})):
-                order = {k: (k[0], MOE_ORDER.index(k[1]), parse_shape(k[2])) for k in slow}
-                flagged = sorted((k for k, x in slow.items() if x > SIBLING_SLOW), key=order.__getitem__)
-                # a stretch: SIBLING_STRETCH or more consecutive shared counts each > SIBLING_SLOW x
-                # the sibling's over the median, inside a series whose median ratio is not
-                own_series = sa if gpu == gpu_a else sb
-                stretches = {k: runs for k in sorted(set(slow) - set(flagged), key=order.__getitem__)
-                             if (runs := slow_stretches(own_series[k][1], series[k][1],
-                                                        SIBLING_SLOW * scale))}
-                lines.append(f"  {gpu}: {len(flagged)} of {len(slow)} series above {SIBLING_SLOW:g} x "
-                             f"{sib}'s (over the median), replaced by {sib}'s x {scale:.4g}; stretches of "
-                             f"{SIBLING_STRETCH}+ token counts above it in {len(stretches)} more, replaced "
-                             f"point by point")
-                if not flagged and not stretches:
-                    continue
-                digits = 3 if gpu in COARSE_GPUS else SIG_DIGITS
-                rows = []
-                for backend, name, key in sorted([*flagged, *stretches], key=order.__getitem__):
-                    part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
-                    source, sib_grid = series[(backend, name, key)]
-                    at = ({j for run in stretches[(backend, name, key)] for j in run}
-                          if (backend, name, key) in stretches else set(range(len(tokens))))
-                    grid: list[float | None] = []
-                    for j, (t, own, w) in enumerate(zip(tokens, part["dtypes"][name]["shapes"][key], sib_grid,
-                                                        strict=True)):
-                        # a count the sibling did not measure, or outside a stretch, keeps the GPU's own point
-                        grid.append(own if w is None or j not in at else no_faster_than_light(
-                            w * scale, moe_light_ms(name, t, key, systems[gpu]), digits))
-                    part["dtypes"][name]["shapes"][key] = envelope(grid, [len(tokens)], [0])
-                    if (backend, name, key) in stretches:
-                        own_grid = own_series[(backend, name, key)][1]
-                        r = statistics.median(x / y for j, (x, y) in enumerate(zip(own_grid, sib_grid,
-                                                                                    strict=True))
-                                              if j in at and x is not None and y is not None)
-                        counts = [tokens[j] for j in sorted(at)]
-                    else:
-                        r = ratios[(backend, name, key)]
-                        r = r if gpu == gpu_a else 1.0 / r
-                        counts = []
-                    rows.append({"backend": backend, "dtype": name, "shape": key, "kernel_source": source,
-                                 "ratio": float(f"{r:.4g}")})
-                    if counts:
-                        rows[-1]["stretch"] = counts
-                    where = (f", stretch at {', '.join(str(c) for c in counts)} tokens" if counts else "")
-                    lines.append(f"    {(backend.upper() + ' backend ') if backend else ''}{name} {key} "
-                                 f"({source}): {rows[-1]['ratio']:.3g} x {sib}'s{where}")
-                doc["moe"]["sibling_substitutions"] = {
-                    "sibling": sib, "table_median_ratio": float(f"{scale:.4g}"), "threshold": SIBLING_SLOW,
-                    "series_compared": len(ratios), "rows": rows}
-                for backend in sorted({r["backend"] for r in rows}):
-                    part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
-                    shapes = {n: t["shapes"] for n, t in part["dtypes"].items()}
-                    eff = (doc["efficiency"]["moe"] if not backend else part["efficiency"])
-                    for name in {r["dtype"] for r in rows if r["backend"] == backend}:
-                        eff[name] = moe_fit(name, shapes[name], tokens, systems[gpu])
+            m_b = float(f"{1.0 / m:.4g}")
+            for gpu, sib, doc, scale, series, slow, own_series in (
+                    (gpu_a, gpu_b, da, m, sb, {k: r / m for k, r in ratios.items()}, sa),
+                    (gpu_b, gpu_a, db, m_b, sa, {k: m / r for k, r in ratios.items()}, sb)):
+                ratio_of = {k: (r if gpu == gpu_a else 1.0 / r) for k, r in ratios.items()}
+                lines += _replace_slow_series(doc, gpu, sib, scale, slow, ratio_of, own_series, series,
+                                              tokens, systems[gpu], len(ratios))
+    return lines
+
+
+def _slow_series(slow: dict[tuple[str, str, str], float], own_series: dict[tuple[str, str, str], Any],
+                 series: dict[tuple[str, str, str], Any], scale: float
+                 ) -> tuple[list[tuple[str, str, str]], dict[tuple[str, str, str], list[list[int]]]]:
+    """The series to replace whole (median ratio over the table's > SIBLING_SLOW) and, among the others,
+    those with stretches (SIBLING_STRETCH or more consecutive shared counts each > SIBLING_SLOW x the
+    sibling's over the median), each in the tables' order."""
+    order = {k: (k[0], MOE_ORDER.index(k[1]), parse_shape(k[2])) for k in slow}
+    flagged = sorted((k for k, x in slow.items() if x > SIBLING_SLOW), key=order.__getitem__)
+    stretches = {k: runs for k in sorted(set(slow) - set(flagged), key=order.__getitem__)
+                 if (runs := slow_stretches(own_series[k][1], series[k][1], SIBLING_SLOW * scale))}
+    return flagged, stretches
+
+
+def _replace_slow_series(doc: dict[str, Any], gpu: str, sib: str, scale: float,
+                         slow: dict[tuple[str, str, str], float], ratio_of: dict[tuple[str, str, str], float],
+                         own_series: dict[tuple[str, str, str], Any], series: dict[tuple[str, str, str], Any],
+                         tokens: list[int], system: dict[str, float | str], compared: int) -> list[str]:
+    """Replace, in ``doc`` (``gpu``'s table), its slow series and stretches by ``sib``'s x ``scale``
+    (never under a point's speed of light), record them under ``moe.sibling_substitutions``, refit the
+    changed dtypes' efficiencies, and return the NOTICE lines."""
+    flagged, stretches = _slow_series(slow, own_series, series, scale)
+    lines = [f"  {gpu}: {len(flagged)} of {len(slow)} series above {SIBLING_SLOW:g} x "
+             f"{sib}'s (over the median), replaced by {sib}'s x {scale:.4g}; stretches of "
+             f"{SIBLING_STRETCH}+ token counts above it in {len(stretches)} more, replaced "
+             f"point by point"]
+    if not flagged and not stretches:
+        return lines
+    digits = 3 if gpu in COARSE_GPUS else SIG_DIGITS
+    rows = []
+    for key in sorted([*flagged, *stretches], key=lambda k: (k[0], MOE_ORDER.index(k[1]), parse_shape(k[2]))):
+        backend, name, shape = key
+        part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
+        source, sib_grid = series[key]
+        at = ({j for run in stretches[key] for j in run} if key in stretches else set(range(len(tokens))))
+        grid: list[float | None] = [
+            # a count the sibling did not measure, or outside a stretch, keeps the GPU's own point
+            own if w is None or j not in at else no_faster_than_light(
+                w * scale, moe_light_ms(name, t, shape, system), digits)
+            for j, (t, own, w) in enumerate(zip(tokens, part["dtypes"][name]["shapes"][shape], sib_grid,
+                                                strict=True))]
+        part["dtypes"][name]["shapes"][shape] = envelope(grid, [len(tokens)], [0])
+        counts: list[int] = []
+        if key in stretches:
+            pairs = enumerate(zip(own_series[key][1], sib_grid, strict=True))
+            r = statistics.median(x / y for j, (x, y) in pairs if j in at and x is not None and y is not None)
+            counts = [tokens[j] for j in sorted(at)]
+        else:
+            r = ratio_of[key]
+        rows.append({"backend": backend, "dtype": name, "shape": shape, "kernel_source": source,
+                     "ratio": float(f"{r:.4g}")})
+        if counts:
+            rows[-1]["stretch"] = counts
+        where = f", stretch at {', '.join(str(c) for c in counts)} tokens" if counts else ""
+        lines.append(f"    {(backend.upper() + ' backend ') if backend else ''}{name} {shape} "
+                     f"({source}): {rows[-1]['ratio']:.3g} x {sib}'s{where}")
+    doc["moe"]["sibling_substitutions"] = {
+        "sibling": sib, "table_median_ratio": float(f"{scale:.4g}"), "threshold": SIBLING_SLOW,
+        "series_compared": compared, "rows": rows}
+    for backend in sorted({r["backend"] for r in rows}):
+        part = doc["moe"] if not backend else doc["moe"]["backends"][backend]
+        shapes = {n: t["shapes"] for n, t in part["dtypes"].items()}
+        eff = doc["efficiency"]["moe"] if not backend else part["efficiency"]
+        for name in {r["dtype"] for r in rows if r["backend"] == backend}:
+            eff[name] = moe_fit(name, shapes[name], tokens, system)
     return lines
 
 
