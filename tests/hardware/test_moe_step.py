@@ -221,6 +221,9 @@ def test_eager_mla_prefill_is_launch_bound(engine: str, per_layer: float) -> Non
     bare = MoEStepModel(sm.arch, "h200", Parallelism(8), dtype=sm.dtype, engine=plain).step(
         4, 1024, (Chunk(900),))
     assert short.gpu_s == pytest.approx(max(bare.gpu_s, floor), rel=1e-9)
+    # what the GPU waits on the CPU, which an overlap scheduler may hide (servesim.sim.loop.run_step)
+    assert short.launch_wait_s == pytest.approx(max(0.0, floor - bare.gpu_s), rel=1e-9)
+    assert sm.step_price(4, 1024, ((900, 0, True),))[3] == pytest.approx(short.launch_wait_s, rel=1e-12)
     if per_layer:
         assert bare.gpu_s < floor  # the floor binds for a short prompt
         names = [op.name for op in short.ops]
@@ -231,6 +234,7 @@ def test_eager_mla_prefill_is_launch_bound(engine: str, per_layer: float) -> Non
                                                                                                rel=1e-12)
     long = sm.step(4, 1024, (Chunk(8192),))
     assert long.gpu_s > floor and "launch-bound wait (eager prefill)" not in [op.name for op in long.ops]
+    assert long.launch_wait_s == 0.0
     decode = sm.step(256, 2048)
     assert "launch-bound wait (eager prefill)" not in [op.name for op in decode.ops]
     gqa = _sm("qwen3-235b-a22b", Parallelism(8), engine).step(4, 1024, (Chunk(900),))

@@ -849,19 +849,17 @@ class MoEStepModel:
             check_int("positions", positions, lo=1)
         st = self._cache_step(float(decode), float(context), tuple(chunks), int(positions))
         if bound:
-            return StepTime(st.gemm_s, st.attention_s, st.allreduce_s, st.other_s, st.host_s, st.gpu_s,
-                            st.total_s, light_s(st.ops, self.peaks), st.tokens, st.measured, st.notes,
-                            st.floor_s, st.ops)
+            return replace(st, sol_s=light_s(st.ops, self.peaks))
         return st
 
     def step_price(self, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
                    positions: int = 1) -> StepPrice:
         """What the engine loop asks of a step (the :class:`~servesim.hardware.pricer.Pricer` seam):
-        ``step(decode, context, chunks, positions, bound=False)``'s ``(total_s, measured, notes)``,
-        for chunks given as (tokens, context, samples) of one prompt each."""
+        ``step(decode, context, chunks, positions, bound=False)``'s ``(total_s, measured, notes,
+        launch_wait_s)``, for chunks given as (tokens, context, samples) of one prompt each."""
         st = self.step(decode, context, tuple(Chunk(q, c, 1, x) for q, c, x in chunks), positions,
                        bound=False)
-        return st.total_s, st.measured, st.notes
+        return st.total_s, st.measured, st.notes, st.launch_wait_s
 
     @property
     def peaks(self) -> Peaks:
@@ -1097,6 +1095,7 @@ class MoEStepModel:
         gpu = gemm + attn + comm + other
         eager_prefill = not x.graph and bool(x.chunks) and self.arch.attention == "mla"
         launch = self.arch.layers * self.engine.eager_mla_layer_host_s if eager_prefill else 0.0
+        wait = max(0.0, launch - gpu)
         if launch > gpu:  # the GPU waits for the CPU to launch the layers (engines.toml, the fitted floor)
             ops.append(Op("launch-bound wait (eager prefill)", "elementwise", 1, launch - gpu))
             other += launch - gpu
@@ -1112,7 +1111,7 @@ class MoEStepModel:
                         gpu_s=gpu,
                         total_s=total, sol_s=math.nan, tokens=x.tokens, measured=ok,
                         notes=tuple(dict.fromkeys(n for n in notes if n)),
-                        floor_s=floor, ops=tuple(ops))
+                        floor_s=floor, launch_wait_s=wait, ops=tuple(ops))
 
     def _gemm_op(self, name: str, count: float, seconds: float, m: float, n: int, k: int, wbytes: float,
                  dtype: str, measured: bool, note: str) -> Op:

@@ -139,6 +139,11 @@ class StepTime:
     measured: bool  # every lookup inside a measured table
     notes: tuple[str, ...] = field(default=())
     floor_s: float = 0.0  # the step's kernels at the shortest launch-to-launch gap each
+    launch_wait_s: float = 0.0
+    """The part of ``gpu_s`` the GPU waits for the CPU to launch an eager step's kernels (a
+    launch-bound eager MLA prefill, :mod:`servesim.hardware.moe_step`): an overlap scheduler launches
+    a step while the one before it still runs, so the engine loop (:mod:`servesim.sim.loop`) takes up
+    to the previous step's time off it."""
     ops: tuple[Op, ...] = field(default=(), compare=False, repr=False)
     """The operations the step sums, where its pricer lists them."""
 
@@ -158,8 +163,9 @@ class StepTime:
         }
 
 
-StepPrice = tuple[float, bool, tuple[str, ...]]
-"""What a caller keeps of a :class:`StepTime`: its ``total_s``, ``measured`` and ``notes``."""
+StepPrice = tuple[float, bool, tuple[str, ...], float]
+"""What a caller keeps of a :class:`StepTime`: its ``total_s``, ``measured``, ``notes`` and
+``launch_wait_s``."""
 
 
 class PriceCache:

@@ -278,6 +278,7 @@ class _PriceColumns(Protocol):
     """:class:`servesim.sim.loop.Prices`, compiled."""
 
     dt: F64
+    wait: F64
     ok: I64
     seen: I64
     entries: int
@@ -394,6 +395,7 @@ def _price_add(t: _PriceColumns, key: I64, klen: int) -> int:
     e = t.entries
     if e == t.dt.shape[0]:  # twice the room, and the index built anew at most half full
         t.dt = _grown(t.dt)
+        t.wait = _grown(t.wait)
         t.ok = _grown(t.ok)
         t.seen = _grown(t.seen)
         t.hashes = _grown(t.hashes)
