@@ -18,6 +18,7 @@ def load_benchmark(name: str) -> ModuleType:
         spec = importlib.util.spec_from_file_location(f"servesim_benchmark_{name}", BENCHMARKS / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # a dataclass of the script looks its module up there
         spec.loader.exec_module(module)
         return module
     finally:
