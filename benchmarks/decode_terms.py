@@ -87,10 +87,10 @@ def term_added(term: str, size_us: float) -> Iterator[None]:
     def wrap(orig: Callable[..., Any]) -> Callable[..., Any]:
         def step_price(self: Any, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
                        positions: int = 1) -> Any:
-            t, ok, notes, wait = orig(self, decode, context, chunks, positions)
+            t, ok, notes, wait, launch = orig(self, decode, context, chunks, positions)
             if size_us:
                 t += _extra_s(term, self, decode, context, chunks, positions, size_us)
-            return t, ok, notes, wait
+            return t, ok, notes, wait, launch
         return step_price
 
     pricer._BUILT.clear()

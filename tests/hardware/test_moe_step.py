@@ -224,6 +224,8 @@ def test_eager_mla_prefill_is_launch_bound(engine: str, per_layer: float) -> Non
     # what the GPU waits on the CPU, which an overlap scheduler may hide (servesim.sim.loop.run_step)
     assert short.launch_wait_s == pytest.approx(max(0.0, floor - bare.gpu_s), rel=1e-9)
     assert sm.step_price(4, 1024, ((900, 0, True),))[3] == pytest.approx(short.launch_wait_s, rel=1e-12)
+    assert short.launch_s == pytest.approx(floor, rel=1e-12)  # the CPU's launch, bound or not
+    assert sm.step_price(4, 1024, ((900, 0, True),))[4] == short.launch_s
     if per_layer:
         assert bare.gpu_s < floor  # the floor binds for a short prompt
         names = [op.name for op in short.ops]

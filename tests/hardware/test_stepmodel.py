@@ -94,7 +94,7 @@ def test_the_engine_loops_price_is_the_steps_to_the_bit():
         for b, ctx, raw, pos in steps:
             got = sm.step_price(b, ctx, raw, pos)  # first: its caches cold
             st = sm.step(b, ctx, tuple(Chunk(q, c, 1, x) for q, c, x in raw), pos, bound=False)
-            want = (st.total_s, st.measured, st.notes, st.launch_wait_s)
+            want = (st.total_s, st.measured, st.notes, st.launch_wait_s, st.launch_s)
             assert got == want and sm.step_price(b, ctx, raw, pos) == want
     assert not models[3].step_price(4, 100)[1] and models[3].step_price(4, 100)[2]  # borrowed tables
     with pytest.raises(ParameterError, match="tokens"):

@@ -16,20 +16,29 @@ from servesim.sim.batching import Benchmark, run_benchmark
 H100 = 80e9
 
 
-def _first_tokens(wait_s: float, loop: str, overlap: bool = True) -> tuple[float, float]:
-    """(TTFT of the request sent at 0, of the one sent at 50 ms), seconds."""
-    sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1,
-                   engine=engine_profile("vllm", gpu="h100-sxm", overlap=overlap))
+def _ttfts(wait_s: float, loop: str, overlap: bool = True, isl: int = 512, budget: int | None = None,
+           arrivals: tuple[float, ...] = (0.0, 0.05)) -> tuple[float, ...]:
+    """The TTFT of each request (sent at ``arrivals``), seconds.  A step with a prefill chunk is
+    launch-bound when ``wait_s`` > 0: the CPU launches it in the whole 100 ms."""
+    engine = engine_profile("vllm", gpu="h100-sxm", overlap=overlap, max_num_batched_tokens=budget)
+    sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1, engine=engine)
 
     def price(self: StepModel, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
-              positions: int = 1) -> tuple[float, bool, tuple[str, ...], float]:
-        return (0.100, True, (), wait_s) if chunks else (0.010, True, (), 0.0)
+              positions: int = 1) -> tuple[float, bool, tuple[str, ...], float, float]:
+        if chunks:
+            return 0.100, True, (), wait_s, 0.100 if wait_s else 0.0
+        return 0.010, True, (), 0.0, 0.0
 
     with mock.patch.object(StepModel, "step_price", autospec=True, side_effect=price):
-        res = run_benchmark(sm, Benchmark(512, 8, num_prompts=2), H100, arrival_times=[0.0, 0.05],
-                            loop=loop, keep_requests=True, overhead_s=0.0)
+        res = run_benchmark(sm, Benchmark(isl, 8, num_prompts=len(arrivals)), H100,
+                            arrival_times=list(arrivals), loop=loop, keep_requests=True, overhead_s=0.0)
     ttft = {i: first - sent for i, sent, first, _ in res.requests}
-    return ttft[0], ttft[1]
+    return tuple(ttft[i] for i in range(len(arrivals)))
+
+
+def _first_tokens(wait_s: float, loop: str, overlap: bool = True) -> tuple[float, ...]:
+    """(TTFT of the request sent at 0, of the one sent at 50 ms), seconds."""
+    return _ttfts(wait_s, loop, overlap)
 
 
 @pytest.mark.parametrize("loop", ["python", "compiled"])
@@ -50,3 +59,13 @@ def test_without_the_overlap_scheduler_nothing_is_hidden():
     whatever the wait."""
     assert _first_tokens(0.0, "python", overlap=False) == pytest.approx((0.100, 0.150), abs=1e-12)
     assert _first_tokens(0.060, "python", overlap=False) == pytest.approx((0.100, 0.150), abs=1e-12)
+
+
+@pytest.mark.parametrize("loop", ["python", "compiled"])
+def test_behind_a_launch_bound_step_nothing_is_hidden(loop):
+    """One 6,000-token prompt in chunks of 2,048 (a 2,048-token budget): three chunk steps in a row,
+    each launch-bound.  The CPU launches each only once it has launched the one before, which took
+    that step's whole time, so none is shortened: TTFT 300 ms whatever the wait (the chunks' own
+    wait would hide 60 ms a step behind a decode step)."""
+    assert _ttfts(0.060, loop, isl=6000, budget=2048, arrivals=(0.0,)) == pytest.approx((0.300,), abs=1e-12)
+    assert _ttfts(0.0, loop, isl=6000, budget=2048, arrivals=(0.0,)) == pytest.approx((0.300,), abs=1e-12)

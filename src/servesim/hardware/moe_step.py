@@ -856,10 +856,10 @@ class MoEStepModel:
                    positions: int = 1) -> StepPrice:
         """What the engine loop asks of a step (the :class:`~servesim.hardware.pricer.Pricer` seam):
         ``step(decode, context, chunks, positions, bound=False)``'s ``(total_s, measured, notes,
-        launch_wait_s)``, for chunks given as (tokens, context, samples) of one prompt each."""
+        launch_wait_s, launch_s)``, for chunks given as (tokens, context, samples) of one prompt each."""
         st = self.step(decode, context, tuple(Chunk(q, c, 1, x) for q, c, x in chunks), positions,
                        bound=False)
-        return st.total_s, st.measured, st.notes, st.launch_wait_s
+        return st.total_s, st.measured, st.notes, st.launch_wait_s, st.launch_s
 
     @property
     def peaks(self) -> Peaks:
@@ -1111,7 +1111,7 @@ class MoEStepModel:
                         gpu_s=gpu,
                         total_s=total, sol_s=math.nan, tokens=x.tokens, measured=ok,
                         notes=tuple(dict.fromkeys(n for n in notes if n)),
-                        floor_s=floor, launch_wait_s=wait, ops=tuple(ops))
+                        floor_s=floor, launch_wait_s=wait, launch_s=launch, ops=tuple(ops))
 
     def _gemm_op(self, name: str, count: float, seconds: float, m: float, n: int, k: int, wbytes: float,
                  dtype: str, measured: bool, note: str) -> Op:

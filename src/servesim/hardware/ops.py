@@ -142,8 +142,12 @@ class StepTime:
     launch_wait_s: float = 0.0
     """The part of ``gpu_s`` the GPU waits for the CPU to launch an eager step's kernels (a
     launch-bound eager MLA prefill, :mod:`servesim.hardware.moe_step`): an overlap scheduler launches
-    a step while the one before it still runs, so the engine loop (:mod:`servesim.sim.loop`) takes up
-    to the previous step's time off it."""
+    a step while the one before it still runs, so the engine loop (:mod:`servesim.sim.loop`) takes off
+    it up to the time the step before it left the CPU free."""
+    launch_s: float = 0.0
+    """The CPU's time to launch the step's layers where it is priced (an eager MLA prefill; 0
+    otherwise): what of its own time a step leaves the CPU to launch the next one is its time less
+    this."""
     ops: tuple[Op, ...] = field(default=(), compare=False, repr=False)
     """The operations the step sums, where its pricer lists them."""
 
@@ -163,9 +167,9 @@ class StepTime:
         }
 
 
-StepPrice = tuple[float, bool, tuple[str, ...], float]
-"""What a caller keeps of a :class:`StepTime`: its ``total_s``, ``measured``, ``notes`` and
-``launch_wait_s``."""
+StepPrice = tuple[float, bool, tuple[str, ...], float, float]
+"""What a caller keeps of a :class:`StepTime`: its ``total_s``, ``measured``, ``notes``,
+``launch_wait_s`` and ``launch_s``."""
 
 
 class PriceCache:

@@ -110,8 +110,9 @@ class Pricer(Protocol):
     def step_price(self, decode: int, context: int, chunks: tuple[tuple[int, int, bool], ...] = (),
                    positions: int = 1) -> StepPrice:
         """What the engine loop asks of a step: ``step(decode, context, chunks, positions,
-        bound=False)``'s ``(total_s, measured, notes, launch_wait_s)``, the chunks as (tokens, cached context,
-        samples) of one prompt each (a dense model sums it without building the StepTime)."""
+        bound=False)``'s ``(total_s, measured, notes, launch_wait_s, launch_s)``, the chunks as
+        (tokens, cached context, samples) of one prompt each (a dense model sums it without building
+        the StepTime)."""
         ...
 
     def decode_step(self, batch: float, context: float, positions: int = 1) -> StepTime: ...

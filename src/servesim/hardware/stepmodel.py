@@ -427,12 +427,12 @@ class StepModel:
                    positions: int = 1) -> StepPrice:
         """What the engine loop asks of a step (the :class:`~servesim.hardware.pricer.Pricer` seam):
         ``step(decode, context, chunks, positions, bound=False)``'s ``(total_s, measured, notes,
-        launch_wait_s)`` for chunks given as (tokens, context, samples) of one prompt each, from the
-        same sum (:meth:`_priced`) without building the :class:`StepTime` (a dense step waits on no
-        launch-bound floor: ``launch_wait_s`` 0)."""
+        launch_wait_s, launch_s)`` for chunks given as (tokens, context, samples) of one prompt each,
+        from the same sum (:meth:`_priced`) without building the :class:`StepTime` (a dense step has
+        no launch-bound floor: both 0)."""
         keys = tuple((q, c, 1, x) for q, c, x in chunks) if chunks else ()
         total, ok, notes = self._priced(decode, context, keys, positions)[6:]
-        return total, ok, notes, 0.0
+        return total, ok, notes, 0.0, 0.0
 
     def _priced(self, b: float, ctx: float, chunks: _Chunks, pos: int) -> _Parts:
         """A step's parts (GEMMs, attention, all-reduces, other kernels), GPU, host and total time,

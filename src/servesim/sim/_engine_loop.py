@@ -279,6 +279,7 @@ class _PriceColumns(Protocol):
 
     dt: F64
     wait: F64
+    launch: F64
     ok: I64
     seen: I64
     entries: int
@@ -396,6 +397,7 @@ def _price_add(t: _PriceColumns, key: I64, klen: int) -> int:
     if e == t.dt.shape[0]:  # twice the room, and the index built anew at most half full
         t.dt = _grown(t.dt)
         t.wait = _grown(t.wait)
+        t.launch = _grown(t.launch)
         t.ok = _grown(t.ok)
         t.seen = _grown(t.seen)
         t.hashes = _grown(t.hashes)

@@ -612,17 +612,18 @@ def _entry_point(policy: type[Scheduler]) -> Callable[..., int]:
     """The compiled loop's core for the policy class ``policy``
     (:func:`servesim.sim._engine_loop.core_for`) at the one signature :func:`_run` calls it with
     (the four books' structures, the price as a float, whether it was measured as an int, its launch
-    wait as a float), as numba's entry point of that compiled version: called directly, it skips
-    the dispatcher's typing of seven arguments at each of the run's re-entries (one per step price
-    the table lacks): 2-3 us each, 0.5-0.9 ms of the ~9 ms that 5,000 requests at 6 req/s on
-    Llama-3-70B TP4 took with ~270 new prices (``benchmarks/bench_engine.py``'s heaviest case)."""
+    wait and launch time as floats), as numba's entry point of that compiled version: called
+    directly, it skips the dispatcher's typing of eight arguments at each of the run's re-entries
+    (one per step price the table lacks): 2-3 us each, 0.5-0.9 ms of the ~9 ms that 5,000 requests
+    at 6 req/s on Llama-3-70B TP4 took with ~270 new prices (``benchmarks/bench_engine.py``'s
+    heaviest case)."""
     got = _ENTRY_POINTS.get(policy)
     if got is None:
         from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
 
         books = (EngineState, _loop.LoopState, policy, _loop.Prices)
         sig = (*(_engine_loop.struct_type(c) for c in books), _engine_loop.nbtypes.float64,
-               _engine_loop.nbtypes.int64, _engine_loop.nbtypes.float64)
+               _engine_loop.nbtypes.int64, _engine_loop.nbtypes.float64, _engine_loop.nbtypes.float64)
         got = _ENTRY_POINTS[policy] = _engine_loop.core_for(policy).compile(sig)
     return got
 
@@ -642,15 +643,15 @@ def _run(s: EngineState, L: _loop.LoopState, policy: Scheduler, table: _PriceTab
 
         core = _entry_point(type(policy))
         books = tuple(_engine_loop.struct_of(x) for x in books)
-    dt, ok, wait = 0.0, -1, 0.0
+    dt, ok, wait, launch = 0.0, -1, 0.0, 0.0
     while True:
-        status = core(*books, table.table, dt, ok, wait)
+        status = core(*books, table.table, dt, ok, wait, launch)
         if status & 7 != _loop.NEED_PRICE:
             break
         klen = status >> 3
         words = key[:klen].tolist() if compiled else [int(w) for w in key[:klen]]  # Python ints
         chunks = tuple((words[j], words[j + 1], bool(words[j + 2])) for j in range(3, klen, 3))
-        dt, measured, why, wait = price_of(words[0], words[1], chunks)
+        dt, measured, why, wait, launch = price_of(words[0], words[1], chunks)
         ok = int(measured)
         table.notes.append(why)
     if status == _loop.TOO_MANY_STEPS:

@@ -54,13 +54,15 @@ GAPS_START = 1024
 class Prices:
     """The step prices of one step model at one ``(positions, kv_context)``: entry ``e`` holds a
     step's time ``dt[e]`` (seconds), the part of it the GPU waits on the CPU's launches (``wait[e]``,
-    :attr:`~servesim.hardware.ops.StepTime.launch_wait_s`), whether it was measured (``ok[e]``) and
-    the last run that used it (``seen[e]``, for the notes).  Keys are found by :func:`price_find` (in Python a
+    :attr:`~servesim.hardware.ops.StepTime.launch_wait_s`), the CPU's launch time (``launch[e]``,
+    :attr:`~servesim.hardware.ops.StepTime.launch_s`), whether it was measured (``ok[e]``) and the
+    last run that used it (``seen[e]``, for the notes).  Keys are found by :func:`price_find` (in Python a
     dict; compiled an open-addressed index over the keys' hashes, ``slots`` at most half full,
     key ``e`` in ``kpool[kstart[e]:kstart[e] + klen[e]]``)."""
 
     dt: Floats
     wait: Floats
+    launch: Floats
     ok: Ints
     seen: Ints
     entries: int
@@ -73,7 +75,7 @@ class Prices:
     kused: int
 
     def __init__(self, capacity: int = 1024) -> None:
-        self.dt, self.wait = [0.0] * capacity, [0.0] * capacity
+        self.dt, self.wait, self.launch = [0.0] * capacity, [0.0] * capacity, [0.0] * capacity
         self.ok, self.seen = [0] * capacity, [0] * capacity
         self.entries = self.runs = self.kused = 0
         self.slots = [-1] * (2 * capacity)
@@ -91,7 +93,8 @@ def price_add(t: Prices, key: list[int], klen: int) -> int:
     """Add ``key[:klen]`` as a new entry; its number (its columns are the caller's to fill)."""
     e = t.entries
     if e == len(t.dt):
-        t.dt, t.wait, t.ok, t.seen = t.dt + t.dt, t.wait + t.wait, t.ok + t.ok, t.seen + t.seen
+        t.dt, t.wait, t.launch = t.dt + t.dt, t.wait + t.wait, t.launch + t.launch
+        t.ok, t.seen = t.ok + t.ok, t.seen + t.seen
     t.index[tuple(key[:klen])] = e
     t.entries = e + 1
     return e
@@ -131,6 +134,7 @@ class LoopState(Totals):
     late: bool  # an overlap (async) scheduler: a request sent while a step runs enters the step after next
     step_start: float  # when the step just run started (the late scheduler's horizon; see next_step)
     last_step_s: float  # the time of the step just run (one step of a stretch); 0 after an idle spell
+    last_launch_s: float  # the CPU's launch time of the step just run (launch[e])
     run: int  # this run's number on the price table
     # the client
     sends: Floats  # send times, in send order
@@ -189,7 +193,7 @@ class LoopState(Totals):
         self.sent = self.inbox = 0
         self.recv_count = recv_every  # an idle scheduler polls at once
         self.t = clock_start_s  # the engine's first step waits for this (a cold start)
-        self.late, self.step_start, self.last_step_s = late, clock_start_s, 0.0
+        self.late, self.step_start, self.last_step_s, self.last_launch_s = late, clock_start_s, 0.0, 0.0
         self.phase = self.klen = self.b = self.n = 0
         self.key, self.finished = column(0, 3 + 3 * m), column(0, m)
         self.ttft, self.tpot, self.e2el = column(0.0, m), column(0.0, m), column(0.0, m)
@@ -390,24 +394,29 @@ def next_step(s: EngineState, L: LoopState, p: Scheduler) -> int:
         return PLANNED
 
 
-def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float, wait: float) -> None:
+def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float, wait: float, launch: float) -> None:
     """The planned step runs for ``dt`` (its price; a stretch's price of one step), of which the GPU
-    waits ``wait`` on the CPU's launches.
+    waits ``wait`` on the CPU's ``launch`` of it.
 
     An overlap scheduler launches a step while the step before it still runs on the GPU
     (TensorRT-LLM's ``PyExecutor._executor_loop_overlap``: ``_forward_step`` for this batch, then
     ``_update_requests`` of the previous one; SGLang's ``event_loop_overlap``), so a launch-bound
-    eager step's CPU work starts as the step before it starts, not as it ends, and the GPU waits
-    only for what the previous step's time does not cover:
+    eager step's CPU work starts once the CPU has launched the step before it, not once that step
+    ends, and the GPU waits only for what the previous step's time beyond its own launch covers not:
 
-        step time = max(GPU work, launch) - min(wait, previous step's time),  wait = launch - GPU work
+        step time = max(GPU work, launch) - min(wait, max(0, previous step's time - its launch))
 
+    with ``wait = launch - GPU work``.  Behind a CUDA-graph decode step (no launch to speak of) the
+    whole decode step is free; behind another launch-bound step (a first wave of prompts) none is.
     The first step after an idle spell has nothing before it (``L.last_step_s`` 0)."""
     b = L.b
     n = L.n
     nch = s.plan_n
     if L.late and wait > 0.0:
-        dt -= wait if wait < L.last_step_s else L.last_step_s
+        free = L.last_step_s - L.last_launch_s
+        if free > 0.0:
+            dt -= wait if wait < free else free
+    L.last_launch_s = launch
     if s.spec_k >= 0 and b > 0:
         dt += L.spec_add_s
     now = L.t
@@ -486,11 +495,11 @@ def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float, wait: float)
 
 
 def core(s: EngineState, L: LoopState, p: Scheduler, t: Prices, dt_in: float, ok_in: int,
-         wait_in: float) -> int:
+         wait_in: float, launch_in: float) -> int:
     """Run the loop until it ends (:data:`DONE`, :data:`TOO_MANY_STEPS`, :data:`NOTHING_FITS`) or
     needs a price: :data:`NEED_PRICE` plus 8 times the key's length (``L.klen``); call again with
-    the price as ``dt_in``, whether it was measured as ``ok_in`` (-1: no price given) and its launch
-    wait as ``wait_in``."""
+    the price as ``dt_in``, whether it was measured as ``ok_in`` (-1: no price given), its launch
+    wait as ``wait_in`` and its launch time as ``launch_in``."""
     while True:
         if L.phase == 0:
             status = next_step(s, L, p)
@@ -501,6 +510,7 @@ def core(s: EngineState, L: LoopState, p: Scheduler, t: Prices, dt_in: float, ok
             e = price_add(t, L.key, L.klen)
             t.dt[e] = dt_in
             t.wait[e] = wait_in
+            t.launch[e] = launch_in
             t.ok[e] = ok_in
             t.seen[e] = 0
             ok_in = -1
@@ -517,7 +527,7 @@ def core(s: EngineState, L: LoopState, p: Scheduler, t: Prices, dt_in: float, ok
                     L.noted = grown(L.noted)
                 L.noted[L.n_noted] = e
                 L.n_noted += 1
-        run_step(s, L, p, t.dt[e], t.wait[e])
+        run_step(s, L, p, t.dt[e], t.wait[e], t.launch[e])
 
 
 FUNCTIONS: tuple[Any, ...] = (q7, send, receive, next_send, first_token, admit_prefilled, next_step,
