@@ -21,7 +21,9 @@ together on both sets, per engine, leave-one-source-out:
 
 Prints, per engine and set, the out-of-sample median |error| beside the error at the shipped
 constants (in sample) and the pair fitted on every source (what ``engines.toml`` should ship).
-vLLM has no launch floor (its prefill is captured piecewise): only its overhead is fitted.  About
+vLLM has no launch floor (its prefill is captured piecewise): only its overhead is fitted; nor has
+TensorRT-LLM's C++ front end behind Triton or NIM, whose published runs are dense models and take an
+overhead of their own (``accuracy.overhead_group``, ``trtllm-cpp``).  About
 five minutes with the default grid (the InferenceX runs take ~40 s a launch time).
 
     python benchmarks/joint_loso.py
@@ -54,7 +56,7 @@ class Item:
     """One measured TTFT: its engine, source and set, the measured mean (ms), and the TTFT predicted
     without the request overhead (ms) at each launch time of the grid."""
 
-    engine: str
+    engine: str  # the overhead group (accuracy.overhead_group): an engine, or TensorRT-LLM's C++ front end
     source: str
     dataset: str  # "published" (accuracy.py) or "inferencex"
     measured_ms: float
@@ -80,16 +82,17 @@ def fit(items: list[Item], overheads_ms: tuple[float, ...],
 
 
 def loso(items: list[Item], overheads_ms: tuple[float, ...], launches: dict[str, tuple[float, ...]],
-         never: dict[str, str]) -> dict[str, tuple[tuple[float, float], dict[str, tuple[float, float]]]]:
+         never: set[str]) -> dict[str, tuple[tuple[float, float], dict[str, tuple[float, float]]]]:
     """Per engine: the pair fitted on every fitted source, and per source the pair its rows are
-    predicted with (fitted without it; ``never[engine]``'s source takes the full pair)."""
+    predicted with (fitted without it; a source in ``never`` is never fitted to and takes the full
+    pair)."""
     out: dict[str, tuple[tuple[float, float], dict[str, tuple[float, float]]]] = {}
     for engine in sorted({x.engine for x in items}):
         mine = [x for x in items if x.engine == engine]
-        fit_on = [x for x in mine if x.source != never.get(engine)]
+        fit_on = [x for x in mine if x.source not in never]
         grid = launches.get(engine, (0.0,))
         full = fit(fit_on, overheads_ms, grid)
-        picks = {src: full if src == never.get(engine) else
+        picks = {src: full if src in never else
                  fit([x for x in fit_on if x.source != src], overheads_ms, grid)
                  for src in sorted({x.source for x in mine})}
         out[engine] = (full, picks)
@@ -100,8 +103,10 @@ def _shipped() -> dict[str, tuple[float, float]]:
     from servesim.hardware import engines
 
     raw = engines._raw()["engine"]
-    return {e: (accuracy.shipped_overhead_ms(e), float(raw[e].get(KEY, 0.0)))
-            for e in ("sglang", "trtllm", "vllm")}
+    out = {e: (accuracy.shipped_overhead_ms(e), float(raw[e].get(KEY, 0.0)))
+           for e in ("sglang", "trtllm", "vllm")}
+    out[accuracy.CPP_FRONT_END] = (accuracy.CPP_FRONT_END_OVERHEAD_MS, out["trtllm"][1])
+    return out
 
 
 def collect(grid_us: tuple[float, ...]) -> list[Item]:
@@ -121,13 +126,11 @@ def collect(grid_us: tuple[float, ...]) -> list[Item]:
                 raw[e][KEY] = launch
             pricer._BUILT.clear()
             for x in accuracy.evaluate(pub)[0]:
-                pred, m = x["ttft_pm"]
-                if m is None or not m or pred != pred:
+                if "t0" not in x:
                     continue
-                e = x["row"]["engine"]
                 key = ("published", x["row"]["id"])
-                bare.setdefault(key, {})[launch] = pred - accuracy.shipped_overhead_ms(e)
-                meta[key] = (e, x["source"], m)
+                bare.setdefault(key, {})[launch] = x["t0"]
+                meta[key] = (x["group"], x["source"], x["m"])
             for r in ix:
                 p = inferencex.predict_row(r)
                 key = ("inferencex", r["id"])
@@ -146,7 +149,7 @@ def report(items: list[Item], grid_us: tuple[float, ...]) -> list[str]:
     launches = {e: grid_us for e in FITTED}
     for e, (_, launch) in shipped.items():  # vLLM (or any engine not fitted) at its shipped launch time
         launches.setdefault(e, (launch,))
-    fits = loso(items, accuracy.OVERHEAD_GRID_MS, launches, accuracy.NEVER_FITTED)
+    fits = loso(items, accuracy.OVERHEAD_GRID_MS, launches, set(accuracy.NEVER_FITTED.values()))
     lines = [f"request overhead (ms, 0-150) and {KEY} (grid {', '.join(f'{v:g}' for v in grid_us)}) fitted "
              "together leave-one-source-out; median |error| of the mean TTFT:"]
     for engine, (full, picks) in fits.items():

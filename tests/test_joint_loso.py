@@ -36,7 +36,7 @@ def test_each_source_is_predicted_with_the_pair_fitted_without_it():
     same = {0.0: 90.0, 500.0: 90.0}
     rows = [_item("e", "a", 100.0, same), _item("e", "b", 100.0, same),
             _item("e", "c", 100.0, {0.0: 70.0, 500.0: 70.0}), _item("e", "n", 100.0, {0.0: 0.0, 500.0: 0.0})]
-    full, picks = jl.loso(rows, (0.0, 10.0, 30.0), {"e": (0.0, 500.0)}, {"e": "n"})["e"]
+    full, picks = jl.loso(rows, (0.0, 10.0, 30.0), {"e": (0.0, 500.0)}, {"n"})["e"]
     assert full == (10.0, 0.0)
     assert picks["a"] == (10.0, 0.0) and picks["b"] == (10.0, 0.0) and picks["c"] == (10.0, 0.0)
     assert picks["n"] == full  # never fitted: the full pair, though 100 ms would fit it

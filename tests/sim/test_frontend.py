@@ -91,7 +91,10 @@ def test_settle_finds_the_closed_loops_fixed_point() -> None:
 
 
 def test_the_engine_loop_with_the_serving_loop_against_without() -> None:
-    eng = engine_profile("trtllm", gpu="h100-sxm", memory_gib=80)
+    # trtllm-serve's loop at a 5 ms overhead: with one prompt and output length a closed loop's clients
+    # lock into a queue whose length an overhead of tens of ms moves by more than itself (README,
+    # "How close is it?"), which this test of the loop's wait is not about
+    eng = replace(engine_profile("trtllm", gpu="h100-sxm", memory_gib=80), request_overhead_s=5e-3)
     sm = StepModel(dense_shape("llama-3-8b"), "h100-sxm", 1, engine=eng)
     bench = Benchmark(1024, 128, concurrency=64, num_prompts=192, client=Client("vllm"))
     memory = resolve_gpu("h100-sxm").memory_bytes
