@@ -406,3 +406,16 @@ def test_trtllm_attention_dp_balance_compiled():
     sm = StepModel(dense_shape("llama-3-8b"), "h200", 4, engine=eng)
     bench = Benchmark(1024, 96, rate_per_s=30.0, num_prompts=80, seed=3, client=RANGE)
     _same(*_both(sm, bench, 139.8 * 2**30))
+
+
+def test_compile_kernels_compiles_at_the_signature_the_loop_calls():
+    """``compile_kernels`` (what benchmarks/bench_engine.py warms up with) and the run's entry point
+    use one signature (``core_signature``): warming a policy leaves the entry point a compiled
+    version at it, so nothing compiles again (the disk cache may serve either)."""
+    from servesim.sim import _engine_loop
+    from servesim.sim.schedulers.trtllm import TrtllmScheduler
+
+    assert _engine_loop.compile_kernels((TrtllmScheduler,)) >= 0
+    core = _engine_loop.core_for(TrtllmScheduler)
+    assert _engine_loop.core_signature(TrtllmScheduler) in core.overloads
+    assert len(_engine_loop.core_signature(TrtllmScheduler)) == 8  # books, price, measured, wait, launch

@@ -66,7 +66,8 @@ structref = _NB.experimental.structref
 imp_dtor = sys.modules["numba.experimental.jitclass.base"].imp_dtor
 _Utils = structref._Utils
 
-__all__ = ["column", "compile_kernels", "core_for", "dump", "stats", "struct_of", "struct_type"]
+__all__ = ["column", "compile_kernels", "core_for", "core_signature", "dump", "stats", "struct_of",
+           "struct_type"]
 
 _FIELD_TYPES: dict[str, Type] = {
     "int": nbtypes.int64, "float": nbtypes.float64, "bool": nbtypes.boolean,
@@ -535,14 +536,21 @@ def core_for(policy: type[Scheduler]) -> Dispatcher:
     return got
 
 
+def core_signature(policy: type[Scheduler]) -> tuple[Any, ...]:
+    """The one signature :func:`servesim.sim.loop.core` is compiled and called at for ``policy``: the
+    four books' structures, then the price (float), whether it was measured (int), its launch wait
+    and launch time (floats)."""
+    books = tuple(struct_type(c) for c in (EngineState, _loop.LoopState, policy, _loop.Prices))
+    return (*books, nbtypes.float64, nbtypes.int64, nbtypes.float64, nbtypes.float64)
+
+
 def compile_kernels(policies: tuple[type[Scheduler], ...] | None = None) -> int:
     """Compile (or load from numba's disk cache) the loop for each shipped policy (or each of
     ``policies``), e.g. before timing a run; how many were compiled afresh."""
     fresh = 0
     for cls in policies or tuple(SCHEDULERS.values()):
         core = core_for(cls)
-        sig = tuple(struct_type(c) for c in (EngineState, _loop.LoopState, cls, _loop.Prices))
-        core.compile((*sig, nbtypes.float64, nbtypes.int64))
+        core.compile(core_signature(cls))
         fresh += sum(core.stats.cache_misses.values())
     return fresh
 

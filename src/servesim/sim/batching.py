@@ -621,10 +621,8 @@ def _entry_point(policy: type[Scheduler]) -> Callable[..., int]:
     if got is None:
         from servesim.sim import _engine_loop  # lazy: once loaded, loop='auto' compiles (_compiled_loop)
 
-        books = (EngineState, _loop.LoopState, policy, _loop.Prices)
-        sig = (*(_engine_loop.struct_type(c) for c in books), _engine_loop.nbtypes.float64,
-               _engine_loop.nbtypes.int64, _engine_loop.nbtypes.float64, _engine_loop.nbtypes.float64)
-        got = _ENTRY_POINTS[policy] = _engine_loop.core_for(policy).compile(sig)
+        core = _engine_loop.core_for(policy)
+        got = _ENTRY_POINTS[policy] = core.compile(_engine_loop.core_signature(policy))
     return got
 
 
