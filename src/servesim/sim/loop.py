@@ -394,9 +394,9 @@ def next_step(s: EngineState, L: LoopState, p: Scheduler) -> int:
         return PLANNED
 
 
-def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float, wait: float, launch: float) -> None:
-    """The planned step runs for ``dt`` (its price; a stretch's price of one step), of which the GPU
-    waits ``wait`` on the CPU's ``launch`` of it.
+def launch_hidden(L: LoopState, dt: float, wait: float, launch: float) -> float:
+    """A step's time ``dt``, of which the GPU waits ``wait`` on the CPU's ``launch`` of it, less what
+    an overlap scheduler hides of the wait behind the step before it.
 
     An overlap scheduler launches a step while the step before it still runs on the GPU
     (TensorRT-LLM's ``PyExecutor._executor_loop_overlap``: ``_forward_step`` for this batch, then
@@ -409,14 +409,19 @@ def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float, wait: float,
     with ``wait = launch - GPU work``.  Behind a CUDA-graph decode step (no launch to speak of) the
     whole decode step is free; behind another launch-bound step (a first wave of prompts) none is.
     The first step after an idle spell has nothing before it (``L.last_step_s`` 0)."""
-    b = L.b
-    n = L.n
-    nch = s.plan_n
     if L.late and wait > 0.0:
         free = L.last_step_s - L.last_launch_s
         if free > 0.0:
             dt -= wait if wait < free else free
     L.last_launch_s = launch
+    return dt
+
+
+def run_step(s: EngineState, L: LoopState, p: Scheduler, dt: float, wait: float, launch: float) -> None:
+    """The planned step runs for ``dt`` (its price; a stretch's price of one step), of which the GPU
+    waits ``wait`` on the CPU's ``launch`` of it (:func:`launch_hidden`)."""
+    b, n, nch = L.b, L.n, s.plan_n
+    dt = launch_hidden(L, dt, wait, launch)
     if s.spec_k >= 0 and b > 0:
         dt += L.spec_add_s
     now = L.t
@@ -531,7 +536,7 @@ def core(s: EngineState, L: LoopState, p: Scheduler, t: Prices, dt_in: float, ok
 
 
 FUNCTIONS: tuple[Any, ...] = (q7, send, receive, next_send, first_token, admit_prefilled, next_step,
-                              run_step)
+                              launch_hidden, run_step)
 """The loop's functions that the compiled loop compiles from this text (:func:`core` itself, once
 per policy)."""
 
