@@ -229,6 +229,29 @@ def test_trtllm_attention_dp_balance_holds_contexts(waiting, decoding, held):
     assert policy.quiet_steps(_adp_state(4, 4, 1)) == 1.0  # the balance decides every iteration
 
 
+def test_trtllm_attention_dp_balance_counts_iterations_with_nothing_waiting():
+    """_schedule calls _balance_adp_requests every iteration: with no context request on any rank
+    the count runs 1, 2, ... and starts again at the timeout (5).  A stretch of three iterations with
+    nothing waiting (its plan counts the first), then a lone request: the count stands at 3, so it
+    waits 1 iteration (4), not 4, and goes on the 5th.  A stretch while a rank has no generation
+    request starts the count again."""
+    eng = engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, dp=4,
+                         scheduler={"attention_dp_balance": True, "attention_dp_timeout_iters": 5,
+                                    "attention_dp_batching_wait_iters": 2})
+    policy = make_scheduler("trtllm", eng)
+    idle = _adp_state(4, 4, 0)
+    assert not _plan(policy, idle).chunks and policy.waited == 1
+    policy.after_step(idle, 3)  # the stretch's second and third iterations count here
+    assert policy.waited == 3
+    s = _adp_state(4, 4, 1)
+    plans = [_plan(policy, s) for _ in range(2)]
+    assert [bool(p.chunks) for p in plans] == [False, True]
+    policy.after_step(_adp_state(4, 2, 0), 7)  # two ranks without generation requests
+    assert policy.waited == 0
+    policy.after_step(idle, 8)  # 7 more iterations: 7 % 5
+    assert policy.waited == 2
+
+
 def test_trtllm_attention_dp_balance_is_off_by_default_and_without_dp():
     policy = make_scheduler("trtllm", engine_profile("trtllm", gpu="h100-sxm", memory_gib=80, dp=4))
     assert _plan(policy, _adp_state(4, 4, 1)).chunks  # TensorRT-LLM's default: no balance

@@ -22,7 +22,10 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
    ``pyexecutor/py_executor.py`` ``_balance_adp_requests``): with attention data parallel, new
    context requests wait until every rank has one, for at most ``timeout_iters`` iterations
    (and start at once while some rank has no generation request); once every rank has one and
-   every rank is generating, they wait ``batching_wait_iters`` more iterations.  Every rank
+   every rank is generating, they wait ``batching_wait_iters`` more iterations.  ``_schedule``
+   calls the balance every iteration, so its count of waiting iterations runs on while no context
+   request waits anywhere and starts again at ``timeout_iters``: a lone request waits out what is
+   left of the running count, not a whole one.  Every rank
    holding one is read as at least as many waiting requests as ranks (the ranks are handed
    requests in turn), every rank generating as at least as many decoding ones.
 5. **New requests enter one an iteration** (``new_requests_per_iteration``, servesim's: 1 without
@@ -134,6 +137,14 @@ class TrtllmScheduler(Scheduler):
         # a stretch of pure decode steps hands the executor one request a step as well
         if self.new_per_step and steps > 1:
             self.visible = min(s.waiting_n, self.visible + (steps - 1) * self.new_per_step)
+        # and runs the balance's count of iterations on, with no context request on any rank: each
+        # iteration adds one and the count starts again at the timeout (or at once while a rank has
+        # no generation request), as the step that planned the stretch counted its first
+        if self.balancing and steps > 1:
+            if s.decoding_n >= s.ranks and self.timeout_iters > 0:
+                self.waited = (self.waited + steps - 1) % self.timeout_iters
+            else:
+                self.waited = 0
 
     def quiet_steps(self, s: EngineState) -> float:
         # the balance and the batch waiting decide each iteration
@@ -160,7 +171,8 @@ class TrtllmScheduler(Scheduler):
                 break
             s.plan_chunk(r, q)
             left -= q
-        hold = self.balancing and s.waiting_n > 0 and self.hold_contexts(s)
+        # the balance decides (and counts) every iteration, whether or not a request waits
+        hold = self.balancing and self.hold_contexts(s) and s.waiting_n > 0
         # The queue's first requests that the step could take: their tokens go into the plan after
         # the chunks, and they are taken below unless batch waiting keeps them.
         take = 0
