@@ -485,14 +485,14 @@ def shipped_overhead_ms(group: str) -> float:
     return engine_profile(group).request_overhead_s * 1e3
 
 
-def fit_overhead(items: list[dict[str, Any]]) -> float:
-    """The request overhead (ms, on :data:`OVERHEAD_GRID_MS`) that minimises the median |error| of
-    TTFT over ``items`` (each holding ``t0``, the TTFT predicted without it, and the measured ``m``);
-    ties go to the smaller."""
+def fit_overhead(items: list[dict[str, Any]], grid: tuple[float, ...] = OVERHEAD_GRID_MS) -> float:
+    """The request overhead (ms, on ``grid``, default :data:`OVERHEAD_GRID_MS`) that minimises the
+    median |error| of TTFT over ``items`` (each holding ``t0``, the TTFT predicted without it, and the
+    measured ``m``); ties go to the smaller; 0 without items."""
     if not items:
         return 0.0
     best, best_err = 0.0, math.inf
-    for o in OVERHEAD_GRID_MS:
+    for o in sorted(grid):
         err = statistics.median(abs(x["t0"] + o - x["m"]) / x["m"] for x in items)
         if err < best_err - 1e-12:
             best, best_err = o, err
@@ -541,7 +541,8 @@ def inferencex_items() -> tuple[dict[str, Any], ...]:
         if r["mode"] != "agg":
             continue
         p = inferencex.predict_row(r)
-        out.append({"engine": r["engine"], "source": "ix " + r["date"], "m": float(r["mean_ttft_ms"]),
+        out.append({"id": r["id"], "engine": r["engine"], "source": "ix " + r["date"],
+                    "m": float(r["mean_ttft_ms"]),
                     "t0": p["ttft"] - shipped_overhead_ms(overhead_group(r["engine"]))})
     return tuple(out)
 

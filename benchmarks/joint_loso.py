@@ -43,7 +43,6 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import accuracy  # noqa: E402  (a sibling script)
-import inferencex  # noqa: E402
 
 KEY = "eager_mla_layer_host_us"
 FITTED = ("sglang", "trtllm")
@@ -71,13 +70,17 @@ def error(item: Item, overhead_ms: float, launch_us: float) -> float:
 def fit(items: list[Item], overheads_ms: tuple[float, ...],
         launches_us: tuple[float, ...]) -> tuple[float, float]:
     """The (overhead ms, launch us) minimising the median |error| over ``items`` (ties: the smaller
-    launch time, then the smaller overhead); (0, 0) without items."""
-    best, best_err = (0.0, 0.0), math.inf
+    launch time, then the smaller overhead): at each launch time the overhead ``accuracy.fit_overhead``
+    fits; (0, the smallest launch time) without items."""
+    best, best_err = (0.0, min(launches_us)), math.inf
+    if not items:
+        return best
     for launch in sorted(launches_us):
-        for o in sorted(overheads_ms):
-            err = statistics.median(abs(error(x, o, launch)) for x in items) if items else 0.0
-            if err < best_err - 1e-12:
-                best, best_err = (o, launch), err
+        at = [{"t0": x.bare_ms[launch], "m": x.measured_ms} for x in items]
+        o = accuracy.fit_overhead(at, overheads_ms)
+        err = statistics.median(abs(error(x, o, launch)) for x in items)
+        if err < best_err - 1e-12:
+            best, best_err = (o, launch), err
     return best
 
 
@@ -119,7 +122,6 @@ def collect(grid_us: tuple[float, ...]) -> list[Item]:
     bare: dict[tuple[str, str], dict[float, float]] = {}
     meta: dict[tuple[str, str], tuple[str, str, float]] = {}
     pub = accuracy.load_rows()
-    ix = [r for r in inferencex.load_rows() if r["mode"] == "agg"]
     try:
         for launch in grid_us:
             for e in FITTED:
@@ -131,11 +133,10 @@ def collect(grid_us: tuple[float, ...]) -> list[Item]:
                 key = ("published", x["row"]["id"])
                 bare.setdefault(key, {})[launch] = x["t0"]
                 meta[key] = (x["group"], x["source"], x["m"])
-            for r in ix:
-                p = inferencex.predict_row(r)
-                key = ("inferencex", r["id"])
-                bare.setdefault(key, {})[launch] = p["ttft"] - accuracy.shipped_overhead_ms(r["engine"])
-                meta[key] = (r["engine"], "ix " + r["date"], float(r["mean_ttft_ms"]))
+            for x in accuracy.inferencex_items():
+                key = ("inferencex", x["id"])
+                bare.setdefault(key, {})[launch] = x["t0"]
+                meta[key] = (accuracy.overhead_group(x["engine"]), x["source"], x["m"])
     finally:
         for e in FITTED:
             raw[e][KEY] = shipped[e]

@@ -1096,9 +1096,9 @@ class MoEStepModel:
         eager_prefill = not x.graph and bool(x.chunks) and self.arch.attention == "mla"
         launch = self.arch.layers * self.engine.eager_mla_layer_host_s if eager_prefill else 0.0
         wait = max(0.0, launch - gpu)
-        if launch > gpu:  # the GPU waits for the CPU to launch the layers (engines.toml, the fitted floor)
-            ops.append(Op("launch-bound wait (eager prefill)", "elementwise", 1, launch - gpu))
-            other += launch - gpu
+        if wait > 0.0:  # the GPU waits for the CPU to launch the layers (engines.toml, the fitted floor)
+            ops.append(Op("launch-bound wait (eager prefill)", "elementwise", 1, wait))
+            other += wait
             gpu = launch
         floor = max(floor, launch)  # no eager prefill step launches faster: part of its bound
         seqs = (x.decode + sum(c.count for c in x.chunks)) / self.par.dp

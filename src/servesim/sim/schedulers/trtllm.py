@@ -127,24 +127,26 @@ class TrtllmScheduler(Scheduler):
                 return True
             self.batched = 0
             return False
-        self.waited += 1
-        if self.waited >= self.timeout_iters or not every_gen:
+        self.count_on(s, 1)
+        return self.waited > 0  # at the timeout (or with a rank not generating) they go
+
+    def count_on(self, s: EngineState, iterations: int) -> None:
+        """The balance's count of waiting iterations after ``iterations`` more without every rank
+        holding a context request: one each, started again at the timeout, or at 0 while a rank has no
+        generation request."""
+        if s.decoding_n >= s.ranks and self.timeout_iters > 0:
+            self.waited = (self.waited + iterations) % self.timeout_iters
+        else:
             self.waited = 0
-            return False
-        return True
 
     def after_step(self, s: EngineState, steps: int) -> None:
         # a stretch of pure decode steps hands the executor one request a step as well
         if self.new_per_step and steps > 1:
             self.visible = min(s.waiting_n, self.visible + (steps - 1) * self.new_per_step)
-        # and runs the balance's count of iterations on, with no context request on any rank: each
-        # iteration adds one and the count starts again at the timeout (or at once while a rank has
-        # no generation request), as the step that planned the stretch counted its first
+        # and runs the balance's count on, with no context request on any rank (the step that planned
+        # the stretch counted its first iteration)
         if self.balancing and steps > 1:
-            if s.decoding_n >= s.ranks and self.timeout_iters > 0:
-                self.waited = (self.waited + steps - 1) % self.timeout_iters
-            else:
-                self.waited = 0
+            self.count_on(s, steps - 1)
 
     def quiet_steps(self, s: EngineState) -> float:
         # the balance and the batch waiting decide each iteration
