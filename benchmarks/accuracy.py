@@ -634,7 +634,7 @@ def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
         return loop_candidate_ms(x, cost_us)
     c_ms = cost_us * 1e-3
     if kind.endswith("-py"):  # Python front ends only: TensorRT-LLM's C++ backend (Triton, NIM) has none
-        if x["row"]["engine"] == "trtllm" and overlap_of(x["row"]) is False:
+        if overhead_group(x["row"]["engine"], x["row"]) == CPP_FRONT_END:
             return 0.0
         kind = kind[:-3]
     if kind == "tokenize":
