@@ -51,6 +51,7 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 DATA = Path(__file__).parent / "data" / "inferencex_dsr1.csv"
 MTP_DATA = Path(__file__).parent / "data" / "inferencex_dsr1_mtp.csv"
@@ -205,52 +206,86 @@ def write_rows(path: Path, table: list[dict[str, object]]) -> None:
     save_through_temp(path, write, "rows file")
 
 
+def _set(raw: dict[str, Any], key: str, value: float) -> None:
+    """Set engines.toml ``key`` of one engine's table ``raw`` to ``value``: a number (``name``), or a
+    field of every entry of a list of tables (``name.field``: ``moe_prefill_scale.factor``)."""
+    name, _, field = key.partition(".")
+    if not field:
+        raw[name] = value
+        return
+    for entry in raw.get(name, ()):
+        entry[field] = value
+
+
+def _get(raw: dict[str, Any], key: str) -> float | None:
+    """What :func:`_set` sets, as shipped (the first entry's field); ``None`` where the engine has none."""
+    name, _, field = key.partition(".")
+    if not field:
+        return float(raw.get(name, 0.0))
+    entries = raw.get(name) or []
+    return float(entries[0][field]) if entries else None
+
+
 def loso(rows: list[dict[str, str]], key: str, grid: list[float]) -> list[str]:
-    """``key`` of engines.toml (a number each engine of the rows has) fitted leave-one-source-out on
-    the rows' mean TTFT: every row predicted at each value of ``grid`` (for every engine at once), a
-    source is a campaign (the run's date), and each source's rows take the value that minimises the
-    median |error| of the other sources' rows of their engine.  Prints that out-of-sample error beside
-    the error at the shipped value (in sample) and at 0."""
+    """``key`` of engines.toml fitted leave-one-source-out on the rows' mean TTFT: a number each
+    engine of the rows has (``eager_mla_layer_host_us``), or a field of each entry of a list of tables
+    (``moe_prefill_scale.factor``, ``cold_start.seconds``: engines without that list are left out).
+    Every row (colocated, and the disaggregated ones where given) is predicted at each value of
+    ``grid`` (for every engine at once; an engine's rows depend on its own value only), a source is a
+    campaign (the run's date), and each source's rows take the value that minimises the median
+    |error| of the other sources' rows of their engine, both modes pooled.  Prints, per engine and
+    mode, that out-of-sample error beside the error at the shipped value (in sample), at the value
+    fitted on every source and at ``grid``'s smallest value (for a factor, 1: none), over every row
+    and over the rows the value moves (``moved``: those whose prediction differs across the grid; a
+    constant of one GPU or dtype leaves the others as they are)."""
     from servesim.hardware import engines, pricer
 
     raw = engines._raw()["engine"]
-    names = sorted({r["engine"] for r in rows})
-    shipped = {e: float(raw[e].get(key, 0.0)) for e in names}
+    names = sorted(e for e in {r["engine"] for r in rows} if _get(raw[e], key) is not None)
+    shipped = {e: _get(raw[e], key) for e in names}
+    off = min(grid)
     errs: dict[float, dict[str, float]] = {}
     try:
-        for v in sorted({*grid, 0.0, *shipped.values()}):
+        for v in sorted({*grid, *(x for x in shipped.values() if x is not None)}):
             for e in names:
-                raw[e][key] = v
+                _set(raw[e], key, v)
             pricer._BUILT.clear()
             errs[v] = {}
             for r in rows:
-                p = predict_row(r)
-                errs[v][r["id"]] = (p["ttft"] - float(r["mean_ttft_ms"])) / float(r["mean_ttft_ms"])
+                if r["engine"] in names:
+                    p = predict_row(r)
+                    errs[v][r["id"]] = (p["ttft"] - float(r["mean_ttft_ms"])) / float(r["mean_ttft_ms"])
     finally:
         for e in names:
-            raw[e][key] = shipped[e]
+            _set(raw[e], key, float(shipped[e] or 0.0))
         pricer._BUILT.clear()
     lines = [f"{key} fitted leave-one-source-out on the mean TTFT (source: the run's date; grid "
-             f"{', '.join(f'{v:g}' for v in grid)}):"]
+             f"{', '.join(f'{v:g}' for v in grid)}; modes pooled):"]
+
+    def med(v: float, rs: list[dict[str, str]]) -> float:
+        return statistics.median(abs(errs[v][r["id"]]) for r in rs) if rs else math.inf
+
     for e in names:
         mine = [r for r in rows if r["engine"] == e]
-
-        def med(v: float, rs: list[dict[str, str]]) -> float:
-            return statistics.median(abs(errs[v][r["id"]]) for r in rs) if rs else math.inf
-
-        oos: list[float] = []
+        oos: dict[str, float] = {}
         picks = []
         for src in sorted({r["date"] for r in mine}):
-            held = [r for r in mine if r["date"] == src]
             rest = [r for r in mine if r["date"] != src]
             v = min(grid, key=lambda g: (med(g, rest), g))
             picks.append(v)
-            oos += [abs(errs[v][r["id"]]) for r in held]
+            oos.update((r["id"], abs(errs[v][r["id"]])) for r in mine if r["date"] == src)
         full = min(grid, key=lambda g: (med(g, mine), g))
-        lines.append(f"  {e:<7} n={len(mine):<3} out of sample {100 * statistics.median(oos):5.1f}% (values "
-                     f"picked {min(picks):g}-{max(picks):g}); in sample at the shipped {shipped[e]:g} "
-                     f"{100 * med(shipped[e], mine):5.1f}%, fitted on all {full:g} "
-                     f"{100 * med(full, mine):5.1f}%, at 0 {100 * med(0.0, mine):5.1f}%")
+        lines.append(f"  {e}: fitted on every source {full:g} (ships {shipped[e]:g}); per-source picks "
+                     f"{min(picks):g}-{max(picks):g}")
+        for mode in ("agg", "disagg"):
+            every = [r for r in mine if r["mode"] == mode]
+            moved = [r for r in every if len({round(errs[v][r["id"]], 12) for v in grid}) > 1]
+            for label, rs in (("", every), (" moved", moved)):
+                if rs:
+                    lines.append(f"    {mode + label:<12} n={len(rs):<3} out of sample "
+                                 f"{100 * statistics.median(oos[r['id']] for r in rs):5.1f}%; in sample at "
+                                 f"the shipped {100 * med(float(shipped[e] or 0.0), rs):5.1f}%, at the full "
+                                 f"fit {100 * med(full, rs):5.1f}%, at {off:g} {100 * med(off, rs):5.1f}%")
     return lines
 
 
@@ -262,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
                          "with --disagg)")
     ap.add_argument("--quiet", action="store_true", help="the summaries only, not every row")
     ap.add_argument("--loso", metavar="KEY=V1,V2,...",
-                    help="fit an engines.toml number leave-one-source-out on the colocated runs' TTFT, e.g. "
-                         "eager_mla_layer_host_us=0,750,1500,2200,3000")
+                    help="fit an engines.toml number leave-one-source-out on the colocated runs' TTFT (with "
+                         "--disagg the disaggregated ones too), e.g. eager_mla_layer_host_us=0,750,1500,3000 "
+                         "or a field of a list of tables, moe_prefill_scale.factor=1,1.5,1.7,2")
     ap.add_argument("--rows", type=Path, metavar="FILE",
                     help="also write every row's prediction beside its measurement as CSV (ROW_FIELDS)")
     args = ap.parse_args(argv)
@@ -278,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--loso {args.loso!r}: KEY=V1,V2,... with numbers")
         if not grid:
             ap.error(f"--loso {args.loso!r}: KEY=V1,V2,... with numbers")
-        sys.stdout.write("\n".join(loso([r for r in rows if r["mode"] == "agg"], key, grid)) + "\n")
+        sys.stdout.write("\n".join(loso(rows, key, grid)) + "\n")
         return 0
     table: list[dict[str, object]] = []
     sys.stdout.write("\n".join(report(rows, args.quiet, table if args.rows is not None else None)) + "\n")
