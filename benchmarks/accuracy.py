@@ -106,6 +106,27 @@ _DP = re.compile(r"\bdp=(\d+)")
 _EP = re.compile(r"\bep=(\d+)")
 
 
+_SHAREGPT = re.compile(r"sharegpt", re.IGNORECASE)
+SHAREGPT_RATIO = 0.9
+"""The range ratio that stands in for ShareGPT's spread of lengths (:func:`length_spread`)."""
+
+
+def length_spread(row: dict[str, str], name: str, ratio: float | None,
+                  nominal: tuple[int, int] | None) -> float | None:
+    """The range ratio a row is predicted with: the one its note states, else, for a run of the vllm
+    client on ShareGPT (``vllm bench serve`` or ``sglang.bench_serving`` without ``--dataset-name
+    random``: each request the prompt and answer of one conversation, whose lengths the row gives as
+    means), :data:`SHAREGPT_RATIO`: lengths uniform in [0.1, 1.9] x the means.  A run of fixed
+    lengths at its means locks a closed loop's clients into step (four clients of gpt-oss-120b on
+    one H100, gpsoss-012: every prompt prefilled beside the three others, 55.6 ms before any
+    overhead, against 31.0 ms with lengths spread at 0.5 and 31.3 ms at 0.9); the spread stands in
+    for the conversations' (longer-tailed) one, which the sources do not give.  None: the client's
+    default (fixed lengths for vllm)."""
+    if ratio is None and nominal is None and name == "vllm" and _SHAREGPT.search(row.get("note", "")):
+        return SHAREGPT_RATIO
+    return ratio
+
+
 def parallelism_of(row: dict[str, str]) -> tuple[int, int]:
     """Attention data parallel and expert parallel a row's note states (``dp=8 ep=8``), else 1, 1."""
     note = row.get("note", "")
@@ -197,6 +218,7 @@ def predict_row(row: dict[str, str], host: tuple[float, float] | None = None) ->
     rate = _num(row["request_rate"])
     dp, ep = parallelism_of(row)
     name, ratio, nominal = client_of(row)
+    ratio = length_spread(row, name, ratio, nominal)
     isl, osl = nominal or (int(float(row["isl"])), int(float(row["osl"])))
     client = Client(name, random_range_ratio=ratio)
     bench = Benchmark(isl=isl, osl=osl,
@@ -291,6 +313,7 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
     flight, output tokens/s against the published figure, grouped by source, GPU and dtype."""
     from servesim.hardware.pricer import Deployment, build_step_model
     from servesim.sim.batching import Benchmark, run_benchmark
+    from servesim.sim.client import Client
 
     groups: dict[str, list[float]] = {}
     skipped = []
@@ -310,7 +333,10 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
             sm, _, mem = build_step_model(dep)
             if not serving_loop(r):
                 _without_serving_loop(sm)
-            bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000)
+            name, ratio, nominal = client_of(r)  # the nominal lengths are the means here: a vllm client's
+            spread = length_spread(r, name, ratio, nominal) if name == "vllm" else None
+            bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000,
+                              client=Client("vllm", random_range_ratio=spread))
             res = run_benchmark(sm, bench, mem)
         except Exception as exc:  # report and go on: this is a survey
             skipped.append(f"{r['id']}: {exc}")
@@ -465,24 +491,40 @@ servesim predicts ``trtllm-serve``, so it is this script's, not engines.toml's."
 OVERHEAD_GRID_MS: tuple[float, ...] = tuple(float(x) for x in range(0, 151))
 
 
+PYTHON_FRONT_END = "python"
+"""The overhead group of the three Python OpenAI servers (vLLM's and SGLang's, ``trtllm-serve``):
+one request overhead, engines.toml's ``request_overhead_us`` of each (the same number), fitted on
+their rows pooled (:func:`overhead_group`)."""
+
+PYTHON_SERVERS: tuple[str, ...] = ("sglang", "trtllm", "vllm")
+
+
 def overhead_group(engine: str, row: dict[str, str] | None = None) -> str:
-    """Which request overhead a row's TTFT takes: its engine's, or for TensorRT-LLM's TensorRT (C++)
-    backend behind Triton or NIM, :data:`CPP_FRONT_END`'s.  The three Python servers (vLLM's and
-    SGLang's OpenAI servers, ``trtllm-serve``) spend tens of ms a request where the C++ front end
-    spends a few: fitted as one, TensorRT-LLM's fold without its Triton rows asks for 71 ms and the
-    Triton rows for 5 (``benchmarks/joint_loso.py``)."""
+    """Which request overhead a row's TTFT takes: the Python servers' one (:data:`PYTHON_FRONT_END`),
+    or for TensorRT-LLM's TensorRT (C++) backend behind Triton or NIM, :data:`CPP_FRONT_END`'s.  The
+    three Python servers spend tens of ms a request where the C++ front end spends a few: fitted as
+    one, TensorRT-LLM's fold without its Triton rows asks for 71 ms and the Triton rows for 5.  Fitted
+    apart, the three ask for 58 (SGLang), 72 (``trtllm-serve``) and 72 ms (vLLM, on three runs of two
+    sources, one of which alone asks for 80 ms with its decode steps priced 37% too fast), so they
+    share one, fitted on their rows pooled: what the time is spent on is not identified, and the
+    benchmark clients, the HTTP streaming and the tokenizer are common to them."""
     if row is not None and engine == "trtllm" and overlap_of(row) is False:
         return CPP_FRONT_END
-    return engine
+    return PYTHON_FRONT_END
 
 
 def shipped_overhead_ms(group: str) -> float:
-    """The request overhead a group's rows are predicted with (ms)."""
+    """The request overhead a group's rows are predicted with (ms): the C++ front end's, or the one
+    engines.toml gives each Python server (an error where they differ)."""
     from servesim.hardware.engines import engine_profile
 
     if group == CPP_FRONT_END:
         return CPP_FRONT_END_OVERHEAD_MS
-    return engine_profile(group).request_overhead_s * 1e3
+    values = {engine_profile(e).request_overhead_s * 1e3 for e in PYTHON_SERVERS}
+    if len(values) != 1:
+        raise SystemExit(f"engines.toml request_overhead_us differs among {', '.join(PYTHON_SERVERS)}: "
+                         "they are one constant (accuracy.overhead_group)")
+    return values.pop()
 
 
 def fit_overhead(items: list[dict[str, Any]], grid: tuple[float, ...] = OVERHEAD_GRID_MS) -> float:
@@ -548,15 +590,18 @@ def inferencex_items() -> tuple[dict[str, Any], ...]:
 
 
 def overhead_effect(results: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """Per engine group, the median |error| of TTFT out of sample with the fitted overhead and with
-    none (a constant is kept only where the first is the smaller)."""
+    """Per engine (TensorRT-LLM's C++ front end apart), the median |error| of TTFT out of sample with
+    the fitted overhead and with none (a constant is kept only where the first is the smaller)."""
     out: dict[str, tuple[float, float]] = {}
-    for group in sorted({x["group"] for x in results}):
-        xs = [x for x in results if "t0" in x and x["group"] == group]
-        if xs:
-            out[group] = (statistics.median(abs(x["e_ttft"]) for x in xs),
-                          statistics.median(abs(x["t0"] - x["m"]) / x["m"] for x in xs))
+    for key in sorted({_effect_key(x) for x in results if "t0" in x}):
+        xs = [x for x in results if "t0" in x and _effect_key(x) == key]
+        out[key] = (statistics.median(abs(x["e_ttft"]) for x in xs),
+                    statistics.median(abs(x["t0"] - x["m"]) / x["m"] for x in xs))
     return out
+
+
+def _effect_key(x: dict[str, Any]) -> str:
+    return CPP_FRONT_END if x["group"] == CPP_FRONT_END else str(x["row"]["engine"])
 
 
 # --------------------------------------------------------------------------- the first-token path

@@ -18,11 +18,21 @@ def test_the_cpp_front_end_is_a_group_of_its_own():
     triton, nim = _row("trt014-019"), next(r for r in acc.load_rows() if r["id"].startswith("nim18"))
     assert acc.overhead_group("trtllm", triton) == acc.CPP_FRONT_END
     assert acc.overhead_group("trtllm", nim) == acc.CPP_FRONT_END
-    assert acc.overhead_group("trtllm") == "trtllm"  # InferenceX's runs: trtllm-serve
+    assert acc.overhead_group("trtllm") == acc.PYTHON_FRONT_END  # InferenceX's runs: trtllm-serve
     sglang = next(r for r in acc.load_rows() if r["engine"] == "sglang")
-    assert acc.overhead_group("sglang", sglang) == "sglang"
+    assert acc.overhead_group("sglang", sglang) == acc.PYTHON_FRONT_END
+    assert acc.overhead_group("vllm") == acc.PYTHON_FRONT_END
     assert acc.shipped_overhead_ms(acc.CPP_FRONT_END) == acc.CPP_FRONT_END_OVERHEAD_MS
-    assert acc.shipped_overhead_ms("trtllm") > 10 * acc.CPP_FRONT_END_OVERHEAD_MS  # a Python server's
+    assert acc.shipped_overhead_ms(acc.PYTHON_FRONT_END) > 10 * acc.CPP_FRONT_END_OVERHEAD_MS
+
+
+def test_the_python_servers_share_one_overhead_in_engines_toml():
+    """One constant, fitted on the three servers' rows pooled: engines.toml gives each the same."""
+    from servesim.hardware.engines import engine_profile
+
+    values = {engine_profile(e).request_overhead_s for e in acc.PYTHON_SERVERS}
+    assert len(values) == 1
+    assert acc.shipped_overhead_ms(acc.PYTHON_FRONT_END) == pytest.approx(values.pop() * 1e3)
 
 
 def test_a_cpp_row_is_priced_with_its_own_overhead(monkeypatch):
@@ -34,4 +44,31 @@ def test_a_cpp_row_is_priced_with_its_own_overhead(monkeypatch):
     bare = acc.predict_row(row)["ttft"]
     monkeypatch.setattr(acc, "CPP_FRONT_END_OVERHEAD_MS", 20.0)
     assert acc.predict_row(row)["ttft"] == pytest.approx(bare + 20.0, abs=1e-9)
-    assert bare < acc.shipped_overhead_ms("trtllm")  # a measured ~23 ms, with no Python server's overhead
+    assert bare < acc.shipped_overhead_ms(acc.PYTHON_FRONT_END)  # a measured ~23 ms, no Python server's
+
+
+def test_sharegpt_runs_are_predicted_with_lengths_spread_around_their_means():
+    """A vllm-client run on ShareGPT (gpsoss-012: 229.5 / 216.9 tokens on average, four clients)
+    takes the stand-in spread, lengths uniform in [0.1, 1.9] x the means; a run that states its range
+    ratio keeps it, and a random-token run of the vllm client keeps fixed lengths."""
+    share = _row("gpsoss-012")
+    name, ratio, nominal = acc.client_of(share)
+    assert (name, ratio, nominal) == ("vllm", None, None)
+    assert acc.length_spread(share, name, ratio, nominal) == acc.SHAREGPT_RATIO == 0.9
+    stated = _row("dch33-001")  # ShareGPT text at sglang.bench_serving's random lengths, ratio 0
+    assert acc.length_spread(stated, *acc.client_of(stated)) == 0.0
+    fixed = _row("trt014-019")
+    assert "sharegpt" not in fixed["note"].lower()
+    assert acc.length_spread(fixed, *acc.client_of(fixed)) is None
+
+
+def test_spread_lengths_unlock_four_clients_of_one_length():
+    """gpsoss-012 by hand: at fixed lengths (its means) the four clients lock into step, each prompt
+    prefilled beside the three others; spread, a prompt mostly meets decodes only, so its TTFT
+    (before the overhead) falls from about 56 to about 31 ms (the docstring of length_spread)."""
+    share = _row("gpsoss-012")
+    spread = acc.predict_row(share)["ttft"] - acc.shipped_overhead_ms(acc.PYTHON_FRONT_END)
+    locked = acc.predict_row({**share, "note": share["note"].replace("ShareGPT", "random")})["ttft"]
+    locked -= acc.shipped_overhead_ms(acc.PYTHON_FRONT_END)
+    assert 50.0 < locked < 60.0
+    assert 25.0 < spread < 40.0

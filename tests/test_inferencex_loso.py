@@ -42,7 +42,9 @@ def test_each_source_takes_the_value_fitted_without_it(monkeypatch: pytest.Monke
     monkeypatch.setattr(ix, "predict_row", predict)
     rows = [_row("1", "a", 200.0), _row("2", "b", 200.0), _row("3", "c", 300.0)]
     lines = ix.loso(rows, "cold_start.seconds", [0.0, 1.0, 2.0])
-    assert lines[1].startswith("  sglang: fitted on every source 1 (ships 1); per-source picks 1-1")
+    shipped = before[0]["seconds"]
+    assert lines[1].startswith(f"  sglang: fitted on every source 1 (ships {shipped:g}); "
+                               "per-source picks 1-1")
     assert "agg          n=3   out of sample   0.0%" in lines[2]
     assert "at 0  50.0%" in lines[2]  # |100 - 200| / 200 for a and b, 66.7% for c: median 50%
     assert lines[3].startswith("    agg moved    n=3 ")  # every row moves with the stand-in
