@@ -17,8 +17,9 @@ Rows the model cannot price (an unknown model or GPU) are listed and skipped.
 ``--frontend`` fits each candidate term of the first-token path (:func:`frontend_term_ms`:
 tokenization, the front end's burst of a step's chunks, the front end as a queue, and
 :mod:`servesim.sim.frontend`'s serving loop on the engines whose loop has no measured cost)
-leave-one-source-out beside the per-engine request overhead and in its place, and prints the
-out-of-sample TTFT error of each per engine, client and load band (:func:`frontend_scan`);
+leave-one-source-out beside the request overhead (one per group, :func:`overhead_group`) and in its
+place, and prints the out-of-sample TTFT error of each per engine, client and load band
+(:func:`frontend_scan`);
 ``--frontend KIND ...`` scans those named.
 
 A second section reads ``benchmarks/data/published_speculative.csv``: published
@@ -695,7 +696,7 @@ def frontend_term_ms(kind: str, x: dict[str, Any], cost_us: float) -> float:
 def frontend_scan(results: list[dict[str, Any]], kinds: list[str] | None = None) -> list[str]:
     """Each front-end candidate (:func:`frontend_term_ms`; ``kinds``, default all of
     :data:`FRONTEND_GRID_US`) fitted leave-one-source-out, its cost shared by the engines, with the
-    per-engine overhead refitted beside it (``+ overhead``) and in its place (``alone``): the
+    group's overhead refitted beside it (``+ overhead``) and in its place (``alone``): the
     out-of-sample median |error| of TTFT overall and per engine, client and load band, beside the
     overhead alone, and the cost and overheads fitted on every source.  Never-fitted sources take
     the fit on every other."""
@@ -744,7 +745,7 @@ def frontend_scan(results: list[dict[str, Any]], kinds: list[str] | None = None)
     base = {id(x): x["e_ttft"] for x in xs}
     lines = [f"first-token path candidates, TTFT out of sample (median |error|; n={len(xs)}; the cost "
              "fitted leave-one-source-out on the grid FRONTEND_GRID_US, shared by the engines):",
-             line("overhead per engine (shipped form)", base)]
+             line("overhead per group (shipped form)", base)]
     for kind in kinds or FRONTEND_GRID_US:
         for with_overhead in (True, False):
             errs, (c, offs) = oos(kind, with_overhead)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import multiprocessing
 import statistics
 import sys
 from collections import defaultdict
@@ -226,7 +227,29 @@ def _get(raw: dict[str, Any], key: str) -> float | None:
     return float(entries[0][field]) if entries else None
 
 
-def loso(rows: list[dict[str, str]], key: str, grid: list[float]) -> list[str]:
+def _errors_at(rows: list[dict[str, str]], key: str, names: list[str], value: float) -> dict[str, float]:
+    """Each row's relative error of the mean TTFT with ``key`` of every engine in ``names`` at
+    ``value`` (the shipped values restored after)."""
+    from servesim.hardware import engines, pricer
+
+    raw = engines._raw()["engine"]
+    shipped = {e: _get(raw[e], key) for e in names}
+    try:
+        for e in names:
+            _set(raw[e], key, value)
+        pricer._BUILT.clear()
+        out = {}
+        for r in rows:
+            p = predict_row(r)
+            out[r["id"]] = (p["ttft"] - float(r["mean_ttft_ms"])) / float(r["mean_ttft_ms"])
+        return out
+    finally:
+        for e in names:
+            _set(raw[e], key, float(shipped[e] or 0.0))
+        pricer._BUILT.clear()
+
+
+def loso(rows: list[dict[str, str]], key: str, grid: list[float], jobs: int = 1) -> list[str]:
     """``key`` of engines.toml fitted leave-one-source-out on the rows' mean TTFT: a number each
     engine of the rows has (``eager_mla_layer_host_us``), or a field of each entry of a list of tables
     (``moe_prefill_scale.factor``, ``cold_start.seconds``: engines without that list are left out).
@@ -237,28 +260,22 @@ def loso(rows: list[dict[str, str]], key: str, grid: list[float]) -> list[str]:
     mode, that out-of-sample error beside the error at the shipped value (in sample), at the value
     fitted on every source and at ``grid``'s smallest value (for a factor, 1: none), over every row
     and over the rows the value moves (``moved``: those whose prediction differs across the grid; a
-    constant of one GPU or dtype leaves the others as they are)."""
-    from servesim.hardware import engines, pricer
+    constant of one GPU or dtype leaves the others as they are).  ``jobs`` > 1 predicts the values in
+    that many processes."""
+    from servesim.hardware import engines
 
     raw = engines._raw()["engine"]
     names = sorted(e for e in {r["engine"] for r in rows} if _get(raw[e], key) is not None)
     shipped = {e: _get(raw[e], key) for e in names}
     off = min(grid)
-    errs: dict[float, dict[str, float]] = {}
-    try:
-        for v in sorted({*grid, *(x for x in shipped.values() if x is not None)}):
-            for e in names:
-                _set(raw[e], key, v)
-            pricer._BUILT.clear()
-            errs[v] = {}
-            for r in rows:
-                if r["engine"] in names:
-                    p = predict_row(r)
-                    errs[v][r["id"]] = (p["ttft"] - float(r["mean_ttft_ms"])) / float(r["mean_ttft_ms"])
-    finally:
-        for e in names:
-            _set(raw[e], key, float(shipped[e] or 0.0))
-        pricer._BUILT.clear()
+    values = sorted({*grid, *(x for x in shipped.values() if x is not None)})
+    mine = [r for r in rows if r["engine"] in names]
+    if jobs > 1:
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(values))) as pool:
+            errs = dict(zip(values, pool.starmap(_errors_at, [(mine, key, names, v) for v in values]),
+                            strict=True))
+    else:
+        errs = {v: _errors_at(mine, key, names, v) for v in values}
     lines = [f"{key} fitted leave-one-source-out on the mean TTFT (source: the run's date; grid "
              f"{', '.join(f'{v:g}' for v in grid)}; modes pooled):"]
 
@@ -300,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="fit an engines.toml number leave-one-source-out on the colocated runs' TTFT (with "
                          "--disagg the disaggregated ones too), e.g. eager_mla_layer_host_us=0,750,1500,3000 "
                          "or a field of a list of tables, moe_prefill_scale.factor=1,1.5,1.7,2")
+    ap.add_argument("--with-mtp", action="store_true",
+                    help="with --loso: the MTP runs pooled in (a source is still a run date)")
+    ap.add_argument("--only-disagg", action="store_true",
+                    help="with --loso: the disaggregated runs only (kv_connect_ms: a number only they use)")
+    ap.add_argument("--jobs", type=int, default=1, help="with --loso: processes to predict the values in")
     ap.add_argument("--rows", type=Path, metavar="FILE",
                     help="also write every row's prediction beside its measurement as CSV (ROW_FIELDS)")
     args = ap.parse_args(argv)
@@ -314,7 +336,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--loso {args.loso!r}: KEY=V1,V2,... with numbers")
         if not grid:
             ap.error(f"--loso {args.loso!r}: KEY=V1,V2,... with numbers")
-        sys.stdout.write("\n".join(loso(rows, key, grid)) + "\n")
+        if args.with_mtp:
+            rows += [r for r in load_rows(MTP_DATA) if args.disagg or r["mode"] == "agg"]
+        if args.only_disagg:
+            rows = [r for r in rows if r["mode"] == "disagg"]
+        sys.stdout.write("\n".join(loso(rows, key, grid, max(1, args.jobs))) + "\n")
         return 0
     table: list[dict[str, object]] = []
     sys.stdout.write("\n".join(report(rows, args.quiet, table if args.rows is not None else None)) + "\n")

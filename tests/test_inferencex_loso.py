@@ -52,3 +52,16 @@ def test_each_source_takes_the_value_fitted_without_it(monkeypatch: pytest.Monke
     # a disaggregated row of source c is reported apart, with the value fitted without c
     lines = ix.loso([*rows, _row("4", "c", 200.0, "disagg")], "cold_start.seconds", [0.0, 1.0, 2.0])
     assert "disagg       n=1   out of sample   0.0%" in lines[4]
+
+
+def test_the_values_predicted_in_two_processes_print_the_same(monkeypatch: pytest.MonkeyPatch):
+    """--jobs 2 predicts the grid's values in two processes: the same lines as in one."""
+    raw = engines._raw()["engine"]
+
+    def predict(row: dict[str, str]) -> dict[str, float]:
+        return {"ttft": 100.0 + 100.0 * float(raw["sglang"]["cold_start"][0]["seconds"])}
+
+    monkeypatch.setattr(ix, "predict_row", predict)
+    rows = [_row("1", "a", 200.0), _row("2", "b", 200.0), _row("3", "c", 300.0, "disagg")]
+    one = ix.loso(rows, "cold_start.seconds", [0.0, 1.0, 2.0])
+    assert ix.loso(rows, "cold_start.seconds", [0.0, 1.0, 2.0], jobs=2) == one
