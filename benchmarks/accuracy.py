@@ -334,7 +334,8 @@ def max_load(rows: list[dict[str, str]]) -> tuple[dict[str, list[float]], list[s
             sm, _, mem = build_step_model(dep)
             if not serving_loop(r):
                 _without_serving_loop(sm)
-            name, ratio, nominal = client_of(r)  # the nominal lengths are the means here: a vllm client's
+            # a ShareGPT run's lengths spread around its means; other clients' rows keep their means
+            name, ratio, nominal = client_of(r)
             spread = length_spread(r, name, ratio, nominal) if name == "vllm" else None
             bench = Benchmark(int(float(r["isl"])), int(float(r["osl"])), concurrency=2000, num_prompts=2000,
                               client=Client("vllm", random_range_ratio=spread))
