@@ -72,3 +72,24 @@ def test_spread_lengths_unlock_four_clients_of_one_length():
     locked -= acc.shipped_overhead_ms(acc.PYTHON_FRONT_END)
     assert 50.0 < locked < 60.0
     assert 25.0 < spread < 40.0
+
+
+def test_trtllm_bench_rows_admit_every_waiting_request_and_trtllm_serve_rows_one():
+    """scheduler_of: the one-new-request-an-iteration limit (schedulers.trtllm item 5) is trtllm-serve's;
+    trtllm-bench's max-load rows (the LLM API, every request queued up front, nothing streamed) and
+    the TensorRT (C++) backend's rows lift it; InferenceX's trtllm-serve rows keep the default."""
+    bench = _row("trt10-031")  # Llama-3.1-8B FP8, H200, trtllm-bench throughput, 128/128
+    assert "trtllm-bench" in bench["note"]
+    assert acc.scheduler_of(bench) == (("new_requests_per_iteration", 0),)
+    assert acc.scheduler_of(_row("trt014-019")) == (("new_requests_per_iteration", 0),)  # Triton
+    serve = next(r for r in acc.load_rows() if r["id"].startswith("ixgx") or "3317" in r["source"])
+    assert acc.scheduler_of(serve) == ()
+
+
+def test_the_nvfp4_max_load_rows_take_their_checkpoints_fp8_cache():
+    """The B200 FP4 trtllm-bench rows of Llama-3.3-70B and Qwen3-235B-A22B carry their checkpoints'
+    FP8 KV dtype (SOURCES.md sections 3 and 12); the FP8 rows keep the placeholder."""
+    rows = [r for r in acc.load_rows() if r["id"].startswith(("trt10-", "trt10m-"))]
+    fp4 = [r for r in rows if r["dtype"] == "fp4" and r["model"] != "Qwen/Qwen3-30B-A3B"]
+    assert len(fp4) == 20 and all(r["kv_dtype"] == "fp8" for r in fp4)
+    assert all(r["kv_dtype"] == "bf16" for r in rows if r["dtype"] == "fp8")
