@@ -94,12 +94,31 @@ def test_inferencemax_defaults_and_warmups_beyond_the_prompts():
     ("trtllm", 8192, None, None),  # no client slots: nothing to size it by
 ])
 def test_inferencemax_recipe_sizes_trtllm_budget_for_a_prompt_and_every_sequence(engine, isl, conc, expect):
-    recipe = Client("inferencemax").recipe(engine, isl, conc)
+    recipe = Client("inferencemax").recipe(engine, isl, conc, family="deepseek_v3")  # dsr1_*_trt.sh
     assert recipe.get("max_num_batched_tokens") == expect
     assert recipe.get("kv_dtype") == ("fp8" if engine == "trtllm" else None)  # its TRT-LLM recipes' KV
-    assert Client("vllm").recipe(engine, isl, conc) == {}
+    assert Client("vllm").recipe(engine, isl, conc, family="deepseek_v3") == {}
     if expect is not None:
         assert expect >= isl + conc and expect % 64 == 0
+
+
+_TRT70 = {"kv_dtype": "fp8", "max_num_batched_tokens": 16384, "cuda_graph_max_tokens": 1024}
+
+
+@pytest.mark.parametrize(("engine", "isl", "osl", "tp", "expect"), [
+    # 70b_*_trt_*.sh: --max_num_tokens 16384, CUDA graphs to 1024, an FP8 cache, and batch waiting
+    # (ratio 0.9, 20 iterations) at 1k/1k below TP 8 only
+    ("trtllm", 1024, 1024, 4, {**_TRT70, "scheduler": {"batch_wait_timeout_iters": 20,
+                                                       "batch_wait_max_tokens_ratio": 0.9}}),
+    ("trtllm", 1024, 1024, 8, _TRT70),
+    ("trtllm", 8192, 1024, 2, _TRT70),
+    # 70b_fp8_{h100,h200}_slurm.sh: --kv-cache-dtype fp8, 8,192 tokens, 0.9 of HBM, --max-num-seqs C
+    ("vllm", 1024, 8192, 1, {"kv_dtype": "fp8", "max_num_batched_tokens": 8192, "memory_fraction": 0.9,
+                             "max_num_seqs": 32}),
+    ("sglang", 1024, 1024, 4, {}),  # InferenceMAX ran its dense model on vLLM and TensorRT-LLM only
+])
+def test_inferencemax_dense_recipes_are_llama_70bs(engine, isl, osl, tp, expect):
+    assert Client("inferencemax").recipe(engine, isl, 32, family="", tp=tp, osl=osl) == expect
 
 
 @pytest.mark.parametrize(("gpu", "dtype", "tp", "conc", "isl", "expect"), [
