@@ -224,7 +224,9 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
      {"max_num_batched_tokens": 20000, "memory_fraction": 0.85, "max_num_seqs": 16,
       "cuda_graph_max_tokens": 16, "moe_backend": "triton"}),
     # minimaxm2.5_fp8_*.sh
-    ("vllm", "b200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1, {"memory_fraction": 0.95}),
+    ("vllm", "b200", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
+     {"memory_fraction": 0.9, "kv_dtype": "fp8", "max_num_batched_tokens": 2048,
+      "cuda_graph_max_tokens": 2048}),
     ("vllm", "h100-sxm", "minimax-m2.5", "minimax_m2", "fp8", 64, 1,
      {"memory_fraction": 0.9, "max_num_seqs": 256}),
     ("vllm", "h200", "minimax-m2.5", "minimax_m2", "fp8", 32, 1,
