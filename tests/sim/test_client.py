@@ -246,6 +246,12 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
      {"memory_fraction": 0.9, "max_num_seqs": 8}),
     # DeepSeek on vLLM: no InferenceMAX script, the engine's defaults
     ("vllm", "b200", "deepseek-r1", "deepseek_v3", "fp8", 64, 1, {}),
+    # Kimi-K2.5 and GLM-5 on SGLang: DeepSeek-R1's scripts do not stand for them (Kimi has none there)
+    ("sglang", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1, {}),
+    ("sglang", "h200", "glm-5-nvfp4", "deepseek_v3", "fp8", 64, 1, {}),
+    ("sglang", "b200", "deepseek-r1", "deepseek_v3", "fp8", 4, 1,  # dsr1_fp8_b200.sh below TP 8
+     {"kv_dtype": "fp8", "gemm_backend": "flashinfer", "max_num_batched_tokens": 8192, "max_num_seqs": 32,
+      "memory_fraction": 0.95, "scheduler": {"max_prefill_tokens": 8192, "scheduler_recv_interval": 10}}),
 ])
 def test_inferencemax_recipes_for_gpt_oss_minimax_and_kimi(engine, gpu, model, family, dtype, conc, dp,
                                                            expect):
