@@ -246,6 +246,16 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
      {"memory_fraction": 0.9, "max_num_seqs": 8}),
     # DeepSeek on vLLM: no InferenceMAX script, the engine's defaults
     ("vllm", "b200", "deepseek-r1", "deepseek_v3", "fp8", 64, 1, {}),
+    # qwen3.5_{fp8,bf16}_b200.sh, qwen3.5_fp8_h200.sh (fixed_seq_len, 8eec0d4)
+    ("sglang", "b200", "qwen3.5-397b-a17b", "qwen3_5_moe", "fp8", 64, 1,
+     {"cuda_graph_max_tokens": 64, "kv_dtype": "fp8", "max_num_batched_tokens": 16384, "memory_fraction": 0.8,
+      "scheduler": {"max_prefill_tokens": 16384, "scheduler_recv_interval": 30}}),
+    ("sglang", "b200", "qwen3.5-397b-a17b", "qwen3_5_moe", "bf16", 8, 1,
+     {"cuda_graph_max_tokens": 8, "max_num_batched_tokens": 32768, "max_num_seqs": 128,
+      "memory_fraction": 0.82, "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 10}}),
+    ("sglang", "h200", "qwen3.5-397b-a17b", "qwen3_5_moe", "fp8", 32, 1,
+     {"cuda_graph_max_tokens": 32, "kv_dtype": "fp8", "max_num_batched_tokens": 16384, "max_num_seqs": 128,
+      "memory_fraction": 0.8}),
     # Kimi-K2.5 and GLM-5 on SGLang: DeepSeek-R1's scripts do not stand for them (Kimi has none there)
     ("sglang", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1, {}),
     ("sglang", "h200", "glm-5-nvfp4", "deepseek_v3", "fp8", 64, 1, {}),

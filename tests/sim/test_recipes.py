@@ -53,7 +53,8 @@ def _grid():
     and each decode table row's own shape (so that the table lookups find their row)."""
     for engine, gpu, family, dtype, spec, (tp, dp) in itertools.product(
             ("trtllm", "sglang", "vllm"), ("h200", "b200", "h100-sxm", "gb200", "gb300", "b300"),
-            ("deepseek_v3", "gpt_oss", "minimax_m2", ""), ("fp8", "fp4"), (None, "mtp"),
+            ("deepseek_v3", "gpt_oss", "minimax_m2", "qwen3_5_moe", ""), ("fp8", "fp4", "bf16"),
+            (None, "mtp"),
             ((8, 1), (4, 1), (1, 8))):
         for isl, osl, c in ((1024, 1024, 64), (1024, 1024, 300), (8192, 1024, 64), (1024, 8192, 128),
                             (1024, 1024, 8), (1024, 1024, 0)):
