@@ -519,3 +519,21 @@ def test_client_module_writes_no_engine_name():
     literals = {n.value for n in ast.walk(tree)
                 if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings}
     assert not literals & set(ENGINES)
+
+
+@pytest.mark.parametrize(("tp", "dp", "conc", "isl", "mbs", "scheduler"), [
+    # qwen3.5_fp4_b200_trt.sh: --max_batch_size (and the CUDA graphs) 512 from TP 4, max(C, 16) at TP 1;
+    # batch waiting (50 iterations, ratio 0.45) without attention DP, the balance (500, 10) with it
+    (8, 1, 64, 1024, 512, {"batch_wait_timeout_iters": 50, "batch_wait_max_tokens_ratio": 0.45}),
+    (1, 1, 8, 1024, 16, {"batch_wait_timeout_iters": 50, "batch_wait_max_tokens_ratio": 0.45}),
+    (1, 8, 256, 1024, 128, {"attention_dp_balance": True, "attention_dp_timeout_iters": 500,
+                            "attention_dp_batching_wait_iters": 10}),
+    (1, 4, 64, 8192, 256, {"attention_dp_balance": True, "attention_dp_timeout_iters": 500,
+                           "attention_dp_batching_wait_iters": 10}),
+])
+def test_inferencemax_qwen35_trtllm_recipe(tp, dp, conc, isl, mbs, scheduler):
+    got = Client("inferencemax").recipe("trtllm", isl, conc, gpu="b200", family="qwen3_5_moe", dtype="fp4",
+                                        tp=tp, dp=dp, model="qwen3.5-397b-a17b", osl=1024)
+    budget = 16384 if isl == 1024 else 32768  # its --max_num_tokens at 1k/1k and 8k/1k
+    assert got == {"kv_dtype": "fp8", "max_num_batched_tokens": budget, "max_num_seqs": mbs,
+                   "cuda_graph_max_tokens": mbs, "scheduler": scheduler}
