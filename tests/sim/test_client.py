@@ -256,6 +256,14 @@ def test_inferencemax_trtllm_recipe_cuda_graphs_for_deepseek(gpu, dtype, conc, i
     ("sglang", "h200", "qwen3.5-397b-a17b", "qwen3_5_moe", "fp8", 32, 1,
      {"cuda_graph_max_tokens": 32, "kv_dtype": "fp8", "max_num_batched_tokens": 16384, "max_num_seqs": 128,
       "memory_fraction": 0.8}),
+    # gptoss_fp4_{b200,h100}_sglang.sh (a branch's scripts, d04b625)
+    ("sglang", "b200", "gpt-oss-120b", "gpt_oss", "mxfp4", 64, 1,
+     {"max_num_batched_tokens": 32768, "memory_fraction": 0.85, "max_num_seqs": 128,
+      "cuda_graph_max_tokens": 128, "kv_dtype": "fp8",
+      "scheduler": {"max_prefill_tokens": 32768, "scheduler_recv_interval": 30}}),
+    ("sglang", "h100-sxm", "gpt-oss-120b", "gpt_oss", "mxfp4", 8, 1,
+     {"max_num_batched_tokens": 32768, "memory_fraction": 0.85, "max_num_seqs": 256,
+      "cuda_graph_max_tokens": 256, "scheduler": {"max_prefill_tokens": 32768}}),
     # Kimi-K2.5 and GLM-5 on SGLang: DeepSeek-R1's scripts do not stand for them (Kimi has none there)
     ("sglang", "b200", "kimi-k2.5", "deepseek_v3", "int4", 64, 1, {}),
     ("sglang", "h200", "glm-5-nvfp4", "deepseek_v3", "fp8", 64, 1, {}),
