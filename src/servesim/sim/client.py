@@ -274,8 +274,9 @@ class Client:
         ``dtype`` the weights as typed, ``model`` the architecture's name (``kimi-k2.5``, ...).
 
         InferenceMAX's launch scripts (SemiAnalysisAI/InferenceX ``benchmarks/*.sh``: DeepSeek-R1 on
-        TensorRT-LLM and SGLang, gpt-oss on vLLM and TensorRT-LLM, MiniMax-M2.5 and Kimi-K2.5 on
-        vLLM) are sections ``recipe`` and, with ``spec`` ``"mtp"`` for DeepSeek-R1 (its own MTP
+        TensorRT-LLM and SGLang, gpt-oss on vLLM, TensorRT-LLM and SGLang, MiniMax-M2.5 and Kimi-K2.5
+        on vLLM, Qwen3.5 on SGLang and TensorRT-LLM, and Llama-3.3-70B, its one dense model, on vLLM
+        and TensorRT-LLM) are sections ``recipe`` and, with ``spec`` ``"mtp"`` for DeepSeek-R1 (its own MTP
         module, :meth:`spec_recipe`), ``mtp`` of ``data/recipes.toml``; each rule cites its script.
         E.g. TensorRT-LLM's ``--max_num_tokens = max(8192, 64 ceil((C + ISL + 64) / 64))``, so that a
         whole prompt and every running sequence fit in one step."""
