@@ -212,3 +212,21 @@ def test_link_from_a_user_catalog(tmp_path):
     assert data["link"] == {"name": "cxl", "GBps": 64.0}
     missing = run_cli("disagg", "--link", "cxl")
     assert missing.returncode == 2 and "'cxl' is not a known link" in missing.stderr
+
+
+def test_roofline_prices_its_pure_sections_in_the_dtype_asked():
+    """``--dtype fp8`` weighs the pure roofline's weights as the measured step does: Llama-3-70B in FP8
+    on one H100 is 70.55e9 params at 1 B plus its two 128,256 x 8,192 tables in BF16 (72.7 GB, where
+    BF16 is 141.1 GB and does not fit), so a batch-1 decode step streams about half the bytes."""
+    def figures(*extra: str) -> dict:
+        r = run_cli("roofline", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "1", *extra,
+                    "--format", "json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    bf16, fp8 = figures(), figures("--dtype", "fp8")
+    tables = 2 * 128256 * 8192
+    assert bf16["weight_bytes"] == pytest.approx(bf16["params"] * 2, rel=1e-3)
+    assert fp8["weight_bytes"] == pytest.approx((bf16["params"] - tables) * 1 + tables * 2, rel=1e-3)
+    assert bf16["max_batch"] < 1 <= fp8["max_batch"]
+    assert 0.45 < fp8["decode_step_ms"] / bf16["decode_step_ms"] < 0.6

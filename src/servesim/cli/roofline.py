@@ -99,7 +99,8 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--memory-fraction", type=number(0.0, 1.0, lo_open=True), default=DEFAULT_MEMORY_FRACTION,
                    help=f"share of HBM for weights and KV, in (0, 1] (default {DEFAULT_MEMORY_FRACTION:g})")
     p.add_argument("--dtype", type=dtype_choice(WEIGHT_DTYPES, "dtype"), default="bf16",
-                   help="weights and GEMMs for the measured-kernel step: bf16 (default), fp8, fp4 (B200)")
+                   help="weights (the roofline's bytes and the measured-kernel step's GEMMs): bf16 "
+                        "(default: the checkpoint's own), fp8, fp4 (B200)")
     p.add_argument("--kv-dtype", type=dtype_choice(KV_DTYPES, "kv-dtype"), default="bf16",
                    help="KV cache for the measured-kernel step: bf16 (default) or fp8")
     add_engine_argument(p, "engine whose host time and budgets the measured-kernel step uses (default "
@@ -140,7 +141,7 @@ def _run(args: argparse.Namespace) -> Output:
     # every weight over tp x dp of them (the step model of [0] replicates attention over the DP ranks).
     gpus = args.tp * args.dp
     data = roofline_summary(
-        model,
+        _in_dtype(model, args.dtype),
         gpu,
         gpus,
         batches=args.batch or DEFAULT_BATCHES,
@@ -166,6 +167,15 @@ def _run(args: argparse.Namespace) -> Output:
                                       data["intensity_k"])
         plots.save(fig, args.plot)
     return Output(data, roofline_text(data), _rows(data))
+
+
+def _in_dtype(model: ModelShape, dtype: str) -> ModelShape:
+    """``model`` with its weights in ``--dtype`` for the pure roofline of [1], [2] and [5], as the
+    measured step of [0] prices them (bf16, the default, keeps the checkpoint's own, as there)."""
+    if dtype == "bf16":
+        return model
+    return replace(model, checkpoint_dtype=dtype,
+                   weight_bytes_per_param=model.weight_bytes(dtype) / model.params)
 
 
 def _model(name: str, cat: Catalog | None) -> ModelShape:
