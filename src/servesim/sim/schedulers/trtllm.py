@@ -44,7 +44,7 @@ From ``tensorrt_llm/_torch/pyexecutor/scheduler.py`` and ``tensorrt_llm/llmapi/l
    executor sync.  The TensorRT (C++) backend and a Dynamo worker are fed otherwise (set 0), and so
    is ``trtllm-bench`` (the same LLM API, every request queued up front and nothing streamed): its
    v1.0 max-load runs of Llama-3.1-8B at 128/128 tokens reach 27,911 output tok/s on one H200,
-   where one admission an iteration caps the prediction at 15,000 (26,000 without it; both with
+   where one admission an iteration caps the prediction at 14,987 (21,639 without it; both with
    the BF16 cache the row assumes: ``benchmarks/accuracy.py``'s max-load section predicts such rows
    without the limit).
 6. **Batch waiting** (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``, off by
